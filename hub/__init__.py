@@ -1,0 +1,1 @@
+"""HPCFair Hub: the Django project (settings, urls) and one app per domain."""

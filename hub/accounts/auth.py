@@ -1,0 +1,43 @@
+"""``Authorization: Bearer <token>`` authentication for the API."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.utils import timezone
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.request import Request
+
+from hub.accounts.models import ApiToken, hash_token
+from hub.errors import HubError
+
+_LAST_USED_GRANULARITY = timedelta(minutes=5)
+
+
+class BearerTokenAuthentication(BaseAuthentication):
+    """Looks the token up by its sha256; ``request.auth`` is the ApiToken row."""
+
+    def authenticate(self, request: Request):
+        header = get_authorization_header(request).split()
+        if not header or header[0].lower() != b"bearer":
+            return None
+        if len(header) != 2:
+            raise HubError("invalid_token", "The Authorization header must be 'Bearer <token>'.")
+        try:
+            raw = header[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise HubError("invalid_token", "The token contains characters a token never has.")
+        token = (
+            ApiToken.objects.select_related("user")
+            .filter(key_hash=hash_token(raw), revoked__isnull=True)
+            .first()
+        )
+        if token is None or not token.user.is_active:
+            raise HubError("invalid_token", "This token is unknown or was revoked; create a new one.")
+        now = timezone.now()
+        if token.last_used is None or now - token.last_used > _LAST_USED_GRANULARITY:
+            ApiToken.objects.filter(pk=token.pk).update(last_used=now)
+        return token.user, token
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="api"'

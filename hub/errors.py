@@ -1,0 +1,141 @@
+"""Machine-readable error codes, mapped to HTTP status in one place.
+
+Every API error body is ``{"code": ..., "detail": ..., "request_id": ...}`` (plus optional fields
+such as ``errors`` or ``existing_pid``), and the code is repeated in the ``X-Error-Code`` header.
+Unknown exceptions are logged with the request id and answered without their text.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404, HttpRequest, JsonResponse
+from rest_framework import exceptions as drf
+from rest_framework.response import Response
+
+log = logging.getLogger(__name__)
+
+# code -> HTTP status. The one table; add a code here before raising it.
+STATUS: dict[str, int] = {
+    "invalid": 400,
+    "malformed_request": 400,
+    "invalid_path": 400,
+    "invalid_range": 416,
+    "upload_incomplete": 400,
+    "upload_size_mismatch": 400,
+    "checksum_mismatch": 400,
+    "upload_too_large": 413,
+    "not_authenticated": 401,
+    "invalid_token": 401,
+    "insufficient_scope": 403,
+    "permission_denied": 403,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "not_acceptable": 406,
+    "conflict": 409,
+    "already_exists": 409,
+    "duplicate_version": 409,
+    "upload_offset_mismatch": 409,
+    "upload_busy": 409,
+    "upload_not_open": 409,
+    "gone": 410,
+    "unsupported_media_type": 415,
+    "throttled": 429,
+    "internal_error": 500,
+    "storage_unavailable": 503,
+}
+
+
+class HubError(drf.APIException):
+    """An error a client can act on: a code from ``STATUS``, a message, optional extra fields."""
+
+    def __init__(self, code: str, detail: str, **extra: Any) -> None:
+        if code not in STATUS:
+            raise ValueError(f"unknown error code {code!r}: add it to hub.errors.STATUS")
+        super().__init__(detail=detail, code=code)
+        self.status_code = STATUS[code]
+        self.error_code = code
+        self.message = detail
+        self.extra = extra
+
+
+def error_body(code: str, detail: str, request: HttpRequest | None, **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"code": code, "detail": detail}
+    body.update(extra)
+    body["request_id"] = getattr(request, "request_id", None)
+    return body
+
+
+def json_error(request: HttpRequest | None, code: str, detail: str, **extra: Any) -> JsonResponse:
+    """A plain Django JSON error response (for views outside DRF)."""
+    response = JsonResponse(error_body(code, detail, request, **extra), status=STATUS[code])
+    response["X-Error-Code"] = code
+    return response
+
+
+def _flatten(errors: Any, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested validation errors as {"field.sub": ["message", ...]}."""
+    out: dict[str, list[str]] = {}
+    if isinstance(errors, dict):
+        for key, value in errors.items():
+            name = key if key != "non_field_errors" else ""
+            out.update(_flatten(value, f"{prefix}.{name}" if prefix and name else prefix or name))
+    elif isinstance(errors, list) and errors and all(isinstance(e, str) for e in errors):
+        out[prefix or "body"] = [str(e) for e in errors]
+    elif isinstance(errors, list):
+        for index, value in enumerate(errors):
+            out.update(_flatten(value, f"{prefix}[{index}]"))
+    else:
+        out[prefix or "body"] = [str(errors)]
+    return out
+
+
+_DRF_CODES: list[tuple[type[Exception], str]] = [
+    (drf.NotAuthenticated, "not_authenticated"),
+    (drf.AuthenticationFailed, "invalid_token"),
+    (drf.PermissionDenied, "permission_denied"),
+    (drf.NotFound, "not_found"),
+    (drf.MethodNotAllowed, "method_not_allowed"),
+    (drf.NotAcceptable, "not_acceptable"),
+    (drf.UnsupportedMediaType, "unsupported_media_type"),
+    (drf.ParseError, "malformed_request"),
+    (drf.Throttled, "throttled"),
+]
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
+    """DRF exception handler: every error becomes a coded body; nothing raw leaks."""
+    request = context.get("request")
+    extra: dict[str, Any] = {}
+    headers: dict[str, str] = {}
+    if isinstance(exc, HubError):
+        code, detail, extra = exc.error_code, exc.message, exc.extra
+    elif isinstance(exc, drf.ValidationError):
+        fields = _flatten(exc.detail)
+        code = "invalid"
+        detail = "; ".join(f"{name}: {' '.join(msgs)}" for name, msgs in fields.items())
+        extra = {"errors": fields}
+    elif isinstance(exc, Http404):
+        code, detail = "not_found", "Not found."
+    elif isinstance(exc, DjangoPermissionDenied):
+        code, detail = "permission_denied", "You do not have permission to do this."
+    else:
+        for cls, mapped in _DRF_CODES:
+            if isinstance(exc, cls):
+                code, detail = mapped, str(exc.detail)  # type: ignore[attr-defined]
+                break
+        else:
+            log.exception("unhandled error (request %s)", getattr(request, "request_id", "?"))
+            code, detail = "internal_error", "Internal error; the administrators can trace it by its request id."
+    if isinstance(exc, drf.APIException):
+        if getattr(exc, "auth_header", None):
+            headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
+        if getattr(exc, "wait", None):
+            headers["Retry-After"] = str(int(exc.wait))  # type: ignore[attr-defined]
+    if code == "not_authenticated" or code == "invalid_token":
+        headers.setdefault("WWW-Authenticate", 'Bearer realm="api"')
+    headers["X-Error-Code"] = code
+    body = error_body(code, detail, getattr(request, "_request", request), **extra)
+    return Response(body, status=STATUS[code], headers=headers)

@@ -1,0 +1,41 @@
+"""Jobs over REST: a user sees the jobs they requested."""
+
+from __future__ import annotations
+
+from rest_framework import generics
+
+from hub.accounts.permissions import IsAuthenticatedReader
+from hub.errors import HubError
+from hub.jobs.api.serializers import JobSerializer
+from hub.jobs.models import Job
+
+
+class JobList(generics.ListAPIView):
+    serializer_class = JobSerializer
+    permission_classes = [IsAuthenticatedReader]
+    filterset_fields = ["state", "kind"]
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Job.objects.none()
+        return Job.objects.filter(requester=self.request.user).select_related(
+            "requester", "version__artifact__owner"
+        )
+
+
+class JobDetail(generics.RetrieveAPIView):
+    serializer_class = JobSerializer
+    permission_classes = [IsAuthenticatedReader]
+
+    def get_object(self) -> Job:
+        job = self.get_queryset().filter(pk=self.kwargs["pk"]).first()
+        if job is None:
+            raise HubError("not_found", f"You have no job {self.kwargs['pk']}.")
+        return job
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Job.objects.none()
+        return Job.objects.filter(requester=self.request.user).select_related(
+            "requester", "version__artifact__owner"
+        )

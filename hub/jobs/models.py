@@ -1,0 +1,68 @@
+"""The Job row: the source of truth for every long operation."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Job(models.Model):
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    class Kind(models.TextChoices):
+        FIXITY = "fixity", "fixity check"
+        CONVERT = "convert", "conversion to ONNX"
+        VERIFY = "verify", "verification"
+        OPTIMIZE = "optimize", "optimisation"
+        CONTAINER = "container", "container build"
+        INFER = "infer", "inference"
+        COLLABORATE = "collaborate", "collaboration"
+        BENCHMARK = "benchmark", "hardware benchmark"
+
+    FINAL_STATES = (State.SUCCEEDED, State.FAILED)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED, db_index=True)
+    queue = models.CharField(max_length=32, default="cpu")
+    device = models.CharField(max_length=16, default="cpu")
+    params = models.JSONField(default=dict, blank=True)
+    progress = models.FloatField(default=0.0)
+    log = models.JSONField(default=list, blank=True, help_text="Log lines: [{time, level, message}]")
+    result = models.JSONField(null=True, blank=True)
+    error_code = models.CharField(max_length=64, blank=True)
+    error_detail = models.TextField(blank=True)
+    requester = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="jobs"
+    )
+    version = models.ForeignKey(
+        "registry.Version", on_delete=models.SET_NULL, null=True, blank=True, related_name="jobs"
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    worker = models.CharField(max_length=200, blank=True)
+    created = models.DateTimeField(default=timezone.now, db_index=True)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} job {self.id} ({self.state})"
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in self.FINAL_STATES
+
+    @property
+    def duration(self) -> float | None:
+        if self.started and self.finished:
+            return (self.finished - self.started).total_seconds()
+        return None

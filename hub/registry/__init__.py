@@ -1,0 +1,1 @@
+"""Artifacts, versions, files, content-addressed blobs, provenance, uploads and persistent identifiers."""

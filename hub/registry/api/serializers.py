@@ -1,0 +1,186 @@
+"""Shapes of the registry's API bodies."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+from rest_framework import serializers
+
+from hub.registry.models import LABEL_RE, NAME_RE, Artifact, File, ProvenanceLink, Upload, Version
+from hub.registry.uploads import offset_of
+
+
+def absolute(path: str) -> str:
+    return settings.HUB_PUBLIC_URL + path
+
+
+def pid_url(pid: str) -> str:
+    return absolute("/" + pid)
+
+
+class UsernameListField(serializers.ListField):
+    child = serializers.CharField(max_length=150)
+
+    def to_internal_value(self, data):
+        names = super().to_internal_value(data)
+        users = list(get_user_model().objects.filter(username__in=names))
+        missing = sorted(set(names) - {u.username for u in users})
+        if missing:
+            raise serializers.ValidationError(f"No such user: {', '.join(missing)}.")
+        return users
+
+    def to_representation(self, data):
+        return [user.username for user in data.all()]
+
+
+class ArtifactSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    full_name = serializers.CharField(read_only=True)
+    collaborators = UsernameListField(required=False)
+    pid_url = serializers.SerializerMethodField()
+    url = serializers.SerializerMethodField()
+    latest_version = serializers.SerializerMethodField()
+    name = serializers.RegexField(
+        NAME_RE, max_length=100,
+        error_messages={"invalid": "Use letters, digits, '.', '_' and '-', starting with a letter or digit."},
+    )
+    kind = serializers.ChoiceField(choices=Artifact.Kind.choices)
+    visibility = serializers.ChoiceField(choices=Artifact.Visibility.choices, default="public")
+
+    class Meta:
+        model = Artifact
+        fields = [
+            "kind", "owner", "name", "full_name", "title", "description", "visibility", "collaborators",
+            "pid", "pid_url", "url", "latest_version", "created", "updated",
+        ]
+        read_only_fields = ["pid", "created", "updated"]
+
+    def get_pid_url(self, artifact: Artifact) -> str:
+        return pid_url(artifact.pid)
+
+    def get_url(self, artifact: Artifact) -> str:
+        return absolute(reverse("api:artifact-detail", args=[artifact.owner.username, artifact.name]))
+
+    def get_latest_version(self, artifact: Artifact) -> str | None:
+        latest = artifact.latest_version()
+        return latest.label if latest else None
+
+
+class ArtifactUpdateSerializer(serializers.Serializer):
+    title = serializers.CharField(max_length=300, required=False, allow_blank=True)
+    description = serializers.CharField(required=False, allow_blank=True)
+    visibility = serializers.ChoiceField(choices=Artifact.Visibility.choices, required=False)
+    collaborators = UsernameListField(required=False)
+
+
+class FileSerializer(serializers.ModelSerializer):
+    sha256 = serializers.CharField(source="blob_id")
+    download_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = File
+        fields = ["path", "size", "sha256", "media_type", "download_url"]
+
+    def get_download_url(self, file: File) -> str:
+        version = file.version
+        artifact = version.artifact
+        base = reverse("api:file-download", args=[artifact.owner.username, artifact.name, version.label, "x"])
+        return absolute(base[:-1] + quote(file.path))
+
+
+class ProvenanceSerializer(serializers.ModelSerializer):
+    target_pid = serializers.CharField(source="target.pid")
+    target = serializers.CharField(source="target.__str__")
+
+    class Meta:
+        model = ProvenanceLink
+        fields = ["relation", "target", "target_pid"]
+
+
+class DerivativeSerializer(serializers.ModelSerializer):
+    version_pid = serializers.CharField(source="version.pid")
+    version = serializers.CharField(source="version.__str__")
+
+    class Meta:
+        model = ProvenanceLink
+        fields = ["relation", "version", "version_pid"]
+
+
+class VersionSerializer(serializers.ModelSerializer):
+    artifact = serializers.CharField(source="artifact.full_name")
+    version = serializers.CharField(source="label")
+    pid_url = serializers.SerializerMethodField()
+    created_by = serializers.CharField(source="created_by.username", default=None)
+    files = FileSerializer(many=True)
+    provenance = ProvenanceSerializer(many=True)
+    derivatives = DerivativeSerializer(many=True)
+    deleted = serializers.BooleanField(source="is_deleted")
+
+    class Meta:
+        model = Version
+        fields = [
+            "artifact", "version", "pid", "pid_url", "metadata", "content_digest", "created", "created_by",
+            "files", "provenance", "derivatives", "deleted", "deleted_at", "deletion_reason",
+        ]
+
+    def get_pid_url(self, version: Version) -> str:
+        return pid_url(version.pid)
+
+    def to_representation(self, version: Version):
+        data = super().to_representation(version)
+        if version.is_deleted:  # a tombstone says what it was, but serves no bytes
+            for item in data["files"]:
+                item["download_url"] = None
+        return data
+
+
+class ProvenanceInputSerializer(serializers.Serializer):
+    relation = serializers.ChoiceField(choices=ProvenanceLink.Relation.choices)
+    target = serializers.CharField(help_text="A version PID (ark:/…) or owner/name[@version].")
+
+
+class FileInputSerializer(serializers.Serializer):
+    path = serializers.CharField(max_length=1024)
+    upload = serializers.UUIDField(help_text="The id of a completed upload (POST /api/v1/uploads/).")
+
+
+class VersionCreateSerializer(serializers.Serializer):
+    """JSON body; with multipart/form-data send the files as parts and these fields as form fields
+    (``metadata`` and ``provenance`` as JSON strings)."""
+
+    version = serializers.RegexField(LABEL_RE, required=False, allow_blank=True)
+    metadata = serializers.JSONField(required=False, default=dict)
+    files = FileInputSerializer(many=True, required=False, default=list)
+    provenance = ProvenanceInputSerializer(many=True, required=False, default=list)
+
+    def validate_metadata(self, value):
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("Expected a JSON object.")
+        return value
+
+
+class UploadSerializer(serializers.ModelSerializer):
+    sha256 = serializers.CharField(read_only=True)
+    expected_sha256 = serializers.RegexField(r"^[0-9a-fA-F]{64}$", required=False, allow_blank=True)
+    offset = serializers.SerializerMethodField()
+    url = serializers.SerializerMethodField()
+    size = serializers.IntegerField(min_value=0)
+
+    class Meta:
+        model = Upload
+        fields = ["id", "filename", "size", "expected_sha256", "sha256", "state", "offset", "url", "created",
+                  "expires", "completed_at"]
+        read_only_fields = ["id", "state", "created", "expires", "completed_at"]
+
+    def get_offset(self, upload: Upload) -> int:
+        return offset_of(upload)
+
+    def get_url(self, upload: Upload) -> str:
+        return absolute(reverse("api:upload-detail", args=[upload.id]))
+
+
+class UploadCompleteSerializer(serializers.Serializer):
+    sha256 = serializers.RegexField(r"^[0-9a-fA-F]{64}$", required=False, allow_blank=True)

@@ -1,0 +1,177 @@
+"""Byte transfers: file downloads (Range, ETag = sha256, S3 redirects) and resumable uploads."""
+
+from __future__ import annotations
+
+import re
+
+from django.http import FileResponse, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from hub.accounts.permissions import IsAuthenticatedReader
+from hub.errors import HubError
+from hub.registry import services, uploads
+from hub.registry.api.serializers import UploadCompleteSerializer, UploadSerializer
+from hub.registry.models import File, Upload
+from hub.storage import StorageUnavailable, get_blob_store
+
+_RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
+
+
+class AnyMediaRenderer(BaseRenderer):
+    """Lets a download answer any ``Accept``; error bodies still render as JSON."""
+
+    media_type = "*/*"
+    format = "bin"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return JSONRenderer().render(data, "application/json", renderer_context)
+
+
+def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """A single ``bytes=`` range as (start, end exclusive); None means the whole file.
+
+    Malformed or multi-range headers are ignored (RFC 9110 allows that); unsatisfiable ones are 416.
+    """
+    if not header:
+        return None
+    match = _RANGE_RE.match(header.strip())
+    if not match or (not match.group(1) and not match.group(2)):
+        return None
+    first, last = match.group(1), match.group(2)
+    if first:
+        start = int(first)
+        end = min(int(last) + 1, size) if last else size
+        if start >= size or (last and int(last) < start):
+            raise HubError("invalid_range", f"The file has {size} bytes; range {header!r} is outside it.",
+                           size=size)
+    else:  # suffix: the last N bytes
+        suffix = int(last)
+        if suffix == 0:
+            raise HubError("invalid_range", f"Range {header!r} asks for no bytes.", size=size)
+        start, end = max(size - suffix, 0), size
+    return start, end
+
+
+class FileDownload(APIView):
+    """Download a file. ``Range`` gives 206; ``ETag`` is the sha256; S3 storage answers a 302 to a
+    presigned URL."""
+
+    renderer_classes = [AnyMediaRenderer]
+
+    @extend_schema(responses={(200, "application/octet-stream"): OpenApiResponse(description="The bytes."),
+                              206: OpenApiResponse(description="Partial content"),
+                              302: OpenApiResponse(description="Redirect to a presigned S3 URL")})
+    def get(self, request: Request, owner: str, name: str, version: str, path: str) -> HttpResponse:
+        artifact = services.get_artifact(request.user, owner, name)
+        found = services.get_version(artifact, version)
+        file = File.objects.filter(version=found, path=path).select_related("blob").first()
+        if file is None:
+            raise HubError("not_found", f"{found} has no file {path!r}.")
+        etag = f'"{file.blob_id}"'
+        if etag in [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]:
+            response = HttpResponse(status=304)
+            response["ETag"] = etag
+            return response
+        store = get_blob_store()
+        filename = path.rsplit("/", 1)[-1]
+        try:
+            url = store.download_url(file.blob_id, filename, file.media_type)
+            if url:
+                response = HttpResponseRedirect(url)
+                response["ETag"] = etag
+                return response
+            byte_range = parse_range(request.headers.get("Range"), file.size)
+            start, end = byte_range or (0, file.size)
+            local = store.local_path(file.blob_id)
+            stream = store.open(file.blob_id, start, end - start)
+        except FileNotFoundError:
+            raise HubError("storage_unavailable", f"The bytes of {path!r} are missing from the object store; "
+                                                  "the administrators have been told.")
+        except StorageUnavailable:
+            raise HubError("storage_unavailable", "The object store is unavailable; try again shortly.")
+        if local is not None:
+            response: HttpResponse = FileResponse(stream, as_attachment=True, filename=filename,
+                                                  content_type=file.media_type)
+        else:
+            response = StreamingHttpResponse(iter(lambda: stream.read(1024 * 1024), b""),
+                                             content_type=file.media_type)
+            response["Content-Disposition"] = f'attachment; filename="{filename}"'
+            response["Content-Length"] = str(end - start)
+        response["ETag"] = etag
+        response["Accept-Ranges"] = "bytes"
+        if byte_range:
+            response.status_code = 206
+            response["Content-Range"] = f"bytes {start}-{end - 1}/{file.size}"
+        return response
+
+
+def _own_upload(request: Request, upload_id) -> Upload:
+    upload = Upload.objects.filter(pk=upload_id, owner=request.user).first()
+    if upload is None:
+        raise HubError("not_found", f"You have no upload {upload_id}.")
+    return upload
+
+
+class UploadCreate(APIView):
+    """Open a resumable upload: ``{"size": N, "filename": "...", "expected_sha256": "..."}``."""
+
+    permission_classes = [IsAuthenticatedReader]
+
+    @extend_schema(request=UploadSerializer, responses={201: UploadSerializer})
+    def post(self, request: Request) -> Response:
+        serializer = UploadSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        upload = uploads.open_upload(request.user, data["size"], data.get("filename", ""),
+                                     data.get("expected_sha256", ""))
+        body = UploadSerializer(upload).data
+        return Response(body, status=status.HTTP_201_CREATED, headers={"Location": body["url"]})
+
+
+class UploadDetail(APIView):
+    """``GET``: state and ``offset`` (bytes held; resume there). ``PUT``: send bytes with
+    ``Content-Range: bytes START-END/TOTAL`` (or the whole file without it). ``DELETE``: abort."""
+
+    permission_classes = [IsAuthenticatedReader]
+
+    @extend_schema(responses=UploadSerializer)
+    def get(self, request: Request, upload_id) -> Response:
+        upload = _own_upload(request, upload_id)
+        return Response(UploadSerializer(upload).data, headers={"Upload-Offset": uploads.offset_of(upload)})
+
+    @extend_schema(request={"application/octet-stream": bytes}, responses=UploadSerializer)
+    def put(self, request: Request, upload_id) -> Response:
+        upload = _own_upload(request, upload_id)
+        raw = request._request
+        length_header = raw.META.get("CONTENT_LENGTH")
+        length = int(length_header) if length_header and length_header.isdigit() else None
+        start, end = uploads.parse_content_range(raw.headers.get("Content-Range"), length, upload.size)
+        offset = uploads.write_chunk(upload, raw, start, end)
+        return Response(UploadSerializer(upload).data, headers={"Upload-Offset": offset})
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, upload_id) -> Response:
+        upload = _own_upload(request, upload_id)
+        if upload.state == Upload.State.CONSUMED:
+            raise HubError("upload_not_open", "This upload is part of a version already.")
+        uploads.abort_upload(upload)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class UploadComplete(APIView):
+    """Finish an upload: the hub checks the size and the sha256 (given now or when opening)."""
+
+    permission_classes = [IsAuthenticatedReader]
+
+    @extend_schema(request=UploadCompleteSerializer, responses=UploadSerializer)
+    def post(self, request: Request, upload_id) -> Response:
+        upload = _own_upload(request, upload_id)
+        serializer = UploadCompleteSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        upload = uploads.complete_upload(upload, serializer.validated_data.get("sha256", ""))
+        return Response(UploadSerializer(upload).data)

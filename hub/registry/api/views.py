@@ -1,0 +1,216 @@
+"""Artifacts and versions over REST."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db import transaction
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, status
+from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from hub.errors import HubError
+from hub.jobs.api.serializers import JobSerializer
+from hub.jobs.models import Job
+from hub.jobs.services import create_job
+from hub.registry import services
+from hub.registry.api.filters import ArtifactFilter
+from hub.registry.api.serializers import (
+    ArtifactSerializer,
+    ArtifactUpdateSerializer,
+    VersionCreateSerializer,
+    VersionSerializer,
+)
+from hub.registry.models import Artifact, Upload, Version
+from hub.registry.uploads import StagedFile, StagingUploadHandler, staged_path
+
+
+def require_write(request: Request, artifact: Artifact) -> None:
+    if not artifact.can_write(request.user):
+        raise HubError("permission_denied", f"Only the owner and collaborators of {artifact} can change it.")
+
+
+def require_admin(request: Request, artifact: Artifact) -> None:
+    if not artifact.can_admin(request.user):
+        raise HubError("permission_denied", f"Only the owner of {artifact} can do this.")
+
+
+def _versions_queryset():
+    return Version.objects.select_related("artifact__owner", "created_by").prefetch_related(
+        "files__version__artifact__owner", "provenance__target__artifact__owner",
+        "derivatives__version__artifact__owner",
+    )
+
+
+class ArtifactListCreate(generics.ListCreateAPIView):
+    """List and search artifacts (``q``, ``kind``, ``owner``, ``visibility``) / create one."""
+
+    serializer_class = ArtifactSerializer
+    filterset_class = ArtifactFilter
+
+    def get_queryset(self):
+        return (
+            Artifact.objects.live().visible_to(self.request.user)
+            .select_related("owner").prefetch_related("collaborators")
+        )
+
+    def perform_create(self, serializer: ArtifactSerializer) -> None:
+        data = serializer.validated_data
+        serializer.instance = services.create_artifact(
+            self.request.user, kind=data["kind"], name=data["name"], title=data.get("title", ""),
+            description=data.get("description", ""), visibility=data.get("visibility", "public"),
+            collaborators=data.get("collaborators", []),
+        )
+
+
+class ArtifactDetail(APIView):
+    """Read, update (title, description; the owner also visibility and collaborators) or delete."""
+
+    serializer_class = ArtifactSerializer
+
+    @extend_schema(responses=ArtifactSerializer)
+    def get(self, request: Request, owner: str, name: str) -> Response:
+        return Response(ArtifactSerializer(services.get_artifact(request.user, owner, name)).data)
+
+    @extend_schema(request=ArtifactUpdateSerializer, responses=ArtifactSerializer)
+    def patch(self, request: Request, owner: str, name: str) -> Response:
+        artifact = services.get_artifact(request.user, owner, name)
+        require_write(request, artifact)
+        serializer = ArtifactUpdateSerializer(data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        if {"visibility", "collaborators"} & data.keys():
+            require_admin(request, artifact)
+        with transaction.atomic():
+            for field in ("title", "description", "visibility"):
+                if field in data:
+                    setattr(artifact, field, data[field])
+            artifact.save()
+            if "collaborators" in data:
+                artifact.collaborators.set(data["collaborators"])
+        return Response(ArtifactSerializer(artifact).data)
+
+    @extend_schema(parameters=[OpenApiParameter("reason", str, description="Shown on the tombstone page.")],
+                   responses={204: None})
+    def delete(self, request: Request, owner: str, name: str) -> Response:
+        artifact = services.get_artifact(request.user, owner, name)
+        require_admin(request, artifact)
+        services.delete_artifact(artifact, reason=request.query_params.get("reason", "")[:500])
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class VersionListCreate(APIView):
+    """List an artifact's versions (tombstones included) / publish a new version.
+
+    A new version takes files either as multipart parts or as completed uploads
+    (``{"files": [{"path": "model.pt", "upload": "<upload id>"}]}``).
+    """
+
+    parser_classes = [JSONParser, MultiPartParser]
+    serializer_class = VersionSerializer
+
+    def initialize_request(self, request, *args, **kwargs):
+        # Before anything reads the body (CSRF checks do): multipart files stream to staging, hashed.
+        request.upload_handlers = [StagingUploadHandler(request)]
+        return super().initialize_request(request, *args, **kwargs)
+
+    @extend_schema(responses=VersionSerializer(many=True))
+    def get(self, request: Request, owner: str, name: str) -> Response:
+        artifact = services.get_artifact(request.user, owner, name)
+        versions = _versions_queryset().filter(artifact=artifact)
+        return Response(VersionSerializer(versions, many=True).data)
+
+    @extend_schema(request=VersionCreateSerializer, responses={201: VersionSerializer})
+    def post(self, request: Request, owner: str, name: str) -> Response:
+        staged: list[StagedFile] = []
+        try:
+            artifact = services.get_artifact(request.user, owner, name)
+            require_write(request, artifact)
+            body, staged = self._body_and_form_files(request)
+            serializer = VersionCreateSerializer(data=body)
+            serializer.is_valid(raise_exception=True)
+            data = serializer.validated_data
+            files = staged + [self._staged_upload(request, item) for item in data["files"]]
+            provenance = [
+                services.ProvenanceRef(item["relation"], services.resolve_version_ref(request.user, item["target"]))
+                for item in data["provenance"]
+            ]
+            version = services.create_version(
+                artifact, request.user, files=files, label=data.get("version", ""),
+                metadata=data["metadata"], provenance=provenance,
+            )
+        finally:
+            for item in staged:
+                item.staged.unlink(missing_ok=True)
+        version = _versions_queryset().get(pk=version.pk)
+        return Response(VersionSerializer(version).data, status=status.HTTP_201_CREATED)
+
+    @staticmethod
+    def _body_and_form_files(request: Request) -> tuple[dict[str, Any], list[StagedFile]]:
+        if not (request.content_type or "").startswith("multipart/"):
+            return request.data, []
+        staged = [item for key in request.FILES for item in request.FILES.getlist(key)]
+        if not all(isinstance(item, StagedFile) for item in staged):
+            raise HubError("malformed_request", "The form was read before its files could be staged.")
+        body: dict[str, Any] = {}
+        for field in ("version", "metadata", "provenance"):
+            if field in request.data:
+                value = request.data[field]
+                if field != "version":
+                    try:
+                        value = json.loads(value)
+                    except ValueError:
+                        raise HubError("invalid", f"The form field {field!r} must hold JSON.",
+                                       errors={field: ["Not valid JSON."]})
+                body[field] = value
+        return body, staged
+
+    @staticmethod
+    def _staged_upload(request: Request, item: dict[str, Any]) -> StagedFile:
+        upload = Upload.objects.filter(pk=item["upload"], owner=request.user).first()
+        if upload is None:
+            raise HubError("not_found", f"You have no upload {item['upload']}.")
+        if upload.state != Upload.State.COMPLETED:
+            raise HubError("upload_not_open" if upload.state != Upload.State.OPEN else "upload_incomplete",
+                           f"Upload {upload.id} is {upload.state}; only completed uploads become files.")
+        return StagedFile(path=item["path"], staged=staged_path(upload), sha256=upload.sha256,
+                          size=upload.size, upload=upload)
+
+
+class VersionDetail(APIView):
+    """One version (``latest`` works); deleting leaves a tombstone behind its PID."""
+
+    serializer_class = VersionSerializer
+
+    @extend_schema(responses=VersionSerializer)
+    def get(self, request: Request, owner: str, name: str, version: str) -> Response:
+        artifact = services.get_artifact(request.user, owner, name)
+        found = services.get_version(artifact, version, allow_deleted=True)
+        return Response(VersionSerializer(_versions_queryset().get(pk=found.pk)).data)
+
+    @extend_schema(parameters=[OpenApiParameter("reason", str, description="Shown on the tombstone page.")],
+                   responses={204: None})
+    def delete(self, request: Request, owner: str, name: str, version: str) -> Response:
+        artifact = services.get_artifact(request.user, owner, name)
+        require_admin(request, artifact)
+        services.delete_version(services.get_version(artifact, version),
+                                reason=request.query_params.get("reason", "")[:500])
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class VersionFixity(APIView):
+    """Start a fixity check: re-read every file from the object store and compare its sha256."""
+
+    @extend_schema(request=None, responses={202: JobSerializer})
+    def post(self, request: Request, owner: str, name: str, version: str) -> Response:
+        artifact = services.get_artifact(request.user, owner, name)
+        require_write(request, artifact)
+        found = services.get_version(artifact, version)
+        with transaction.atomic():
+            job = create_job(Job.Kind.FIXITY, request.user, version=found)
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED,
+                        headers={"Location": JobSerializer(job).data["url"]})

@@ -1,0 +1,85 @@
+"""``python manage.py hub_demo``: a demo account and a few demo artifacts (idempotent)."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import random
+import tempfile
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+from hub.registry import services
+from hub.registry.models import Artifact
+from hub.registry.uploads import StagedFile
+
+DEMO_USER = "demo"
+DEMO_PASSWORD = "demo-password"  # noqa: S105 - documented demo account of the embedded default
+
+
+def _iris_like_csv() -> bytes:
+    """A deterministic, synthetic three-class tabular dataset (no download)."""
+    rng = random.Random(42)
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["sepal_length", "sepal_width", "petal_length", "petal_width", "species"])
+    centres = {"setosa": (5.0, 3.4, 1.5, 0.2), "versicolor": (5.9, 2.8, 4.3, 1.3), "virginica": (6.6, 3.0, 5.6, 2.0)}
+    for species, centre in centres.items():
+        for _ in range(50):
+            writer.writerow([round(rng.gauss(c, 0.3), 1) for c in centre] + [species])
+    return out.getvalue().encode()
+
+
+DEMOS = [
+    {
+        "kind": "dataset", "name": "synthetic-iris",
+        "title": "Synthetic Iris-like measurements",
+        "description": "150 synthetic flower measurements in three classes, generated with a fixed seed. "
+                       "A small tabular dataset to try the hub with.",
+        "files": {"data.csv": _iris_like_csv,
+                  "README.md": lambda: b"# Synthetic Iris-like measurements\n\nFour features, three classes.\n"},
+        "metadata": {"license": "CC0-1.0", "keywords": ["tabular", "classification", "demo"],
+                     "creators": [{"name": "HPCFair demo"}], "format": "text/csv"},
+    },
+    {
+        "kind": "project", "name": "mnist-training-recipe",
+        "title": "MLP training recipe (project)",
+        "description": "A project layout with an MLCube-style config that trains a 784-256-10 MLP.",
+        "files": {"config.yaml": lambda: b"general_args: {task: conversion, backend: [pt]}\n"
+                                         b"model_args: {model_name: [mlp], model_file: [mlp.pt]}\n",
+                  "train.py": lambda: b"print('train a 784-256-10 MLP here')\n"},
+        "metadata": {"license": "Apache-2.0", "keywords": ["mlp", "training", "demo"],
+                     "creators": [{"name": "HPCFair demo"}]},
+    },
+]
+
+
+class Command(BaseCommand):
+    help = "Create the demo account and demo artifacts if they are missing."
+
+    def handle(self, *args, **options) -> None:
+        User = get_user_model()
+        user, created = User.objects.get_or_create(username=DEMO_USER)
+        if created:
+            user.set_password(DEMO_PASSWORD)
+            user.save()
+        with tempfile.TemporaryDirectory() as tmp:
+            for demo in DEMOS:
+                if Artifact.objects.live().filter(owner=user, name=demo["name"]).exists():
+                    continue
+                artifact = services.create_artifact(
+                    user, kind=demo["kind"], name=demo["name"], title=demo["title"], description=demo["description"]
+                )
+                staged = []
+                for path, make in demo["files"].items():
+                    data = make()
+                    target = Path(tmp) / path
+                    target.write_bytes(data)
+                    staged.append(StagedFile(path=path, staged=target, sha256=hashlib.sha256(data).hexdigest(),
+                                             size=len(data)))
+                services.create_version(artifact, user, files=staged, label="1.0", metadata=demo["metadata"])
+                self.stdout.write(f"demo: created {artifact.full_name} ({artifact.pid})")
+        self.stdout.write(f"demo account: {DEMO_USER} / {DEMO_PASSWORD}")

@@ -1,0 +1,210 @@
+"""The registry's domain: artifacts, immutable versions, files over content-addressed blobs,
+provenance between versions, and resumable uploads."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+LABEL_RE = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$"
+RESERVED_LABELS = {"latest"}
+
+
+class ArtifactQuerySet(models.QuerySet):
+    def live(self) -> ArtifactQuerySet:
+        return self.filter(deleted_at__isnull=True)
+
+    def visible_to(self, user) -> ArtifactQuerySet:
+        """Public artifacts, plus private ones the user owns or collaborates on."""
+        if user is None or not user.is_authenticated:
+            return self.filter(visibility=Artifact.Visibility.PUBLIC)
+        if user.is_superuser:
+            return self
+        shared = Artifact.collaborators.through.objects.filter(user=user).values("artifact_id")
+        return self.filter(Q(visibility=Artifact.Visibility.PUBLIC) | Q(owner=user) | Q(pk__in=shared))
+
+
+class Artifact(models.Model):
+    """A model, dataset or project, named ``owner/name``; it has versions."""
+
+    class Kind(models.TextChoices):
+        MODEL = "model"
+        DATASET = "dataset"
+        PROJECT = "project"
+
+    class Visibility(models.TextChoices):
+        PUBLIC = "public"
+        PRIVATE = "private"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="artifacts")
+    name = models.CharField(max_length=100, validators=[RegexValidator(NAME_RE)])
+    title = models.CharField(max_length=300, blank=True)
+    description = models.TextField(blank=True)
+    visibility = models.CharField(max_length=8, choices=Visibility.choices, default=Visibility.PUBLIC)
+    collaborators = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="collaborations", blank=True)
+    pid = models.CharField("concept PID", max_length=64, unique=True)
+    created = models.DateTimeField(default=timezone.now)
+    updated = models.DateTimeField(auto_now=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    deletion_reason = models.CharField(max_length=500, blank=True)
+
+    objects = ArtifactQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "name"], condition=Q(deleted_at__isnull=True), name="artifact_owner_name_live"
+            ),
+            models.CheckConstraint(condition=Q(kind__in=["model", "dataset", "project"]), name="artifact_kind"),
+            models.CheckConstraint(condition=Q(visibility__in=["public", "private"]), name="artifact_visibility"),
+        ]
+        indexes = [models.Index(fields=["kind", "visibility"])]
+
+    def __str__(self) -> str:
+        return self.full_name
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner.username}/{self.name}"
+
+    @property
+    def is_public(self) -> bool:
+        return self.visibility == self.Visibility.PUBLIC
+
+    def latest_version(self) -> Version | None:
+        return self.versions.filter(deleted_at__isnull=True).order_by("-created", "-id").first()
+
+    def can_write(self, user) -> bool:
+        """Owners and collaborators add versions and edit descriptions."""
+        if user is None or not user.is_authenticated:
+            return False
+        return user.is_superuser or user.pk == self.owner_id or self.collaborators.filter(pk=user.pk).exists()
+
+    def can_admin(self, user) -> bool:
+        """Only the owner changes visibility and collaborators, or deletes."""
+        return bool(user and user.is_authenticated and (user.is_superuser or user.pk == self.owner_id))
+
+
+class Blob(models.Model):
+    """Content stored once, addressed by its sha256."""
+
+    sha256 = models.CharField(max_length=64, primary_key=True)
+    size = models.BigIntegerField()
+    created = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.sha256[:12]}… ({self.size} B)"
+
+
+class Version(models.Model):
+    """An immutable version of an artifact, with its own PID. Deleting leaves a tombstone."""
+
+    artifact = models.ForeignKey(Artifact, on_delete=models.PROTECT, related_name="versions")
+    label = models.CharField(max_length=64, validators=[RegexValidator(LABEL_RE)])
+    pid = models.CharField("version PID", max_length=64, unique=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    # sha256 over the sorted sha256s of the version's files: the papers' uniqueness check.
+    content_digest = models.CharField(max_length=64, db_index=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    created = models.DateTimeField(default=timezone.now)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    deletion_reason = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [models.UniqueConstraint(fields=["artifact", "label"], name="version_label_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.artifact.full_name}@{self.label}"
+
+    @property
+    def is_deleted(self) -> bool:
+        return self.deleted_at is not None
+
+    @property
+    def total_size(self) -> int:
+        return sum(f.size for f in self.files.all())
+
+
+class File(models.Model):
+    """A named file of a version; its bytes are a blob."""
+
+    version = models.ForeignKey(Version, on_delete=models.CASCADE, related_name="files")
+    path = models.CharField(max_length=1024)
+    blob = models.ForeignKey(Blob, on_delete=models.PROTECT, related_name="files")
+    size = models.BigIntegerField()
+    media_type = models.CharField(max_length=128, default="application/octet-stream")
+
+    class Meta:
+        ordering = ["path"]
+        constraints = [models.UniqueConstraint(fields=["version", "path"], name="file_path_unique")]
+
+    def __str__(self) -> str:
+        return self.path
+
+    @property
+    def sha256(self) -> str:
+        return self.blob_id
+
+
+class ProvenanceLink(models.Model):
+    """``version`` --relation--> ``target``, e.g. an ONNX version *converted from* a PyTorch one."""
+
+    class Relation(models.TextChoices):
+        DERIVED_FROM = "derived_from"
+        CONVERTED_FROM = "converted_from"
+        MERGED_FROM = "merged_from"
+        TRAINED_ON = "trained_on"
+        REVISION_OF = "revision_of"
+
+    version = models.ForeignKey(Version, on_delete=models.CASCADE, related_name="provenance")
+    relation = models.CharField(max_length=32, choices=Relation.choices)
+    target = models.ForeignKey(Version, on_delete=models.PROTECT, related_name="derivatives")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["version", "relation", "target"], name="provenance_unique"),
+            models.CheckConstraint(condition=~Q(version=models.F("target")), name="provenance_not_self"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.version} {self.relation} {self.target}"
+
+
+class Upload(models.Model):
+    """A resumable upload session; its bytes are staged on local disk until a version uses them."""
+
+    class State(models.TextChoices):
+        OPEN = "open"
+        COMPLETED = "completed"
+        CONSUMED = "consumed"
+        ABORTED = "aborted"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="uploads")
+    filename = models.CharField(max_length=1024, blank=True)
+    size = models.BigIntegerField()
+    expected_sha256 = models.CharField(max_length=64, blank=True)
+    sha256 = models.CharField(max_length=64, blank=True)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
+    created = models.DateTimeField(default=timezone.now)
+    expires = models.DateTimeField()
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"upload {self.id} ({self.state})"

@@ -1,0 +1,344 @@
+"""Registry operations that span several rows and the object store.
+
+Writes follow one order so that a failure leaves nothing behind: validate everything first, then in
+one transaction create the rows and put the blobs into the store; if anything fails, the
+transaction rolls back and blobs that this call newly stored (and no row references) are removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import mimetypes
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from hub.errors import HubError
+from hub.registry import pids
+from hub.registry.models import (
+    LABEL_RE,
+    RESERVED_LABELS,
+    Artifact,
+    Blob,
+    File,
+    ProvenanceLink,
+    Upload,
+    Version,
+)
+from hub.registry.uploads import StagedFile
+from hub.storage import StorageUnavailable, get_blob_store
+
+log = logging.getLogger(__name__)
+
+MEDIA_TYPES = {
+    ".onnx": "application/onnx",
+    ".npy": "application/x-npy",
+    ".npz": "application/x-npz",
+    ".pt": "application/x-pytorch",
+    ".pt2": "application/x-pytorch",
+    ".keras": "application/x-keras",
+    ".h5": "application/x-hdf5",
+    ".pkl": "application/x-pickle",
+    ".joblib": "application/x-pickle",
+    ".yaml": "application/yaml",
+    ".yml": "application/yaml",
+    ".md": "text/markdown",
+    ".csv": "text/csv",
+    ".parquet": "application/vnd.apache.parquet",
+}
+_BAD_PATH_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
+MAX_METADATA_BYTES = 1024 * 1024
+
+
+def media_type_for(path: str) -> str:
+    lower = path.lower()
+    for suffix, media_type in MEDIA_TYPES.items():
+        if lower.endswith(suffix):
+            return media_type
+    return mimetypes.guess_type(lower)[0] or "application/octet-stream"
+
+
+def clean_path(path: str) -> str:
+    """A safe relative POSIX path inside a version, or a 400 that says what is wrong."""
+    original = path
+    path = (path or "").strip()
+    if not path:
+        raise HubError("invalid_path", "A file needs a name.")
+    if len(path) > 1024:
+        raise HubError("invalid_path", "File paths are at most 1024 characters.")
+    if _BAD_PATH_CHARS.search(path):
+        raise HubError("invalid_path", f"File path {original!r} has a backslash or a control character.")
+    if path.startswith("/"):
+        raise HubError("invalid_path", f"File path {original!r} must be relative (no leading '/').")
+    parts = path.split("/")
+    if any(part in {"", ".", ".."} for part in parts):
+        raise HubError("invalid_path", f"File path {original!r} has an empty, '.' or '..' segment.")
+    return path
+
+
+def content_digest(sha256s: Iterable[str]) -> str:
+    """The identity of a version's content: independent of file names and order."""
+    return hashlib.sha256("\n".join(sorted(sha256s)).encode()).hexdigest()
+
+
+def _mint_unique() -> str:
+    for _ in range(20):
+        pid = pids.mint()
+        if not Artifact.objects.filter(pid=pid).exists() and not Version.objects.filter(pid=pid).exists():
+            return pid
+    raise RuntimeError("could not mint a unique PID in 20 tries; lengthen the blade")
+
+
+# --- artifacts ------------------------------------------------------------------------------------
+
+
+def create_artifact(owner, *, kind: str, name: str, title: str = "", description: str = "",
+                    visibility: str = Artifact.Visibility.PUBLIC, collaborators: Iterable = ()) -> Artifact:
+    if Artifact.objects.live().filter(owner=owner, name=name).exists():
+        raise HubError("already_exists", f"You already have an artifact named {owner.username}/{name}.")
+    try:
+        with transaction.atomic():
+            artifact = Artifact.objects.create(
+                owner=owner, kind=kind, name=name, title=title or name, description=description,
+                visibility=visibility, pid=_mint_unique(),
+            )
+            artifact.collaborators.set(collaborators)
+    except IntegrityError:
+        raise HubError("already_exists", f"You already have an artifact named {owner.username}/{name}.")
+    return artifact
+
+
+def delete_artifact(artifact: Artifact, reason: str = "") -> None:
+    """Tombstone the artifact and all its versions; their PIDs keep resolving to tombstones."""
+    with transaction.atomic():
+        for version in artifact.versions.filter(deleted_at__isnull=True):
+            _tombstone(version, reason)
+        artifact.deleted_at = timezone.now()
+        artifact.deletion_reason = reason
+        artifact.save(update_fields=["deleted_at", "deletion_reason"])
+    _purge_files_of(artifact.versions.all())
+
+
+# --- versions -------------------------------------------------------------------------------------
+
+
+@dataclass
+class ProvenanceRef:
+    relation: str
+    target: Version
+
+
+def next_label(artifact: Artifact) -> str:
+    numbers = [int(label) for label in artifact.versions.values_list("label", flat=True) if label.isdigit()]
+    return str(max(numbers, default=0) + 1)
+
+
+def find_duplicate(user, digest: str) -> Version | None:
+    """A live version with the same content that ``user`` may see (private ones stay secret)."""
+    visible = Artifact.objects.live().visible_to(user)
+    return (
+        Version.objects.filter(content_digest=digest, deleted_at__isnull=True, artifact__in=visible)
+        .select_related("artifact__owner")
+        .first()
+    )
+
+
+def create_version(
+    artifact: Artifact,
+    user,
+    *,
+    files: list[StagedFile],
+    label: str = "",
+    metadata: dict[str, Any] | None = None,
+    provenance: list[ProvenanceRef] | None = None,
+) -> Version:
+    """Publish a new immutable version from staged files."""
+    metadata = metadata or {}
+    if not isinstance(metadata, dict):
+        raise HubError("invalid", "metadata must be a JSON object.", errors={"metadata": ["Expected an object."]})
+    if len(repr(metadata)) > MAX_METADATA_BYTES:
+        raise HubError("invalid", "metadata is larger than 1 MiB.", errors={"metadata": ["Too large."]})
+    if not files:
+        raise HubError("invalid", "A version needs at least one file.", errors={"files": ["No files."]})
+    paths = [clean_path(f.path) for f in files]
+    duplicates = sorted({p for p in paths if paths.count(p) > 1})
+    if duplicates:
+        raise HubError("invalid_path", f"Two files share the path {duplicates[0]!r}.")
+    label = label or next_label(artifact)
+    if not re.match(LABEL_RE, label) or label.lower() in RESERVED_LABELS:
+        raise HubError(
+            "invalid", f"Version {label!r} is not a valid label: use letters, digits and . _ + -, not 'latest'.",
+            errors={"version": ["Invalid label."]},
+        )
+    if artifact.versions.filter(label=label).exists():
+        raise HubError("already_exists", f"{artifact.full_name} already has a version {label!r}.")
+    digest = content_digest(f.sha256 for f in files)
+    existing = find_duplicate(user, digest)
+    if existing is not None:
+        raise HubError(
+            "duplicate_version",
+            f"These files are identical to {existing} ({existing.pid}); it is already in the hub.",
+            existing_pid=existing.pid,
+            existing=str(existing),
+        )
+
+    store = get_blob_store()
+    newly_stored: list[str] = []
+    try:
+        with transaction.atomic():
+            version = Version.objects.create(
+                artifact=artifact, label=label, pid=_mint_unique(), metadata=metadata,
+                content_digest=digest, created_by=user,
+            )
+            for staged, path in zip(files, paths, strict=True):
+                blob, _ = Blob.objects.get_or_create(sha256=staged.sha256, defaults={"size": staged.size})
+                if store.put_file(staged.staged, staged.sha256):
+                    newly_stored.append(staged.sha256)
+                File.objects.create(
+                    version=version, path=path, blob=blob, size=staged.size, media_type=media_type_for(path)
+                )
+                if staged.upload is not None:
+                    consumed = Upload.objects.filter(pk=staged.upload.pk, state=Upload.State.COMPLETED).update(
+                        state=Upload.State.CONSUMED
+                    )
+                    if not consumed:
+                        raise HubError("upload_not_open", f"Upload {staged.upload.pk} was used meanwhile.")
+            for ref in provenance or []:
+                ProvenanceLink.objects.create(version=version, relation=ref.relation, target=ref.target)
+            Artifact.objects.filter(pk=artifact.pk).update(updated=timezone.now())
+    except IntegrityError as exc:
+        _remove_blobs(newly_stored)
+        if "version_label_unique" in str(exc) or "label" in str(exc):
+            raise HubError("already_exists", f"{artifact.full_name} already has a version {label!r}.")
+        raise
+    except StorageUnavailable:
+        _remove_blobs(newly_stored)
+        raise HubError("storage_unavailable", "The object store is unavailable; nothing was saved. Try again.")
+    except BaseException:
+        _remove_blobs(newly_stored)
+        raise
+    for staged in files:
+        if staged.upload is not None:
+            transaction.on_commit(staged.staged.unlink)
+    return version
+
+
+def _remove_blobs(sha256s: list[str]) -> None:
+    """Remove blobs this call stored if no row references them (the transaction rolled back)."""
+    if not sha256s:
+        return
+    store = get_blob_store()
+    referenced = set(File.objects.filter(blob_id__in=sha256s).values_list("blob_id", flat=True))
+    for sha256 in sha256s:
+        if sha256 not in referenced:
+            try:
+                store.delete(sha256)
+                Blob.objects.filter(sha256=sha256, files__isnull=True).delete()
+            except Exception:  # the garbage collector (hub_gc) retries
+                log.exception("could not remove orphan blob %s", sha256)
+
+
+def _tombstone(version: Version, reason: str) -> None:
+    version.deleted_at = timezone.now()
+    version.deletion_reason = reason
+    version.save(update_fields=["deleted_at", "deletion_reason"])
+
+
+def delete_version(version: Version, reason: str = "") -> None:
+    """Tombstone a version: its PID keeps resolving (410 Gone), its bytes are purged."""
+    with transaction.atomic():
+        _tombstone(version, reason)
+    _purge_files_of([version])
+
+
+def _purge_files_of(versions: Iterable[Version]) -> None:
+    """Delete from the store the blobs that only deleted versions referenced."""
+    sha256s = set(File.objects.filter(version__in=list(versions)).values_list("blob_id", flat=True))
+    purge_blobs(sha256s)
+
+
+def purge_blobs(sha256s: Iterable[str]) -> list[str]:
+    """Delete the blobs among ``sha256s`` that no live version references; returns them."""
+    sha256s = set(sha256s)
+    live = set(
+        File.objects.filter(blob_id__in=sha256s, version__deleted_at__isnull=True).values_list("blob_id", flat=True)
+    )
+    store = get_blob_store()
+    purged = []
+    for sha256 in sorted(sha256s - live):
+        store.delete(sha256)
+        purged.append(sha256)
+    return purged
+
+
+# --- references -----------------------------------------------------------------------------------
+
+
+def get_artifact(user, owner: str, name: str) -> Artifact:
+    """A live artifact ``user`` may read, or 404 (a private artifact's existence does not leak)."""
+    artifact = (
+        Artifact.objects.live().visible_to(user).select_related("owner")
+        .filter(owner__username=owner, name=name).first()
+    )
+    if artifact is None:
+        raise HubError("not_found", f"No artifact {owner}/{name} (or you may not see it).")
+    return artifact
+
+
+def get_version(artifact: Artifact, label: str, *, allow_deleted: bool = False) -> Version:
+    if label == "latest":
+        version = artifact.latest_version()
+    else:
+        version = artifact.versions.filter(label=label).first()
+    if version is None:
+        raise HubError("not_found", f"{artifact.full_name} has no version {label!r}.")
+    if version.is_deleted and not allow_deleted:
+        raise HubError(
+            "gone", f"{version} was deleted{': ' + version.deletion_reason if version.deletion_reason else ''}.",
+            pid=version.pid,
+        )
+    return version
+
+
+def resolve_version_ref(user, ref: str) -> Version:
+    """A version named by PID (``ark:/…``) or ``owner/name[@version]``, readable by ``user``."""
+    ref = (ref or "").strip()
+    if ref.lower().startswith("ark:"):
+        canonical = pids.normalize(ref)
+        visible = Artifact.objects.live().visible_to(user)
+        version = Version.objects.filter(pid=canonical, artifact__in=visible).first() if canonical else None
+        if version is None:
+            artifact = Artifact.objects.live().visible_to(user).filter(pid=canonical).first() if canonical else None
+            version = artifact.latest_version() if artifact else None
+        if version is None or version.is_deleted:
+            raise HubError("not_found", f"No version with PID {ref} (or you may not see it).")
+        return version
+    name, _, label = ref.partition("@")
+    owner, slash, artifact_name = name.partition("/")
+    if not slash or not owner or not artifact_name:
+        raise HubError("invalid", f"{ref!r} is neither a PID (ark:/…) nor owner/name[@version].")
+    return get_version(get_artifact(user, owner, artifact_name), label or "latest")
+
+
+def visible_versions(user):
+    return Version.objects.filter(artifact__in=Artifact.objects.live().visible_to(user))
+
+
+def pid_lookup(pid: str) -> Artifact | Version | None:
+    """The artifact (concept PID) or version a PID names, deleted or not; access is the caller's."""
+    return (
+        Version.objects.select_related("artifact__owner").filter(pid=pid).first()
+        or Artifact.objects.select_related("owner").filter(pid=pid).first()
+    )
+
+
+__all__ = [
+    "ProvenanceRef", "StagedFile", "create_artifact", "create_version", "delete_artifact", "delete_version",
+    "find_duplicate", "get_artifact", "get_version", "pid_lookup", "purge_blobs", "resolve_version_ref",
+    "visible_versions",
+]

@@ -1,0 +1,277 @@
+"""Staging of uploaded bytes: resumable upload sessions and streamed multipart files.
+
+Bytes are written to ``HUB_UPLOAD_DIR`` and hashed on the way, in constant memory. A staged file
+enters the object store only when a version references it (``services.create_version``).
+The staged file's size on disk is the session's offset, so a client resumes by asking for it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import BinaryIO
+
+from django.conf import settings
+from django.core.files.uploadhandler import FileUploadHandler, StopUpload
+from django.utils import timezone
+
+from hub.errors import HubError
+from hub.registry.models import Upload
+
+READ_CHUNK = 4 * 1024 * 1024
+
+
+@dataclass
+class StagedFile:
+    """Bytes on local disk with a known sha256, ready to become a version's file."""
+
+    path: str  # the file's path inside the version
+    staged: Path
+    sha256: str
+    size: int
+    upload: Upload | None = None  # the session it came from, marked consumed on success
+    temporary: bool = False  # staged by this request: removed when the request ends
+
+
+def upload_dir() -> Path:
+    directory = Path(settings.HUB_UPLOAD_DIR)
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def staged_path(upload: Upload) -> Path:
+    return upload_dir() / f"{upload.id}.part"
+
+
+def sha256_of_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(READ_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class _HashCache:
+    """Running sha256 states of uploads written by this process, keyed by upload id.
+
+    When the chunks of an upload arrive in order at the same process (the usual case) the digest is
+    ready at ``complete``; otherwise the staged file is hashed again. Correctness never depends on it.
+    """
+
+    def __init__(self, capacity: int = 64) -> None:
+        self._items: OrderedDict[str, tuple[int, hashlib._Hash]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.capacity = capacity
+
+    def take(self, key: str, offset: int) -> hashlib._Hash | None:
+        with self._lock:
+            item = self._items.pop(key, None)
+        if offset == 0:
+            return hashlib.sha256()
+        if item is not None and item[0] == offset:
+            return item[1]
+        return None
+
+    def put(self, key: str, offset: int, digest: hashlib._Hash) -> None:
+        with self._lock:
+            self._items[key] = (offset, digest)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+
+    def pop(self, key: str) -> tuple[int, hashlib._Hash] | None:
+        with self._lock:
+            return self._items.pop(key, None)
+
+
+_hashes = _HashCache()
+
+
+def open_upload(owner, size: int, filename: str = "", sha256: str = "") -> Upload:
+    if size < 0:
+        raise HubError("invalid", "size must be zero or more bytes.")
+    if size > settings.HUB_UPLOAD_MAX_SIZE:
+        raise HubError("upload_too_large", f"This hub accepts files up to {settings.HUB_UPLOAD_MAX_SIZE} bytes.")
+    upload = Upload.objects.create(
+        owner=owner,
+        size=size,
+        filename=filename,
+        expected_sha256=sha256.lower(),
+        expires=timezone.now() + timedelta(hours=settings.HUB_UPLOAD_TTL_HOURS),
+    )
+    staged_path(upload).touch()
+    return upload
+
+
+def offset_of(upload: Upload) -> int:
+    """How many bytes the hub holds for this upload."""
+    if upload.state != Upload.State.OPEN:
+        return upload.size
+    try:
+        return staged_path(upload).stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def parse_content_range(header: str | None, length: int | None, total: int) -> tuple[int, int]:
+    """``bytes START-END/TOTAL`` -> (start, end exclusive). No header: the whole file in one body."""
+    if not header:
+        if length is None:
+            raise HubError("invalid_range", "Send Content-Length or Content-Range with the chunk.")
+        return 0, length
+    try:
+        unit, _, spec = header.strip().partition(" ")
+        span, _, declared = spec.partition("/")
+        first, _, last = span.partition("-")
+        start, end = int(first), int(last) + 1
+        declared_total = None if declared == "*" else int(declared)
+    except ValueError:
+        raise HubError("invalid_range", f"Content-Range {header!r} is not 'bytes START-END/TOTAL'.")
+    if unit != "bytes" or start < 0 or end <= start:
+        raise HubError("invalid_range", f"Content-Range {header!r} is not 'bytes START-END/TOTAL'.")
+    if declared_total is not None and declared_total != total:
+        raise HubError("upload_size_mismatch", f"This upload was opened for {total} bytes, not {declared_total}.")
+    if end > total:
+        raise HubError("invalid_range", f"The chunk ends at byte {end}, past the upload's size of {total} bytes.")
+    if length is not None and length != end - start:
+        raise HubError("invalid_range", f"Content-Range covers {end - start} bytes but the body has {length}.")
+    return start, end
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[BinaryIO]:
+    handle = open(path, "r+b")  # noqa: SIM115
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise HubError("upload_busy", "Another request is writing to this upload; wait for it to end.")
+        yield handle
+    finally:
+        handle.close()
+
+
+def write_chunk(upload: Upload, stream: BinaryIO, start: int, end: int) -> int:
+    """Append bytes [start, end) read from ``stream``; returns the new offset.
+
+    A broken connection keeps what arrived: the offset is what is on disk, and the client resumes there.
+    """
+    if upload.state != Upload.State.OPEN:
+        raise HubError("upload_not_open", f"This upload is {upload.state}; open a new one to send more bytes.")
+    path = staged_path(upload)
+    if not path.exists():
+        raise HubError("not_found", "This upload's bytes are gone (it expired); open a new upload.")
+    with _locked(path) as handle:
+        offset = handle.seek(0, os.SEEK_END)
+        if start != offset:
+            raise HubError(
+                "upload_offset_mismatch",
+                f"The hub holds {offset} bytes of this upload; send the chunk starting at byte {offset}.",
+                offset=offset,
+            )
+        key = str(upload.id)
+        digest = _hashes.take(key, offset)
+        remaining = end - start
+        try:
+            while remaining > 0:
+                chunk = stream.read(min(READ_CHUNK, remaining))
+                if not chunk:
+                    break
+                handle.write(chunk)
+                if digest is not None:
+                    digest.update(chunk)
+                remaining -= len(chunk)
+        finally:
+            handle.flush()
+            offset = handle.tell()
+            if digest is not None:
+                _hashes.put(key, offset, digest)
+    if remaining > 0:
+        raise HubError(
+            "upload_incomplete",
+            f"The connection ended after byte {offset}; resume from there.",
+            offset=offset,
+        )
+    return offset
+
+
+def complete_upload(upload: Upload, sha256: str = "") -> Upload:
+    """Check size and sha256 of a fully sent upload and mark it completed."""
+    if upload.state == Upload.State.COMPLETED:
+        return upload
+    if upload.state != Upload.State.OPEN:
+        raise HubError("upload_not_open", f"This upload is {upload.state}.")
+    expected = (sha256 or upload.expected_sha256).lower()
+    if upload.expected_sha256 and sha256 and sha256.lower() != upload.expected_sha256:
+        raise HubError("checksum_mismatch", "The sha256 given now differs from the one given when opening.")
+    path = staged_path(upload)
+    with _locked(path) as handle:
+        offset = handle.seek(0, os.SEEK_END)
+        if offset != upload.size:
+            raise HubError(
+                "upload_incomplete", f"The hub holds {offset} of {upload.size} bytes; send the rest first.",
+                offset=offset,
+            )
+        cached = _hashes.pop(str(upload.id))
+        actual = cached[1].hexdigest() if cached and cached[0] == offset else sha256_of_file(path)
+    if expected and actual != expected:
+        raise HubError(
+            "checksum_mismatch",
+            f"The bytes received hash to sha256 {actual}, not {expected}: the file changed or was damaged "
+            "on the way. Open a new upload and send it again.",
+            sha256=actual,
+        )
+    upload.sha256 = actual
+    upload.state = Upload.State.COMPLETED
+    upload.completed_at = timezone.now()
+    upload.save(update_fields=["sha256", "state", "completed_at"])
+    return upload
+
+
+def abort_upload(upload: Upload) -> None:
+    staged_path(upload).unlink(missing_ok=True)
+    _hashes.pop(str(upload.id))
+    upload.state = Upload.State.ABORTED
+    upload.save(update_fields=["state"])
+
+
+class StagingUploadHandler(FileUploadHandler):
+    """Django upload handler: writes each multipart file to the staging dir, hashing on the way."""
+
+    def new_file(self, *args, **kwargs) -> None:
+        super().new_file(*args, **kwargs)
+        self.staged = upload_dir() / f"form-{uuid.uuid4().hex}.part"
+        self.handle = open(self.staged, "wb")  # noqa: SIM115
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def receive_data_chunk(self, raw_data: bytes, start: int) -> None:
+        self.size += len(raw_data)
+        if self.size > settings.HUB_UPLOAD_MAX_SIZE:
+            self._discard()
+            raise StopUpload(connection_reset=True)
+        self.handle.write(raw_data)
+        self.digest.update(raw_data)
+        return None
+
+    def file_complete(self, file_size: int) -> StagedFile:
+        self.handle.close()
+        return StagedFile(  # type: ignore[return-value]
+            path=self.file_name, staged=self.staged, sha256=self.digest.hexdigest(), size=self.size,
+            temporary=True,
+        )
+
+    def upload_interrupted(self) -> None:
+        self._discard()
+
+    def _discard(self) -> None:
+        self.handle.close()
+        self.staged.unlink(missing_ok=True)

@@ -1,0 +1,210 @@
+"""Settings of the HPCFair Hub.
+
+Every setting comes from an environment variable; when a variable is unset, the embedded default
+applies (SQLite, a filesystem object store and a filesystem Celery broker under ``var/``), so that
+``make run`` needs nothing else. This is the only module that reads the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env(name: str, default: str = "") -> str:
+    """The environment variable ``name``, or ``default`` when unset or empty."""
+    return os.environ.get(name) or default
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if not value:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in env(name, default).split(",") if item.strip()]
+
+
+VAR_DIR = Path(env("HUB_VAR_DIR", str(BASE_DIR / "var"))).resolve()
+
+SECRET_KEY = env("HUB_SECRET_KEY", "insecure-embedded-default-change-me-in-deployment")
+DEBUG = env_bool("HUB_DEBUG")
+ALLOWED_HOSTS = env_list("HUB_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver,[::1]")
+CSRF_TRUSTED_ORIGINS = env_list("HUB_CSRF_TRUSTED_ORIGINS", "http://127.0.0.1:8000,http://localhost:8000")
+# Public base URL, used for absolute links in PID records and landing pages.
+HUB_PUBLIC_URL = env("HUB_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "hub.accounts",
+    "hub.registry",
+    "hub.jobs",
+    "hub.web",
+]
+
+MIDDLEWARE = [
+    "hub.middleware.RequestIdMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "hub.urls"
+WSGI_APPLICATION = "hub.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Database: DATABASE_URL (postgres://user:pass@host:port/name) or the embedded SQLite file.
+DATABASES = {
+    "default": dj_database_url.parse(
+        env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'hub.sqlite3'}"), conn_max_age=60
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The one directory the embedded default cannot do without: SQLite does not create it.
+    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    # The web server and the embedded worker write concurrently: WAL and immediate transactions
+    # avoid "database is locked" errors.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "home"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+# Request bodies: files go through our streaming upload handler, never into memory.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 0
+
+# --- HPCFair Hub ----------------------------------------------------------------------------------
+HUB_STORAGE = {
+    "BACKEND": env("HUB_STORAGE", "filesystem"),  # filesystem | s3
+    "DIR": env("HUB_STORAGE_DIR", str(VAR_DIR / "blobs")),
+    "S3_ENDPOINT": env("HUB_S3_ENDPOINT", "127.0.0.1:9000"),
+    "S3_BUCKET": env("HUB_S3_BUCKET", "hpcfair"),
+    "S3_ACCESS_KEY": env("HUB_S3_ACCESS_KEY"),
+    "S3_SECRET_KEY": env("HUB_S3_SECRET_KEY"),
+    "S3_REGION": env("HUB_S3_REGION", "us-east-1"),
+    "S3_SECURE": env_bool("HUB_S3_SECURE"),
+    # Where presigned URLs point, when clients reach S3 under another name than the web server.
+    "S3_PUBLIC_ENDPOINT": env("HUB_S3_PUBLIC_ENDPOINT"),
+}
+# Uploads are staged on local disk (hashed on the way) before they enter the object store.
+HUB_UPLOAD_DIR = Path(env("HUB_UPLOAD_DIR", str(VAR_DIR / "uploads")))
+HUB_UPLOAD_MAX_SIZE = int(env("HUB_UPLOAD_MAX_SIZE", str(64 * 1024**3)))
+HUB_UPLOAD_TTL_HOURS = int(env("HUB_UPLOAD_TTL_HOURS", "72"))
+
+HUB_PID = {
+    "NAAN": env("HUB_PID_NAAN", "99999"),  # 99999 is the ARK test NAAN
+    "SHOULDER": env("HUB_PID_SHOULDER", "fk4"),
+}
+
+# --- REST API -------------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "hub.accounts.auth.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["hub.accounts.permissions.TokenScopePermission"],
+    "DEFAULT_PAGINATION_CLASS": "hub.api.Pagination",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "hub.errors.api_exception_handler",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "HPCFair Hub API",
+    "DESCRIPTION": "FAIR hub for AI models and datasets on HPC systems. Errors are "
+    '`{"code": ..., "detail": ...}` with the code also in the `X-Error-Code` header.',
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- Celery ---------------------------------------------------------------------------------------
+# Embedded default: kombu's filesystem transport under var/broker (no Redis needed). The Job row is
+# the source of truth, so no result backend is used.
+CELERY_BROKER_URL = env("HUB_BROKER_URL", "filesystem://")
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    _broker_dir = VAR_DIR / "broker"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+        "polling_interval": 0.2,
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "cpu"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A job whose worker died mid-task is redelivered up to this many attempts, then marked failed.
+HUB_JOB_MAX_ATTEMPTS = int(env("HUB_JOB_MAX_ATTEMPTS", "3"))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env("HUB_LOG_LEVEL", "INFO")},
+    "loggers": {"django.server": {"level": "WARNING"}},
+}

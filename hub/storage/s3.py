@@ -1,0 +1,131 @@
+"""S3 blob store through the ``minio`` SDK (MinIO in deployment, any S3 API)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import BinaryIO
+from urllib.parse import quote
+
+import urllib3
+from minio import Minio
+from minio.error import S3Error
+
+from hub.storage.base import SHA256_RE, BlobStore, StorageUnavailable, blob_key
+
+_MISSING = {"NoSuchKey", "NoSuchObject", "NotFound", "ResourceNotFound"}
+PRESIGN_TTL = timedelta(hours=1)
+
+
+class _Body:
+    """A urllib3 response as a closable binary stream."""
+
+    def __init__(self, response: urllib3.BaseHTTPResponse) -> None:
+        self._response = response
+
+    def read(self, size: int = -1) -> bytes:
+        return self._response.read(None if size is None or size < 0 else size)
+
+    def close(self) -> None:
+        self._response.close()
+        self._response.release_conn()
+
+    def __enter__(self) -> _Body:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class S3BlobStore(BlobStore):
+    name = "s3"
+
+    def __init__(
+        self,
+        endpoint: str,
+        bucket: str,
+        access_key: str,
+        secret_key: str,
+        region: str = "us-east-1",
+        secure: bool = False,
+        public_endpoint: str = "",
+    ) -> None:
+        self.bucket = bucket
+        self.client = Minio(endpoint, access_key=access_key, secret_key=secret_key, secure=secure, region=region)
+        # Presigned URLs are signed for the host clients will use.
+        self.public_client = (
+            Minio(public_endpoint, access_key=access_key, secret_key=secret_key, secure=secure, region=region)
+            if public_endpoint
+            else self.client
+        )
+        self._bucket_checked = False
+
+    def _ensure_bucket(self) -> None:
+        if self._bucket_checked:
+            return
+        try:
+            if not self.client.bucket_exists(self.bucket):
+                self.client.make_bucket(self.bucket)
+        except (S3Error, urllib3.exceptions.HTTPError) as exc:
+            raise StorageUnavailable(f"S3 bucket {self.bucket!r} unavailable: {exc}") from exc
+        self._bucket_checked = True
+
+    def exists(self, sha256: str) -> bool:
+        self._ensure_bucket()
+        try:
+            self.client.stat_object(self.bucket, blob_key(sha256))
+            return True
+        except S3Error as exc:
+            if exc.code in _MISSING:
+                return False
+            raise StorageUnavailable(str(exc)) from exc
+        except urllib3.exceptions.HTTPError as exc:
+            raise StorageUnavailable(str(exc)) from exc
+
+    def put_file(self, src: Path, sha256: str) -> bool:
+        if self.exists(sha256):
+            return False
+        try:
+            self.client.fput_object(
+                self.bucket, blob_key(sha256), str(src), part_size=64 * 1024 * 1024,
+                metadata={"x-amz-meta-sha256": sha256},
+            )
+        except (S3Error, urllib3.exceptions.HTTPError) as exc:
+            raise StorageUnavailable(f"could not store blob {sha256}: {exc}") from exc
+        return True
+
+    def open(self, sha256: str, start: int = 0, length: int | None = None) -> BinaryIO:
+        self._ensure_bucket()
+        try:
+            response = self.client.get_object(self.bucket, blob_key(sha256), offset=start, length=length or 0)
+        except S3Error as exc:
+            if exc.code in _MISSING:
+                raise FileNotFoundError(sha256) from exc
+            raise StorageUnavailable(str(exc)) from exc
+        except urllib3.exceptions.HTTPError as exc:
+            raise StorageUnavailable(str(exc)) from exc
+        return _Body(response)  # type: ignore[return-value]
+
+    def delete(self, sha256: str) -> None:
+        self._ensure_bucket()
+        try:
+            self.client.remove_object(self.bucket, blob_key(sha256))
+        except (S3Error, urllib3.exceptions.HTTPError) as exc:
+            raise StorageUnavailable(str(exc)) from exc
+
+    def iter_blobs(self) -> Iterator[tuple[str, datetime]]:
+        self._ensure_bucket()
+        for obj in self.client.list_objects(self.bucket, recursive=True):
+            name = obj.object_name.rsplit("/", 1)[-1]
+            if SHA256_RE.match(name):
+                yield name, obj.last_modified
+
+    def download_url(self, sha256: str, filename: str, media_type: str) -> str | None:
+        disposition = f"attachment; filename*=UTF-8''{quote(filename)}"
+        return self.public_client.presigned_get_object(
+            self.bucket,
+            blob_key(sha256),
+            expires=PRESIGN_TTL,
+            response_headers={"response-content-disposition": disposition, "response-content-type": media_type},
+        )

@@ -1,0 +1,59 @@
+"""URLs: the REST API under /api/v1/, its schema and docs, the PID resolver, and the pages."""
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from hub import errors
+from hub.jobs.api import views as jobs
+from hub.registry import resolver
+from hub.registry.api import transfers
+from hub.registry.api import views as registry
+from hub.web import views as web
+
+OWNER_NAME = "artifacts/<str:owner>/<str:name>/"
+VERSION = OWNER_NAME + "versions/<str:version>/"
+
+api_patterns = [
+    path("artifacts/", registry.ArtifactListCreate.as_view(), name="artifact-list"),
+    path(OWNER_NAME, registry.ArtifactDetail.as_view(), name="artifact-detail"),
+    path(OWNER_NAME + "versions/", registry.VersionListCreate.as_view(), name="version-list"),
+    path(VERSION, registry.VersionDetail.as_view(), name="version-detail"),
+    path(VERSION + "fixity", registry.VersionFixity.as_view(), name="version-fixity"),
+    path(VERSION + "files/<path:path>", transfers.FileDownload.as_view(), name="file-download"),
+    path("uploads/", transfers.UploadCreate.as_view(), name="upload-list"),
+    path("uploads/<uuid:upload_id>", transfers.UploadDetail.as_view(), name="upload-detail"),
+    path("uploads/<uuid:upload_id>/complete", transfers.UploadComplete.as_view(), name="upload-complete"),
+    path("jobs/", jobs.JobList.as_view(), name="job-list"),
+    path("jobs/<uuid:pk>/", jobs.JobDetail.as_view(), name="job-detail"),
+]
+
+urlpatterns = [
+    path("", web.home, name="home"),
+    path("api/v1/", include((api_patterns, "api"))),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    re_path(r"^ark:/?(?P<naan>[0-9a-z]+)/(?P<name>[^?#]+)$", resolver.resolve_ark, name="ark"),
+    path("pid/<path:pid>", resolver.resolve, name="pid"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+]
+
+
+def handler404(request, exception=None):
+    if request.path.startswith("/api/"):
+        return errors.json_error(request, "not_found", f"No API endpoint at {request.path}.")
+    from django.views.defaults import page_not_found
+
+    return page_not_found(request, exception)
+
+
+def handler500(request):
+    if request.path.startswith("/api/"):
+        return errors.json_error(request, "internal_error",
+                                 "Internal error; the administrators can trace it by its request id.")
+    from django.views.defaults import server_error
+
+    return server_error(request)

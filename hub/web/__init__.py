@@ -1,0 +1,1 @@
+"""Server-rendered pages and the embedded-default launcher."""

@@ -1,0 +1,67 @@
+"""``python manage.py hub_serve``: the embedded default in one command.
+
+Migrates, adds the demo content, then runs a real Celery worker and the web server (gunicorn) as
+child processes on 127.0.0.1, and stops both (by their PIDs) on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Serve the hub with a Celery worker (embedded default: SQLite, files under var/)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--bind", default="127.0.0.1:8000")
+        parser.add_argument("--web-workers", type=int, default=2)
+        parser.add_argument("--no-demo", action="store_true")
+
+    def handle(self, bind: str, web_workers: int, no_demo: bool, **options) -> None:
+        settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+        for folder in ("queue", "processed"):
+            (settings.VAR_DIR / "broker" / folder).mkdir(parents=True, exist_ok=True)
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("collectstatic", interactive=False, verbosity=0)
+        if not no_demo:
+            call_command("hub_demo")
+        python = sys.executable
+        children = [
+            subprocess.Popen([python, "-m", "celery", "-A", "workers", "worker", "-Q", "convert,cpu",
+                              "--concurrency", "1", "--loglevel", "INFO", "--hostname", "embedded@%h"]),
+            subprocess.Popen([python, "-m", "gunicorn", "hub.wsgi", "--bind", bind, "--workers",
+                              str(web_workers), "--worker-class", "gthread", "--threads", "4",
+                              "--timeout", "600", "--access-logfile", "-"]),
+        ]
+        self.stdout.write(f"HPCFair Hub on http://{bind}/ (API docs at /api/docs/); Ctrl-C stops it.")
+        stopping = False
+
+        def stop(signum, frame) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            while not stopping and all(child.poll() is None for child in children):
+                time.sleep(0.5)
+        finally:
+            for child in children:
+                if child.poll() is None:
+                    os.kill(child.pid, signal.SIGTERM)
+            for child in children:
+                try:
+                    child.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    os.kill(child.pid, signal.SIGKILL)
+        failed = [child.args[2] for child in children if child.returncode not in (0, -signal.SIGTERM, None)]
+        if failed and not stopping:
+            raise SystemExit(f"a child process stopped unexpectedly: {failed}")

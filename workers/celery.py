@@ -1,0 +1,18 @@
+"""The Celery app. Queues: ``convert`` (conversions), ``cpu`` and ``gpu`` (inference, benchmarks).
+
+Start a worker with ``celery -A workers worker -Q convert,cpu``; settings come from Django's
+(``CELERY_*``), so the broker is ``HUB_BROKER_URL`` or the embedded filesystem broker.
+"""
+
+import os
+
+from celery import Celery
+from kombu import Queue
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
+
+app = Celery("hpcfair")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.task_queues = [Queue("convert"), Queue("cpu"), Queue("gpu")]
+# Task modules load in worker processes only: the web process sends tasks by name.
+app.conf.imports = ["workers.tasks"]

@@ -1,0 +1,105 @@
+"""Runs a job's work once, uniformly: mark running, capture logs, map errors, mark the final state.
+
+A task calls ``execute(job_id, work)``; ``work(ctx)`` returns the job's result (a JSON object) or
+raises. ``JobFailure`` carries a code and a message meant for the scientist; any other exception is
+logged here with its traceback and recorded as ``internal_error`` without its text.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from hub.jobs.models import Job
+
+log = logging.getLogger(__name__)
+MAX_LOG_LINES = 2000
+
+
+class JobFailure(Exception):
+    """A failure the requester can act on."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+class JobContext:
+    """What a task's work sees: the job, and ways to report progress and log lines."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+
+    def log(self, message: str, level: str = "info") -> None:
+        line = {"time": timezone.now().isoformat(), "level": level, "message": message}
+        self.job.log = (self.job.log + [line])[-MAX_LOG_LINES:]
+        Job.objects.filter(pk=self.job.pk).update(log=self.job.log)
+
+    def progress(self, fraction: float) -> None:
+        self.job.progress = max(0.0, min(1.0, fraction))
+        Job.objects.filter(pk=self.job.pk).update(progress=self.job.progress)
+
+
+def _claim(job_id: str) -> Job | None:
+    """Mark the job running; None when it is final already (a redelivered, finished message)."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().filter(pk=job_id).first()
+        if job is None:
+            log.warning("job %s does not exist; message dropped", job_id)
+            return None
+        if job.is_final:
+            return None
+        if job.state == Job.State.RUNNING:
+            # The message came back: the worker that ran it died mid-task.
+            job.log = job.log + [_line("warning", f"worker {job.worker or '?'} was lost; attempt {job.attempts + 1}")]
+        if job.attempts >= settings.HUB_JOB_MAX_ATTEMPTS:
+            _finish(job, Job.State.FAILED, error=("worker_lost", (
+                f"The job was started {job.attempts} times and its worker was lost each time "
+                "(killed, or out of memory). Try smaller inputs or ask the administrators.")))
+            return None
+        job.state = Job.State.RUNNING
+        job.attempts += 1
+        job.started = job.started or timezone.now()
+        job.worker = socket.gethostname()
+        job.save()
+        return job
+
+
+def _line(level: str, message: str) -> dict[str, str]:
+    return {"time": timezone.now().isoformat(), "level": level, "message": message}
+
+
+def _finish(job: Job, state: str, result: Any = None, error: tuple[str, str] | None = None) -> None:
+    job.state = state
+    job.finished = timezone.now()
+    if state == Job.State.SUCCEEDED:
+        job.progress = 1.0
+        job.result = result
+    if error:
+        job.error_code, job.error_detail = error
+        job.log = job.log + [_line("error", error[1])]
+    job.save()
+
+
+def execute(job_id: str, work: Callable[[JobContext], dict[str, Any]]) -> None:
+    job = _claim(job_id)
+    if job is None:
+        return
+    ctx = JobContext(job)
+    try:
+        result = work(ctx)
+    except JobFailure as exc:
+        _finish(job, Job.State.FAILED, error=(exc.code, exc.detail))
+    except Exception:
+        log.exception("job %s (%s) failed unexpectedly", job.pk, job.kind)
+        _finish(job, Job.State.FAILED, error=(
+            "internal_error", f"The job failed unexpectedly; the administrators can trace it by job id {job.pk}."))
+    else:
+        _finish(job, Job.State.SUCCEEDED, result=result)

@@ -1,0 +1,47 @@
+"""Celery tasks. Each one names its work and hands it to ``runner.execute``."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from hub.storage import StorageUnavailable, get_blob_store
+from workers.celery import app
+from workers.runner import JobContext, JobFailure, execute
+
+CHUNK = 8 * 1024 * 1024
+
+
+@app.task(name="hub.fixity")
+def fixity(job_id: str) -> None:
+    """Re-read every file of a version from the object store and check its sha256."""
+    execute(job_id, fixity_work)
+
+
+def fixity_work(ctx: JobContext) -> dict[str, Any]:
+    version = ctx.job.version
+    if version is None or version.is_deleted:
+        raise JobFailure("gone", "The version was deleted before its fixity could be checked.")
+    store = get_blob_store()
+    files = list(version.files.select_related("blob"))
+    report = []
+    for index, file in enumerate(files, start=1):
+        digest = hashlib.sha256()
+        size = 0
+        try:
+            with store.open(file.blob_id) as stream:
+                while chunk := stream.read(CHUNK):
+                    digest.update(chunk)
+                    size += len(chunk)
+        except FileNotFoundError:
+            report.append({"path": file.path, "ok": False, "problem": "missing from the object store"})
+            ctx.log(f"{file.path}: missing from the object store", "error")
+            continue
+        except StorageUnavailable as exc:
+            raise JobFailure("storage_unavailable", f"The object store could not be read: {exc}")
+        ok = digest.hexdigest() == file.blob_id and size == file.size
+        report.append({"path": file.path, "ok": ok, "sha256": digest.hexdigest(), "size": size})
+        ctx.log(f"{file.path}: {'ok' if ok else 'CORRUPT'} ({size} bytes)", "info" if ok else "error")
+        ctx.progress(index / len(files))
+    return {"ok": all(item["ok"] for item in report), "files": report}
+
