@@ -80,6 +80,9 @@ def _flatten(errors: Any, prefix: str = "") -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     if isinstance(errors, dict):
         for key, value in errors.items():
+            if isinstance(key, int):  # DRF reports list items by index
+                out.update(_flatten(value, f"{prefix}[{key}]"))
+                continue
             name = key if key != "non_field_errors" else ""
             out.update(_flatten(value, f"{prefix}.{name}" if prefix and name else prefix or name))
     elif isinstance(errors, list) and errors and all(isinstance(e, str) for e in errors):

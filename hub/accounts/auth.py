@@ -41,3 +41,16 @@ class BearerTokenAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="api"'
+
+
+def request_user(request):
+    """The user of a plain Django view: a valid bearer token's user, else the session's user."""
+    if request.headers.get("Authorization", "").lower().startswith("bearer"):
+        try:
+            result = BearerTokenAuthentication().authenticate(request)
+        except HubError:
+            result = None
+        from django.contrib.auth.models import AnonymousUser
+
+        return result[0] if result else AnonymousUser()
+    return request.user

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-TOKEN_PREFIX = "hpcf_"
+TOKEN_PREFIX = "hpcf_"  # noqa: S105 - a prefix, not a secret
 
 
 def hash_token(raw: str) -> str:

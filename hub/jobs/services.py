@@ -6,7 +6,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-
 from django.db import transaction
 
 from hub.jobs.models import Job

@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from hub.accounts.auth import request_user
 from hub.registry import pids
 from hub.registry.api.serializers import ArtifactSerializer, VersionSerializer, pid_url
 from hub.registry.models import Artifact, Version
@@ -56,7 +57,7 @@ def resolve(request: HttpRequest, pid: str) -> HttpResponse:
         return _not_found(request, pid)
     version = found if isinstance(found, Version) else None
     artifact = version.artifact if version else found
-    visible = Artifact.objects.visible_to(request.user).filter(pk=artifact.pk).exists()
+    visible = Artifact.objects.visible_to(request_user(request)).filter(pk=artifact.pk).exists()
     if not visible:
         return _not_found(request, pid)
     if "info" in request.GET:

@@ -7,7 +7,7 @@ import re
 from django.http import FileResponse, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -20,16 +20,6 @@ from hub.registry.models import File, Upload
 from hub.storage import StorageUnavailable, get_blob_store
 
 _RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
-
-
-class AnyMediaRenderer(BaseRenderer):
-    """Lets a download answer any ``Accept``; error bodies still render as JSON."""
-
-    media_type = "*/*"
-    format = "bin"
-
-    def render(self, data, accepted_media_type=None, renderer_context=None):
-        return JSONRenderer().render(data, "application/json", renderer_context)
 
 
 def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
@@ -61,7 +51,9 @@ class FileDownload(APIView):
     """Download a file. ``Range`` gives 206; ``ETag`` is the sha256; S3 storage answers a 302 to a
     presigned URL."""
 
-    renderer_classes = [AnyMediaRenderer]
+    def perform_content_negotiation(self, request, force=False):
+        # The bytes go out as they are, whatever ``Accept`` says; error bodies are JSON.
+        return JSONRenderer(), "application/json"
 
     @extend_schema(responses={(200, "application/octet-stream"): OpenApiResponse(description="The bytes."),
                               206: OpenApiResponse(description="Partial content"),

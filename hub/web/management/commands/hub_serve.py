@@ -34,12 +34,14 @@ class Command(BaseCommand):
         if not no_demo:
             call_command("hub_demo")
         python = sys.executable
+        # Links the hub hands out (PIDs, download URLs) point at this server unless configured.
+        env = {"HUB_PUBLIC_URL": f"http://{bind}", **os.environ}
         children = [
             subprocess.Popen([python, "-m", "celery", "-A", "workers", "worker", "-Q", "convert,cpu",
-                              "--concurrency", "1", "--loglevel", "INFO", "--hostname", "embedded@%h"]),
+                              "--concurrency", "1", "--loglevel", "INFO", "--hostname", "embedded@%h"], env=env),
             subprocess.Popen([python, "-m", "gunicorn", "hub.wsgi", "--bind", bind, "--workers",
                               str(web_workers), "--worker-class", "gthread", "--threads", "4",
-                              "--timeout", "600", "--access-logfile", "-"]),
+                              "--timeout", "600", "--access-logfile", "-"], env=env),
         ]
         self.stdout.write(f"HPCFair Hub on http://{bind}/ (API docs at /api/docs/); Ctrl-C stops it.")
         stopping = False

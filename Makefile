@@ -1,0 +1,28 @@
+# HPCFair Hub. `make run` serves the embedded default; `make test` runs the whole suite.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test lint bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml client/pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -e '.[test]' -e ./client
+	touch $(STAMP)
+
+run: install
+	$(VENV)/bin/python manage.py hub_serve
+
+test: install
+	scripts/test.sh
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+bench: install
+	$(VENV)/bin/python bench/transfer.py
+
+clean:
+	rm -rf var test-output

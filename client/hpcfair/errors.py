@@ -1,0 +1,58 @@
+"""One error hierarchy rooted at ``HubError``, built from the hub's coded error bodies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class HubError(Exception):
+    """An error answered by the hub: its ``code``, message, HTTP status and request id."""
+
+    def __init__(self, message: str, *, code: str = "", status: int = 0, request_id: str | None = None,
+                 body: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+        self.request_id = request_id
+        self.body = body or {}
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return f"{text} [{self.code}, request {self.request_id}]" if self.code else text
+
+
+class ValidationError(HubError):
+    """The request was refused as invalid (400)."""
+
+
+class PermissionError(HubError):  # noqa: A001 - shadows the builtin inside this namespace only
+    """Not signed in, or not allowed (401/403)."""
+
+
+class NotFoundError(HubError):
+    """No such thing, or one you may not see (404/410)."""
+
+
+class ConflictError(HubError):
+    """It exists already, or clashes with the hub's state (409), e.g. a duplicate version."""
+
+
+class TransferError(HubError):
+    """A transfer could not be completed (retries exhausted, or size/sha256 mismatch)."""
+
+
+_BY_STATUS: dict[int, type[HubError]] = {400: ValidationError, 401: PermissionError, 403: PermissionError,
+                                         404: NotFoundError, 409: ConflictError, 410: NotFoundError}
+
+
+def from_response(response) -> HubError:
+    """The typed error for an error response (a ``requests.Response``)."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    code = body.get("code") or response.headers.get("X-Error-Code", "")
+    message = body.get("detail") or f"HTTP {response.status_code} from {response.url}"
+    cls = _BY_STATUS.get(response.status_code, HubError)
+    return cls(message, code=code, status=response.status_code,
+               request_id=body.get("request_id") or response.headers.get("X-Request-ID"), body=body)

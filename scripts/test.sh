@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# `make test`: lint, migration check, then the whole suite against real PostgreSQL and Redis.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/system-deps.sh
+eval "$(scripts/services.sh start)"
+trap 'scripts/services.sh stop' EXIT
+.venv/bin/ruff check .
+.venv/bin/python manage.py makemigrations --check --dry-run >/dev/null \
+  || { echo "models changed without a migration: run manage.py makemigrations" >&2; exit 1; }
+.venv/bin/python -m pytest "$@"

@@ -1,0 +1,191 @@
+"""Versions: multipart and upload-based creation, immutability, uniqueness, tombstones, downloads."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import pytest
+
+from hub.registry.models import Blob, File, Upload, Version
+from hub.storage import get_blob_store
+from tests.conftest import client_for, multipart_file, staged
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def model(api):
+    assert api.post("/api/v1/artifacts/", {"kind": "model", "name": "cnn"}, format="json").status_code == 201
+    return "/api/v1/artifacts/alice/cnn/"
+
+
+def post_files(api, url, files: dict[str, bytes], **fields):
+    data = {key: json.dumps(value) if not isinstance(value, str) else value for key, value in fields.items()}
+    data["files"] = [multipart_file(name, content) for name, content in files.items()]
+    return api.post(url + "versions/", data, format="multipart")
+
+
+def upload(api, data: bytes) -> str:
+    opened = api.post("/api/v1/uploads/", {"size": len(data), "filename": "x"}, format="json").json()
+    api.generic("PUT", f"/api/v1/uploads/{opened['id']}", data, content_type="application/octet-stream",
+                HTTP_CONTENT_RANGE=f"bytes 0-{len(data) - 1}/{len(data)}")
+    done = api.post(f"/api/v1/uploads/{opened['id']}/complete", {"sha256": hashlib.sha256(data).hexdigest()},
+                    format="json")
+    assert done.status_code == 200, done.content
+    return opened["id"]
+
+
+def test_multipart_version_streams_files_into_the_store(backend, api, model):
+    weights, card = os.urandom(100_000), b"# CNN\n"
+    response = post_files(api, model, {"model.pt": weights, "README.md": card},
+                          metadata={"title": "CNN", "framework": "pytorch"}, version="1.0")
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["version"] == "1.0" and body["pid"].startswith("ark:/")
+    assert body["metadata"]["framework"] == "pytorch"
+    files = {f["path"]: f for f in body["files"]}
+    assert files["model.pt"]["sha256"] == hashlib.sha256(weights).hexdigest()
+    assert files["model.pt"]["size"] == len(weights) and files["README.md"]["media_type"] == "text/markdown"
+    assert get_blob_store().exists(files["model.pt"]["sha256"])
+    assert api.get(model).json()["latest_version"] == "1.0"
+
+
+def test_version_from_completed_uploads_with_provenance(backend, api, model, owner, publish):
+    _, dataset_version = publish(owner, "train-set", {"data.csv": b"a,b\n1,2\n"}, kind="dataset")
+    upload_id = upload(api, b"onnx bytes" * 1000)
+    response = api.post(model + "versions/", {
+        "files": [{"path": "model/model.onnx", "upload": upload_id}],
+        "provenance": [{"relation": "trained_on", "target": dataset_version.pid},
+                       {"relation": "derived_from", "target": "alice/train-set@1"}],
+    }, format="json")
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["version"] == "1"  # labels default to the next integer
+    assert [p["relation"] for p in body["provenance"]] == ["trained_on", "derived_from"]
+    assert Upload.objects.get(pk=upload_id).state == Upload.State.CONSUMED
+    derived = api.get("/api/v1/artifacts/alice/train-set/versions/1/").json()["derivatives"]
+    assert derived[0]["version_pid"] == body["pid"]
+    reused = api.post(model + "versions/", {"files": [{"path": "again.onnx", "upload": upload_id}]}, format="json")
+    assert reused.status_code == 409 and reused.json()["code"] == "upload_not_open"
+
+
+def test_identical_files_are_refused_with_the_existing_pid(backend, api, model, owner):
+    first = post_files(api, model, {"a.bin": b"same bytes", "b.bin": b"other"}).json()
+    blobs_before = Blob.objects.count()
+    again = post_files(api, model, {"renamed.bin": b"same bytes", "b2.bin": b"other"})
+    assert again.status_code == 409
+    body = again.json()
+    assert body["code"] == "duplicate_version" and body["existing_pid"] == first["pid"]
+    assert first["pid"] in body["detail"]
+    assert Version.objects.count() == 1 and Blob.objects.count() == blobs_before  # nothing half-written
+
+
+def test_a_private_duplicate_does_not_leak(api, model, other, publish):
+    _, secret = publish(other, "secret", {"w.bin": b"shared content"}, visibility="private")
+    response = post_files(api, model, {"w.bin": b"shared content"})
+    assert response.status_code == 201
+    assert secret.pid not in response.content.decode()
+
+
+@pytest.mark.parametrize("path", ["../evil", "/abs", "a//b", "a/./b", "back\\slash", "ctl\x01"])
+def test_bad_paths_are_refused_and_nothing_is_stored(api, model, path):
+    upload_id = upload(api, b"payload for bad path")
+    response = api.post(model + "versions/", {"files": [{"path": path, "upload": upload_id}]}, format="json")
+    assert response.status_code == 400 and response.json()["code"] == "invalid_path"
+    assert Version.objects.count() == 0 and File.objects.count() == 0
+    assert not get_blob_store().exists(hashlib.sha256(b"payload for bad path").hexdigest())
+
+
+def test_failure_after_storing_removes_new_blobs(api, model, owner, tmp_path, monkeypatch):
+    """A failure late in the transaction leaves no rows and no orphaned blob behind."""
+    from hub.registry import services
+
+    target = Version.objects.get(pid=post_files(api, model, {"t.bin": b"target"}).json()["pid"])
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(services.ProvenanceLink.objects, "create", fail)
+    data = b"bytes that must not be orphaned"
+    artifact = services.get_artifact(owner, "alice", "cnn")
+    with pytest.raises(RuntimeError):
+        services.create_version(artifact, owner, files=[staged(tmp_path, "x.bin", data)],
+                                provenance=[services.ProvenanceRef("derived_from", target)])
+    assert not get_blob_store().exists(hashlib.sha256(data).hexdigest())
+    assert Version.objects.count() == 1 and not Blob.objects.filter(sha256=hashlib.sha256(data).hexdigest())
+
+
+def test_metadata_must_be_an_object(api, model):
+    response = post_files(api, model, {"a.bin": b"x"}, metadata=["not", "an", "object"])
+    assert response.status_code == 400 and "metadata" in response.json()["errors"]
+    broken = api.post(model + "versions/", {"metadata": "{not json", "files": [multipart_file("a", b"1")]},
+                      format="multipart")
+    assert broken.status_code == 400 and broken.json()["code"] == "invalid"
+
+
+def test_reserved_and_duplicate_labels(api, model):
+    assert post_files(api, model, {"a": b"1"}, version="latest").status_code == 400
+    assert post_files(api, model, {"a": b"1"}, version="v1").status_code == 201
+    clash = post_files(api, model, {"a": b"2"}, version="v1")
+    assert clash.status_code == 409 and clash.json()["code"] == "already_exists"
+
+
+def test_versions_are_immutable(api, model):
+    post_files(api, model, {"a": b"1"})
+    for method in ("put", "patch"):
+        response = getattr(api, method)(model + "versions/1/", {"metadata": {}}, format="json")
+        assert response.status_code == 405 and response.json()["code"] == "method_not_allowed"
+
+
+def test_deleted_version_is_a_tombstone_and_its_bytes_are_purged(backend, api, model, anon):
+    kept = post_files(api, model, {"shared.bin": b"shared", "w.bin": b"v1"}).json()
+    second = post_files(api, model, {"shared.bin": b"shared", "w.bin": b"v2"}).json()
+    assert api.delete(model + "versions/2/?reason=wrong weights").status_code == 204
+    store = get_blob_store()
+    assert not store.exists(hashlib.sha256(b"v2").hexdigest())
+    assert store.exists(hashlib.sha256(b"shared").hexdigest()), "still used by version 1"
+    assert api.get(model + "versions/2/files/w.bin").status_code == 410
+    record = api.get(model + "versions/2/").json()
+    assert record["deleted"] and record["deletion_reason"] == "wrong weights"
+    assert all(f["download_url"] is None for f in record["files"])
+    assert api.get(model).json()["latest_version"] == kept["version"]
+    page = anon.get("/" + second["pid"])
+    assert page.status_code == 410 and b"wrong weights" in page.content and b"w.bin" in page.content
+
+
+def test_download_full_range_etag(backend, api, model, anon):
+    data = os.urandom(300_000)
+    files = [{"path": "dir/w.bin", "upload": upload(api, data)}]
+    assert api.post(model + "versions/", {"files": files}, format="json").status_code == 201
+    url = model + "versions/1/files/dir/w.bin"
+    sha = hashlib.sha256(data).hexdigest()
+    response = anon.get(url)
+    if backend == "s3":
+        assert response.status_code == 302 and response["ETag"] == f'"{sha}"'
+        import requests
+
+        assert requests.get(response["Location"], timeout=10).content == data
+        partial = requests.get(response["Location"], headers={"Range": "bytes=1000-1999"}, timeout=10)
+        assert partial.status_code == 206 and partial.content == data[1000:2000]
+        return
+    assert response.status_code == 200 and response["ETag"] == f'"{sha}"'
+    assert b"".join(response.streaming_content) == data
+    partial = anon.get(url, HTTP_RANGE="bytes=1000-1999")
+    assert partial.status_code == 206 and partial["Content-Range"] == f"bytes 1000-1999/{len(data)}"
+    assert b"".join(partial.streaming_content) == data[1000:2000]
+    suffix = anon.get(url, HTTP_RANGE="bytes=-10")
+    assert b"".join(suffix.streaming_content) == data[-10:]
+    assert anon.get(url, HTTP_RANGE=f"bytes={len(data)}-").status_code == 416
+    assert anon.get(url, HTTP_IF_NONE_MATCH=f'"{sha}"').status_code == 304
+    missing = anon.get(model + "versions/1/files/nope.bin", HTTP_ACCEPT="application/octet-stream")
+    assert missing.status_code == 404 and missing.json()["code"] == "not_found"
+    assert missing["Content-Type"] == "application/json"
+
+
+def test_collaborator_can_publish(collaborator, owner, publish):
+    publish(owner, "shared-model", collaborators=[collaborator])
+    client = client_for(collaborator)
+    response = post_files(client, "/api/v1/artifacts/alice/shared-model/", {"c.bin": b"collab"})
+    assert response.status_code == 201 and response.json()["created_by"] == "bob"

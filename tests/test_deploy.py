@@ -1,0 +1,30 @@
+"""The deployment description: docker-compose config validates; the images' commands exist."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+
+@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose is installed by make test")
+def test_compose_file_validates():
+    result = subprocess.run(["docker-compose", "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+
+
+def test_compose_describes_the_deployment():
+    spec = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = spec["services"]
+    assert {"postgres", "redis", "minio", "web", "worker-cpu", "worker-gpu"} <= set(services)
+    command = services["worker-cpu"]["command"]
+    assert command[command.index("-Q") + 1] == "convert,cpu"
+    assert services["worker-gpu"]["deploy"]["resources"]["reservations"]["devices"][0]["driver"] == "nvidia"
+    env = services["web"]["environment"]
+    assert env["HUB_STORAGE"] == "s3" and env["DATABASE_URL"].startswith("postgres://")
+    assert (ROOT / services["web"]["build"]["dockerfile"]).exists()
