@@ -13,40 +13,30 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 from urllib.parse import quote
 
 import requests
+import urllib3
 
 from hpcfair.errors import HubError, TransferError, from_response
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8000"
 CHUNK_SIZE = 64 * 1024 * 1024
+DOWNLOAD_BLOCK = 4 * 1024 * 1024
 RETRY_STATUSES = {429, 500, 502, 503, 504}
 
 
-def sha256_file(path: str | Path) -> str:
+def _sha256_state(path: str | Path):
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while chunk := handle.read(8 * 1024 * 1024):
             digest.update(chunk)
-    return digest.hexdigest()
+    return digest
 
 
-class _Window:
-    """A file object over ``length`` bytes of ``handle`` from its current position (for request bodies)."""
-
-    def __init__(self, handle: BinaryIO, length: int) -> None:
-        self.handle, self.remaining = handle, length
-
-    def __len__(self) -> int:
-        return self.remaining
-
-    def read(self, size: int = -1) -> bytes:
-        size = self.remaining if size is None or size < 0 else min(size, self.remaining)
-        data = self.handle.read(size)
-        self.remaining -= len(data)
-        return data
+def sha256_file(path: str | Path) -> str:
+    return _sha256_state(path).hexdigest()
 
 
 class HubClient:
@@ -128,8 +118,10 @@ class HubClient:
                     break
                 end = min(offset + chunk_size, size)
                 handle.seek(offset)
+                # One buffer per chunk (memory bounded by chunk_size) is sent with a few large writes.
+                body = handle.read(end - offset)
                 try:
-                    self.session.put(self.url(upload_url), data=_Window(handle, end - offset), timeout=self.timeout,
+                    self.session.put(self.url(upload_url), data=body, timeout=self.timeout,
                                      headers={"Content-Range": f"bytes {offset}-{end - 1}/{size}",
                                               "Content-Type": "application/octet-stream"})
                 except (requests.ConnectionError, requests.Timeout):
@@ -150,22 +142,36 @@ class HubClient:
         partial = dest.with_name(dest.name + ".incomplete")
         url = self.url(f"artifacts/{owner_name}/versions/{info['version']}/files/{quote(path)}")
         failures = 0
+        digest, hashed = None, -1  # a running sha256 of the bytes written so far, when continuous
         while True:
             have = partial.stat().st_size if partial.exists() else 0
             if have >= meta["size"]:
                 break
+            if hashed != have:  # resuming a file from an earlier run or a broken transfer
+                digest, hashed = hashlib.sha256(), 0
+                if have:
+                    digest = _sha256_state(partial)
+                    hashed = have
             try:
-                response = self.request("GET", url, stream=True, headers={"Range": f"bytes={have}-"}, retry=True)
-                mode = "ab" if response.status_code == 206 else "wb"
+                response = self.request("GET", url, stream=True, headers={"Range": f"bytes={have}-"})
+                if response.status_code != 206:  # the server sent the whole file
+                    digest, hashed, mode = hashlib.sha256(), 0, "wb"
+                else:
+                    mode = "ab"
                 with open(partial, mode) as out:
-                    for chunk in response.iter_content(chunk_size=4 * 1024 * 1024):
+                    while chunk := response.raw.read(DOWNLOAD_BLOCK):
                         out.write(chunk)
-            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError):
+                        digest.update(chunk)
+                        hashed += len(chunk)
+            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
+                    urllib3.exceptions.HTTPError):
                 failures += 1
+                hashed = -1
                 if failures > self.retries:
                     raise TransferError(f"download of {path} failed after {failures} broken connections")
                 time.sleep(self.backoff * 2 ** (failures - 1))
-        if partial.stat().st_size != meta["size"] or sha256_file(partial) != meta["sha256"]:
+        actual = digest.hexdigest() if digest is not None and hashed == meta["size"] else sha256_file(partial)
+        if partial.stat().st_size != meta["size"] or actual != meta["sha256"]:
             partial.unlink()
             raise TransferError(f"{path}: the bytes received do not match the hub's size and sha256; retry")
         partial.replace(dest)

@@ -1,0 +1,71 @@
+"""`make run`'s embedded default, end to end: hub_serve starts gunicorn and a Celery worker on the
+filesystem broker (no Redis, SQLite, files under a private var dir); a client publishes, downloads,
+and runs a job through it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import requests
+
+from tests.conftest import ROOT, free_port, wait_for_port
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory):
+    var = tmp_path_factory.mktemp("embedded-var")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "HUB_BROKER_URL", "HUB_STORAGE"}}
+    env.update(HUB_VAR_DIR=str(var), HUB_PUBLIC_URL=f"http://127.0.0.1:{port}")
+    log = open(var / "serve.log", "w")  # noqa: SIM115
+    proc = subprocess.Popen([sys.executable, "manage.py", "hub_serve", "--bind", f"127.0.0.1:{port}"],
+                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for_port(port, timeout=90, proc=proc)
+        token = subprocess.run([sys.executable, "manage.py", "hub_token", "demo", "--scope", "write"], cwd=ROOT,
+                               env=env, capture_output=True, text=True, check=True).stdout.strip()
+        yield f"http://127.0.0.1:{port}", token, var
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+        log.close()
+    assert proc.returncode == 0, (var / "serve.log").read_text()[-3000:]
+
+
+def test_demo_content_and_pages(embedded):
+    url, _, _ = embedded
+    home = requests.get(url + "/", timeout=10)
+    assert home.status_code == 200 and "Synthetic Iris-like measurements" in home.text
+    found = requests.get(url + "/api/v1/artifacts/", params={"q": "iris"}, timeout=10).json()["results"]
+    assert found and found[0]["full_name"] == "demo/synthetic-iris"
+    landing = requests.get(found[0]["pid_url"], timeout=10)
+    assert landing.status_code == 200 and "data.csv" in landing.text
+    assert requests.get(url + "/static/web/hub.css", timeout=10).status_code == 200
+    assert requests.get(url + "/api/docs/", timeout=10).status_code == 200
+
+
+def test_publish_download_and_a_job_on_the_embedded_worker(embedded, tmp_path):
+    from hpcfair import HubClient
+
+    url, token, _ = embedded
+    client = HubClient(url, token)
+    client.create_artifact("model", "embedded-model")
+    source = tmp_path / "weights.bin"
+    source.write_bytes(os.urandom(5_000_000))
+    version = client.create_version("demo/embedded-model", {"weights/w.bin": source}, metadata={"x": 1})
+    dest = client.download_file("demo/embedded-model", "latest", "weights/w.bin", tmp_path / "back.bin")
+    assert dest.read_bytes() == source.read_bytes()
+    job = client.request("POST", f"artifacts/demo/embedded-model/versions/{version['version']}/fixity").json()
+    deadline = time.monotonic() + 60
+    while job["state"] not in ("succeeded", "failed") and time.monotonic() < deadline:
+        time.sleep(0.3)
+        job = client.request("GET", job["url"]).json()
+    assert job["state"] == "succeeded" and job["result"]["ok"] is True, job
