@@ -10,10 +10,9 @@ from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.models import Job
 
 
-class JobList(generics.ListAPIView):
+class _OwnJobs:
     serializer_class = JobSerializer
     permission_classes = [IsAuthenticatedReader]
-    filterset_fields = ["state", "kind"]
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
@@ -23,19 +22,13 @@ class JobList(generics.ListAPIView):
         )
 
 
-class JobDetail(generics.RetrieveAPIView):
-    serializer_class = JobSerializer
-    permission_classes = [IsAuthenticatedReader]
+class JobList(_OwnJobs, generics.ListAPIView):
+    filterset_fields = ["state", "kind"]
 
+
+class JobDetail(_OwnJobs, generics.RetrieveAPIView):
     def get_object(self) -> Job:
         job = self.get_queryset().filter(pk=self.kwargs["pk"]).first()
         if job is None:
             raise HubError("not_found", f"You have no job {self.kwargs['pk']}.")
         return job
-
-    def get_queryset(self):
-        if getattr(self, "swagger_fake_view", False):
-            return Job.objects.none()
-        return Job.objects.filter(requester=self.request.user).select_related(
-            "requester", "version__artifact__owner"
-        )
