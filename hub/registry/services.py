@@ -229,18 +229,14 @@ def create_version(
 
 
 def _remove_blobs(sha256s: list[str]) -> None:
-    """Remove blobs this call stored if no row references them (the transaction rolled back)."""
+    """After a rollback: remove the blobs this call stored that no live version uses, and their rows."""
     if not sha256s:
         return
-    store = get_blob_store()
-    referenced = set(File.objects.filter(blob_id__in=sha256s).values_list("blob_id", flat=True))
-    for sha256 in sha256s:
-        if sha256 not in referenced:
-            try:
-                store.delete(sha256)
-                Blob.objects.filter(sha256=sha256, files__isnull=True).delete()
-            except Exception:  # the garbage collector (hub_gc) retries
-                log.exception("could not remove orphan blob %s", sha256)
+    try:
+        purge_blobs(sha256s)
+        Blob.objects.filter(sha256__in=sha256s, files__isnull=True).delete()
+    except Exception:  # the garbage collector (hub_gc) retries
+        log.exception("could not remove orphan blobs %s", sha256s)
 
 
 def _tombstone(version: Version, reason: str) -> None:
