@@ -14,6 +14,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -27,7 +28,7 @@ from django.utils import timezone
 from hub.errors import HubError
 from hub.registry.models import Upload
 
-READ_CHUNK = 4 * 1024 * 1024
+READ_CHUNK = 1024 * 1024
 
 
 @dataclass
@@ -58,6 +59,33 @@ def sha256_of_file(path: Path) -> str:
         while chunk := handle.read(READ_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+class OverlappedHash:
+    """Feeds a sha256 in a helper thread, so hashing one block overlaps receiving and writing the next.
+
+    hashlib releases the GIL on large buffers, so this uses a second core. At most one block is in
+    flight: memory stays bounded by two blocks.
+    """
+
+    def __init__(self, digest: hashlib._Hash) -> None:
+        self.digest = digest
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sha256")
+        self._pending: Future | None = None
+
+    def update(self, block: bytes) -> None:
+        if self._pending is not None:
+            self._pending.result()
+        self._pending = self._pool.submit(self.digest.update, block)
+
+    def finish(self) -> hashlib._Hash:
+        """Wait for the last block and return the digest."""
+        try:
+            if self._pending is not None:
+                self._pending.result()
+        finally:
+            self._pool.shutdown(wait=True)
+        return self.digest
 
 
 class _HashCache:
@@ -180,20 +208,21 @@ def write_chunk(upload: Upload, stream: BinaryIO, start: int, end: int) -> int:
         key = str(upload.id)
         digest = _hashes.take(key, offset)
         remaining = end - start
+        hasher = OverlappedHash(digest) if digest is not None else None
         try:
             while remaining > 0:
                 chunk = stream.read(min(READ_CHUNK, remaining))
                 if not chunk:
                     break
+                if hasher is not None:
+                    hasher.update(chunk)
                 handle.write(chunk)
-                if digest is not None:
-                    digest.update(chunk)
                 remaining -= len(chunk)
         finally:
             handle.flush()
             offset = handle.tell()
-            if digest is not None:
-                _hashes.put(key, offset, digest)
+            if hasher is not None:
+                _hashes.put(key, offset, hasher.finish())
     if remaining > 0:
         raise HubError(
             "upload_incomplete",
