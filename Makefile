@@ -9,10 +9,11 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml client/pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q -e '.[test]' -e ./client
+	$(VENV)/bin/pip install -q -e '.[test]' -e './client[convert]'
 	touch $(STAMP)
 
 run: install
+	scripts/system-deps.sh run
 	$(VENV)/bin/python manage.py hub_serve
 
 test: install

@@ -1,13 +1,30 @@
 #!/usr/bin/env bash
-# Debian packages the test suite needs: PostgreSQL (server), Redis, docker-compose (config check only).
+# Debian packages the hub needs.
+#   scripts/system-deps.sh test  PostgreSQL (server), Redis, docker-compose (config check), bubblewrap
+#   scripts/system-deps.sh run   bubblewrap (the conversion sandbox); optional: without it only limits apply
 set -euo pipefail
+profile="${1:-test}"
+case "$profile" in
+  test) packages=(postgresql redis-server docker-compose bubblewrap) ;;
+  run) packages=(bubblewrap) ;;
+  *) echo "usage: $0 test|run" >&2; exit 2 ;;
+esac
 needed=()
-for pkg in postgresql redis-server docker-compose; do
+for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || needed+=("$pkg")
 done
 [ ${#needed[@]} -eq 0 ] && exit 0
-SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo -n"
 echo "installing Debian packages: ${needed[*]}"
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get install -y -q --no-install-recommends "${needed[@]}" >/dev/null 2>&1 \
-  || { $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q --no-install-recommends "${needed[@]}" >/dev/null; }
+install() {
+  $SUDO apt-get install -y -q --no-install-recommends "${needed[@]}" >/dev/null 2>&1 \
+    || { $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q --no-install-recommends "${needed[@]}" >/dev/null; }
+}
+if ! install; then
+  if [ "$profile" = run ]; then
+    echo "warning: could not install ${needed[*]}; conversions will run with resource limits only (no bubblewrap)" >&2
+    exit 0
+  fi
+  exit 1
+fi

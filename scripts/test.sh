@@ -2,7 +2,7 @@
 # `make test`: lint, migration check, then the whole suite against real PostgreSQL and Redis.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/system-deps.sh
+scripts/system-deps.sh test
 eval "$(scripts/services.sh start)"
 trap 'scripts/services.sh stop' EXIT
 .venv/bin/ruff check .

@@ -1,0 +1,43 @@
+"""Model conversion to ONNX and its verification, shared by the hub's workers and local users.
+
+``convert_file`` runs the conversion in a sandboxed subprocess (see ``sandbox``); nothing here loads
+an untrusted file in the calling process. Framework libraries are imported lazily, in the child.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hpcfair.convert.errors import ConversionError
+from hpcfair.convert.formats import FORMATS, detect, looks_like_model
+from hpcfair.convert.sandbox import Limits
+
+__all__ = ["FORMATS", "ConversionError", "Limits", "convert_file", "detect", "looks_like_model"]
+
+
+def convert_file(source: str | Path, output: str | Path, *, opset: int = 17, inputs: list | None = None,
+                 sample_inputs: str | Path | None = None, atol: float = 1e-4, rtol: float = 1e-3,
+                 limits: Limits | None = None, hide: list[Path] = (), on_line=None) -> dict[str, Any]:
+    """Convert one model file to a verified ONNX file in a sandbox; returns the conversion report."""
+    from hpcfair.convert import sandbox
+
+    source, output = Path(source), Path(output)
+    workdir = Path(tempfile.mkdtemp(prefix="hpcfair-convert-"))
+    try:
+        local = workdir / source.name
+        (shutil.copytree if source.is_dir() else shutil.copyfile)(source, local)
+        request: dict[str, Any] = {"task": "convert", "source": local.name, "output": "model.onnx", "opset": opset,
+                                   "inputs": inputs, "atol": atol, "rtol": rtol}
+        if sample_inputs:
+            sample = Path(sample_inputs)
+            shutil.copyfile(sample, workdir / f"sample_inputs{sample.suffix}")
+            request["sample_inputs"] = f"sample_inputs{sample.suffix}"
+        result = sandbox.run(request, workdir, limits, hide=hide, on_line=on_line)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(workdir / "model.onnx", output)
+        return result
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

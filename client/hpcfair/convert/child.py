@@ -1,0 +1,64 @@
+"""Entry point inside the sandbox: ``python -m hpcfair.convert.child request.json``.
+
+Reads the request, does the work, writes ``result.json`` ({"ok": true, ...} or {"ok": false, "code",
+"detail"}). Progress lines for the job log go to stdout prefixed ``hpcfair: ``; library noise and
+tracebacks go to stderr (``child.log``), never into the job's messages.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from hpcfair.convert.errors import ConversionError
+from hpcfair.convert.sandbox import LOG_PREFIX
+
+
+def say(message: str) -> None:
+    print(LOG_PREFIX + message, flush=True)
+
+
+def work(request: dict[str, Any]) -> dict[str, Any]:
+    task = request.get("task", "convert")
+    if task == "convert":
+        from hpcfair.convert.core import convert
+
+        say(f"converting {request['source']}")
+        sample = request.get("sample_inputs")
+        return convert(Path(request["source"]), Path(request["output"]), opset=int(request.get("opset", 17)),
+                       inputs=request.get("inputs"), sample_inputs=Path(sample) if sample else None,
+                       atol=float(request.get("atol", 1e-4)), rtol=float(request.get("rtol", 1e-3)))
+    if task == "optimize":
+        from hpcfair.convert.optimize import optimize
+
+        say(f"optimizing {request['source']}")
+        return optimize(Path(request["source"]), Path(request["output_dir"]), quantize=request.get("quantize", True))
+    raise ConversionError("invalid_request", f"unknown task {task!r}")
+
+
+def main() -> int:
+    request = json.loads(Path(sys.argv[1]).read_text())
+    try:
+        result = {"ok": True, **work(request)}
+    except ConversionError as exc:
+        result = {"ok": False, **exc.to_dict()}
+    except MemoryError:
+        result = {"ok": False, "code": "memory_limit", "detail": "The conversion ran out of its memory limit."}
+    except Exception as exc:  # noqa: BLE001 - the traceback goes to the log, a clear message to the user
+        traceback.print_exc()
+        text = str(exc)
+        if "can't allocate memory" in text or "bad_alloc" in text or "Cannot allocate" in text:
+            result = {"ok": False, "code": "memory_limit", "detail": "The conversion ran out of its memory limit."}
+        else:
+            first = text.splitlines()[0][:300] if text else type(exc).__name__
+            result = {"ok": False, "code": "conversion_failed", "detail": f"The conversion failed: {first}"}
+    Path("result.json").write_text(json.dumps(result, default=str))
+    say("done" if result["ok"] else f"failed: {result['code']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

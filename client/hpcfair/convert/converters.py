@@ -1,0 +1,335 @@
+"""Load a model with its own framework and export it to ONNX. Runs inside the sandbox only.
+
+Each ``export_*`` returns an ``Exported``: the ONNX model, a ``reference`` that runs the original
+model on the same inputs (for verification), the input signature used and what did the converting.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hpcfair.convert import pickles
+from hpcfair.convert.errors import ConversionError
+from hpcfair.convert.formats import extract_archive
+from hpcfair.convert.signature import TensorSpec, generate_inputs, specs_from_arrays
+
+Reference = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
+
+
+@dataclass
+class Exported:
+    model: Any  # onnx.ModelProto
+    reference: Reference | None
+    inputs: list[TensorSpec]
+    converter: str
+    libraries: dict[str, str]
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+def versions(*names: str) -> dict[str, str]:
+    found = {}
+    for name in names:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def _flatten(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [item for key in sorted(value) for item in _flatten(value[key])]
+    if isinstance(value, list | tuple):
+        return [item for entry in value for item in _flatten(entry)]
+    if hasattr(value, "last_hidden_state"):  # transformers ModelOutput
+        return _flatten(value.to_tuple())
+    return [value]
+
+
+def _example(specs: list[TensorSpec], sample: dict[str, np.ndarray] | None) -> dict[str, np.ndarray]:
+    return sample if sample else generate_inputs(specs, run=0)
+
+
+# --- PyTorch ---------------------------------------------------------------------------------------
+
+
+def _torch_reference(module, input_names: list[str]) -> Reference:
+    import torch
+
+    def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        with torch.no_grad():
+            outputs = module(*[torch.from_numpy(np.ascontiguousarray(feeds[name])) for name in input_names])
+        return [t.detach().cpu().numpy() if hasattr(t, "detach") else np.asarray(t) for t in _flatten(outputs)]
+
+    return run
+
+
+def _torch_error(exc: Exception, opset: int) -> ConversionError:
+    text = str(exc)
+    op = re.search(r"operator '([^']+)'", text) or re.search(r"(aten::\w+|prim::\w+|torch\.ops\.[\w.]+)", text)
+    if op or "UnsupportedOperator" in type(exc).__name__:
+        name = op.group(1) if op else "an operator"
+        return ConversionError(
+            "unsupported_operator",
+            f"The ONNX exporter cannot translate {name} at opset {opset}. Try a newer opset (onnx_version), "
+            "export the model with torch.export (.pt2) instead of TorchScript, or replace that operation.",
+        )
+    return ConversionError("conversion_failed", f"torch.onnx.export failed: {text.splitlines()[0][:500]}")
+
+
+def export_torchscript(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None) -> Exported:
+    import torch
+
+    try:
+        module = torch.jit.load(str(path), map_location="cpu").eval()
+    except Exception as exc:  # noqa: BLE001 - any load error means the file is not usable TorchScript
+        raise ConversionError("corrupt_file", f"{path.name} could not be loaded as TorchScript: {str(exc)[:300]}")
+    if not specs and sample:
+        specs = specs_from_arrays(sample)
+    if not specs:
+        raise ConversionError(
+            "signature_required",
+            "A TorchScript file does not record its input shapes. Give them in the version's metadata, e.g. "
+            "inputs: [{name: x, shape: [null, 3, 224, 224], dtype: float32}], or upload sample inputs "
+            "(sample_inputs.npz keyed by input name).",
+        )
+    feeds = _example(specs, sample)
+    names = [spec.name for spec in specs]
+    args = tuple(torch.from_numpy(feeds[name]) for name in names)
+    with torch.no_grad():
+        outputs = _flatten(module(*args))
+    output_names = ["output"] if len(outputs) == 1 else [f"output_{i}" for i in range(len(outputs))]
+    dynamic = {spec.name: {axis: (spec.shape[axis] or f"{spec.name}_dim{axis}") for axis in spec.dynamic_axes}
+               for spec in specs if spec.dynamic_axes}
+    if any(0 in axes for axes in dynamic.values()):
+        dynamic.update({name: {0: "batch"} for name in output_names})
+    buffer = io.BytesIO()
+    try:
+        torch.onnx.export(module, args, buffer, dynamo=False, opset_version=opset, input_names=names,
+                          output_names=output_names, dynamic_axes=dynamic or None)
+    except Exception as exc:  # noqa: BLE001 - mapped to a coded error
+        raise _torch_error(exc, opset)
+    import onnx
+
+    return Exported(onnx.load_from_string(buffer.getvalue()), _torch_reference(module, names), specs,
+                    "torch.onnx.export (TorchScript exporter)", versions("torch", "onnx"))
+
+
+def export_torch_program(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None) -> Exported:
+    import torch
+
+    try:
+        program = torch.export.load(str(path))
+    except Exception as exc:  # noqa: BLE001
+        raise ConversionError("corrupt_file", f"{path.name} could not be loaded as a torch.export program: "
+                                              f"{str(exc)[:300]}")
+    args, kwargs = program.example_inputs or ((), {})
+    if sample:
+        args = tuple(torch.from_numpy(array) for array in sample.values())
+    elif not args and specs:
+        args = tuple(torch.from_numpy(a) for a in generate_inputs(specs).values())
+    try:
+        onnx_program = torch.onnx.export(program, args, kwargs=kwargs or None, dynamo=True, external_data=False,
+                                         opset_version=opset, verbose=False)
+    except Exception as exc:  # noqa: BLE001
+        raise _torch_error(exc, opset)
+    model = onnx_program.model_proto
+    names = [value.name for value in model.graph.input if value.name not in {i.name for i in model.graph.initializer}]
+    module = program.module()
+    return Exported(model, _torch_reference(module, names), specs, "torch.onnx.export (dynamo, torch.export)",
+                    versions("torch", "onnx", "onnxscript"))
+
+
+# --- TensorFlow / Keras -----------------------------------------------------------------------------
+
+
+def _tf_convert(function, signature: list, opset: int, what: str):
+    import tf2onnx
+
+    try:
+        model, _ = tf2onnx.convert.from_function(function, input_signature=signature, opset=opset)
+    except Exception as exc:  # noqa: BLE001
+        text = str(exc)
+        op = re.search(r"(?:Unsupported ops|not supported)[^:]*:\s*(.+)", text)
+        if op:
+            raise ConversionError(
+                "unsupported_operator",
+                f"tf2onnx cannot convert the TensorFlow operation(s) {op.group(1)[:200]} in {what} at opset "
+                f"{opset}. Try a newer opset (onnx_version <= 18) or replace the operation.",
+            )
+        raise ConversionError("conversion_failed", f"tf2onnx failed on {what}: {text.splitlines()[0][:500]}")
+    return model
+
+
+def export_keras(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None) -> Exported:
+    import keras
+    import tensorflow as tf
+
+    try:
+        model = keras.models.load_model(str(path), compile=False, safe_mode=True)
+    except ValueError as exc:
+        if "lambda" in str(exc).lower() or "safe_mode" in str(exc):
+            raise ConversionError(
+                "unsafe_model",
+                f"{path.name} contains a Lambda layer with Python code, which the hub does not run (Keras "
+                "safe_mode). Replace the Lambda by a built-in or registered custom layer.",
+            )
+        raise ConversionError("corrupt_file", f"{path.name} could not be loaded by Keras: {str(exc)[:300]}")
+    except Exception as exc:  # noqa: BLE001
+        raise ConversionError("corrupt_file", f"{path.name} could not be loaded by Keras: {str(exc)[:300]}")
+    try:
+        keras_inputs = list(model.inputs)
+    except (AttributeError, ValueError):
+        keras_inputs = []
+    if not keras_inputs and not specs:
+        raise ConversionError(
+            "keras_unbuilt",
+            f"{path.name} holds a Keras Sequential model that was saved before it was built, so it has no input "
+            "shape. Add keras.Input(shape=...) as its first layer before saving, or give the shape in the "
+            "version's metadata: inputs: [{name: x, shape: [null, ...], dtype: float32}].",
+        )
+    if not specs:
+        specs = [TensorSpec(_clean(t.name, i), [None, *t.shape[1:]], str(t.dtype)) for i, t in enumerate(keras_inputs)]
+    signature = [tf.TensorSpec(spec.shape, spec.dtype, name=spec.name) for spec in specs]
+    single = len(specs) == 1
+
+    # Calling the model inside a tf.function works for Sequential and Functional models alike (tf2onnx's
+    # from_keras fails on Keras 3 Sequential models).
+    @tf.function
+    def call(*args):
+        return model(args[0] if single else list(args), training=False)
+
+    onnx_model = _tf_convert(call, signature, opset, path.name)
+
+    def reference(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        args = [feeds[spec.name] for spec in specs]
+        outputs = model(args[0] if single else args, training=False)
+        return [np.asarray(t) for t in _flatten(outputs)]
+
+    return Exported(onnx_model, reference, specs, "tf2onnx.convert.from_function (Keras model)",
+                    versions("tensorflow-cpu", "tensorflow", "keras", "tf2onnx", "onnx"))
+
+
+def _clean(name: str, index: int) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9_]", "_", name.split(":")[0])
+    return cleaned or f"input_{index}"
+
+
+def export_savedmodel(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None) -> Exported:
+    import tensorflow as tf
+
+    directory = path if path.is_dir() else extract_archive(path, Path(tempfile.mkdtemp(dir=path.parent)))
+    try:
+        loaded = tf.saved_model.load(str(directory))
+        function = loaded.signatures["serving_default"]
+    except KeyError:
+        raise ConversionError("unsupported_format", f"{path.name} has no 'serving_default' signature to convert.")
+    except Exception as exc:  # noqa: BLE001
+        raise ConversionError("corrupt_file", f"{path.name} could not be loaded as a SavedModel: {str(exc)[:300]}")
+    structured = function.structured_input_signature[1]
+    names = sorted(structured)
+    if not specs:
+        specs = [TensorSpec(n, [d for d in structured[n].shape.as_list()], structured[n].dtype.name) for n in names]
+    signature = [tf.TensorSpec(spec.shape, spec.dtype, name=spec.name) for spec in specs]
+
+    @tf.function
+    def call(*args):
+        return function(**dict(zip(names, args, strict=True)))
+
+    onnx_model = _tf_convert(call, signature, opset, path.name)
+
+    def reference(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        outputs = function(**{name: tf.constant(feeds[spec.name]) for name, spec in zip(names, specs, strict=True)})
+        return [np.asarray(t) for t in _flatten(outputs)]
+
+    return Exported(onnx_model, reference, specs, "tf2onnx.convert.from_function (SavedModel signature)",
+                    versions("tensorflow-cpu", "tensorflow", "tf2onnx", "onnx"))
+
+
+# --- scikit-learn -----------------------------------------------------------------------------------
+
+
+def load_sklearn(path: Path, fmt: str) -> tuple[Any, dict[str, Any]]:
+    """Scan, then load through the allowlist (pickle/joblib) or skops' own type check."""
+    if fmt == "skops":
+        import skops.io
+
+        untrusted = skops.io.get_untrusted_types(file=str(path))
+        refused = [t for t in untrusted if not pickles.is_allowed(*t.rsplit(".", 1))]
+        scan = {"globals": untrusted, "unsafe": refused, "complete": True, "safe": not refused}
+        if refused:
+            raise ConversionError("unsafe_pickle", f"{path.name} names types the hub does not trust: "
+                                                   f"{', '.join(refused)}; nothing was loaded.")
+        return skops.io.load(str(path), trusted=untrusted), scan
+    report = pickles.scan(path)
+    pickles.refuse_if_unsafe(report, path.name)
+    try:
+        return pickles.restricted_load(path), report.to_dict()
+    except ConversionError:
+        raise
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise ConversionError("corrupt_file", f"{path.name} could not be unpickled: {str(exc)[:300]}")
+
+
+def export_sklearn(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None, fmt: str) -> Exported:
+    from skl2onnx import to_onnx
+    from skl2onnx.common.data_types import FloatTensorType
+
+    model, scan = load_sklearn(path, fmt)
+    if not hasattr(model, "predict") and not hasattr(model, "transform"):
+        raise ConversionError("unsupported_format", f"{path.name} holds a {type(model).__name__}, not a fitted "
+                                                    "scikit-learn estimator.")
+    features = getattr(model, "n_features_in_", None)
+    if not specs:
+        if features is None:
+            raise ConversionError("signature_required", "The estimator does not record n_features_in_; give "
+                                                        "inputs: [{name: X, shape: [null, N]}] in the metadata.")
+        specs = [TensorSpec("X", [None, int(features)], "float32")]
+    specs = [TensorSpec(s.name, s.shape, "float32", s.low, s.high) for s in specs]
+    try:
+        onnx_model = to_onnx(model, initial_types=[(specs[0].name, FloatTensorType(specs[0].shape))],
+                             target_opset={"": opset, "ai.onnx.ml": 3}, options={"zipmap": False})
+    except Exception as exc:  # noqa: BLE001
+        text = str(exc).splitlines()[0][:300]
+        if "Unable to find a shape calculator" in text or "not supported" in text.lower():
+            raise ConversionError("unsupported_operator", f"skl2onnx cannot convert this estimator: {text}")
+        raise ConversionError("conversion_failed", f"skl2onnx failed: {text}")
+    classifier = hasattr(model, "predict_proba") and hasattr(model, "classes_")
+
+    def reference(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        features = feeds[specs[0].name].astype(np.float32)
+        if classifier:
+            return [model.predict(features), model.predict_proba(features)]
+        if hasattr(model, "predict"):
+            prediction = np.asarray(model.predict(features))
+            return [prediction.reshape(len(features), -1)]
+        return [np.asarray(model.transform(features))]
+
+    return Exported(onnx_model, reference, specs, "skl2onnx.to_onnx", versions("scikit-learn", "skl2onnx", "onnx"),
+                    {"pickle_scan": scan})
+
+
+def export(path: Path, fmt: str, opset: int, specs: list[TensorSpec], sample: dict | None) -> Exported:
+    """Dispatch on the format key from ``formats.detect``."""
+    if fmt == "torchscript":
+        return export_torchscript(path, opset, specs, sample)
+    if fmt == "torch_export":
+        return export_torch_program(path, opset, specs, sample)
+    if fmt in ("keras", "keras_h5"):
+        return export_keras(path, opset, specs, sample)
+    if fmt == "tf_savedmodel":
+        return export_savedmodel(path, opset, specs, sample)
+    if fmt in ("sklearn", "skops"):
+        return export_sklearn(path, opset, specs, sample, fmt)
+    raise ConversionError("unsupported_format", f"No converter for format {fmt!r}.")

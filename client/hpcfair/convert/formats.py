@@ -1,0 +1,122 @@
+"""Which framework wrote a model file: by extension, checked against the file's content."""
+
+from __future__ import annotations
+
+import tarfile
+import zipfile
+from pathlib import Path
+
+from hpcfair.convert.errors import ConversionError
+
+FORMATS = {
+    "onnx": "ONNX",
+    "torchscript": "PyTorch TorchScript",
+    "torch_export": "PyTorch torch.export program",
+    "keras": "Keras (.keras)",
+    "keras_h5": "Keras HDF5 (.h5)",
+    "tf_savedmodel": "TensorFlow SavedModel",
+    "sklearn": "scikit-learn (pickle/joblib)",
+    "skops": "scikit-learn (skops)",
+}
+FRAMEWORK = {
+    "onnx": "onnx", "torchscript": "pytorch", "torch_export": "pytorch", "keras": "keras", "keras_h5": "keras",
+    "tf_savedmodel": "tensorflow", "sklearn": "scikit-learn", "skops": "scikit-learn",
+}
+PICKLE_SUFFIXES = {".pkl", ".pickle", ".joblib", ".sav"}
+ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
+MODEL_SUFFIXES = {".onnx", ".pt", ".pth", ".pt2", ".keras", ".h5", ".hdf5", ".skops", *PICKLE_SUFFIXES}
+
+
+def looks_like_model(name: str) -> bool:
+    """Cheap check on a file name (the web process uses it; nothing is opened)."""
+    lower = name.lower()
+    return Path(lower).suffix in MODEL_SUFFIXES or (
+        lower.endswith(ARCHIVE_SUFFIXES) and "savedmodel" in lower.replace("_", "").replace("-", "")
+    )
+
+
+def detect(path: Path) -> str:
+    """The format key of ``path`` (see FORMATS); an unknown or mislabelled file is an error."""
+    lower = path.name.lower()
+    suffix = path.suffix.lower()
+    if path.is_dir():
+        if (path / "saved_model.pb").exists():
+            return "tf_savedmodel"
+        raise ConversionError("unsupported_format", f"{path.name}/ is a directory without saved_model.pb.")
+    if lower.endswith(ARCHIVE_SUFFIXES):
+        if "saved_model.pb" in {Path(n).name for n in archive_names(path)}:
+            return "tf_savedmodel"
+        raise ConversionError("unsupported_format", f"{path.name} is an archive without a saved_model.pb inside.")
+    if suffix == ".onnx":
+        return "onnx"
+    if suffix == ".pt2":
+        _require_zip(path, "a torch.export program (torch.export.save)")
+        return "torch_export"
+    if suffix in (".pt", ".pth"):
+        names = _require_zip(path, "a TorchScript file (torch.jit.save)")
+        if any("/code/" in n for n in names) or any(n.endswith("constants.pkl") for n in names):
+            return "torchscript"
+        raise ConversionError(
+            "unsupported_format",
+            f"{path.name} is a plain torch.save checkpoint (weights or a pickled module). It needs the Python code "
+            "that defines the model, which the hub does not run. Save it with torch.jit.script/trace + "
+            "torch.jit.save (.pt) or torch.export.export + torch.export.save (.pt2).",
+        )
+    if suffix == ".keras":
+        _require_zip(path, "a Keras v3 file (model.save('x.keras'))")
+        return "keras"
+    if suffix in (".h5", ".hdf5"):
+        with open(path, "rb") as handle:
+            if handle.read(8) != b"\x89HDF\r\n\x1a\n":
+                raise ConversionError("corrupt_file", f"{path.name} is not an HDF5 file.")
+        return "keras_h5"
+    if suffix == ".skops":
+        return "skops"
+    if suffix in PICKLE_SUFFIXES:
+        return "sklearn"
+    raise ConversionError(
+        "unsupported_format",
+        f"{path.name}: the hub converts {', '.join(FORMATS.values())}; this file's type is not one of them.",
+    )
+
+
+def _require_zip(path: Path, what: str) -> list[str]:
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.namelist()
+    except (zipfile.BadZipFile, OSError):
+        raise ConversionError("corrupt_file", f"{path.name} is not {what}: the file is damaged or of another kind.")
+
+
+def archive_names(path: Path) -> list[str]:
+    try:
+        if path.name.lower().endswith(".zip"):
+            with zipfile.ZipFile(path) as archive:
+                return archive.namelist()
+        with tarfile.open(path) as archive:
+            return archive.getnames()
+    except (zipfile.BadZipFile, tarfile.TarError, OSError):
+        raise ConversionError("corrupt_file", f"{path.name} is not a readable archive.")
+
+
+def extract_archive(path: Path, dest: Path) -> Path:
+    """Unpack safely (no absolute paths, no '..', no links) and return the SavedModel directory."""
+    dest.mkdir(parents=True, exist_ok=True)
+    if path.name.lower().endswith(".zip"):
+        with zipfile.ZipFile(path) as archive:
+            for name in archive.namelist():
+                _check_member(name, path)
+            archive.extractall(dest)  # noqa: S202 - members checked above
+    else:
+        with tarfile.open(path) as archive:
+            archive.extractall(dest, filter="data")
+    found = next((p.parent for p in sorted(dest.rglob("saved_model.pb"))), None)
+    if found is None:
+        raise ConversionError("unsupported_format", f"{path.name} has no saved_model.pb.")
+    return found
+
+
+def _check_member(name: str, archive: Path) -> None:
+    parts = Path(name).parts
+    if name.startswith("/") or ".." in parts:
+        raise ConversionError("corrupt_file", f"{archive.name} holds an unsafe path {name!r}.")

@@ -1,0 +1,157 @@
+"""Tensor signatures (names, shapes, dtypes) and the sample inputs made from them or read from files.
+
+A dimension is an int (fixed) or ``None``/a string (dynamic, e.g. ``"batch"``). Signatures come from
+the uploader's metadata (``inputs: [{name, shape, dtype}]``), from the model itself where the format
+records them, or from sample input files (``.npz`` keyed by input name, or ``.npy`` for one input).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hpcfair.convert.errors import ConversionError
+
+Dim = int | str | None
+_ONNX_DTYPES = {
+    "tensor(float)": "float32", "tensor(double)": "float64", "tensor(float16)": "float16",
+    "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int8)": "int8", "tensor(uint8)": "uint8",
+    "tensor(bool)": "bool", "tensor(string)": "str",
+}
+# Values for dynamic dimensions, first and second run: the second exercises the dynamic axes.
+BATCH_SIZES = (1, 3)
+OTHER_DYNAMIC = (8, 5)
+
+
+@dataclass
+class TensorSpec:
+    """One input or output: name, shape (dynamic dims as None or a name), numpy dtype name."""
+
+    name: str
+    shape: list[Dim] = field(default_factory=list)
+    dtype: str = "float32"
+    low: float | None = None  # value range for generated inputs (token ids need it)
+    high: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: value for key, value in asdict(self).items() if value is not None}
+
+    @property
+    def dynamic_axes(self) -> list[int]:
+        return [axis for axis, dim in enumerate(self.shape) if not isinstance(dim, int)]
+
+
+def specs_from_metadata(items: Any, what: str = "inputs") -> list[TensorSpec]:
+    """Parse ``[{name, shape, dtype, low?, high?}]``; a bad entry is an error naming it."""
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise ConversionError("invalid_signature", f"{what} must be a list of {{name, shape, dtype}} objects.")
+    specs = []
+    for index, item in enumerate(items):
+        where = f"{what}[{index}]"
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise ConversionError("invalid_signature", f"{where} needs a 'name' (a string).")
+        shape = item.get("shape", [])
+        if not isinstance(shape, list) or not all(d is None or isinstance(d, int | str) for d in shape):
+            raise ConversionError(
+                "invalid_signature", f"{where}.shape must be a list of ints, with null or a name for dynamic axes."
+            )
+        dtype = str(item.get("dtype", "float32"))
+        try:
+            np.dtype(dtype)
+        except TypeError:
+            raise ConversionError("invalid_signature", f"{where}.dtype {dtype!r} is not a numpy dtype name.")
+        specs.append(TensorSpec(item["name"], list(shape), dtype, item.get("low"), item.get("high")))
+    return specs
+
+
+def specs_from_onnx(model) -> tuple[list[TensorSpec], list[TensorSpec]]:
+    """The graph's real inputs (initializers excluded) and outputs."""
+    initializers = {init.name for init in model.graph.initializer}
+
+    def spec(value) -> TensorSpec:
+        tensor = value.type.tensor_type
+        shape: list[Dim] = []
+        for dim in tensor.shape.dim:
+            if dim.HasField("dim_value"):
+                shape.append(int(dim.dim_value))
+            else:
+                shape.append(dim.dim_param or None)
+        from onnx import helper
+
+        dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type).name if tensor.elem_type else "float32"
+        return TensorSpec(value.name, shape, dtype)
+
+    inputs = [spec(v) for v in model.graph.input if v.name not in initializers]
+    return inputs, [spec(v) for v in model.graph.output]
+
+
+def onnxruntime_specs(session) -> list[TensorSpec]:
+    return [
+        TensorSpec(i.name, [d if isinstance(d, int) else None for d in i.shape], _ONNX_DTYPES.get(i.type, "float32"))
+        for i in session.get_inputs()
+    ]
+
+
+def generate_inputs(specs: list[TensorSpec], run: int = 0, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random inputs matching ``specs``; ``run`` 1 uses other sizes for the dynamic axes."""
+    rng = np.random.default_rng(seed + run)
+    arrays = {}
+    for spec in specs:
+        if not spec.shape and spec.shape != []:
+            raise ConversionError("signature_required", f"The shape of input {spec.name!r} is unknown.")
+        shape = []
+        for axis, dim in enumerate(spec.shape):
+            if isinstance(dim, int):
+                shape.append(dim)
+            else:
+                shape.append(BATCH_SIZES[run] if axis == 0 else OTHER_DYNAMIC[run])
+        dtype = np.dtype(spec.dtype)
+        if dtype.kind in "iu":
+            low = int(spec.low) if spec.low is not None else 0
+            high = int(spec.high) if spec.high is not None else 2
+            arrays[spec.name] = rng.integers(low, high, size=shape).astype(dtype)
+        elif dtype.kind == "b":
+            arrays[spec.name] = rng.integers(0, 2, size=shape).astype(bool)
+        else:
+            low = spec.low if spec.low is not None else -1.0
+            high = spec.high if spec.high is not None else 1.0
+            arrays[spec.name] = rng.uniform(low, high, size=shape).astype(dtype)
+    return arrays
+
+
+def load_sample_inputs(path: Path, specs: list[TensorSpec] | None = None) -> dict[str, np.ndarray]:
+    """Read ``.npz`` (keys are input names) or ``.npy`` (the only input); never unpickles."""
+    try:
+        if path.suffix == ".npz":
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {key: data[key] for key in data.files}
+        else:
+            array = np.load(path, allow_pickle=False)
+            if specs and len(specs) != 1:
+                raise ConversionError(
+                    "invalid_sample_inputs",
+                    f"{path.name} holds one array but the model has {len(specs)} inputs; use an .npz keyed by "
+                    "input name.",
+                )
+            arrays = {specs[0].name if specs else "input": array}
+    except (ValueError, OSError) as exc:
+        raise ConversionError("invalid_sample_inputs", f"{path.name} is not a readable .npy/.npz file ({exc}).")
+    if specs:
+        missing = [spec.name for spec in specs if spec.name not in arrays]
+        if missing and len(arrays) == len(specs):  # positional: the names differ but the count matches
+            arrays = dict(zip([spec.name for spec in specs], arrays.values(), strict=True))
+        elif missing:
+            raise ConversionError(
+                "invalid_sample_inputs",
+                f"{path.name} has arrays {sorted(arrays)} but the model expects inputs {[s.name for s in specs]}.",
+            )
+    return arrays
+
+
+def specs_from_arrays(arrays: dict[str, np.ndarray]) -> list[TensorSpec]:
+    return [TensorSpec(name, [None, *array.shape[1:]], array.dtype.name) for name, array in arrays.items()]

@@ -1,0 +1,113 @@
+"""Verification of an ONNX model: checker, shape inference, a load in ONNX Runtime, and a numerical
+comparison of every output against the original framework on the same inputs (HiT's lesson)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from hpcfair.convert.converters import Reference, versions
+from hpcfair.convert.errors import ConversionError
+
+ATOL = 1e-4
+RTOL = 1e-3
+
+
+def check(model) -> dict[str, str]:
+    """onnx.checker (full) and strict shape inference; returns what each said."""
+    import onnx
+
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except onnx.checker.ValidationError as exc:
+        raise ConversionError("invalid_onnx", f"The ONNX model is not valid: {str(exc).splitlines()[0][:400]}")
+    try:
+        onnx.shape_inference.infer_shapes(model, strict_mode=True)
+        shapes = "passed"
+    except Exception as exc:  # noqa: BLE001 - a warning in the report, not a failure
+        shapes = f"warning: {str(exc).splitlines()[0][:300]}"
+    return {"checker": "passed", "shape_inference": shapes}
+
+
+def session(model, threads: int = 0):
+    """Load in ONNX Runtime (CPU); an opset the runtime cannot run gets its own code."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    try:
+        return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001
+        text = str(exc)
+        opsets = {entry.domain or "ai.onnx": entry.version for entry in model.opset_import}
+        if "opset" in text.lower() or "is under development" in text or "not implemented" in text.lower():
+            raise ConversionError(
+                "opset_unsupported",
+                f"ONNX Runtime {ort.__version__} cannot run this model (opsets {opsets}): {text[:300]}. "
+                "Convert again with a lower onnx_version (opset).",
+            )
+        raise ConversionError("runtime_load_failed", f"ONNX Runtime could not load the model: {text[:400]}")
+
+
+def compare(actual: np.ndarray, expected: np.ndarray, atol: float, rtol: float) -> dict[str, Any]:
+    """Max abs/rel difference and pass/fail (np.allclose rule; exact for integers, bools and strings)."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    result: dict[str, Any] = {"shape": list(actual.shape), "expected_shape": list(expected.shape)}
+    if actual.size == expected.size and actual.shape != expected.shape:
+        actual = actual.reshape(expected.shape)  # e.g. (n, 1) against (n,)
+    if actual.shape != expected.shape:
+        return {**result, "passed": False, "problem": "shapes differ"}
+    if expected.dtype.kind in "fc" or actual.dtype.kind in "fc":
+        a, e = actual.astype(np.float64), expected.astype(np.float64)
+        diff = np.abs(a - e)
+        max_abs = float(diff.max()) if diff.size else 0.0
+        max_rel = float((diff / np.maximum(np.abs(e), 1e-12)).max()) if diff.size else 0.0
+        passed = bool(np.allclose(a, e, atol=atol, rtol=rtol, equal_nan=True))
+        return {**result, "max_abs_diff": max_abs, "max_rel_diff": max_rel, "passed": passed}
+    mismatches = int((actual != expected).sum())
+    return {**result, "mismatches": mismatches, "max_abs_diff": float(mismatches > 0), "passed": mismatches == 0}
+
+
+def describe_inputs(feeds: dict[str, np.ndarray], source: str) -> dict[str, Any]:
+    return {name: {"shape": list(a.shape), "dtype": a.dtype.name, "source": source} for name, a in feeds.items()}
+
+
+def verify(model, reference: Reference | None, runs: list[tuple[dict[str, np.ndarray], str]],
+           atol: float = ATOL, rtol: float = RTOL) -> dict[str, Any]:
+    """Run every input set through ONNX Runtime and, when there is one, the original model."""
+    report: dict[str, Any] = {**check(model), "atol": atol, "rtol": rtol, "runtime": versions("onnxruntime")}
+    sess = session(model)
+    output_names = [o.name for o in sess.get_outputs()]
+    report["runs"] = []
+    passed = True
+    for feeds, source in runs:
+        try:
+            outputs = sess.run(None, feeds)
+        except Exception as exc:  # noqa: BLE001
+            shapes = {name: list(a.shape) for name, a in feeds.items()}
+            raise ConversionError(
+                "runtime_failed",
+                f"ONNX Runtime failed on inputs of shapes {shapes} ({source}): {str(exc)[:300]}. If only the "
+                "second run failed, an axis that should be dynamic (e.g. the batch) was fixed at export.",
+            )
+        run: dict[str, Any] = {"inputs": describe_inputs(feeds, source), "outputs": []}
+        if reference is not None:
+            expected = reference(feeds)
+            if len(expected) != len(outputs):
+                raise ConversionError("verification_failed", f"The ONNX model has {len(outputs)} outputs, the "
+                                                             f"original {len(expected)}.")
+            for name, got, want in zip(output_names, outputs, expected, strict=True):
+                row = {"name": name, **compare(got, want, atol, rtol)}
+                passed = passed and row["passed"]
+                run["outputs"].append(row)
+        else:
+            shapes = zip(output_names, outputs, strict=True)
+            run["outputs"] = [{"name": name, "shape": list(np.shape(value))} for name, value in shapes]
+        report["runs"].append(run)
+    report["compared"] = reference is not None
+    report["passed"] = passed
+    report["max_abs_diff"] = max((o.get("max_abs_diff", 0.0) for r in report["runs"] for o in r["outputs"]),
+                                 default=0.0)
+    return report
