@@ -23,6 +23,7 @@ STATUS: dict[str, int] = {
     "malformed_request": 400,
     "invalid_path": 400,
     "invalid_range": 416,
+    "unsupported_format": 400,
     "upload_incomplete": 400,
     "upload_size_mismatch": 400,
     "checksum_mismatch": 400,

@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "hub.accounts",
     "hub.registry",
     "hub.jobs",
+    "hub.conversions",
     "hub.web",
 ]
 
@@ -199,6 +200,16 @@ CELERY_TASK_DEFAULT_QUEUE = "cpu"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A job whose worker died mid-task is redelivered up to this many attempts, then marked failed.
 HUB_JOB_MAX_ATTEMPTS = int(env("HUB_JOB_MAX_ATTEMPTS", "3"))
+# A running job's worker touches Job.heartbeat this often; a job silent for HUB_JOB_STALE_S has lost its
+# worker and is queued again (or failed after HUB_JOB_MAX_ATTEMPTS).
+HUB_JOB_HEARTBEAT_S = float(env("HUB_JOB_HEARTBEAT_S", "10"))
+HUB_JOB_STALE_S = float(env("HUB_JOB_STALE_S", "60"))
+# Conversion sandbox limits (per model file).
+HUB_CONVERT_MEMORY_MB = int(env("HUB_CONVERT_MEMORY_MB", "8192"))
+HUB_CONVERT_CPU_S = int(env("HUB_CONVERT_CPU_S", "1800"))
+HUB_CONVERT_WALL_S = int(env("HUB_CONVERT_WALL_S", "900"))
+HUB_CONVERT_THREADS = int(env("HUB_CONVERT_THREADS", "2"))
+HUB_CONVERT_OPSET = int(env("HUB_CONVERT_OPSET", "17"))
 
 LOGGING = {
     "version": 1,

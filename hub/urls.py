@@ -6,6 +6,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from hub import errors
+from hub.conversions import api as conversions
 from hub.jobs.api import views as jobs
 from hub.registry import resolver
 from hub.registry.api import transfers
@@ -21,6 +22,8 @@ api_patterns = [
     path(OWNER_NAME + "versions/", registry.VersionListCreate.as_view(), name="version-list"),
     path(VERSION, registry.VersionDetail.as_view(), name="version-detail"),
     path(VERSION + "fixity", registry.VersionFixity.as_view(), name="version-fixity"),
+    path(VERSION + "convert", conversions.VersionConvert.as_view(), name="version-convert"),
+    path(VERSION + "optimize", conversions.VersionOptimize.as_view(), name="version-optimize"),
     path(VERSION + "files/<path:path>", transfers.FileDownload.as_view(), name="file-download"),
     path("uploads/", transfers.UploadCreate.as_view(), name="upload-list"),
     path("uploads/<uuid:upload_id>", transfers.UploadDetail.as_view(), name="upload-detail"),

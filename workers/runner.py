@@ -8,8 +8,11 @@ logged here with its traceback and recorded as ``internal_error`` without its te
 from __future__ import annotations
 
 import logging
+import os
 import socket
+import threading
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -56,6 +59,11 @@ def _claim(job_id: str) -> Job | None:
             return None
         if job.is_final:
             return None
+        if job.state == Job.State.RUNNING and job.heartbeat and job.heartbeat > timezone.now() - timedelta(
+            seconds=settings.HUB_JOB_STALE_S
+        ):
+            log.info("job %s is running on %s; duplicate message dropped", job.pk, job.worker)
+            return None
         if job.state == Job.State.RUNNING:
             # The message came back: the worker that ran it died mid-task.
             job.log = job.log + [_line("warning", f"worker {job.worker or '?'} was lost; attempt {job.attempts + 1}")]
@@ -67,7 +75,8 @@ def _claim(job_id: str) -> Job | None:
         job.state = Job.State.RUNNING
         job.attempts += 1
         job.started = job.started or timezone.now()
-        job.worker = socket.gethostname()
+        job.worker = f"{socket.gethostname()}:{os.getpid()}"
+        job.heartbeat = timezone.now()
         job.save()
         return job
 
@@ -93,6 +102,9 @@ def execute(job_id: str, work: Callable[[JobContext], dict[str, Any]]) -> None:
     if job is None:
         return
     ctx = JobContext(job)
+    stop = threading.Event()
+    beat = threading.Thread(target=_heartbeat, args=(job.pk, stop), name=f"heartbeat-{job.pk}", daemon=True)
+    beat.start()
     try:
         result = work(ctx)
     except JobFailure as exc:
@@ -103,3 +115,17 @@ def execute(job_id: str, work: Callable[[JobContext], dict[str, Any]]) -> None:
             "internal_error", f"The job failed unexpectedly; the administrators can trace it by job id {job.pk}."))
     else:
         _finish(job, Job.State.SUCCEEDED, result=result)
+    finally:
+        stop.set()
+        beat.join()
+
+
+def _heartbeat(job_id, stop: threading.Event) -> None:
+    """Touch the job's heartbeat until ``stop``: a job whose heartbeats stop lost its worker."""
+    from django.db import connection
+
+    try:
+        while not stop.wait(settings.HUB_JOB_HEARTBEAT_S):
+            Job.objects.filter(pk=job_id, state=Job.State.RUNNING).update(heartbeat=timezone.now())
+    finally:
+        connection.close()

@@ -5,7 +5,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from celery.signals import worker_ready
+
 from hub.storage import StorageUnavailable, get_blob_store
+from workers import convert
 from workers.celery import app
 from workers.runner import JobContext, JobFailure, execute
 
@@ -45,3 +48,29 @@ def fixity_work(ctx: JobContext) -> dict[str, Any]:
         ctx.progress(index / len(files))
     return {"ok": all(item["ok"] for item in report), "files": report}
 
+
+
+@app.task(name="hub.convert")
+def convert_model(job_id: str) -> None:
+    """Convert a version's model files to ONNX, verify them and publish the result."""
+    execute(job_id, convert.convert_work)
+
+
+@app.task(name="hub.verify")
+def verify_model(job_id: str) -> None:
+    """Validate uploaded ONNX files (checker, shape inference, a run in ONNX Runtime)."""
+    execute(job_id, convert.convert_work)
+
+
+@app.task(name="hub.optimize")
+def optimize_model(job_id: str) -> None:
+    """Optimise an ONNX file with ONNX Runtime and quantise it to int8; publish both."""
+    execute(job_id, convert.optimize_work)
+
+
+@worker_ready.connect
+def reap_on_start(**kwargs) -> None:
+    """A worker that starts picks up jobs whose worker died (their heartbeats stopped)."""
+    from hub.jobs.services import reap_stale
+
+    reap_stale()

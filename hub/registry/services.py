@@ -30,6 +30,7 @@ from hub.registry.models import (
     Upload,
     Version,
 )
+from hub.registry.signals import version_published
 from hub.registry.uploads import StagedFile
 from hub.storage import StorageUnavailable, get_blob_store
 
@@ -211,6 +212,7 @@ def create_version(
             for ref in provenance or []:
                 ProvenanceLink.objects.create(version=version, relation=ref.relation, target=ref.target)
             Artifact.objects.filter(pk=artifact.pk).update(updated=timezone.now())
+            version_published.send(sender=Version, version=version, user=user)
     except IntegrityError as exc:
         _remove_blobs(newly_stored)
         if "version_label_unique" in str(exc) or "label" in str(exc):

@@ -108,8 +108,13 @@ def run(request: dict[str, Any], workdir: Path, limits: Limits | None = None, *,
     if elapsed >= limits.wall_seconds:
         raise ConversionError("time_limit", f"The conversion ran longer than its limit of {limits.wall_seconds} s "
                                             "and was stopped. Ask for a longer limit or convert a smaller model.")
+    memory_error = ConversionError("memory_limit", f"The conversion needed more than its memory limit of "
+                                                   f"{limits.memory_mb} MB and was stopped. Ask for a larger limit "
+                                                   "or convert a smaller model.")
     if result_path.exists():
         result = json.loads(result_path.read_text())
+        if result.get("code") == "memory_limit":
+            raise memory_error
         if not result.get("ok"):
             raise ConversionError(result.get("code", "conversion_failed"), result.get("detail", "unknown failure"))
         result["sandbox"] = {"isolation": "bubblewrap" if prefix else "rlimits", "limits": asdict(limits),
@@ -121,8 +126,7 @@ def run(request: dict[str, Any], workdir: Path, limits: Limits | None = None, *,
         raise ConversionError("time_limit", f"The conversion used more than {limits.cpu_seconds} s of CPU time "
                                             "and was stopped.")
     if "memory" in text or "bad_alloc" in text or process.returncode in (-signal.SIGSEGV, -signal.SIGABRT):
-        raise ConversionError("memory_limit", f"The conversion needed more than its memory limit of "
-                                              f"{limits.memory_mb} MB and was stopped.")
+        raise memory_error
     raise ConversionError("conversion_crashed", f"The conversion process ended with status {process.returncode} "
                                                 "without a result; the model file may be damaged.")
 

@@ -8,6 +8,7 @@ from hub.accounts.permissions import IsAuthenticatedReader
 from hub.errors import HubError
 from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.models import Job
+from hub.jobs.services import reap_stale
 
 
 class _OwnJobs:
@@ -17,9 +18,9 @@ class _OwnJobs:
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return Job.objects.none()
-        return Job.objects.filter(requester=self.request.user).select_related(
-            "requester", "version__artifact__owner"
-        )
+        own = Job.objects.filter(requester=self.request.user)
+        reap_stale(own)  # a job whose worker died is never left "running" for its requester to watch
+        return own.select_related("requester", "version__artifact__owner")
 
 
 class JobList(_OwnJobs, generics.ListAPIView):

@@ -1,0 +1,62 @@
+"""REST: ask for a conversion or an optimisation of a version; both answer 202 with a job."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from hub.accounts.permissions import TokenScopePermission
+from hub.conversions import services
+from hub.jobs.api.serializers import JobSerializer
+from hub.registry.api.views import require_write
+from hub.registry.services import get_artifact, get_version
+
+
+class ConvertRequestSerializer(serializers.Serializer):
+    files = serializers.ListField(child=serializers.CharField(), required=False,
+                                  help_text="Model files to convert together (default: every model file).")
+    opset = serializers.IntegerField(required=False, min_value=7, max_value=21, help_text="Target ONNX opset.")
+    atol = serializers.FloatField(required=False, min_value=0, help_text="Absolute tolerance (default 1e-4).")
+    rtol = serializers.FloatField(required=False, min_value=0, help_text="Relative tolerance (default 1e-3).")
+
+
+class OptimizeRequestSerializer(serializers.Serializer):
+    file = serializers.CharField(required=False, help_text="The ONNX file (default: the only one).")
+    quantize = serializers.BooleanField(required=False, default=True, help_text="Also make a dynamic int8 copy.")
+
+
+def _writable_version(request: Request, owner: str, name: str, version: str):
+    artifact = get_artifact(request.user, owner, name)
+    require_write(request, artifact)  # derived versions go into the same artifact
+    return get_version(artifact, version)
+
+
+class VersionConvert(APIView):
+    """Convert a version's model files to ONNX and verify them (202 + job)."""
+
+    permission_classes = [TokenScopePermission]
+
+    @extend_schema(request=ConvertRequestSerializer, responses={202: JobSerializer})
+    def post(self, request: Request, owner: str, name: str, version: str) -> Response:
+        target = _writable_version(request, owner, name, version)
+        body = ConvertRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        job = services.request_conversion(target, request.user, **body.validated_data)
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class VersionOptimize(APIView):
+    """Optimise an ONNX file with ONNX Runtime and quantise it to int8 (202 + job)."""
+
+    permission_classes = [TokenScopePermission]
+
+    @extend_schema(request=OptimizeRequestSerializer, responses={202: JobSerializer})
+    def post(self, request: Request, owner: str, name: str, version: str) -> Response:
+        target = _writable_version(request, owner, name, version)
+        body = OptimizeRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        job = services.request_optimization(target, request.user, **body.validated_data)
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)

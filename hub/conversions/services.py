@@ -1,0 +1,84 @@
+"""Conversion and optimisation requests: which files, which job, and the automatic conversion of every
+new model version. The work itself runs in workers (``workers.convert``); nothing here opens a model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from hpcfair.convert.formats import looks_like_model
+
+from hub.errors import HubError
+from hub.jobs.models import Job
+from hub.jobs.services import create_job
+from hub.registry.models import Artifact, File, ProvenanceLink, Version
+
+SAMPLE_INPUT_NAMES = ("sample_inputs.npz", "sample_inputs.npy", "test_data.npz", "test_data.npy")
+
+
+def model_files(version: Version) -> list[File]:
+    return [file for file in version.files.all() if looks_like_model(file.path)]
+
+
+def sample_inputs_path(version: Version) -> str | None:
+    """The uploader's sample inputs: metadata ``sample_inputs`` (a path in the version) or a file by its
+    conventional name."""
+    paths = {file.path for file in version.files.all()}
+    named = version.metadata.get("sample_inputs") if isinstance(version.metadata, dict) else None
+    if isinstance(named, str) and named in paths:
+        return named
+    return next((p for p in paths if p.rsplit("/", 1)[-1] in SAMPLE_INPUT_NAMES), None)
+
+
+def is_conversion_result(version: Version) -> bool:
+    return version.provenance.filter(relation=ProvenanceLink.Relation.CONVERTED_FROM).exists()
+
+
+def on_version_published(sender, version: Version, user, **kwargs) -> None:
+    """Every new model version with a model file is converted (or, for ONNX files, verified)."""
+    if version.artifact.kind != Artifact.Kind.MODEL or is_conversion_result(version):
+        return
+    if model_files(version):
+        request_conversion(version, user, auto=True)
+
+
+def request_conversion(version: Version, user, *, files: list[str] | None = None, opset: int | None = None,
+                       atol: float | None = None, rtol: float | None = None, auto: bool = False) -> Job:
+    """Queue the conversion of a version's model files (an ensemble when there are several)."""
+    candidates = model_files(version)
+    if files:
+        by_path = {file.path: file for file in version.files.all()}
+        unknown = [path for path in files if path not in by_path]
+        if unknown:
+            raise HubError("invalid", f"{version} has no file {unknown[0]!r}.", errors={"files": ["Unknown path."]})
+        not_models = [path for path in files if not looks_like_model(path)]
+        if not_models:
+            raise HubError("unsupported_format", f"{not_models[0]!r} is not a model file the hub can convert.")
+        candidates = [by_path[path] for path in files]
+    if not candidates:
+        raise HubError("unsupported_format", f"{version} has no model file (.pt, .pt2, .keras, .h5, SavedModel "
+                                             "archive, .pkl/.joblib/.skops, .onnx).")
+    opset = opset or settings.HUB_CONVERT_OPSET
+    if not 7 <= opset <= 21:
+        raise HubError("invalid", "opset must be between 7 and 21.", errors={"opset": ["Out of range."]})
+    only_onnx = all(file.path.lower().endswith(".onnx") for file in candidates)
+    params: dict[str, Any] = {"files": [file.path for file in candidates], "opset": opset, "auto": auto,
+                              "sample_inputs": sample_inputs_path(version)}
+    if atol is not None:
+        params["atol"] = atol
+    if rtol is not None:
+        params["rtol"] = rtol
+    kind = Job.Kind.VERIFY if only_onnx else Job.Kind.CONVERT
+    return create_job(kind, user, version=version, params=params, queue="convert")
+
+
+def request_optimization(version: Version, user, *, file: str | None = None, quantize: bool = True) -> Job:
+    """Queue ONNX Runtime graph optimisation (and dynamic int8 quantisation) of an ONNX file."""
+    onnx_files = [f.path for f in version.files.all() if f.path.lower().endswith(".onnx")]
+    if file is None and len(onnx_files) == 1:
+        file = onnx_files[0]
+    if file not in onnx_files:
+        raise HubError("unsupported_format", f"{version} has no ONNX file {file!r} to optimise; convert it first."
+                       if file else f"{version} has {len(onnx_files)} ONNX files; name one in 'file'.")
+    return create_job(Job.Kind.OPTIMIZE, user, version=version, params={"file": file, "quantize": quantize},
+                      queue="convert")

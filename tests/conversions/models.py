@@ -1,0 +1,198 @@
+"""Real architectures, randomly initialised (nothing is downloaded), saved the way their users save
+them. Each builder writes into ``directory`` and returns (file name, version metadata)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+Built = tuple[str, dict[str, Any]]
+
+
+def torchscript_cnn(directory: Path) -> Built:
+    import torch
+
+    class CNN(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(1, 8, 3)
+            self.pool = torch.nn.AdaptiveAvgPool2d(4)
+            self.head = torch.nn.Linear(8 * 16, 10)
+
+        def forward(self, x):
+            return self.head(self.pool(torch.relu(self.conv(x))).flatten(1))
+
+    torch.manual_seed(0)
+    torch.jit.script(CNN().eval()).save(str(directory / "cnn.pt"))
+    return "cnn.pt", {"inputs": [{"name": "image", "shape": [None, 1, 28, 28], "dtype": "float32"}]}
+
+
+def transformer_encoder(directory: Path) -> Built:
+    import torch
+
+    torch.manual_seed(1)
+    layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, batch_first=True)
+    encoder = torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).eval()
+    batch = torch.export.Dim("batch", min=1, max=64)
+    program = torch.export.export(encoder, (torch.randn(2, 10, 32),), dynamic_shapes=({0: batch},))
+    torch.export.save(program, str(directory / "encoder.pt2"))
+    return "encoder.pt2", {}
+
+
+def bert(directory: Path) -> Built:
+    import torch
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(2)
+    config = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                        vocab_size=1000, max_position_embeddings=128)
+    model = BertModel(config).eval()
+
+    class Encoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = model
+
+        def forward(self, input_ids, attention_mask):
+            out = self.bert(input_ids=input_ids, attention_mask=attention_mask)
+            return out.last_hidden_state, out.pooler_output
+
+    ids = torch.randint(0, 1000, (2, 16))
+    batch, seq = torch.export.Dim("batch", min=1, max=32), torch.export.Dim("seq", min=2, max=128)
+    program = torch.export.export(Encoder(), (ids, torch.ones_like(ids)),
+                                  dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}))
+    torch.export.save(program, str(directory / "bert.pt2"))
+    return "bert.pt2", {"inputs": [{"name": "input_ids", "shape": [None, None], "dtype": "int64", "high": 1000},
+                                   {"name": "attention_mask", "shape": [None, None], "dtype": "int64", "low": 1,
+                                    "high": 2}]}
+
+
+def keras_sequential(directory: Path) -> Built:
+    import keras
+
+    keras.utils.set_random_seed(3)
+    model = keras.Sequential([
+        keras.Input((28, 28, 1)), keras.layers.Conv2D(8, 3, activation="relu"), keras.layers.MaxPooling2D(),
+        keras.layers.Flatten(), keras.layers.Dense(10),
+    ])
+    model.save(directory / "sequential.keras")
+    return "sequential.keras", {}
+
+
+def mobilenet(directory: Path) -> Built:
+    import keras
+
+    keras.utils.set_random_seed(4)
+    model = keras.applications.MobileNetV2(weights=None, classifier_activation=None, input_shape=(96, 96, 3),
+                                           alpha=0.35)
+    rng = np.random.default_rng(4)
+    for layer in model.layers:  # random BatchNorm statistics, so that the layers do something
+        if isinstance(layer, keras.layers.BatchNormalization):
+            mean, var = layer.moving_mean, layer.moving_variance
+            mean.assign(rng.normal(0, 0.1, mean.shape).astype("float32"))
+            var.assign(rng.uniform(0.5, 1.5, var.shape).astype("float32"))
+    model.save(directory / "mobilenet_v2.keras")
+    return "mobilenet_v2.keras", {}
+
+
+def _iris_like() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(5)
+    features = rng.normal(size=(120, 4))
+    labels = (features[:, 0] + features[:, 1] > 0).astype(int) + (features[:, 2] > 1).astype(int)
+    return features, labels
+
+
+def random_forest(directory: Path) -> Built:
+    from sklearn.ensemble import RandomForestClassifier
+
+    features, labels = _iris_like()
+    model = RandomForestClassifier(n_estimators=10, max_depth=5, random_state=0).fit(features, labels)
+    with open(directory / "forest.pkl", "wb") as handle:
+        pickle.dump(model, handle)
+    return "forest.pkl", {}
+
+
+def scaler_logistic(directory: Path) -> Built:
+    import joblib
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    features, labels = _iris_like()
+    joblib.dump(make_pipeline(StandardScaler(), LogisticRegression()).fit(features, labels), directory / "pipe.joblib")
+    return "pipe.joblib", {}
+
+
+ARCHITECTURES = {
+    "torchscript_cnn": torchscript_cnn,
+    "transformer_encoder": transformer_encoder,
+    "bert": bert,
+    "keras_sequential": keras_sequential,
+    "mobilenet_v2": mobilenet,
+    "random_forest": random_forest,
+    "scaler_logistic": scaler_logistic,
+}
+
+
+# --- files that must fail ---------------------------------------------------------------------------
+
+
+class Payload:
+    """Unpickling this runs a shell command that creates ``marker``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def malicious_pickle(directory: Path, marker: Path) -> str:
+    with open(directory / "model.pkl", "wb") as handle:
+        pickle.dump({"model": Payload(marker)}, handle)
+    return "model.pkl"
+
+
+def unsupported_operator(directory: Path) -> Built:
+    import torch
+
+    class LU(torch.nn.Module):
+        def forward(self, x):
+            return torch.linalg.lu_factor(x)[0]
+
+    torch.jit.script(LU()).save(str(directory / "lu.pt"))
+    return "lu.pt", {"inputs": [{"name": "x", "shape": [None, 4, 4]}]}
+
+
+def fixed_batch(directory: Path) -> Built:
+    """Declares a dynamic batch but reshapes to batch 1 inside: the second verification run fails."""
+    import torch
+
+    class Fixed(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.linear(x).reshape(1, 2)
+
+    torch.jit.trace(Fixed().eval(), torch.randn(1, 8)).save(str(directory / "fixed.pt"))
+    return "fixed.pt", {"inputs": [{"name": "x", "shape": [None, 8]}]}
+
+
+def decompression_bomb(directory: Path) -> str:
+    """A 1 MB compressed joblib file that unpacks to 1.2 GB of scaler statistics."""
+    import joblib
+    from sklearn.preprocessing import StandardScaler
+
+    scaler = StandardScaler().fit(np.zeros((2, 4)))
+    scaler.mean_ = np.zeros(150_000_000)
+    joblib.dump(scaler, directory / "bomb.joblib", compress=("zlib", 3))
+    return "bomb.joblib"

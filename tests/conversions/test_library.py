@@ -1,0 +1,128 @@
+"""hpcfair.convert on its own: failures a scientist can act on, the pickle scanner and the sandbox.
+
+Every conversion here runs in the real sandboxed subprocess with the real frameworks."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpcfair.convert import ConversionError, Limits, convert_file, pickles, sandbox
+from tests.conversions import models
+
+pytestmark = pytest.mark.slow
+
+
+def convert_error(tmp_path: Path, name: str, **kwargs) -> ConversionError:
+    with pytest.raises(ConversionError) as caught:
+        convert_file(tmp_path / name, tmp_path / "out.onnx", **kwargs)
+    assert not (tmp_path / "out.onnx").exists()
+    return caught.value
+
+
+def test_malicious_pickle_is_refused_and_its_payload_never_runs(tmp_path):
+    marker = tmp_path / "payload-ran"
+    name = models.malicious_pickle(tmp_path, marker)
+    report = pickles.scan(tmp_path / name)
+    assert report.complete and any("system" in item for item in report.unsafe)
+    error = convert_error(tmp_path, name)
+    assert error.code == "unsafe_pickle" and "system" in error.detail
+    # The restricted loader stops it as well, should the scan ever miss one.
+    with pytest.raises(ConversionError):
+        pickles.restricted_load(tmp_path / name)
+    assert not marker.exists()
+
+
+def test_scanner_accepts_real_sklearn_pickles(tmp_path):
+    for build in (models.random_forest, models.scaler_logistic):
+        name, _ = build(tmp_path)
+        report = pickles.scan(tmp_path / name)
+        assert report.unsafe == [], report.unsafe
+        assert any(g.startswith("sklearn.") for g in report.globals)
+
+
+def test_unsupported_operator_is_named(tmp_path):
+    name, meta = models.unsupported_operator(tmp_path)
+    error = convert_error(tmp_path, name, inputs=meta["inputs"])
+    assert error.code == "unsupported_operator"
+    assert "linalg_lu_factor" in error.detail and "opset" in error.detail
+
+
+def test_corrupt_file(tmp_path):
+    (tmp_path / "model.pt").write_bytes(b"\x00not a zip file at all" * 10)
+    assert convert_error(tmp_path, "model.pt").code == "corrupt_file"
+
+
+def test_torchscript_without_signature_says_how_to_give_one(tmp_path):
+    name, _ = models.torchscript_cnn(tmp_path)
+    error = convert_error(tmp_path, name)
+    assert error.code == "signature_required" and "inputs:" in error.detail
+
+
+def test_batch_fixed_inside_the_model_fails_on_the_second_batch_size(tmp_path):
+    name, meta = models.fixed_batch(tmp_path)
+    error = convert_error(tmp_path, name, inputs=meta["inputs"])
+    assert error.code == "runtime_failed" and "dynamic" in error.detail
+
+
+def test_unbuilt_keras_sequential_is_explained(tmp_path):
+    import keras
+
+    keras.Sequential([keras.layers.Dense(4), keras.layers.Dense(2)]).save(tmp_path / "unbuilt.keras")
+    error = convert_error(tmp_path, "unbuilt.keras")
+    assert error.code == "keras_unbuilt" and "keras.Input" in error.detail
+
+
+def test_memory_limit(tmp_path):
+    name = models.decompression_bomb(tmp_path)
+    assert (tmp_path / name).stat().st_size < 20_000_000
+    error = convert_error(tmp_path, name, limits=Limits(memory_mb=1024))
+    assert error.code == "memory_limit" and "1024 MB" in error.detail
+
+
+def test_time_limit(tmp_path):
+    name, meta = models.bert(tmp_path)
+    error = convert_error(tmp_path, name, inputs=meta["inputs"], limits=Limits(wall_seconds=2))
+    assert error.code == "time_limit" and "2 s" in error.detail
+
+
+@pytest.mark.skipif(not sandbox.bwrap_path(), reason="bubblewrap is installed by `make test`")
+def test_sandbox_has_no_network_no_hub_data_and_writes_only_its_workdir(tmp_path):
+    secret = tmp_path / "var"
+    secret.mkdir()
+    (secret / "hub.sqlite3").write_text("tokens")
+    work = tmp_path / "work"
+    work.mkdir()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    probe = f"""
+import socket, pathlib
+results = {{}}
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=2); results["network"] = "open"
+except OSError:
+    results["network"] = "blocked"
+results["secret"] = "visible" if pathlib.Path({str(secret / "hub.sqlite3")!r}).exists() else "hidden"
+try:
+    open({str(tmp_path / "escaped")!r}, "w").write("x"); results["outside"] = "written"
+except OSError:
+    results["outside"] = "refused"
+open("inside.txt", "w").write("ok")
+print(results)
+"""
+    try:
+        prefix = sandbox.isolation_prefix(work, hide=[secret])
+        out = subprocess.run(prefix + [sys.executable, "-c", probe], cwd=work, capture_output=True, text=True,
+                             timeout=60, env=sandbox.child_env(work, 1))
+    finally:
+        listener.close()
+    assert out.returncode == 0, out.stderr
+    assert "'network': 'blocked'" in out.stdout and "'secret': 'hidden'" in out.stdout
+    assert "'outside': 'refused'" in out.stdout, out.stdout
+    assert (work / "inside.txt").read_text() == "ok" and not (tmp_path / "escaped").exists()

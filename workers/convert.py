@@ -1,0 +1,179 @@
+"""Conversion, verification and optimisation jobs. The model files are copied out of the object store
+into a private directory and handled by ``hpcfair.convert`` in a sandboxed subprocess; this process
+never loads them. Results are published as a new version linked by provenance to its source."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from hpcfair.convert import ConversionError, Limits, convert_file, sandbox
+
+from hub.errors import HubError
+from hub.registry.models import ProvenanceLink, Version
+from hub.registry.services import ProvenanceRef, create_version
+from hub.registry.uploads import StagedFile
+from hub.storage import get_blob_store
+from workers.runner import JobContext, JobFailure
+
+# Metadata that describes the source file's framework, not the ONNX copy.
+_SOURCE_ONLY = {"framework", "format", "inputs", "outputs", "sample_inputs", "verification", "conversion",
+                "verified", "optimization", "opset"}
+
+
+def limits() -> Limits:
+    return Limits(memory_mb=settings.HUB_CONVERT_MEMORY_MB, cpu_seconds=settings.HUB_CONVERT_CPU_S,
+                  wall_seconds=settings.HUB_CONVERT_WALL_S, threads=settings.HUB_CONVERT_THREADS)
+
+
+def hidden_paths() -> list[Path]:
+    """What a sandboxed conversion must not see: the hub's database, blobs and staged uploads."""
+    return [Path(p) for p in (settings.HUB_VAR_DIR, settings.HUB_STORAGE_DIR, settings.HUB_UPLOAD_DIR) if p]
+
+
+def _source(ctx: JobContext) -> Version:
+    version = ctx.job.version
+    if version is None or version.is_deleted:
+        raise JobFailure("gone", "The version was deleted before it could be processed.")
+    return version
+
+
+def _fetch(version: Version, path: str, dest_dir: Path) -> Path:
+    file = version.files.select_related("blob").get(path=path)
+    dest = dest_dir / Path(path).name
+    with get_blob_store().open(file.blob_id) as stream, open(dest, "wb") as out:
+        shutil.copyfileobj(stream, out, 8 * 1024 * 1024)
+    return dest
+
+
+def _staged(path: Path, name: str) -> StagedFile:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(8 * 1024 * 1024):
+            digest.update(chunk)
+    return StagedFile(path=name, staged=path, sha256=digest.hexdigest(), size=path.stat().st_size)
+
+
+def _free_label(version: Version, suffix: str) -> str:
+    base = f"{version.label}-{suffix}"[:60]
+    taken = set(version.artifact.versions.values_list("label", flat=True))
+    label, n = base, 2
+    while label in taken:
+        label, n = f"{base}-{n}", n + 1
+    return label
+
+
+def _existing_result(ctx: JobContext, source: Version, relation: str) -> Version | None:
+    """A retried job whose first attempt published already: return that version (idempotence)."""
+    for link in ProvenanceLink.objects.filter(target=source, relation=relation).select_related("version"):
+        if str(link.version.metadata.get("job")) == str(ctx.job.pk) and not link.version.is_deleted:
+            return link.version
+    return None
+
+
+def convert_work(ctx: JobContext) -> dict[str, Any]:
+    """Convert (or, for ONNX files, verify) each selected file; publish the ONNX version."""
+    source = _source(ctx)
+    params = ctx.job.params
+    verify_only = ctx.job.kind == "verify"
+    if not verify_only and (done := _existing_result(ctx, source, ProvenanceLink.Relation.CONVERTED_FROM)):
+        ctx.log(f"already published as {done}")
+        return {"version": done.label, "pid": done.pid, "verified": done.metadata.get("verified")}
+    workdir = Path(tempfile.mkdtemp(prefix="hpcfair-job-"))
+    try:
+        sample = _fetch(source, params["sample_inputs"], workdir) if params.get("sample_inputs") else None
+        inputs = source.metadata.get("inputs") if len(params["files"]) == 1 else None
+        reports: dict[str, dict[str, Any]] = {}
+        outputs: list[StagedFile] = []
+        for index, path in enumerate(params["files"]):
+            ctx.log(f"{path}: {'verifying' if verify_only else 'converting'} in a sandbox")
+            (workdir / "in").mkdir(exist_ok=True)
+            local = _fetch(source, path, workdir / "in")
+            onnx_name = str(Path(path).with_suffix(".onnx")) if not path.lower().endswith(".onnx") else path
+            out = workdir / "out" / onnx_name
+            try:
+                report = convert_file(local, out, opset=params.get("opset", 17), inputs=inputs, sample_inputs=sample,
+                                      atol=params.get("atol", 1e-4), rtol=params.get("rtol", 1e-3), limits=limits(),
+                                      hide=hidden_paths(), on_line=lambda line, p=path: ctx.log(f"{p}: {line}"))
+            except ConversionError as exc:
+                raise JobFailure(exc.code, f"{path}: {exc.detail}")
+            check = report["verification"]
+            ctx.log(f"{path}: {'verified' if check['passed'] else 'NOT verified'}, max abs difference "
+                    f"{check['max_abs_diff']:.3g} (atol {check['atol']}, rtol {check['rtol']})",
+                    "info" if check["passed"] else "warning")
+            reports[onnx_name] = report
+            outputs.append(_staged(out, onnx_name))
+            ctx.progress((index + 1) / (len(params["files"]) + 1))
+        verified = all(r["verification"]["passed"] for r in reports.values())
+        if verify_only:
+            return {"verified": verified, "files": reports}
+        published = _publish_conversion(ctx, source, outputs, reports, verified)
+        return {"version": published.label, "pid": published.pid, "verified": verified,
+                "files": {name: {"verification": r["verification"], "source": r["source"]}
+                          for name, r in reports.items()}}
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _publish_conversion(ctx, source: Version, outputs: list[StagedFile], reports: dict, verified: bool) -> Version:
+    metadata = {key: value for key, value in source.metadata.items() if key not in _SOURCE_ONLY}
+    first = next(iter(reports.values()))
+    metadata.update({
+        "framework": "onnx",
+        "format": "onnx",
+        "opset": first["opset"].get("ai.onnx"),
+        "verified": verified,
+        "job": str(ctx.job.pk),
+        "conversion": {name: {key: r[key] for key in ("source", "source_format", "framework", "converter",
+                                                       "libraries", "opset", "ir_version", "parameters", "sandbox")
+                              if key in r} | ({"pickle_scan": r["pickle_scan"]} if "pickle_scan" in r else {})
+                       for name, r in reports.items()},
+        "verification": {name: r["verification"] for name, r in reports.items()},
+    })
+    if len(reports) == 1:
+        metadata.update({"inputs": first["inputs"], "outputs": first["outputs"], "parameters": first["parameters"]})
+    else:  # an ensemble: one signature per member
+        metadata["members"] = {name: {"inputs": r["inputs"], "outputs": r["outputs"], "parameters": r["parameters"]}
+                               for name, r in reports.items()}
+    return _publish(ctx, source, outputs, metadata, "onnx", ProvenanceLink.Relation.CONVERTED_FROM)
+
+
+def _publish(ctx, source: Version, files: list[StagedFile], metadata: dict, suffix: str, relation: str) -> Version:
+    try:
+        version = create_version(source.artifact, ctx.job.requester, files=files, label=_free_label(source, suffix),
+                                 metadata=metadata, provenance=[ProvenanceRef(relation, source)])
+    except HubError as exc:
+        raise JobFailure(exc.error_code, exc.message)
+    ctx.log(f"published {version} ({version.pid})")
+    return version
+
+
+def optimize_work(ctx: JobContext) -> dict[str, Any]:
+    """ONNX Runtime graph optimisation and int8 quantisation, published as one derived version."""
+    source = _source(ctx)
+    if done := _existing_result(ctx, source, ProvenanceLink.Relation.DERIVED_FROM):
+        return {"version": done.label, "pid": done.pid}
+    workdir = Path(tempfile.mkdtemp(prefix="hpcfair-job-"))
+    try:
+        local = _fetch(source, ctx.job.params["file"], workdir)
+        ctx.log(f"{ctx.job.params['file']}: optimising in a sandbox")
+        try:
+            report = sandbox.run({"task": "optimize", "source": local.name, "output_dir": "out",
+                                  "quantize": ctx.job.params.get("quantize", True)}, workdir, limits(),
+                                 hide=hidden_paths(), on_line=ctx.log)
+        except ConversionError as exc:
+            raise JobFailure(exc.code, exc.detail)
+        files = [_staged(workdir / "out" / name, name) for name in report["variants"]]
+        for name, variant in report["variants"].items():
+            ctx.log(f"{name}: {variant['size_ratio']:.0%} of the size, {variant['speedup']:.2f}x speed, "
+                    f"max abs difference {variant['max_abs_diff']:.3g}")
+        metadata = {key: value for key, value in source.metadata.items() if key not in {"verification", "conversion"}}
+        metadata.update({"job": str(ctx.job.pk), "optimization": {k: v for k, v in report.items() if k != "ok"}})
+        version = _publish(ctx, source, files, metadata, "opt", ProvenanceLink.Relation.DERIVED_FROM)
+        return {"version": version.label, "pid": version.pid, "optimization": metadata["optimization"]}
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
