@@ -173,3 +173,78 @@ def multipart_file(name: str, data: bytes):
     handle = io.BytesIO(data)
     handle.name = name
     return handle
+
+
+# --- a real Celery worker ---------------------------------------------------------------------------
+
+
+def worker_env(root: Path, **extra: str) -> dict[str, str]:
+    """The environment of a worker on the test database, Redis and a filesystem store under ``root``;
+    skips the test when not run through `make test` (no Redis or PostgreSQL)."""
+    from django.conf import settings as django_settings
+
+    if not os.environ.get("HUB_BROKER_URL", "").startswith("redis://"):
+        pytest.skip("needs Redis: run through `make test` (sets HUB_BROKER_URL)")
+    db = django_settings.DATABASES["default"]
+    if db["ENGINE"] != "django.db.backends.postgresql":
+        pytest.skip("needs PostgreSQL: run through `make test` (sets DATABASE_URL)")
+    return {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "HUB_STORAGE": "filesystem",
+        "HUB_STORAGE_DIR": str(root / "blobs"),
+        "HUB_UPLOAD_DIR": str(root / "uploads"),
+        **extra,
+    }
+
+
+def start_worker(root: Path, env: dict[str, str], name: str = "worker") -> subprocess.Popen:
+    """Start ``celery worker`` (solo pool, queues convert and cpu); its log is ``root/<name>.log``."""
+    log = open(root / f"{name}.log", "a")  # noqa: SIM115 - closed when the process is stopped
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", "convert,cpu", "--concurrency", "1",
+         "--pool", "solo", "--loglevel", "INFO", "--hostname", f"{name}-{os.getpid()}@%h"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    log.close()
+    deadline = time.monotonic() + 60
+    while "ready." not in (root / f"{name}.log").read_text(errors="replace"):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop_process(proc)
+            raise RuntimeError((root / f"{name}.log").read_text())
+        time.sleep(0.2)
+    return proc
+
+
+@pytest.fixture(scope="module")
+def worker(django_db_setup, django_db_blocker, tmp_path_factory):
+    """A Celery worker on the test database and Redis; yields the directory of its blobs and log."""
+    from workers.celery import app
+
+    root = tmp_path_factory.mktemp("worker")
+    env = worker_env(root)
+    app.control.purge()  # messages left by tests that published without a worker
+    proc = start_worker(root, env)
+    yield root
+    stop_process(proc)
+
+
+def wait_for_job(job_id, timeout: float = 60.0):
+    """Poll the Job row until it is final (pulpcore's monitor_task)."""
+    from hub.jobs.models import Job
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = Job.objects.get(pk=job_id)
+        if job.is_final:
+            return job
+        time.sleep(0.2)
+    raise TimeoutError(f"job {job_id} still {job.state} after {timeout}s")
+
+
+@pytest.fixture
+def shared_storage(settings, worker):
+    """Point this test process at the worker's blob and upload directories."""
+    settings.HUB_STORAGE = {**settings.HUB_STORAGE, "BACKEND": "filesystem", "DIR": str(worker / "blobs")}
+    settings.HUB_UPLOAD_DIR = worker / "uploads"
+    return worker

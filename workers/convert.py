@@ -32,7 +32,7 @@ def limits() -> Limits:
 
 def hidden_paths() -> list[Path]:
     """What a sandboxed conversion must not see: the hub's database, blobs and staged uploads."""
-    return [Path(p) for p in (settings.HUB_VAR_DIR, settings.HUB_STORAGE_DIR, settings.HUB_UPLOAD_DIR) if p]
+    return [Path(p) for p in (settings.VAR_DIR, settings.HUB_STORAGE.get("DIR"), settings.HUB_UPLOAD_DIR) if p]
 
 
 def _source(ctx: JobContext) -> Version:

@@ -23,8 +23,8 @@ def torchscript_cnn(directory: Path) -> Built:
         def __init__(self) -> None:
             super().__init__()
             self.conv = torch.nn.Conv2d(1, 8, 3)
-            self.pool = torch.nn.AdaptiveAvgPool2d(4)
-            self.head = torch.nn.Linear(8 * 16, 10)
+            self.pool = torch.nn.MaxPool2d(2)
+            self.head = torch.nn.Linear(8 * 13 * 13, 10)
 
         def forward(self, x):
             return self.head(self.pool(torch.relu(self.conv(x))).flatten(1))

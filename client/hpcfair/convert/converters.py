@@ -75,7 +75,8 @@ def _torch_reference(module, input_names: list[str]) -> Reference:
 
 def _torch_error(exc: Exception, opset: int) -> ConversionError:
     text = str(exc)
-    op = re.search(r"operator '([^']+)'", text) or re.search(r"(aten::\w+|prim::\w+|torch\.ops\.[\w.]+)", text)
+    op = (re.search(r"operator '([^']+)'", text) or re.search(r"export of operator (\w+)", text)
+          or re.search(r"(aten::\w+|prim::\w+|torch\.ops\.[\w.]+)", text))
     if op or "UnsupportedOperator" in type(exc).__name__:
         name = op.group(1) if op else "an operator"
         return ConversionError(

@@ -1,0 +1,173 @@
+"""Conversion through the whole hub: upload over the API, a real Celery worker converts in the sandbox,
+the ONNX version is published with provenance and its verification report."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from hub.jobs.models import Job
+from hub.registry.models import Version
+from tests.conftest import multipart_file, start_worker, stop_process, wait_for_job, worker_env
+from tests.conversions import models
+
+pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def publish_model(api, name: str, files: dict[str, bytes], metadata: dict | None = None) -> dict:
+    assert api.post("/api/v1/artifacts/", {"kind": "model", "name": name, "title": name}, format="json").status_code \
+        == 201
+    response = api.post(f"/api/v1/artifacts/alice/{name}/versions/",
+                        {"files": [multipart_file(p, d) for p, d in files.items()],
+                         "metadata": json.dumps(metadata or {"title": name})}, format="multipart")
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def conversion_job(version_label: str, name: str) -> Job:
+    version = Version.objects.get(artifact__name=name, label=version_label)
+    return Job.objects.get(version=version, kind__in=["convert", "verify"])
+
+
+@pytest.mark.parametrize("architecture", list(models.ARCHITECTURES))
+def test_upload_converts_and_verifies(architecture, built_models, shared_storage, api):
+    path, metadata = built_models[architecture]
+    name = architecture.replace("_", "-")
+    publish_model(api, name, {path.name: path.read_bytes()}, {"title": name, "license": "MIT", **metadata})
+    job = wait_for_job(conversion_job("1", name).pk, timeout=240)
+    assert job.state == "succeeded", (job.error_code, job.error_detail, job.log[-5:])
+    assert job.result["verified"] is True and job.result["version"] == "1-onnx"
+
+    converted = api.get(f"/api/v1/artifacts/alice/{name}/versions/1-onnx/").json()
+    onnx_name = path.with_suffix(".onnx").name
+    assert [f["path"] for f in converted["files"]] == [onnx_name]
+    assert converted["provenance"] == [{"relation": "converted_from", "target": f"alice/{name}@1",
+                                        "target_pid": converted["provenance"][0]["target_pid"]}]
+    meta = converted["metadata"]
+    assert meta["format"] == "onnx" and meta["verified"] is True and meta["license"] == "MIT"
+    report = meta["verification"][onnx_name]
+    assert report["checker"] == "passed" and report["compared"] is True and report["passed"] is True
+    for run in report["runs"]:
+        for output in run["outputs"]:
+            assert output["passed"] and output["max_abs_diff"] <= report["atol"] + report["rtol"] * 10, output
+    # A second batch size exercised the dynamic axes wherever the model has them.
+    if any(s is None or isinstance(s, str) for spec in meta["inputs"] for s in spec["shape"]):
+        batch_sizes = {next(iter(run["inputs"].values()))["shape"][0] for run in report["runs"]}
+        assert len(batch_sizes) == 2
+    conversion = meta["conversion"][onnx_name]
+    assert conversion["sandbox"]["isolation"] in ("bubblewrap", "rlimits") and conversion["libraries"]["onnx"]
+    # The source version shows what it was converted to.
+    source = api.get(f"/api/v1/artifacts/alice/{name}/versions/1/").json()
+    assert {"relation": "converted_from", "version": f"alice/{name}@1-onnx",
+            "version_pid": converted["pid"]} in source["derivatives"]
+    # The ONNX version is not converted again.
+    assert not Job.objects.filter(version__label="1-onnx", version__artifact__name=name).exists()
+
+
+def test_ensemble_converts_in_one_job(built_models, shared_storage, api):
+    forest, _ = built_models["random_forest"]
+    pipe, _ = built_models["scaler_logistic"]
+    publish_model(api, "ensemble", {forest.name: forest.read_bytes(), pipe.name: pipe.read_bytes()})
+    job = wait_for_job(conversion_job("1", "ensemble").pk, timeout=120)
+    assert job.state == "succeeded", (job.error_code, job.error_detail)
+    meta = Version.objects.get(artifact__name="ensemble", label="1-onnx").metadata
+    assert set(meta["verification"]) == {"forest.onnx", "pipe.onnx"} and meta["verified"] is True
+    assert set(meta["members"]) == {"forest.onnx", "pipe.onnx"}
+
+
+def test_malicious_pickle_upload_fails_and_runs_nothing(tmp_path, shared_storage, api):
+    marker = tmp_path / "payload-ran"
+    name = models.malicious_pickle(tmp_path, marker)
+    publish_model(api, "evil", {name: (tmp_path / name).read_bytes()})
+    job = wait_for_job(conversion_job("1", "evil").pk, timeout=120)
+    assert job.state == "failed" and job.error_code == "unsafe_pickle"
+    assert "system" in job.error_detail and "Traceback" not in job.error_detail
+    shown = api.get(f"/api/v1/jobs/{job.pk}/").json()
+    assert shown["error_code"] == "unsafe_pickle"
+    assert not marker.exists()
+    assert not Version.objects.filter(artifact__name="evil", label__endswith="onnx").exists()
+
+
+def test_uploaded_onnx_is_verified_not_converted(built_models, shared_storage, api, tmp_path):
+    from hpcfair.convert import convert_file
+
+    path, metadata = built_models["torchscript_cnn"]
+    convert_file(path, tmp_path / "cnn.onnx", inputs=metadata["inputs"])
+    publish_model(api, "plain-onnx", {"cnn.onnx": (tmp_path / "cnn.onnx").read_bytes()})
+    job = wait_for_job(conversion_job("1", "plain-onnx").pk, timeout=120)
+    assert job.kind == "verify" and job.state == "succeeded", (job.error_code, job.error_detail)
+    assert job.result["verified"] is True and job.result["files"]["cnn.onnx"]["converted"] is False
+    assert Version.objects.filter(artifact__name="plain-onnx").count() == 1
+
+
+def test_explicit_conversion_with_opset_and_optimisation(built_models, shared_storage, api, anon):
+    path, _ = built_models["scaler_logistic"]
+    publish_model(api, "explicit", {path.name: path.read_bytes()})
+    wait_for_job(conversion_job("1", "explicit").pk, timeout=120)
+    url = "/api/v1/artifacts/alice/explicit/versions/1/"
+    assert anon.post(url + "convert", {"opset": 15}, format="json").status_code == 401
+    bad = api.post(url + "convert", {"opset": 99}, format="json")
+    assert bad.status_code == 400 and "opset" in bad.json()["errors"]
+    response = api.post(url + "convert", {"opset": 15}, format="json")
+    assert response.status_code == 202
+    job = wait_for_job(response.json()["id"], timeout=120)
+    assert job.state == "succeeded", (job.error_code, job.error_detail)
+    version = Version.objects.get(artifact__name="explicit", label=job.result["version"])
+    assert version.metadata["opset"] == 15 and job.result["version"] == "1-onnx-2"
+
+    not_onnx = api.post(url + "optimize", {}, format="json")
+    assert not_onnx.status_code == 400 and not_onnx.json()["code"] == "unsupported_format"
+    response = api.post("/api/v1/artifacts/alice/explicit/versions/1-onnx/optimize", {}, format="json")
+    assert response.status_code == 202
+    job = wait_for_job(response.json()["id"], timeout=120)
+    assert job.state == "succeeded", (job.error_code, job.error_detail)
+    optimized = Version.objects.get(artifact__name="explicit", label="1-onnx-opt")
+    variants = optimized.metadata["optimization"]["variants"]
+    assert {f.path for f in optimized.files.all()} == set(variants)
+    for variant in variants.values():
+        assert variant["size"] > 0 and variant["latency_ms"] > 0 and variant["max_abs_diff"] < 0.1
+    assert optimized.provenance.get().relation == "derived_from"
+
+
+def test_worker_killed_mid_job_is_requeued_and_finishes(built_models, tmp_path, settings, api):
+    """SIGKILL the worker during a conversion: the job's heartbeats stop, the hub queues it again and a
+    new worker finishes it (attempts == 2); nothing stays "running"."""
+    env = worker_env(tmp_path, HUB_JOB_HEARTBEAT_S="1", HUB_JOB_STALE_S="4")
+    settings.HUB_STORAGE = {**settings.HUB_STORAGE, "BACKEND": "filesystem", "DIR": str(tmp_path / "blobs")}
+    settings.HUB_UPLOAD_DIR = tmp_path / "uploads"
+    settings.HUB_JOB_STALE_S = 4
+    from workers.celery import app
+
+    app.control.purge()
+    first = start_worker(tmp_path, env, "doomed")
+    try:
+        path, metadata = built_models["bert"]
+        publish_model(api, "killed", {path.name: path.read_bytes()}, {"title": "killed", **metadata})
+        job = conversion_job("1", "killed")
+        deadline = time.monotonic() + 60
+        while Job.objects.get(pk=job.pk).state != "running":
+            assert time.monotonic() < deadline, "the job never started"
+            time.sleep(0.2)
+        time.sleep(1.0)
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(timeout=10)
+    finally:
+        stop_process(first)
+    second = start_worker(tmp_path, env, "rescuer")
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            shown = api.get(f"/api/v1/jobs/{job.pk}/").json()  # the poll also reaps stale jobs
+            if shown["state"] in ("succeeded", "failed"):
+                break
+            assert time.monotonic() < deadline, shown
+            time.sleep(0.5)
+    finally:
+        stop_process(second)
+    assert shown["state"] == "succeeded", shown
+    assert shown["attempts"] == 2 and any("stopped responding" in line["message"] for line in shown["log"])
+    assert Version.objects.filter(artifact__name="killed", label="1-onnx").count() == 1
