@@ -4,15 +4,12 @@ the ONNX version is published with provenance and its verification report."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import time
 
 import pytest
 
 from hub.jobs.models import Job
 from hub.registry.models import Version
-from tests.conftest import multipart_file, start_worker, stop_process, wait_for_job, worker_env
+from tests.conftest import multipart_file, wait_for_job
 from tests.conversions import models
 
 pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -131,43 +128,3 @@ def test_explicit_conversion_with_opset_and_optimisation(built_models, shared_st
     for variant in variants.values():
         assert variant["size"] > 0 and variant["latency_ms"] > 0 and variant["max_abs_diff"] < 0.1
     assert optimized.provenance.get().relation == "derived_from"
-
-
-def test_worker_killed_mid_job_is_requeued_and_finishes(built_models, tmp_path, settings, api):
-    """SIGKILL the worker during a conversion: the job's heartbeats stop, the hub queues it again and a
-    new worker finishes it (attempts == 2); nothing stays "running"."""
-    env = worker_env(tmp_path, HUB_JOB_HEARTBEAT_S="1", HUB_JOB_STALE_S="4")
-    settings.HUB_STORAGE = {**settings.HUB_STORAGE, "BACKEND": "filesystem", "DIR": str(tmp_path / "blobs")}
-    settings.HUB_UPLOAD_DIR = tmp_path / "uploads"
-    settings.HUB_JOB_STALE_S = 4
-    from workers.celery import app
-
-    app.control.purge()
-    first = start_worker(tmp_path, env, "doomed")
-    try:
-        path, metadata = built_models["bert"]
-        publish_model(api, "killed", {path.name: path.read_bytes()}, {"title": "killed", **metadata})
-        job = conversion_job("1", "killed")
-        deadline = time.monotonic() + 60
-        while Job.objects.get(pk=job.pk).state != "running":
-            assert time.monotonic() < deadline, "the job never started"
-            time.sleep(0.2)
-        time.sleep(1.0)
-        os.kill(first.pid, signal.SIGKILL)
-        first.wait(timeout=10)
-    finally:
-        stop_process(first)
-    second = start_worker(tmp_path, env, "rescuer")
-    try:
-        deadline = time.monotonic() + 240
-        while True:
-            shown = api.get(f"/api/v1/jobs/{job.pk}/").json()  # the poll also reaps stale jobs
-            if shown["state"] in ("succeeded", "failed"):
-                break
-            assert time.monotonic() < deadline, shown
-            time.sleep(0.5)
-    finally:
-        stop_process(second)
-    assert shown["state"] == "succeeded", shown
-    assert shown["attempts"] == 2 and any("stopped responding" in line["message"] for line in shown["log"])
-    assert Version.objects.filter(artifact__name="killed", label="1-onnx").count() == 1
