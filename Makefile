@@ -24,6 +24,7 @@ lint: install
 
 bench: install
 	$(VENV)/bin/python bench/transfer.py
+	$(VENV)/bin/python bench/convert.py
 
 clean:
 	rm -rf var test-output
