@@ -46,7 +46,6 @@ def native_runner(path: Path, input_names: list[str]):
         return run
     if suffix == ".keras":
         import keras
-
         import tensorflow as tf
 
         model = keras.models.load_model(path, compile=False)

@@ -4,7 +4,6 @@ never loads them. Results are published as a new version linked by provenance to
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import tempfile
 from pathlib import Path
@@ -16,7 +15,7 @@ from hpcfair.convert import ConversionError, Limits, convert_file, sandbox
 from hub.errors import HubError
 from hub.registry.models import ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef, create_version
-from hub.registry.uploads import StagedFile
+from hub.registry.uploads import StagedFile, sha256_of_file
 from hub.storage import get_blob_store
 from workers.runner import JobContext, JobFailure
 
@@ -51,11 +50,7 @@ def _fetch(version: Version, path: str, dest_dir: Path) -> Path:
 
 
 def _staged(path: Path, name: str) -> StagedFile:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(8 * 1024 * 1024):
-            digest.update(chunk)
-    return StagedFile(path=name, staged=path, sha256=digest.hexdigest(), size=path.stat().st_size)
+    return StagedFile(path=name, staged=path, sha256=sha256_of_file(path), size=path.stat().st_size)
 
 
 def _free_label(version: Version, suffix: str) -> str:

@@ -133,3 +133,51 @@ print(results)
     assert "'outside': 'refused'" in out.stdout, out.stdout
     assert (work / "inside.txt").read_text() == "ok"
     assert not (tmp_path / "escaped").exists() and not (ROOT / f"escaped-{os.getpid()}").exists()
+
+
+def test_outputs_beyond_tolerance_are_reported_unverified(tmp_path):
+    name, _ = models.random_forest(tmp_path)
+    report = convert_file(tmp_path / name, tmp_path / "forest.onnx", atol=0.0, rtol=0.0)
+    check = report["verification"]
+    assert check["passed"] is False and check["max_abs_diff"] > 0
+    failing = [o for run in check["runs"] for o in run["outputs"] if not o["passed"]]
+    assert failing and all(o["name"] == "probabilities" for o in failing)  # labels still match exactly
+    assert (tmp_path / "forest.onnx").exists()  # converted, but marked unverified
+
+
+def test_savedmodel_archive_h5_and_skops(tmp_path):
+    import shutil
+
+    import keras
+    import skops.io
+    from sklearn.linear_model import LogisticRegression
+
+    keras.utils.set_random_seed(6)
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(3)])
+    model.export(str(tmp_path / "exported"), format="tf_saved_model")
+    shutil.make_archive(str(tmp_path / "mlp_savedmodel"), "zip", tmp_path / "exported")
+    model.save(tmp_path / "mlp.h5")
+    features, labels = models._iris_like()
+    skops.io.dump(LogisticRegression().fit(features, labels), tmp_path / "logistic.skops")
+    for name, fmt in (("mlp_savedmodel.zip", "tf_savedmodel"), ("mlp.h5", "keras_h5"), ("logistic.skops", "skops")):
+        report = convert_file(tmp_path / name, tmp_path / f"{name}.onnx")
+        assert report["source_format"] == fmt
+        assert report["verification"]["passed"] is True, report["verification"]
+        assert report["verification"]["compared"] is True
+
+
+def test_opset_the_runtime_cannot_run(tmp_path):
+    import onnx
+    from onnx import helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None, 4])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 99)], ir_version=10)
+    onnx.save(model, tmp_path / "future_opset.onnx")
+    error = convert_error(tmp_path, "future_opset.onnx")
+    assert error.code == "opset_unsupported" and "99" in error.detail
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=14)
+    onnx.save(model, tmp_path / "future_ir.onnx")
+    error = convert_error(tmp_path, "future_ir.onnx")
+    assert error.code == "opset_unsupported" and "IR version 14" in error.detail

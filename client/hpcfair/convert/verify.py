@@ -42,6 +42,12 @@ def session(model, threads: int = 0):
     except Exception as exc:  # noqa: BLE001
         text = str(exc)
         opsets = {entry.domain or "ai.onnx": entry.version for entry in model.opset_import}
+        if "ir version" in text.lower():
+            raise ConversionError(
+                "opset_unsupported",
+                f"ONNX Runtime {ort.__version__} cannot run ONNX IR version {model.ir_version} ({text.strip()[-80:]}). "
+                "Save the model with an older onnx/exporter, or set model.ir_version to one the runtime supports.",
+            )
         if "opset" in text.lower() or "is under development" in text or "not implemented" in text.lower():
             raise ConversionError(
                 "opset_unsupported",
