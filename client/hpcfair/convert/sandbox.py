@@ -44,9 +44,17 @@ def isolation_prefix(workdir: Path, hide: list[Path] = ()) -> list[str]:
     bwrap = bwrap_path()
     if not bwrap:
         return []
+    private = ("/tmp", "/var/tmp", "/dev/shm")
     argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid", "--unshare-ipc",
-            "--unshare-uts", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--tmpfs", "/var/tmp", "--tmpfs", "/dev/shm"]
+            "--unshare-uts", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for directory in private:
+        argv += ["--tmpfs", directory]
+    # Python itself and the code it imports may live under /tmp (a checkout there): show them read-only.
+    needed = {sys.prefix, sys.base_prefix, str(Path(sys.executable).parent), *sys.path}
+    for path in sorted(needed):
+        real = os.path.realpath(path) if path else ""
+        if real and os.path.isdir(real) and any(real == d or real.startswith(d + "/") for d in private):
+            argv += ["--ro-bind", real, real]
     for path in hide:
         if Path(path).is_dir() and not Path(workdir).resolve().is_relative_to(Path(path).resolve()):
             argv += ["--tmpfs", str(Path(path).resolve())]
