@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from hub.jobs.models import Job
 from workers.runner import JobFailure, execute
@@ -55,7 +58,9 @@ def test_redelivered_job_after_a_lost_worker_is_retried_then_failed(job, setting
     job.refresh_from_db()
     assert job.state == "succeeded" and job.attempts == 2
     assert any("was lost" in line["message"] for line in job.log)
-    Job.objects.filter(pk=job.pk).update(state="running", attempts=2)
+    # Its heartbeat stopped (the worker is gone): the redelivered message counts one more start.
+    stale = timezone.now() - timedelta(hours=1)
+    Job.objects.filter(pk=job.pk).update(state="running", attempts=2, heartbeat=stale)
     execute(str(job.pk), lambda ctx: {"ok": True})
     job.refresh_from_db()
     assert job.state == "failed" and job.error_code == "worker_lost"
@@ -66,3 +71,11 @@ def test_finished_jobs_are_not_run_again(job):
     execute(str(job.pk), lambda ctx: calls.append(1) or {})
     execute(str(job.pk), lambda ctx: calls.append(1) or {})
     assert calls == [1]
+
+
+def test_duplicate_message_for_a_job_that_is_still_beating_is_dropped(job):
+    Job.objects.filter(pk=job.pk).update(state="running", attempts=1, worker="w1", heartbeat=timezone.now())
+    ran = []
+    execute(str(job.pk), lambda ctx: ran.append(1) or {"ok": True})
+    job.refresh_from_db()
+    assert ran == [] and job.state == "running" and job.attempts == 1
