@@ -12,14 +12,13 @@ import os
 import socket
 import threading
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from hub.jobs.models import Job
+from hub.jobs.models import Job, log_line, stale_limit
 
 log = logging.getLogger(__name__)
 MAX_LOG_LINES = 2000
@@ -41,8 +40,7 @@ class JobContext:
         self.job = job
 
     def log(self, message: str, level: str = "info") -> None:
-        line = {"time": timezone.now().isoformat(), "level": level, "message": message}
-        self.job.log = (self.job.log + [line])[-MAX_LOG_LINES:]
+        self.job.log = (self.job.log + [log_line(level, message)])[-MAX_LOG_LINES:]
         Job.objects.filter(pk=self.job.pk).update(log=self.job.log)
 
     def progress(self, fraction: float) -> None:
@@ -59,18 +57,15 @@ def _claim(job_id: str) -> Job | None:
             return None
         if job.is_final:
             return None
-        if job.state == Job.State.RUNNING and job.heartbeat and job.heartbeat > timezone.now() - timedelta(
-            seconds=settings.HUB_JOB_STALE_S
-        ):
+        if job.state == Job.State.RUNNING and job.heartbeat and job.heartbeat > stale_limit():
             log.info("job %s is running on %s; duplicate message dropped", job.pk, job.worker)
             return None
         if job.state == Job.State.RUNNING:
             # The message came back: the worker that ran it died mid-task.
-            job.log = job.log + [_line("warning", f"worker {job.worker or '?'} was lost; attempt {job.attempts + 1}")]
+            job.append_log("warning", f"worker {job.worker or '?'} was lost; attempt {job.attempts + 1}")
         if job.attempts >= settings.HUB_JOB_MAX_ATTEMPTS:
-            _finish(job, Job.State.FAILED, error=("worker_lost", (
-                f"The job was started {job.attempts} times and its worker was lost each time "
-                "(killed, or out of memory). Try smaller inputs or ask the administrators.")))
+            job.mark_worker_lost()
+            job.save()
             return None
         job.state = Job.State.RUNNING
         job.attempts += 1
@@ -81,19 +76,16 @@ def _claim(job_id: str) -> Job | None:
         return job
 
 
-def _line(level: str, message: str) -> dict[str, str]:
-    return {"time": timezone.now().isoformat(), "level": level, "message": message}
-
-
-def _finish(job: Job, state: str, result: Any = None, error: tuple[str, str] | None = None) -> None:
-    job.state = state
+def _succeed(job: Job, result: Any) -> None:
+    job.state = Job.State.SUCCEEDED
     job.finished = timezone.now()
-    if state == Job.State.SUCCEEDED:
-        job.progress = 1.0
-        job.result = result
-    if error:
-        job.error_code, job.error_detail = error
-        job.log = job.log + [_line("error", error[1])]
+    job.progress = 1.0
+    job.result = result
+    job.save()
+
+
+def _fail(job: Job, code: str, detail: str) -> None:
+    job.mark_failed(code, detail)
     job.save()
 
 
@@ -108,13 +100,13 @@ def execute(job_id: str, work: Callable[[JobContext], dict[str, Any]]) -> None:
     try:
         result = work(ctx)
     except JobFailure as exc:
-        _finish(job, Job.State.FAILED, error=(exc.code, exc.detail))
+        _fail(job, exc.code, exc.detail)
     except Exception:
         log.exception("job %s (%s) failed unexpectedly", job.pk, job.kind)
-        _finish(job, Job.State.FAILED, error=(
-            "internal_error", f"The job failed unexpectedly; the administrators can trace it by job id {job.pk}."))
+        _fail(job, "internal_error",
+              f"The job failed unexpectedly; the administrators can trace it by job id {job.pk}.")
     else:
-        _finish(job, Job.State.SUCCEEDED, result=result)
+        _succeed(job, result)
     finally:
         stop.set()
         beat.join()

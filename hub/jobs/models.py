@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+
+
+def log_line(level: str, message: str) -> dict[str, str]:
+    """One entry of ``Job.log``."""
+    return {"time": timezone.now().isoformat(), "level": level, "message": message}
+
+
+def stale_limit() -> datetime:
+    """A running job whose last heartbeat is older than this has lost its worker."""
+    return timezone.now() - timedelta(seconds=settings.HUB_JOB_STALE_S)
 
 
 class Job(models.Model):
@@ -61,6 +72,21 @@ class Job(models.Model):
     @property
     def is_final(self) -> bool:
         return self.state in self.FINAL_STATES
+
+    def append_log(self, level: str, message: str) -> None:
+        self.log = self.log + [log_line(level, message)]
+
+    def mark_failed(self, code: str, detail: str) -> None:
+        """Set the failed state, its error and its log line (the caller saves)."""
+        self.state = self.State.FAILED
+        self.finished = timezone.now()
+        self.error_code, self.error_detail = code, detail
+        self.append_log("error", detail)
+
+    def mark_worker_lost(self) -> None:
+        self.mark_failed("worker_lost", (
+            f"The job was started {self.attempts} times and its worker was lost each time (killed, or out of "
+            "memory). Try smaller inputs or ask the administrators."))
 
     @property
     def duration(self) -> float | None:

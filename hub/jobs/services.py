@@ -3,7 +3,6 @@ job id only, so the web process never imports worker code (or the frameworks it 
 
 from __future__ import annotations
 
-from datetime import timedelta
 from functools import partial
 from typing import Any
 
@@ -12,7 +11,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from hub.jobs.models import Job
+from hub.jobs.models import Job, stale_limit
 from workers.celery import app
 
 # Job kind -> Celery task name; the tasks live in ``workers``.
@@ -51,7 +50,7 @@ def dispatch(job: Job) -> None:
 def reap_stale(queryset=None) -> int:
     """Jobs marked running whose worker stopped sending heartbeats: queue them again, or fail them
     with ``worker_lost`` after ``HUB_JOB_MAX_ATTEMPTS`` starts. Returns how many were reaped."""
-    limit = timezone.now() - timedelta(seconds=settings.HUB_JOB_STALE_S)
+    limit = stale_limit()
     stale = (queryset if queryset is not None else Job.objects.all()).filter(state=Job.State.RUNNING).filter(
         Q(heartbeat__lt=limit) | Q(heartbeat__isnull=True, started__lt=limit)
     )
@@ -61,18 +60,12 @@ def reap_stale(queryset=None) -> int:
             job = Job.objects.select_for_update().filter(pk=job_id, state=Job.State.RUNNING).first()
             if job is None or (job.heartbeat or job.started or timezone.now()) >= limit:
                 continue
-            now = timezone.now()
-            line = {"time": now.isoformat(), "level": "warning",
-                    "message": f"worker {job.worker or '?'} stopped responding (attempt {job.attempts})"}
+            job.append_log("warning", f"worker {job.worker or '?'} stopped responding (attempt {job.attempts})")
             if job.attempts >= settings.HUB_JOB_MAX_ATTEMPTS:
-                detail = (f"The job was started {job.attempts} times and its worker was lost each time (killed, "
-                          "or out of memory). Try smaller inputs or ask the administrators.")
-                job.state, job.finished = Job.State.FAILED, now
-                job.error_code, job.error_detail = "worker_lost", detail
-                job.log = job.log + [line, {"time": now.isoformat(), "level": "error", "message": detail}]
+                job.mark_worker_lost()
             else:
                 job.state = Job.State.QUEUED
-                job.log = job.log + [line, {"time": now.isoformat(), "level": "info", "message": "queued again"}]
+                job.append_log("info", "queued again")
                 transaction.on_commit(partial(dispatch, job))
             job.save()
             reaped += 1
