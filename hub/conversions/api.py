@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 from hub.accounts.permissions import TokenScopePermission
 from hub.conversions import services
 from hub.jobs.api.serializers import JobSerializer
+from hub.jobs.api.views import accepted
 from hub.registry.api.views import require_write
 from hub.registry.services import get_artifact, get_version
 
@@ -28,10 +29,14 @@ class OptimizeRequestSerializer(serializers.Serializer):
     quantize = serializers.BooleanField(required=False, default=True, help_text="Also make a dynamic int8 copy.")
 
 
-def _writable_version(request: Request, owner: str, name: str, version: str):
+def _start(request: Request, owner: str, name: str, version: str, body_class, start) -> Response:
+    """Check write access and the body, then ``start(version, user, **body)``; answer 202 with the job."""
     artifact = get_artifact(request.user, owner, name)
     require_write(request, artifact)  # derived versions go into the same artifact
-    return get_version(artifact, version)
+    target = get_version(artifact, version)
+    body = body_class(data=request.data)
+    body.is_valid(raise_exception=True)
+    return accepted(start(target, request.user, **body.validated_data))
 
 
 class VersionConvert(APIView):
@@ -41,11 +46,7 @@ class VersionConvert(APIView):
 
     @extend_schema(request=ConvertRequestSerializer, responses={202: JobSerializer})
     def post(self, request: Request, owner: str, name: str, version: str) -> Response:
-        target = _writable_version(request, owner, name, version)
-        body = ConvertRequestSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        job = services.request_conversion(target, request.user, **body.validated_data)
-        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+        return _start(request, owner, name, version, ConvertRequestSerializer, services.request_conversion)
 
 
 class VersionOptimize(APIView):
@@ -55,8 +56,4 @@ class VersionOptimize(APIView):
 
     @extend_schema(request=OptimizeRequestSerializer, responses={202: JobSerializer})
     def post(self, request: Request, owner: str, name: str, version: str) -> Response:
-        target = _writable_version(request, owner, name, version)
-        body = OptimizeRequestSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        job = services.request_optimization(target, request.user, **body.validated_data)
-        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+        return _start(request, owner, name, version, OptimizeRequestSerializer, services.request_optimization)

@@ -110,7 +110,7 @@ def test_explicit_conversion_with_opset_and_optimisation(built_models, shared_st
     bad = api.post(url + "convert", {"opset": 99}, format="json")
     assert bad.status_code == 400 and "opset" in bad.json()["errors"]
     response = api.post(url + "convert", {"opset": 15}, format="json")
-    assert response.status_code == 202
+    assert response.status_code == 202 and response["Location"] == response.json()["url"]
     job = wait_for_job(response.json()["id"], timeout=120)
     assert job.state == "succeeded", (job.error_code, job.error_detail)
     version = Version.objects.get(artifact__name="explicit", label=job.result["version"])

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from rest_framework import generics
+from rest_framework import generics, status
+from rest_framework.response import Response
 
 from hub.accounts.permissions import IsAuthenticatedReader
 from hub.errors import HubError
 from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.models import Job
 from hub.jobs.services import reap_stale
+
+
+def accepted(job: Job) -> Response:
+    """The answer to any request that starts a job: 202, the job, and its URL in ``Location``."""
+    data = JobSerializer(job).data
+    return Response(data, status=status.HTTP_202_ACCEPTED, headers={"Location": data["url"]})
 
 
 class _OwnJobs:

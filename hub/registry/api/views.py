@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from hub.errors import HubError
 from hub.jobs.api.serializers import JobSerializer
+from hub.jobs.api.views import accepted
 from hub.jobs.models import Job
 from hub.jobs.services import create_job
 from hub.registry import services
@@ -212,5 +213,4 @@ class VersionFixity(APIView):
         found = services.get_version(artifact, version)
         with transaction.atomic():
             job = create_job(Job.Kind.FIXITY, request.user, version=found)
-        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED,
-                        headers={"Location": JobSerializer(job).data["url"]})
+        return accepted(job)
