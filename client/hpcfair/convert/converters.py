@@ -275,9 +275,7 @@ def load_sklearn(path: Path, fmt: str) -> tuple[Any, dict[str, Any]]:
     pickles.refuse_if_unsafe(report, path.name)
     try:
         return pickles.restricted_load(path), report.to_dict()
-    except ConversionError:
-        raise
-    except MemoryError:
+    except (ConversionError, MemoryError):
         raise
     except Exception as exc:  # noqa: BLE001
         raise ConversionError("corrupt_file", f"{path.name} could not be unpickled: {str(exc)[:300]}")

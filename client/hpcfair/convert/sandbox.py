@@ -97,7 +97,6 @@ def run(request: dict[str, Any], workdir: Path, limits: Limits | None = None, *,
     prefix = isolation_prefix(workdir, list(hide))
     argv = prefix + [sys.executable, "-m", "hpcfair.convert.child", "request.json"]
     started = time.monotonic()
-    tail: list[str] = []
     with open(workdir / "child.log", "w") as log:
         process = subprocess.Popen(argv, cwd=workdir, env=child_env(workdir, limits.threads), stdout=subprocess.PIPE,
                                    stderr=log, stdin=subprocess.DEVNULL, text=True, preexec_fn=_set_limits(limits),

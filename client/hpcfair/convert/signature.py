@@ -16,11 +16,6 @@ import numpy as np
 from hpcfair.convert.errors import ConversionError
 
 Dim = int | str | None
-_ONNX_DTYPES = {
-    "tensor(float)": "float32", "tensor(double)": "float64", "tensor(float16)": "float16",
-    "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int8)": "int8", "tensor(uint8)": "uint8",
-    "tensor(bool)": "bool", "tensor(string)": "str",
-}
 # Values for dynamic dimensions, first and second run: the second exercises the dynamic axes.
 BATCH_SIZES = (1, 3)
 OTHER_DYNAMIC = (8, 5)
@@ -90,19 +85,12 @@ def specs_from_onnx(model) -> tuple[list[TensorSpec], list[TensorSpec]]:
     return inputs, [spec(v) for v in model.graph.output]
 
 
-def onnxruntime_specs(session) -> list[TensorSpec]:
-    return [
-        TensorSpec(i.name, [d if isinstance(d, int) else None for d in i.shape], _ONNX_DTYPES.get(i.type, "float32"))
-        for i in session.get_inputs()
-    ]
-
-
 def generate_inputs(specs: list[TensorSpec], run: int = 0, seed: int = 0) -> dict[str, np.ndarray]:
     """Random inputs matching ``specs``; ``run`` 1 uses other sizes for the dynamic axes."""
     rng = np.random.default_rng(seed + run)
     arrays = {}
     for spec in specs:
-        if not spec.shape and spec.shape != []:
+        if spec.shape is None:
             raise ConversionError("signature_required", f"The shape of input {spec.name!r} is unknown.")
         shape = []
         for axis, dim in enumerate(spec.shape):
