@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 # code -> HTTP status. The one table; add a code here before raising it.
 STATUS: dict[str, int] = {
     "invalid": 400,
+    "invalid_metadata": 400,
     "malformed_request": 400,
     "invalid_path": 400,
     "invalid_range": 416,

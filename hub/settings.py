@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "hub.registry",
     "hub.jobs",
     "hub.conversions",
+    "hub.metadata",
     "hub.web",
 ]
 
@@ -219,3 +220,6 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env("HUB_LOG_LEVEL", "INFO")},
     "loggers": {"django.server": {"level": "WARNING"}},
 }
+
+# Metadata: ONNX files up to this size are read (protobuf only) to derive opset, signature and parameters.
+HUB_METADATA_ONNX_MAX_BYTES = int(env("HUB_METADATA_ONNX_MAX_BYTES", str(512 * 1024 * 1024)))

@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from hub import errors
 from hub.conversions import api as conversions
 from hub.jobs.api import views as jobs
+from hub.metadata import api as metadata
 from hub.registry import resolver
 from hub.registry.api import transfers
 from hub.registry.api import views as registry
@@ -24,6 +25,8 @@ api_patterns = [
     path(VERSION + "fixity", registry.VersionFixity.as_view(), name="version-fixity"),
     path(VERSION + "convert", conversions.VersionConvert.as_view(), name="version-convert"),
     path(VERSION + "optimize", conversions.VersionOptimize.as_view(), name="version-optimize"),
+    path(VERSION + "metadata/<str:format>", metadata.VersionMetadata.as_view(), name="version-metadata"),
+    path("metadata/fields/", metadata.MetadataFields.as_view(), name="metadata-fields"),
     path(VERSION + "files/<path:path>", transfers.FileDownload.as_view(), name="file-download"),
     path("uploads/", transfers.UploadCreate.as_view(), name="upload-list"),
     path("uploads/<uuid:upload_id>", transfers.UploadDetail.as_view(), name="upload-detail"),
@@ -39,6 +42,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     re_path(r"^ark:/?(?P<naan>[0-9a-z]+)/(?P<name>[^?#]+)$", resolver.resolve_ark, name="ark"),
     path("pid/<path:pid>", resolver.resolve, name="pid"),
+    path("linkset/<path:pid>", metadata.linkset, name="linkset"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

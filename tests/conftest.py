@@ -141,6 +141,16 @@ def anon() -> APIClient:
 # --- content ------------------------------------------------------------------------------------
 
 
+def valid_metadata(kind: str = "model", **extra) -> dict:
+    """The smallest metadata a ``kind`` version passes validation with (formats are derived)."""
+    base = {"title": "A test artifact", "description": "Made by the test suite.",
+            "creators": [{"name": "Alice Example"}], "license": "MIT"}
+    if kind == "model":
+        base.update({"framework": "pytorch", "task": "regression"})
+    return {**base, **extra}
+
+
+
 def staged(tmp_path: Path, path: str, data: bytes) -> StagedFile:
     target = tmp_path / f"src-{hashlib.sha256(data).hexdigest()[:16]}-{path.replace('/', '_')}"
     target.write_bytes(data)
@@ -162,7 +172,7 @@ def publish(tmp_path):
         files = files if files is not None else {"weights.bin": os.urandom(64)}
         version = services.create_version(
             artifact, user, files=[staged(tmp_path, p, d) for p, d in files.items()], label=label,
-            metadata={"title": f"Title of {name}"},
+            metadata=valid_metadata(kind, title=f"Title of {name}"),
         )
         return artifact, version
 

@@ -60,7 +60,9 @@ def test_publish_download_and_a_job_on_the_embedded_worker(embedded, tmp_path):
     client.create_artifact("model", "embedded-model")
     source = tmp_path / "weights.bin"
     source.write_bytes(os.urandom(5_000_000))
-    version = client.create_version("demo/embedded-model", {"weights/w.bin": source}, metadata={"x": 1})
+    version = client.create_version("demo/embedded-model", {"weights/w.bin": source}, metadata={
+        "description": "Random weights.", "creators": ["Demo User"], "license": "MIT", "framework": "pytorch",
+        "task": "regression", "extra": {"x": 1}})
     dest = client.download_file("demo/embedded-model", "latest", "weights/w.bin", tmp_path / "back.bin")
     assert dest.read_bytes() == source.read_bytes()
     job = client.request("POST", f"artifacts/demo/embedded-model/versions/{version['version']}/fixity").json()

@@ -140,7 +140,7 @@ def _publish_conversion(ctx, source: Version, outputs: list[StagedFile], reports
 def _publish(ctx, source: Version, files: list[StagedFile], metadata: dict, suffix: str, relation: str) -> Version:
     try:
         version = create_version(source.artifact, ctx.job.requester, files=files, label=_free_label(source, suffix),
-                                 metadata=metadata, provenance=[ProvenanceRef(relation, source)])
+                                 metadata=metadata, provenance=[ProvenanceRef(relation, source)], system=True)
     except HubError as exc:
         raise JobFailure(exc.error_code, exc.message)
     ctx.log(f"published {version} ({version.pid})")

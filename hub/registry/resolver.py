@@ -1,16 +1,27 @@
 """The PID resolver: ``/ark:/{NAAN}/{name}`` and ``/pid/{pid}``.
 
-HTML gets the landing page (a tombstone, 410, for deleted versions); ``application/json`` gets the
-API record; ``?info`` gets a short ERC record (ARK convention). Private artifacts answer 404 to
-anyone who may not read them, exactly as unknown PIDs do.
+Content negotiation: HTML gets the landing page (with FAIR signposting ``Link`` headers and an embedded
+schema.org record; a tombstone, 410, for deleted versions); ``application/json`` the API record;
+``application/ld+json``, ``text/turtle``, ``application/rdf+xml``, ``application/n-triples`` the
+metadata graph; ``application/vnd.datacite.datacite+json`` / ``+xml`` DataCite. ``?info`` gets a short
+ERC record (ARK convention). Private artifacts answer 404 to anyone who may not read them, exactly as
+unknown PIDs do.
 """
 
 from __future__ import annotations
 
+import json
+
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils.safestring import mark_safe
 
 from hub.accounts.auth import request_user
+from hub.errors import json_error
+from hub.metadata import signposting
+from hub.metadata.api import export_response
+from hub.metadata.negotiation import choose
+from hub.metadata.services import record_for
 from hub.registry import pids
 from hub.registry.api.serializers import ArtifactSerializer, VersionSerializer, pid_url
 from hub.registry.models import Artifact, Version
@@ -23,9 +34,26 @@ def _not_found(request: HttpRequest, pid: str) -> HttpResponse:
     return response
 
 
-def _wants_json(request: HttpRequest) -> bool:
-    accept = request.headers.get("Accept", "")
-    return "application/json" in accept and "text/html" not in accept
+# media type -> export format name (None: the API's JSON record). The first is the default.
+OFFERED = {
+    "text/html": "html",
+    "application/xhtml+xml": "html",
+    "application/json": None,
+    "application/ld+json": "jsonld",
+    "text/turtle": "turtle",
+    "application/rdf+xml": "rdfxml",
+    "application/n-triples": "ntriples",
+    "application/vnd.datacite.datacite+json": "datacite-json",
+    "application/vnd.datacite.datacite+xml": "datacite-xml",
+}
+
+
+def _embedded_jsonld(record) -> str:
+    """The schema.org record for a ``<script type="application/ld+json">``, safe inside HTML."""
+    from ontology.exports import schema_org
+
+    text = json.dumps(schema_org(record), indent=2)
+    return mark_safe(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))  # noqa: S308
 
 
 def _erc(artifact: Artifact, version: Version | None, pid: str) -> str:
@@ -63,19 +91,41 @@ def resolve(request: HttpRequest, pid: str) -> HttpResponse:
     if "info" in request.GET:
         return HttpResponse(_erc(artifact, version, canonical), content_type="text/plain; charset=utf-8")
     gone = artifact.deleted_at is not None or (version is not None and version.is_deleted)
-    if _wants_json(request):
+    media_type = choose(request.headers.get("Accept", ""), list(OFFERED))
+    if media_type is None:
+        response = json_error(request, "not_acceptable", f"{canonical} is available as: {', '.join(OFFERED)}.")
+        response["Vary"] = "Accept"
+        return response
+    wanted = OFFERED[media_type]
+    if wanted is None:
         data = VersionSerializer(version).data if version else ArtifactSerializer(artifact).data
-        return JsonResponse(data, status=410 if gone else 200)
+        return _vary(JsonResponse(data, status=410 if gone else 200))
+    record = None if gone else record_for(version or artifact)
+    if wanted != "html":
+        if record is None:
+            return _vary(json_error(request, "gone", f"{canonical} was deleted; only its tombstone page remains."
+                                    if gone else f"{canonical} has no published version yet."))
+        return _vary(export_response(record, wanted, artifact))
     context = {
         "artifact": artifact,
         "version": version or artifact.latest_version(),
         "is_concept": version is None,
         "pid": canonical,
         "versions": artifact.versions.all(),
+        "jsonld": _embedded_jsonld(record) if record else "",
+        "record": record,
     }
     if gone:
-        return render(request, "registry/tombstone.html", context, status=410)
-    return render(request, "registry/landing.html", context)
+        return _vary(render(request, "registry/tombstone.html", context, status=410))
+    response = render(request, "registry/landing.html", context)
+    if record is not None:
+        response["Link"] = signposting.link_header(record)
+    return _vary(response)
+
+
+def _vary(response: HttpResponse) -> HttpResponse:
+    response["Vary"] = "Accept"
+    return response
 
 
 def resolve_ark(request: HttpRequest, naan: str, name: str) -> HttpResponse:

@@ -157,8 +157,15 @@ def create_version(
     label: str = "",
     metadata: dict[str, Any] | None = None,
     provenance: list[ProvenanceRef] | None = None,
+    system: bool = False,
 ) -> Version:
-    """Publish a new immutable version from staged files."""
+    """Publish a new immutable version from staged files.
+
+    The metadata is validated and completed by ``hub.metadata`` (``system``: the hub itself publishes,
+    e.g. a conversion result, and may write the fields users cannot)."""
+    from hub.metadata.derive import FileInfo
+    from hub.metadata.services import prepare
+
     metadata = metadata or {}
     if not isinstance(metadata, dict):
         raise HubError("invalid", "metadata must be a JSON object.", errors={"metadata": ["Expected an object."]})
@@ -178,6 +185,8 @@ def create_version(
         )
     if artifact.versions.filter(label=label).exists():
         raise HubError("already_exists", f"{artifact.full_name} already has a version {label!r}.")
+    metadata = prepare(artifact, metadata, [FileInfo(p, f.staged, f.size) for f, p in zip(files, paths, strict=True)],
+                       system=system)
     digest = content_digest(f.sha256 for f in files)
     existing = find_duplicate(user, digest)
     if existing is not None:

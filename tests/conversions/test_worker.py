@@ -15,12 +15,17 @@ from tests.conversions import models
 pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
+BASE_METADATA = {"description": "A randomly initialised model.", "creators": [{"name": "Alice Example"}],
+                 "license": "MIT", "task": "classification"}
+
+
 def publish_model(api, name: str, files: dict[str, bytes], metadata: dict | None = None) -> dict:
     assert api.post("/api/v1/artifacts/", {"kind": "model", "name": name, "title": name}, format="json").status_code \
         == 201
     response = api.post(f"/api/v1/artifacts/alice/{name}/versions/",
                         {"files": [multipart_file(p, d) for p, d in files.items()],
-                         "metadata": json.dumps(metadata or {"title": name})}, format="multipart")
+                         "metadata": json.dumps({**BASE_METADATA, "title": name, **(metadata or {})})},
+                        format="multipart")
     assert response.status_code == 201, response.content
     return response.json()
 

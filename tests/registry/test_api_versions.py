@@ -10,7 +10,7 @@ import pytest
 
 from hub.registry.models import Blob, File, Upload, Version
 from hub.storage import get_blob_store
-from tests.conftest import client_for, multipart_file, staged
+from tests.conftest import client_for, multipart_file, staged, valid_metadata
 
 pytestmark = pytest.mark.django_db
 
@@ -22,6 +22,7 @@ def model(api):
 
 
 def post_files(api, url, files: dict[str, bytes], **fields):
+    fields.setdefault("metadata", valid_metadata())
     data = {key: json.dumps(value) if not isinstance(value, str) else value for key, value in fields.items()}
     data["files"] = [multipart_file(name, content) for name, content in files.items()]
     return api.post(url + "versions/", data, format="multipart")
@@ -40,7 +41,7 @@ def upload(api, data: bytes) -> str:
 def test_multipart_version_streams_files_into_the_store(backend, api, model):
     weights, card = os.urandom(100_000), b"# CNN\n"
     response = post_files(api, model, {"model.pt": weights, "README.md": card},
-                          metadata={"title": "CNN", "framework": "pytorch"}, version="1.0")
+                          metadata=valid_metadata(title="CNN"), version="1.0")
     assert response.status_code == 201, response.content
     body = response.json()
     assert body["version"] == "1.0" and body["pid"].startswith("ark:/")
@@ -56,7 +57,7 @@ def test_version_from_completed_uploads_with_provenance(backend, api, model, own
     _, dataset_version = publish(owner, "train-set", {"data.csv": b"a,b\n1,2\n"}, kind="dataset")
     upload_id = upload(api, b"onnx bytes" * 1000)
     response = api.post(model + "versions/", {
-        "files": [{"path": "model/model.onnx", "upload": upload_id}],
+        "metadata": valid_metadata(), "files": [{"path": "model/model.onnx", "upload": upload_id}],
         "provenance": [{"relation": "trained_on", "target": dataset_version.pid},
                        {"relation": "derived_from", "target": "alice/train-set@1"}],
     }, format="json")
@@ -67,7 +68,8 @@ def test_version_from_completed_uploads_with_provenance(backend, api, model, own
     assert Upload.objects.get(pk=upload_id).state == Upload.State.CONSUMED
     derived = api.get("/api/v1/artifacts/alice/train-set/versions/1/").json()["derivatives"]
     assert derived[0]["version_pid"] == body["pid"]
-    reused = api.post(model + "versions/", {"files": [{"path": "again.onnx", "upload": upload_id}]}, format="json")
+    reused = api.post(model + "versions/", {"metadata": valid_metadata(),
+                                            "files": [{"path": "again.onnx", "upload": upload_id}]}, format="json")
     assert reused.status_code == 409 and reused.json()["code"] == "upload_not_open"
 
 
@@ -92,7 +94,8 @@ def test_a_private_duplicate_does_not_leak(api, model, other, publish):
 @pytest.mark.parametrize("path", ["../evil", "/abs", "a//b", "a/./b", "back\\slash", "ctl\x01"])
 def test_bad_paths_are_refused_and_nothing_is_stored(api, model, path):
     upload_id = upload(api, b"payload for bad path")
-    response = api.post(model + "versions/", {"files": [{"path": path, "upload": upload_id}]}, format="json")
+    response = api.post(model + "versions/", {"metadata": valid_metadata(),
+                                              "files": [{"path": path, "upload": upload_id}]}, format="json")
     assert response.status_code == 400 and response.json()["code"] == "invalid_path"
     assert Version.objects.count() == 0 and File.objects.count() == 0
     assert not get_blob_store().exists(hashlib.sha256(b"payload for bad path").hexdigest())
@@ -112,7 +115,7 @@ def test_failure_after_storing_removes_new_blobs(api, model, owner, tmp_path, mo
     artifact = services.get_artifact(owner, "alice", "cnn")
     with pytest.raises(RuntimeError):
         services.create_version(artifact, owner, files=[staged(tmp_path, "x.bin", data)],
-                                provenance=[services.ProvenanceRef("derived_from", target)])
+                                metadata=valid_metadata(), provenance=[services.ProvenanceRef("derived_from", target)])
     assert not get_blob_store().exists(hashlib.sha256(data).hexdigest())
     assert Version.objects.count() == 1 and not Blob.objects.filter(sha256=hashlib.sha256(data).hexdigest())
 
@@ -158,7 +161,7 @@ def test_deleted_version_is_a_tombstone_and_its_bytes_are_purged(backend, api, m
 def test_download_full_range_etag(backend, api, model, anon):
     data = os.urandom(300_000)
     files = [{"path": "dir/w.bin", "upload": upload(api, data)}]
-    assert api.post(model + "versions/", {"files": files}, format="json").status_code == 201
+    assert api.post(model + "versions/", {"files": files, "metadata": valid_metadata()}, format="json").status_code == 201
     url = model + "versions/1/files/dir/w.bin"
     sha = hashlib.sha256(data).hexdigest()
     response = anon.get(url)

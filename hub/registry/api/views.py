@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import yaml
 from typing import Any
 
 from django.db import transaction
@@ -162,11 +162,7 @@ class VersionListCreate(APIView):
             if field in request.data:
                 value = request.data[field]
                 if field != "version":
-                    try:
-                        value = json.loads(value)
-                    except ValueError:
-                        raise HubError("invalid", f"The form field {field!r} must hold JSON.",
-                                       errors={field: ["Not valid JSON."]})
+                    value = _json_or_yaml(field, value)
                 body[field] = value
         return body, staged
 
@@ -180,6 +176,17 @@ class VersionListCreate(APIView):
                            f"Upload {upload.id} is {upload.state}; only completed uploads become files.")
         return StagedFile(path=item["path"], staged=staged_path(upload), sha256=upload.sha256,
                           size=upload.size, upload=upload)
+
+
+def _json_or_yaml(field: str, value: str) -> Any:
+    """A form field holding JSON or YAML (JSON is YAML, so one parser reads both)."""
+    try:
+        return yaml.safe_load(value)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise HubError("invalid", f"The form field {field!r} must hold JSON or YAML; it does not parse{where}.",
+                       errors={field: [f"Not valid JSON or YAML{where}."]})
 
 
 class VersionDetail(APIView):

@@ -1,0 +1,60 @@
+"""Metadata over HTTP: exports of a version in every format, the field table, and linksets."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from hub.accounts.auth import request_user
+from hub.errors import HubError, json_error
+from hub.metadata import signposting
+from hub.metadata.services import record_for, version_record
+from hub.registry import pids, services
+from hub.registry.models import Artifact, Version
+from ontology import exports
+from ontology.fields import describe
+
+
+def export_response(record, name: str, artifact: Artifact) -> HttpResponse:
+    if name not in exports.FORMATS:
+        raise HubError("unsupported_format", f"No export {name!r}; choose one of {', '.join(exports.FORMATS)}.")
+    if name == "croissant" and artifact.kind != "dataset":
+        raise HubError("unsupported_format", f"Croissant describes datasets; {artifact} is a {artifact.kind}.")
+    media_type = exports.FORMATS[name][0]
+    charset = "" if media_type.endswith("json") else "; charset=utf-8"
+    return HttpResponse(exports.export(record, name), content_type=media_type + charset)
+
+
+class VersionMetadata(APIView):
+    """A version's metadata in one format: jsonld, turtle, rdfxml, ntriples, datacite-json, datacite-xml,
+    croissant (datasets), schemaorg, bibtex, citation."""
+
+    @extend_schema(responses={(200, "*/*"): str})
+    def get(self, request: Request, owner: str, name: str, version: str, format: str) -> HttpResponse:
+        artifact = services.get_artifact(request.user, owner, name)
+        found = services.get_version(artifact, version)
+        return export_response(version_record(found), format, artifact)
+
+
+class MetadataFields(APIView):
+    """The metadata fields: what each means, which kinds need it, which the hub derives."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request) -> Response:
+        return Response({"fields": describe()})
+
+
+def linkset(request: HttpRequest, pid: str) -> HttpResponse:
+    """The signposting linkset of a PID's landing page (``application/linkset+json``)."""
+    canonical = pids.normalize(pid)
+    found = services.pid_lookup(canonical) if canonical else None
+    artifact = found.artifact if isinstance(found, Version) else found
+    visible = found is not None and Artifact.objects.visible_to(request_user(request)).filter(pk=artifact.pk).exists()
+    record = record_for(found) if visible else None
+    if record is None:
+        return json_error(request, "not_found", f"No landing page for {pid} (or you may not see it).")
+    body = signposting.linkset(record, record.iri)
+    return JsonResponse(body, content_type="application/linkset+json", json_dumps_params={"indent": 2})

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class MetadataConfig(AppConfig):
+    name = "hub.metadata"
+    label = "metadata"

