@@ -33,10 +33,10 @@ class VersionMetadata(APIView):
     croissant (datasets), schemaorg, bibtex, citation."""
 
     @extend_schema(responses={(200, "*/*"): str})
-    def get(self, request: Request, owner: str, name: str, version: str, format: str) -> HttpResponse:
+    def get(self, request: Request, owner: str, name: str, version: str, export: str) -> HttpResponse:
         artifact = services.get_artifact(request.user, owner, name)
         found = services.get_version(artifact, version)
-        return export_response(version_record(found), format, artifact)
+        return export_response(version_record(found), export, artifact)
 
 
 class MetadataFields(APIView):

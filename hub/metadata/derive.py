@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 from django.conf import settings
-
 from hpcfair.convert.formats import looks_like_model
+
 from ontology.fields import MetadataError
 
 log = logging.getLogger(__name__)

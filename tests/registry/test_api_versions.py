@@ -161,7 +161,8 @@ def test_deleted_version_is_a_tombstone_and_its_bytes_are_purged(backend, api, m
 def test_download_full_range_etag(backend, api, model, anon):
     data = os.urandom(300_000)
     files = [{"path": "dir/w.bin", "upload": upload(api, data)}]
-    assert api.post(model + "versions/", {"files": files, "metadata": valid_metadata()}, format="json").status_code == 201
+    response = api.post(model + "versions/", {"files": files, "metadata": valid_metadata()}, format="json")
+    assert response.status_code == 201
     url = model + "versions/1/files/dir/w.bin"
     sha = hashlib.sha256(data).hexdigest()
     response = anon.get(url)

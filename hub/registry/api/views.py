@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import yaml
 from typing import Any
 
+import yaml
 from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status

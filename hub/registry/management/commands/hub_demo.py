@@ -42,7 +42,7 @@ DEMOS = [
         "files": {"data.csv": _iris_like_csv,
                   "README.md": lambda: b"# Synthetic Iris-like measurements\n\nFour features, three classes.\n"},
         "metadata": {"license": "CC0-1.0", "keywords": ["tabular", "classification", "demo"],
-                     "creators": [{"name": "HPCFair demo"}], "format": "text/csv"},
+                     "creators": [{"name": "HPCFair demo"}]},
     },
     {
         "kind": "project", "name": "mnist-training-recipe",

@@ -1,0 +1,133 @@
+"""Round trips: metadata -> graph -> each export -> parsed back (rdflib, an XML parser, mlcroissant)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from xml.etree import ElementTree as ET
+
+import pytest
+from rdflib import Graph, Literal, URIRef
+from rdflib.namespace import PROV, RDF
+
+from ontology import exports
+from ontology.fields import validate
+from ontology.record import FileEntry, Link, Record
+from ontology.vocab import HPC, HUB, SDO
+
+BASE = "http://hub.test"
+MODEL = validate({
+    "title": "Cloud mask CNN", "description": "Segments clouds.", "license": "Apache-2.0",
+    "creators": [{"name": "Ada Lovelace", "orcid": "0000-0002-1825-0097", "affiliation": "ORNL"}, "Alan Turing"],
+    "framework": "onnx", "format": "onnx", "task": "segmentation", "keywords": ["climate", "cnn"], "opset": 17,
+    "parameters": 1234, "model_family": "cnn", "inputs": [{"name": "x", "shape": ["batch", 3, 64, 64]}],
+    "outputs": [{"name": "y", "shape": ["batch", 1, 64, 64]}], "hyperparameters": {"lr": 0.001},
+    "benchmarks": [{"hardware": {"kind": "gpu", "gpu_model": "A100"}, "batch_size": 8, "median_ms": 2.5,
+                    "p95_ms": 3.1}],
+}, "model")
+DATASET = validate({
+    "title": "Synthetic iris", "description": "Flowers.", "license": "CC0-1.0", "creators": ["Ada Lovelace"],
+    "format": "csv", "records": [{"name": "sepal_length", "dtype": "float64"}, {"name": "species"}],
+}, "dataset")
+
+
+def model_record() -> Record:
+    return Record(
+        iri=f"{BASE}/ark:/99999/fk4model1", pid="ark:/99999/fk4model1", kind="model", label="1-onnx",
+        metadata=MODEL, published=datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC), owner="alice",
+        files=[FileEntry("cnn.onnx", 4096, "a" * 64, "application/onnx", f"{BASE}/files/cnn.onnx")],
+        provenance=[Link("converted_from", f"{BASE}/ark:/99999/fk4src", "ark:/99999/fk4src"),
+                    Link("trained_on", f"{BASE}/ark:/99999/fk4data", "ark:/99999/fk4data")],
+        concept_iri=f"{BASE}/ark:/99999/fk4concept", concept_pid="ark:/99999/fk4concept",
+        job_url=f"{BASE}/api/v1/jobs/1/",
+    )
+
+
+def dataset_record() -> Record:
+    return Record(
+        iri=f"{BASE}/ark:/99999/fk4data", pid="ark:/99999/fk4data", kind="dataset", label="1.0", metadata=DATASET,
+        published=datetime(2026, 3, 4, tzinfo=UTC), owner="alice",
+        files=[FileEntry("data.csv", 10, "b" * 64, "text/csv", f"{BASE}/files/data.csv")],
+    )
+
+
+@pytest.mark.parametrize(("name", "rdflib_format"), [("jsonld", "json-ld"), ("turtle", "turtle"),
+                                                     ("rdfxml", "xml"), ("ntriples", "nt")])
+def test_rdf_exports_parse_back_with_the_expected_terms(name, rdflib_format):
+    graph = Graph().parse(data=exports.export(model_record(), name), format=rdflib_format)
+    s = URIRef(model_record().iri)
+    assert (s, RDF.type, HPC.AIModel) in graph and (s, RDF.type, HPC.ConvolutionalNeuralNetwork) in graph
+    assert (s, SDO.name, Literal("Cloud mask CNN")) in graph
+    assert (s, SDO.license, URIRef("https://spdx.org/licenses/Apache-2.0")) in graph
+    assert (s, HPC.machineLearningFramework, Literal("onnx")) in graph
+    assert graph.value(s, HUB.onnxOpset).toPython() == 17 and graph.value(s, HPC.params).toPython() == 1234
+    assert (s, HUB.convertedFrom, URIRef(f"{BASE}/ark:/99999/fk4src")) in graph
+    assert (s, PROV.wasDerivedFrom, URIRef(f"{BASE}/ark:/99999/fk4src")) in graph
+    assert (s, HPC.wasDerivedFromDataset, URIRef(f"{BASE}/ark:/99999/fk4data")) in graph
+    orcid = URIRef("https://orcid.org/0000-0002-1825-0097")
+    assert (s, SDO.creator, orcid) in graph and (orcid, SDO.name, Literal("Ada Lovelace")) in graph
+    tensor = graph.value(s, HUB.input)
+    assert graph.value(tensor, HUB.tensorName) == Literal("x")
+    assert json.loads(graph.value(tensor, HUB.shape)) == ["batch", 3, 64, 64]
+    bench = graph.value(s, HUB.benchmark)
+    assert (graph.value(bench, HUB.onHardware), HPC.gpuModel, Literal("A100")) in graph
+    download = graph.value(s, SDO.distribution)
+    assert graph.value(download, HUB.sha256) == Literal("a" * 64)
+    assert graph.value(download, SDO.contentUrl) == URIRef(f"{BASE}/files/cnn.onnx")
+
+
+def test_datacite_json_has_every_mandatory_property():
+    data = json.loads(exports.export(model_record(), "datacite-json"))
+    assert data["identifiers"] == [{"identifier": "ark:/99999/fk4model1", "identifierType": "ARK"}]
+    assert [c["name"] for c in data["creators"]] == ["Ada Lovelace", "Alan Turing"]
+    assert data["creators"][0]["nameIdentifiers"][0]["nameIdentifierScheme"] == "ORCID"
+    assert data["titles"] == [{"title": "Cloud mask CNN"}] and data["publisher"]["name"] == "HPCFair Hub"
+    assert data["publicationYear"] == "2026" and data["types"]["resourceTypeGeneral"] == "Model"
+    assert data["rightsList"][0]["rightsIdentifier"] == "Apache-2.0"
+    relations = {(r["relatedIdentifier"], r["relationType"]) for r in data["relatedIdentifiers"]}
+    assert ("ark:/99999/fk4src", "IsVariantFormOf") in relations
+    assert ("ark:/99999/fk4concept", "IsVersionOf") in relations
+
+
+def test_datacite_xml_parses_with_the_mandatory_elements():
+    root = ET.fromstring(exports.export(model_record(), "datacite-xml").encode())  # noqa: S314 - our own output
+    ns = {"d": exports.DATACITE_NS}
+    assert root.tag == f"{{{exports.DATACITE_NS}}}resource"
+    assert root.find("d:identifier", ns).text == "ark:/99999/fk4model1"
+    assert [c.text for c in root.findall("d:creators/d:creator/d:creatorName", ns)] == ["Ada Lovelace", "Alan Turing"]
+    assert root.find("d:titles/d:title", ns).text == "Cloud mask CNN"
+    assert root.find("d:publisher", ns).text == "HPCFair Hub" and root.find("d:publicationYear", ns).text == "2026"
+    assert root.find("d:resourceType", ns).get("resourceTypeGeneral") == "Model"
+    assert root.find("d:rightsList/d:rights", ns).get("rightsIdentifier") == "Apache-2.0"
+
+
+def test_croissant_loads_with_mlcroissant():
+    import mlcroissant as mlc
+
+    data = json.loads(exports.export(dataset_record(), "croissant"))
+    dataset = mlc.Dataset(jsonld=data)
+    assert not dataset.metadata.ctx.issues.errors, dataset.metadata.ctx.issues.report()
+    assert dataset.metadata.license == ["https://spdx.org/licenses/CC0-1.0"]
+    [record_set] = dataset.metadata.record_sets
+    assert [f.name for f in record_set.fields] == ["sepal_length", "species"]
+    assert [f.data_types for f in record_set.fields][0] == [mlc.DataType.FLOAT]
+    assert dataset.metadata.distribution[0].content_url == f"{BASE}/files/data.csv"
+
+
+def test_schema_org_record_for_landing_pages():
+    data = json.loads(exports.export(model_record(), "schemaorg"))
+    assert data["@type"] == "SoftwareSourceCode" and data["license"] == "https://spdx.org/licenses/Apache-2.0"
+    assert data["identifier"][0] == "ark:/99999/fk4model1" and data["version"] == "1-onnx"
+    assert data["distribution"][0]["contentSize"] == "4096 B" and data["isAccessibleForFree"] is True
+    assert {item["identifier"] for item in data["isBasedOn"]} == {"ark:/99999/fk4src", "ark:/99999/fk4data"}
+    graph = Graph().parse(data=json.dumps({**data, "@context": {"@vocab": "https://schema.org/"}}), format="json-ld")
+    assert (URIRef(data["@id"]), SDO.name, Literal("Cloud mask CNN")) in graph
+
+
+def test_citations():
+    bib = exports.export(model_record(), "bibtex")
+    assert bib.startswith("@misc{lovelace2026fk4model1,") and "author = {Ada Lovelace and Alan Turing}" in bib
+    assert "title = {{Cloud mask CNN}}" in bib and "version = {1-onnx}" in bib
+    text = exports.export(model_record(), "citation")
+    assert text == ("Ada Lovelace and Alan Turing (2026). Cloud mask CNN (Version 1-onnx) [Model]. HPCFair Hub. "
+                    f"{BASE}/ark:/99999/fk4model1\n")
