@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "hub.jobs",
     "hub.conversions",
     "hub.metadata",
+    "hub.search",
     "hub.web",
 ]
 
@@ -223,3 +224,7 @@ LOGGING = {
 
 # Metadata: ONNX files up to this size are read (protobuf only) to derive opset, signature and parameters.
 HUB_METADATA_ONNX_MAX_BYTES = int(env("HUB_METADATA_ONNX_MAX_BYTES", str(512 * 1024 * 1024)))
+
+# Search: "auto" uses PostgreSQL's full-text search where the database is PostgreSQL and word matching
+# elsewhere; "words" forces word matching (the SQLite behaviour) everywhere.
+HUB_SEARCH_ENGINE = env("HUB_SEARCH_ENGINE", "auto")

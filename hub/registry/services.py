@@ -30,7 +30,7 @@ from hub.registry.models import (
     Upload,
     Version,
 )
-from hub.registry.signals import version_published
+from hub.registry.signals import artifact_changed, version_published
 from hub.registry.uploads import StagedFile
 from hub.storage import StorageUnavailable, get_blob_store
 
@@ -109,6 +109,7 @@ def create_artifact(owner, *, kind: str, name: str, title: str = "", description
                 visibility=visibility, pid=_mint_unique(),
             )
             artifact.collaborators.set(collaborators)
+            artifact_changed.send(sender=Artifact, artifact=artifact)
     except IntegrityError:
         raise HubError("already_exists", f"You already have an artifact named {owner.username}/{name}.")
     return artifact
@@ -122,6 +123,7 @@ def delete_artifact(artifact: Artifact, reason: str = "") -> None:
         artifact.deleted_at = timezone.now()
         artifact.deletion_reason = reason
         artifact.save(update_fields=["deleted_at", "deletion_reason"])
+        artifact_changed.send(sender=Artifact, artifact=artifact)
     _purge_files_of(artifact.versions.all())
 
 
@@ -260,6 +262,7 @@ def delete_version(version: Version, reason: str = "") -> None:
     """Tombstone a version: its PID keeps resolving (410 Gone), its bytes are purged."""
     with transaction.atomic():
         _tombstone(version, reason)
+        artifact_changed.send(sender=Artifact, artifact=version.artifact)
     _purge_files_of([version])
 
 

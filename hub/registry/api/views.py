@@ -19,7 +19,6 @@ from hub.jobs.api.views import accepted
 from hub.jobs.models import Job
 from hub.jobs.services import create_job
 from hub.registry import services
-from hub.registry.api.filters import ArtifactFilter
 from hub.registry.api.serializers import (
     ArtifactSerializer,
     ArtifactUpdateSerializer,
@@ -27,7 +26,10 @@ from hub.registry.api.serializers import (
     VersionSerializer,
 )
 from hub.registry.models import Artifact, Upload, Version
+from hub.registry.signals import artifact_changed
 from hub.registry.uploads import StagedFile, StagingUploadHandler, staged_path
+from hub.search.models import FACETS
+from hub.search.services import SORTS, search
 
 
 def require_write(request: Request, artifact: Artifact) -> None:
@@ -47,17 +49,38 @@ def _versions_queryset():
     )
 
 
+SEARCH_PARAMETERS = [
+    OpenApiParameter("q", str, description="Words to search for in titles, keywords, descriptions and model cards "
+                                           "(web-search syntax on PostgreSQL: \"a phrase\", -word, or)."),
+    *[OpenApiParameter(name, str, many=True, description=f"Facet filter: {name} (repeat for alternatives"
+                       + ("; keywords are tags that must all be present)" if name == "keyword" else ")"))
+      for name in FACETS],
+    OpenApiParameter("visibility", str, enum=["public", "private"]),
+    OpenApiParameter("sort", str, enum=list(SORTS), description="relevance (default with q), new, name."),
+]
+
+
 class ArtifactListCreate(generics.ListCreateAPIView):
-    """List and search artifacts (``q``, ``kind``, ``owner``, ``visibility``) / create one."""
+    """Search and list artifacts (full text, facet filters, facet counts in ``facets``) / create one."""
 
     serializer_class = ArtifactSerializer
-    filterset_class = ArtifactFilter
 
     def get_queryset(self):
-        return (
-            Artifact.objects.live().visible_to(self.request.user)
-            .select_related("owner").prefetch_related("collaborators")
-        )
+        return Artifact.objects.live().visible_to(self.request.user).select_related("owner")
+
+    @extend_schema(parameters=SEARCH_PARAMETERS)
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        params = request.query_params
+        visibility = params.get("visibility", "")
+        if visibility and visibility not in Artifact.Visibility.values:
+            raise HubError("invalid", "visibility is public or private.", errors={"visibility": ["Unknown value."]})
+        result = search(request.user, q=params.get("q", ""), sort=params.get("sort", ""), visibility=visibility,
+                        filters={name: params.getlist(name) for name in FACETS if name in params})
+        page = self.paginate_queryset(result.entries)
+        artifacts = [entry.artifact for entry in page]
+        response = self.get_paginated_response(ArtifactSerializer(artifacts, many=True).data)
+        response.data["facets"] = result.facets
+        return response
 
     def perform_create(self, serializer: ArtifactSerializer) -> None:
         data = serializer.validated_data
@@ -93,6 +116,7 @@ class ArtifactDetail(APIView):
             artifact.save()
             if "collaborators" in data:
                 artifact.collaborators.set(data["collaborators"])
+            artifact_changed.send(sender=Artifact, artifact=artifact)
         return Response(ArtifactSerializer(artifact).data)
 
     @extend_schema(parameters=[OpenApiParameter("reason", str, description="Shown on the tombstone page.")],

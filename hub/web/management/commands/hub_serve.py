@@ -6,6 +6,7 @@ child processes on 127.0.0.1, and stops both (by their PIDs) on Ctrl-C.
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -31,6 +32,7 @@ class Command(BaseCommand):
             (settings.VAR_DIR / "broker" / folder).mkdir(parents=True, exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
+        call_command("hub_reindex", stdout=io.StringIO())  # cheap at embedded scale; heals an older var/
         if not no_demo:
             call_command("hub_demo")
         python = sys.executable

@@ -1,0 +1,21 @@
+"""``python manage.py hub_reindex``: rebuild the search index from the registry."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand
+
+from hub.registry.models import Artifact
+from hub.search.index import reindex
+from hub.search.models import SearchEntry
+
+
+class Command(BaseCommand):
+    help = "Rebuild the search index of every live artifact (and drop entries of deleted ones)."
+
+    def handle(self, *args, **options) -> None:
+        SearchEntry.objects.filter(artifact__deleted_at__isnull=False).delete()
+        count = 0
+        for artifact in Artifact.objects.live().select_related("owner").iterator():
+            reindex(artifact)
+            count += 1
+        self.stdout.write(f"indexed {count} artifacts")

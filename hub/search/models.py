@@ -1,0 +1,48 @@
+"""The search index: one entry per live artifact (its latest version's metadata), with facet values.
+
+PostgreSQL keeps a weighted ``tsvector`` in ``search_vector`` (GIN-indexed by migration 0002); other
+databases leave it empty and search the text columns instead.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.search import SearchVectorField
+from django.db import models
+
+from hub.registry.models import Artifact, Version
+
+FACETS = ("kind", "framework", "format", "task", "license", "keyword", "owner", "hardware")
+
+
+class SearchEntry(models.Model):
+    artifact = models.OneToOneField(Artifact, primary_key=True, on_delete=models.CASCADE,
+                                    related_name="search_entry")
+    version = models.ForeignKey(Version, null=True, on_delete=models.SET_NULL, related_name="+")
+    kind = models.CharField(max_length=16)
+    visibility = models.CharField(max_length=8)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    title = models.CharField(max_length=300)
+    keywords = models.TextField(blank=True)
+    text = models.TextField(blank=True)  # name, description, creators, model card
+    updated = models.DateTimeField()
+    search_vector = SearchVectorField(null=True, editable=False)
+
+    class Meta:
+        indexes = [models.Index(fields=["visibility", "kind"]), models.Index(fields=["-updated"])]
+
+    def __str__(self) -> str:
+        return f"search entry of {self.artifact_id}"
+
+
+class FacetValue(models.Model):
+    entry = models.ForeignKey(SearchEntry, on_delete=models.CASCADE, related_name="facets")
+    facet = models.CharField(max_length=16)
+    value = models.CharField(max_length=200)
+
+    class Meta:
+        indexes = [models.Index(fields=["facet", "value", "entry"])]
+        constraints = [models.UniqueConstraint(fields=["entry", "facet", "value"], name="facet_value_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.facet}={self.value}"
