@@ -228,3 +228,7 @@ HUB_METADATA_ONNX_MAX_BYTES = int(env("HUB_METADATA_ONNX_MAX_BYTES", str(512 * 1
 # Search: "auto" uses PostgreSQL's full-text search where the database is PostgreSQL and word matching
 # elsewhere; "words" forces word matching (the SQLite behaviour) everywhere.
 HUB_SEARCH_ENGINE = env("HUB_SEARCH_ENGINE", "auto")
+
+# OAI-PMH: the contact harvesters see, and how many records one page holds.
+HUB_ADMIN_EMAIL = env("HUB_ADMIN_EMAIL", "admin@localhost")
+HUB_OAI_PAGE_SIZE = int(env("HUB_OAI_PAGE_SIZE", "100"))

@@ -32,6 +32,8 @@ DATACITE_RELATIONS = {"derived_from": "IsDerivedFrom", "converted_from": "IsVari
                       "merged_from": "IsDerivedFrom", "trained_on": "IsDerivedFrom",
                       "revision_of": "IsNewVersionOf"}
 DATACITE_NS = "http://datacite.org/schema/kernel-4"
+DATACITE_SCHEMA = f"{DATACITE_NS} http://schema.datacite.org/meta/kernel-4.5/metadata.xsd"
+XSI = "http://www.w3.org/2001/XMLSchema-instance"
 CROISSANT_CONTEXT = {
     "@language": "en", "@vocab": "https://schema.org/", "sc": "https://schema.org/",
     "cr": "http://mlcommons.org/croissant/", "rai": "http://mlcommons.org/croissant/RAI/",
@@ -174,15 +176,15 @@ def datacite(record: Record) -> dict[str, Any]:
 def datacite_xml(record: Record) -> str:
     """The same metadata as a DataCite kernel-4 XML ``resource``."""
     data = datacite(record)
-    ET.register_namespace("", DATACITE_NS)
 
+    # Unqualified tags under a default xmlns: ElementTree cannot combine default_namespace with attributes.
     def sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
-        element = ET.SubElement(parent, f"{{{DATACITE_NS}}}{tag}", {k: v for k, v in attrs.items() if v})
+        element = ET.SubElement(parent, tag, {k: v for k, v in attrs.items() if v})
         if text is not None:
             element.text = text
         return element
 
-    root = ET.Element(f"{{{DATACITE_NS}}}resource")
+    root = ET.Element("resource", {"xmlns": DATACITE_NS, f"{{{XSI}}}schemaLocation": DATACITE_SCHEMA})
     sub(root, "identifier", record.pid, identifierType="ARK")
     creators = sub(root, "creators")
     for person in data["creators"]:
@@ -223,6 +225,7 @@ def datacite_xml(record: Record) -> str:
     if data["descriptions"]:
         sub(sub(root, "descriptions"), "description", data["descriptions"][0]["description"],
             descriptionType="Abstract")
+    ET.register_namespace("xsi", XSI)
     return ET.tostring(root, encoding="unicode", xml_declaration=True)
 
 

@@ -64,7 +64,8 @@ def search(user, q: str = "", filters: dict[str, list[str]] | None = None, sort:
     sort = sort or ("relevance" if ranked else "new")
     order = {"relevance": ["-rank", "-updated"] if ranked else ["-updated"], "new": ["-updated"],
              "name": ["title"]}[sort]
-    result = SearchResult(entries.select_related("artifact__owner").order_by(*order, "artifact_id"))
+    result = SearchResult(entries.select_related("artifact__owner", "version").prefetch_related("artifact__collaborators")
+                          .order_by(*order, "artifact_id"))
     if with_facets:
         result.facets = facet_counts(entries)
     return result

@@ -65,6 +65,8 @@ class ArtifactSerializer(serializers.ModelSerializer):
         return absolute(reverse("api:artifact-detail", args=[artifact.owner.username, artifact.name]))
 
     def get_latest_version(self, artifact: Artifact) -> str | None:
+        if hasattr(artifact, "latest_label"):  # set by the search listing
+            return artifact.latest_label
         latest = artifact.latest_version()
         return latest.label if latest else None
 

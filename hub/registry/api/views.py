@@ -77,7 +77,10 @@ class ArtifactListCreate(generics.ListCreateAPIView):
         result = search(request.user, q=params.get("q", ""), sort=params.get("sort", ""), visibility=visibility,
                         filters={name: params.getlist(name) for name in FACETS if name in params})
         page = self.paginate_queryset(result.entries)
-        artifacts = [entry.artifact for entry in page]
+        artifacts = []
+        for entry in page:  # the index knows each latest version: no query per artifact
+            entry.artifact.latest_label = entry.version.label if entry.version else None
+            artifacts.append(entry.artifact)
         response = self.get_paginated_response(ArtifactSerializer(artifacts, many=True).data)
         response.data["facets"] = result.facets
         return response

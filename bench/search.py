@@ -1,0 +1,217 @@
+"""Search latency at scale: seeds N artifacts, each with one version, into a PostgreSQL database of its
+own, then times a mix of queries through the whole API stack (view, search, facet counts, serializers).
+
+    eval "$(scripts/services.sh start)"; .venv/bin/python bench/search.py [--versions 100000] [--queries 200]
+
+The database ``hpcfair_bench`` (on the server of DATABASE_URL) is dropped and rebuilt unless
+``--reuse`` is given and it already holds the corpus. Text is drawn from a Zipf-distributed
+vocabulary, so some words are common and most are rare, as in real catalogues. The query mix: full
+text (1-2 words), full text + a facet filter, facet filters only, a tag filter, and plain browsing;
+every query also computes the facet counts. Printed: p50/p95/max per kind and over all queries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+FRAMEWORKS = ["pytorch", "tensorflow", "keras", "scikit-learn", "onnx", "jax"]
+TASKS = ["image-classification", "segmentation", "regression", "forecasting", "text-generation",
+         "object-detection", "anomaly-detection", "surrogate-model"]
+LICENSES = ["MIT", "Apache-2.0", "CC-BY-4.0", "BSD-3-Clause", "GPL-3.0-only", "CC0-1.0"]
+FORMATS = {"pytorch": "torchscript", "tensorflow": "savedmodel", "keras": "keras", "scikit-learn": "joblib",
+           "onnx": "onnx", "jax": "msgpack"}
+GPUS = ["A100", "H100", "V100", "MI250X"]
+SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "zen", "phy", "chem", "bio", "geo", "astro", "quant",
+             "neur", "hydro", "cli", "mat", "flu", "plas", "seis", "gen", "prot", "cosm"]
+
+
+def vocabulary(rng: random.Random, size: int = 5000) -> list[str]:
+    words = set()
+    while len(words) < size:
+        words.add("".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4))))
+    return sorted(words)
+
+
+def zipf_pick(rng: random.Random, words: list[str], weights: list[float], k: int) -> list[str]:
+    return rng.choices(words, weights=weights, k=k)
+
+
+def setup_database(url: str, reuse: bool) -> str:
+    import psycopg2
+
+    base, _, _ = url.rpartition("/")
+    bench_url = f"{base}/hpcfair_bench"
+    conn = psycopg2.connect(f"{base}/postgres")
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("SELECT 1 FROM pg_database WHERE datname = 'hpcfair_bench'")
+        exists = cur.fetchone() is not None
+        if exists and not reuse:
+            cur.execute("DROP DATABASE hpcfair_bench")
+            exists = False
+        if not exists:
+            cur.execute("CREATE DATABASE hpcfair_bench")
+    conn.close()
+    return bench_url
+
+
+def seed(n: int, rng: random.Random) -> tuple[list[str], list[float]]:
+    from django.contrib.auth import get_user_model
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    from hub.registry.models import Artifact, Version
+    from hub.search.index import vector
+    from hub.search.models import FacetValue, SearchEntry
+
+    words = vocabulary(rng)
+    weights = [1 / (rank + 1) for rank in range(len(words))]
+    User = get_user_model()
+    owners = [User.objects.create(username=f"user{i}") for i in range(200)]
+    start = timezone.now()
+    batch = 5000
+    for first in range(0, n, batch):
+        artifacts, versions, entries, facets = [], [], [], []
+        with transaction.atomic():
+            for i in range(first, min(first + batch, n)):
+                kind = rng.choices(["model", "dataset", "project"], weights=[6, 3, 1])[0]
+                owner = rng.choice(owners)
+                title = " ".join(zipf_pick(rng, words, weights, rng.randint(3, 6)))
+                description = " ".join(zipf_pick(rng, words, weights, rng.randint(20, 60)))
+                keywords = sorted(set(zipf_pick(rng, words[:300], weights[:300], rng.randint(1, 5))))
+                artifacts.append(Artifact(kind=kind, owner=owner, name=f"a{i}", title=title, pid=f"ark:/99999/b{i}",
+                                          description=description, created=start))
+                meta = {"title": title, "description": description, "keywords": keywords,
+                        "creators": [{"name": "Bench"}], "license": rng.choice(LICENSES), "kind": kind}
+                if kind == "model":
+                    framework = rng.choice(FRAMEWORKS)
+                    meta.update(framework=framework, format=FORMATS[framework], task=rng.choice(TASKS))
+                    if rng.random() < 0.2:
+                        meta["benchmarks"] = [{"hardware": {"kind": "gpu", "gpu_model": rng.choice(GPUS)},
+                                               "batch_size": 1, "median_ms": 1.0, "p95_ms": 2.0}]
+                elif kind == "dataset":
+                    meta.update(format=rng.choice(["csv", "parquet", "hdf5", "netcdf"]))
+                versions.append(meta)
+            Artifact.objects.bulk_create(artifacts)
+            created = Version.objects.bulk_create([
+                Version(artifact=a, label="1", pid=f"ark:/99999/v{a.name}", metadata=meta,
+                        content_digest=hashlib.sha256(a.name.encode()).hexdigest(),
+                        created=start - timedelta(seconds=rng.randint(0, 10**7)))
+                for a, meta in zip(artifacts, versions, strict=True)])
+            for artifact, version in zip(artifacts, created, strict=True):
+                meta = version.metadata
+                entries.append(SearchEntry(
+                    artifact=artifact, version=version, kind=artifact.kind, visibility="public", owner=artifact.owner,
+                    title=meta["title"], keywords=" ".join(meta["keywords"]),
+                    text=f"{artifact.name}\n{meta['description']}\nBench", updated=version.created))
+                values = {("kind", artifact.kind), ("owner", artifact.owner.username), ("license", meta["license"])}
+                values |= {(k, meta[k]) for k in ("framework", "format", "task") if k in meta}
+                values |= {("keyword", w) for w in meta["keywords"]}
+                for item in meta.get("benchmarks", []):
+                    values |= {("hardware", "gpu"), ("hardware", item["hardware"]["gpu_model"])}
+                facets.extend(FacetValue(entry_id=artifact.pk, facet=f, value=v) for f, v in values)
+            SearchEntry.objects.bulk_create(entries)
+            FacetValue.objects.bulk_create(facets)
+        print(f"  seeded {min(first + batch, n)}/{n}", flush=True)
+    SearchEntry.objects.update(search_vector=vector())
+    with connection.cursor() as cur:
+        cur.execute("VACUUM ANALYZE")
+    return words, weights
+
+
+def queries(rng: random.Random, words: list[str], weights: list[float], count: int) -> list[tuple[str, dict]]:
+    out = []
+    for _ in range(count):
+        roll = rng.random()
+        q = " ".join(zipf_pick(rng, words, weights, rng.choice([1, 1, 2])))
+        if roll < 0.4:
+            out.append(("text", {"q": q}))
+        elif roll < 0.6:
+            out.append(("text+facet", {"q": q, "framework": rng.choice(FRAMEWORKS), "kind": "model"}))
+        elif roll < 0.8:
+            out.append(("facets", {"framework": rng.choice(FRAMEWORKS), "license": rng.choice(LICENSES)}))
+        elif roll < 0.9:
+            out.append(("tag", {"keyword": rng.choice(words[:50])}))
+        else:
+            out.append(("browse", {"kind": rng.choice(["model", "dataset"]), "hardware": "gpu"}
+                        if rng.random() < 0.5 else {}))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--versions", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--reuse", action="store_true", help="keep an existing bench database")
+    args = parser.parse_args()
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith("postgres"):
+        sys.exit("bench/search.py needs PostgreSQL: run `eval \"$(scripts/services.sh start)\"` first")
+    os.environ["DATABASE_URL"] = setup_database(url, args.reuse)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
+    os.environ.setdefault("HUB_VAR_DIR", str(ROOT / "var" / "bench"))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.test import Client
+
+    from hub.search.models import SearchEntry
+
+    call_command("migrate", verbosity=0)
+    rng = random.Random(7)
+    started = time.perf_counter()
+    if SearchEntry.objects.count() != args.versions:
+        print(f"seeding {args.versions} versions into hpcfair_bench ...", flush=True)
+        words, weights = seed(args.versions, rng)
+    else:
+        words = vocabulary(rng)
+        weights = [1 / (rank + 1) for rank in range(len(words))]
+    print(f"corpus ready in {time.perf_counter() - started:.0f} s", flush=True)
+    client = Client()
+    mix = queries(random.Random(11), words, weights, args.queries)
+    for _, params in mix[:10]:  # warm caches and connections
+        client.get("/api/v1/artifacts/", params)
+    timings: dict[str, list[float]] = {}
+    results: list[int] = []
+    for kind, params in mix:
+        t0 = time.perf_counter()
+        response = client.get("/api/v1/artifacts/", params)
+        elapsed = (time.perf_counter() - t0) * 1000
+        assert response.status_code == 200, response.content[:300]
+        body = response.json()
+        assert "facets" in body
+        results.append(body["count"])
+        timings.setdefault(kind, []).append(elapsed)
+        timings.setdefault("all", []).append(elapsed)
+
+    def pct(values: list[float], p: float) -> float:
+        ordered = sorted(values)
+        return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+    print(f"\nmachine: {platform.node()} · {os.cpu_count()} cores · Python {platform.python_version()}")
+    print(f"{args.versions} versions, {len(mix)} queries through GET /api/v1/artifacts/ (facet counts included)")
+    print(f"{'kind':<12}{'n':>5}{'p50 ms':>10}{'p95 ms':>10}{'max ms':>10}{'median hits':>14}")
+    for kind in ("text", "text+facet", "facets", "tag", "browse", "all"):
+        values = timings.get(kind, [])
+        if values:
+            print(f"{kind:<12}{len(values):>5}{pct(values, 50):>10.1f}{pct(values, 95):>10.1f}{max(values):>10.1f}"
+                  f"{statistics.median(results):>14.0f}" if kind == "all" else
+                  f"{kind:<12}{len(values):>5}{pct(values, 50):>10.1f}{pct(values, 95):>10.1f}{max(values):>10.1f}")
+    print(f"\ntarget p95 < 50 ms: {'met' if pct(timings['all'], 95) < 50 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
