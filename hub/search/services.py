@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.conf import settings
+from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection
 from django.db.models import Case, Count, F, IntegerField, Q, QuerySet, Value, When
 
@@ -64,8 +64,8 @@ def search(user, q: str = "", filters: dict[str, list[str]] | None = None, sort:
     sort = sort or ("relevance" if ranked else "new")
     order = {"relevance": ["-rank", "-updated"] if ranked else ["-updated"], "new": ["-updated"],
              "name": ["title"]}[sort]
-    result = SearchResult(entries.select_related("artifact__owner", "version").prefetch_related("artifact__collaborators")
-                          .order_by(*order, "artifact_id"))
+    page_rows = entries.select_related("artifact__owner", "version").prefetch_related("artifact__collaborators")
+    result = SearchResult(page_rows.order_by(*order, "artifact_id"))
     if with_facets:
         result.facets = facet_counts(entries)
     return result
