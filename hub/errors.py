@@ -21,6 +21,9 @@ log = logging.getLogger(__name__)
 STATUS: dict[str, int] = {
     "invalid": 400,
     "invalid_metadata": 400,
+    "malformed_query": 400,
+    "query_timeout": 400,
+    "query_too_large": 400,
     "malformed_request": 400,
     "invalid_path": 400,
     "invalid_range": 416,

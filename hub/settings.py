@@ -232,3 +232,8 @@ HUB_SEARCH_ENGINE = env("HUB_SEARCH_ENGINE", "auto")
 # OAI-PMH: the contact harvesters see, and how many records one page holds.
 HUB_ADMIN_EMAIL = env("HUB_ADMIN_EMAIL", "admin@localhost")
 HUB_OAI_PAGE_SIZE = int(env("HUB_OAI_PAGE_SIZE", "100"))
+
+# SPARQL: each query runs in a forked child, killed after this many seconds; answers are capped.
+HUB_SPARQL_TIMEOUT_S = float(env("HUB_SPARQL_TIMEOUT_S", "10"))
+HUB_SPARQL_MAX_ROWS = int(env("HUB_SPARQL_MAX_ROWS", "10000"))
+HUB_SPARQL_MAX_BYTES = int(env("HUB_SPARQL_MAX_BYTES", str(20 * 1024 * 1024)))

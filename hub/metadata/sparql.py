@@ -1,0 +1,191 @@
+"""SPARQL 1.1 protocol at ``/sparql`` over the metadata graph of public, live versions.
+
+Queries only (no updates, no ``SERVICE`` federation: the hub never fetches other endpoints). The graph
+is rebuilt when the registry changes. Each query runs in a forked child process with a wall-clock limit
+and a cap on the size of its answer, so a runaway query is killed, not left holding a web worker.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import threading
+import time
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Count, Max
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from rdflib import Graph
+
+from hub.errors import json_error
+from hub.metadata.negotiation import choose
+from hub.metadata.services import version_record
+from hub.registry.models import Artifact, Version
+from ontology.graph import to_graph
+from ontology.vocab import PREFIXES, bind
+
+RESULT_TYPES = {  # SELECT / ASK
+    "application/sparql-results+json": "json", "application/json": "json", "text/csv": "csv",
+    "text/tab-separated-values": "tsv", "application/sparql-results+xml": "xml",
+}
+GRAPH_TYPES = {  # CONSTRUCT / DESCRIBE
+    "text/turtle": "turtle", "application/ld+json": "json-ld", "application/n-triples": "nt",
+    "application/rdf+xml": "xml",
+}
+MAX_QUERY_CHARS = 10_000
+
+_lock = threading.Lock()
+_cache: dict[str, Any] = {"key": None, "graph": None}
+
+
+def _public_versions():
+    return Version.objects.filter(deleted_at__isnull=True, artifact__deleted_at__isnull=True,
+                                  artifact__visibility=Artifact.Visibility.PUBLIC)
+
+
+def _generation() -> tuple:
+    """Changes whenever a public version appears or goes, or an artifact is edited."""
+    versions = _public_versions().aggregate(n=Count("pk"), last=Max("pk"))
+    artifacts = Artifact.objects.aggregate(updated=Max("updated"), n=Count("pk"))
+    return versions["n"], versions["last"], artifacts["updated"], artifacts["n"]
+
+
+def public_graph() -> Graph:
+    """The union of every public live version's graph (cached until the registry changes)."""
+    key = _generation()
+    with _lock:
+        if _cache["key"] != key:
+            graph = bind(Graph())
+            versions = _public_versions().select_related("artifact__owner").prefetch_related(
+                "files", "provenance__target__artifact__owner")
+            for version in versions.iterator(chunk_size=500):
+                graph += to_graph(version_record(version))
+            _cache.update(key=key, graph=graph)
+        return _cache["graph"]
+
+
+def _has_service(node: Any) -> bool:
+    if isinstance(node, dict):
+        if getattr(node, "name", "") == "ServiceGraphPattern":
+            return True
+        return any(_has_service(value) for value in node.values())
+    if isinstance(node, (list, tuple)):
+        return any(_has_service(item) for item in node)
+    return False
+
+
+def _bad(request: HttpRequest, detail: str) -> HttpResponse:
+    return json_error(request, "malformed_query", detail)
+
+
+def _run(graph: Graph, query: str, result_format: str) -> bytes:
+    """In the child: evaluate and serialise, with at most HUB_SPARQL_MAX_ROWS rows."""
+    result = graph.query(query, initNs=PREFIXES)
+    if result.type in ("CONSTRUCT", "DESCRIBE"):
+        limited = Graph()
+        for index, triple in enumerate(result.graph or []):
+            if index >= settings.HUB_SPARQL_MAX_ROWS:
+                break
+            limited.add(triple)
+        return limited.serialize(format=result_format).encode()
+    if result.type == "SELECT" and len(result.bindings) > settings.HUB_SPARQL_MAX_ROWS:
+        result.bindings = result.bindings[: settings.HUB_SPARQL_MAX_ROWS]
+    return result.serialize(format=result_format)
+
+
+def run_limited(graph: Graph, query: str, result_format: str) -> tuple[str, bytes]:
+    """("ok", body) or ("error" | "timeout" | "too_large", message), from a forked child."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no database, no Django teardown, just the query
+        os.close(read_end)
+        try:
+            body, status = _run(graph, query, result_format), b"O"
+        except Exception as exc:  # the message of a query error is for the user (it is about their query)
+            body, status = str(exc).encode()[:2000], b"E"
+        try:
+            with os.fdopen(write_end, "wb") as out:
+                out.write(status + body)
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    chunks, size, deadline = [], 0, time.monotonic() + settings.HUB_SPARQL_TIMEOUT_S
+    outcome = "ok"
+    with os.fdopen(read_end, "rb") as handle:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                outcome = "timeout"
+                break
+            ready, _, _ = select.select([handle], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(handle.fileno(), 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > settings.HUB_SPARQL_MAX_BYTES:
+                outcome = "too_large"
+                break
+    if outcome != "ok":
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    if outcome != "ok":
+        return outcome, b""
+    data = b"".join(chunks)
+    if not data:
+        return "error", b"The query process ended without an answer."
+    return ("ok" if data[:1] == b"O" else "error"), data[1:]
+
+
+@csrf_exempt
+def endpoint(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        content_type = (request.content_type or "").lower()
+        if content_type == "application/sparql-query":
+            query = request.body.decode("utf-8", errors="replace")
+        elif content_type == "application/x-www-form-urlencoded":
+            if "update" in request.POST:
+                return json_error(request, "permission_denied", "This endpoint answers queries; updates are refused.")
+            query = request.POST.get("query", "")
+        else:
+            return json_error(request, "unsupported_media_type",
+                              "POST application/sparql-query or a form with query=…")
+    elif request.method == "GET":
+        query = request.GET.get("query", "")
+    else:
+        return json_error(request, "method_not_allowed", "Use GET or POST.")
+    if not query.strip():
+        return _bad(request, "Send a SPARQL query in the query parameter, e.g. "
+                             "?query=SELECT * WHERE {?s ?p ?o} LIMIT 10")
+    if len(query) > MAX_QUERY_CHARS:
+        return _bad(request, f"Queries are at most {MAX_QUERY_CHARS} characters.")
+    from rdflib.plugins.sparql import prepareQuery
+
+    try:
+        prepared = prepareQuery(query, initNs=PREFIXES)
+    except Exception as exc:  # a parse error: tell the user where
+        return _bad(request, f"The query does not parse: {str(exc)[:500]}")
+    if _has_service(prepared.algebra):
+        return _bad(request, "SERVICE (federated queries) is not allowed: the hub does not fetch other endpoints.")
+    is_graph = prepared.algebra.name in ("ConstructQuery", "DescribeQuery")
+    offered = GRAPH_TYPES if is_graph else RESULT_TYPES
+    media_type = choose(request.headers.get("Accept", ""), list(offered))
+    if media_type is None:
+        return json_error(request, "not_acceptable", f"This query's results come as: {', '.join(offered)}.")
+    status, body = run_limited(public_graph(), query, offered[media_type])
+    if status == "timeout":
+        return json_error(request, "query_timeout", f"The query ran longer than {settings.HUB_SPARQL_TIMEOUT_S} s "
+                                                    "and was stopped; add a LIMIT or narrow its patterns.")
+    if status == "too_large":
+        return json_error(request, "query_too_large", f"The answer is larger than {settings.HUB_SPARQL_MAX_BYTES} "
+                                                      "bytes; add a LIMIT.")
+    if status == "error":
+        return _bad(request, f"The query failed: {body.decode('utf-8', errors='replace')}")
+    charset = "" if media_type.endswith("json") else "; charset=utf-8"
+    return HttpResponse(body, content_type=media_type + charset)
+
