@@ -12,8 +12,8 @@ from hub.accounts.auth import request_user
 from hub.errors import HubError, json_error
 from hub.metadata import signposting
 from hub.metadata.services import record_for, version_record
-from hub.registry import pids, services
-from hub.registry.models import Artifact, Version
+from hub.registry import services
+from hub.registry.models import Artifact
 from ontology import exports
 from ontology.fields import describe
 
@@ -49,11 +49,8 @@ class MetadataFields(APIView):
 
 def linkset(request: HttpRequest, pid: str) -> HttpResponse:
     """The signposting linkset of a PID's landing page (``application/linkset+json``)."""
-    canonical = pids.normalize(pid)
-    found = services.pid_lookup(canonical) if canonical else None
-    artifact = found.artifact if isinstance(found, Version) else found
-    visible = found is not None and Artifact.objects.visible_to(request_user(request)).filter(pk=artifact.pk).exists()
-    record = record_for(found) if visible else None
+    readable = services.readable_pid(request_user(request), pid)
+    record = record_for(readable[2] or readable[1]) if readable else None
     if record is None:
         return json_error(request, "not_found", f"No landing page for {pid} (or you may not see it).")
     body = signposting.linkset(record, record.iri)

@@ -92,7 +92,8 @@ def oai_identifier(version: Version) -> str:
 def _harvestable():
     """Versions of artifacts that are public (deleted ones included, as deleted records)."""
     return (Version.objects.filter(artifact__visibility=Artifact.Visibility.PUBLIC)
-            .select_related("artifact__owner").order_by("pk"))
+            .select_related("artifact__owner").prefetch_related("files", "provenance__target__artifact__owner")
+            .order_by("pk"))
 
 
 def _is_deleted(version: Version) -> bool:

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote
 
+from django.db.models import prefetch_related_objects
 from django.urls import reverse
 
 from hub.errors import HubError
 from hub.metadata.derive import FileInfo, derive, read_card
-from hub.registry.api.serializers import absolute, pid_url
+from hub.registry.api.serializers import absolute, file_url, pid_url
 from hub.registry.models import Artifact, Version
 from ontology import shapes
 from ontology.exports import FORMATS
@@ -75,12 +75,6 @@ def _provisional(artifact: Artifact, metadata: dict[str, Any], files: Sequence[F
 # --- records -----------------------------------------------------------------------------------------
 
 
-def file_url(version: Version, path: str) -> str:
-    artifact = version.artifact
-    base = reverse("api:file-download", args=[artifact.owner.username, artifact.name, version.label, "x"])
-    return absolute(base[:-1] + quote(path))
-
-
 def export_urls(version: Version) -> dict[str, str]:
     artifact = version.artifact
     names = [n for n in FORMATS if n != "croissant" or artifact.kind == "dataset"]
@@ -91,6 +85,8 @@ def export_urls(version: Version) -> dict[str, str]:
 
 def version_record(version: Version) -> Record:
     """The record of one version (files, provenance, its concept)."""
+    # One query each for files and provenance, skipped where a list view prefetched them already.
+    prefetch_related_objects([version], "files", "provenance__target__artifact__owner")
     artifact = version.artifact
     job = version.metadata.get("job")
     return Record(
@@ -100,7 +96,7 @@ def version_record(version: Version) -> Record:
         files=[FileEntry(f.path, f.size, f.blob_id, f.media_type, file_url(version, f.path))
                for f in version.files.all()],
         provenance=[Link(p.relation, pid_url(p.target.pid), p.target.pid, str(p.target))
-                    for p in version.provenance.select_related("target__artifact__owner")],
+                    for p in version.provenance.all()],
         concept_iri=pid_url(artifact.pid), concept_pid=artifact.pid,
         job_url=absolute(reverse("api:job-detail", args=[job])) if isinstance(job, str) and job else "",
         export_urls=export_urls(version),

@@ -22,10 +22,9 @@ from hub.metadata import signposting
 from hub.metadata.api import export_response
 from hub.metadata.negotiation import choose
 from hub.metadata.services import record_for
-from hub.registry import pids
 from hub.registry.api.serializers import ArtifactSerializer, VersionSerializer, pid_url
 from hub.registry.models import Artifact, Version
-from hub.registry.services import pid_lookup
+from hub.registry.services import readable_pid
 
 
 def _not_found(request: HttpRequest, pid: str) -> HttpResponse:
@@ -79,15 +78,10 @@ def _erc(artifact: Artifact, version: Version | None, pid: str) -> str:
 
 
 def resolve(request: HttpRequest, pid: str) -> HttpResponse:
-    canonical = pids.normalize(pid)
-    found = pid_lookup(canonical) if canonical else None
-    if found is None:
+    readable = readable_pid(request_user(request), pid)
+    if readable is None:
         return _not_found(request, pid)
-    version = found if isinstance(found, Version) else None
-    artifact = version.artifact if version else found
-    visible = Artifact.objects.visible_to(request_user(request)).filter(pk=artifact.pk).exists()
-    if not visible:
-        return _not_found(request, pid)
+    canonical, artifact, version = readable
     if "info" in request.GET:
         return HttpResponse(_erc(artifact, version, canonical), content_type="text/plain; charset=utf-8")
     gone = artifact.deleted_at is not None or (version is not None and version.is_deleted)

@@ -347,8 +347,22 @@ def pid_lookup(pid: str) -> Artifact | Version | None:
     )
 
 
+def readable_pid(user, pid: str) -> tuple[str, Artifact, Version | None] | None:
+    """(canonical PID, artifact, version or None for a concept PID) when ``user`` may read what ``pid``
+    names, deleted or not; None for unknown PIDs and for private artifacts alike."""
+    canonical = pids.normalize(pid)
+    found = pid_lookup(canonical) if canonical else None
+    if found is None:
+        return None
+    version = found if isinstance(found, Version) else None
+    artifact = version.artifact if version else found
+    if not Artifact.objects.visible_to(user).filter(pk=artifact.pk).exists():
+        return None
+    return canonical, artifact, version
+
+
 __all__ = [
     "ProvenanceRef", "StagedFile", "create_artifact", "create_version", "delete_artifact", "delete_version",
-    "find_duplicate", "get_artifact", "get_version", "pid_lookup", "purge_blobs", "resolve_version_ref",
+    "find_duplicate", "get_artifact", "get_version", "pid_lookup", "purge_blobs", "readable_pid", "resolve_version_ref",
     "visible_versions",
 ]

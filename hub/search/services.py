@@ -12,7 +12,7 @@ from django.db import connection
 from django.db.models import Case, Count, F, IntegerField, Q, QuerySet, Value, When
 
 from hub.errors import HubError
-from hub.registry.models import Artifact
+from hub.registry.models import readable_by
 from hub.search.models import FACETS, FacetValue, SearchEntry
 
 SORTS = ("relevance", "new", "name")
@@ -27,13 +27,8 @@ class SearchResult:
 
 
 def visible_entries(user) -> QuerySet:
-    entries = SearchEntry.objects.all()
-    if user is None or not user.is_authenticated:
-        return entries.filter(visibility=Artifact.Visibility.PUBLIC)
-    if user.is_superuser:
-        return entries
-    shared = Artifact.collaborators.through.objects.filter(user=user).values("artifact_id")
-    return entries.filter(Q(visibility=Artifact.Visibility.PUBLIC) | Q(owner=user) | Q(artifact_id__in=shared))
+    """The registry's access rule, applied to the entries' copies of visibility and owner."""
+    return SearchEntry.objects.filter(readable_by(user, artifact_field="artifact_id"))
 
 
 def search(user, q: str = "", filters: dict[str, list[str]] | None = None, sort: str = "",

@@ -21,6 +21,13 @@ def pid_url(pid: str) -> str:
     return absolute("/" + pid)
 
 
+def file_url(version: Version, path: str) -> str:
+    """The download URL of ``path`` in ``version``."""
+    artifact = version.artifact
+    base = reverse("api:file-download", args=[artifact.owner.username, artifact.name, version.label, "x"])
+    return absolute(base[:-1] + quote(path))
+
+
 class UsernameListField(serializers.ListField):
     child = serializers.CharField(max_length=150)
 
@@ -87,10 +94,7 @@ class FileSerializer(serializers.ModelSerializer):
         fields = ["path", "size", "sha256", "media_type", "download_url"]
 
     def get_download_url(self, file: File) -> str:
-        version = file.version
-        artifact = version.artifact
-        base = reverse("api:file-download", args=[artifact.owner.username, artifact.name, version.label, "x"])
-        return absolute(base[:-1] + quote(file.path))
+        return file_url(file.version, file.path)
 
 
 class ProvenanceSerializer(serializers.ModelSerializer):
