@@ -27,6 +27,7 @@ STATUS: dict[str, int] = {
     "malformed_request": 400,
     "invalid_path": 400,
     "invalid_range": 416,
+    "invalid_inputs": 400,
     "unsupported_format": 400,
     "upload_incomplete": 400,
     "upload_size_mismatch": 400,
@@ -40,6 +41,8 @@ STATUS: dict[str, int] = {
     "method_not_allowed": 405,
     "not_acceptable": 406,
     "conflict": 409,
+    "not_runnable": 409,
+    "not_ready": 409,
     "already_exists": 409,
     "duplicate_version": 409,
     "upload_offset_mismatch": 409,
@@ -47,9 +50,15 @@ STATUS: dict[str, int] = {
     "upload_not_open": 409,
     "gone": 410,
     "unsupported_media_type": 415,
+    "model_load_failed": 422,
+    "run_failed": 422,
+    "request_too_large": 413,
     "throttled": 429,
     "internal_error": 500,
     "storage_unavailable": 503,
+    "no_worker": 503,
+    "gpu_unavailable": 503,
+    "worker_timeout": 504,
 }
 
 

@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "hub.conversions",
     "hub.metadata",
     "hub.search",
+    "hub.gateway",
     "hub.web",
 ]
 
@@ -207,6 +208,20 @@ HUB_JOB_MAX_ATTEMPTS = int(env("HUB_JOB_MAX_ATTEMPTS", "3"))
 HUB_JOB_HEARTBEAT_S = float(env("HUB_JOB_HEARTBEAT_S", "10"))
 HUB_JOB_STALE_S = float(env("HUB_JOB_STALE_S", "60"))
 # Conversion sandbox limits (per model file).
+# --- inference/job gateway (hub.gateway, workers.gateway) ----------------------------------------------
+# Synchronous requests travel on "lanes" (Redis lists, or files under var/gateway in the embedded
+# default) to threads inside the Celery workers; long and batch runs are Celery jobs.
+HUB_GATEWAY_URL = env("HUB_GATEWAY_URL", CELERY_BROKER_URL)
+HUB_GATEWAY_THREADS = int(env("HUB_GATEWAY_THREADS", "2"))  # lane threads per worker and device queue
+HUB_GATEWAY_CACHE_BYTES = int(env("HUB_GATEWAY_CACHE_MB", "2048")) * 1024 * 1024  # loaded sessions, per worker
+HUB_GATEWAY_MODEL_DIR = Path(env("HUB_GATEWAY_MODEL_DIR", str(VAR_DIR / "gateway" / "models")))
+HUB_INFER_SYNC_S = float(env("HUB_INFER_SYNC_S", "10"))  # longer runs become jobs (202)
+HUB_INFER_JOB_S = float(env("HUB_INFER_JOB_S", "3600"))  # a job's run-time limit
+HUB_INFER_SYNC_MAX_BYTES = int(env("HUB_INFER_SYNC_MAX_MB", "32")) * 1024 * 1024  # larger inputs run as jobs
+HUB_INFER_MAX_BYTES = int(env("HUB_INFER_MAX_MB", "512")) * 1024 * 1024  # request body limit
+HUB_INFER_THREADS = int(env("HUB_INFER_THREADS", "1"))  # ONNX Runtime intra-op threads unless asked
+HUB_INFER_MAX_THREADS = int(env("HUB_INFER_MAX_THREADS", "16"))
+
 HUB_CONVERT_MEMORY_MB = int(env("HUB_CONVERT_MEMORY_MB", "8192"))
 HUB_CONVERT_CPU_S = int(env("HUB_CONVERT_CPU_S", "1800"))
 HUB_CONVERT_WALL_S = int(env("HUB_CONVERT_WALL_S", "900"))

@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from hub import errors
 from hub.conversions import api as conversions
+from hub.gateway.api import views as gateway
 from hub.jobs.api import views as jobs
 from hub.metadata import api as metadata
 from hub.metadata import oai, sparql
@@ -26,6 +27,7 @@ api_patterns = [
     path(VERSION + "fixity", registry.VersionFixity.as_view(), name="version-fixity"),
     path(VERSION + "convert", conversions.VersionConvert.as_view(), name="version-convert"),
     path(VERSION + "optimize", conversions.VersionOptimize.as_view(), name="version-optimize"),
+    path(VERSION + "infer", gateway.Infer.as_view(), name="version-infer"),
     path(VERSION + "metadata/<str:export>", metadata.VersionMetadata.as_view(), name="version-metadata"),
     path("metadata/fields/", metadata.MetadataFields.as_view(), name="metadata-fields"),
     path(VERSION + "files/<path:path>", transfers.FileDownload.as_view(), name="file-download"),

@@ -261,6 +261,8 @@ def benchmarks(value: Any) -> list[dict[str, Any]]:
         for key in ("provider", "date"):
             if key in item:
                 entry[key] = text(100)(item[key])
+        if "runs" in item:
+            entry["runs"] = integer(1)(item["runs"])
         out.append(entry)
     return out
 

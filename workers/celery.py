@@ -9,6 +9,8 @@ import os
 from celery import Celery
 from kombu import Queue
 
+from workers.gateway import GatewayStep
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
 
 app = Celery("hpcfair")
@@ -16,3 +18,5 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_queues = [Queue("convert"), Queue("cpu"), Queue("gpu")]
 # Task modules load in worker processes only: the web process sends tasks by name.
 app.conf.imports = ["workers.tasks"]
+# Each worker also serves the synchronous gateway lanes of its device queues (workers.gateway).
+app.steps["worker"].add(GatewayStep)

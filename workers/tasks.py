@@ -8,7 +8,7 @@ from typing import Any
 from celery.signals import worker_ready
 
 from hub.storage import StorageUnavailable, get_blob_store
-from workers import convert
+from workers import convert, infer
 from workers.celery import app
 from workers.runner import JobContext, JobFailure, execute
 
@@ -66,6 +66,12 @@ def verify_model(job_id: str) -> None:
 def optimize_model(job_id: str) -> None:
     """Optimise an ONNX file with ONNX Runtime and quantise it to int8; publish both."""
     execute(job_id, convert.optimize_work)
+
+
+@app.task(name="hub.infer")
+def infer_job(job_id: str) -> None:
+    """Run a model over staged inputs or a dataset in batches; publish the outputs as a dataset version."""
+    execute(job_id, infer.infer_work)
 
 
 @worker_ready.connect

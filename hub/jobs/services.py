@@ -20,6 +20,9 @@ TASKS: dict[str, str] = {
     Job.Kind.CONVERT: "hub.convert",
     Job.Kind.VERIFY: "hub.verify",
     Job.Kind.OPTIMIZE: "hub.optimize",
+    Job.Kind.INFER: "hub.infer",
+    Job.Kind.COLLABORATE: "hub.collaborate",
+    Job.Kind.BENCHMARK: "hub.benchmark",
 }
 
 

@@ -1,0 +1,195 @@
+"""REST: run a model (``…/infer``), chain or merge models (``/collaborate``), benchmark a model
+(``…/benchmark``). Short runs answer with the outputs; long runs, batch runs over a dataset, merges and
+benchmarks answer 202 with a job."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from hub.accounts.permissions import IsAuthenticatedReader
+from hub.errors import HubError
+from hub.gateway import services, tensors
+from hub.gateway.lane import NoWorker
+from hub.jobs.api.serializers import JobSerializer
+from hub.jobs.api.views import accepted
+from hub.registry.services import get_artifact, get_version
+
+OPTION_NAMES = ("device", "threads", "worker_num", "mode", "if_no_worker", "outputs", "output_format", "file",
+                "dataset", "dataset_file", "batch_size")
+
+
+class ForceNegotiation:
+    """Answers are JSON, .npy or .npz as the request asks; DRF's renderers are not consulted."""
+
+    def perform_content_negotiation(self, request, force=False):
+        return super().perform_content_negotiation(request, force=True)
+
+
+def read_body(request: Request) -> bytes:
+    """The raw body, refused above ``HUB_INFER_MAX_BYTES`` before it is read."""
+    length = int(request.META.get("CONTENT_LENGTH") or 0)
+    if length > settings.HUB_INFER_MAX_BYTES:
+        raise HubError("request_too_large", f"The request is {length / 2**20:.0f} MiB; the limit is "
+                                            f"{settings.HUB_INFER_MAX_BYTES / 2**20:.0f} MiB. Upload the inputs as a "
+                                            "dataset artifact and run over it (dataset: owner/name).")
+    return request._request.read() if length else b""
+
+
+def media_type(request: Request) -> str:
+    return (request.META.get("CONTENT_TYPE") or tensors.JSON).split(";")[0].strip().lower()
+
+
+def parse_request(request: Request) -> tuple[dict[str, Any], Any, str]:
+    """(options, raw inputs, the request's format); options come from the query and, for JSON, the body."""
+    options: dict[str, Any] = {name: request.query_params[name] for name in OPTION_NAMES
+                               if name in request.query_params}
+    body = read_body(request)
+    kind = media_type(request)
+    if kind in tensors.NPY_TYPES:
+        return options, tensors.read_npy(body), "npy"
+    if kind in tensors.NPZ_TYPES:
+        return options, tensors.read_npz(body), "npz"
+    if kind != tensors.JSON:
+        raise HubError("unsupported_media_type", f"Send inputs as application/json, {tensors.NPY} (.npy) or "
+                                                 f"{tensors.NPZ} (.npz), not {kind}.")
+    try:
+        data = json.loads(body or b"{}")
+    except ValueError as exc:
+        raise HubError("malformed_request", f"The body is not valid JSON ({exc}).")
+    if not isinstance(data, dict):
+        raise HubError("malformed_request", 'The JSON body is an object: {"inputs": {...}, "device": "cpu", ...}.')
+    unknown = sorted(set(data) - set(OPTION_NAMES) - {"inputs"})
+    if unknown:
+        raise HubError("invalid", f"Unknown field {unknown[0]!r}; the fields are inputs, "
+                                  f"{', '.join(OPTION_NAMES)}.", errors={unknown[0]: ["Unknown field."]})
+    options.update({k: v for k, v in data.items() if k != "inputs"})
+    return options, data.get("inputs"), "json"
+
+
+def output_format(request: Request, options: dict[str, Any], sent: str) -> str:
+    """``output_format`` if given, else the Accept header, else the request's own format."""
+    wanted = options.get("output_format")
+    if not wanted:
+        accept = request.META.get("HTTP_ACCEPT", "")
+        wanted = next((name for name, media in tensors.FORMATS.items() if media in accept), sent)
+    if wanted not in tensors.FORMATS:
+        raise HubError("invalid", f"output_format is json, npy or npz, not {wanted!r}.",
+                       errors={"output_format": ["Unknown value."]})
+    return wanted
+
+
+def raw_arrays(raw: Any, sent: str, model: services.ModelRef) -> dict[str, Any]:
+    names = [item["name"] for item in model.inputs or []]
+    if sent == "npy":
+        return {names[0] if names else "input": raw} if len(names) <= 1 else _one_array_for_many(names)
+    if sent == "npz":
+        return raw
+    if raw is None:
+        raise HubError("invalid_inputs", "The body has no inputs.", expected=tensors.describe(model.inputs))
+    return tensors.from_json(raw, names)
+
+
+def _one_array_for_many(names: list[str]) -> dict[str, Any]:
+    raise HubError("invalid_inputs", f"A .npy body holds one array but the model has {len(names)} inputs "
+                                     f"({', '.join(names)}); send an .npz keyed by input name or JSON.")
+
+
+def respond(outputs: dict[str, np.ndarray], fmt: str, info: dict[str, Any], model: services.ModelRef
+            ) -> HttpResponse:
+    body, content_type = tensors.encode(outputs, fmt, {**info, "model": {"pid": model.version.pid,
+                                                                         "file": model.path}})
+    response = HttpResponse(body, content_type=content_type)
+    response["X-Hub-Device"] = info.get("device", "")
+    provider = info.get("provider", "")
+    response["X-Hub-Provider"] = provider if isinstance(provider, str) else ",".join(provider)
+    response["X-Hub-Model"] = model.version.pid
+    return response
+
+
+def run_or_queue(request: Request, steps: list[dict[str, Any]], arrays: dict[str, np.ndarray],
+                 options: services.Options, start_job) -> tuple[dict[str, Any], dict[str, np.ndarray]] | Response:
+    """The synchronous call, or 202 with the job ``start_job(reason)`` makes when the run is too big, too
+    long, or waits for a worker."""
+    size = sum(array.nbytes for array in arrays.values())
+    if options.mode == "async":
+        return accepted(start_job("asked for"))
+    if size > settings.HUB_INFER_SYNC_MAX_BYTES:
+        if options.mode == "sync":
+            raise HubError("request_too_large", f"The inputs are {size / 2**20:.0f} MiB; synchronous runs take up to "
+                                                f"{settings.HUB_INFER_SYNC_MAX_BYTES / 2**20:.0f} MiB. Use mode auto "
+                                                "or async.")
+        return accepted(start_job("large inputs"))
+    try:
+        meta, outputs = services.call(steps, arrays, options)
+    except NoWorker:
+        if options.if_no_worker == "queue":
+            return accepted(start_job("waiting for a worker"))
+        raise services.no_worker(options.device)
+    if not meta.get("ok"):
+        if meta.get("code") == "overtime":
+            if options.mode == "sync":
+                raise HubError("worker_timeout", f"The run took longer than {settings.HUB_INFER_SYNC_S:g} s and was "
+                                                 "stopped; use mode auto or async to run it as a job.")
+            return accepted(start_job("longer than the synchronous limit"))
+        raise services.worker_error(meta)
+    return meta, outputs
+
+
+class Infer(ForceNegotiation, APIView):
+    """Run a model version (or its ONNX conversion) on inputs sent as JSON, .npy or .npz."""
+
+    permission_classes = [IsAuthenticatedReader]
+
+    @extend_schema(
+        request={"application/json": {"type": "object", "properties": {
+            "inputs": {"description": "{input name: nested array}, or one array for a one-input model"},
+            "device": {"enum": list(services.DEVICES)}, "mode": {"enum": list(services.MODES)},
+            "if_no_worker": {"enum": list(services.IF_NO_WORKER)},
+            "threads": {"type": "integer", "description": "ONNX Runtime threads (the YAML worker_num)"},
+            "outputs": {"type": "array", "items": {"type": "string"}},
+            "output_format": {"enum": list(tensors.FORMATS)}, "file": {"type": "string"},
+            "dataset": {"type": "string", "description": "owner/name[@version] or PID: a batch run (a job)"},
+            "dataset_file": {"type": "string"}, "batch_size": {"type": "integer"}}},
+            tensors.NPY: {"type": "string", "format": "binary"}, tensors.NPZ: {"type": "string", "format": "binary"}},
+        parameters=[OpenApiParameter(name, str, required=False) for name in OPTION_NAMES],
+        responses={200: OpenApiResponse(description="Outputs as JSON, .npy or .npz"), 202: JobSerializer},
+    )
+    def post(self, request: Request, owner: str, name: str, version: str):
+        named = get_version(get_artifact(request.user, owner, name), version)
+        options_raw, raw, sent = parse_request(request)
+        options = services.Options.parse(options_raw)
+        fmt = output_format(request, options_raw, sent)
+        model = services.resolve_model(named, str(options_raw.get("file") or ""))
+        batch_size = _batch_size(options_raw)
+        if options_raw.get("dataset"):
+            dataset, path = services.dataset_input(request.user, str(options_raw["dataset"]),
+                                                   str(options_raw.get("dataset_file") or ""))
+            return accepted(services.start_infer_job(request.user, model, options, dataset=dataset,
+                                                     dataset_file=path, batch_size=batch_size, reason="batch run"))
+        arrays = services.check_inputs(model, raw_arrays(raw, sent, model), from_json_body=sent == "json")
+        answer = run_or_queue(request, [model.wire()], arrays, options, lambda reason: services.start_infer_job(
+            request.user, model, options, arrays=arrays, batch_size=batch_size, reason=reason))
+        if isinstance(answer, Response):
+            return answer
+        meta, outputs = answer
+        return respond(outputs, fmt, {k: meta[k] for k in ("device", "provider", "worker", "run_ms") if k in meta},
+                       model)
+
+
+def _batch_size(options: dict[str, Any]) -> int:
+    try:
+        value = int(options.get("batch_size") or 64)
+    except (TypeError, ValueError):
+        value = 0
+    if not 1 <= value <= 1_000_000:
+        raise HubError("invalid", "batch_size is a whole number from 1.", errors={"batch_size": ["Out of range."]})
+    return value

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class GatewayConfig(AppConfig):
+    name = "hub.gateway"
+    label = "gateway"
+    verbose_name = "inference and job gateway"

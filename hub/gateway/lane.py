@@ -1,0 +1,187 @@
+"""The gateway's lanes: how a synchronous request reaches a worker and its answer comes back.
+
+A lane is a queue per device (``cpu``, ``gpu``) that the Celery workers serving that queue read
+(``workers.gateway``), plus a reply slot per request and a presence record per worker. Two transports
+with one interface:
+
+- ``RedisLane`` (deployment and tests; the broker's Redis): a list per queue, a list per reply,
+  presence in a sorted set. A request is queued only if a worker is alive (one Lua call), so a request
+  for a GPU that no worker offers is refused at once rather than left waiting.
+- ``FileLane`` (the embedded default, one machine, no Redis): files under ``var/gateway``, renamed
+  atomically to claim and to answer.
+
+Celery's task protocol plus a result backend costs ~4.6 ms per round trip on the reference machine
+(bench/RESULTS.md), too slow for the synchronous target; the lanes cost ~0.6 ms. Long and batch work
+still runs as Celery tasks with a Job row.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from functools import cache
+from pathlib import Path
+from typing import Protocol
+
+from django.conf import settings
+
+ALIVE_S = 6.0  # a worker that has not announced itself for this long is gone
+ANNOUNCE_S = 2.0
+REPLY_TTL_S = 60
+
+
+class NoWorker(Exception):
+    """No worker serves the requested queue."""
+
+
+class Lane(Protocol):
+    def alive(self, queue: str) -> bool: ...
+    def call(self, queue: str, message: bytes, timeout: float) -> bytes | None: ...
+    def announce(self, queue: str, worker_id: str) -> None: ...
+    def withdraw(self, queue: str, worker_id: str) -> None: ...
+    def pop(self, queues: list[str], timeout: float) -> tuple[str, bytes] | None: ...
+    def reply(self, request_id: str, message: bytes) -> None: ...
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class RedisLane:
+    PUSH = """
+    if redis.call('zcount', KEYS[1], ARGV[1], '+inf') > 0 then
+        redis.call('lpush', KEYS[2], ARGV[2])
+        return 1
+    end
+    return 0
+    """
+
+    def __init__(self, url: str) -> None:
+        import redis
+
+        self.redis = redis.Redis.from_url(url, health_check_interval=30)
+        self._push = self.redis.register_script(self.PUSH)
+
+    @staticmethod
+    def _queue(queue: str) -> str:
+        return f"hub:gw:q:{queue}"
+
+    @staticmethod
+    def _alive(queue: str) -> str:
+        return f"hub:gw:alive:{queue}"
+
+    def alive(self, queue: str) -> bool:
+        return self.redis.zcount(self._alive(queue), time.time() - ALIVE_S, "+inf") > 0
+
+    def call(self, queue: str, message: bytes, timeout: float) -> bytes | None:
+        request_id = new_id()
+        if not self._push(keys=[self._alive(queue), self._queue(queue)],
+                          args=[time.time() - ALIVE_S, request_id.encode() + message]):
+            raise NoWorker(queue)
+        answer = self.redis.brpop([f"hub:gw:r:{request_id}"], timeout=max(timeout, 0.01))
+        return answer[1] if answer else None
+
+    def announce(self, queue: str, worker_id: str) -> None:
+        self.redis.zadd(self._alive(queue), {worker_id: time.time()})
+        self.redis.zremrangebyscore(self._alive(queue), "-inf", time.time() - 10 * ALIVE_S)
+
+    def withdraw(self, queue: str, worker_id: str) -> None:
+        self.redis.zrem(self._alive(queue), worker_id)
+
+    def pop(self, queues: list[str], timeout: float) -> tuple[str, bytes] | None:
+        found = self.redis.brpop([self._queue(q) for q in queues], timeout=timeout)
+        if not found:
+            return None
+        raw = found[1]
+        return raw[:32].decode(), raw[32:]
+
+    def reply(self, request_id: str, message: bytes) -> None:
+        key = f"hub:gw:r:{request_id}"
+        with self.redis.pipeline() as pipe:
+            pipe.lpush(key, message)
+            pipe.expire(key, REPLY_TTL_S)
+            pipe.execute()
+
+
+class FileLane:
+    """Requests as files in ``root/<queue>/``, replies in ``root/replies/``, presence as file times."""
+
+    POLL_S = 0.002
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        for sub in ("replies", "claimed", "alive"):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+
+    def _dir(self, queue: str) -> Path:
+        path = self.root / "q" / queue
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def alive(self, queue: str) -> bool:
+        limit = time.time() - ALIVE_S
+        folder = self.root / "alive" / queue
+        return folder.is_dir() and any(entry.stat().st_mtime > limit for entry in os.scandir(folder))
+
+    def _write(self, target: Path, message: bytes) -> None:
+        temp = target.with_name(f".{target.name}.tmp")
+        temp.write_bytes(message)
+        os.replace(temp, target)
+
+    def call(self, queue: str, message: bytes, timeout: float) -> bytes | None:
+        if not self.alive(queue):
+            raise NoWorker(queue)
+        request_id = new_id()
+        self._write(self._dir(queue) / f"{time.time_ns()}-{request_id}", message)
+        answer = self.root / "replies" / request_id
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                data = answer.read_bytes()
+            except FileNotFoundError:
+                time.sleep(self.POLL_S)
+                continue
+            answer.unlink(missing_ok=True)
+            return data
+        return None
+
+    def announce(self, queue: str, worker_id: str) -> None:
+        folder = self.root / "alive" / queue
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / worker_id.replace("/", "_")).touch()
+
+    def withdraw(self, queue: str, worker_id: str) -> None:
+        (self.root / "alive" / queue / worker_id.replace("/", "_")).unlink(missing_ok=True)
+
+    def pop(self, queues: list[str], timeout: float) -> tuple[str, bytes] | None:
+        deadline = time.monotonic() + timeout
+        while True:
+            for queue in queues:
+                for name in sorted(os.listdir(self._dir(queue))):
+                    if name.startswith("."):
+                        continue
+                    claimed = self.root / "claimed" / name
+                    try:
+                        os.rename(self._dir(queue) / name, claimed)
+                    except FileNotFoundError:
+                        continue  # another worker thread took it
+                    data = claimed.read_bytes()
+                    claimed.unlink()
+                    return name.split("-", 1)[1], data
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(self.POLL_S)
+
+    def reply(self, request_id: str, message: bytes) -> None:
+        self._write(self.root / "replies" / request_id, message)
+
+
+@cache
+def _lane(url: str, root: str) -> Lane:
+    return RedisLane(url) if url.startswith(("redis://", "rediss://")) else FileLane(Path(root))
+
+
+def get_lane() -> Lane:
+    """The lane for this configuration: Redis when the broker is Redis, files otherwise."""
+    return _lane(settings.HUB_GATEWAY_URL, str(settings.VAR_DIR / "gateway"))

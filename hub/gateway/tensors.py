@@ -1,0 +1,148 @@
+"""Inputs in (JSON arrays, ``.npy``, ``.npz``), checked against a model's signature; outputs out in the
+form the caller asks for. Nothing here unpickles: ``np.load`` runs with ``allow_pickle=False``."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+import zipfile
+from typing import Any
+
+import numpy as np
+
+from hub.errors import HubError
+
+JSON = "application/json"
+NPY = "application/x-npy"
+NPZ = "application/x-npz"
+FORMATS = {"json": JSON, "npy": NPY, "npz": NPZ}
+NPY_TYPES = {NPY, "application/octet-stream"}
+NPZ_TYPES = {NPZ, "application/zip"}
+
+
+def _bad(detail: str, **extra: Any) -> HubError:
+    return HubError("invalid_inputs", detail, **extra)
+
+
+def read_npy(data: bytes) -> np.ndarray:
+    try:
+        return np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise _bad(f"The body is not a readable .npy array ({exc}); object arrays are refused.")
+
+
+def read_npz(data: bytes) -> dict[str, np.ndarray]:
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise _bad(f"The body is not a readable .npz archive ({exc}); object arrays are refused.")
+
+
+def from_json(value: Any, names: list[str]) -> dict[str, Any]:
+    """``{"x": [[...]]}`` keyed by input name, or a bare array for a model with one input."""
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, list) and len(names) == 1:
+        return {names[0]: value}
+    raise _bad("inputs must be an object keyed by input name"
+               + (f" ({', '.join(names)})" if names else "") + ", or an array for a one-input model.")
+
+
+def _json_array(name: str, value: Any, dtype: np.dtype, spec: list[dict[str, Any]]) -> np.ndarray:
+    try:
+        array = np.asarray(value)
+    except ValueError:
+        raise _bad(f"Input {name!r} is not a rectangular array (its rows have different lengths).",
+                   expected=describe(spec))
+    if array.dtype.kind not in "biuf":
+        raise _bad(f"Input {name!r} must hold numbers or booleans, not {array.dtype.name} values.",
+                   expected=describe(spec))
+    return array.astype(dtype) if array.size else array.reshape(array.shape).astype(dtype)
+
+
+def check(arrays: dict[str, Any], spec: list[dict[str, Any]] | None, *, from_json_body: bool = False
+          ) -> dict[str, np.ndarray]:
+    """Match the inputs to the signature: names, dtypes (safe casts allowed), ranks, fixed sizes and
+    the consistency of named dynamic axes. Returns the arrays to run; a 400 names what was expected."""
+    if not spec:  # no recorded signature: pass arrays through as they are
+        return {name: np.asarray(value) for name, value in arrays.items()}
+    expected = {item["name"]: item for item in spec}
+    missing = [name for name in expected if name not in arrays]
+    unknown = [name for name in arrays if name not in expected]
+    if missing or unknown:
+        if len(arrays) == len(expected) and all(re.fullmatch(r"arr_\d+", name) for name in arrays):
+            # np.savez(path, a, b) names arrays by position: arr_0, arr_1, ...
+            arrays = dict(zip(expected, (arrays[f"arr_{i}"] for i in range(len(arrays))), strict=True))
+        else:
+            raise _bad(f"The model expects inputs {', '.join(expected)}; "
+                       + (f"missing {', '.join(missing)}" if missing else "")
+                       + ("; " if missing and unknown else "")
+                       + (f"unknown {', '.join(unknown)}" if unknown else "") + ".",
+                       expected=describe(spec))
+    out: dict[str, np.ndarray] = {}
+    axes: dict[str, tuple[int, str]] = {}
+    for name, item in expected.items():
+        want = np.dtype(item.get("dtype") or "float32")
+        value = arrays[name]
+        if from_json_body or not isinstance(value, np.ndarray):
+            array = _json_array(name, value, want, spec)
+        else:
+            array = value
+            if array.dtype != want:
+                if not np.can_cast(array.dtype, want, casting="same_kind"):
+                    raise _bad(f"Input {name!r} has dtype {array.dtype.name}; the model expects {want.name}.",
+                               expected=describe(spec))
+                array = array.astype(want)
+        shape = item.get("shape")
+        if shape is not None:
+            if array.ndim != len(shape):
+                raise _bad(f"Input {name!r} has {array.ndim} dimension(s) {list(array.shape)}; the model expects "
+                           f"{len(shape)}: {_shape_text(shape)}.", expected=describe(spec))
+            for axis, (dim, size) in enumerate(zip(shape, array.shape, strict=True)):
+                if isinstance(dim, int) and dim != size:
+                    raise _bad(f"Input {name!r} has size {size} on axis {axis}; the model expects {dim} "
+                               f"(shape {_shape_text(shape)}).", expected=describe(spec))
+                if isinstance(dim, str):
+                    seen = axes.setdefault(dim, (size, name))
+                    if seen[0] != size:
+                        raise _bad(f"Axis {dim!r} is {seen[0]} in input {seen[1]!r} but {size} in input {name!r}.",
+                                   expected=describe(spec))
+        out[name] = array
+    return out
+
+
+def _shape_text(shape: list[Any]) -> str:
+    return "[" + ", ".join("?" if dim is None else str(dim) for dim in shape) + "]"
+
+
+def describe(spec: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    return [{"name": s["name"], "shape": s.get("shape"), "dtype": s.get("dtype", "float32")} for s in spec or []]
+
+
+def to_jsonable(array: np.ndarray) -> Any:
+    """A nested list; NaN and infinities (not valid JSON) become null."""
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        return [to_jsonable(row) for row in array] if array.ndim else (
+            None if not math.isfinite(float(array)) else float(array))
+    return array.tolist()
+
+
+def encode(outputs: dict[str, np.ndarray], fmt: str, info: dict[str, Any]) -> tuple[bytes, str]:
+    """The response body and its media type."""
+    if fmt == "npy":
+        if len(outputs) != 1:
+            raise HubError("not_acceptable", f"The model has {len(outputs)} outputs; ask for npz or json.")
+        buffer = io.BytesIO()
+        np.save(buffer, next(iter(outputs.values())), allow_pickle=False)
+        return buffer.getvalue(), NPY
+    if fmt == "npz":
+        buffer = io.BytesIO()
+        np.savez(buffer, **outputs)
+        return buffer.getvalue(), NPZ
+    body = {"outputs": {name: to_jsonable(array) for name, array in outputs.items()},
+            "shapes": {name: list(array.shape) for name, array in outputs.items()},
+            "dtypes": {name: array.dtype.name for name, array in outputs.items()}, **info}
+    return json.dumps(body, separators=(",", ":")).encode(), JSON

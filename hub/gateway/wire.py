@@ -1,0 +1,55 @@
+"""The gateway's message format between the web process and the workers: a JSON header and the raw
+bytes of each array, so that no pickling (and no zip) is involved and decoding is a memory view.
+
+``pack(meta, arrays)`` -> bytes; ``unpack(bytes)`` -> (meta, arrays). Layout: ``HGW1``, the header's
+length (4 bytes, little endian), the header ``{"meta": ..., "arrays": [[name, dtype, shape], ...]}``,
+then each array's bytes in C order.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+import numpy as np
+
+MAGIC = b"HGW1"
+
+
+class WireError(ValueError):
+    """A message that is not in the gateway's format."""
+
+
+def pack(meta: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> bytes:
+    arrays = arrays or {}
+    parts, specs = [], []
+    for name, array in arrays.items():
+        array = np.ascontiguousarray(array)
+        if array.dtype.hasobject:
+            raise WireError(f"array {name!r} holds Python objects; only numeric and bool arrays can be sent.")
+        specs.append([name, array.dtype.str, list(array.shape)])
+        parts.append(array.tobytes())
+    header = json.dumps({"meta": meta, "arrays": specs}, separators=(",", ":")).encode()
+    return b"".join([MAGIC, struct.pack("<I", len(header)), header, *parts])
+
+
+def unpack(message: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    if message[:4] != MAGIC or len(message) < 8:
+        raise WireError("not a gateway message")
+    (length,) = struct.unpack_from("<I", message, 4)
+    header = json.loads(message[8 : 8 + length])
+    view = memoryview(message)
+    offset = 8 + length
+    arrays = {}
+    for name, dtype_str, shape in header["arrays"]:
+        dtype = np.dtype(dtype_str)
+        if dtype.hasobject:
+            raise WireError(f"array {name!r} has an object dtype")
+        count = int(np.prod(shape, dtype=np.int64))
+        size = count * dtype.itemsize
+        if offset + size > len(message):
+            raise WireError(f"array {name!r} is truncated")
+        arrays[name] = np.frombuffer(view[offset : offset + size], dtype=dtype).reshape(shape)
+        offset += size
+    return header["meta"], arrays

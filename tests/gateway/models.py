@@ -1,0 +1,79 @@
+"""Small ONNX models built with onnx.helper (random weights, fixed seed) for the gateway tests and
+bench/infer.py: the 784-256-10 MLP and a small CNN."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+
+
+def _model(nodes, inputs, outputs, initializers, name: str) -> bytes:
+    graph = helper.make_graph(nodes, name, inputs, outputs, [numpy_helper.from_array(a, n) for n, a in initializers])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="hpcfair-tests")
+    model.ir_version = 9
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+def mlp(seed: int = 0, hidden: int = 256) -> bytes:
+    """x [batch, 784] float32 -> logits [batch, 10]: Gemm, Relu, Gemm."""
+    rng = np.random.default_rng(seed)
+    w1 = (rng.standard_normal((784, hidden)) * 0.05).astype(np.float32)
+    b1 = (rng.standard_normal(hidden) * 0.05).astype(np.float32)
+    w2 = (rng.standard_normal((hidden, 10)) * 0.05).astype(np.float32)
+    b2 = (rng.standard_normal(10) * 0.05).astype(np.float32)
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"]), helper.make_node("Relu", ["h"], ["hr"]),
+             helper.make_node("Gemm", ["hr", "w2", "b2"], ["logits"])]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 784])],
+                  [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])],
+                  [("w1", w1), ("b1", b1), ("w2", w2), ("b2", b2)], "mlp")
+
+
+def cnn(seed: int = 0) -> bytes:
+    """image [batch, 1, 28, 28] -> logits [batch, 10]: Conv 8x3x3, Relu, MaxPool 2, Flatten, Gemm."""
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((8, 1, 3, 3)) * 0.2).astype(np.float32)
+    b = np.zeros(8, np.float32)
+    fc = (rng.standard_normal((8 * 13 * 13, 10)) * 0.02).astype(np.float32)
+    fb = np.zeros(10, np.float32)
+    nodes = [helper.make_node("Conv", ["image", "w", "b"], ["c"], kernel_shape=[3, 3]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Flatten", ["p"], ["f"], axis=1),
+             helper.make_node("Gemm", ["f", "fc", "fb"], ["logits"])]
+    return _model(nodes, [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["batch", 1, 28, 28])],
+                  [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])],
+                  [("w", w), ("b", b), ("fc", fc), ("fb", fb)], "cnn")
+
+
+def two_inputs() -> bytes:
+    """a [n, 3] float32, k [n, 1] int64 -> y = a * k: for name, dtype and axis checks."""
+    nodes = [helper.make_node("Cast", ["k"], ["kf"], to=TensorProto.FLOAT), helper.make_node("Mul", ["a", "kf"], ["y"])]
+    return _model(nodes, [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["n", 3]),
+                          helper.make_tensor_value_info("k", TensorProto.INT64, ["n", 1])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3])], [], "two_inputs")
+
+
+def reference(model: bytes, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The outputs of bare ONNX Runtime in this process (the floor the gateway is compared with)."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, feeds), strict=True))
+
+
+def slow(size: int = 1024, repeats: int = 8) -> bytes:
+    """x [n, size] -> y: ``repeats`` MatMuls with one size x size matrix, to take a while."""
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((size, size)) / np.sqrt(size)).astype(np.float32)
+    nodes, previous = [], "x"
+    for index in range(repeats):
+        out = "y" if index == repeats - 1 else f"h{index}"
+        nodes.append(helper.make_node("MatMul", [previous, "w"], [out]))
+        previous = out
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", size])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", size])], [("w", w)], "slow")

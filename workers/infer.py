@@ -1,0 +1,175 @@
+"""Inference jobs: a model run over inputs staged by the web (a long request) or over a dataset
+version's .npy/.npz file (a batch run), in batches with progress, stopped at ``HUB_INFER_JOB_S``. The
+outputs are published as a new version of the requester's ``<model>-outputs`` dataset, with provenance
+to the model version and the input dataset."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from hpcfair.convert import ConversionError
+from hpcfair.convert.signature import load_sample_inputs, specs_from_metadata
+
+from hub.errors import HubError
+from hub.gateway.services import staging_dir
+from hub.gateway.tensors import check
+from hub.registry import services as registry
+from hub.registry.models import Artifact, ProvenanceLink, Version
+from hub.registry.services import ProvenanceRef
+from hub.registry.uploads import StagedFile, sha256_of_file
+from workers.runner import JobContext, JobFailure
+from workers.sessions import RunError, cache, gpu_available, run_model
+
+
+def session_for(ctx: JobContext, model: dict[str, Any]):
+    device = ctx.job.device
+    if device == "gpu" and not gpu_available():
+        raise JobFailure("gpu_unavailable", "This worker consumes the gpu queue but has no CUDA execution provider; "
+                                            "nothing was run.")
+    try:
+        return cache().get(model["sha256"], model["size"], device, int(ctx.job.params.get("threads") or 0))
+    except RunError as exc:
+        raise JobFailure(exc.code, exc.detail)
+
+
+def _fetch(version: Version, path: str, folder: Path) -> Path:
+    from hub.storage import get_blob_store
+
+    file = version.files.get(path=path)
+    target = folder / Path(path).name
+    with get_blob_store().open(file.blob_id) as stream, open(target, "wb") as out:
+        shutil.copyfileobj(stream, out, 8 * 1024 * 1024)
+    return target
+
+
+def _inputs(ctx: JobContext, model_version: Version, folder: Path) -> tuple[dict[str, np.ndarray], Version | None]:
+    params = ctx.job.params
+    spec = (model_version.metadata or {}).get("inputs")
+    if params.get("inputs"):
+        path = staging_dir(ctx.job.pk) / params["inputs"]
+        if not path.exists():
+            raise JobFailure("gone", "The inputs of this job are no longer staged; send the request again.")
+        dataset = None
+    else:
+        dataset = Version.objects.filter(pk=params["dataset"]["version_id"], deleted_at__isnull=True).first()
+        if dataset is None:
+            raise JobFailure("gone", "The input dataset version was deleted before the job ran.")
+        path = _fetch(dataset, params["dataset"]["file"], folder)
+    try:
+        arrays = load_sample_inputs(path, specs_from_metadata(spec) if spec else None)
+        return check(arrays, spec), dataset
+    except ConversionError as exc:
+        raise JobFailure("invalid_inputs", exc.detail)
+    except HubError as exc:
+        raise JobFailure(exc.error_code, exc.message)
+
+
+def run_batches(ctx: JobContext, session, arrays: dict[str, np.ndarray], batch_size: int,
+                outputs: list[str] | None) -> dict[str, np.ndarray]:
+    """Run along the first axis in batches; a model with a fixed first axis gets batches of that size."""
+    rows = {array.shape[0] if array.ndim else 1 for array in arrays.values()}
+    if len(rows) != 1 or any(array.ndim == 0 for array in arrays.values()):
+        raise JobFailure("invalid_inputs", "Batch runs need inputs with the same number of rows (first axis).")
+    total = rows.pop()
+    first_dims = {i.shape[0] for i in session.get_inputs() if i.shape}
+    if len(first_dims) == 1 and isinstance(fixed := next(iter(first_dims)), int) and fixed > 0:
+        batch_size = fixed
+    deadline = time.time() + settings.HUB_INFER_JOB_S
+    parts: dict[str, list[np.ndarray]] = {}
+    for start in range(0, max(total, 1), batch_size):
+        if time.time() > deadline:
+            raise JobFailure("overtime", f"The run passed its limit of {settings.HUB_INFER_JOB_S:g} s after "
+                                         f"{start} of {total} rows.")
+        feeds = {name: array[start:start + batch_size] for name, array in arrays.items()}
+        try:
+            result = run_model(session, feeds, deadline, outputs)
+        except RunError as exc:
+            raise JobFailure(exc.code, f"rows {start}-{start + batch_size}: {exc.detail}")
+        for name, value in result.items():
+            parts.setdefault(name, []).append(value)
+        ctx.progress(0.05 + 0.85 * min(start + batch_size, total) / max(total, 1))
+    ctx.log(f"ran {total} row(s) in batches of {batch_size}")
+    return {name: np.concatenate(values) if values[0].ndim else values[0] for name, values in parts.items()}
+
+
+def results_artifact(user, model_version: Version) -> Artifact:
+    """The requester's ``<model>-outputs`` dataset (made private on first use)."""
+    base = f"{model_version.artifact.name}-outputs"[:90]
+    name, n = base, 2
+    while True:
+        existing = Artifact.objects.live().filter(owner=user, name=name).first()
+        if existing is None:
+            return registry.create_artifact(
+                user, kind=Artifact.Kind.DATASET, name=name, visibility=Artifact.Visibility.PRIVATE,
+                title=f"Outputs of {model_version.artifact.full_name}",
+                description=f"Inference outputs of {model_version.artifact.full_name}, made by the hub's gateway.")
+        if existing.kind == Artifact.Kind.DATASET:
+            return existing
+        name, n = f"{base}-{n}", n + 1
+
+
+def publish_outputs(ctx: JobContext, model_version: Version, dataset: Version | None,
+                    outputs: dict[str, np.ndarray], info: dict[str, Any], folder: Path) -> Version:
+    user = ctx.job.requester
+    artifact = results_artifact(user, model_version)
+    for version in artifact.versions.filter(deleted_at__isnull=True):
+        if version.metadata.get("job") == str(ctx.job.pk):
+            return version  # a retried job published already
+    path = folder / "outputs.npz"
+    np.savez(path, **outputs)
+    source = model_version.metadata or {}
+    metadata = {
+        "title": f"Outputs of {model_version} on {dataset if dataset else 'inputs sent by ' + user.username}",
+        "description": f"Outputs of {model_version} ({model_version.pid}) computed on {info['device']} "
+                       f"({info['provider']}) by job {ctx.job.pk}.",
+        "creators": [{"name": user.get_full_name() or user.username}],
+        "license": source.get("license") or "CC-BY-4.0",
+        "keywords": ["inference-output"],
+        "job": str(ctx.job.pk),
+    }
+    refs = [ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, model_version)]
+    if dataset is not None:
+        refs.append(ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, dataset))
+    staged = StagedFile(path="outputs.npz", staged=path, sha256=sha256_of_file(path), size=path.stat().st_size)
+    try:
+        return registry.create_version(artifact, user, files=[staged], metadata=metadata, provenance=refs, system=True)
+    except HubError as exc:
+        if exc.error_code == "duplicate_version":  # the same outputs exist already: point at them
+            return Version.objects.get(pid=exc.extra["existing_pid"])
+        raise JobFailure(exc.error_code, exc.message)
+
+
+def infer_work(ctx: JobContext) -> dict[str, Any]:
+    params = ctx.job.params
+    model_version = Version.objects.filter(pk=params["model"]["version_id"], deleted_at__isnull=True).first()
+    if model_version is None:
+        raise JobFailure("gone", "The model version was deleted before the job ran.")
+    ctx.log(f"{params.get('reason') or 'job'}: {model_version} ({params['model']['path']}) on {ctx.job.device}")
+    folder = Path(tempfile.mkdtemp(prefix="hpcfair-infer-"))
+    try:
+        session = session_for(ctx, params["model"])
+        arrays, dataset = _inputs(ctx, model_version, folder)
+        started = time.perf_counter()
+        outputs = run_batches(ctx, session, arrays, int(params.get("batch_size") or 64), params.get("outputs") or None)
+        info = {"device": ctx.job.device, "provider": session.get_providers()[0],
+                "run_ms": round((time.perf_counter() - started) * 1e3, 3)}
+        published = publish_outputs(ctx, model_version, dataset, outputs, info, folder)
+        ctx.log(f"published the outputs as {published} ({published.pid})")
+        shutil.rmtree(staging_dir(ctx.job.pk), ignore_errors=True)
+        return {**info, "version": str(published), "pid": published.pid,
+                "outputs": {name: {"shape": list(a.shape), "dtype": a.dtype.name} for name, a in outputs.items()},
+                "file": registry_file_url(published, "outputs.npz")}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def registry_file_url(version: Version, path: str) -> str:
+    from hub.registry.api.serializers import file_url
+
+    return file_url(version, path)

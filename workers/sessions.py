@@ -1,0 +1,232 @@
+"""ONNX Runtime sessions in a worker: loaded once, cached (keyed by blob sha256, provider and thread
+count, bounded in bytes), run with a deadline that aborts the run (``RunOptions.terminate``).
+
+ONNX files are protobuf: loading one runs no Python code. Models with external data are refused (their
+tensors could name any file on the worker); the hub stores self-contained ONNX files.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import os
+import platform
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+PROVIDERS = {"cpu": ["CPUExecutionProvider"], "gpu": ["CUDAExecutionProvider", "CPUExecutionProvider"]}
+
+
+class RunError(Exception):
+    """A failure the caller can act on: a code and a message."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code, self.detail = code, detail
+
+
+def gpu_available() -> bool:
+    import onnxruntime as ort
+
+    return "CUDAExecutionProvider" in ort.get_available_providers()
+
+
+def _model_file(sha256: str, size: int) -> Path:
+    """A local path to the blob: the filesystem store's own file, or a copy in the worker's model dir."""
+    from hub.storage import get_blob_store
+
+    store = get_blob_store()
+    local = store.local_path(sha256)
+    if local is not None and local.exists():
+        return local
+    folder = Path(settings.HUB_GATEWAY_MODEL_DIR)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{sha256}.onnx"
+    if not target.exists() or target.stat().st_size != size:
+        temp = folder / f".{sha256}.{os.getpid()}.{threading.get_ident()}"
+        with store.open(sha256) as stream, open(temp, "wb") as out:
+            while chunk := stream.read(8 * 1024 * 1024):
+                out.write(chunk)
+        os.replace(temp, target)
+    return target
+
+
+def _refuse_external_data(path: Path) -> None:
+    import onnx
+    from onnx.external_data_helper import uses_external_data
+
+    model = onnx.load(str(path), load_external_data=False)
+    tensors = list(model.graph.initializer) + [
+        attr.t for node in model.graph.node for attr in node.attribute if attr.HasField("t")]
+    if any(uses_external_data(tensor) for tensor in tensors):
+        raise RunError("model_load_failed", "The model keeps tensors in external data files; the gateway runs "
+                                            "self-contained ONNX files only.")
+
+
+class SessionCache:
+    """Loaded sessions, least recently used first out when their estimated bytes exceed the bound."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.entries: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()
+        self.lock = threading.Lock()
+        self.loading: dict[tuple, threading.Lock] = {}
+        self.loads = 0
+
+    def get(self, sha256: str, size: int, device: str, threads: int):
+        key = (sha256, device, threads)
+        with self.lock:
+            if key in self.entries:
+                self.entries.move_to_end(key)
+                return self.entries[key][0]
+            gate = self.loading.setdefault(key, threading.Lock())
+        with gate:  # one load per key; others wait for it
+            with self.lock:
+                if key in self.entries:
+                    return self.entries[key][0]
+            session = self._load(sha256, size, device, threads)
+            cost = 2 * size + 1024 * 1024  # the weights once in the session, plus working memory
+            with self.lock:
+                self.entries[key] = (session, cost)
+                self.loads += 1
+                self.loading.pop(key, None)
+                while len(self.entries) > 1 and sum(c for _, c in self.entries.values()) > self.max_bytes:
+                    evicted, _ = self.entries.popitem(last=False)
+                    log.info("session cache: evicted %s", evicted[0][:12])
+            return session
+
+    def _load(self, sha256: str, size: int, device: str, threads: int):
+        import onnxruntime as ort
+
+        if device == "gpu" and not gpu_available():
+            raise RunError("gpu_unavailable", "This worker has no CUDA execution provider (onnxruntime-gpu and a "
+                                              "GPU); nothing was run.")
+        path = _model_file(sha256, size)
+        _refuse_external_data(path)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or settings.HUB_INFER_THREADS
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        try:
+            return ort.InferenceSession(str(path), options, providers=PROVIDERS[device])
+        except Exception as exc:  # noqa: BLE001 - ONNX Runtime raises its own classes; the text is the news
+            raise RunError("model_load_failed", f"ONNX Runtime could not load the model: {str(exc)[:400]}")
+
+    def clear(self) -> None:
+        with self.lock:
+            self.entries.clear()
+
+
+_cache: SessionCache | None = None
+
+
+def cache() -> SessionCache:
+    global _cache
+    if _cache is None:
+        _cache = SessionCache(settings.HUB_GATEWAY_CACHE_BYTES)
+    return _cache
+
+
+class Watchdog:
+    """One thread that sets ``terminate`` on runs whose deadline passed."""
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[float, int, Any]] = []
+        self.lock = threading.Lock()
+        self.counter = itertools.count()
+        self.wake = threading.Event()
+        threading.Thread(target=self._loop, name="gateway-watchdog", daemon=True).start()
+
+    def watch(self, deadline: float, run_options) -> None:
+        with self.lock:
+            heapq.heappush(self.heap, (deadline, next(self.counter), run_options))
+
+    def _loop(self) -> None:
+        while True:
+            now = time.time()
+            with self.lock:
+                while self.heap and self.heap[0][0] <= now:
+                    heapq.heappop(self.heap)[2].terminate = True
+                wait = min(0.05, self.heap[0][0] - now) if self.heap else 0.05
+            time.sleep(max(wait, 0.005))
+
+
+_watchdog: Watchdog | None = None
+_watchdog_lock = threading.Lock()
+
+
+def watchdog() -> Watchdog:
+    global _watchdog
+    with _watchdog_lock:
+        if _watchdog is None:
+            _watchdog = Watchdog()
+    return _watchdog
+
+
+def run_model(session, feeds: dict[str, np.ndarray], deadline: float, outputs: list[str] | None = None
+              ) -> dict[str, np.ndarray]:
+    """One ``session.run`` that stops at ``deadline`` (seconds since the epoch)."""
+    import onnxruntime as ort
+
+    names = [o.name for o in session.get_outputs()]
+    wanted = outputs or names
+    unknown = [name for name in wanted if name not in names]
+    if unknown:
+        raise RunError("invalid_inputs", f"The model has no output {unknown[0]!r}; it has {', '.join(names)}.")
+    options = ort.RunOptions()
+    if deadline - time.time() < 30:  # short runs: abort at the deadline; long jobs check between batches
+        watchdog().watch(deadline, options)
+    try:
+        results = session.run(wanted, feeds, options)
+    except Exception as exc:  # noqa: BLE001
+        text = str(exc)
+        if options.terminate or "terminate" in text.lower():
+            raise RunError("overtime", "The run was stopped at its time limit.")
+        if "INVALID_ARGUMENT" in text or "Invalid Feed" in text or "Got invalid dimensions" in text:
+            raise RunError("invalid_inputs", f"ONNX Runtime refused the inputs: {text.split(':', 1)[-1][:400]}")
+        raise RunError("run_failed", f"ONNX Runtime failed while running the model: {text[:400]}")
+    return dict(zip(wanted, results, strict=True))
+
+
+def link(step: dict[str, Any], previous: dict[str, np.ndarray], session) -> dict[str, np.ndarray]:
+    """The next step's feeds from the previous step's outputs: explicit links, or by position."""
+    names = [i.name for i in session.get_inputs()]
+    links = step.get("links") or {}
+    if links:
+        missing = [source for source in links.values() if source not in previous]
+        if missing:
+            raise RunError("invalid_inputs", f"Step {step['index'] + 1} links to {missing[0]!r}, which the step before "
+                                             f"does not output (it outputs {', '.join(previous)}).")
+        return {target: previous[source] for target, source in links.items()}
+    if len(previous) != len(names):
+        raise RunError("invalid_inputs", f"Step {step['index'] + 1} takes {len(names)} input(s) "
+                                         f"({', '.join(names)}) but the step before outputs {len(previous)}; "
+                                         "map them with links.")
+    return dict(zip(names, previous.values(), strict=True))
+
+
+def run_steps(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], *, device: str, threads: int,
+              deadline: float, outputs: list[str] | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Run one model or a chain; returns the last step's outputs and what ran where."""
+    feeds = arrays
+    providers = []
+    started = time.perf_counter()
+    for index, step in enumerate(steps):
+        session = cache().get(step["sha256"], step["size"], device, threads)
+        if index:
+            feeds = link({**step, "index": index}, feeds, session)
+        last = index == len(steps) - 1
+        feeds = run_model(session, feeds, deadline, outputs if last else None)
+        providers.append(session.get_providers()[0])
+    info = {"device": device, "provider": providers[-1] if len(set(providers)) == 1 else providers,
+            "worker": f"{platform.node()}:{os.getpid()}", "run_ms": round((time.perf_counter() - started) * 1e3, 3)}
+    return feeds, info
