@@ -5,3 +5,8 @@ class GatewayConfig(AppConfig):
     name = "hub.gateway"
     label = "gateway"
     verbose_name = "inference and job gateway"
+
+    def ready(self) -> None:
+        from hub.gateway import fastpath
+
+        fastpath.connect()

@@ -10,6 +10,9 @@ with one interface:
 - ``FileLane`` (the embedded default, one machine, no Redis): files under ``var/gateway``, renamed
   atomically to claim and to answer.
 
+The lanes also carry the registry's *generation*, a counter bumped on every change that could alter
+who may run what (``hub.gateway.fastpath``), so that web processes may cache those answers.
+
 Celery's task protocol plus a result backend costs ~4.6 ms per round trip on the reference machine
 (bench/RESULTS.md), too slow for the synchronous target; the lanes cost ~0.6 ms. Long and batch work
 still runs as Celery tasks with a Job row.
@@ -42,6 +45,8 @@ class Lane(Protocol):
     def withdraw(self, queue: str, worker_id: str) -> None: ...
     def pop(self, queues: list[str], timeout: float) -> tuple[str, bytes] | None: ...
     def reply(self, request_id: str, message: bytes) -> None: ...
+    def generation(self) -> bytes: ...
+    def bump(self) -> None: ...
 
 
 def new_id() -> str:
@@ -102,6 +107,12 @@ class RedisLane:
             pipe.lpush(key, message)
             pipe.expire(key, REPLY_TTL_S)
             pipe.execute()
+
+    def generation(self) -> bytes:
+        return self.redis.get("hub:gw:generation") or b"0"
+
+    def bump(self) -> None:
+        self.redis.incr("hub:gw:generation")
 
 
 class FileLane:
@@ -175,6 +186,17 @@ class FileLane:
 
     def reply(self, request_id: str, message: bytes) -> None:
         self._write(self.root / "replies" / request_id, message)
+
+    def generation(self) -> bytes:
+        try:
+            return str(os.stat(self.root / "generation").st_mtime_ns).encode()
+        except FileNotFoundError:
+            return b"0"
+
+    def bump(self) -> None:
+        path = self.root / "generation"
+        path.touch()
+        os.utime(path, ns=(time.time_ns(), max(time.time_ns(), os.stat(path).st_mtime_ns + 1)))
 
 
 @cache

@@ -29,23 +29,25 @@ IF_NO_WORKER = ("refuse", "queue")
 GRACE_S = 2.0  # a worker answers this long after a deadline at the latest (it aborts the run at the deadline)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ModelRef:
-    """The ONNX file that answers for a version, and its signature."""
+    """The ONNX file that answers for a version, and its signature (plain data: it is cached)."""
 
-    version: Version  # the version holding the ONNX file (the named one, or its conversion)
+    version_id: int  # the version holding the ONNX file (the named one, or its conversion)
+    pid: str
+    name: str  # owner/name@label of that version
+    named_id: int  # the version the caller named
     path: str
     sha256: str
     size: int
     inputs: list[dict[str, Any]] | None
     outputs: list[dict[str, Any]] | None
-    named: Version  # the version the caller named
 
     def wire(self) -> dict[str, Any]:
         return {"sha256": self.sha256, "path": self.path, "size": self.size}
 
     def describe(self) -> dict[str, Any]:
-        return {"pid": self.version.pid, "version": str(self.version), "file": self.path,
+        return {"pid": self.pid, "version": self.name, "file": self.path,
                 "inputs": describe(self.inputs), "outputs": describe(self.outputs)}
 
 
@@ -136,8 +138,9 @@ def resolve_model(version: Version, file: str = "") -> ModelRef:
     metadata = holder.metadata or {}
     member = (metadata.get("members") or {}).get(onnx_file.path) if len(candidates) > 1 else None
     signature = member if isinstance(member, dict) else metadata
-    return ModelRef(version=holder, path=onnx_file.path, sha256=onnx_file.blob_id, size=onnx_file.size,
-                    inputs=signature.get("inputs"), outputs=signature.get("outputs"), named=version)
+    return ModelRef(version_id=holder.pk, pid=holder.pid, name=str(holder), named_id=version.pk, path=onnx_file.path,
+                    sha256=onnx_file.blob_id, size=onnx_file.size, inputs=signature.get("inputs"),
+                    outputs=signature.get("outputs"))
 
 
 def model_for(user, ref: str, file: str = "") -> ModelRef:
@@ -207,14 +210,14 @@ def start_infer_job(user, model: ModelRef, options: Options, *, arrays: dict[str
     the outputs as a new version of a dataset artifact with provenance."""
     if options.device == "gpu" and options.if_no_worker == "refuse" and not alive("gpu"):
         raise no_worker("gpu")
-    params: dict[str, Any] = {"model": {**model.wire(), "version_id": model.version.pk}, "threads": options.threads,
+    params: dict[str, Any] = {"model": {**model.wire(), "version_id": model.version_id}, "threads": options.threads,
                               "outputs": options.outputs, "batch_size": batch_size, "reason": reason}
     if dataset is not None:
         params["dataset"] = {"version_id": dataset.pk, "file": dataset_file}
     staged = False
     try:
         with transaction.atomic():
-            job = create_job(Job.Kind.INFER, user, version=model.named, params=params, queue=options.device,
+            job = create_job(Job.Kind.INFER, user, version=Version.objects.get(pk=model.named_id), params=params, queue=options.device,
                              device=options.device)
             if arrays is not None:
                 _stage_inputs(job, arrays)

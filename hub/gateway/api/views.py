@@ -11,6 +11,7 @@ import numpy as np
 from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -18,6 +19,7 @@ from rest_framework.views import APIView
 from hub.accounts.permissions import IsAuthenticatedReader
 from hub.errors import HubError
 from hub.gateway import services, tensors
+from hub.gateway.fastpath import CachedBearerAuthentication, remembered
 from hub.gateway.lane import NoWorker
 from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.api.views import accepted
@@ -105,13 +107,12 @@ def _one_array_for_many(names: list[str]) -> dict[str, Any]:
 
 def respond(outputs: dict[str, np.ndarray], fmt: str, info: dict[str, Any], model: services.ModelRef
             ) -> HttpResponse:
-    body, content_type = tensors.encode(outputs, fmt, {**info, "model": {"pid": model.version.pid,
-                                                                         "file": model.path}})
+    body, content_type = tensors.encode(outputs, fmt, {**info, "model": {"pid": model.pid, "file": model.path}})
     response = HttpResponse(body, content_type=content_type)
     response["X-Hub-Device"] = info.get("device", "")
     provider = info.get("provider", "")
     response["X-Hub-Provider"] = provider if isinstance(provider, str) else ",".join(provider)
-    response["X-Hub-Model"] = model.version.pid
+    response["X-Hub-Model"] = model.pid
     return response
 
 
@@ -147,6 +148,7 @@ def run_or_queue(request: Request, steps: list[dict[str, Any]], arrays: dict[str
 class Infer(ForceNegotiation, APIView):
     """Run a model version (or its ONNX conversion) on inputs sent as JSON, .npy or .npz."""
 
+    authentication_classes = [CachedBearerAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticatedReader]
 
     @extend_schema(
@@ -164,11 +166,12 @@ class Infer(ForceNegotiation, APIView):
         responses={200: OpenApiResponse(description="Outputs as JSON, .npy or .npz"), 202: JobSerializer},
     )
     def post(self, request: Request, owner: str, name: str, version: str):
-        named = get_version(get_artifact(request.user, owner, name), version)
         options_raw, raw, sent = parse_request(request)
         options = services.Options.parse(options_raw)
         fmt = output_format(request, options_raw, sent)
-        model = services.resolve_model(named, str(options_raw.get("file") or ""))
+        file = str(options_raw.get("file") or "")
+        model = remembered(("model", request.user.pk, owner, name, version, file), lambda: services.resolve_model(
+            get_version(get_artifact(request.user, owner, name), version), file))
         batch_size = _batch_size(options_raw)
         if options_raw.get("dataset"):
             dataset, path = services.dataset_input(request.user, str(options_raw["dataset"]),

@@ -1,0 +1,226 @@
+"""Synchronous inference latency and throughput through the real worker path, next to bare ONNX Runtime.
+
+    .venv/bin/python bench/infer.py [--seconds 20] [--clients 4] [--web-workers 2]
+
+Starts the test services (scripts/services.sh: PostgreSQL and Redis on 127.0.0.1), a scratch database
+``hpcfair_bench_infer``, gunicorn (gthread) and a Celery worker (``-Q convert,cpu``, as in
+docker-compose.yml), publishes a 784-256-10 MLP and a small CNN, then measures for each model:
+
+- the floor: ``session.run`` of bare ONNX Runtime in this process;
+- the gateway over HTTP with keep-alive (web -> Redis lane -> worker thread -> back), JSON and .npy
+  bodies: p50/p95 latency of one client, then requests/s of ``--clients`` client processes for
+  ``--seconds`` seconds.
+
+Everything it started is stopped by PID at the end and the scratch database is dropped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import io
+import json
+import multiprocessing
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DB = "hpcfair_bench_infer"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def bare(model: bytes, x: np.ndarray, n: int = 2000) -> list[float]:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    for _ in range(50):
+        session.run(None, {name: x})
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        session.run(None, {name: x})
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def request_body(kind: str, name: str, x: np.ndarray) -> tuple[bytes, str]:
+    if kind == "json":
+        return json.dumps({"inputs": {name: x.tolist()}}).encode(), "application/json"
+    buffer = io.BytesIO()
+    np.save(buffer, x)
+    return buffer.getvalue(), "application/x-npy"
+
+
+def client_loop(port: int, path: str, token: str, body: bytes, content_type: str, seconds: float,
+                count: int, results) -> None:
+    """Sequential keep-alive requests: ``count`` of them, or as many as fit in ``seconds``."""
+    connection = http.client.HTTPConnection("127.0.0.1", port)
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": content_type}
+    times, errors = [], 0
+    end = time.perf_counter() + seconds
+    while (count and len(times) + errors < count) or (not count and time.perf_counter() < end):
+        start = time.perf_counter()
+        connection.request("POST", path, body=body, headers=headers)
+        response = connection.getresponse()
+        response.read()
+        if response.status == 200:
+            times.append(time.perf_counter() - start)
+        else:
+            errors += 1
+    connection.close()
+    results.put((times, errors))
+
+
+def run_clients(clients: int, *args) -> tuple[list[float], int]:
+    queue = multiprocessing.Queue()
+    procs = [multiprocessing.Process(target=client_loop, args=(*args, queue)) for _ in range(clients)]
+    for proc in procs:
+        proc.start()
+    gathered = [queue.get() for _ in procs]
+    for proc in procs:
+        proc.join()
+    return [t for times, _ in gathered for t in times], sum(errors for _, errors in gathered)
+
+
+def services_env() -> dict[str, str]:
+    out = subprocess.run([str(ROOT / "scripts/services.sh"), "start"], capture_output=True, text=True, check=True)
+    env = dict(os.environ)
+    for line in out.stdout.splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        env[key] = value
+    base = env["DATABASE_URL"].rsplit("/", 1)[0]
+    env["DATABASE_URL"] = f"{base}/{DB}"
+    env["HUB_BROKER_URL"] = env["HUB_BROKER_URL"].rsplit("/", 1)[0] + "/3"
+    return env
+
+
+def psql(env: dict[str, str], sql: str) -> None:
+    base = env["DATABASE_URL"].rsplit("/", 1)[0] + "/postgres"
+    subprocess.run(["psql", base, "-qc", sql], check=True, env=env, capture_output=True)
+
+
+def setup_hub(env: dict[str, str], work: Path) -> str:
+    """Migrate the scratch database, publish the models, return a write token."""
+    python = str(ROOT / ".venv/bin/python")
+    subprocess.run([python, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+    script = (
+        "import sys\n"
+        "sys.path.insert(0, '.')\n"
+        "from pathlib import Path\n"
+        "from django.contrib.auth import get_user_model\n"
+        "from hub.accounts.models import ApiToken\n"
+        "from hub.registry import services\n"
+        "from hub.registry.uploads import StagedFile, sha256_of_file\n"
+        "from tests.gateway import models\n"
+        "user = get_user_model().objects.create_user('bench', password='bench-pw-12345')\n"
+        f"work = Path({str(work)!r})\n"
+        "for name, build in (('mlp', models.mlp), ('cnn', models.cnn)):\n"
+        "    path = work / f'{name}.onnx'\n"
+        "    path.write_bytes(build())\n"
+        "    artifact = services.create_artifact(user, kind='model', name=name, title=name)\n"
+        "    services.create_version(artifact, user, files=[StagedFile(f'{name}.onnx', path, sha256_of_file(path),"
+        " path.stat().st_size)], metadata={'title': name, 'description': 'bench', 'creators': [{'name': 'B'}],"
+        " 'license': 'MIT', 'framework': 'onnx', 'task': 'classification'})\n"
+        "print(ApiToken.issue(user, scope='write')[1])\n"
+    )
+    out = subprocess.run([python, "manage.py", "shell", "-c", script], cwd=ROOT, env=env, check=True,
+                         capture_output=True, text=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def wait_port(port: int, timeout: float = 60) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(port)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--web-workers", type=int, default=2)
+    parser.add_argument("--single", type=int, default=1000, help="requests for the one-client latency")
+    args = parser.parse_args()
+    from tests.gateway import models
+
+    env = services_env()
+    env.update({"HUB_STORAGE": "filesystem", "HUB_LOG_LEVEL": "WARNING"})
+    work = Path(tempfile.mkdtemp(prefix="hub-bench-infer-"))
+    env.update({"HUB_VAR_DIR": str(work / "var"), "HUB_STORAGE_DIR": str(work / "blobs")})
+    psql(env, f"DROP DATABASE IF EXISTS {DB}")
+    psql(env, f"CREATE DATABASE {DB}")
+    procs: list[subprocess.Popen] = []
+    try:
+        token = setup_hub(env, work)
+        port = 18000 + os.getpid() % 1000
+        python = str(ROOT / ".venv/bin/python")
+        procs.append(subprocess.Popen([python, "-m", "celery", "-A", "workers", "worker", "-Q", "convert,cpu",
+                                       "--concurrency", "1", "--loglevel", "WARNING"], cwd=ROOT, env=env,
+                                      stdout=open(work / "worker.log", "w"), stderr=subprocess.STDOUT))
+        procs.append(subprocess.Popen([python, "-m", "gunicorn", "hub.wsgi", "--bind", f"127.0.0.1:{port}",
+                                       "--workers", str(args.web_workers), "--worker-class", "gthread",
+                                       "--threads", "4", "--log-level", "warning"], cwd=ROOT, env=env,
+                                      stdout=open(work / "web.log", "w"), stderr=subprocess.STDOUT))
+        wait_port(port)
+        time.sleep(3)  # the worker announces its lane
+        print(f"# bench/infer.py on {platform.node()}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}")
+        print(f"# gunicorn {args.web_workers} gthread workers x 4 threads; Celery worker -Q convert,cpu "
+              f"(lane threads: HUB_GATEWAY_THREADS, default 2); Redis lane; PostgreSQL")
+        rows = []
+        for name, build, shape in (("mlp", models.mlp, (1, 784)), ("cnn", models.cnn, (1, 1, 28, 28))):
+            x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+            floor = bare(build(), x)
+            rows.append((name, "bare ORT session.run", percentile(floor, .5), percentile(floor, .95), None))
+            input_name = "x" if name == "mlp" else "image"
+            for kind in ("npy", "json"):
+                body, content_type = request_body(kind, input_name, x)
+                path = f"/api/v1/artifacts/bench/{name}/versions/latest/infer"
+                warm, errors = run_clients(1, port, path, token, body, content_type, 0, 100)
+                assert errors == 0 and warm, f"warm-up failed ({errors} errors); see {work}/web.log"
+                single, errors = run_clients(1, port, path, token, body, content_type, 0, args.single)
+                many, many_errors = run_clients(args.clients, port, path, token, body, content_type, args.seconds, 0)
+                rows.append((name, f"gateway, {kind} body", percentile(single, .5), percentile(single, .95),
+                             (len(many) / args.seconds, many_errors, percentile(many, .5))))
+        print(f"\n| model | path | p50 ms | p95 ms | {args.clients} clients req/s (p50 ms) |")
+        print("|---|---|---|---|---|")
+        for name, what, p50, p95, load in rows:
+            rate = f"{load[0]:.0f} ({load[2] * 1e3:.2f} ms, {load[1]} errors)" if load else "-"
+            print(f"| {name} | {what} | {p50 * 1e3:.3f} | {p95 * 1e3:.3f} | {rate} |")
+        print("\nTargets (issue 5): gateway sync p50 <= 3 ms and >= 300 req/s with 4 clients.")
+        print(f"mean bare run: mlp {statistics.mean(bare(models.mlp(), np.zeros((1, 784), np.float32), 200)) * 1e3:.3f}"
+              " ms")
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        psql(env, f"DROP DATABASE IF EXISTS {DB}")
+
+
+if __name__ == "__main__":
+    main()
