@@ -72,7 +72,7 @@ def client_loop(port: int, path: str, token: str, body: bytes, content_type: str
     """Sequential keep-alive requests: ``count`` of them, or as many as fit in ``seconds``."""
     connection = http.client.HTTPConnection("127.0.0.1", port)
     headers = {"Authorization": f"Bearer {token}", "Content-Type": content_type}
-    times, errors = [], 0
+    times, errors, lane, run = [], 0, [], []
     end = time.perf_counter() + seconds
     while (count and len(times) + errors < count) or (not count and time.perf_counter() < end):
         start = time.perf_counter()
@@ -81,10 +81,13 @@ def client_loop(port: int, path: str, token: str, body: bytes, content_type: str
         response.read()
         if response.status == 200:
             times.append(time.perf_counter() - start)
+            timing = dict(part.strip().split(";dur=") for part in response.getheader("Server-Timing", "").split(","))
+            lane.append(float(timing["lane"]) / 1e3)
+            run.append(float(timing["run"]) / 1e3)
         else:
             errors += 1
     connection.close()
-    results.put((times, errors))
+    results.put((times, errors, lane, run))
 
 
 def run_clients(clients: int, *args) -> tuple[list[float], int]:
@@ -95,7 +98,8 @@ def run_clients(clients: int, *args) -> tuple[list[float], int]:
     gathered = [queue.get() for _ in procs]
     for proc in procs:
         proc.join()
-    return [t for times, _ in gathered for t in times], sum(errors for _, errors in gathered)
+    flat = [[t for item in gathered for t in item[index]] for index in (0, 2, 3)]
+    return flat[0], sum(item[1] for item in gathered), flat[1], flat[2]
 
 
 def services_env() -> dict[str, str]:
@@ -189,7 +193,7 @@ def main() -> None:
         print(f"# bench/infer.py on {platform.node()}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}")
         print(f"# gunicorn {args.web_workers} gthread workers x 4 threads; Celery worker -Q convert,cpu "
               f"(lane threads: HUB_GATEWAY_THREADS, default 2); Redis lane; PostgreSQL")
-        rows = []
+        rows, parts = [], []
         for name, build, shape in (("mlp", models.mlp, (1, 784)), ("cnn", models.cnn, (1, 1, 28, 28))):
             x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
             floor = bare(build(), x)
@@ -198,17 +202,26 @@ def main() -> None:
             for kind in ("npy", "json"):
                 body, content_type = request_body(kind, input_name, x)
                 path = f"/api/v1/artifacts/bench/{name}/versions/latest/infer"
-                warm, errors = run_clients(1, port, path, token, body, content_type, 0, 100)
+                warm, errors, _, _ = run_clients(1, port, path, token, body, content_type, 0, 100)
                 assert errors == 0 and warm, f"warm-up failed ({errors} errors); see {work}/web.log"
-                single, errors = run_clients(1, port, path, token, body, content_type, 0, args.single)
-                many, many_errors = run_clients(args.clients, port, path, token, body, content_type, args.seconds, 0)
+                single, errors, lane, run = run_clients(1, port, path, token, body, content_type, 0, args.single)
+                many, many_errors, _, _ = run_clients(args.clients, port, path, token, body, content_type,
+                                                      args.seconds, 0)
                 rows.append((name, f"gateway, {kind} body", percentile(single, .5), percentile(single, .95),
                              (len(many) / args.seconds, many_errors, percentile(many, .5))))
+                parts.append((name, kind, percentile(single, .5), percentile(lane, .5), percentile(run, .5)))
         print(f"\n| model | path | p50 ms | p95 ms | {args.clients} clients req/s (p50 ms) |")
         print("|---|---|---|---|---|")
         for name, what, p50, p95, load in rows:
             rate = f"{load[0]:.0f} ({load[2] * 1e3:.2f} ms, {load[1]} errors)" if load else "-"
             print(f"| {name} | {what} | {p50 * 1e3:.3f} | {p95 * 1e3:.3f} | {rate} |")
+        print("\nWhere one client's median request goes (ms): HTTP total = web (Django, parsing, encoding, "
+              "gunicorn) + lane (Redis round trip and the worker) ; run = session.run inside the worker")
+        print("| model | body | total | lane (incl. run) | run | web + HTTP |")
+        print("|---|---|---|---|---|---|")
+        for name, kind, total, lane_ms, run_ms in parts:
+            print(f"| {name} | {kind} | {total * 1e3:.3f} | {lane_ms * 1e3:.3f} | {run_ms * 1e3:.3f} | "
+                  f"{(total - lane_ms) * 1e3:.3f} |")
         print("\nTargets (issue 5): gateway sync p50 <= 3 ms and >= 300 req/s with 4 clients.")
         print(f"mean bare run: mlp {statistics.mean(bare(models.mlp(), np.zeros((1, 784), np.float32), 200)) * 1e3:.3f}"
               " ms")

@@ -117,9 +117,13 @@ class SessionCache:
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
         try:
-            return ort.InferenceSession(str(path), options, providers=PROVIDERS[device])
+            session = ort.InferenceSession(str(path), options, providers=PROVIDERS[device])
         except Exception as exc:  # noqa: BLE001 - ONNX Runtime raises its own classes; the text is the news
             raise RunError("model_load_failed", f"ONNX Runtime could not load the model: {str(exc)[:400]}")
+        # Asked on every run: read once.
+        session.hub_output_names = [o.name for o in session.get_outputs()]
+        session.hub_provider = session.get_providers()[0]
+        return session
 
     def clear(self) -> None:
         with self.lock:
@@ -177,7 +181,7 @@ def run_model(session, feeds: dict[str, np.ndarray], deadline: float, outputs: l
     """One ``session.run`` that stops at ``deadline`` (seconds since the epoch)."""
     import onnxruntime as ort
 
-    names = [o.name for o in session.get_outputs()]
+    names = getattr(session, "hub_output_names", None) or [o.name for o in session.get_outputs()]
     wanted = outputs or names
     unknown = [name for name in wanted if name not in names]
     if unknown:
@@ -226,7 +230,7 @@ def run_steps(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], *, dev
             feeds = link({**step, "index": index}, feeds, session)
         last = index == len(steps) - 1
         feeds = run_model(session, feeds, deadline, outputs if last else None)
-        providers.append(session.get_providers()[0])
+        providers.append(session.hub_provider)
     info = {"device": device, "provider": providers[-1] if len(set(providers)) == 1 else providers,
             "worker": f"{platform.node()}:{os.getpid()}", "run_ms": round((time.perf_counter() - started) * 1e3, 3)}
     return feeds, info

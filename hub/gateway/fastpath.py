@@ -1,9 +1,13 @@
 """The synchronous path without database queries: per web process, tokens and model resolutions are
-remembered while the registry's generation (``Lane.generation``) stays the same, and for at most
-``TTL_S`` seconds. Every save or delete of a token, user, artifact, collaborator list, version, file or
-provenance link bumps the generation after its transaction commits, so a revoked token or a deleted
-or newly private model is never served from memory. (Changes made with raw SQL, outside Django,
-are seen after ``TTL_S`` at most.)"""
+remembered for one generation of the registry (``Lane.generation``), and for at most ``TTL_S`` seconds.
+
+Every save or delete of a token, user, artifact, collaborator list, version, file or provenance link
+bumps the generation after its transaction commits. A request uses remembered answers tentatively and
+sends the generation they belong to with its lane message; the lane queues it only if that generation
+is still current (in the same Redis call), else answers ``Stale`` and the view authenticates and
+resolves again from the database. Requests that start jobs check the generation first. So a revoked
+token or a deleted or newly private model is never acted on from memory. (Changes made with raw SQL,
+outside Django, are seen after ``TTL_S`` at most.)"""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from django.db.models.signals import m2m_changed, post_delete, post_save
 from rest_framework.authentication import get_authorization_header
 
 from hub.accounts.auth import BearerTokenAuthentication
-from hub.gateway.lane import get_lane
+from hub.gateway.lane import Stale, get_lane
 
 TTL_S = 60.0
 
@@ -29,13 +33,21 @@ class Memory:
         self.entries: dict[tuple, tuple[float, Any]] = {}
         self.lock = threading.Lock()
 
-    def sync(self) -> None:
-        """Forget everything when the registry changed; called once per request."""
+    def reset(self, generation: bytes) -> None:
+        with self.lock:
+            self.entries.clear()
+            self.generation = generation
+
+    def ensure(self) -> None:
+        """Learn the generation before the first answer is remembered."""
+        if self.generation is None:
+            self.reset(get_lane().generation())
+
+    def validate(self) -> None:
+        """Raise ``Stale`` when the registry changed since the remembered answers were made."""
         current = get_lane().generation()
         if current != self.generation:
-            with self.lock:
-                self.entries.clear()
-                self.generation = current
+            raise Stale(current)
 
     def get(self, key: tuple) -> Any:
         found = self.entries.get(key)
@@ -57,7 +69,7 @@ class CachedBearerAuthentication(BearerTokenAuthentication):
     """Bearer tokens checked against the database once per generation (and per ``TTL_S``)."""
 
     def authenticate(self, request):
-        memory.sync()
+        memory.ensure()
         header = get_authorization_header(request)
         key = ("token", header)
         found = memory.get(key) if header else None
@@ -76,6 +88,18 @@ def remembered(key: tuple, compute):
         found = compute()
         memory.put(key, found)
     return found
+
+
+def refresh(request, generation: bytes) -> None:
+    """After ``Stale``: forget, then authenticate the request again from the database."""
+    memory.reset(generation)
+    header = get_authorization_header(request)
+    if not header:
+        return
+    result = BearerTokenAuthentication().authenticate(request)
+    if result is not None:
+        memory.put(("token", header), result)
+        request.user, request.auth = result
 
 
 def bump(**kwargs) -> None:

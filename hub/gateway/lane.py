@@ -38,9 +38,17 @@ class NoWorker(Exception):
     """No worker serves the requested queue."""
 
 
+class Stale(Exception):
+    """The registry changed since the caller's cached answers were made; nothing was sent."""
+
+    def __init__(self, generation: bytes) -> None:
+        super().__init__("registry generation changed")
+        self.generation = generation
+
+
 class Lane(Protocol):
     def alive(self, queue: str) -> bool: ...
-    def call(self, queue: str, message: bytes, timeout: float) -> bytes | None: ...
+    def call(self, queue: str, message: bytes, timeout: float, generation: bytes | None = None) -> bytes | None: ...
     def announce(self, queue: str, worker_id: str) -> None: ...
     def withdraw(self, queue: str, worker_id: str) -> None: ...
     def pop(self, queues: list[str], timeout: float) -> tuple[str, bytes] | None: ...
@@ -54,13 +62,19 @@ def new_id() -> str:
 
 
 class RedisLane:
+    # Queue the request if the caller's generation is current and a worker is alive, in one round trip.
     PUSH = """
+    local generation = redis.call('get', KEYS[3]) or '0'
+    if ARGV[3] ~= '' and generation ~= ARGV[3] then
+        return {2, generation}
+    end
     if redis.call('zcount', KEYS[1], ARGV[1], '+inf') > 0 then
         redis.call('lpush', KEYS[2], ARGV[2])
-        return 1
+        return {1, generation}
     end
-    return 0
+    return {0, generation}
     """
+    GENERATION = "hub:gw:generation"
 
     def __init__(self, url: str) -> None:
         import redis
@@ -79,10 +93,13 @@ class RedisLane:
     def alive(self, queue: str) -> bool:
         return self.redis.zcount(self._alive(queue), time.time() - ALIVE_S, "+inf") > 0
 
-    def call(self, queue: str, message: bytes, timeout: float) -> bytes | None:
+    def call(self, queue: str, message: bytes, timeout: float, generation: bytes | None = None) -> bytes | None:
         request_id = new_id()
-        if not self._push(keys=[self._alive(queue), self._queue(queue)],
-                          args=[time.time() - ALIVE_S, request_id.encode() + message]):
+        status, current = self._push(keys=[self._alive(queue), self._queue(queue), self.GENERATION],
+                                     args=[time.time() - ALIVE_S, request_id.encode() + message, generation or b""])
+        if status == 2:
+            raise Stale(current)
+        if status == 0:
             raise NoWorker(queue)
         answer = self.redis.brpop([f"hub:gw:r:{request_id}"], timeout=max(timeout, 0.01))
         return answer[1] if answer else None
@@ -103,16 +120,16 @@ class RedisLane:
 
     def reply(self, request_id: str, message: bytes) -> None:
         key = f"hub:gw:r:{request_id}"
-        with self.redis.pipeline() as pipe:
+        with self.redis.pipeline(transaction=False) as pipe:
             pipe.lpush(key, message)
             pipe.expire(key, REPLY_TTL_S)
             pipe.execute()
 
     def generation(self) -> bytes:
-        return self.redis.get("hub:gw:generation") or b"0"
+        return self.redis.get(self.GENERATION) or b"0"
 
     def bump(self) -> None:
-        self.redis.incr("hub:gw:generation")
+        self.redis.incr(self.GENERATION)
 
 
 class FileLane:
@@ -140,7 +157,9 @@ class FileLane:
         temp.write_bytes(message)
         os.replace(temp, target)
 
-    def call(self, queue: str, message: bytes, timeout: float) -> bytes | None:
+    def call(self, queue: str, message: bytes, timeout: float, generation: bytes | None = None) -> bytes | None:
+        if generation and (current := self.generation()) != generation:
+            raise Stale(current)
         if not self.alive(queue):
             raise NoWorker(queue)
         request_id = new_id()

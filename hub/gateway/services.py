@@ -16,7 +16,7 @@ from django.db import transaction
 
 from hub.errors import HubError
 from hub.gateway import wire
-from hub.gateway.lane import NoWorker, get_lane
+from hub.gateway.lane import get_lane
 from hub.gateway.tensors import check, describe
 from hub.jobs.models import Job
 from hub.jobs.services import create_job
@@ -156,19 +156,23 @@ def _queue(options: Options) -> str:
 
 
 def call(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], options: Options,
-         timeout: float | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+         timeout: float | None = None, generation: bytes | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Send one request (a model, or a chain of models) to a worker and wait for its answer.
 
-    Raises ``NoWorker`` when no worker serves the device; returns the worker's meta (``ok``, ``code``,
+    Raises ``NoWorker`` when no worker serves the device, ``Stale`` when ``generation`` (that of the
+    caller's remembered answers) is no longer current; returns the worker's meta (``ok``, ``code``,
     ``detail``, ``provider``, timings) and the output arrays."""
     limit = settings.HUB_INFER_SYNC_S if timeout is None else timeout
     meta = {"steps": steps, "threads": options.threads, "outputs": options.outputs,
             "deadline": time.time() + limit}
-    answer = get_lane().call(_queue(options), wire.pack(meta, arrays), limit + GRACE_S)
+    started = time.perf_counter()
+    answer = get_lane().call(_queue(options), wire.pack(meta, arrays), limit + GRACE_S, generation)
     if answer is None:
         raise HubError("worker_timeout", f"No worker answered within {limit + GRACE_S:.0f} s; the workers may be "
                                          "overloaded or stopped. Try again, or run it as a job (mode: async).")
-    return wire.unpack(answer)
+    meta, outputs = wire.unpack(answer)
+    meta["lane_ms"] = round((time.perf_counter() - started) * 1e3, 3)
+    return meta, outputs
 
 
 def worker_error(meta: dict[str, Any]) -> HubError:
@@ -217,8 +221,8 @@ def start_infer_job(user, model: ModelRef, options: Options, *, arrays: dict[str
     staged = False
     try:
         with transaction.atomic():
-            job = create_job(Job.Kind.INFER, user, version=Version.objects.get(pk=model.named_id), params=params, queue=options.device,
-                             device=options.device)
+            job = create_job(Job.Kind.INFER, user, version=Version.objects.get(pk=model.named_id), params=params,
+                             queue=options.device, device=options.device)
             if arrays is not None:
                 _stage_inputs(job, arrays)
                 staged = True

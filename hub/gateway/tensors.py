@@ -4,13 +4,13 @@ form the caller asks for. Nothing here unpickles: ``np.load`` runs with ``allow_
 from __future__ import annotations
 
 import io
-import json
 import math
 import re
 import zipfile
 from typing import Any
 
 import numpy as np
+import orjson
 
 from hub.errors import HubError
 
@@ -60,7 +60,7 @@ def _json_array(name: str, value: Any, dtype: np.dtype, spec: list[dict[str, Any
     if array.dtype.kind not in "biuf":
         raise _bad(f"Input {name!r} must hold numbers or booleans, not {array.dtype.name} values.",
                    expected=describe(spec))
-    return array.astype(dtype) if array.size else array.reshape(array.shape).astype(dtype)
+    return array.astype(dtype, copy=False)
 
 
 def check(arrays: dict[str, Any], spec: list[dict[str, Any]] | None, *, from_json_body: bool = False
@@ -145,4 +145,4 @@ def encode(outputs: dict[str, np.ndarray], fmt: str, info: dict[str, Any]) -> tu
     body = {"outputs": {name: to_jsonable(array) for name, array in outputs.items()},
             "shapes": {name: list(array.shape) for name, array in outputs.items()},
             "dtypes": {name: array.dtype.name for name, array in outputs.items()}, **info}
-    return json.dumps(body, separators=(",", ":")).encode(), JSON
+    return orjson.dumps(body), JSON

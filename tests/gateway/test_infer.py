@@ -94,7 +94,8 @@ def test_two_inputs_names_dtypes_and_shared_axes(shared_storage, owner, publish,
     buffer = io.BytesIO()
     np.savez(buffer, a=a, k=np.array([[2.5], [3.5]]))  # float -> int64 is not a safe cast
     wrong_dtype = api.post(infer_url("two"), buffer.getvalue(), content_type="application/x-npz")
-    assert wrong_dtype.status_code == 400 and "has dtype float64; the model expects int64" in wrong_dtype.json()["detail"]
+    assert wrong_dtype.status_code == 400
+    assert "has dtype float64; the model expects int64" in wrong_dtype.json()["detail"]
 
     axes = api.post(infer_url("two"), {"inputs": {"a": a.tolist(), "k": [[1], [2], [3]]}}, format="json")
     assert axes.status_code == 400 and "Axis 'n' is 2 in input 'a' but 3 in input 'k'" in axes.json()["detail"]

@@ -4,10 +4,10 @@ benchmarks answer 202 with a job."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
+import orjson
 from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -18,9 +18,9 @@ from rest_framework.views import APIView
 
 from hub.accounts.permissions import IsAuthenticatedReader
 from hub.errors import HubError
-from hub.gateway import services, tensors
-from hub.gateway.fastpath import CachedBearerAuthentication, remembered
-from hub.gateway.lane import NoWorker
+from hub.gateway import fastpath, services, tensors
+from hub.gateway.fastpath import CachedBearerAuthentication
+from hub.gateway.lane import NoWorker, Stale
 from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.api.views import accepted
 from hub.registry.services import get_artifact, get_version
@@ -64,8 +64,8 @@ def parse_request(request: Request) -> tuple[dict[str, Any], Any, str]:
         raise HubError("unsupported_media_type", f"Send inputs as application/json, {tensors.NPY} (.npy) or "
                                                  f"{tensors.NPZ} (.npz), not {kind}.")
     try:
-        data = json.loads(body or b"{}")
-    except ValueError as exc:
+        data = orjson.loads(body or b"{}")
+    except orjson.JSONDecodeError as exc:
         raise HubError("malformed_request", f"The body is not valid JSON ({exc}).")
     if not isinstance(data, dict):
         raise HubError("malformed_request", 'The JSON body is an object: {"inputs": {...}, "device": "cpu", ...}.')
@@ -113,11 +113,13 @@ def respond(outputs: dict[str, np.ndarray], fmt: str, info: dict[str, Any], mode
     provider = info.get("provider", "")
     response["X-Hub-Provider"] = provider if isinstance(provider, str) else ",".join(provider)
     response["X-Hub-Model"] = model.pid
+    response["Server-Timing"] = ", ".join(f"{name};dur={info[key]}" for name, key in
+                                          (("lane", "lane_ms"), ("run", "run_ms")) if key in info)
     return response
 
 
-def run_or_queue(request: Request, steps: list[dict[str, Any]], arrays: dict[str, np.ndarray],
-                 options: services.Options, start_job) -> tuple[dict[str, Any], dict[str, np.ndarray]] | Response:
+def run_or_queue(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], options: services.Options,
+                 start_job) -> tuple[dict[str, Any], dict[str, np.ndarray]] | Response:
     """The synchronous call, or 202 with the job ``start_job(reason)`` makes when the run is too big, too
     long, or waits for a worker."""
     size = sum(array.nbytes for array in arrays.values())
@@ -130,7 +132,7 @@ def run_or_queue(request: Request, steps: list[dict[str, Any]], arrays: dict[str
                                                 "or async.")
         return accepted(start_job("large inputs"))
     try:
-        meta, outputs = services.call(steps, arrays, options)
+        meta, outputs = services.call(steps, arrays, options, generation=fastpath.memory.generation)
     except NoWorker:
         if options.if_no_worker == "queue":
             return accepted(start_job("waiting for a worker"))
@@ -167,25 +169,43 @@ class Infer(ForceNegotiation, APIView):
     )
     def post(self, request: Request, owner: str, name: str, version: str):
         options_raw, raw, sent = parse_request(request)
+        for _ in range(3):
+            try:
+                return self.run(request, owner, name, version, options_raw, raw, sent)
+            except Stale as exc:  # remembered answers are out of date: authenticate and resolve again
+                fastpath.refresh(request, exc.generation)
+        raise HubError("conflict", "The registry changed three times while this request ran; send it again.")
+
+    def run(self, request: Request, owner: str, name: str, version: str, options_raw: dict[str, Any], raw: Any,
+            sent: str):
         options = services.Options.parse(options_raw)
         fmt = output_format(request, options_raw, sent)
         file = str(options_raw.get("file") or "")
-        model = remembered(("model", request.user.pk, owner, name, version, file), lambda: services.resolve_model(
-            get_version(get_artifact(request.user, owner, name), version), file))
         batch_size = _batch_size(options_raw)
+        model = fastpath.remembered(("model", request.user.pk, owner, name, version, file),
+                                    lambda: services.resolve_model(get_version(get_artifact(request.user, owner, name),
+                                                                               version), file))
         if options_raw.get("dataset"):
+            fastpath.memory.validate()
             dataset, path = services.dataset_input(request.user, str(options_raw["dataset"]),
                                                    str(options_raw.get("dataset_file") or ""))
             return accepted(services.start_infer_job(request.user, model, options, dataset=dataset,
                                                      dataset_file=path, batch_size=batch_size, reason="batch run"))
         arrays = services.check_inputs(model, raw_arrays(raw, sent, model), from_json_body=sent == "json")
-        answer = run_or_queue(request, [model.wire()], arrays, options, lambda reason: services.start_infer_job(
-            request.user, model, options, arrays=arrays, batch_size=batch_size, reason=reason))
+
+        def start_job(reason: str):
+            fastpath.memory.validate()
+            return services.start_infer_job(request.user, model, options, arrays=arrays, batch_size=batch_size,
+                                            reason=reason)
+
+        answer = run_or_queue([model.wire()], arrays, options, start_job)
         if isinstance(answer, Response):
             return answer
         meta, outputs = answer
-        return respond(outputs, fmt, {k: meta[k] for k in ("device", "provider", "worker", "run_ms") if k in meta},
-                       model)
+        return respond(outputs, fmt, {k: meta[k] for k in TIMING_KEYS if k in meta}, model)
+
+
+TIMING_KEYS = ("device", "provider", "worker", "run_ms", "lane_ms")
 
 
 def _batch_size(options: dict[str, Any]) -> int:
