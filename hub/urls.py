@@ -29,6 +29,7 @@ api_patterns = [
     path(VERSION + "optimize", conversions.VersionOptimize.as_view(), name="version-optimize"),
     path(VERSION + "infer", gateway.Infer.as_view(), name="version-infer"),
     path(VERSION + "metadata/<str:export>", metadata.VersionMetadata.as_view(), name="version-metadata"),
+    path("collaborate", gateway.Collaborate.as_view(), name="collaborate"),
     path("metadata/fields/", metadata.MetadataFields.as_view(), name="metadata-fields"),
     path(VERSION + "files/<path:path>", transfers.FileDownload.as_view(), name="file-download"),
     path("uploads/", transfers.UploadCreate.as_view(), name="upload-list"),

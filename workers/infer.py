@@ -24,7 +24,7 @@ from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef
 from hub.registry.uploads import StagedFile, sha256_of_file
 from workers.runner import JobContext, JobFailure
-from workers.sessions import RunError, cache, gpu_available, run_model
+from workers.sessions import RunError, cache, gpu_available, run_steps
 
 
 def session_for(ctx: JobContext, model: dict[str, Any]):
@@ -36,6 +36,14 @@ def session_for(ctx: JobContext, model: dict[str, Any]):
         return cache().get(model["sha256"], model["size"], device, int(ctx.job.params.get("threads") or 0))
     except RunError as exc:
         raise JobFailure(exc.code, exc.detail)
+
+
+def step_versions(steps: list[dict[str, Any]]) -> list[Version]:
+    found = {v.pk: v for v in Version.objects.filter(pk__in=[s["version_id"] for s in steps], deleted_at__isnull=True)
+             .select_related("artifact__owner")}
+    if len(found) != len({s["version_id"] for s in steps}):
+        raise JobFailure("gone", "A model version of this job was deleted before the job ran.")
+    return [found[s["version_id"]] for s in steps]
 
 
 def _fetch(version: Version, path: str, folder: Path) -> Path:
@@ -71,8 +79,9 @@ def _inputs(ctx: JobContext, model_version: Version, folder: Path) -> tuple[dict
 
 
 def run_batches(ctx: JobContext, session, arrays: dict[str, np.ndarray], batch_size: int,
-                outputs: list[str] | None) -> dict[str, np.ndarray]:
-    """Run along the first axis in batches; a model with a fixed first axis gets batches of that size."""
+                outputs: list[str] | None, steps: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """Run the chain along the first axis in batches; a first model with a fixed first axis gets batches of
+    that size."""
     rows = {array.shape[0] if array.ndim else 1 for array in arrays.values()}
     if len(rows) != 1 or any(array.ndim == 0 for array in arrays.values()):
         raise JobFailure("invalid_inputs", "Batch runs need inputs with the same number of rows (first axis).")
@@ -88,7 +97,8 @@ def run_batches(ctx: JobContext, session, arrays: dict[str, np.ndarray], batch_s
                                          f"{start} of {total} rows.")
         feeds = {name: array[start:start + batch_size] for name, array in arrays.items()}
         try:
-            result = run_model(session, feeds, deadline, outputs)
+            result, _ = run_steps(steps, feeds, device=ctx.job.device, threads=int(ctx.job.params.get("threads") or 0),
+                                  deadline=deadline, outputs=outputs, deadline_is_long=True)
         except RunError as exc:
             raise JobFailure(exc.code, f"rows {start}-{start + batch_size}: {exc.detail}")
         for name, value in result.items():
@@ -114,8 +124,9 @@ def results_artifact(user, model_version: Version) -> Artifact:
         name, n = f"{base}-{n}", n + 1
 
 
-def publish_outputs(ctx: JobContext, model_version: Version, dataset: Version | None,
+def publish_outputs(ctx: JobContext, models: list[Version], dataset: Version | None,
                     outputs: dict[str, np.ndarray], info: dict[str, Any], folder: Path) -> Version:
+    model_version = models[0]
     user = ctx.job.requester
     artifact = results_artifact(user, model_version)
     for version in artifact.versions.filter(deleted_at__isnull=True):
@@ -124,16 +135,17 @@ def publish_outputs(ctx: JobContext, model_version: Version, dataset: Version | 
     path = folder / "outputs.npz"
     np.savez(path, **outputs)
     source = model_version.metadata or {}
+    chain = " -> ".join(str(v) for v in models)
     metadata = {
-        "title": f"Outputs of {model_version} on {dataset if dataset else 'inputs sent by ' + user.username}",
-        "description": f"Outputs of {model_version} ({model_version.pid}) computed on {info['device']} "
+        "title": f"Outputs of {chain} on {dataset if dataset else 'inputs sent by ' + user.username}",
+        "description": f"Outputs of {chain} ({', '.join(v.pid for v in models)}) computed on {info['device']} "
                        f"({info['provider']}) by job {ctx.job.pk}.",
         "creators": [{"name": user.get_full_name() or user.username}],
         "license": source.get("license") or "CC-BY-4.0",
         "keywords": ["inference-output"],
         "job": str(ctx.job.pk),
     }
-    refs = [ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, model_version)]
+    refs = [ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, version) for version in dict.fromkeys(models)]
     if dataset is not None:
         refs.append(ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, dataset))
     staged = StagedFile(path="outputs.npz", staged=path, sha256=sha256_of_file(path), size=path.stat().st_size)
@@ -147,19 +159,19 @@ def publish_outputs(ctx: JobContext, model_version: Version, dataset: Version | 
 
 def infer_work(ctx: JobContext) -> dict[str, Any]:
     params = ctx.job.params
-    model_version = Version.objects.filter(pk=params["model"]["version_id"], deleted_at__isnull=True).first()
-    if model_version is None:
-        raise JobFailure("gone", "The model version was deleted before the job ran.")
-    ctx.log(f"{params.get('reason') or 'job'}: {model_version} ({params['model']['path']}) on {ctx.job.device}")
+    steps = params["steps"]
+    models = step_versions(steps)
+    ctx.log(f"{params.get('reason') or 'job'}: {' -> '.join(map(str, models))} on {ctx.job.device}")
     folder = Path(tempfile.mkdtemp(prefix="hpcfair-infer-"))
     try:
-        session = session_for(ctx, params["model"])
-        arrays, dataset = _inputs(ctx, model_version, folder)
+        sessions = [session_for(ctx, step) for step in steps]
+        arrays, dataset = _inputs(ctx, models[0], folder)
         started = time.perf_counter()
-        outputs = run_batches(ctx, session, arrays, int(params.get("batch_size") or 64), params.get("outputs") or None)
-        info = {"device": ctx.job.device, "provider": session.get_providers()[0],
+        outputs = run_batches(ctx, sessions[0], arrays, int(params.get("batch_size") or 64),
+                              params.get("outputs") or None, steps)
+        info = {"device": ctx.job.device, "provider": sessions[-1].hub_provider,
                 "run_ms": round((time.perf_counter() - started) * 1e3, 3)}
-        published = publish_outputs(ctx, model_version, dataset, outputs, info, folder)
+        published = publish_outputs(ctx, models, dataset, outputs, info, folder)
         ctx.log(f"published the outputs as {published} ({published.pid})")
         shutil.rmtree(staging_dir(ctx.job.pk), ignore_errors=True)
         return {**info, "version": str(published), "pid": published.pid,

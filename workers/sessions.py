@@ -176,9 +176,10 @@ def watchdog() -> Watchdog:
     return _watchdog
 
 
-def run_model(session, feeds: dict[str, np.ndarray], deadline: float, outputs: list[str] | None = None
-              ) -> dict[str, np.ndarray]:
-    """One ``session.run`` that stops at ``deadline`` (seconds since the epoch)."""
+def run_model(session, feeds: dict[str, np.ndarray], deadline: float, outputs: list[str] | None = None,
+              watch: bool = True) -> dict[str, np.ndarray]:
+    """One ``session.run`` that stops at ``deadline`` (seconds since the epoch; jobs pass ``watch=False``
+    and check their deadline between batches)."""
     import onnxruntime as ort
 
     names = getattr(session, "hub_output_names", None) or [o.name for o in session.get_outputs()]
@@ -187,7 +188,7 @@ def run_model(session, feeds: dict[str, np.ndarray], deadline: float, outputs: l
     if unknown:
         raise RunError("invalid_inputs", f"The model has no output {unknown[0]!r}; it has {', '.join(names)}.")
     options = ort.RunOptions()
-    if deadline - time.time() < 30:  # short runs: abort at the deadline; long jobs check between batches
+    if watch:
         watchdog().watch(deadline, options)
     try:
         results = session.run(wanted, feeds, options)
@@ -219,7 +220,8 @@ def link(step: dict[str, Any], previous: dict[str, np.ndarray], session) -> dict
 
 
 def run_steps(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], *, device: str, threads: int,
-              deadline: float, outputs: list[str] | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+              deadline: float, outputs: list[str] | None = None, deadline_is_long: bool = False
+              ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Run one model or a chain; returns the last step's outputs and what ran where."""
     feeds = arrays
     providers = []
@@ -229,7 +231,7 @@ def run_steps(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], *, dev
         if index:
             feeds = link({**step, "index": index}, feeds, session)
         last = index == len(steps) - 1
-        feeds = run_model(session, feeds, deadline, outputs if last else None)
+        feeds = run_model(session, feeds, deadline, outputs if last else None, watch=not deadline_is_long)
         providers.append(session.hub_provider)
     info = {"device": device, "provider": providers[-1] if len(set(providers)) == 1 else providers,
             "worker": f"{platform.node()}:{os.getpid()}", "run_ms": round((time.perf_counter() - started) * 1e3, 3)}

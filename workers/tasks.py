@@ -8,7 +8,7 @@ from typing import Any
 from celery.signals import worker_ready
 
 from hub.storage import StorageUnavailable, get_blob_store
-from workers import convert, infer
+from workers import collaborate, convert, infer
 from workers.celery import app
 from workers.runner import JobContext, JobFailure, execute
 
@@ -72,6 +72,12 @@ def optimize_model(job_id: str) -> None:
 def infer_job(job_id: str) -> None:
     """Run a model over staged inputs or a dataset in batches; publish the outputs as a dataset version."""
     execute(job_id, infer.infer_work)
+
+
+@app.task(name="hub.collaborate")
+def merge_models(job_id: str) -> None:
+    """Merge a chain of ONNX models into one, verify it against the chain, publish it with provenance."""
+    execute(job_id, collaborate.merge_work)
 
 
 @worker_ready.connect

@@ -4,6 +4,7 @@ workers do (``workers.gateway``, ``workers.infer``)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -207,22 +208,29 @@ def _stage_inputs(job: Job, arrays: dict[str, np.ndarray]) -> None:
     np.savez(folder / "inputs.npz", **arrays)
 
 
-def start_infer_job(user, model: ModelRef, options: Options, *, arrays: dict[str, np.ndarray] | None = None,
-                    dataset: Version | None = None, dataset_file: str = "", batch_size: int = 64,
-                    reason: str = "") -> Job:
-    """A job that runs ``model`` on inputs sent now (staged) or on a dataset version's file, and publishes
-    the outputs as a new version of a dataset artifact with provenance."""
+def steps_of(models: list[ModelRef], links: list[dict[str, str]] | None = None) -> list[dict[str, Any]]:
+    """The lane/job description of a chain: each model's file, and how its inputs come from the step before."""
+    links = links or [{} for _ in models[1:]]
+    return [{**model.wire(), "version_id": model.version_id, **({"links": links[index - 1]} if index else {})}
+            for index, model in enumerate(models)]
+
+
+def start_infer_job(user, models: list[ModelRef], options: Options, *, links: list[dict[str, str]] | None = None,
+                    arrays: dict[str, np.ndarray] | None = None, dataset: Version | None = None,
+                    dataset_file: str = "", batch_size: int = 64, reason: str = "") -> Job:
+    """A job that runs a model (or a chain) on inputs sent now (staged) or on a dataset version's file, and
+    publishes the outputs as a new version of a dataset artifact with provenance."""
     if options.device == "gpu" and options.if_no_worker == "refuse" and not alive("gpu"):
         raise no_worker("gpu")
-    params: dict[str, Any] = {"model": {**model.wire(), "version_id": model.version_id}, "threads": options.threads,
+    params: dict[str, Any] = {"steps": steps_of(models, links), "threads": options.threads,
                               "outputs": options.outputs, "batch_size": batch_size, "reason": reason}
     if dataset is not None:
         params["dataset"] = {"version_id": dataset.pk, "file": dataset_file}
     staged = False
     try:
         with transaction.atomic():
-            job = create_job(Job.Kind.INFER, user, version=Version.objects.get(pk=model.named_id), params=params,
-                             queue=options.device, device=options.device)
+            job = create_job(Job.Kind.INFER, user, version=Version.objects.get(pk=models[0].named_id),
+                             params=params, queue=options.device, device=options.device)
             if arrays is not None:
                 _stage_inputs(job, arrays)
                 staged = True
@@ -233,6 +241,71 @@ def start_infer_job(user, model: ModelRef, options: Options, *, arrays: dict[str
             shutil.rmtree(staging_dir(job.pk), ignore_errors=True)
         raise
     return job
+
+
+# --- collaboration ---------------------------------------------------------------------------------------
+
+
+def check_links(models: list[ModelRef], links: Any) -> list[dict[str, str]]:
+    """``links[i]`` maps inputs of model i+1 to outputs of model i; empty means "by position"."""
+    if links is None:
+        links = [{} for _ in models[1:]]
+    if not isinstance(links, list) or len(links) != len(models) - 1 or not all(
+            isinstance(item, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in item.items())
+            for item in links):
+        raise HubError("invalid", f"links is a list of {len(models) - 1} mapping(s), one per joint: "
+                                  '[{"<input of the next model>": "<output of the model before>"}].',
+                       errors={"links": ["Expected a list of mappings."]})
+    for index, mapping in enumerate(links):
+        before, after = models[index], models[index + 1]
+        outputs = [o["name"] for o in before.outputs or []]
+        inputs = [i["name"] for i in after.inputs or []]
+        if not mapping:
+            if outputs and inputs and len(outputs) != len(inputs):
+                raise HubError("invalid", f"{before.name} has {len(outputs)} output(s) ({', '.join(outputs)}) and "
+                                          f"{after.name} {len(inputs)} input(s) ({', '.join(inputs)}); say which "
+                                          f"feeds which in links[{index}].", errors={"links": ["Needed."]})
+            continue
+        wrong_in = [name for name in mapping if inputs and name not in inputs]
+        wrong_out = [name for name in mapping.values() if outputs and name not in outputs]
+        if wrong_in or wrong_out:
+            raise HubError("invalid", f"links[{index}]: "
+                           + (f"{after.name} has no input {wrong_in[0]!r} (it has {', '.join(inputs)})"
+                              if wrong_in else
+                              f"{before.name} has no output {wrong_out[0]!r} (it has {', '.join(outputs)})") + ".",
+                           errors={"links": ["Unknown name."]})
+        if inputs and sorted(mapping) != sorted(inputs):
+            raise HubError("invalid", f"links[{index}] must feed every input of {after.name}: "
+                                      f"{', '.join(sorted(set(inputs) - set(mapping)))} unmapped.",
+                           errors={"links": ["Incomplete."]})
+    return links
+
+
+def start_merge_job(user, models: list[ModelRef], links: list[dict[str, str]], *, name: str, title: str = "",
+                    license: str = "", task: str = "", visibility: str = "") -> Job:
+    """Merge a chain into one ONNX model (``onnx.compose``), published as ``user/name`` with provenance."""
+    from hub.registry.models import NAME_RE, Artifact
+
+    if not name or not re.match(NAME_RE, name):
+        raise HubError("invalid", "A merged model needs a name: letters, digits, . _ - (up to 100).",
+                       errors={"name": ["Required." if not name else "Invalid name."]})
+    if Artifact.objects.live().filter(owner=user, name=name).exists():
+        raise HubError("already_exists", f"You already have an artifact named {user.username}/{name}.")
+    parents = list(Version.objects.filter(pk__in=[m.version_id for m in models]).select_related("artifact"))
+    private = any(not v.artifact.is_public for v in parents)
+    visibility = visibility or ("private" if private else "public")
+    if visibility not in ("public", "private"):
+        raise HubError("invalid", "visibility is public or private.", errors={"visibility": ["Unknown value."]})
+    if private and visibility == "public":
+        raise HubError("permission_denied", "A model merged from a private model stays private.")
+    licenses = {(v.metadata or {}).get("license") for v in parents}
+    if not license and len(licenses) != 1:
+        raise HubError("invalid", f"The models have different licenses ({', '.join(sorted(map(str, licenses)))}); "
+                                  "choose the merged model's license.", errors={"license": ["Required."]})
+    params = {"steps": steps_of(models, links), "name": name, "title": title, "license": license or licenses.pop(),
+              "task": task, "visibility": visibility}
+    return create_job(Job.Kind.COLLABORATE, user, version=Version.objects.get(pk=models[0].named_id), params=params,
+                      queue="convert")
 
 
 def dataset_input(user, ref: str, file: str) -> tuple[Version, str]:

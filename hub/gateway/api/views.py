@@ -50,7 +50,7 @@ def media_type(request: Request) -> str:
     return (request.META.get("CONTENT_TYPE") or tensors.JSON).split(";")[0].strip().lower()
 
 
-def parse_request(request: Request) -> tuple[dict[str, Any], Any, str]:
+def parse_request(request: Request, fields: tuple[str, ...] = OPTION_NAMES) -> tuple[dict[str, Any], Any, str]:
     """(options, raw inputs, the request's format); options come from the query and, for JSON, the body."""
     options: dict[str, Any] = {name: request.query_params[name] for name in OPTION_NAMES
                                if name in request.query_params}
@@ -69,10 +69,10 @@ def parse_request(request: Request) -> tuple[dict[str, Any], Any, str]:
         raise HubError("malformed_request", f"The body is not valid JSON ({exc}).")
     if not isinstance(data, dict):
         raise HubError("malformed_request", 'The JSON body is an object: {"inputs": {...}, "device": "cpu", ...}.')
-    unknown = sorted(set(data) - set(OPTION_NAMES) - {"inputs"})
+    unknown = sorted(set(data) - set(fields) - {"inputs"})
     if unknown:
         raise HubError("invalid", f"Unknown field {unknown[0]!r}; the fields are inputs, "
-                                  f"{', '.join(OPTION_NAMES)}.", errors={unknown[0]: ["Unknown field."]})
+                                  f"{', '.join(fields)}.", errors={unknown[0]: ["Unknown field."]})
     options.update({k: v for k, v in data.items() if k != "inputs"})
     return options, data.get("inputs"), "json"
 
@@ -189,13 +189,13 @@ class Infer(ForceNegotiation, APIView):
             fastpath.memory.validate()
             dataset, path = services.dataset_input(request.user, str(options_raw["dataset"]),
                                                    str(options_raw.get("dataset_file") or ""))
-            return accepted(services.start_infer_job(request.user, model, options, dataset=dataset,
+            return accepted(services.start_infer_job(request.user, [model], options, dataset=dataset,
                                                      dataset_file=path, batch_size=batch_size, reason="batch run"))
         arrays = services.check_inputs(model, raw_arrays(raw, sent, model), from_json_body=sent == "json")
 
         def start_job(reason: str):
             fastpath.memory.validate()
-            return services.start_infer_job(request.user, model, options, arrays=arrays, batch_size=batch_size,
+            return services.start_infer_job(request.user, [model], options, arrays=arrays, batch_size=batch_size,
                                             reason=reason)
 
         answer = run_or_queue([model.wire()], arrays, options, start_job)
@@ -216,3 +216,81 @@ def _batch_size(options: dict[str, Any]) -> int:
     if not 1 <= value <= 1_000_000:
         raise HubError("invalid", "batch_size is a whole number from 1.", errors={"batch_size": ["Out of range."]})
     return value
+
+
+COLLABORATE_FIELDS = (*OPTION_NAMES, "models", "links", "merge", "name", "title", "license", "task", "visibility")
+
+
+class Collaborate(ForceNegotiation, APIView):
+    """Run a chain of models (outputs of one into inputs of the next) in one request, or merge the chain
+    into one ONNX model published with provenance (``merge: true``, 202 + job)."""
+
+    authentication_classes = [CachedBearerAuthentication, SessionAuthentication]
+    permission_classes = [IsAuthenticatedReader]
+
+    @extend_schema(
+        request={"application/json": {"type": "object", "required": ["models"], "properties": {
+            "models": {"type": "array", "items": {"type": "string"}, "minItems": 2,
+                       "description": "owner/name[@version] or PIDs, first to last"},
+            "links": {"type": "array", "items": {"type": "object"},
+                      "description": "per joint: {input of the next model: output of the one before}; "
+                                     "default: by position"},
+            "inputs": {"description": "inputs of the first model"}, "merge": {"type": "boolean"},
+            "name": {"type": "string", "description": "the merged model's name (merge)"},
+            "title": {"type": "string"}, "license": {"type": "string"}, "task": {"type": "string"},
+            "visibility": {"enum": ["public", "private"]},
+            "device": {"enum": list(services.DEVICES)}, "mode": {"enum": list(services.MODES)},
+            "if_no_worker": {"enum": list(services.IF_NO_WORKER)}, "output_format": {"enum": list(tensors.FORMATS)},
+            "dataset": {"type": "string"}, "dataset_file": {"type": "string"}, "batch_size": {"type": "integer"}}}},
+        responses={200: OpenApiResponse(description="The last model's outputs"), 202: JobSerializer},
+    )
+    def post(self, request: Request):
+        options_raw, raw, sent = parse_request(request, COLLABORATE_FIELDS)
+        if sent != "json":
+            raise HubError("unsupported_media_type", "Send a chain as a JSON body: {\"models\": [...], "
+                                                     "\"inputs\": {...}}.")
+        refs = options_raw.get("models")
+        if not isinstance(refs, list) or len(refs) < 2 or not all(isinstance(r, str) and r for r in refs):
+            raise HubError("invalid", "models is a list of two or more models (owner/name[@version] or PIDs).",
+                           errors={"models": ["Expected two or more models."]})
+        for _ in range(3):
+            try:
+                return self.run(request, refs, options_raw, raw)
+            except Stale as exc:
+                fastpath.refresh(request, exc.generation)
+        raise HubError("conflict", "The registry changed three times while this request ran; send it again.")
+
+    def run(self, request: Request, refs: list[str], options_raw: dict[str, Any], raw: Any):
+        user = request.user
+        options = services.Options.parse(options_raw)
+        fmt = output_format(request, options_raw, "json")
+        models = [fastpath.remembered(("ref", user.pk, ref), lambda ref=ref: services.model_for(user, ref))
+                  for ref in refs]
+        links = services.check_links(models, options_raw.get("links"))
+        batch_size = _batch_size(options_raw)
+        if options_raw.get("merge"):
+            fastpath.memory.validate()
+            return accepted(services.start_merge_job(
+                user, models, links, name=str(options_raw.get("name") or ""), title=str(options_raw.get("title") or ""),
+                license=str(options_raw.get("license") or ""), task=str(options_raw.get("task") or ""),
+                visibility=str(options_raw.get("visibility") or "")))
+        if options_raw.get("dataset"):
+            fastpath.memory.validate()
+            dataset, path = services.dataset_input(user, str(options_raw["dataset"]),
+                                                   str(options_raw.get("dataset_file") or ""))
+            return accepted(services.start_infer_job(user, models, options, links=links, dataset=dataset,
+                                                     dataset_file=path, batch_size=batch_size, reason="batch run"))
+        arrays = services.check_inputs(models[0], raw_arrays(raw, "json", models[0]), from_json_body=True)
+
+        def start_job(reason: str):
+            fastpath.memory.validate()
+            return services.start_infer_job(user, models, options, links=links, arrays=arrays, batch_size=batch_size,
+                                            reason=reason)
+
+        answer = run_or_queue(services.steps_of(models, links), arrays, options, start_job)
+        if isinstance(answer, Response):
+            return answer
+        meta, outputs = answer
+        info = {k: meta[k] for k in TIMING_KEYS if k in meta}
+        info["steps"] = [{"pid": m.pid, "version": m.name, "file": m.path} for m in models]
+        return respond(outputs, fmt, info, models[-1])
