@@ -28,6 +28,7 @@ api_patterns = [
     path(VERSION + "convert", conversions.VersionConvert.as_view(), name="version-convert"),
     path(VERSION + "optimize", conversions.VersionOptimize.as_view(), name="version-optimize"),
     path(VERSION + "infer", gateway.Infer.as_view(), name="version-infer"),
+    path(VERSION + "benchmark", gateway.VersionBenchmark.as_view(), name="version-benchmark"),
     path(VERSION + "metadata/<str:export>", metadata.VersionMetadata.as_view(), name="version-metadata"),
     path("collaborate", gateway.Collaborate.as_view(), name="collaborate"),
     path("metadata/fields/", metadata.MetadataFields.as_view(), name="metadata-fields"),

@@ -8,7 +8,7 @@ from typing import Any
 from celery.signals import worker_ready
 
 from hub.storage import StorageUnavailable, get_blob_store
-from workers import collaborate, convert, infer
+from workers import benchmark, collaborate, convert, infer
 from workers.celery import app
 from workers.runner import JobContext, JobFailure, execute
 
@@ -78,6 +78,12 @@ def infer_job(job_id: str) -> None:
 def merge_models(job_id: str) -> None:
     """Merge a chain of ONNX models into one, verify it against the chain, publish it with provenance."""
     execute(job_id, collaborate.merge_work)
+
+
+@app.task(name="hub.benchmark")
+def benchmark_model(job_id: str) -> None:
+    """Measure a model's latency per batch size on this worker's hardware and record it."""
+    execute(job_id, benchmark.benchmark_work)
 
 
 @worker_ready.connect

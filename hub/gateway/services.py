@@ -326,3 +326,14 @@ def dataset_input(user, ref: str, file: str) -> tuple[Version, str]:
 
 def check_inputs(model: ModelRef, arrays: dict[str, Any], from_json_body: bool) -> dict[str, np.ndarray]:
     return check(arrays, model.inputs, from_json_body=from_json_body)
+
+
+def start_benchmark_job(user, model: ModelRef, options: Options, *, batch_sizes: list[int], runs: int) -> Job:
+    """Measure ``model`` on a worker of ``options.device`` (202 + job); refused without such a worker unless
+    the caller asked to queue."""
+    if options.if_no_worker == "refuse" and not alive(options.device):
+        raise no_worker(options.device)
+    params = {"steps": steps_of([model]), "batch_sizes": batch_sizes, "runs": runs, "warmup": min(10, runs),
+              "threads": options.threads}
+    return create_job(Job.Kind.BENCHMARK, user, version=Version.objects.get(pk=model.named_id), params=params,
+                      queue=options.device, device=options.device)

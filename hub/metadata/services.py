@@ -83,6 +83,16 @@ def export_urls(version: Version) -> dict[str, str]:
             for name in names}
 
 
+def with_measurements(version: Version) -> dict[str, Any]:
+    """The version's metadata plus what the hub measured about it since (latency per hardware)."""
+    from hub.gateway.models import measured
+
+    found = measured(version)
+    if not found:
+        return version.metadata
+    return {**version.metadata, "benchmarks": [*(version.metadata.get("benchmarks") or []), *found]}
+
+
 def version_record(version: Version) -> Record:
     """The record of one version (files, provenance, its concept)."""
     # One query each for files and provenance, skipped where a list view prefetched them already.
@@ -91,7 +101,7 @@ def version_record(version: Version) -> Record:
     job = version.metadata.get("job")
     return Record(
         iri=pid_url(version.pid), pid=version.pid, kind=artifact.kind, label=version.label,
-        metadata=version.metadata, published=version.created, owner=artifact.owner.username,
+        metadata=with_measurements(version), published=version.created, owner=artifact.owner.username,
         public=artifact.is_public,
         files=[FileEntry(f.path, f.size, f.blob_id, f.media_type, file_url(version, f.path))
                for f in version.files.all()],

@@ -8,6 +8,7 @@ from django.contrib.postgres.search import SearchVector
 from django.db import connection
 from django.db.models import Value
 
+from hub.metadata.services import with_measurements
 from hub.registry.models import Artifact, Version
 from hub.search.models import FacetValue, SearchEntry
 
@@ -51,7 +52,7 @@ def reindex(artifact: Artifact) -> None:
         return
     version = artifact.latest_version()
     entry, _ = SearchEntry.objects.update_or_create(artifact=artifact, defaults=document(artifact, version))
-    wanted = facet_values(artifact, version.metadata if version else {})
+    wanted = facet_values(artifact, with_measurements(version) if version else {})
     FacetValue.objects.filter(entry=entry).delete()
     FacetValue.objects.bulk_create([FacetValue(entry=entry, facet=f, value=v) for f, v in sorted(wanted)])
     if connection.vendor == "postgresql":

@@ -206,3 +206,33 @@ def test_threads_and_output_selection(shared_storage, owner, publish, api):
     assert response.status_code == 200 and response.json()["outputs"] == {"y": [[2.0, 4.0, 6.0]]}
     response = api.post(infer_url("two"), {**body, "outputs": ["z"]}, format="json")
     assert response.status_code == 400 and "no output 'z'" in response.json()["detail"]
+
+
+def test_benchmark_records_latency_per_hardware(mlp_version, api, other):
+    import os
+
+    url = "/api/v1/artifacts/alice/mlp/versions/1/benchmark"
+    assert client_for(other).post(url, {"runs": 10}, format="json").status_code == 403
+    assert api.post(url, {"batch_sizes": [0]}, format="json").status_code == 400
+    refused = api.post(url, {"device": "gpu"}, format="json")
+    assert refused.status_code == 503 and refused.json()["code"] == "no_worker"
+
+    response = api.post(url, {"batch_sizes": [4, 1], "runs": 10}, format="json")
+    assert response.status_code == 202, response.content
+    job = wait_for_job(response.json()["id"])
+    assert job.state == "succeeded", (job.error_code, job.error_detail)
+    results = job.result["results"]
+    assert [r["batch_size"] for r in results] == [1, 4]
+    for row in results:
+        assert row["runs"] == 10 and 0 < row["median_ms"] <= row["p95_ms"] < 1000
+        assert row["hardware"]["kind"] == "cpu" and row["hardware"]["cores"] == os.cpu_count()
+        assert row["provider"] == "CPUExecutionProvider"
+
+    listed = api.get(url).json()["benchmarks"]
+    assert [(b["batch_size"], b["median_ms"]) for b in listed] == [(r["batch_size"], r["median_ms"]) for r in results]
+    # The measurements are part of the metadata record: RDF export and the search facet "hardware".
+    turtle = api.get("/api/v1/artifacts/alice/mlp/versions/1/metadata/turtle").content.decode()
+    assert "hpc:Benchmark" in turtle and "hpc:cpuCoreCount" in turtle and "medianExecutionTime" in turtle
+    on_cpu = api.get("/api/v1/artifacts/?hardware=cpu").json()
+    assert [a["name"] for a in on_cpu["results"]] == ["mlp"]
+    assert api.get("/api/v1/artifacts/?hardware=gpu").json()["count"] == 0

@@ -16,13 +16,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from hub.accounts.permissions import IsAuthenticatedReader
+from hub.accounts.permissions import IsAuthenticatedReader, TokenScopePermission
 from hub.errors import HubError
 from hub.gateway import fastpath, services, tensors
 from hub.gateway.fastpath import CachedBearerAuthentication
 from hub.gateway.lane import NoWorker, Stale
 from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.api.views import accepted
+from hub.registry.api.views import require_write
+from hub.registry.models import Version
 from hub.registry.services import get_artifact, get_version
 
 OPTION_NAMES = ("device", "threads", "worker_num", "mode", "if_no_worker", "outputs", "output_format", "file",
@@ -294,3 +296,43 @@ class Collaborate(ForceNegotiation, APIView):
         info = {k: meta[k] for k in TIMING_KEYS if k in meta}
         info["steps"] = [{"pid": m.pid, "version": m.name, "file": m.path} for m in models]
         return respond(outputs, fmt, info, models[-1])
+
+
+class VersionBenchmark(APIView):
+    """Latency measured on the hub's workers (GET), or a new measurement on a device (POST, 202 + job; for
+    the owner and collaborators)."""
+
+    permission_classes = [TokenScopePermission]
+
+    @extend_schema(responses={200: {"type": "object"}})
+    def get(self, request: Request, owner: str, name: str, version: str) -> Response:
+        from hub.gateway.models import measured
+
+        model = services.resolve_model(get_version(get_artifact(request.user, owner, name), version))
+        return Response({"version": model.name, "pid": model.pid,
+                         "benchmarks": measured(Version.objects.get(pk=model.version_id))})
+
+    @extend_schema(request={"application/json": {"type": "object", "properties": {
+        "device": {"enum": list(services.DEVICES)}, "if_no_worker": {"enum": list(services.IF_NO_WORKER)},
+        "batch_sizes": {"type": "array", "items": {"type": "integer"}, "description": "default [1, 8, 32]"},
+        "runs": {"type": "integer", "description": "timed runs per batch size (default 50)"},
+        "threads": {"type": "integer"}}}}, responses={202: JobSerializer})
+    def post(self, request: Request, owner: str, name: str, version: str) -> Response:
+        artifact = get_artifact(request.user, owner, name)
+        require_write(request, artifact)
+        model = services.resolve_model(get_version(artifact, version))
+        data = request.data if isinstance(request.data, dict) else {}
+        unknown = sorted(set(data) - {"device", "if_no_worker", "batch_sizes", "runs", "threads"})
+        if unknown:
+            raise HubError("invalid", f"Unknown field {unknown[0]!r}.", errors={unknown[0]: ["Unknown field."]})
+        sizes = data.get("batch_sizes", [1, 8, 32])
+        runs = data.get("runs", 50)
+        if (not isinstance(sizes, list) or not sizes or len(sizes) > 12
+                or not all(isinstance(b, int) and not isinstance(b, bool) and 1 <= b <= 4096 for b in sizes)):
+            raise HubError("invalid", "batch_sizes is a list of up to 12 whole numbers from 1 to 4096.",
+                           errors={"batch_sizes": ["Invalid."]})
+        if not isinstance(runs, int) or isinstance(runs, bool) or not 5 <= runs <= 10_000:
+            raise HubError("invalid", "runs is a whole number from 5 to 10000.", errors={"runs": ["Out of range."]})
+        options = services.Options.parse({k: data[k] for k in ("device", "if_no_worker", "threads") if k in data})
+        return accepted(services.start_benchmark_job(request.user, model, options, batch_sizes=sorted(set(sizes)),
+                                                     runs=runs))
