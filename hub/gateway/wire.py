@@ -25,7 +25,9 @@ def pack(meta: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> b
     arrays = arrays or {}
     parts, specs = [], []
     for name, array in arrays.items():
-        array = np.ascontiguousarray(array)
+        array = np.asarray(array)
+        if not array.flags.c_contiguous:  # (np.ascontiguousarray would turn a 0-d array into 1-d)
+            array = np.ascontiguousarray(array).reshape(array.shape)
         if array.dtype.hasobject:
             raise WireError(f"array {name!r} holds Python objects; only numeric and bool arrays can be sent.")
         specs.append([name, array.dtype.str, list(array.shape)])

@@ -236,3 +236,19 @@ def test_benchmark_records_latency_per_hardware(mlp_version, api, other):
     on_cpu = api.get("/api/v1/artifacts/?hardware=cpu").json()
     assert [a["name"] for a in on_cpu["results"]] == ["mlp"]
     assert api.get("/api/v1/artifacts/?hardware=gpu").json()["count"] == 0
+
+
+def test_wire_format_keeps_shapes_dtypes_and_values():
+    from hub.gateway import wire
+
+    arrays = {"scalar": np.float32(2.5) * np.ones((), np.float32), "empty": np.zeros((0, 3), np.int64),
+              "strided": np.arange(12, dtype=np.float64).reshape(3, 4)[:, ::2], "flags": np.array([True, False])}
+    meta, back = wire.unpack(wire.pack({"k": 1}, arrays))
+    assert meta == {"k": 1}
+    for name, array in arrays.items():
+        assert back[name].shape == array.shape and back[name].dtype == array.dtype
+        np.testing.assert_array_equal(back[name], array)
+    with pytest.raises(wire.WireError):
+        wire.pack({}, {"objects": np.array([object()])})
+    with pytest.raises(wire.WireError):
+        wire.unpack(b"XXXX" + bytes(8))
