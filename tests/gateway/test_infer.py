@@ -252,3 +252,28 @@ def test_wire_format_keeps_shapes_dtypes_and_values():
         wire.pack({}, {"objects": np.array([object()])})
     with pytest.raises(wire.WireError):
         wire.unpack(b"XXXX" + bytes(8))
+
+
+def test_remembered_answers_never_outlive_a_change(mlp_version, owner, other):
+    """Tokens and model resolutions are cached per web process; a revocation or a visibility change
+    takes effect on the very next request."""
+    from django.utils import timezone
+
+    from hub.accounts.models import ApiToken
+
+    token, raw = ApiToken.issue(owner, scope="write")
+    client = client_for(None)
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    body = {"inputs": [[0.0] * 784]}
+    assert client.post(infer_url(), body, format="json").status_code == 200
+    token.revoked = timezone.now()
+    token.save()
+    refused = client.post(infer_url(), body, format="json")
+    assert refused.status_code == 401 and refused.json()["code"] == "invalid_token"
+
+    reader = client_for(other)
+    assert reader.post(infer_url(), body, format="json").status_code == 200
+    artifact = mlp_version.artifact
+    artifact.visibility = "private"
+    artifact.save()
+    assert reader.post(infer_url(), body, format="json").status_code == 404
