@@ -103,7 +103,8 @@ def refresh(request, generation: bytes) -> None:
 
 
 def bump(**kwargs) -> None:
-    transaction.on_commit(get_lane().bump)
+    # robust: a broker outage is logged, it does not fail a save that has committed already
+    transaction.on_commit(lambda: get_lane().bump(), robust=True)
 
 
 def connect() -> None:
