@@ -24,7 +24,7 @@ from hub.errors import HubError
 from hub.registry import services as registry
 from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef
-from hub.registry.uploads import StagedFile, sha256_of_file
+from workers.files import staged
 from workers.infer import step_versions
 from workers.runner import JobContext, JobFailure
 from workers.sessions import RunError, _model_file, run_steps
@@ -185,14 +185,13 @@ def publish(ctx: JobContext, parents: list[Version], path: Path, report: dict[st
         "verified": report["passed"],
         "verification": {path.name: report},
     }
-    staged = StagedFile(path=path.name, staged=path, sha256=sha256_of_file(path), size=path.stat().st_size)
     try:
         with transaction.atomic():  # no artifact without its version
             artifact = registry.create_artifact(user, kind=Artifact.Kind.MODEL, name=params["name"],
                                                 visibility=params["visibility"], title=metadata["title"],
                                                 description=metadata["description"])
             return registry.create_version(
-                artifact, user, files=[staged], metadata=metadata, system=True,
+                artifact, user, files=[staged(path, path.name)], metadata=metadata, system=True,
                 provenance=[ProvenanceRef(ProvenanceLink.Relation.MERGED_FROM, p) for p in dict.fromkeys(parents)])
     except HubError as exc:
         raise JobFailure(exc.error_code, exc.message)

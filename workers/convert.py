@@ -15,8 +15,8 @@ from hpcfair.convert import ConversionError, Limits, convert_file, sandbox
 from hub.errors import HubError
 from hub.registry.models import ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef, create_version
-from hub.registry.uploads import StagedFile, sha256_of_file
-from hub.storage import get_blob_store
+from hub.registry.uploads import StagedFile
+from workers.files import fetch, staged
 from workers.runner import JobContext, JobFailure
 
 # Metadata that describes the source file's framework, not the ONNX copy.
@@ -39,18 +39,6 @@ def _source(ctx: JobContext) -> Version:
     if version is None or version.is_deleted:
         raise JobFailure("gone", "The version was deleted before it could be processed.")
     return version
-
-
-def _fetch(version: Version, path: str, dest_dir: Path) -> Path:
-    file = version.files.select_related("blob").get(path=path)
-    dest = dest_dir / Path(path).name
-    with get_blob_store().open(file.blob_id) as stream, open(dest, "wb") as out:
-        shutil.copyfileobj(stream, out, 8 * 1024 * 1024)
-    return dest
-
-
-def _staged(path: Path, name: str) -> StagedFile:
-    return StagedFile(path=name, staged=path, sha256=sha256_of_file(path), size=path.stat().st_size)
 
 
 def _free_label(version: Version, suffix: str) -> str:
@@ -80,14 +68,14 @@ def convert_work(ctx: JobContext) -> dict[str, Any]:
         return {"version": done.label, "pid": done.pid, "verified": done.metadata.get("verified")}
     workdir = Path(tempfile.mkdtemp(prefix="hpcfair-job-"))
     try:
-        sample = _fetch(source, params["sample_inputs"], workdir) if params.get("sample_inputs") else None
+        sample = fetch(source, params["sample_inputs"], workdir) if params.get("sample_inputs") else None
         inputs = source.metadata.get("inputs") if len(params["files"]) == 1 else None
         reports: dict[str, dict[str, Any]] = {}
         outputs: list[StagedFile] = []
         for index, path in enumerate(params["files"]):
             ctx.log(f"{path}: {'verifying' if verify_only else 'converting'} in a sandbox")
             (workdir / "in").mkdir(exist_ok=True)
-            local = _fetch(source, path, workdir / "in")
+            local = fetch(source, path, workdir / "in")
             onnx_name = str(Path(path).with_suffix(".onnx")) if not path.lower().endswith(".onnx") else path
             out = workdir / "out" / onnx_name
             try:
@@ -101,7 +89,7 @@ def convert_work(ctx: JobContext) -> dict[str, Any]:
                     f"{check['max_abs_diff']:.3g} (atol {check['atol']}, rtol {check['rtol']})",
                     "info" if check["passed"] else "warning")
             reports[onnx_name] = report
-            outputs.append(_staged(out, onnx_name))
+            outputs.append(staged(out, onnx_name))
             ctx.progress((index + 1) / (len(params["files"]) + 1))
         verified = all(r["verification"]["passed"] for r in reports.values())
         if verify_only:
@@ -154,7 +142,7 @@ def optimize_work(ctx: JobContext) -> dict[str, Any]:
         return {"version": done.label, "pid": done.pid}
     workdir = Path(tempfile.mkdtemp(prefix="hpcfair-job-"))
     try:
-        local = _fetch(source, ctx.job.params["file"], workdir)
+        local = fetch(source, ctx.job.params["file"], workdir)
         ctx.log(f"{ctx.job.params['file']}: optimising in a sandbox")
         try:
             report = sandbox.run({"task": "optimize", "source": local.name, "output_dir": "out",
@@ -162,7 +150,7 @@ def optimize_work(ctx: JobContext) -> dict[str, Any]:
                                  hide=hidden_paths(), on_line=ctx.log)
         except ConversionError as exc:
             raise JobFailure(exc.code, exc.detail)
-        files = [_staged(workdir / "out" / name, name) for name in report["variants"]]
+        files = [staged(workdir / "out" / name, name) for name in report["variants"]]
         for name, variant in report["variants"].items():
             ctx.log(f"{name}: {variant['size_ratio']:.0%} of the size, {variant['speedup']:.2f}x speed, "
                     f"max abs difference {variant['max_abs_diff']:.3g}")

@@ -20,9 +20,10 @@ from hub.errors import HubError
 from hub.gateway.services import staging_dir
 from hub.gateway.tensors import check
 from hub.registry import services as registry
+from hub.registry.api.serializers import file_url
 from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef
-from hub.registry.uploads import StagedFile, sha256_of_file
+from workers.files import fetch, staged
 from workers.runner import JobContext, JobFailure
 from workers.sessions import RunError, cache, gpu_available, run_steps
 
@@ -46,16 +47,6 @@ def step_versions(steps: list[dict[str, Any]]) -> list[Version]:
     return [found[s["version_id"]] for s in steps]
 
 
-def _fetch(version: Version, path: str, folder: Path) -> Path:
-    from hub.storage import get_blob_store
-
-    file = version.files.get(path=path)
-    target = folder / Path(path).name
-    with get_blob_store().open(file.blob_id) as stream, open(target, "wb") as out:
-        shutil.copyfileobj(stream, out, 8 * 1024 * 1024)
-    return target
-
-
 def _inputs(ctx: JobContext, model_version: Version, folder: Path) -> tuple[dict[str, np.ndarray], Version | None]:
     params = ctx.job.params
     spec = (model_version.metadata or {}).get("inputs")
@@ -68,7 +59,7 @@ def _inputs(ctx: JobContext, model_version: Version, folder: Path) -> tuple[dict
         dataset = Version.objects.filter(pk=params["dataset"]["version_id"], deleted_at__isnull=True).first()
         if dataset is None:
             raise JobFailure("gone", "The input dataset version was deleted before the job ran.")
-        path = _fetch(dataset, params["dataset"]["file"], folder)
+        path = fetch(dataset, params["dataset"]["file"], folder)
     try:
         arrays = load_sample_inputs(path, specs_from_metadata(spec) if spec else None)
         return check(arrays, spec), dataset
@@ -129,9 +120,9 @@ def publish_outputs(ctx: JobContext, models: list[Version], dataset: Version | N
     model_version = models[0]
     user = ctx.job.requester
     artifact = results_artifact(user, model_version)
-    for version in artifact.versions.filter(deleted_at__isnull=True):
-        if version.metadata.get("job") == str(ctx.job.pk):
-            return version  # a retried job published already
+    done = artifact.versions.filter(deleted_at__isnull=True, metadata__job=str(ctx.job.pk)).first()
+    if done is not None:
+        return done  # a retried job published already
     path = folder / "outputs.npz"
     np.savez(path, **outputs)
     source = model_version.metadata or {}
@@ -148,9 +139,9 @@ def publish_outputs(ctx: JobContext, models: list[Version], dataset: Version | N
     refs = [ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, version) for version in dict.fromkeys(models)]
     if dataset is not None:
         refs.append(ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, dataset))
-    staged = StagedFile(path="outputs.npz", staged=path, sha256=sha256_of_file(path), size=path.stat().st_size)
     try:
-        return registry.create_version(artifact, user, files=[staged], metadata=metadata, provenance=refs, system=True)
+        return registry.create_version(artifact, user, files=[staged(path, "outputs.npz")], metadata=metadata,
+                                       provenance=refs, system=True)
     except HubError as exc:
         if exc.error_code == "duplicate_version":  # the same outputs exist already: point at them
             return Version.objects.get(pid=exc.extra["existing_pid"])
@@ -176,12 +167,6 @@ def infer_work(ctx: JobContext) -> dict[str, Any]:
         shutil.rmtree(staging_dir(ctx.job.pk), ignore_errors=True)
         return {**info, "version": str(published), "pid": published.pid,
                 "outputs": {name: {"shape": list(a.shape), "dtype": a.dtype.name} for name, a in outputs.items()},
-                "file": registry_file_url(published, "outputs.npz")}
+                "file": file_url(published, "outputs.npz")}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def registry_file_url(version: Version, path: str) -> str:
-    from hub.registry.api.serializers import file_url
-
-    return file_url(version, path)

@@ -120,7 +120,7 @@ class SessionCache:
             session = ort.InferenceSession(str(path), options, providers=PROVIDERS[device])
         except Exception as exc:  # noqa: BLE001 - ONNX Runtime raises its own classes; the text is the news
             raise RunError("model_load_failed", f"ONNX Runtime could not load the model: {str(exc)[:400]}")
-        # Asked on every run: read once.
+        # Asked on every run: read once (run_model relies on them).
         session.hub_output_names = [o.name for o in session.get_outputs()]
         session.hub_provider = session.get_providers()[0]
         return session
@@ -182,7 +182,7 @@ def run_model(session, feeds: dict[str, np.ndarray], deadline: float, outputs: l
     and check their deadline between batches)."""
     import onnxruntime as ort
 
-    names = getattr(session, "hub_output_names", None) or [o.name for o in session.get_outputs()]
+    names = session.hub_output_names
     wanted = outputs or names
     unknown = [name for name in wanted if name not in names]
     if unknown:

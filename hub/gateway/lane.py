@@ -139,12 +139,15 @@ class FileLane:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.made: set[str] = set()
         for sub in ("replies", "claimed", "alive"):
             (root / sub).mkdir(parents=True, exist_ok=True)
 
     def _dir(self, queue: str) -> Path:
         path = self.root / "q" / queue
-        path.mkdir(parents=True, exist_ok=True)
+        if queue not in self.made:  # made once; pop() asks for it every few milliseconds
+            path.mkdir(parents=True, exist_ok=True)
+            self.made.add(queue)
         return path
 
     def alive(self, queue: str) -> bool:

@@ -18,7 +18,6 @@ from django.db import transaction
 from hub.errors import HubError
 from hub.gateway import wire
 from hub.gateway.lane import get_lane
-from hub.gateway.tensors import check, describe
 from hub.jobs.models import Job
 from hub.jobs.services import create_job
 from hub.registry.models import ProvenanceLink, Version
@@ -46,10 +45,6 @@ class ModelRef:
 
     def wire(self) -> dict[str, Any]:
         return {"sha256": self.sha256, "path": self.path, "size": self.size}
-
-    def describe(self) -> dict[str, Any]:
-        return {"pid": self.pid, "version": self.name, "file": self.path,
-                "inputs": describe(self.inputs), "outputs": describe(self.outputs)}
 
 
 @dataclass
@@ -152,22 +147,18 @@ def model_for(user, ref: str, file: str = "") -> ModelRef:
 # --- synchronous calls ---------------------------------------------------------------------------------
 
 
-def _queue(options: Options) -> str:
-    return options.device
-
-
 def call(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], options: Options,
-         timeout: float | None = None, generation: bytes | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+         generation: bytes | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Send one request (a model, or a chain of models) to a worker and wait for its answer.
 
     Raises ``NoWorker`` when no worker serves the device, ``Stale`` when ``generation`` (that of the
     caller's remembered answers) is no longer current; returns the worker's meta (``ok``, ``code``,
     ``detail``, ``provider``, timings) and the output arrays."""
-    limit = settings.HUB_INFER_SYNC_S if timeout is None else timeout
+    limit = settings.HUB_INFER_SYNC_S
     meta = {"steps": steps, "threads": options.threads, "outputs": options.outputs,
             "deadline": time.time() + limit}
     started = time.perf_counter()
-    answer = get_lane().call(_queue(options), wire.pack(meta, arrays), limit + GRACE_S, generation)
+    answer = get_lane().call(options.device, wire.pack(meta, arrays), limit + GRACE_S, generation)
     if answer is None:
         raise HubError("worker_timeout", f"No worker answered within {limit + GRACE_S:.0f} s; the workers may be "
                                          "overloaded or stopped. Try again, or run it as a job (mode: async).")
@@ -322,10 +313,6 @@ def dataset_input(user, ref: str, file: str) -> tuple[Version, str]:
                        if arrays else f"{version} has no .npy or .npz file to run the model over.",
                        errors={"dataset_file": ["Required."]})
     return version, arrays[0]
-
-
-def check_inputs(model: ModelRef, arrays: dict[str, Any], from_json_body: bool) -> dict[str, np.ndarray]:
-    return check(arrays, model.inputs, from_json_body=from_json_body)
 
 
 def start_benchmark_job(user, model: ModelRef, options: Options, *, batch_sizes: list[int], runs: int) -> Job:

@@ -171,12 +171,7 @@ class Infer(ForceNegotiation, APIView):
     )
     def post(self, request: Request, owner: str, name: str, version: str):
         options_raw, raw, sent = parse_request(request)
-        for _ in range(3):
-            try:
-                return self.run(request, owner, name, version, options_raw, raw, sent)
-            except Stale as exc:  # remembered answers are out of date: authenticate and resolve again
-                fastpath.refresh(request, exc.generation)
-        raise HubError("conflict", "The registry changed three times while this request ran; send it again.")
+        return with_current_memory(request, lambda: self.run(request, owner, name, version, options_raw, raw, sent))
 
     def run(self, request: Request, owner: str, name: str, version: str, options_raw: dict[str, Any], raw: Any,
             sent: str):
@@ -187,24 +182,42 @@ class Infer(ForceNegotiation, APIView):
         model = fastpath.remembered(("model", request.user.pk, owner, name, version, file),
                                     lambda: services.resolve_model(get_version(get_artifact(request.user, owner, name),
                                                                                version), file))
-        if options_raw.get("dataset"):
-            fastpath.memory.validate()
-            dataset, path = services.dataset_input(request.user, str(options_raw["dataset"]),
-                                                   str(options_raw.get("dataset_file") or ""))
-            return accepted(services.start_infer_job(request.user, [model], options, dataset=dataset,
-                                                     dataset_file=path, batch_size=batch_size, reason="batch run"))
-        arrays = services.check_inputs(model, raw_arrays(raw, sent, model), from_json_body=sent == "json")
+        return serve(request, [model], None, options, options_raw, raw, sent, fmt, batch_size)
 
-        def start_job(reason: str):
-            fastpath.memory.validate()
-            return services.start_infer_job(request.user, [model], options, arrays=arrays, batch_size=batch_size,
-                                            reason=reason)
 
-        answer = run_or_queue([model.wire()], arrays, options, start_job)
-        if isinstance(answer, Response):
-            return answer
-        meta, outputs = answer
-        return respond(outputs, fmt, {k: meta[k] for k in TIMING_KEYS if k in meta}, model)
+def with_current_memory(request: Request, run):
+    """``run()``; when the lane says the remembered answers are out of date, authenticate and resolve again."""
+    for _ in range(3):
+        try:
+            return run()
+        except Stale as exc:
+            fastpath.refresh(request, exc.generation)
+    raise HubError("conflict", "The registry changed three times while this request ran; send it again.")
+
+
+def serve(request: Request, models: list[services.ModelRef], links: list[dict[str, str]] | None,
+          options: services.Options, options_raw: dict[str, Any], raw: Any, sent: str, fmt: str, batch_size: int,
+          info: dict[str, Any] | None = None):
+    """Run a model or a chain: a batch job over a dataset, or the inputs sent now (at once, or as a job)."""
+    user = request.user
+    if options_raw.get("dataset"):
+        fastpath.memory.validate()
+        dataset, path = services.dataset_input(user, str(options_raw["dataset"]),
+                                               str(options_raw.get("dataset_file") or ""))
+        return accepted(services.start_infer_job(user, models, options, links=links, dataset=dataset,
+                                                 dataset_file=path, batch_size=batch_size, reason="batch run"))
+    arrays = tensors.check(raw_arrays(raw, sent, models[0]), models[0].inputs, from_json_body=sent == "json")
+
+    def start_job(reason: str):
+        fastpath.memory.validate()
+        return services.start_infer_job(user, models, options, links=links, arrays=arrays, batch_size=batch_size,
+                                        reason=reason)
+
+    answer = run_or_queue(services.steps_of(models, links), arrays, options, start_job)
+    if isinstance(answer, Response):
+        return answer
+    meta, outputs = answer
+    return respond(outputs, fmt, {**{k: meta[k] for k in TIMING_KEYS if k in meta}, **(info or {})}, models[-1])
 
 
 TIMING_KEYS = ("device", "provider", "worker", "run_ms", "lane_ms")
@@ -255,12 +268,7 @@ class Collaborate(ForceNegotiation, APIView):
         if not isinstance(refs, list) or len(refs) < 2 or not all(isinstance(r, str) and r for r in refs):
             raise HubError("invalid", "models is a list of two or more models (owner/name[@version] or PIDs).",
                            errors={"models": ["Expected two or more models."]})
-        for _ in range(3):
-            try:
-                return self.run(request, refs, options_raw, raw)
-            except Stale as exc:
-                fastpath.refresh(request, exc.generation)
-        raise HubError("conflict", "The registry changed three times while this request ran; send it again.")
+        return with_current_memory(request, lambda: self.run(request, refs, options_raw, raw))
 
     def run(self, request: Request, refs: list[str], options_raw: dict[str, Any], raw: Any):
         user = request.user
@@ -276,26 +284,8 @@ class Collaborate(ForceNegotiation, APIView):
                 user, models, links, name=str(options_raw.get("name") or ""), title=str(options_raw.get("title") or ""),
                 license=str(options_raw.get("license") or ""), task=str(options_raw.get("task") or ""),
                 visibility=str(options_raw.get("visibility") or "")))
-        if options_raw.get("dataset"):
-            fastpath.memory.validate()
-            dataset, path = services.dataset_input(user, str(options_raw["dataset"]),
-                                                   str(options_raw.get("dataset_file") or ""))
-            return accepted(services.start_infer_job(user, models, options, links=links, dataset=dataset,
-                                                     dataset_file=path, batch_size=batch_size, reason="batch run"))
-        arrays = services.check_inputs(models[0], raw_arrays(raw, "json", models[0]), from_json_body=True)
-
-        def start_job(reason: str):
-            fastpath.memory.validate()
-            return services.start_infer_job(user, models, options, links=links, arrays=arrays, batch_size=batch_size,
-                                            reason=reason)
-
-        answer = run_or_queue(services.steps_of(models, links), arrays, options, start_job)
-        if isinstance(answer, Response):
-            return answer
-        meta, outputs = answer
-        info = {k: meta[k] for k in TIMING_KEYS if k in meta}
-        info["steps"] = [{"pid": m.pid, "version": m.name, "file": m.path} for m in models]
-        return respond(outputs, fmt, info, models[-1])
+        steps = [{"pid": m.pid, "version": m.name, "file": m.path} for m in models]
+        return serve(request, models, links, options, options_raw, raw, "json", fmt, batch_size, {"steps": steps})
 
 
 class VersionBenchmark(APIView):
