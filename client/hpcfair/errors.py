@@ -41,6 +41,27 @@ class TransferError(HubError):
     """A transfer could not be completed (retries exhausted, or size/sha256 mismatch)."""
 
 
+class ServerError(HubError):
+    """The hub failed or is unavailable (5xx after retries)."""
+
+
+class JobError(HubError):
+    """A job the client waited for failed, was cancelled, or did not finish in time."""
+
+
+class ConfigError(HubError):
+    """A task config is wrong: ``key`` names the setting (``device_args.device``), ``line`` its line."""
+
+    def __init__(self, message: str, *, key: str = "", line: int | None = None, file: str = "") -> None:
+        where = ", ".join(part for part in (file, f"line {line}" if line else "") if part)
+        prefix = f"{key}: " if key else ""
+        super().__init__(f"{prefix}{message}" + (f" ({where})" if where else ""), code="invalid_config")
+        self.key, self.line, self.file = key, line, file
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
 _BY_STATUS: dict[int, type[HubError]] = {400: ValidationError, 401: PermissionError, 403: PermissionError,
                                          404: NotFoundError, 409: ConflictError, 410: NotFoundError}
 
@@ -53,6 +74,6 @@ def from_response(response) -> HubError:
         body = {}
     code = body.get("code") or response.headers.get("X-Error-Code", "")
     message = body.get("detail") or f"HTTP {response.status_code} from {response.url}"
-    cls = _BY_STATUS.get(response.status_code, HubError)
+    cls = _BY_STATUS.get(response.status_code, ServerError if response.status_code >= 500 else HubError)
     return cls(message, code=code, status=response.status_code,
                request_id=body.get("request_id") or response.headers.get("X-Request-ID"), body=body)

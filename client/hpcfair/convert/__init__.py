@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcfair.convert.errors import ConversionError
-from hpcfair.convert.formats import FORMATS, detect, looks_like_model
+from hpcfair.convert.formats import FORMATS, SNIFFED_SUFFIXES, SUFFIX, detect, looks_like_model
 from hpcfair.convert.sandbox import Limits
 
 __all__ = ["FORMATS", "ConversionError", "Limits", "convert_file", "detect", "looks_like_model"]
@@ -21,13 +21,18 @@ __all__ = ["FORMATS", "ConversionError", "Limits", "convert_file", "detect", "lo
 def convert_file(source: str | Path, output: str | Path, *, opset: int = 17, inputs: list | None = None,
                  sample_inputs: str | Path | None = None, atol: float = 1e-4, rtol: float = 1e-3,
                  limits: Limits | None = None, hide: list[Path] = (), on_line=None) -> dict[str, Any]:
-    """Convert one model file to a verified ONNX file in a sandbox; returns the conversion report."""
+    """Convert one model file to a verified ONNX file in a sandbox; returns the conversion report.
+
+    The file's format comes from its name, or from its content where the name does not say
+    (``encoder.ckpt``); the child sees it under a name with the right suffix."""
     from hpcfair.convert import sandbox
 
     source, output = Path(source), Path(output)
     workdir = Path(tempfile.mkdtemp(prefix="hpcfair-convert-"))
     try:
         local = workdir / source.name
+        if source.is_file() and source.suffix.lower() in SNIFFED_SUFFIXES:  # e.g. model.ckpt: name it as it is
+            local = workdir / (source.stem + SUFFIX.get(detect(source), source.suffix))
         (shutil.copytree if source.is_dir() else shutil.copyfile)(source, local)
         request: dict[str, Any] = {"task": "convert", "source": local.name, "output": "model.onnx", "opset": opset,
                                    "inputs": inputs, "atol": atol, "rtol": rtol}

@@ -24,7 +24,45 @@ FRAMEWORK = {
 }
 PICKLE_SUFFIXES = {".pkl", ".pickle", ".joblib", ".sav"}
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
-MODEL_SUFFIXES = {".onnx", ".pt", ".pth", ".pt2", ".keras", ".h5", ".hdf5", ".skops", *PICKLE_SUFFIXES}
+MODEL_SUFFIXES = {".onnx", ".pt", ".pth", ".pt2", ".keras", ".h5", ".hdf5", ".skops", ".ckpt", *PICKLE_SUFFIXES}
+SUFFIX = {"onnx": ".onnx", "torchscript": ".pt", "torch_export": ".pt2", "keras": ".keras", "keras_h5": ".h5",
+          "skops": ".skops", "sklearn": ".pkl"}
+SNIFFED_SUFFIXES = {".ckpt", ".bin", ".model", ""}  # names that say nothing of the framework
+BACKENDS = {"pt": "pytorch", "pytorch": "pytorch", "torch": "pytorch", "tf": ("tensorflow", "keras"),
+            "tensorflow": ("tensorflow", "keras"), "keras": ("keras", "tensorflow"), "sklearn": "scikit-learn",
+            "onnx": "onnx"}
+
+
+def sniff(path: Path) -> str | None:
+    """The format of a file whose name does not tell (``model.ckpt``), from its first bytes and, for a
+    zip, its member names; nothing is unpickled. None when it is none of ours."""
+    with open(path, "rb") as handle:
+        head = handle.read(8)
+    if head == b"\x89HDF\r\n\x1a\n":
+        return "keras_h5"
+    if not head.startswith(b"PK"):
+        return "onnx" if head[:1] == b"\x08" else None  # an ONNX ModelProto starts with field 1 (ir_version)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except (zipfile.BadZipFile, OSError):
+        return None
+    if any(n.endswith("/archive_format") or "/models/" in n for n in names) and any("/data/" in n for n in names):
+        return "torch_export"
+    if any("/code/" in n for n in names) or any(n.endswith("constants.pkl") for n in names):
+        return "torchscript"
+    if {"config.json", "metadata.json"} <= set(names):
+        return "keras"
+    return None
+
+
+def check_backend(fmt: str, backend: str | None, name: str) -> None:
+    """A config's ``backend`` (pt, tf, keras, sklearn, onnx) must match what the file is."""
+    if not backend or backend not in BACKENDS:
+        return
+    wanted = BACKENDS[backend]
+    if FRAMEWORK[fmt] not in (wanted if isinstance(wanted, tuple) else (wanted,)):
+        raise ConversionError("backend_mismatch", f"{name} is {FORMATS[fmt]}, not a {backend} model as backend says.")
 
 
 def looks_like_model(name: str) -> bool:
@@ -49,6 +87,13 @@ def detect(path: Path) -> str:
         raise ConversionError("unsupported_format", f"{path.name} is an archive without a saved_model.pb inside.")
     if suffix == ".onnx":
         return "onnx"
+    if suffix in SNIFFED_SUFFIXES:
+        found = sniff(path)
+        if found is None:
+            known = ", ".join(FORMATS.values())
+            raise ConversionError("unsupported_format", f"{path.name}: neither its name nor its content says which "
+                                                        f"framework wrote it; the hub converts {known}.")
+        return found
     if suffix == ".pt2":
         _require_zip(path, "a torch.export program (torch.export.save)")
         return "torch_export"

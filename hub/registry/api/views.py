@@ -237,6 +237,23 @@ class VersionDetail(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class Resolve(APIView):
+    """The version a PID (``ark:/…``, version or concept) or ``owner/name[@version]`` names."""
+
+    serializer_class = VersionSerializer
+
+    @extend_schema(parameters=[OpenApiParameter("ref", str, required=True,
+                                                description="ark:/… or owner/name[@version]")],
+                   responses=VersionSerializer)
+    def get(self, request: Request) -> Response:
+        ref = request.query_params.get("ref", "")
+        if not ref:
+            raise HubError("invalid", "Give ref: a PID (ark:/…) or owner/name[@version].",
+                           errors={"ref": ["Required."]})
+        found = services.resolve_version_ref(request.user, ref)
+        return Response(VersionSerializer(_versions_queryset().get(pk=found.pk)).data)
+
+
 class VersionFixity(APIView):
     """Start a fixity check: re-read every file from the object store and compare its sha256."""
 

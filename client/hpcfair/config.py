@@ -1,0 +1,256 @@
+"""Task configs: the papers' four argument groups, validated by one schema (published as JSON Schema).
+
+```yaml
+general_args: {task: conversion, backend: [pt, tf]}
+device_args:  {worker_num: 4, device: cpu, gpu_mapping_file: '', gpu_mapping_key: ''}
+model_args:   {model_name: [encoder, decoder], model_file: [ckpt/encoder.pt, ckpt/decoder.keras], onnx_version: 17}
+task_args:    {input: input.npy}
+out_args:     {export_file: [encoder.onnx, decoder.onnx]}
+```
+
+``model_args`` and ``task_args`` take the same keys (the papers put the model keys in either); a key set
+in both must agree. Relative paths are relative to the config file's folder. Every error names the key
+and, for a file, its line.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hpcfair.errors import ConfigError
+
+TASKS = ("conversion", "inference", "collaboration", "container", "optimize", "search", "upload", "download")
+BACKENDS = ("pt", "pytorch", "torch", "tf", "tensorflow", "keras", "sklearn", "onnx", "mlcube")
+Names = str | list[str]
+
+
+class _Group(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class GeneralArgs(_Group):
+    """What to do."""
+
+    task: Literal[TASKS] = Field(description="The task: " + ", ".join(TASKS) + ".")
+    backend: Literal[BACKENDS] | list[Literal[BACKENDS]] | None = Field(
+        None, description="Framework of each model file (pt, tf, keras, sklearn, onnx), or mlcube for containers; "
+                          "checked against the files.")
+    tag: str | None = Field(None, description="A label for the run; 'collaboration' with inference runs a chain.")
+    upload: bool = Field(False, description="conversion: convert on the hub (the files are published first).")
+
+
+class DeviceArgs(_Group):
+    """Where to run."""
+
+    worker_num: Annotated[int, Field(ge=0, le=256)] = Field(
+        0, description="ONNX Runtime threads for the run (0: the worker's default).")
+    device: Literal["cpu", "gpu", "local"] = Field(
+        "cpu", description="cpu or gpu: the hub's workers of that kind; local: this machine.")
+    gpu_mapping_file: str = Field("", description="Accepted for the papers' configs; GPU placement is the hub's.")
+    gpu_mapping_key: str = Field("", description="Accepted for the papers' configs; GPU placement is the hub's.")
+    if_no_worker: Literal["refuse", "queue"] = Field(
+        "refuse", description="When no worker of the device is up: refuse, or queue the run as a job.")
+    mode: Literal["auto", "sync", "async"] = Field(
+        "auto", description="auto: answer now or as a job if long; sync: answer now or fail; async: a job.")
+
+
+class TaskArgs(_Group):
+    """What to work on (``model_args`` and ``task_args`` take these keys)."""
+
+    model_name: Names | None = Field(None, description="Name(s) of the model(s); the hub artifact name on upload.")
+    model_file: Names | None = Field(
+        None, description="Model file(s), or PIDs (ark:/...) or owner/name[@version] of hub models.")
+    onnx_version: Annotated[int, Field(ge=7, le=21)] | None = Field(None, description="Target ONNX opset.")
+    input: str | None = Field(None, description="Input file: .npy, .npz, .json, .txt, .csv; or, for a run over "
+                                                "a dataset, dataset: owner/name[@version].")
+    dataset: str | None = Field(None, description="A hub dataset (owner/name[@version] or PID) to run over (a job).")
+    links: list[dict[str, str]] | None = Field(
+        None, description="Per joint of a chain: {input of the next model: output of the one before}.")
+    merge: bool = Field(False, description="collaboration: merge the chain into one ONNX model on the hub.")
+    outputs: list[str] | None = Field(None, description="Output names to return (default: all).")
+    sample_inputs: str | None = Field(None, description="conversion: test data to verify against.")
+    atol: Annotated[float, Field(ge=0)] | None = Field(None, description="conversion: absolute tolerance.")
+    rtol: Annotated[float, Field(ge=0)] | None = Field(None, description="conversion: relative tolerance.")
+    quantize: bool = Field(True, description="optimize: also make a dynamic int8 copy.")
+    query: str | None = Field(None, description="search: words to look for.")
+    filters: dict[str, Names] | None = Field(None, description="search: facet filters, e.g. {framework: onnx}.")
+    files: list[str] | None = Field(None, description="upload: files of the version.")
+    kind: Literal["model", "dataset", "project"] = Field("model", description="upload: what the artifact is.")
+    metadata: dict[str, Any] | str | None = Field(
+        None, description="upload: metadata, or a file (YAML, JSON, or a model card README.md).")
+    visibility: Literal["public", "private"] | None = Field(None, description="upload: who may see it.")
+    version: str | None = Field(None, description="upload: the version label (default: the next number).")
+    work_dir: str | None = Field(None, description="container: the project folder.")
+    build_file: str | None = Field(None, description="container: the mlcube.yaml / build file.")
+    build_tag: str | None = Field(None, description="container: the image name.")
+    volume: str | None = Field(None, description="container: where the workspace is mounted in the container.")
+
+
+class OutArgs(_Group):
+    """Where results go."""
+
+    export_file: Names | None = Field(None, description="Output file(s): ONNX files, or outputs as "
+                                                        ".npy/.npz/.json/.txt/.csv.")
+    export_dir: str | None = Field(None, description="download: the folder to write into.")
+
+
+class TaskConfig(_Group):
+    """An HPCFair task config."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, title="HPCFair task config")
+    general_args: GeneralArgs
+    device_args: DeviceArgs = Field(default_factory=DeviceArgs)
+    model_args: TaskArgs = Field(default_factory=TaskArgs)
+    task_args: TaskArgs = Field(default_factory=TaskArgs)
+    out_args: OutArgs = Field(default_factory=OutArgs)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of task configs (for editors: ``hpcfair schema > hpcfair-config.schema.json``)."""
+    schema = TaskConfig.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://hpc-fair.github.io/hpcfair/config.schema.json"
+    return schema
+
+
+SCHEMA_FILE = Path(__file__).with_name("config.schema.json")
+
+
+# --- loading ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Config:
+    """A validated config: the groups, where each key was written, and the folder paths are relative to."""
+
+    args: TaskConfig
+    base: Path
+    file: str = ""
+    lines: dict[tuple[str, ...], int] = field(default_factory=dict)
+
+    @property
+    def task(self) -> TaskArgs:
+        """``model_args`` and ``task_args`` together."""
+        merged = {**self.args.model_args.model_dump(exclude_unset=True),
+                  **self.args.task_args.model_dump(exclude_unset=True)}
+        return TaskArgs.model_validate(merged)
+
+    def where(self, key: str) -> str:
+        """The group holding ``key`` (``task_args`` or ``model_args``) for messages."""
+        for group in ("task_args", "model_args"):
+            if key in getattr(self.args, group).model_fields_set:
+                return f"{group}.{key}"
+        return f"model_args.{key}"
+
+    def error(self, key: str, message: str) -> ConfigError:
+        """An error about ``key`` (``group.key`` or ``group.key[i]``), with its line when known."""
+        path = tuple(part for part in key.replace("]", "").replace("[", ".").split(".") if part)
+        line = None
+        for end in range(len(path), 0, -1):
+            if path[:end] in self.lines:
+                line = self.lines[path[:end]]
+                break
+        return ConfigError(message, key=key, line=line, file=self.file)
+
+    def names(self, key: str) -> list[str]:
+        """A key that takes one or several values, as a list (empty when unset)."""
+        value = getattr(self.task, key) if key in TaskArgs.model_fields else getattr(self.args.out_args, key)
+        return [] if value is None else [value] if isinstance(value, str) else list(value)
+
+    def path(self, value: str) -> Path:
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else self.base / path
+
+
+def _lines(node: yaml.Node, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], int]:
+    """Each key path's line (1-based) in a composed YAML document."""
+    found: dict[tuple[str, ...], int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            path = (*prefix, str(key.value))
+            found[path] = key.start_mark.line + 1
+            found.update(_lines(value, path))
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            path = (*prefix, str(index))
+            found[path] = item.start_mark.line + 1
+            found.update(_lines(item, path))
+    return found
+
+
+def load(source: str | Path | dict[str, Any] | Config) -> Config:
+    """Read and validate a config (a YAML file, or a dict with the same groups)."""
+    if isinstance(source, Config):
+        return source
+    if isinstance(source, dict):
+        return validate(source, base=Path.cwd())
+    path = Path(source).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"no config file {path}", key="config")
+    text = path.read_text()
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", key="config",
+                          line=mark.line + 1 if mark else None, file=str(path))
+    return validate(data, base=path.resolve().parent, file=str(path), lines=_lines(node) if node else {})
+
+
+def validate(data: Any, *, base: Path, file: str = "", lines: dict[tuple[str, ...], int] | None = None) -> Config:
+    lines = lines or {}
+    if not isinstance(data, dict):
+        raise ConfigError("a config is a mapping of general_args, device_args, model_args, task_args, out_args",
+                          key="config", file=file)
+    try:
+        args = TaskConfig.model_validate(data)
+    except ValidationError as exc:
+        raise _first_error(exc, lines, file)
+    config = Config(args=args, base=base, file=file, lines=lines)
+    for key in set(args.model_args.model_fields_set) & set(args.task_args.model_fields_set):
+        if getattr(args.model_args, key) != getattr(args.task_args, key):
+            raise config.error(f"task_args.{key}", f"differs from model_args.{key}; set it in one group")
+    return config
+
+
+def _first_error(exc: ValidationError, lines: dict[tuple[str, ...], int], file: str) -> ConfigError:
+    error = exc.errors()[0]
+    loc = [str(part) for part in error["loc"] if not _is_type_tag(part)]
+    key = ".".join(loc)
+    line = next((lines[tuple(loc[:end])] for end in range(len(loc), 0, -1) if tuple(loc[:end]) in lines), None)
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        known = _known_keys(loc[:-1])
+        close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else f"; the keys here are {', '.join(known)}"
+        message = "unknown key" + hint
+    elif kind == "missing":
+        message = "missing; it is required"
+    elif kind == "literal_error":
+        message = f"{error['input']!r} is not allowed; use {error['ctx']['expected']}"
+    else:
+        message = f"{error['msg'].lower()} (got {json.dumps(error.get('input'), default=str)[:80]})"
+    return ConfigError(message, key=key, line=line, file=file)
+
+
+def _is_type_tag(part: Any) -> bool:
+    """Pydantic adds the union member tried (``str``, ``list[str]``, ``literal[...]``) to locations."""
+    return isinstance(part, str) and (part in ("str", "int", "float", "bool") or "[" in part)
+
+
+def _known_keys(loc: list[str]) -> list[str]:
+    model: type[BaseModel] = TaskConfig
+    for part in loc:
+        annotation = model.model_fields[part].annotation if part in model.model_fields else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return list(model.model_fields)

@@ -1,0 +1,81 @@
+"""Who am I, and API tokens: create (with a password or a browser session), list, revoke."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.authentication import BasicAuthentication, SessionAuthentication
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from hub.accounts.auth import BearerTokenAuthentication
+from hub.accounts.models import ApiToken
+from hub.errors import HubError
+
+
+class TokenSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ApiToken
+        fields = ["id", "name", "prefix", "scope", "created", "last_used", "revoked"]
+
+
+class TokenCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    scope = serializers.ChoiceField(choices=ApiToken.Scope.choices, default=ApiToken.Scope.READ)
+
+
+class SignedInWithoutToken(BasePermission):
+    """Tokens are managed with a password (HTTP Basic) or a browser session, never with another token."""
+
+    def has_permission(self, request, view) -> bool:
+        if not request.user or not request.user.is_authenticated:
+            raise HubError("not_authenticated", "Send your username and password (HTTP Basic) or sign in.")
+        if isinstance(request.auth, ApiToken):
+            raise HubError("permission_denied", "Tokens are created and revoked with your password, not a token.")
+        return True
+
+
+class Me(APIView):
+    """The signed-in user and, with a token, its scope."""
+
+    @extend_schema(responses={200: {"type": "object"}})
+    def get(self, request: Request) -> Response:
+        user = request.user
+        if not user.is_authenticated:
+            return Response({"authenticated": False, "username": None, "scope": None})
+        token = request.auth if isinstance(request.auth, ApiToken) else None
+        return Response({"authenticated": True, "username": user.username, "name": user.get_full_name(),
+                         "scope": token.scope if token else "write", "token": token.prefix if token else None})
+
+
+class TokenListCreate(APIView):
+    """Your tokens (GET) / a new token, shown once in ``token`` (POST)."""
+
+    authentication_classes = [BasicAuthentication, SessionAuthentication, BearerTokenAuthentication]
+    permission_classes = [SignedInWithoutToken]
+
+    @extend_schema(responses=TokenSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        return Response(TokenSerializer(request.user.api_tokens.all(), many=True).data)
+
+    @extend_schema(request=TokenCreateSerializer, responses={201: TokenSerializer})
+    def post(self, request: Request) -> Response:
+        body = TokenCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        token, raw = ApiToken.issue(request.user, **body.validated_data)
+        return Response({**TokenSerializer(token).data, "token": raw}, status=status.HTTP_201_CREATED)
+
+
+class TokenRevoke(APIView):
+    authentication_classes = TokenListCreate.authentication_classes
+    permission_classes = [SignedInWithoutToken]
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, pk: int) -> Response:
+        updated = request.user.api_tokens.filter(pk=pk, revoked__isnull=True).update(revoked=timezone.now())
+        if not updated:
+            raise HubError("not_found", f"You have no active token {pk}.")
+        return Response(status=status.HTTP_204_NO_CONTENT)
