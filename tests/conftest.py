@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -259,3 +260,37 @@ def shared_storage(settings, worker):
     settings.HUB_STORAGE = {**settings.HUB_STORAGE, "BACKEND": "filesystem", "DIR": str(worker / "blobs")}
     settings.HUB_UPLOAD_DIR = worker / "uploads"
     return worker
+
+
+@pytest.fixture(autouse=True)
+def client_home(tmp_path, monkeypatch):
+    """The hpcfair client's login file and cache live in the test's folder; no progress bars."""
+    monkeypatch.setenv("HPCFAIR_CONFIG", str(tmp_path / "hpcfair-login"))
+    monkeypatch.setenv("HPCFAIR_CACHE", str(tmp_path / "hpcfair-cache"))
+    monkeypatch.setenv("HPCFAIR_NO_PROGRESS", "1")
+    for name in ("HPCFAIR_ENDPOINT", "HPCFAIR_TOKEN", "HPCFAIR_DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def embedded_hub(tmp_path_factory):
+    """``make run``'s embedded default as a process (gunicorn + a Celery worker on the filesystem broker,
+    SQLite, files in a private var dir): (url, a write token of the demo user, the var dir)."""
+    var = tmp_path_factory.mktemp("embedded-var")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "HUB_BROKER_URL", "HUB_STORAGE"}}
+    env.update(HUB_VAR_DIR=str(var), HUB_PUBLIC_URL=f"http://127.0.0.1:{port}")
+    log = open(var / "serve.log", "w")  # noqa: SIM115
+    proc = subprocess.Popen([sys.executable, "manage.py", "hub_serve", "--bind", f"127.0.0.1:{port}"],
+                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for_port(port, timeout=90, proc=proc)
+        token = subprocess.run([sys.executable, "manage.py", "hub_token", "demo", "--scope", "write"], cwd=ROOT,
+                               env=env, capture_output=True, text=True, check=True).stdout.strip()
+        yield f"http://127.0.0.1:{port}", token, var
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+        log.close()
+    assert proc.returncode == 0, (var / "serve.log").read_text()[-3000:]

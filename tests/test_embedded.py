@@ -5,39 +5,17 @@ and runs a job through it."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import time
 
 import pytest
 import requests
 
-from tests.conftest import ROOT, free_port, wait_for_port
-
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def embedded(tmp_path_factory):
-    var = tmp_path_factory.mktemp("embedded-var")
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "HUB_BROKER_URL", "HUB_STORAGE"}}
-    env.update(HUB_VAR_DIR=str(var), HUB_PUBLIC_URL=f"http://127.0.0.1:{port}")
-    log = open(var / "serve.log", "w")  # noqa: SIM115
-    proc = subprocess.Popen([sys.executable, "manage.py", "hub_serve", "--bind", f"127.0.0.1:{port}"],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_for_port(port, timeout=90, proc=proc)
-        token = subprocess.run([sys.executable, "manage.py", "hub_token", "demo", "--scope", "write"], cwd=ROOT,
-                               env=env, capture_output=True, text=True, check=True).stdout.strip()
-        yield f"http://127.0.0.1:{port}", token, var
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=30)
-        log.close()
-    assert proc.returncode == 0, (var / "serve.log").read_text()[-3000:]
+@pytest.fixture
+def embedded(embedded_hub):
+    return embedded_hub
 
 
 def test_demo_content_and_pages(embedded):

@@ -1,0 +1,271 @@
+"""``hpcfair``: the command line. Errors are one line (``HPCFAIR_DEBUG=1`` shows tracebacks); ``--json``
+prints machine-readable results."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from hpcfair import settings
+from hpcfair.errors import HubError
+
+app = typer.Typer(help="HPCFair Hub client: find, publish, convert and run AI models and datasets.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+jobs_app = typer.Typer(help="Your jobs on the hub: list, show, wait.", no_args_is_help=True)
+app.add_typer(jobs_app, name="jobs")
+
+Json = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+_state: dict[str, Any] = {}
+
+
+@app.callback()
+def main(endpoint: Annotated[str | None, typer.Option(help="The hub (default: HPCFAIR_ENDPOINT or ~/.hpcfair).")] = None,
+         token: Annotated[str | None, typer.Option(help="An API token (default: HPCFAIR_TOKEN or ~/.hpcfair).")] = None,
+         ) -> None:
+    _state.update(endpoint=endpoint, token=token)
+
+
+def _api():
+    from hpcfair.api import modelAPI
+
+    return modelAPI(_state.get("endpoint"), _state.get("token"))
+
+
+def _print(data: Any, as_json: bool, text: str | None = None) -> None:
+    if as_json:
+        typer.echo(json.dumps(data, indent=2, default=str))
+    else:
+        typer.echo(text if text is not None else json.dumps(data, indent=2, default=str))
+
+
+@app.command(epilog="Example: hpcfair login --endpoint https://hub.example.org  (asks for username and password)")
+def login(username: Annotated[str | None, typer.Option(help="Your hub username (asked when missing).")] = None,
+          password_stdin: Annotated[bool, typer.Option(help="Read the password from standard input.")] = False,
+          scope: Annotated[str, typer.Option(help="read or write.")] = "write") -> None:
+    """Create an API token with your password and save it with the endpoint in ~/.hpcfair."""
+    from hpcfair.client import HubClient
+
+    client = HubClient(_state.get("endpoint"), _state.get("token"))
+    if _state.get("token"):
+        raw = _state["token"]
+    else:
+        username = username or typer.prompt("username")
+        password = sys.stdin.readline().rstrip("\n") if password_stdin else getpass.getpass("password: ")
+        raw = client.create_token(username, password, scope=scope, name="hpcfair login")
+    me = HubClient(client.endpoint, raw).me()
+    if not me.get("authenticated"):
+        raise HubError("The hub does not accept this token.", code="invalid_token")
+    path = settings.save_login(client.endpoint, raw)
+    typer.echo(f"signed in to {client.endpoint} as {me['username']} ({me['scope']}); saved in {path}")
+
+
+@app.command(epilog="Example: hpcfair whoami --json")
+def whoami(as_json: Json = False) -> None:
+    """Who the hub thinks you are."""
+    api = _api()
+    me = api.client.me()
+    text = (f"{me['username']} on {api.client.endpoint} (token scope {me['scope']})" if me.get("authenticated")
+            else f"anonymous on {api.client.endpoint}; run 'hpcfair login'")
+    _print({**me, "endpoint": api.client.endpoint}, as_json, text)
+
+
+@app.command(epilog="Example: hpcfair search encoder --filter framework=onnx --filter kind=model")
+def search(query: Annotated[str, typer.Argument(help="Words to look for.")] = "",
+           filter: Annotated[list[str] | None, typer.Option("--filter", "-f",  # noqa: A002
+                                                           help="A facet filter key=value (repeatable).")] = None,
+           as_json: Json = False) -> None:
+    """Search models and datasets by words and facets."""
+    filters: dict[str, list[str]] = {}
+    for item in filter or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key or not value:
+            raise HubError(f"--filter {item!r}: write key=value, e.g. framework=onnx", code="invalid")
+        filters.setdefault(key, []).append(value)
+    results = _api().search(query, **filters)
+    lines = [f"{r['full_name']:40} {r['kind']:8} {r.get('latest_version') or '-':10} {r['title']}" for r in results]
+    _print(results, as_json, "\n".join(lines) or "nothing found")
+
+
+@app.command(epilog="Example: hpcfair show demo/encoder@1   or   hpcfair show ark:/99999/fk4...")
+def show(ref: Annotated[str, typer.Argument(help="A PID or owner/name[@version].")], as_json: Json = False) -> None:
+    """A version: PID, metadata and files."""
+    info = _api().client.resolve(ref)
+    meta = info.get("metadata") or {}
+    lines = [f"{info['artifact']}@{info['version']}  {info['pid']}", f"title: {meta.get('title', '')}"]
+    lines += [f"{key}: {meta[key]}" for key in ("framework", "format", "task", "license", "opset") if meta.get(key)]
+    lines += [f"file: {f['path']}  {f['size']} bytes  sha256 {f['sha256']}" for f in info["files"]]
+    lines += [f"{p['relation']}: {p['target']} ({p['target_pid']})" for p in info.get("provenance") or []]
+    lines += [f"{d['relation']} by: {d['version']} ({d['version_pid']})" for d in info.get("derivatives") or []]
+    _print(info, as_json, "\n".join(lines))
+
+
+@app.command(epilog="Example: hpcfair upload my-encoder encoder.pt --metadata card/README.md --private")
+def upload(name: Annotated[str, typer.Argument(help="The artifact name (yours; created if needed).")],
+           files: Annotated[list[Path], typer.Argument(help="The files of the version.")],
+           metadata: Annotated[Path | None, typer.Option(help="Metadata: YAML, JSON or a README.md card.")] = None,
+           kind: Annotated[str, typer.Option(help="model, dataset or project.")] = "model",
+           private: Annotated[bool, typer.Option(help="Only you and your collaborators see it.")] = False,
+           version: Annotated[str, typer.Option(help="The version label (default: the next number).")] = "",
+           as_json: Json = False) -> None:
+    """Publish a version of an artifact from files and metadata."""
+    info = _api().upload(name=name, files=[str(f.resolve()) for f in files], metadata=metadata and str(metadata),
+                         kind=kind, visibility="private" if private else "public", version=version)
+    _print(info, as_json, f"published {info['artifact']}@{info['version']}  {info['pid']}")
+
+
+@app.command(epilog="Example: hpcfair download demo/encoder@1 --dest models/ --file model.onnx")
+def download(ref: Annotated[str, typer.Argument(help="A PID or owner/name[@version].")],
+             dest: Annotated[Path, typer.Option(help="The folder to write into.")] = Path("."),
+             file: Annotated[list[str] | None, typer.Option(help="Only this file (repeatable).")] = None,
+             as_json: Json = False) -> None:
+    """Download a version's files (resumable, sha256-checked, cached)."""
+    paths = _api().download(ref, dest, file)
+    _print([str(p) for p in paths], as_json, "\n".join(str(p) for p in paths))
+
+
+@app.command(epilog="Example: hpcfair run collaboration.yaml   (see 'hpcfair schema' for every key)")
+def run(config: Annotated[Path, typer.Argument(help="A task config (YAML).")], as_json: Json = False) -> None:
+    """Run a task config: conversion, inference, collaboration, container, optimize, search, upload, download."""
+    result = _api().run(config)
+    _print(_jsonable(result), as_json, _summary(result))
+
+
+@app.command(epilog="Example: hpcfair infer demo/encoder@1 input.npy --output out.npz --device cpu")
+def infer(ref: Annotated[str, typer.Argument(help="A PID, owner/name[@version] or a local .onnx file.")],
+          input: Annotated[Path, typer.Argument(help=".npy, .npz, .json, .txt or .csv")],  # noqa: A002
+          output: Annotated[Path | None, typer.Option(help="Where to write the outputs (.npz, .npy, .json, .txt)."
+                                                      )] = None,
+          device: Annotated[str, typer.Option(help="cpu, gpu, or local (this machine).")] = "cpu",
+          threads: Annotated[int, typer.Option(help="ONNX Runtime threads (worker_num).")] = 0,
+          queue: Annotated[bool, typer.Option(help="Queue as a job when no worker of the device is up.")] = False,
+          as_json: Json = False) -> None:
+    """Run a model on an input file."""
+    cfg = {"general_args": {"task": "inference"},
+           "device_args": {"device": device, "worker_num": threads, "if_no_worker": "queue" if queue else "refuse"},
+           "task_args": {"model_file": _ref_or_path(ref), "input": str(input.resolve())},
+           "out_args": {"export_file": str(output.resolve())} if output else {}}
+    result = _api().inference(cfg)
+    _print(_jsonable(result), as_json, _summary(result))
+
+
+@app.command(epilog="Example: hpcfair convert encoder.pt --output encoder.onnx --opset 17")
+def convert(source: Annotated[str, typer.Argument(help="A local model file, a PID or owner/name[@version].")],
+            output: Annotated[Path | None, typer.Option(help="The ONNX file to write.")] = None,
+            opset: Annotated[int | None, typer.Option(help="Target ONNX opset.")] = None,
+            on_hub: Annotated[bool, typer.Option(help="Publish the file and convert on the hub.")] = False,
+            as_json: Json = False) -> None:
+    """Convert a model to ONNX and verify it against the original."""
+    cfg = {"general_args": {"task": "conversion", "upload": on_hub},
+           "model_args": {"model_file": _ref_or_path(source), **({"onnx_version": opset} if opset else {})},
+           "out_args": {"export_file": str(output.resolve())} if output else {}}
+    reports = _api().conversion(cfg)
+    _print(reports, as_json, _summary(reports))
+
+
+@app.command(epilog="Example: hpcfair cite demo/encoder@1 --style bibtex")
+def cite(ref: Annotated[str, typer.Argument(help="A PID or owner/name[@version].")],
+         style: Annotated[str, typer.Option(help="citation (plain text), bibtex, datacite, jsonld, turtle, ...")
+                          ] = "citation") -> None:
+    """How to cite a version."""
+    typer.echo(_api().client.cite(ref, style).rstrip())
+
+
+@app.command(epilog="Example: hpcfair schema > hpcfair-config.schema.json")
+def schema() -> None:
+    """The JSON Schema of task configs (for editors)."""
+    from hpcfair.config import json_schema
+
+    typer.echo(json.dumps(json_schema(), indent=2))
+
+
+@jobs_app.command("list", epilog="Example: hpcfair jobs list --state running")
+def jobs_list(state: Annotated[str | None, typer.Option(help="queued, running, succeeded, failed, cancelled")] = None,
+              kind: Annotated[str | None, typer.Option(help="convert, infer, collaborate, ...")] = None,
+              as_json: Json = False) -> None:
+    """Your jobs, newest first."""
+    found = _api().client.jobs(**{k: v for k, v in {"state": state, "kind": kind}.items() if v})
+    lines = [f"{j['id']}  {j['kind']:12} {j['state']:10} {(j.get('version') or {}).get('name', '')}" for j in found]
+    _print(found, as_json, "\n".join(lines) or "no jobs")
+
+
+@jobs_app.command("show", epilog="Example: hpcfair jobs show 5f0c...")
+def jobs_show(job_id: str, as_json: Json = False) -> None:
+    """One job: state, progress, log, result."""
+    job = _api().client.job(job_id)
+    _print(job, as_json, _job_text(job))
+
+
+@jobs_app.command("wait", epilog="Example: hpcfair jobs wait 5f0c... --timeout 600")
+def jobs_wait(job_id: str, timeout: Annotated[float, typer.Option(help="Seconds to wait.")] = 3600,
+              as_json: Json = False) -> None:
+    """Wait for a job to finish (exit status 1 when it failed)."""
+    job = _api().client.wait(job_id, timeout=timeout)
+    _print(job, as_json, _job_text(job))
+
+
+def _job_text(job: dict[str, Any]) -> str:
+    lines = [f"{job['id']}  {job['kind']}  {job['state']}  {round(100 * (job.get('progress') or 0))}%"]
+    if job.get("error_code"):
+        lines.append(f"error [{job['error_code']}]: {job.get('error_detail')}")
+    if job.get("result"):
+        lines.append("result: " + json.dumps(job["result"], default=str)[:500])
+    return "\n".join(lines)
+
+
+def _ref_or_path(value: str) -> str:
+    path = Path(value).expanduser()
+    return str(path.resolve()) if path.exists() else value
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def _summary(result: Any) -> str:
+    if isinstance(result, dict) and result and all(hasattr(v, "shape") for v in result.values()):
+        return "\n".join(f"{name}: shape {list(v.shape)} {v.dtype}" for name, v in result.items())
+    if isinstance(result, list) and result and isinstance(result[0], dict) and "export_file" in result[0]:
+        return "\n".join(f"{r['model']}: {r['export_file']} (verified: {r.get('verified')}, max abs difference "
+                         f"{r.get('max_abs_diff')})" for r in result)
+    return json.dumps(_jsonable(result), indent=2, default=str)
+
+
+def entry() -> None:
+    """The console script: one-line errors unless HPCFAIR_DEBUG is set."""
+    try:
+        app(standalone_mode=False)
+    except HubError as exc:
+        if settings.debug():
+            raise
+        typer.echo(f"error [{exc.code or 'error'}]: {exc}", err=True)
+        sys.exit(1)
+    except (typer.Abort, KeyboardInterrupt):
+        typer.echo("aborted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # click's usage errors carry their own exit code
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if settings.debug():
+            raise
+        typer.echo(f"error [{type(exc).__name__}]: {exc} (HPCFAIR_DEBUG=1 shows the traceback)", err=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    entry()
