@@ -58,10 +58,12 @@ class Record:
 
     @property
     def license_uri(self) -> str:
-        from ontology.vocab import SPDX_LICENSES
+        from ontology.vocab import LICENSE_REFS, SPDX_LICENSES
 
         license = self.metadata.get("license") or ""
-        return SPDX_LICENSES + license if license and not license.startswith("LicenseRef-") else ""
+        if not license:
+            return ""
+        return (LICENSE_REFS if license.startswith("LicenseRef-") else SPDX_LICENSES) + license
 
     @property
     def year(self) -> int:

@@ -10,7 +10,7 @@ from rdflib.namespace import SH
 
 from ontology.fields import FIELDS, KINDS, MetadataError
 from ontology.graph import KIND_CLASSES, LITERALS
-from ontology.vocab import HPC, HUB, RDF, SDO, SPDX_LICENSES, XSD, bind
+from ontology.vocab import HPC, HUB, RDF, SDO, LICENSE_REFS, SPDX_LICENSES, XSD, bind
 
 SHAPES = Namespace(str(HUB) + "shape-")
 
@@ -47,8 +47,8 @@ def shapes_graph() -> Graph:
                 constraints["message"] = Literal(f"Required for a {kind}. {spec.help}")
             _property(g, shape, name, predicate, **constraints)
         license_ = _property(g, shape, "license", SDO.license, nodeKind=SH.IRI, maxCount=Literal(1),
-                             pattern=Literal("^" + SPDX_LICENSES),
-                             message=Literal("The license must be an SPDX license."))
+                             pattern=Literal(f"^({SPDX_LICENSES}|{LICENSE_REFS}LicenseRef-)"),
+                             message=Literal("The license must be an SPDX license or an SPDX LicenseRef-."))
         if "license" in FIELDS and kind in FIELDS["license"].required:
             g.add((license_, SH.minCount, Literal(1)))
         creators = _property(g, shape, "creators", SDO.creator, node=person,

@@ -15,6 +15,8 @@ HPC = Namespace(HPC_NAMESPACE)
 HUB = Namespace(HUB_NAMESPACE)
 SDO = Namespace("https://schema.org/")
 SPDX_LICENSES = "https://spdx.org/licenses/"
+# SPDX ``LicenseRef-…`` ids (terms outside the SPDX list) are named in the hub's own namespace.
+LICENSE_REFS = HUB_NAMESPACE.rstrip("#") + "/license/"
 ORCID = "https://orcid.org/"
 
 PREFIXES = {"hpc": HPC, "hub": HUB, "schema": SDO, "prov": PROV, "dcterms": DCTERMS, "rdf": RDF,

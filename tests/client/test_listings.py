@@ -1,0 +1,169 @@
+"""The client against a live hub (``make run``'s embedded default as a process): the papers' Listings 1-3
+as shipped, and the CLI from login to inference, with one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hpcfair import HubError, modelAPI
+from hpcfair.arrays import read_outputs
+from hpcfair.config import SCHEMA_FILE
+from tests.gateway.models import mlp, reference
+
+pytestmark = pytest.mark.slow
+EXAMPLES = SCHEMA_FILE.with_name("examples")
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """A folder with the shipped examples, ckpt/encoder.ckpt (a torch.export program: x [batch, 16] ->
+    [batch, 8]), ckpt/decoder.ckpt (a Keras model: [batch, 8] -> [batch, 4]), input.txt, and what the
+    original frameworks compute on it."""
+    import keras
+    import torch
+
+    folder = tmp_path_factory.mktemp("listings")
+    (folder / "ckpt").mkdir()
+    torch.manual_seed(0)
+    encoder = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.Tanh()).eval()
+    program = torch.export.export(encoder, (torch.randn(2, 16),), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    torch.export.save(program, str(folder / "ckpt" / "encoder.pt2"))
+    (folder / "ckpt" / "encoder.pt2").rename(folder / "ckpt" / "encoder.ckpt")
+    keras.utils.set_random_seed(0)
+    z = keras.Input((8,), name="z")
+    decoder = keras.Model(z, keras.layers.Dense(4, name="y")(keras.layers.Dense(6, activation="relu")(z)))
+    decoder.save(folder / "ckpt" / "decoder.keras")
+    (folder / "ckpt" / "decoder.keras").rename(folder / "ckpt" / "decoder.ckpt")
+    for example in EXAMPLES.iterdir():
+        shutil.copyfile(example, folder / example.name)
+    x = np.random.default_rng(0).standard_normal((3, 16)).astype(np.float32)
+    np.savetxt(folder / "input.txt", x)
+    with torch.no_grad():
+        expected = np.asarray(decoder.predict(encoder(torch.from_numpy(x)).numpy(), verbose=0))
+    return folder, x, expected
+
+
+@pytest.fixture
+def signed_in(embedded_hub, monkeypatch):
+    url, token, _ = embedded_hub
+    monkeypatch.setenv("HPCFAIR_ENDPOINT", url)
+    monkeypatch.setenv("HPCFAIR_TOKEN", token)
+    return url, token
+
+
+def test_listing_3_convert_collaborate_container(signed_in, project, monkeypatch):
+    folder, x, expected = project
+    monkeypatch.chdir(folder)
+    api = modelAPI()
+
+    reports = api.conversion("conversion.yaml")  # Listing 1, converted here and verified
+    assert [(r["model"], r["format"], r["where"], r["verified"]) for r in reports] == [
+        ("encoder", "torch_export", "local", True), ("decoder", "keras", "local", True)]
+    assert reports[1]["opset"] == 10 and reports[0]["opset"] >= 10  # torch.export writes opset 18 at least
+    assert all(r["max_abs_diff"] < 1e-4 and Path(r["export_file"]).is_file() for r in reports)
+
+    outputs = api.collaborate("collaboration.yaml")  # Listing 2, on the hub's gateway
+    written = read_outputs(folder / "out.txt")
+    assert list(written) == list(outputs) and written[next(iter(written))].shape == (3, 4)
+    np.testing.assert_allclose(next(iter(written.values())), expected, atol=1e-4)
+
+    with pytest.raises(HubError) as caught:  # Listing 4's config is valid; containers are not built yet
+        api.container("container.yaml")
+    assert caught.value.code == "not_available"
+
+    # The local .onnx files became private models of the demo user, sent once: a second run reuses them.
+    mine = {v["version"] for v in api.client.versions("demo/encoder")}
+    assert api.client.artifact("demo/encoder")["visibility"] == "private"
+    again = api.inference("collaboration.yaml")
+    assert {v["version"] for v in api.client.versions("demo/encoder")} == mine
+    np.testing.assert_allclose(next(iter(again.values())), expected, atol=1e-4)
+
+
+def test_the_same_chain_runs_on_this_machine_and_from_hub_references(signed_in, project, monkeypatch, tmp_path):
+    folder, x, expected = project
+    monkeypatch.chdir(folder)
+    api = modelAPI()
+    local = {"general_args": {"task": "inference", "tag": "collaboration"}, "device_args": {"device": "local"},
+             "task_args": {"model_file": [str(folder / "encoder.onnx"), str(folder / "decoder.onnx")],
+                           "input": str(folder / "input.txt")},
+             "out_args": {"export_file": str(tmp_path / "local.npz")}}
+    np.testing.assert_allclose(next(iter(api.run(local).values())), expected, atol=1e-4)
+    assert np.load(tmp_path / "local.npz").files
+    # Hub references instead of files: the versions Listing 2 published.
+    refs = {**local, "device_args": {"device": "cpu"},
+            "task_args": {"model_file": ["demo/encoder", "demo/decoder"], "input": str(folder / "input.txt")}}
+    np.testing.assert_allclose(next(iter(api.run(refs).values())), expected, atol=1e-4)
+    session = api.load_model("demo/decoder")
+    assert [i.name for i in session.get_inputs()] == ["z"]
+
+
+def cli(*args: str, stdin: str = "", env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hpcfair.cli", *args], input=stdin, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=300)
+
+
+def test_cli_from_login_to_inference(embedded_hub, tmp_path):
+    url, _, _ = embedded_hub
+    login = cli("--endpoint", url, "login", "--username", "demo", "--password-stdin", stdin="demo-password\n")
+    assert login.returncode == 0, login.stderr
+    saved = Path(os.environ["HPCFAIR_CONFIG"]).read_text()
+    assert url in saved and "hpcf_" in saved
+    me = json.loads(cli("whoami", "--json").stdout)  # endpoint and token from ~/.hpcfair now
+    assert (me["username"], me["scope"], me["endpoint"]) == ("demo", "write", url)
+
+    (tmp_path / "mlp.onnx").write_bytes(mlp(seed=7))
+    (tmp_path / "README.md").write_text("---\ntitle: Card MLP\ndescription: An MLP described by its model card.\n"
+                                        "creators: [{name: Alice Example}]\nlicense: MIT\ntask: classification\n"
+                                        "keywords: [cardtest]\n---\n# Card MLP\nTen classes.\n")
+    published = cli("upload", "card-mlp", str(tmp_path / "mlp.onnx"), "--metadata", str(tmp_path / "README.md"),
+                    "--json")
+    assert published.returncode == 0, published.stderr
+    version = json.loads(published.stdout)
+    assert version["artifact"] == "demo/card-mlp" and version["metadata"]["title"] == "Card MLP"
+
+    found = json.loads(cli("search", "Card MLP", "--filter", "keyword=cardtest", "--json").stdout)
+    assert [r["full_name"] for r in found] == ["demo/card-mlp"]
+    shown = cli("show", version["pid"])
+    assert "demo/card-mlp@1" in shown.stdout and "mlp.onnx" in shown.stdout
+
+    for attempt in ("first", "second"):  # the second is served from the cache
+        got = cli("download", "demo/card-mlp", "--dest", str(tmp_path / attempt), "--file", "mlp.onnx")
+        assert got.returncode == 0, got.stderr
+        assert (tmp_path / attempt / "mlp.onnx").read_bytes() == mlp(seed=7)
+    assert len([p for p in Path(os.environ["HPCFAIR_CACHE"]).rglob("*") if p.is_file()]) == 1
+
+    x = np.random.default_rng(1).standard_normal((2, 784)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    ran = cli("infer", "demo/card-mlp", str(tmp_path / "x.npy"), "--output", str(tmp_path / "y.npz"))
+    assert ran.returncode == 0, ran.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "y.npz")["logits"], reference(mlp(seed=7), {"x": x})["logits"],
+                               rtol=1e-5, atol=1e-5)
+    assert "Card MLP" in cli("cite", "demo/card-mlp").stdout
+    assert "@" in cli("cite", "demo/card-mlp", "--style", "bibtex").stdout
+    assert isinstance(json.loads(cli("jobs", "list", "--json").stdout), list)
+
+
+def test_cli_errors_are_one_line_with_the_code(embedded_hub, tmp_path):
+    url, token, _ = embedded_hub
+    env = {"HPCFAIR_ENDPOINT": url, "HPCFAIR_TOKEN": token}
+    missing = cli("show", "demo/no-such-model", env=env)
+    assert missing.returncode == 1 and missing.stderr.startswith("error [not_found]:")
+    assert len(missing.stderr.strip().splitlines()) == 1 and "Traceback" not in missing.stderr
+    (tmp_path / "bad.yaml").write_text("general_args:\n  task: inference\ndevice_args:\n  device: tpu\n")
+    bad = cli("run", str(tmp_path / "bad.yaml"), env=env)
+    assert bad.returncode == 1 and "device_args.device" in bad.stderr and "line 4" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+    debug = cli("run", str(tmp_path / "bad.yaml"), env={**env, "HPCFAIR_DEBUG": "1"})
+    assert "Traceback" in debug.stderr
+    wrong = cli("--endpoint", url, "login", "--username", "demo", "--password-stdin", stdin="wrong\n")
+    assert wrong.returncode == 1 and "error [" in wrong.stderr
+    read_only = cli("upload", "x", str(tmp_path / "bad.yaml"), env={**env, "HPCFAIR_TOKEN": "hpcf_not-a-token"})
+    assert read_only.returncode == 1 and "invalid_token" in read_only.stderr
