@@ -10,7 +10,7 @@ from rdflib.namespace import SH
 
 from ontology.fields import FIELDS, KINDS, MetadataError
 from ontology.graph import KIND_CLASSES, LITERALS
-from ontology.vocab import HPC, HUB, RDF, SDO, LICENSE_REFS, SPDX_LICENSES, XSD, bind
+from ontology.vocab import HPC, HUB, LICENSE_REFS, RDF, SDO, SPDX_LICENSES, XSD, bind
 
 SHAPES = Namespace(str(HUB) + "shape-")
 

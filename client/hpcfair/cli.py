@@ -24,8 +24,8 @@ _state: dict[str, Any] = {}
 
 
 @app.callback()
-def main(endpoint: Annotated[str | None, typer.Option(help="The hub (default: HPCFAIR_ENDPOINT or ~/.hpcfair).")] = None,
-         token: Annotated[str | None, typer.Option(help="An API token (default: HPCFAIR_TOKEN or ~/.hpcfair).")] = None,
+def main(endpoint: Annotated[str | None, typer.Option(help="The hub (default: HPCFAIR_ENDPOINT, ~/.hpcfair).")] = None,
+         token: Annotated[str | None, typer.Option(help="An API token (default: HPCFAIR_TOKEN, ~/.hpcfair).")] = None,
          ) -> None:
     _state.update(endpoint=endpoint, token=token)
 

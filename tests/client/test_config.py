@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from hpcfair import arrays, config, settings
 from hpcfair.api import modelAPI
 from hpcfair.errors import ConfigError

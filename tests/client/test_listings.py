@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from hpcfair import HubError, modelAPI
 from hpcfair.arrays import read_outputs
 from hpcfair.config import SCHEMA_FILE
+
 from tests.gateway.models import mlp, reference
 
 pytestmark = pytest.mark.slow

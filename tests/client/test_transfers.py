@@ -11,7 +11,6 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
 from hpcfair import HubClient, NotFoundError, TransferError
 
 DATA = os.urandom(3 * 1024 * 1024 + 17)
