@@ -367,13 +367,18 @@ class modelAPI:  # noqa: N801 - the papers' name
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
     def _load_original(self, info: dict[str, Any], trust_pickle: bool) -> Any:
-        from hpcfair.convert.formats import PICKLE_SUFFIXES, detect, looks_like_model
+        from hpcfair.convert.formats import PICKLE_SUFFIXES, SNIFFED_SUFFIXES, SUFFIX, detect, looks_like_model
 
         item = next((f for f in info["files"] if looks_like_model(f["path"])), None)
         if item is None:
             raise NotFoundError(f"{info['artifact']}@{info['version']} has no model file.", code="not_found")
         path = self._named_copy(item)
         fmt = detect(path)
+        if path.suffix.lower() in SNIFFED_SUFFIXES:  # e.g. decoder.ckpt: frameworks go by the suffix
+            named = path.with_name(path.stem + SUFFIX.get(fmt, path.suffix))
+            if not named.exists():
+                shutil.copyfile(path, named)
+            path = named
         if fmt == "torchscript":
             import torch
 

@@ -1,6 +1,7 @@
 """Inputs and outputs as files: ``.npy``, ``.npz``, ``.json`` and text (``.txt``, ``.csv``, ``.tsv``).
 
-A text file holds one array (rows of numbers; ``,`` in ``.csv``, tabs or spaces otherwise). Written text
+A text file holds one array (rows of numbers; ``,`` in ``.csv``, tabs or spaces otherwise), or a table
+whose first row names the columns (one array per column). Written text
 outputs start each array with a comment line ``# name shape dtype`` and store higher ranks as rows of
 the flattened trailing axes, so ``read_outputs`` gives the arrays back with their shapes.
 """
@@ -60,7 +61,11 @@ def _read_text(path: Path, delimiter: str | None) -> dict[str, np.ndarray]:
                 array = array.astype(dtype).reshape(shape)
             arrays[name] = array
 
-    for line in path.read_text().splitlines():
+    lines = path.read_text().splitlines()
+    data = [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    if data and not any(_HEADER.match(line.strip()) for line in lines) and not _numeric(data[0], delimiter):
+        return _table(path, delimiter)
+    for line in lines:
         header = _HEADER.match(line.strip())
         if header:
             flush()
@@ -70,6 +75,20 @@ def _read_text(path: Path, delimiter: str | None) -> dict[str, np.ndarray]:
             rows.append(line)
     flush()
     return arrays
+
+
+def _numeric(line: str, delimiter: str | None) -> bool:
+    try:
+        [float(token) for token in line.split(delimiter) if token.strip()]
+    except ValueError:
+        return False
+    return True
+
+
+def _table(path: Path, delimiter: str | None) -> dict[str, np.ndarray]:
+    """A table whose first row names the columns: one array per column (text columns as strings)."""
+    table = np.genfromtxt(path, delimiter=delimiter, names=True, dtype=None, encoding="utf-8")
+    return {name: np.asarray(table[name]) for name in table.dtype.names}
 
 
 def write_outputs(path: str | Path, outputs: dict[str, np.ndarray]) -> Path:

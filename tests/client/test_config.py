@@ -155,3 +155,11 @@ def test_checkpoints_named_ckpt_are_recognised_by_content(tmp_path):
     (tmp_path / "weights.ckpt").write_bytes(b"\x80\x04not a known format")
     with pytest.raises(ConversionError, match="neither its name nor its content"):
         detect(tmp_path / "weights.ckpt")
+
+
+def test_a_csv_with_a_header_row_reads_as_columns(tmp_path):
+    (tmp_path / "table.csv").write_text("length,width,species\n5.1,3.5,setosa\n6.2,2.9,virginica\n")
+    columns = arrays.read_inputs(tmp_path / "table.csv")
+    assert list(columns) == ["length", "width", "species"]
+    np.testing.assert_allclose(columns["width"], [3.5, 2.9])
+    assert columns["species"].tolist() == ["setosa", "virginica"]

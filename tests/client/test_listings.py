@@ -167,3 +167,27 @@ def test_cli_errors_are_one_line_with_the_code(embedded_hub, tmp_path):
     assert wrong.returncode == 1 and "error [" in wrong.stderr
     read_only = cli("upload", "x", str(tmp_path / "bad.yaml"), env={**env, "HPCFAIR_TOKEN": "hpcf_not-a-token"})
     assert read_only.returncode == 1 and "invalid_token" in read_only.stderr
+
+
+def test_datasets_and_models_load_and_configs_upload(signed_in, project, tmp_path):
+    folder, _, _ = project
+    api = modelAPI()
+    data = api.load_dataset("demo/synthetic-iris")
+    columns = data.arrays()
+    assert columns["data.csv:sepal_length"].shape == (150,)
+    assert set(columns["data.csv:species"].tolist()) == {"setosa", "versicolor", "virginica"}
+    assert data.croissant()["name"] and data.pid.startswith("ark:/")
+
+    metadata = {"title": "Decoder, as trained", "description": "The Keras decoder of the listings.",
+                "creators": [{"name": "Alice Example"}], "license": "MIT", "task": "regression",
+                "framework": "keras"}
+    checkpoint = str(folder / "ckpt" / "decoder.ckpt")
+    published = api.run({"general_args": {"task": "upload"},
+                         "task_args": {"model_name": "decoder-original", "files": [checkpoint], "metadata": metadata,
+                                       "visibility": "private"}})
+    assert published["artifact"] == "demo/decoder-original" and published["metadata"]["title"] == metadata["title"]
+    original = api.load_model("demo/decoder-original", original=True)  # Keras, from the .ckpt by its content
+    converted = api.load_model("demo/decoder-original")  # waits for the hub's conversion, then ONNX Runtime
+    z = np.random.default_rng(3).standard_normal((5, 8)).astype(np.float32)
+    np.testing.assert_allclose(converted.run(None, {"z": z})[0], np.asarray(original.predict(z, verbose=0)),
+                               atol=1e-5)
