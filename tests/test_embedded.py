@@ -13,13 +13,8 @@ import requests
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def embedded(embedded_hub):
-    return embedded_hub
-
-
-def test_demo_content_and_pages(embedded):
-    url, _, _ = embedded
+def test_demo_content_and_pages(embedded_hub):
+    url, _, _ = embedded_hub
     home = requests.get(url + "/", timeout=10)
     assert home.status_code == 200 and "Synthetic Iris-like measurements" in home.text
     found = requests.get(url + "/api/v1/artifacts/", params={"q": "iris"}, timeout=10).json()["results"]
@@ -30,10 +25,10 @@ def test_demo_content_and_pages(embedded):
     assert requests.get(url + "/api/docs/", timeout=10).status_code == 200
 
 
-def test_publish_download_and_a_job_on_the_embedded_worker(embedded, tmp_path):
+def test_publish_download_and_a_job_on_the_embedded_worker(embedded_hub, tmp_path):
     from hpcfair import HubClient
 
-    url, token, _ = embedded
+    url, token, _ = embedded_hub
     client = HubClient(url, token)
     client.create_artifact("model", "embedded-model")
     source = tmp_path / "weights.bin"

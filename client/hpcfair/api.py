@@ -76,8 +76,7 @@ class Dataset:
 
     def croissant(self) -> dict[str, Any]:
         """The version's Croissant JSON-LD (load it with ``mlcroissant`` for record-level access)."""
-        url = f"artifacts/{self.info['artifact']}/versions/{self.info['version']}/metadata/croissant"
-        return self.client.request("GET", url).json()
+        return self.client.export(self.info, "croissant").json()
 
 
 class modelAPI:  # noqa: N801 - the papers' name
@@ -178,50 +177,40 @@ class modelAPI:  # noqa: N801 - the papers' name
             return self._merge(config, sources, export)
         dataset = task.dataset or (task.input[len("dataset:"):].strip() if (task.input or "").startswith("dataset:")
                                    else None)
-        if dataset:
-            return self._batch(config, sources, dataset, export)
-        if not task.input:
-            raise config.error(config.where("input"), "missing: the input file (.npy, .npz, .json, .txt, .csv)")
-        path = config.path(task.input)
-        if not path.is_file():
-            raise config.error(config.where("input"), f"no file {path}")
-        raw = tensors.read_inputs(path, key=config.where("input"))
-        cast = path.suffix.lower() not in (".npy", ".npz")
-        if device.device == "local":
-            outputs = self._run_here(config, sources, raw, cast)
+        common = {"device": device.device, "threads": device.worker_num or None, "if_no_worker": device.if_no_worker}
+        if dataset:  # a batch run over a hub dataset: always a job
+            outputs = self._on_hub(self._runnable(config, sources), None, task.links, dataset=dataset, **common)
         else:
-            refs = [self._hub_ref(config, source) for source in sources]
-            spec = (self.client.resolve(refs[0]).get("metadata") or {}).get("inputs")
-            feeds = tensors.fit(raw, spec, cast=cast)
-            options = {"device": device.device, "threads": device.worker_num or None, "mode": device.mode,
-                       "if_no_worker": device.if_no_worker, "outputs": task.outputs}
-            if len(refs) == 1:
-                outputs, job = self.client.infer(refs[0], feeds, **options)
+            if not task.input:
+                raise config.error(config.where("input"), "missing: the input file (.npy, .npz, .json, .txt, .csv)")
+            path = config.path(task.input)
+            if not path.is_file():
+                raise config.error(config.where("input"), f"no file {path}")
+            raw = tensors.read_inputs(path, key=config.where("input"))
+            cast = path.suffix.lower() not in (".npy", ".npz")
+            if device.device == "local":
+                outputs = self._run_here(config, sources, raw, cast)
             else:
-                outputs, job = self.client.collaborate(refs, feeds, links=task.links, **options)
-            if not outputs:
-                outputs = self._job_outputs(self.client.wait(job))
+                runnable = self._runnable(config, sources)
+                feeds = tensors.fit(raw, (runnable[0].get("metadata") or {}).get("inputs"), cast=cast)
+                outputs = self._on_hub(runnable, feeds, task.links, mode=device.mode, outputs=task.outputs, **common)
         if export is not None:
             tensors.write_outputs(export, outputs)
         return outputs
 
-    def _batch(self, config: Config, sources: list[ModelSource], dataset: str, export: Path | None) -> dict[str, Any]:
-        device = config.args.device_args
-        refs = [self._hub_ref(config, source) for source in sources]
-        options = {"device": device.device, "threads": device.worker_num or None, "if_no_worker": device.if_no_worker,
-                   "dataset": dataset}
+    def _on_hub(self, runnable: list[dict[str, Any]], feeds: dict[str, Any] | None,
+                links: list[dict[str, str]] | None, **options: Any) -> dict[str, Any]:
+        """Run one version, or a chain of them, on the gateway; a run answered with a job is waited for."""
+        refs = [_name(info) for info in runnable]
         if len(refs) == 1:
-            _, job = self.client.infer(refs[0], {}, **options)
+            outputs, job = self.client.infer(refs[0], feeds or {}, **options)
         else:
-            _, job = self.client.collaborate(refs, None, links=config.task.links, **options)
-        outputs = self._job_outputs(self.client.wait(job))
-        if export is not None:
-            tensors.write_outputs(export, outputs)
-        return outputs
+            outputs, job = self.client.collaborate(refs, feeds, links=links, **options)
+        return outputs or self._job_outputs(self.client.wait(job))
 
     def _merge(self, config: Config, sources: list[ModelSource], export: Path | None) -> dict[str, Any]:
         task = config.task
-        refs = [self._hub_ref(config, source) for source in sources]
+        refs = [_name(info) for info in self._runnable(config, sources)]
         name = NAME_RE.sub("-", "-".join(s.name for s in sources))[:90] + "-merged"
         _, job = self.client.collaborate(refs, None, merge=True, links=task.links, name=name,
                                          visibility=task.visibility or "private")
@@ -476,21 +465,20 @@ class modelAPI:  # noqa: N801 - the papers' name
         me = self.client.me()
         meta, card = (_metadata(metadata, config.base) if metadata
                       else (_run_copy_metadata(source, me.get("name") or me.get("username") or ""), None))
-        try:
-            existing = self.client.artifact(f"{me.get('username')}/{name}")
-        except NotFoundError:
-            existing = None
-        if existing and existing["visibility"] == "public" and private:
-            raise config.error(source.key, f"model_name {name!r} is your public model {existing['full_name']}: name "
-                                           f"the hub version instead ({existing['full_name']}@VERSION) or choose "
-                                           "another model_name")
         files = {source.local.name: source.local} | ({"README.md": card} if card else {})
-        return self.client.publish(name, files, meta, visibility="private" if private else "public",
-                                   reuse_duplicate=True)
+        try:
+            return self.client.publish(name, files, meta, visibility="private" if private else "public",
+                                       reuse_duplicate=True, owner=me.get("username"))
+        except ConflictError as exc:
+            if exc.code != "visibility_mismatch":
+                raise
+            public = exc.body["artifact"]
+            raise config.error(source.key, f"model_name {name!r} is your public model {public}: name the hub "
+                                           f"version instead ({public}@VERSION) or choose another model_name")
 
-    def _hub_ref(self, config: Config, source: ModelSource) -> str:
-        """The PID of the ONNX version that runs for a source (converted on the hub when needed)."""
-        return self._onnx_version(self._hub_version(config, source), None)["pid"]
+    def _runnable(self, config: Config, sources: list[ModelSource]) -> list[dict[str, Any]]:
+        """The ONNX versions that run for the sources (converted on the hub when needed)."""
+        return [self._onnx_version(self._hub_version(config, source), None) for source in sources]
 
     def _onnx_version(self, info: dict[str, Any], opset: int | None) -> dict[str, Any]:
         """The version itself when it is ONNX, else its conversion (waiting for the hub's conversion job,
@@ -528,6 +516,11 @@ class modelAPI:  # noqa: N801 - the papers' name
 TASK_METHODS = {"conversion": "conversion", "inference": "inference", "collaboration": "collaborate",
                 "container": "container", "optimize": "optimize", "search": "search", "upload": "upload",
                 "download": "download_config"}
+
+
+def _name(info: dict[str, Any]) -> str:
+    """``owner/name@version`` of a version record: the gateway's URL without another lookup."""
+    return f"{info['artifact']}@{info['version']}"
 
 
 def run_chain(sessions: list[Any], feeds: dict[str, Any], links: list[dict[str, str]] | None = None

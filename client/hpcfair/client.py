@@ -142,12 +142,13 @@ class HubClient:
 
     def publish(self, name: str, files: dict[str, str | Path], metadata: dict[str, Any], *, kind: str = "model",
                 visibility: str = "public", version: str = "", reuse_duplicate: bool = False,
-                provenance: list[dict[str, str]] | None = None) -> dict[str, Any]:
-        """Create ``name`` (yours) if it does not exist and publish a version of it.
+                provenance: list[dict[str, str]] | None = None, owner: str | None = None) -> dict[str, Any]:
+        """Create ``name`` (yours; ``owner`` is your username when already known) if it does not exist and
+        publish a version of it. A ``private`` version is never added to a public artifact.
 
         With ``reuse_duplicate``, files identical to a version you can see return that version instead of
         an error."""
-        owner = self.me().get("username")
+        owner = owner or self.me().get("username")
         if not owner:
             raise HubError("Publishing needs a token: run 'hpcfair login' or set HPCFAIR_TOKEN.",
                            code="not_authenticated", status=401)
@@ -160,6 +161,9 @@ class HubClient:
                                             visibility=visibility)
         if existing["kind"] != kind:
             raise ConflictError(f"{full_name} is a {existing['kind']}, not a {kind}.", code="conflict", status=409)
+        if visibility == "private" and existing["visibility"] == "public":
+            raise ConflictError(f"{full_name} is public, so a new version of it would be public too.",
+                                code="visibility_mismatch", status=409, body={"artifact": full_name})
         try:
             return self.create_version(full_name, files, version=version, metadata=metadata, provenance=provenance)
         except ConflictError as exc:
@@ -167,11 +171,13 @@ class HubClient:
                 return self.resolve(exc.body["existing_pid"])
             raise
 
+    def export(self, info: dict[str, Any], name: str) -> requests.Response:
+        """A version's metadata export (``info`` as ``resolve`` returns it): jsonld, croissant, bibtex, …"""
+        return self.request("GET", f"artifacts/{info['artifact']}/versions/{info['version']}/metadata/{name}")
+
     def cite(self, ref: str, style: str = "citation") -> str:
         """``citation`` (plain text) or ``bibtex`` of a version, or any other export by name."""
-        info = self.resolve(ref)
-        owner_name, label = info["artifact"], info["version"]
-        return self.request("GET", f"artifacts/{owner_name}/versions/{label}/metadata/{style}").text
+        return self.export(self.resolve(ref), style).text
 
     # --- jobs, conversion, inference ----------------------------------------------------------------
 

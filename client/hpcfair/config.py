@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -135,9 +136,9 @@ class Config:
     file: str = ""
     lines: dict[tuple[str, ...], int] = field(default_factory=dict)
 
-    @property
+    @cached_property
     def task(self) -> TaskArgs:
-        """``model_args`` and ``task_args`` together."""
+        """``model_args`` and ``task_args`` together (validated once)."""
         merged = {**self.args.model_args.model_dump(exclude_unset=True),
                   **self.args.task_args.model_dump(exclude_unset=True)}
         return TaskArgs.model_validate(merged)

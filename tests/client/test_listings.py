@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hpcfair import HubError, modelAPI
+from hpcfair import ConflictError, HubError, modelAPI
 from hpcfair.arrays import read_outputs
 from hpcfair.config import SCHEMA_FILE
 
@@ -169,6 +169,10 @@ def test_cli_errors_are_one_line_with_the_code(embedded_hub, tmp_path):
     assert read_only.returncode == 1 and "invalid_token" in read_only.stderr
 
 
+def metadata_of(data) -> dict:
+    return {key: data.metadata[key] for key in ("title", "description", "creators", "license")}
+
+
 def test_datasets_and_models_load_and_configs_upload(signed_in, project, tmp_path):
     folder, _, _ = project
     api = modelAPI()
@@ -177,6 +181,12 @@ def test_datasets_and_models_load_and_configs_upload(signed_in, project, tmp_pat
     assert columns["data.csv:sepal_length"].shape == (150,)
     assert set(columns["data.csv:species"].tolist()) == {"setosa", "versicolor", "virginica"}
     assert data.croissant()["name"] and data.pid.startswith("ark:/")
+    versions = api.client.versions("demo/synthetic-iris")
+    (tmp_path / "more.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ConflictError) as caught:  # a private version is never added to a public artifact
+        api.upload(name="synthetic-iris", files=[tmp_path / "more.csv"], metadata=metadata_of(data), kind="dataset",
+                   visibility="private")
+    assert caught.value.code == "visibility_mismatch" and api.client.versions("demo/synthetic-iris") == versions
 
     metadata = {"title": "Decoder, as trained", "description": "The Keras decoder of the listings.",
                 "creators": [{"name": "Alice Example"}], "license": "MIT", "task": "regression",
