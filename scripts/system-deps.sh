@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Debian packages the hub needs.
-#   scripts/system-deps.sh test  PostgreSQL (server), Redis, docker-compose (config check), bubblewrap
+#   scripts/system-deps.sh test  PostgreSQL (server), Redis, docker-compose (config check), bubblewrap,
+#                                podman and debootstrap (MLCube builds and their base image)
 #   scripts/system-deps.sh run   bubblewrap (the conversion sandbox); optional: without it only limits apply
 set -euo pipefail
 profile="${1:-test}"
 case "$profile" in
-  test) packages=(postgresql redis-server docker-compose bubblewrap) ;;
+  test) packages=(postgresql redis-server docker-compose bubblewrap podman debootstrap) ;;
   run) packages=(bubblewrap) ;;
   *) echo "usage: $0 test|run" >&2; exit 2 ;;
 esac
