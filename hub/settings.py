@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "hub.metadata",
     "hub.search",
     "hub.gateway",
+    "hub.containers",
     "hub.web",
 ]
 
@@ -227,6 +228,17 @@ HUB_CONVERT_CPU_S = int(env("HUB_CONVERT_CPU_S", "1800"))
 HUB_CONVERT_WALL_S = int(env("HUB_CONVERT_WALL_S", "900"))
 HUB_CONVERT_THREADS = int(env("HUB_CONVERT_THREADS", "2"))
 HUB_CONVERT_OPSET = int(env("HUB_CONVERT_OPSET", "17"))
+
+# MLCube containers (hub.containers, workers.container). After a conversion publishes a verified ONNX
+# version: "build" makes its cube and builds and checks the image where the worker has podman/docker
+# and the base image (else only makes the cube), "generate" only makes the cube, "off" does nothing.
+HUB_CUBE_ON_CONVERT = env("HUB_CUBE_ON_CONVERT", "build")
+HUB_CUBE_ENGINE = env("HUB_CUBE_ENGINE")  # podman | docker; empty: the first one on PATH
+HUB_CUBE_BASE_IMAGE = env("HUB_CUBE_BASE_IMAGE", "localhost/hpcfair-base:bookworm")  # scripts/cube-base.sh
+HUB_CUBE_WHEELS = Path(env("HUB_CUBE_WHEELS", str(Path.home() / ".cache" / "hpcfair-hub" / "wheels")))
+HUB_CUBE_BUILD_TIMEOUT_S = float(env("HUB_CUBE_BUILD_TIMEOUT_S", "1800"))
+HUB_CUBE_RUN_TIMEOUT_S = float(env("HUB_CUBE_RUN_TIMEOUT_S", "600"))
+HUB_CONTAINERS_CONF = env("CONTAINERS_CONF", str(BASE_DIR / "deploy" / "podman" / "containers.conf"))
 
 LOGGING = {
     "version": 1,

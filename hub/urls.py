@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from hub import errors
 from hub.accounts.api import views as accounts
+from hub.containers import api as containers
 from hub.conversions import api as conversions
 from hub.gateway.api import views as gateway
 from hub.jobs.api import views as jobs
@@ -29,6 +30,7 @@ api_patterns = [
     path(VERSION + "convert", conversions.VersionConvert.as_view(), name="version-convert"),
     path(VERSION + "optimize", conversions.VersionOptimize.as_view(), name="version-optimize"),
     path(VERSION + "infer", gateway.Infer.as_view(), name="version-infer"),
+    path(VERSION + "container", containers.VersionContainer.as_view(), name="version-container"),
     path(VERSION + "benchmark", gateway.VersionBenchmark.as_view(), name="version-benchmark"),
     path(VERSION + "metadata/<str:export>", metadata.VersionMetadata.as_view(), name="version-metadata"),
     path("collaborate", gateway.Collaborate.as_view(), name="collaborate"),

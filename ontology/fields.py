@@ -331,6 +331,8 @@ FIELDS: dict[str, Field] = {f.name: f for f in [
     Field("target_machine", text(200), "The machine it was built or tuned for."),
     Field("target_application", text(200), "The application it serves."),
     Field("container_image", text(500), "A container image reference that runs it.", kinds=MODEL | {"project"}),
+    Field("mlcube", anything, "The project's MLCube: name, image, build file, tasks with their parameters.",
+          kinds=frozenset({"project"}), derived=True, system=True),
     Field("benchmarks", benchmarks, "Latency measured on named hardware.", kinds=MODEL, derived=True),
     Field("size", integer(0), "Total size in bytes.", kinds=DATASET, derived=True),
     Field("records", records, "The record structure: fields (columns) with dtypes.", kinds=DATASET,
@@ -347,6 +349,8 @@ FIELDS: dict[str, Field] = {f.name: f for f in [
     Field("optimization", anything, "How it was optimised.", system=True),
     Field("members", anything, "Signatures of an ensemble's members.", system=True),
     Field("job", anything, "The job that produced it.", system=True),
+    Field("container", anything, "The cube's image: reference, digest, size, build time, and its check against "
+          "the gateway.", system=True),
 ]}
 
 

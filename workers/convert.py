@@ -93,13 +93,27 @@ def convert_work(ctx: JobContext) -> dict[str, Any]:
             ctx.progress((index + 1) / (len(params["files"]) + 1))
         verified = all(r["verification"]["passed"] for r in reports.values())
         if verify_only:
+            _queue_cube(ctx, source, verified)
             return {"verified": verified, "files": reports}
         published = _publish_conversion(ctx, source, outputs, reports, verified)
+        _queue_cube(ctx, published, verified)
         return {"version": published.label, "pid": published.pid, "verified": verified,
                 "files": {name: {"verification": r["verification"], "source": r["source"]}
                           for name, r in reports.items()}}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _queue_cube(ctx: JobContext, version: Version, verified: bool) -> None:
+    from hub.containers.services import on_onnx_verified
+
+    try:
+        job = on_onnx_verified(version, ctx.job.requester, verified)
+    except HubError as exc:
+        ctx.log(f"no MLCube: {exc.message}", "warning")
+        return
+    if job is not None:
+        ctx.log(f"MLCube job {job.pk} queued")
 
 
 def _publish_conversion(ctx, source: Version, outputs: list[StagedFile], reports: dict, verified: bool) -> Version:

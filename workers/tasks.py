@@ -8,7 +8,7 @@ from typing import Any
 from celery.signals import worker_ready
 
 from hub.storage import StorageUnavailable, get_blob_store
-from workers import benchmark, collaborate, convert, infer
+from workers import benchmark, collaborate, container, convert, infer
 from workers.celery import app
 from workers.runner import JobContext, JobFailure, execute
 
@@ -84,6 +84,12 @@ def merge_models(job_id: str) -> None:
 def benchmark_model(job_id: str) -> None:
     """Measure a model's latency per batch size on this worker's hardware and record it."""
     execute(job_id, benchmark.benchmark_work)
+
+
+@app.task(name="hub.container")
+def build_container(job_id: str) -> None:
+    """Make a model's MLCube (build and check its image where possible), or build a project's."""
+    execute(job_id, container.container_work)
 
 
 @worker_ready.connect

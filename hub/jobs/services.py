@@ -23,6 +23,7 @@ TASKS: dict[str, str] = {
     Job.Kind.INFER: "hub.infer",
     Job.Kind.COLLABORATE: "hub.collaborate",
     Job.Kind.BENCHMARK: "hub.benchmark",
+    Job.Kind.CONTAINER: "hub.container",
 }
 
 

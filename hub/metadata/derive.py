@@ -17,7 +17,10 @@ from typing import Any
 import yaml
 from django.conf import settings
 from hpcfair.convert.formats import looks_like_model
+from hpcfair.cube import spec as cube_spec
+from hpcfair.cube.spec import CUBE_FILE, MAX_CUBE_BYTES, CubeError, CubeSpec, parse_zip
 
+from hub.errors import HubError
 from ontology.fields import MetadataError
 
 log = logging.getLogger(__name__)
@@ -83,6 +86,8 @@ def derive(kind: str, files: Sequence[FileInfo]) -> dict[str, Any]:
                 out.update(onnx_facts(primary))
         elif files:
             out["format"] = _data_format(files[0])
+    elif kind == "project":
+        out["mlcube"] = project_cube(files).summary()
     elif kind == "dataset" and files:
         data = [f for f in files if f.path.lower() not in CARD_NAMES] or list(files)
         formats = [_data_format(f) for f in data]
@@ -92,6 +97,29 @@ def derive(kind: str, files: Sequence[FileInfo]) -> dict[str, Any]:
         if table is not None:
             out.update(csv_facts(table))
     return out
+
+
+def project_cube(files: Sequence[FileInfo]) -> CubeSpec:
+    """A project's MLCube: ``mlcube.yaml`` at the top, or one zip holding it; 400 ``invalid_mlcube``
+    naming every problem (``tasks.train.entrypoint``: ...) when MLCube could not run it."""
+    by_path = {f.path: f for f in files}
+    try:
+        if CUBE_FILE in by_path:
+            cube = by_path[CUBE_FILE]
+            if cube.size > MAX_CUBE_BYTES:
+                raise CubeError({"mlcube": [f"{CUBE_FILE} is larger than {MAX_CUBE_BYTES // 1024} KiB."]})
+            recipes = {f.path: f.local.read_bytes()[:MAX_CUBE_BYTES].decode(errors="replace") for f in files
+                       if f.size <= MAX_CUBE_BYTES and f.path.rsplit("/", 1)[-1].lower().startswith(
+                           ("dockerfile", "containerfile", "singularity"))}
+            return cube_spec.parse(cube.local.read_text(errors="replace"), set(by_path), CUBE_FILE, recipes)
+        archives = [f for f in files if f.suffix == ".zip"]
+        if len(archives) == 1:
+            return parse_zip(archives[0].local)
+    except CubeError as exc:
+        raise HubError("invalid_mlcube", f"The project's MLCube cannot run: {exc}", errors=exc.problems)
+    raise HubError("invalid_mlcube", f"A project version needs an {CUBE_FILE} at its top level (or one zip holding "
+                                     "it): the MLCube that says how to build and run the project.",
+                   errors={CUBE_FILE: ["Missing."]})
 
 
 def _data_format(info: FileInfo) -> str:

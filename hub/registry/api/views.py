@@ -42,7 +42,7 @@ def require_admin(request: Request, artifact: Artifact) -> None:
         raise HubError("permission_denied", f"Only the owner of {artifact} can do this.")
 
 
-def _versions_queryset():
+def versions_queryset():
     return Version.objects.select_related("artifact__owner", "created_by").prefetch_related(
         "files__version__artifact__owner", "provenance__target__artifact__owner",
         "derivatives__version__artifact__owner",
@@ -149,7 +149,7 @@ class VersionListCreate(APIView):
     @extend_schema(responses=VersionSerializer(many=True))
     def get(self, request: Request, owner: str, name: str) -> Response:
         artifact = services.get_artifact(request.user, owner, name)
-        versions = _versions_queryset().filter(artifact=artifact)
+        versions = versions_queryset().filter(artifact=artifact)
         return Response(VersionSerializer(versions, many=True).data)
 
     @extend_schema(request=VersionCreateSerializer, responses={201: VersionSerializer})
@@ -174,7 +174,7 @@ class VersionListCreate(APIView):
         finally:
             for item in staged:
                 item.staged.unlink(missing_ok=True)
-        version = _versions_queryset().get(pk=version.pk)
+        version = versions_queryset().get(pk=version.pk)
         return Response(VersionSerializer(version).data, status=status.HTTP_201_CREATED)
 
     @staticmethod
@@ -225,7 +225,7 @@ class VersionDetail(APIView):
     def get(self, request: Request, owner: str, name: str, version: str) -> Response:
         artifact = services.get_artifact(request.user, owner, name)
         found = services.get_version(artifact, version, allow_deleted=True)
-        return Response(VersionSerializer(_versions_queryset().get(pk=found.pk)).data)
+        return Response(VersionSerializer(versions_queryset().get(pk=found.pk)).data)
 
     @extend_schema(parameters=[OpenApiParameter("reason", str, description="Shown on the tombstone page.")],
                    responses={204: None})
@@ -251,7 +251,7 @@ class Resolve(APIView):
             raise HubError("invalid", "Give ref: a PID (ark:/…) or owner/name[@version].",
                            errors={"ref": ["Required."]})
         found = services.resolve_version_ref(request.user, ref)
-        return Response(VersionSerializer(_versions_queryset().get(pk=found.pk)).data)
+        return Response(VersionSerializer(versions_queryset().get(pk=found.pk)).data)
 
 
 class VersionFixity(APIView):

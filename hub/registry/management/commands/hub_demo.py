@@ -9,6 +9,7 @@ import random
 import tempfile
 from pathlib import Path
 
+import hpcfair
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
@@ -18,6 +19,7 @@ from hub.registry.uploads import StagedFile
 
 DEMO_USER = "demo"
 DEMO_PASSWORD = "demo-password"  # noqa: S105 - documented demo account of the embedded default
+EXAMPLE_PROJECT = Path(hpcfair.__file__).parent / "examples" / "project_dir"
 
 
 def _iris_like_csv() -> bytes:
@@ -45,13 +47,13 @@ DEMOS = [
                      "creators": [{"name": "HPCFair demo"}]},
     },
     {
-        "kind": "project", "name": "mnist-training-recipe",
-        "title": "MLP training recipe (project)",
-        "description": "A project layout with an MLCube-style config that trains a 784-256-10 MLP.",
-        "files": {"config.yaml": lambda: b"general_args: {task: conversion, backend: [pt]}\n"
-                                         b"model_args: {model_name: [mlp], model_file: [mlp.pt]}\n",
-                  "train.py": lambda: b"print('train a 784-256-10 MLP here')\n"},
-        "metadata": {"license": "Apache-2.0", "keywords": ["mlp", "training", "demo"],
+        "kind": "project", "name": "linear-regression-project",
+        "title": "Linear regression project (MLCube)",
+        "description": "An AI project as an MLCube: a prepare task makes a synthetic regression data set, a train "
+                       "task fits a ridge regression with NumPy. The client's Listing 4 example runs it.",
+        "files": {path: (lambda p=path: (EXAMPLE_PROJECT / p).read_bytes()) for path in
+                  ("mlcube.yaml", "Containerfile", "requirements.txt", "main.py", "workspace/parameters.yaml")},
+        "metadata": {"license": "Apache-2.0", "keywords": ["mlcube", "training", "demo"],
                      "creators": [{"name": "HPCFair demo"}]},
     },
 ]
@@ -76,7 +78,8 @@ class Command(BaseCommand):
                 staged = []
                 for path, make in demo["files"].items():
                     data = make()
-                    target = Path(tmp) / path
+                    target = Path(tmp) / demo["name"] / path
+                    target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_bytes(data)
                     staged.append(StagedFile(path=path, staged=target, sha256=hashlib.sha256(data).hexdigest(),
                                              size=len(data)))

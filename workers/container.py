@@ -1,0 +1,320 @@
+"""MLCube jobs. For an ONNX model version: generate its cube, and where this worker has podman/docker and
+the base image, build the image offline, run the cube's ``infer`` with ``--network=none`` on sample
+inputs and compare the outputs with the gateway's; publish the cube (zip, build log) as a version of the
+project ``<name>-mlcube``, linked by provenance. For a project version: check its ``mlcube.yaml``, build its
+image the same way and run the tasks asked for. Models are run only inside the container or by the
+gateway's session code; this process never unpickles anything."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from django.conf import settings
+from django.db import transaction
+from hpcfair.convert.errors import ConversionError
+from hpcfair.convert.signature import generate_inputs, load_sample_inputs, specs_from_onnx
+from hpcfair.cube import CubeError, CubeInfo, EngineError, build, find_engine, generate, parse_dir, zip_cube
+from hpcfair.cube.engine import image_exists, prepare_context, run_task
+from hpcfair.cube.generate import slug, unzip_cube
+
+from hub.containers.services import CUBE_SUFFIX, cube_of, is_built
+from hub.conversions.services import sample_inputs_path
+from hub.errors import HubError
+from hub.registry.models import Artifact, ProvenanceLink, Version
+from hub.registry.services import ProvenanceRef, create_artifact, create_version
+from workers.convert import _source
+from workers.files import fetch, staged
+from workers.runner import JobContext, JobFailure
+
+ATOL, RTOL = 1e-5, 1e-4  # the same ONNX Runtime build inside and outside: outputs should agree closely
+CARRIED = ("creators", "license", "keywords", "subject", "discipline", "references", "url")
+
+
+def container_work(ctx: JobContext) -> dict[str, Any]:
+    os.environ.setdefault("CONTAINERS_CONF", settings.HUB_CONTAINERS_CONF)
+    source = _source(ctx)
+    workdir = Path(tempfile.mkdtemp(prefix="hpcfair-cube-"))
+    try:
+        if source.artifact.kind == Artifact.Kind.PROJECT:
+            return _project(ctx, source, workdir)
+        return _model(ctx, source, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _engine(ctx: JobContext, build_mode: str) -> str | None:
+    """The container engine to build with, None to only make the cube; JobFailure when a build was
+    required and cannot happen here."""
+    if build_mode == "no":
+        return None
+    engine = find_engine(settings.HUB_CUBE_ENGINE)
+    problem = None
+    if engine is None:
+        problem = ("no_container_engine", "This worker has neither podman nor docker.")
+    elif not image_exists(engine, settings.HUB_CUBE_BASE_IMAGE):
+        problem = ("no_base_image", f"The base image {settings.HUB_CUBE_BASE_IMAGE} is not on this worker; "
+                                    "make it with scripts/cube-base.sh (or set HUB_CUBE_BASE_IMAGE).")
+    if problem is None:
+        return engine
+    if build_mode == "yes":
+        raise JobFailure(*problem)
+    ctx.log(f"not building the image: {problem[1]}", "warning")
+    return None
+
+
+def _model(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
+    build_mode = ctx.job.params.get("build", "auto")
+    existing = cube_of(source)
+    if existing is not None and (build_mode == "no" or is_built(existing)):
+        ctx.log(f"the cube exists already: {existing} ({existing.pid})")
+        return _result(existing)
+    engine = _engine(ctx, build_mode)
+    if existing is not None and engine is None:
+        return _result(existing)
+    model_path = next(f.path for f in source.files.all() if f.path.lower().endswith(".onnx"))
+    model = fetch(source, model_path, workdir)
+    sample = _sample_inputs(ctx, source, model, workdir)
+    artifact = source.artifact
+    meta = source.metadata
+    info = CubeInfo(name=f"{artifact.owner.username}-{artifact.name}", title=str(meta.get("title") or artifact.name),
+                    description=str(meta.get("description") or ""), authors=_authors(meta.get("creators")),
+                    source=source.pid, base_image=settings.HUB_CUBE_BASE_IMAGE)
+    info.image = f"localhost/hpcfair/{slug(info.name)}:{slug(source.label)}"
+    cube_dir = generate(workdir / "cube" / slug(info.name), model, info, sample)
+    spec = parse_dir(cube_dir)  # our own cube passes our own check
+    ctx.log(f"generated the MLCube {spec.name} (image {spec.image}; GPU variant {spec.image}-gpu)")
+    ctx.progress(0.2)
+    container: dict[str, Any] = {"image": spec.image, "base_image": info.base_image, "built": False,
+                                 "mlcube": "mlcube.yaml", "gpu": {"mlcube": "mlcube-gpu.yaml",
+                                                                  "image": f"{spec.image}-gpu", "built": False}}
+    extra_files = []
+    if engine is not None:
+        built, log_path = _build_and_check(ctx, engine, spec, cube_dir, source, model_path, workdir)
+        container.update(built)
+        extra_files.append(staged(log_path, "build.log"))
+    archive = zip_cube(cube_dir, workdir / f"{spec.name}.mlcube.zip")
+    cube = _publish(ctx, source, [staged(archive, archive.name), *extra_files], container)
+    return _result(cube)
+
+
+def _sample_inputs(ctx: JobContext, source: Version, model: Path, workdir: Path) -> Path:
+    """The uploader's sample inputs (of this version or the one it was converted from), keyed by the
+    ONNX model's input names; random inputs of the signature when there are none."""
+    specs, _ = specs_from_onnx(onnx.load(model, load_external_data=False))
+    candidates = [source] + [link.target for link in source.provenance.filter(
+        relation=ProvenanceLink.Relation.CONVERTED_FROM).select_related("target")]
+    for version in candidates:
+        path = sample_inputs_path(version)
+        if path:
+            (workdir / "sample").mkdir(exist_ok=True)
+            local = fetch(version, path, workdir / "sample")
+            try:
+                arrays = load_sample_inputs(local, specs)
+            except ConversionError as exc:
+                ctx.log(f"sample inputs {path} of {version} not used: {exc.detail}", "warning")
+                continue
+            ctx.log(f"sample inputs: {path} of {version}")
+            break
+    else:
+        arrays = generate_inputs(specs)
+        ctx.log("sample inputs: random, from the model's signature")
+    out = workdir / "sample_inputs.npz"
+    np.savez(out, **arrays)
+    return out
+
+
+def _build_and_check(ctx: JobContext, engine: str, spec, cube_dir: Path, source: Version, model_path: str,
+                     workdir: Path) -> tuple[dict[str, Any], Path]:
+    """Build the image offline, run ``infer`` without network, compare with the gateway's outputs."""
+    log_path = workdir / "build.log"
+    lines: list[str] = []
+    try:
+        context = prepare_context(cube_dir, workdir / "context", settings.HUB_CUBE_WHEELS, on_line=lines.append)
+        ctx.log(f"building {spec.image} with {engine} (--network=none, base {settings.HUB_CUBE_BASE_IMAGE})")
+        built = build(engine, context, context / spec.build_file, spec.image, network="none",
+                      timeout=settings.HUB_CUBE_BUILD_TIMEOUT_S, on_line=lines.append)
+    except EngineError as exc:
+        log_path.write_text("\n".join(lines))
+        if exc.log:
+            ctx.log(exc.log[-4000:], "error")
+        raise JobFailure(exc.code, str(exc))
+    log_path.write_text("\n".join(lines) + "\n")
+    ctx.log(f"built {built.image}: {built.size / 1e6:.0f} MB in {built.seconds:.1f} s ({built.digest[:19]})")
+    ctx.progress(0.7)
+    run_dir = workdir / "run"
+    shutil.copytree(cube_dir / "workspace", run_dir)
+    try:
+        ran = run_task(engine, spec.image, spec, "infer", run_dir, network="none",
+                       timeout=settings.HUB_CUBE_RUN_TIMEOUT_S)
+    except EngineError as exc:
+        raise JobFailure(exc.code, str(exc))
+    sample = spec.tasks["infer"].inputs["inputs"].default
+    with np.load(run_dir / sample, allow_pickle=False) as data:
+        feeds = {name: data[name] for name in data.files}
+    with np.load(run_dir / "outputs.npz", allow_pickle=False) as data:
+        inside = {name: data[name] for name in data.files}
+    reference = _gateway_outputs(source, model_path, feeds)
+    check = _compare(inside, reference)
+    ctx.log(f"infer in the container: {ran.seconds:.2f} s from start to output; "
+            f"{'matches' if check['passed'] else 'DIFFERS FROM'} the gateway (max abs difference "
+            f"{check['max_abs_diff']:.3g})", "info" if check["passed"] else "error")
+    if not check["passed"]:
+        raise JobFailure("container_mismatch", f"The container's outputs differ from the gateway's "
+                                               f"(max abs difference {check['max_abs_diff']:.3g}).")
+    return {**built.record(), "engine": engine, "built": True, "network": "none",
+            "check": {**check, "run_seconds": round(ran.seconds, 3), "inputs": sample}}, log_path
+
+
+def _gateway_outputs(source: Version, model_path: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """What the gateway answers for ``feeds``: its own session cache and run code, on this worker's CPU."""
+    from workers.sessions import RunError, run_steps
+
+    file = source.files.get(path=model_path)
+    try:
+        outputs, _ = run_steps([{"sha256": file.blob_id, "size": file.size}], feeds, device="cpu", threads=0,
+                               deadline=time.time() + settings.HUB_CUBE_RUN_TIMEOUT_S, deadline_is_long=True)
+    except RunError as exc:
+        raise JobFailure("run_failed", f"The gateway could not run the model on the sample inputs: {exc}")
+    return outputs
+
+
+def _compare(inside: dict[str, np.ndarray], reference: dict[str, np.ndarray]) -> dict[str, Any]:
+    if set(inside) != set(reference):
+        return {"passed": False, "max_abs_diff": float("inf"),
+                "problem": f"outputs {sorted(inside)} vs the gateway's {sorted(reference)}"}
+    worst, passed = 0.0, True
+    for name, expected in reference.items():
+        actual = inside[name]
+        if actual.shape != expected.shape:
+            return {"passed": False, "max_abs_diff": float("inf"),
+                    "problem": f"{name}: shape {list(actual.shape)} vs {list(expected.shape)}"}
+        if actual.size:
+            diff = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
+            worst = max(worst, float(np.nanmax(diff)))
+            passed = passed and bool(np.allclose(actual, expected, atol=ATOL, rtol=RTOL, equal_nan=True))
+    return {"passed": passed, "max_abs_diff": worst, "atol": ATOL, "rtol": RTOL}
+
+
+def _authors(creators: Any) -> list[dict[str, str]]:
+    out = []
+    for creator in creators or []:
+        name = creator.get("name") if isinstance(creator, dict) else str(creator)
+        if name:
+            out.append({"name": str(name)})
+    return out
+
+
+def _cube_artifact(source: Version) -> Artifact:
+    owner, name = source.artifact.owner, f"{source.artifact.name}{CUBE_SUFFIX}"[:100]
+    for _ in range(2):
+        artifact = Artifact.objects.live().filter(owner=owner, name=name).first()
+        if artifact is not None:
+            if artifact.kind != Artifact.Kind.PROJECT:
+                raise JobFailure("already_exists", f"{owner.username}/{name} exists and is not a project; rename it "
+                                                   "so that the cube can be stored there.")
+            return artifact
+        try:
+            return create_artifact(owner, kind=Artifact.Kind.PROJECT, name=name,
+                                   title=f"MLCube of {source.metadata.get('title') or source.artifact.name}"[:300],
+                                   description=f"The MLCube container of {source.artifact.full_name}: build it offline "
+                                               "and run its infer task with Docker, Podman or Apptainer.",
+                                   visibility=source.artifact.visibility,
+                                   collaborators=source.artifact.collaborators.all())
+        except HubError:  # made meanwhile by another job
+            continue
+    raise JobFailure("already_exists", f"{owner.username}/{name} could not be created.")
+
+
+def _publish(ctx: JobContext, source: Version, files: list, container: dict[str, Any]) -> Version:
+    metadata = {key: source.metadata[key] for key in CARRIED if key in source.metadata}
+    metadata.update({
+        "title": f"MLCube of {source.metadata.get('title') or source.artifact.name}"[:300],
+        "description": f"An MLCube of {source} ({source.pid}): mlcube.yaml (CPU) and mlcube-gpu.yaml, "
+                       "Containerfiles, Apptainer definitions and a workspace with the ONNX model, sample inputs "
+                       "and default parameters. Its infer task runs the model with ONNX Runtime.",
+        "keywords": sorted({*(source.metadata.get("keywords") or []), "mlcube", "container"})[:50],
+        "container_image": container["image"],
+        "container": container,
+        "job": str(ctx.job.pk),
+    })
+    with transaction.atomic():
+        artifact = _cube_artifact(source)
+        try:
+            version = create_version(artifact, ctx.job.requester, files=files,
+                                     label=_free_label_in(artifact, source.label), metadata=metadata,
+                                     provenance=[ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, source)],
+                                     system=True)
+        except HubError as exc:
+            raise JobFailure(exc.error_code, exc.message)
+    ctx.log(f"published {version} ({version.pid})")
+    return version
+
+
+def _free_label_in(artifact: Artifact, label: str) -> str:
+    taken = set(artifact.versions.values_list("label", flat=True))
+    candidate, n = label, 2
+    while candidate in taken:
+        candidate, n = f"{label}-{n}", n + 1
+    return candidate
+
+
+def _result(cube: Version) -> dict[str, Any]:
+    container = cube.metadata.get("container") or {}
+    return {"version": str(cube), "pid": cube.pid, "owner": cube.artifact.owner.username, "name": cube.artifact.name,
+            "label": cube.label, "image": container.get("image"), "built": bool(container.get("built")),
+            "container": container}
+
+
+# --- projects -------------------------------------------------------------------------------------
+
+
+def _project(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
+    """Check a project's MLCube, build its image offline and run the tasks asked for, in order."""
+    folder = workdir / "project"
+    folder.mkdir()
+    for file in source.files.all():
+        target = folder / file.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fetch(source, file.path, target.parent)
+    archives = list(folder.glob("*.zip"))
+    if not (folder / "mlcube.yaml").is_file() and len(archives) == 1:
+        folder = unzip_cube(archives[0], workdir / "unpacked")
+    try:
+        spec = parse_dir(folder)
+    except CubeError as exc:
+        raise JobFailure("invalid_mlcube", str(exc))
+    tasks = ctx.job.params.get("tasks") or []
+    unknown = [task for task in tasks if task not in spec.tasks]
+    if unknown:
+        raise JobFailure("invalid", f"{spec.name} has no task {unknown[0]!r}; its tasks: {', '.join(spec.tasks)}.")
+    engine = _engine(ctx, ctx.job.params.get("build", "auto"))
+    result: dict[str, Any] = {"mlcube": spec.summary(), "built": False}
+    if engine is None:
+        return result
+    lines: list[str] = []
+    try:
+        context = prepare_context(folder / spec.build_context, workdir / "context", settings.HUB_CUBE_WHEELS,
+                                  on_line=lines.append)
+        image = f"localhost/hpcfair/{slug(source.artifact.owner.username + '-' + source.artifact.name)}:" \
+                f"{slug(source.label)}"
+        ctx.log(f"building {image} with {engine} (--network=none)")
+        built = build(engine, context, context / spec.build_file, image, network="none",
+                      timeout=settings.HUB_CUBE_BUILD_TIMEOUT_S, on_line=lines.append)
+        result.update({**built.record(), "engine": engine, "built": True, "runs": []})
+        ctx.log(f"built {image}: {built.size / 1e6:.0f} MB in {built.seconds:.1f} s")
+        for task in tasks:
+            ran = run_task(engine, image, spec, task, folder / "workspace", network="none",
+                           timeout=settings.HUB_CUBE_RUN_TIMEOUT_S, on_line=ctx.log)
+            result["runs"].append({"task": task, "seconds": round(ran.seconds, 3), "exit": ran.code})
+    except EngineError as exc:
+        if exc.log:
+            ctx.log(exc.log[-4000:], "error")
+        raise JobFailure(exc.code, str(exc))
+    return result
