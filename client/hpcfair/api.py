@@ -237,10 +237,131 @@ class modelAPI:  # noqa: N801 - the papers' name
     # --- containers, optimisation ----------------------------------------------------------------------
 
     def container(self, cfg: str | Path | dict[str, Any]) -> dict[str, Any]:
-        """Build or fetch a model's MLCube and run it (the papers' Listing 4)."""
+        """Build an MLCube's image offline and run it with podman/docker (the papers' Listing 4).
+
+        A project: ``task_args.work_dir`` is a folder with an ``mlcube.yaml`` (or a hub project,
+        owner/name[@version], fetched into a folder of that name); its ``tasks`` (default: all) run in
+        order with the folder mounted at ``volume``, and their output goes to ``export_file``.
+        A model: ``model_args`` names it (file, PID or owner/name); its cube comes from the hub (made
+        there when missing) into ``work_dir``, and ``infer`` runs on ``task_args.input`` into
+        ``export_file``. ``device: gpu`` runs the GPU cube and needs an NVIDIA GPU here."""
+        from hpcfair.cube import local
+        from hpcfair.cube.spec import CubeError, parse_dir
+
         config = load(cfg)
-        raise HubError(f"task container ({config.file or 'config'}): building and running MLCube containers is "
-                       "not available from this hub yet; the config is valid.", code="not_available")
+        task, device = config.task, config.args.device_args.device
+        if device == "local":
+            raise config.error("device_args.device", "a container runs on this machine's cpu or gpu: use cpu or gpu")
+        gpu = device == "gpu"
+        if gpu and not local.has_gpu():
+            raise HubError("container: device_args.device is 'gpu' but this machine has no NVIDIA GPU (nvidia-smi "
+                           "finds none); set device: cpu to run the CPU image.", code="no_gpu")
+        engine = local.engine_or_fail()
+        model = bool(config.names("model_file") or config.names("model_name"))
+        signature = None
+        if model:
+            folder, signature = self._model_cube(config)
+        else:
+            folder = self._project_folder(config)
+        cube_file = "mlcube-gpu.yaml" if model and gpu else "mlcube.yaml"
+        try:
+            spec = parse_dir(folder, cube_file)
+        except CubeError as exc:
+            raise HubError(f"container ({folder}): {exc}", code="invalid_mlcube")
+        image = task.build_tag or spec.image
+        build_file = config.path(task.build_file) if task.build_file else None
+        if build_file is not None and not build_file.is_file():
+            raise config.error(config.where("build_file"), f"no file {build_file}")
+        wheels = local.wheel_cache(self.client.cache.root)
+        requirements = "requirements-gpu.txt" if model and gpu else "requirements.txt"
+        built = local.build_here(engine, folder, spec, image, wheels, build_file=build_file, requirements=requirements)
+        report = local.LocalRun(image, engine, built)
+        export = config.names("export_file")
+        export_path = config.path(export[0]) if export else None
+        if model:
+            outputs = self._cube_infer(config, engine, spec, image, folder, signature, gpu, report)
+            if export_path is not None:
+                tensors.write_outputs(export_path, outputs)
+            return {**report.report(), "cube": str(folder), "outputs": outputs,
+                    "export_file": str(export_path) if export_path else None}
+        tasks = config.names("tasks") or list(spec.tasks)
+        unknown = [name for name in tasks if name not in spec.tasks]
+        if unknown:
+            raise config.error(config.where("tasks"), f"{spec.name} has no task {unknown[0]!r}; its tasks: "
+                                                      f"{', '.join(spec.tasks)}")
+        volume = task.volume
+        if volume is not None and not volume.startswith("/"):
+            raise config.error(config.where("volume"), f"{volume!r} is not an absolute path in the container")
+        report.runs = local.run_tasks(engine, image, spec, tasks, folder / "workspace", gpu=gpu,
+                                      mounts={folder.resolve(): volume} if volume else None)
+        if export_path is not None:
+            export_path.write_text(report.output)
+        return {**report.report(), "project": str(folder), "output": report.output,
+                "export_file": str(export_path) if export_path else None}
+
+    def _project_folder(self, config: Config) -> Path:
+        """The project's folder: ``work_dir``, or a hub project's files fetched into a folder of its name."""
+        work_dir = config.task.work_dir
+        if not work_dir:
+            raise config.error("task_args.work_dir", "missing: the project folder with its mlcube.yaml, or a hub "
+                                                     "project (owner/name), or model_args naming a model")
+        folder = config.path(work_dir)
+        if folder.is_dir():
+            return folder
+        if not REF_RE.match(work_dir):
+            raise config.error(config.where("work_dir"), f"no folder {folder}, and not a hub project "
+                                                         "(owner/name[@version])")
+        info = self.client.resolve(work_dir)
+        folder = config.path(info["artifact"].split("/")[-1])
+        self.client.download(info["pid"], folder)
+        return folder
+
+    def _model_cube(self, config: Config) -> tuple[Path, list[dict[str, Any]] | None]:
+        """A model's cube from the hub (made there when missing), unpacked into ``work_dir`` (default
+        ``<model_name>-mlcube``), and the model's input signature."""
+        from hpcfair.cube.generate import unzip_cube
+
+        sources = self._sources(config)
+        if len(sources) != 1:
+            raise config.error(config.where("model_file"), "a container runs one model")
+        source = sources[0]
+        onnx = self._onnx_version(self._hub_version(config, source), None)
+        cube = self.client.container(onnx["pid"])
+        if cube is None:
+            done = self.client.wait(self.client.build_container(onnx["pid"], build="no"))
+            cube = self.client.resolve(done["result"]["pid"])
+        item = next((f for f in cube["files"] if f["path"].endswith(".mlcube.zip")), None)
+        if item is None:
+            raise HubError(f"{cube['artifact']}@{cube['version']} holds no .mlcube.zip", code="invalid_mlcube")
+        archive = self._named_copy(item)
+        work_dir = config.task.work_dir
+        folder = config.path(work_dir) if work_dir else config.path(f"{source.name}-mlcube")
+        with tempfile.TemporaryDirectory(prefix="hpcfair-cube-") as tmp:
+            unpacked = unzip_cube(archive, Path(tmp))
+            if folder.exists():
+                shutil.rmtree(folder)
+            shutil.copytree(unpacked, folder)
+        return folder, (onnx.get("metadata") or {}).get("inputs")
+
+    def _cube_infer(self, config: Config, engine: str, spec: Any, image: str, folder: Path,
+                    signature: list[dict[str, Any]] | None, gpu: bool, report: Any) -> dict[str, Any]:
+        """``infer`` of a model's cube on ``task_args.input``: the outputs, by name."""
+        import numpy as np
+
+        from hpcfair.cube import local
+
+        task = config.task
+        if not task.input:
+            raise config.error(config.where("input"), "missing: the input file (.npy, .npz, .json, .txt, .csv)")
+        path = config.path(task.input)
+        if not path.is_file():
+            raise config.error(config.where("input"), f"no file {path}")
+        raw = tensors.read_inputs(path, key=config.where("input"))
+        feeds = tensors.fit(raw, signature, cast=path.suffix.lower() not in (".npy", ".npz"))
+        np.savez(folder / "workspace" / "inputs.npz", **feeds)
+        report.runs = local.run_tasks(engine, image, spec, ["infer"], folder / "workspace", gpu=gpu,
+                                      overrides={"inputs": "inputs.npz", "outputs": "outputs.npz"})
+        return tensors.read_outputs(folder / "workspace" / "outputs.npz")
 
     def optimize(self, cfg: str | Path | dict[str, Any]) -> list[dict[str, Any]]:
         """Graph-optimise (and int8-quantise) each ONNX model; files go beside ``export_file`` (or the config)."""

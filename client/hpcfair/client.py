@@ -217,6 +217,20 @@ class HubClient:
         return self.request("POST", f"artifacts/{info['artifact']}/versions/{info['version']}/convert",
                             json=body).json()
 
+    def container(self, ref: str) -> dict[str, Any] | None:
+        """The MLCube of a model version (its cube version), or None when the hub has none yet."""
+        info = self.resolve(ref)
+        try:
+            return self.request("GET", f"artifacts/{info['artifact']}/versions/{info['version']}/container").json()
+        except NotFoundError:
+            return None
+
+    def build_container(self, ref: str, *, build: str = "auto", tasks: list[str] | None = None) -> dict[str, Any]:
+        """Ask the hub to make (``build``: yes, auto, no) a version's MLCube; returns the job."""
+        info = self.resolve(ref)
+        return self.request("POST", f"artifacts/{info['artifact']}/versions/{info['version']}/container",
+                            json={"build": build, **({"tasks": tasks} if tasks else {})}).json()
+
     def optimize(self, ref: str, *, file: str = "", quantize: bool = True) -> dict[str, Any]:
         info = self.resolve(ref)
         body = {"quantize": quantize, **({"file": file} if file else {})}

@@ -88,10 +88,14 @@ class TaskArgs(_Group):
         None, description="upload: metadata, or a file (YAML, JSON, or a model card README.md).")
     visibility: Literal["public", "private"] | None = Field(None, description="upload: who may see it.")
     version: str | None = Field(None, description="upload: the version label (default: the next number).")
-    work_dir: str | None = Field(None, description="container: the project folder.")
-    build_file: str | None = Field(None, description="container: the mlcube.yaml / build file.")
-    build_tag: str | None = Field(None, description="container: the image name.")
-    volume: str | None = Field(None, description="container: where the workspace is mounted in the container.")
+    work_dir: str | None = Field(None, description="container: the project folder (with mlcube.yaml), a hub "
+                                                   "project (owner/name[@version]), or where a model's cube goes.")
+    build_file: str | None = Field(None, description="container: the Containerfile/Dockerfile (default: mlcube.yaml's "
+                                                     "docker.build_file).")
+    build_tag: str | None = Field(None, description="container: the image name (default: mlcube.yaml's docker.image).")
+    volume: str | None = Field(None, description="container: where work_dir is mounted in the container.")
+    tasks: Names | None = Field(None, description="container: the project's MLCube tasks to run, in order "
+                                                  "(default: all, as mlcube.yaml lists them).")
 
 
 class OutArgs(_Group):
