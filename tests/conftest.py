@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 import io
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,6 +23,22 @@ from hub.registry import services
 from hub.registry.uploads import StagedFile
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+# MLCube builds: podman's settings for this machine, wheels and the base image kept between runs.
+os.environ.setdefault("CONTAINERS_CONF", str(ROOT / "deploy" / "podman" / "containers.conf"))
+os.environ.setdefault("MLCUBE_SYSTEM_SETTINGS", str(Path(tempfile.gettempdir()) / f"mlcube-{os.getpid()}.yaml"))
+CUBE_WHEELS = Path.home() / ".cache" / "hpcfair-hub" / "wheels"
+
+
+@pytest.fixture(scope="session")
+def cube_base() -> str:
+    """The MLCube base image (debootstrap + podman import, made once per machine by scripts/cube-base.sh)."""
+    if shutil.which("podman") is None:
+        pytest.skip("needs podman: run through `make test` (installs it)")
+    image = "localhost/hpcfair-base:bookworm"
+    subprocess.run([str(ROOT / "scripts" / "cube-base.sh"), image], check=True, timeout=900)
+    return image
 
 
 def free_port() -> int:
@@ -205,6 +223,7 @@ def worker_env(root: Path, **extra: str) -> dict[str, str]:
         "HUB_STORAGE": "filesystem",
         "HUB_STORAGE_DIR": str(root / "blobs"),
         "HUB_UPLOAD_DIR": str(root / "uploads"),
+        "HUB_CUBE_ON_CONVERT": "off",  # tests/containers turn it on for their own worker
         **extra,
     }
 
@@ -268,6 +287,7 @@ def client_home(tmp_path, monkeypatch):
     monkeypatch.setenv("HPCFAIR_CONFIG", str(tmp_path / "hpcfair-login"))
     monkeypatch.setenv("HPCFAIR_CACHE", str(tmp_path / "hpcfair-cache"))
     monkeypatch.setenv("HPCFAIR_NO_PROGRESS", "1")
+    monkeypatch.setenv("HPCFAIR_WHEELS", str(CUBE_WHEELS))  # wheels for cube images: kept between runs
     for name in ("HPCFAIR_ENDPOINT", "HPCFAIR_TOKEN", "HPCFAIR_DEBUG"):
         monkeypatch.delenv(name, raising=False)
 
@@ -279,7 +299,7 @@ def embedded_hub(tmp_path_factory):
     var = tmp_path_factory.mktemp("embedded-var")
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "HUB_BROKER_URL", "HUB_STORAGE"}}
-    env.update(HUB_VAR_DIR=str(var), HUB_PUBLIC_URL=f"http://127.0.0.1:{port}")
+    env.update(HUB_VAR_DIR=str(var), HUB_PUBLIC_URL=f"http://127.0.0.1:{port}", HUB_CUBE_ON_CONVERT="generate")
     log = open(var / "serve.log", "w")  # noqa: SIM115
     proc = subprocess.Popen([sys.executable, "manage.py", "hub_serve", "--bind", f"127.0.0.1:{port}"],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)

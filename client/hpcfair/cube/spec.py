@@ -74,7 +74,7 @@ class Task:
         return {**self.inputs, **self.outputs}
 
     def summary(self) -> dict[str, Any]:
-        return {"inputs": {p.name: p.default for p in self.inputs.values()},
+        return {"name": self.name, "inputs": {p.name: p.default for p in self.inputs.values()},
                 "outputs": {p.name: p.default for p in self.outputs.values()},
                 **({"entrypoint": self.entrypoint} if self.entrypoint else {})}
 
@@ -93,10 +93,10 @@ class CubeSpec:
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def summary(self) -> dict[str, Any]:
-        """The project's MLCube as stored in metadata."""
+        """The project's MLCube as stored in metadata (tasks as a list: their order is the run order)."""
         return {"name": self.name, "image": self.image, "build_file": self.build_path,
                 "accelerator_count": self.accelerators,
-                "tasks": {name: task.summary() for name, task in self.tasks.items()}}
+                "tasks": [task.summary() for task in self.tasks.values()]}
 
     @property
     def build_path(self) -> str:
