@@ -10,6 +10,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml client/pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q -e '.[test]' -e './client[convert]'
+	$(VENV)/bin/pip install -q --no-deps mlcube==0.0.9 mlcube-docker==0.0.9
 	touch $(STAMP)
 
 run: install

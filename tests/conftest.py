@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import shutil
 import io
 import os
+import shutil
 import signal
 import socket
 import subprocess

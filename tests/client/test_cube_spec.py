@@ -53,9 +53,9 @@ def test_task_without_entrypoint_when_the_build_file_declares_none():
 
 def test_unknown_parameter_keys_and_groups():
     text = GOOD.replace("metrics: {type: file, default: metrics.json}", "metrics: {type: file, defualt: metrics.json}")
-    text = text.replace("      inputs:\n        parameters: {type: file, default: parameters.yaml}\n      outputs:\n"
-                        "        data_dir:", "      input:\n        parameters: {type: file, default: parameters.yaml}\n"
-                        "      outputs:\n        data_dir:")
+    prepare_inputs = "      inputs:\n        parameters: {type: file, default: parameters.yaml}\n      outputs:\n"
+    misspelt = prepare_inputs.replace("inputs:", "input:")
+    text = text.replace(prepare_inputs + "        data_dir:", misspelt + "        data_dir:")
     found = problems(text)
     assert "Did you mean 'default'?" in found["tasks.train.parameters.outputs.metrics.defualt"][0]
     assert "A default path" in found["tasks.train.parameters.outputs.metrics.default"][0]

@@ -43,7 +43,10 @@ def project(tmp_path_factory):
     decoder.save(folder / "ckpt" / "decoder.keras")
     (folder / "ckpt" / "decoder.keras").rename(folder / "ckpt" / "decoder.ckpt")
     for example in EXAMPLES.iterdir():
-        shutil.copyfile(example, folder / example.name)
+        if example.is_dir():
+            shutil.copytree(example, folder / example.name)
+        else:
+            shutil.copyfile(example, folder / example.name)
     x = np.random.default_rng(0).standard_normal((3, 16)).astype(np.float32)
     np.savetxt(folder / "input.txt", x)
     with torch.no_grad():
@@ -75,9 +78,9 @@ def test_listing_3_convert_collaborate_container(signed_in, project, monkeypatch
     assert list(written) == list(outputs) and written[next(iter(written))].shape == (3, 4)
     np.testing.assert_allclose(next(iter(written.values())), expected, atol=1e-4)
 
-    with pytest.raises(HubError) as caught:  # Listing 4's config is valid; containers are not built yet
+    with pytest.raises(HubError) as caught:  # Listing 4 as printed asks for a GPU, which this machine lacks
         api.container("container.yaml")
-    assert caught.value.code == "not_available"
+    assert caught.value.code == "no_gpu" and "set device: cpu" in str(caught.value)
 
     # The local .onnx files became private models of the demo user, sent once: a second run reuses them.
     mine = {v["version"] for v in api.client.versions("demo/encoder")}
@@ -85,6 +88,34 @@ def test_listing_3_convert_collaborate_container(signed_in, project, monkeypatch
     again = api.inference("collaboration.yaml")
     assert {v["version"] for v in api.client.versions("demo/encoder")} == mine
     np.testing.assert_allclose(next(iter(again.values())), expected, atol=1e-4)
+
+
+def test_listing_4_runs_the_project_and_a_hub_model_cube(signed_in, project, monkeypatch, cube_base):
+    """Listing 4 on the CPU: the example project built offline, prepare and train run with project_dir at
+    /app; then a hub model's cube fetched and run on the user's input, equal to the gateway's answer."""
+    folder, x, _ = project
+    monkeypatch.chdir(folder)
+    api = modelAPI()
+    config = (folder / "container.yaml").read_text().replace("device: 'gpu'", "device: 'cpu'")
+    (folder / "container-cpu.yaml").write_text(config)
+    report = api.run("container-cpu.yaml")
+    assert [run["task"] for run in report["runs"]] == ["prepare", "train"] and report["digest"].startswith("sha256:")
+    out = (folder / "out.txt").read_text()
+    assert "prepare: 400 training and 100 test samples" in out and "train: test RMSE" in out
+    metrics = json.loads((folder / "project_dir" / "workspace" / "metrics.json").read_text())
+    assert metrics["test_r2"] > 0.99
+
+    model_config = {"general_args": {"task": "container", "backend": "mlcube"}, "device_args": {"device": "cpu"},
+                    "model_args": {"model_name": "demo/encoder"}, "task_args": {"input": "input.txt"},
+                    "out_args": {"export_file": "cube-out.npz"}}
+    ran = api.container(model_config)
+    assert ran["runs"][0]["task"] == "infer" and Path(ran["cube"], "mlcube-gpu.yaml").is_file()
+    on_gateway = api.inference({"general_args": {"task": "inference"}, "model_args": {"model_name": "demo/encoder"},
+                                "task_args": {"input": "input.txt"}})
+    in_cube = read_outputs(folder / "cube-out.npz")
+    assert list(in_cube) == list(on_gateway)
+    for name, value in on_gateway.items():
+        np.testing.assert_allclose(in_cube[name], value, atol=1e-5)
 
 
 def test_the_same_chain_runs_on_this_machine_and_from_hub_references(signed_in, project, monkeypatch, tmp_path):

@@ -78,7 +78,8 @@ def test_a_model_without_onnx_has_no_cube_yet(api, hub_dirs):
     api.post("/api/v1/artifacts/", {"kind": "model", "name": "weights", "title": "weights"}, format="json")
     response = api.post("/api/v1/artifacts/alice/weights/versions/",
                         {"files": [multipart_file("notes.txt", b"not a model")],
-                         "metadata": json.dumps({**METADATA, "task": "regression", "framework": "pytorch"})}, format="multipart")
+                         "metadata": json.dumps({**METADATA, "task": "regression", "framework": "pytorch"})},
+                        format="multipart")
     assert response.status_code == 201, response.content
     for method in (api.get, api.post):
         answer = method("/api/v1/artifacts/alice/weights/versions/1/container")
