@@ -40,7 +40,9 @@ def test_the_papers_listings_load_as_written():
     assert collaboration.args.general_args.tag == "collaboration"
     assert collaboration.task.input == "input.txt" and collaboration.names("export_file") == ["out.txt"]
     container = config.load(EXAMPLES / "container.yaml")
-    assert container.task.build_tag == "image_name" and container.args.device_args.device == "gpu"
+    assert container.task.build_tag == "localhost/hpcfair/linear-regression-project:1"
+    assert container.args.device_args.device == "gpu" and container.task.volume == "/app"
+    assert container.path(container.task.work_dir).joinpath("mlcube.yaml").is_file()
 
 
 @pytest.mark.parametrize("old, new, key, line, says", [
