@@ -101,12 +101,14 @@ def inspect(engine: str, image: str) -> tuple[str, int]:
 
 
 def build(engine: str, context: Path, build_file: Path, image: str, *, network: str = "none",
-          timeout: float = 1800, on_line: Callable[[str], None] | None = None) -> BuildResult:
-    """Build ``image`` from ``build_file`` in ``context`` with no network; EngineError with the log on failure."""
+          timeout: float = 1800, on_line: Callable[[str], None] | None = None, no_cache: bool = False) -> BuildResult:
+    """Build ``image`` from ``build_file`` in ``context`` with no network (``no_cache``: no layer reuse);
+    EngineError with the log on failure."""
     if network not in NETWORKS:
         raise EngineError("invalid", f"network must be one of {', '.join(NETWORKS)}, not {network!r}.")
     started = time.perf_counter()
-    command = [engine, "build", f"--network={network}", "-t", image, "-f", str(build_file), str(context)]
+    command = [engine, "build", f"--network={network}", *(["--no-cache"] if no_cache else []), "-t", image,
+               "-f", str(build_file), str(context)]
     code, lines = _run(command, timeout, on_line)
     if code != 0:
         raise EngineError("build_failed", f"{engine} build of {image} failed (exit {code}): "
