@@ -21,7 +21,7 @@ from django.db import transaction
 from hpcfair.convert.errors import ConversionError
 from hpcfair.convert.signature import generate_inputs, load_sample_inputs, specs_from_onnx
 from hpcfair.cube import CubeError, CubeInfo, EngineError, build, find_engine, generate, parse_dir, zip_cube
-from hpcfair.cube.engine import image_exists, prepare_context, run_task
+from hpcfair.cube.engine import BuildResult, image_exists, prepare_context, run_task
 from hpcfair.cube.generate import slug, unzip_cube
 
 from hub.containers.services import CUBE_SUFFIX, cube_of, is_built
@@ -29,7 +29,7 @@ from hub.conversions.services import sample_inputs_path
 from hub.errors import HubError
 from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef, create_artifact, create_version
-from workers.convert import _source
+from workers.convert import _source, free_label
 from workers.files import fetch, staged
 from workers.runner import JobContext, JobFailure
 
@@ -86,7 +86,7 @@ def _model(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
     info = CubeInfo(name=f"{artifact.owner.username}-{artifact.name}", title=str(meta.get("title") or artifact.name),
                     description=str(meta.get("description") or ""), authors=_authors(meta.get("creators")),
                     source=source.pid, base_image=settings.HUB_CUBE_BASE_IMAGE)
-    info.image = f"localhost/hpcfair/{slug(info.name)}:{slug(source.label)}"
+    info.image = _image_name(source)
     cube_dir = generate(workdir / "cube" / slug(info.name), model, info, sample)
     spec = parse_dir(cube_dir)  # our own cube passes our own check
     ctx.log(f"generated the MLCube {spec.name} (image {spec.image}; GPU variant {spec.image}-gpu)")
@@ -102,6 +102,28 @@ def _model(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
     archive = zip_cube(cube_dir, workdir / f"{spec.name}.mlcube.zip")
     cube = _publish(ctx, source, [staged(archive, archive.name), *extra_files], container)
     return _result(cube)
+
+
+def _image_name(version: Version) -> str:
+    """The local image reference of a version's cube: ``localhost/hpcfair/<owner>-<name>:<label>``."""
+    return f"localhost/hpcfair/{slug(f'{version.artifact.owner.username}-{version.artifact.name}')}:" \
+           f"{slug(version.label)}"
+
+
+def _build_image(ctx: JobContext, engine: str, folder: Path, build_file: str, image: str, workdir: Path,
+                 lines: list[str]) -> BuildResult:
+    """Build ``image`` from ``folder`` offline (wheels put into a copy of it); its output goes to ``lines``."""
+    try:
+        context = prepare_context(folder, workdir / "context", settings.HUB_CUBE_WHEELS, on_line=lines.append)
+        ctx.log(f"building {image} with {engine} (--network=none)")
+        built = build(engine, context, context / build_file, image, network="none",
+                      timeout=settings.HUB_CUBE_BUILD_TIMEOUT_S, on_line=lines.append)
+    except EngineError as exc:
+        if exc.log:
+            ctx.log(exc.log[-4000:], "error")
+        raise JobFailure(exc.code, str(exc))
+    ctx.log(f"built {image}: {built.size / 1e6:.0f} MB in {built.seconds:.1f} s ({built.digest[:19]})")
+    return built
 
 
 def _sample_inputs(ctx: JobContext, source: Version, model: Path, workdir: Path) -> Path:
@@ -133,20 +155,10 @@ def _sample_inputs(ctx: JobContext, source: Version, model: Path, workdir: Path)
 def _build_and_check(ctx: JobContext, engine: str, spec, cube_dir: Path, source: Version, model_path: str,
                      workdir: Path) -> tuple[dict[str, Any], Path]:
     """Build the image offline, run ``infer`` without network, compare with the gateway's outputs."""
-    log_path = workdir / "build.log"
     lines: list[str] = []
-    try:
-        context = prepare_context(cube_dir, workdir / "context", settings.HUB_CUBE_WHEELS, on_line=lines.append)
-        ctx.log(f"building {spec.image} with {engine} (--network=none, base {settings.HUB_CUBE_BASE_IMAGE})")
-        built = build(engine, context, context / spec.build_file, spec.image, network="none",
-                      timeout=settings.HUB_CUBE_BUILD_TIMEOUT_S, on_line=lines.append)
-    except EngineError as exc:
-        log_path.write_text("\n".join(lines))
-        if exc.log:
-            ctx.log(exc.log[-4000:], "error")
-        raise JobFailure(exc.code, str(exc))
+    built = _build_image(ctx, engine, cube_dir, spec.build_file, spec.image, workdir, lines)
+    log_path = workdir / "build.log"
     log_path.write_text("\n".join(lines) + "\n")
-    ctx.log(f"built {built.image}: {built.size / 1e6:.0f} MB in {built.seconds:.1f} s ({built.digest[:19]})")
     ctx.progress(0.7)
     run_dir = workdir / "run"
     shutil.copytree(cube_dir / "workspace", run_dir)
@@ -248,21 +260,13 @@ def _publish(ctx: JobContext, source: Version, files: list, container: dict[str,
         artifact = _cube_artifact(source)
         try:
             version = create_version(artifact, ctx.job.requester, files=files,
-                                     label=_free_label_in(artifact, source.label), metadata=metadata,
+                                     label=free_label(artifact, source.label), metadata=metadata,
                                      provenance=[ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, source)],
                                      system=True)
         except HubError as exc:
             raise JobFailure(exc.error_code, exc.message)
     ctx.log(f"published {version} ({version.pid})")
     return version
-
-
-def _free_label_in(artifact: Artifact, label: str) -> str:
-    taken = set(artifact.versions.values_list("label", flat=True))
-    candidate, n = label, 2
-    while candidate in taken:
-        candidate, n = f"{label}-{n}", n + 1
-    return candidate
 
 
 def _result(cube: Version) -> dict[str, Any]:
@@ -298,17 +302,10 @@ def _project(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
     result: dict[str, Any] = {"mlcube": spec.summary(), "built": False}
     if engine is None:
         return result
-    lines: list[str] = []
+    image = _image_name(source)
+    built = _build_image(ctx, engine, folder / spec.build_context, spec.build_file, image, workdir, [])
+    result.update({**built.record(), "engine": engine, "built": True, "runs": []})
     try:
-        context = prepare_context(folder / spec.build_context, workdir / "context", settings.HUB_CUBE_WHEELS,
-                                  on_line=lines.append)
-        image = f"localhost/hpcfair/{slug(source.artifact.owner.username + '-' + source.artifact.name)}:" \
-                f"{slug(source.label)}"
-        ctx.log(f"building {image} with {engine} (--network=none)")
-        built = build(engine, context, context / spec.build_file, image, network="none",
-                      timeout=settings.HUB_CUBE_BUILD_TIMEOUT_S, on_line=lines.append)
-        result.update({**built.record(), "engine": engine, "built": True, "runs": []})
-        ctx.log(f"built {image}: {built.size / 1e6:.0f} MB in {built.seconds:.1f} s")
         for task in tasks:
             ran = run_task(engine, image, spec, task, folder / "workspace", network="none",
                            timeout=settings.HUB_CUBE_RUN_TIMEOUT_S, on_line=ctx.log)

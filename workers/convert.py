@@ -41,9 +41,9 @@ def _source(ctx: JobContext) -> Version:
     return version
 
 
-def _free_label(version: Version, suffix: str) -> str:
-    base = f"{version.label}-{suffix}"[:60]
-    taken = set(version.artifact.versions.values_list("label", flat=True))
+def free_label(artifact, base: str) -> str:
+    """``base``, or ``base-2``, ``base-3``, ...: the first label ``artifact`` has no version of."""
+    taken = set(artifact.versions.values_list("label", flat=True))
     label, n = base, 2
     while label in taken:
         label, n = f"{base}-{n}", n + 1
@@ -141,7 +141,8 @@ def _publish_conversion(ctx, source: Version, outputs: list[StagedFile], reports
 
 def _publish(ctx, source: Version, files: list[StagedFile], metadata: dict, suffix: str, relation: str) -> Version:
     try:
-        version = create_version(source.artifact, ctx.job.requester, files=files, label=_free_label(source, suffix),
+        label = free_label(source.artifact, f"{source.label}-{suffix}"[:60])
+        version = create_version(source.artifact, ctx.job.requester, files=files, label=label,
                                  metadata=metadata, provenance=[ProvenanceRef(relation, source)], system=True)
     except HubError as exc:
         raise JobFailure(exc.error_code, exc.message)

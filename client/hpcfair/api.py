@@ -181,13 +181,7 @@ class modelAPI:  # noqa: N801 - the papers' name
         if dataset:  # a batch run over a hub dataset: always a job
             outputs = self._on_hub(self._runnable(config, sources), None, task.links, dataset=dataset, **common)
         else:
-            if not task.input:
-                raise config.error(config.where("input"), "missing: the input file (.npy, .npz, .json, .txt, .csv)")
-            path = config.path(task.input)
-            if not path.is_file():
-                raise config.error(config.where("input"), f"no file {path}")
-            raw = tensors.read_inputs(path, key=config.where("input"))
-            cast = path.suffix.lower() not in (".npy", ".npz")
+            raw, cast = self._read_input(config)
             if device.device == "local":
                 outputs = self._run_here(config, sources, raw, cast)
             else:
@@ -197,6 +191,16 @@ class modelAPI:  # noqa: N801 - the papers' name
         if export is not None:
             tensors.write_outputs(export, outputs)
         return outputs
+
+    @staticmethod
+    def _read_input(config: Config) -> tuple[Any, bool]:
+        """``task_args.input`` read, and whether its arrays need casting to the model's dtypes (text, JSON)."""
+        if not config.task.input:
+            raise config.error(config.where("input"), "missing: the input file (.npy, .npz, .json, .txt, .csv)")
+        path = config.path(config.task.input)
+        if not path.is_file():
+            raise config.error(config.where("input"), f"no file {path}")
+        return tensors.read_inputs(path, key=config.where("input")), path.suffix.lower() not in (".npy", ".npz")
 
     def _on_hub(self, runnable: list[dict[str, Any]], feeds: dict[str, Any] | None,
                 links: list[dict[str, str]] | None, **options: Any) -> dict[str, Any]:
@@ -350,14 +354,8 @@ class modelAPI:  # noqa: N801 - the papers' name
 
         from hpcfair.cube import local
 
-        task = config.task
-        if not task.input:
-            raise config.error(config.where("input"), "missing: the input file (.npy, .npz, .json, .txt, .csv)")
-        path = config.path(task.input)
-        if not path.is_file():
-            raise config.error(config.where("input"), f"no file {path}")
-        raw = tensors.read_inputs(path, key=config.where("input"))
-        feeds = tensors.fit(raw, signature, cast=path.suffix.lower() not in (".npy", ".npz"))
+        raw, cast = self._read_input(config)
+        feeds = tensors.fit(raw, signature, cast=cast)
         np.savez(folder / "workspace" / "inputs.npz", **feeds)
         report.runs = local.run_tasks(engine, image, spec, ["infer"], folder / "workspace", gpu=gpu,
                                       overrides={"inputs": "inputs.npz", "outputs": "outputs.npz"})

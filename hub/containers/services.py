@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from hub.conversions.services import onnx_files
 from hub.errors import HubError
 from hub.jobs.models import Job
 from hub.jobs.services import create_job
@@ -13,10 +14,6 @@ from hub.registry.models import Artifact, ProvenanceLink, Version
 
 CUBE_SUFFIX = "-mlcube"
 BUILD_CHOICES = ("auto", "yes", "no")
-
-
-def onnx_files(version: Version) -> list[str]:
-    return [f.path for f in version.files.all() if f.path.lower().endswith(".onnx")]
 
 
 def cube_source(version: Version) -> Version:

@@ -20,6 +20,10 @@ def model_files(version: Version) -> list[File]:
     return [file for file in version.files.all() if looks_like_model(file.path)]
 
 
+def onnx_files(version: Version) -> list[str]:
+    return [f.path for f in version.files.all() if f.path.lower().endswith(".onnx")]
+
+
 def sample_inputs_path(version: Version) -> str | None:
     """The uploader's sample inputs: metadata ``sample_inputs`` (a path in the version) or a file by its
     conventional name."""
@@ -74,11 +78,11 @@ def request_conversion(version: Version, user, *, files: list[str] | None = None
 
 def request_optimization(version: Version, user, *, file: str | None = None, quantize: bool = True) -> Job:
     """Queue ONNX Runtime graph optimisation (and dynamic int8 quantisation) of an ONNX file."""
-    onnx_files = [f.path for f in version.files.all() if f.path.lower().endswith(".onnx")]
-    if file is None and len(onnx_files) == 1:
-        file = onnx_files[0]
-    if file not in onnx_files:
+    found = onnx_files(version)
+    if file is None and len(found) == 1:
+        file = found[0]
+    if file not in found:
         raise HubError("unsupported_format", f"{version} has no ONNX file {file!r} to optimise; convert it first."
-                       if file else f"{version} has {len(onnx_files)} ONNX files; name one in 'file'.")
+                       if file else f"{version} has {len(found)} ONNX files; name one in 'file'.")
     return create_job(Job.Kind.OPTIMIZE, user, version=version, params={"file": file, "quantize": quantize},
                       queue="convert")

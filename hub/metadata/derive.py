@@ -17,8 +17,7 @@ from typing import Any
 import yaml
 from django.conf import settings
 from hpcfair.convert.formats import looks_like_model
-from hpcfair.cube import spec as cube_spec
-from hpcfair.cube.spec import CUBE_FILE, MAX_CUBE_BYTES, CubeError, CubeSpec, parse_zip
+from hpcfair.cube.spec import CUBE_FILE, CubeError, CubeSpec, parse_files, parse_zip
 
 from hub.errors import HubError
 from ontology.fields import MetadataError
@@ -102,16 +101,9 @@ def derive(kind: str, files: Sequence[FileInfo]) -> dict[str, Any]:
 def project_cube(files: Sequence[FileInfo]) -> CubeSpec:
     """A project's MLCube: ``mlcube.yaml`` at the top, or one zip holding it; 400 ``invalid_mlcube``
     naming every problem (``tasks.train.entrypoint``: ...) when MLCube could not run it."""
-    by_path = {f.path: f for f in files}
     try:
-        if CUBE_FILE in by_path:
-            cube = by_path[CUBE_FILE]
-            if cube.size > MAX_CUBE_BYTES:
-                raise CubeError({"mlcube": [f"{CUBE_FILE} is larger than {MAX_CUBE_BYTES // 1024} KiB."]})
-            recipes = {f.path: f.local.read_bytes()[:MAX_CUBE_BYTES].decode(errors="replace") for f in files
-                       if f.size <= MAX_CUBE_BYTES and f.path.rsplit("/", 1)[-1].lower().startswith(
-                           ("dockerfile", "containerfile", "singularity"))}
-            return cube_spec.parse(cube.local.read_text(errors="replace"), set(by_path), CUBE_FILE, recipes)
+        if any(f.path == CUBE_FILE for f in files):
+            return parse_files({f.path: f.local for f in files})
         archives = [f for f in files if f.suffix == ".zip"]
         if len(archives) == 1:
             return parse_zip(archives[0].local)

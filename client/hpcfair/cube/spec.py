@@ -276,14 +276,18 @@ def _check_script(entrypoint: str, files, problems: _Problems, where: str) -> No
 
 def parse_dir(folder: Path, cube_file: str = CUBE_FILE) -> CubeSpec:
     """Check ``folder/cube_file`` against the folder's files."""
-    path = folder / cube_file
-    if not path.is_file():
+    if not (folder / cube_file).is_file():
         raise CubeError({"mlcube": [f"There is no {cube_file} in {folder}."]}, cube_file)
+    return parse_files({p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()}, cube_file)
+
+
+def parse_files(files: dict[str, Path], cube_file: str = CUBE_FILE) -> CubeSpec:
+    """Check ``files[cube_file]`` against ``files`` (project path -> local file, which holds it)."""
+    path = files[cube_file]
     if path.stat().st_size > MAX_CUBE_BYTES:
         raise CubeError({"mlcube": [f"{cube_file} is larger than {MAX_CUBE_BYTES // 1024} KiB."]}, cube_file)
-    files = {str(p.relative_to(folder).as_posix()) for p in folder.rglob("*") if p.is_file()}
-    texts = {name: _small_text(folder / name) for name in files if _is_recipe(name)}
-    return parse(path.read_text(errors="replace"), files, cube_file, texts)
+    texts = {name: _small_text(local) for name, local in files.items() if _is_recipe(name)}
+    return parse(path.read_text(errors="replace"), set(files), cube_file, texts)
 
 
 def parse_zip(archive: Path) -> CubeSpec:
