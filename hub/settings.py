@@ -87,6 +87,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "hub.web.views.site",
             ],
         },
     },
@@ -187,6 +188,7 @@ SPECTACULAR_SETTINGS = {
 # Embedded default: kombu's filesystem transport under var/broker (no Redis needed). The Job row is
 # the source of truth, so no result backend is used.
 CELERY_BROKER_URL = env("HUB_BROKER_URL", "filesystem://")
+HUB_EMBEDDED = CELERY_BROKER_URL.startswith("filesystem://")  # pages mention the demo account
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = VAR_DIR / "broker"
     CELERY_BROKER_TRANSPORT_OPTIONS = {

@@ -16,7 +16,6 @@ from hub.metadata import oai, sparql
 from hub.registry import resolver
 from hub.registry.api import transfers
 from hub.registry.api import views as registry
-from hub.web import views as web
 
 OWNER_NAME = "artifacts/<str:owner>/<str:name>/"
 VERSION = OWNER_NAME + "versions/<str:version>/"
@@ -48,7 +47,7 @@ api_patterns = [
 ]
 
 urlpatterns = [
-    path("", web.home, name="home"),
+    path("", include("hub.web.urls")),
     path("api/v1/", include((api_patterns, "api"))),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

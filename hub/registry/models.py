@@ -61,6 +61,7 @@ class Artifact(models.Model):
     updated = models.DateTimeField(auto_now=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
     deletion_reason = models.CharField(max_length=500, blank=True)
+    downloads = models.PositiveBigIntegerField(default=0, help_text="File downloads started (popularity).")
 
     objects = ArtifactQuerySet.as_manager()
 

@@ -25,6 +25,7 @@ from hub.metadata.services import record_for
 from hub.registry.api.serializers import ArtifactSerializer, VersionSerializer, pid_url
 from hub.registry.models import Artifact, Version
 from hub.registry.services import readable_pid
+from hub.web import landing
 
 
 def _not_found(request: HttpRequest, pid: str) -> HttpResponse:
@@ -78,7 +79,8 @@ def _erc(artifact: Artifact, version: Version | None, pid: str) -> str:
 
 
 def resolve(request: HttpRequest, pid: str) -> HttpResponse:
-    readable = readable_pid(request_user(request), pid)
+    user = request_user(request)
+    readable = readable_pid(user, pid)
     if readable is None:
         return _not_found(request, pid)
     canonical, artifact, version = readable
@@ -111,7 +113,7 @@ def resolve(request: HttpRequest, pid: str) -> HttpResponse:
     }
     if gone:
         return _vary(render(request, "registry/tombstone.html", context, status=410))
-    response = render(request, "registry/landing.html", context)
+    response = landing.page(request, user, context)
     if record is not None:
         response["Link"] = signposting.link_header(record)
     return _vary(response)

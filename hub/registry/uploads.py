@@ -304,3 +304,17 @@ class StagingUploadHandler(FileUploadHandler):
     def _discard(self) -> None:
         self.handle.close()
         self.staged.unlink(missing_ok=True)
+
+
+def completed_file(owner, path: str, upload_id: str) -> StagedFile:
+    """A completed upload of ``owner`` as the file ``path`` of a new version."""
+    try:
+        upload = Upload.objects.filter(pk=uuid.UUID(str(upload_id)), owner=owner).first()
+    except ValueError:
+        upload = None
+    if upload is None:
+        raise HubError("not_found", f"You have no upload {upload_id}.")
+    if upload.state != Upload.State.COMPLETED:
+        raise HubError("upload_not_open" if upload.state != Upload.State.OPEN else "upload_incomplete",
+                       f"Upload {upload.id} is {upload.state}; only completed uploads become files.")
+    return StagedFile(path=path, staged=staged_path(upload), sha256=upload.sha256, size=upload.size, upload=upload)

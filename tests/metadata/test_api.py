@@ -219,7 +219,8 @@ def test_a_card_cannot_inject_script_into_the_landing_page(api, anon, dataset):
     assert response.status_code == 201, response.content
     html = anon.get(f"/{response.json()['pid']}", HTTP_ACCEPT="text/html").content.decode()
     assert "<script>alert(1)</script>" not in html
-    assert html.count("<script") == 1  # only the JSON-LD block
+    scripts = re.findall(r"<script[^>]*>", html)  # the JSON-LD block and the hub's own script, nothing else
+    assert sorted(scripts) == ['<script src="/static/web/hub.js" defer>', '<script type="application/ld+json">']
 
 
 def test_field_table_is_published(anon):

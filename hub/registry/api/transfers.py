@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from django.db.models import F
 from django.http import FileResponse, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
@@ -16,7 +17,7 @@ from hub.accounts.permissions import IsAuthenticatedReader
 from hub.errors import HubError
 from hub.registry import services, uploads
 from hub.registry.api.serializers import UploadCompleteSerializer, UploadSerializer
-from hub.registry.models import File, Upload
+from hub.registry.models import Artifact, File, Upload
 from hub.storage import StorageUnavailable, get_blob_store
 
 _RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
@@ -69,6 +70,7 @@ class FileDownload(APIView):
             response = HttpResponse(status=304)
             response["ETag"] = etag
             return response
+        _count_download(artifact, request.headers.get("Range"))
         store = get_blob_store()
         filename = path.rsplit("/", 1)[-1]
         try:
@@ -100,6 +102,12 @@ class FileDownload(APIView):
             response.status_code = 206
             response["Content-Range"] = f"bytes {start}-{end - 1}/{file.size}"
         return response
+
+
+def _count_download(artifact, range_header: str | None) -> None:
+    """One download per transfer started: a resumed or partial read (a Range not from 0) is not counted."""
+    if not range_header or range_header.strip().startswith("bytes=0-"):
+        Artifact.objects.filter(pk=artifact.pk).update(downloads=F("downloads") + 1)
 
 
 def _own_upload(request: Request, upload_id) -> Upload:

@@ -25,9 +25,9 @@ from hub.registry.api.serializers import (
     VersionCreateSerializer,
     VersionSerializer,
 )
-from hub.registry.models import Artifact, Upload, Version
+from hub.registry.models import Artifact, Version
 from hub.registry.signals import artifact_changed
-from hub.registry.uploads import StagedFile, StagingUploadHandler, staged_path
+from hub.registry.uploads import StagedFile, StagingUploadHandler, completed_file
 from hub.search.models import FACETS
 from hub.search.services import SORTS, search
 
@@ -162,7 +162,7 @@ class VersionListCreate(APIView):
             serializer = VersionCreateSerializer(data=body)
             serializer.is_valid(raise_exception=True)
             data = serializer.validated_data
-            files = staged + [self._staged_upload(request, item) for item in data["files"]]
+            files = staged + [completed_file(request.user, item["path"], item["upload"]) for item in data["files"]]
             provenance = [
                 services.ProvenanceRef(item["relation"], services.resolve_version_ref(request.user, item["target"]))
                 for item in data["provenance"]
@@ -193,16 +193,6 @@ class VersionListCreate(APIView):
                 body[field] = value
         return body, staged
 
-    @staticmethod
-    def _staged_upload(request: Request, item: dict[str, Any]) -> StagedFile:
-        upload = Upload.objects.filter(pk=item["upload"], owner=request.user).first()
-        if upload is None:
-            raise HubError("not_found", f"You have no upload {item['upload']}.")
-        if upload.state != Upload.State.COMPLETED:
-            raise HubError("upload_not_open" if upload.state != Upload.State.OPEN else "upload_incomplete",
-                           f"Upload {upload.id} is {upload.state}; only completed uploads become files.")
-        return StagedFile(path=item["path"], staged=staged_path(upload), sha256=upload.sha256,
-                          size=upload.size, upload=upload)
 
 
 def _json_or_yaml(field: str, value: str) -> Any:

@@ -35,6 +35,34 @@ def _iris_like_csv() -> bytes:
     return out.getvalue().encode()
 
 
+def _iris_forest() -> bytes:
+    """A random forest fitted on the synthetic iris rows (made here, so the pickle is trusted)."""
+    import pickle
+
+    from sklearn.ensemble import RandomForestClassifier
+
+    rows = list(csv.reader(io.StringIO(_iris_like_csv().decode())))[1:]
+    features = [[float(v) for v in row[:4]] for row in rows]
+    labels = [["setosa", "versicolor", "virginica"].index(row[4]) for row in rows]
+    model = RandomForestClassifier(n_estimators=12, max_depth=4, random_state=0).fit(features, labels)
+    return pickle.dumps(model)
+
+
+IRIS_CARD = b"""# Iris-like flower classifier
+
+A random forest (12 trees, depth 4) that tells three flower classes apart from four measurements
+(sepal length and width, petal length and width, in cm). Trained on the demo dataset
+*Synthetic Iris-like measurements*.
+
+| class | index |
+|---|---|
+| setosa | 0 |
+| versicolor | 1 |
+| virginica | 2 |
+
+The hub converts it to ONNX and checks the conversion against scikit-learn's own answers.
+"""
+
 DEMOS = [
     {
         "kind": "dataset", "name": "synthetic-iris",
@@ -45,6 +73,17 @@ DEMOS = [
                   "README.md": lambda: b"# Synthetic Iris-like measurements\n\nFour features, three classes.\n"},
         "metadata": {"license": "CC0-1.0", "keywords": ["tabular", "classification", "demo"],
                      "creators": [{"name": "HPCFair demo"}]},
+    },
+    {
+        "kind": "model", "name": "iris-classifier",
+        "title": "Iris-like flower classifier (scikit-learn)",
+        "description": "A random forest that classifies the synthetic iris-like flowers from four measurements. "
+                       "Uploaded as a scikit-learn pickle; the hub converts it to ONNX and verifies it.",
+        "files": {"model.pkl": _iris_forest, "README.md": lambda: IRIS_CARD},
+        "metadata": {"license": "CC0-1.0", "keywords": ["tabular", "classification", "random-forest", "demo"],
+                     "creators": [{"name": "HPCFair demo"}], "framework": "scikit-learn", "task": "classification",
+                     "learning_type": "supervised", "model_family": "random-forest"},
+        "trained_on": "synthetic-iris",
     },
     {
         "kind": "project", "name": "linear-regression-project",
@@ -83,6 +122,10 @@ class Command(BaseCommand):
                     target.write_bytes(data)
                     staged.append(StagedFile(path=path, staged=target, sha256=hashlib.sha256(data).hexdigest(),
                                              size=len(data)))
-                services.create_version(artifact, user, files=staged, label="1.0", metadata=demo["metadata"])
+                sources = Artifact.objects.live().filter(owner=user, name=demo.get("trained_on", "")).first()
+                provenance = [services.ProvenanceRef("trained_on", sources.latest_version())] \
+                    if sources and sources.latest_version() else []
+                services.create_version(artifact, user, files=staged, label="1.0", metadata=demo["metadata"],
+                                        provenance=provenance)
                 self.stdout.write(f"demo: created {artifact.full_name} ({artifact.pid})")
         self.stdout.write(f"demo account: {DEMO_USER} / {DEMO_PASSWORD}")

@@ -1,0 +1,107 @@
+"""Pages of a signed-in user: their jobs, their API tokens, and the sharing of their artifacts."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from hub.accounts.models import ApiToken
+from hub.errors import HubError
+from hub.jobs.models import Job
+from hub.jobs.services import reap_stale
+from hub.registry import services
+from hub.registry.models import Artifact
+from hub.registry.signals import artifact_changed
+
+
+def users_named(text: str) -> tuple[list, list[str]]:
+    """Active users named in a comma- or line-separated list, and the names no user has."""
+    names = [n.strip() for n in str(text).replace("\n", ",").split(",") if n.strip()]
+    users = list(get_user_model().objects.filter(username__in=names, is_active=True))
+    return users, sorted(set(names) - {u.username for u in users})
+
+
+@login_required
+def jobs(request: HttpRequest) -> HttpResponse:
+    own = Job.objects.filter(requester=request.user)
+    reap_stale(own)
+    state = request.GET.get("state", "")
+    listed = own.filter(state=state) if state in Job.State.values else own
+    page = Paginator(listed.select_related("version__artifact__owner").order_by("-created"), 25) \
+        .get_page(request.GET.get("page"))
+    return render(request, "web/jobs.html", {"page": page, "state": state, "states": Job.State.values})
+
+
+@login_required
+def job(request: HttpRequest, pk) -> HttpResponse:
+    found = Job.objects.filter(requester=request.user, pk=pk).select_related("version__artifact__owner").first()
+    if found is None:
+        raise Http404("no such job of yours")
+    reap_stale(Job.objects.filter(pk=found.pk))
+    found.refresh_from_db()
+    return render(request, "web/job.html", {"job": found})
+
+
+@login_required
+def account(request: HttpRequest) -> HttpResponse:
+    """API tokens: create one with a scope (shown once), see when each was used, revoke."""
+    new_token = ""
+    if request.method == "POST":
+        action = request.POST.get("action")
+        if action == "create":
+            scope = request.POST.get("scope", "read")
+            if scope not in ApiToken.Scope.values:
+                scope = ApiToken.Scope.READ
+            _, new_token = ApiToken.issue(request.user, scope=scope, name=request.POST.get("name", "")[:100])
+        elif action == "revoke":
+            pk = request.POST.get("token", "")
+            revoked = pk.isdigit() and request.user.api_tokens.filter(pk=int(pk), revoked__isnull=True) \
+                .update(revoked=timezone.now())
+            if revoked:
+                messages.success(request, "The token was revoked; it no longer works.")
+            else:
+                messages.error(request, "You have no active token with that number.")
+            return redirect("account")
+    tokens = request.user.api_tokens.all()
+    owned = Artifact.objects.live().filter(owner=request.user).order_by("-updated")
+    shared = request.user.collaborations.filter(deleted_at__isnull=True).select_related("owner")
+    return render(request, "web/account.html", {"tokens": tokens, "new_token": new_token, "owned": owned,
+                                                "shared": shared, "scopes": ApiToken.Scope.values})
+
+
+@login_required
+@require_POST
+def sharing(request: HttpRequest, owner: str, name: str) -> HttpResponse:
+    """The owner sets visibility and collaborators (the API's PATCH, as a form)."""
+    try:
+        artifact = services.get_artifact(request.user, owner, name)
+    except HubError:
+        raise Http404("no such artifact")
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+        back = "/" + artifact.pid
+    if not artifact.can_admin(request.user):
+        messages.error(request, "Only the owner changes who can see this artifact.")
+        return redirect(back)
+    visibility = request.POST.get("visibility", artifact.visibility)
+    users, unknown = users_named(request.POST.get("collaborators", ""))
+    if visibility not in Artifact.Visibility.values or unknown:
+        messages.error(request, f"No user named {', '.join(unknown)}; nothing was changed." if unknown
+                       else "Visibility is public or private; nothing was changed.")
+        return redirect(back)
+    with transaction.atomic():
+        artifact.visibility = visibility
+        artifact.save(update_fields=["visibility", "updated"])
+        artifact.collaborators.set([u for u in users if u.pk != artifact.owner_id])
+        artifact_changed.send(sender=Artifact, artifact=artifact)
+    messages.success(request, f"Saved: {artifact.full_name} is {visibility}"
+                              + (f", shared with {', '.join(u.username for u in users)}." if users else "."))
+    return redirect(back)

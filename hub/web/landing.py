@@ -1,0 +1,191 @@
+"""The landing page of an artifact or version: the PID's HTML face.
+
+``hub.registry.resolver`` decides what a PID names and who may read it; this module gathers what the
+page shows (model card, metadata table, files, versions, citations, provenance graph, verification,
+latency, jobs, "use it" snippets, the try-it form) and renders it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from hub.jobs.models import Job
+from hub.registry.models import Artifact, ProvenanceLink, Version
+from hub.web import markdown, snippets
+from ontology import exports
+from ontology.graph import LITERALS
+from ontology.vocab import HPC_NAMESPACE, HUB_NAMESPACE
+
+# Shown elsewhere on the page, or the hub's own bookkeeping.
+NOT_IN_TABLE = {"title", "description", "creators", "card", "derived", "verification", "conversion", "benchmarks",
+                "job", "container", "members", "optimization", "mlcube", "inputs", "outputs", "records"}
+LABELS = {"opset": "ONNX opset", "parameters": "Parameters", "url": "Home page", "is_tunable": "Can be fine-tuned",
+          "supports_accelerator": "Runs on accelerators", "record_count": "Records", "size": "Total size",
+          "learning_type": "Learning type", "model_family": "Model family", "sample_inputs": "Sample inputs",
+          "container_image": "Container image", "target_machine": "Target machine",
+          "target_application": "Target application", "license": "License", "keywords": "Keywords"}
+CITATIONS = (("BibTeX", "bibtex"), ("Plain text", "citation"), ("DataCite JSON", "datacite-json"))
+RELATION_WORDS = {"converted_from": "converted from", "merged_from": "merged from", "trained_on": "trained on",
+                  "derived_from": "derived from", "revision_of": "revision of"}
+
+
+@dataclass
+class Row:
+    label: str
+    value: str
+    term: str = ""  # compact name, e.g. hpc:machineLearningFramework
+    iri: str = ""
+
+
+def _term(name: str) -> tuple[str, str]:
+    """The HPC Ontology term of a field, else the hub's own; ("", "") when it has none."""
+    predicates = [str(p) for p in LITERALS.get(name, ([], None))[0]]
+    for namespace, prefix in ((HPC_NAMESPACE, "hpc"), (HUB_NAMESPACE, "hub")):
+        for iri in predicates:
+            if iri.startswith(namespace):
+                return f"{prefix}:{iri[len(namespace):]}", iri
+    return "", ""
+
+
+def _display(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(_display(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_display(v)}" for k, v in value.items())
+    return str(value)
+
+
+def metadata_rows(metadata: dict[str, Any]) -> list[Row]:
+    rows = []
+    for name, value in metadata.items():
+        if name in NOT_IN_TABLE or value in (None, "", [], {}):
+            continue
+        if name == "size" and isinstance(value, int):
+            from django.template.defaultfilters import filesizeformat
+
+            value = filesizeformat(value)
+        term, iri = _term(name)
+        rows.append(Row(LABELS.get(name, name.replace("_", " ").capitalize()), _display(value), term, iri))
+    return rows
+
+
+@dataclass
+class Node:
+    label: str
+    href: str
+    relation: str  # how it relates to this version ("" for the version itself)
+    x: int = 0
+    y: int = 0
+
+
+def provenance_graph(version: Version) -> dict[str, Any] | None:
+    """Sources on the left, this version in the middle, what was made from it on the right (an SVG)."""
+    sources = [Node(str(p.target), "/" + p.target.pid, RELATION_WORDS.get(p.relation, p.relation))
+               for p in version.provenance.select_related("target__artifact__owner")]
+    made = [Node(str(p.version), "/" + p.version.pid, RELATION_WORDS.get(p.relation, p.relation))
+            for p in ProvenanceLink.objects.filter(target=version, version__deleted_at__isnull=True,
+                                                   version__artifact__visibility=Artifact.Visibility.PUBLIC)
+            .select_related("version__artifact__owner")[:8]]
+    if not sources and not made:
+        return None
+    rows = max(len(sources), len(made), 1)
+    height = 20 + rows * 56
+    for column, x in ((sources, 10), (made, 470)):
+        for index, node in enumerate(column):
+            node.x, node.y = x, 20 + index * 56
+    me = Node(str(version), "", "", 240, (height - 36) // 2)
+    return {"sources": sources, "made": made, "me": me, "height": height}
+
+
+def verification(version: Version) -> list[dict[str, Any]]:
+    """This version's conversion check per file, or those of the ONNX versions made from it."""
+    reports = []
+    own = version.metadata.get("verification")
+    if isinstance(own, dict):
+        reports += [{"file": name, "version": None, **report} for name, report in own.items()
+                    if isinstance(report, dict)]
+    for link in ProvenanceLink.objects.filter(target=version, relation=ProvenanceLink.Relation.CONVERTED_FROM,
+                                              version__deleted_at__isnull=True).select_related("version"):
+        made = link.version.metadata.get("verification") or {}
+        reports += [{"file": name, "version": link.version, **report} for name, report in made.items()
+                    if isinstance(report, dict)]
+    return reports
+
+
+def latency_rows(metadata: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for entry in metadata.get("benchmarks") or []:
+        hardware = entry.get("hardware") or {}
+        name = hardware.get("gpu_model") if hardware.get("kind") == "gpu" else hardware.get("cpu_model")
+        cores = f", {hardware['cores']} cores" if hardware.get("cores") else ""
+        rows.append({**entry, "hardware_name": f"{(hardware.get('kind') or '').upper()} {name or ''}{cores}".strip()})
+    return rows
+
+
+def runnable_signature(version: Version) -> list[dict[str, Any]]:
+    """Input tensors of the model the try-it form runs (this version's, else its ONNX conversion's)."""
+    if version.metadata.get("inputs"):
+        return version.metadata["inputs"]
+    converted = (ProvenanceLink.objects.filter(target=version, relation=ProvenanceLink.Relation.CONVERTED_FROM,
+                                               version__deleted_at__isnull=True)
+                 .select_related("version").first())
+    return (converted.version.metadata.get("inputs") or []) if converted else []
+
+
+def example_inputs(signature: list[dict[str, Any]]) -> str:
+    """A JSON body the model accepts: zeros, dynamic axes as 1 (only for small tensors)."""
+    example = {}
+    for item in signature:
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in (item.get("shape") or [])]
+        size = 1
+        for d in shape:
+            size *= d
+        if size > 64:
+            return ""
+        zero = 0 if "int" in str(item.get("dtype", "")) else 0.0
+        value: Any = zero
+        for d in reversed(shape):
+            value = [value] * d
+        example[item.get("name", "input")] = value
+    return json.dumps(example) if example else ""
+
+
+def page(request: HttpRequest, user, context: dict[str, Any]) -> HttpResponse:
+    """Render the landing page from the resolver's context (artifact, version, record, ...)."""
+    artifact: Artifact = context["artifact"]
+    version: Version | None = context["version"]
+    record = context["record"]
+    metadata = record.metadata if record else {}
+    can_write = artifact.can_write(user)
+    context.update({
+        "card_html": markdown.render(metadata.get("card", "")) if metadata.get("card") else "",
+        "rows": metadata_rows(metadata),
+        "can_write": can_write,
+        "can_admin": artifact.can_admin(user),
+        "collaborators": artifact.collaborators.all() if can_write else [],
+        "signature_in": metadata.get("inputs") or [],
+        "signature_out": metadata.get("outputs") or [],
+    })
+    if version is not None:
+        signature = runnable_signature(version) if artifact.kind == "model" else []
+        context.update({
+            "files": version.files.all(),
+            "citations": [(label, exports.export(record, name)) for label, name in CITATIONS] if record else [],
+            "graph": provenance_graph(version),
+            "reports": verification(version),
+            "latency": latency_rows(metadata),
+            "container": metadata.get("container") if isinstance(metadata.get("container"), dict) else None,
+            "jobs": (Job.objects.filter(version=version).order_by("-created")[:10] if can_write else []),
+            "use": snippets.for_version(artifact, version),
+            "try_signature": signature,
+            "try_example": example_inputs(signature),
+            "infer_url": f"/api/v1/artifacts/{artifact.owner.username}/{artifact.name}/versions/{version.label}/infer",
+        })
+    return render(request, "web/landing.html", context)

@@ -1,0 +1,150 @@
+"""Publishing from the browser: a form for the artifact and its metadata; files go first to the API's
+resumable uploads (in chunks, from the page's script), then one request creates the artifact and the
+version together, so that a refused version never leaves an empty artifact behind."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import yaml
+from django.contrib.auth.decorators import login_required
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_http_methods
+
+from hub.errors import HubError, json_error
+from hub.jobs.models import Job
+from hub.registry import services
+from hub.registry.models import NAME_RE, Artifact
+from hub.registry.uploads import completed_file
+from hub.web.account import users_named
+from ontology.fields import FIELDS, FRAMEWORKS, LEARNING_TYPES, MODEL_FAMILIES
+
+# The form's metadata fields, in order; the rest can be given as YAML ("more fields").
+FORM_FIELDS = ("title", "description", "creators", "license", "keywords", "framework", "task", "format",
+               "learning_type", "model_family", "subject", "discipline", "url")
+LICENSES = ("Apache-2.0", "MIT", "BSD-3-Clause", "GPL-3.0-only", "CC-BY-4.0", "CC-BY-SA-4.0", "CC0-1.0")
+MAX_BODY = 2 * 1024 * 1024
+MAX_FILES = 200
+
+
+def _field(name: str) -> dict[str, Any]:
+    spec = FIELDS[name]
+    return {"name": name, "help": spec.help, "required": sorted(spec.required), "applies": sorted(spec.kinds)}
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def publish(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        return _submit(request)
+    target = None
+    ref = request.GET.get("to", "")
+    if ref and "/" in ref:
+        owner, _, name = ref.partition("/")
+        try:
+            target = services.get_artifact(request.user, owner, name)
+        except HubError:
+            target = None
+        if target is not None and not target.can_write(request.user):
+            target = None
+    latest = target.latest_version() if target else None
+    context = {
+        "target": target,
+        "prefill": _prefill(latest.metadata if latest else {}),
+        "fields": {name: _field(name) for name in FORM_FIELDS},
+        "frameworks": FRAMEWORKS, "learning_types": LEARNING_TYPES, "families": list(MODEL_FAMILIES),
+        "licenses": LICENSES, "kinds": Artifact.Kind.values,
+    }
+    return render(request, "web/publish.html", context)
+
+
+def _prefill(metadata: dict[str, Any]) -> dict[str, Any]:
+    """A new version starts from the latest version's metadata the user wrote (not what the hub derived)."""
+    derived = set(metadata.get("derived") or [])
+    return {k: v for k, v in metadata.items() if k in FORM_FIELDS and k not in derived}
+
+
+def _submit(request: HttpRequest) -> HttpResponse:
+    if int(request.META.get("CONTENT_LENGTH") or 0) > MAX_BODY:
+        return json_error(request, "request_too_large", "The form is larger than 2 MiB; send large metadata as a "
+                                                        "README.md model card file instead.")
+    try:
+        body = json.loads(request.body or b"{}")
+        if not isinstance(body, dict):
+            raise ValueError
+    except ValueError:
+        return json_error(request, "malformed_request", "The form did not arrive as a JSON object.")
+    try:
+        artifact, version = _create(request.user, body)
+    except HubError as exc:
+        return json_error(request, exc.error_code, exc.message, **exc.extra)
+    jobs = Job.objects.filter(version=version).values_list("pk", "kind")
+    return JsonResponse({"url": "/" + version.pid, "pid": version.pid, "artifact": artifact.full_name,
+                         "version": version.label, "jobs": [{"id": str(pk), "kind": kind} for pk, kind in jobs]},
+                        status=201)
+
+
+def _create(user, body: dict[str, Any]):
+    metadata = body.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise HubError("invalid", "metadata must be an object.", errors={"metadata": ["Expected an object."]})
+    metadata = {**_more_fields(body.get("more", "")), **{k: v for k, v in metadata.items() if v not in ("", [], None)}}
+    files = body.get("files") or []
+    if not isinstance(files, list) or len(files) > MAX_FILES or not all(
+            isinstance(f, dict) and isinstance(f.get("path"), str) and isinstance(f.get("upload"), str)
+            for f in files):
+        raise HubError("invalid", f"files is a list of up to {MAX_FILES} {{path, upload}} entries.",
+                       errors={"files": ["Add files and wait until each is uploaded."]})
+    with transaction.atomic():  # the artifact exists only if its first version does
+        existing = body.get("to") or ""
+        if existing:
+            owner, _, name = existing.partition("/")
+            artifact = services.get_artifact(user, owner, name)
+            if not artifact.can_write(user):
+                raise HubError("permission_denied", f"You cannot add versions to {artifact.full_name}.")
+        else:
+            artifact = _new_artifact(user, body.get("artifact") or {}, metadata)
+        staged = [completed_file(user, item["path"], item["upload"]) for item in files]
+        version = services.create_version(artifact, user, files=staged, label=str(body.get("version") or ""),
+                                          metadata=metadata)
+    return artifact, version
+
+
+def _new_artifact(user, fields: dict[str, Any], metadata: dict[str, Any]) -> Artifact:
+    kind, name = fields.get("kind", ""), str(fields.get("name", "")).strip()
+    errors = {}
+    if kind not in Artifact.Kind.values:
+        errors["kind"] = ["Choose model, dataset or project."]
+    if not name:
+        errors["name"] = ["Give the artifact a short name, e.g. cloud-mask-unet."]
+    elif not re.match(NAME_RE, name):
+        errors["name"] = ["Use letters, digits, '.', '_' and '-' (up to 100), starting with a letter or digit."]
+    visibility = fields.get("visibility", "public")
+    if visibility not in Artifact.Visibility.values:
+        errors["visibility"] = ["Public or private."]
+    collaborators, unknown = users_named(fields.get("collaborators", ""))
+    if unknown:
+        errors["collaborators"] = [f"No user named {', '.join(unknown)}."]
+    if errors:
+        raise HubError("invalid", "Some fields need fixing: " + ", ".join(errors) + ".", errors=errors)
+    return services.create_artifact(user, kind=kind, name=name, title=str(metadata.get("title", ""))[:300],
+                                    description=str(metadata.get("description", ""))[:20000],
+                                    visibility=visibility, collaborators=collaborators)
+
+
+def _more_fields(text: str) -> dict[str, Any]:
+    if not text or not text.strip():
+        return {}
+    try:
+        more = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise HubError("invalid", f"More fields: not valid YAML{where}.", errors={"more": [f"Not valid YAML{where}."]})
+    if not isinstance(more, dict):
+        raise HubError("invalid", "More fields: write name: value lines.", errors={"more": ["Expected name: value."]})
+    return more

@@ -1,0 +1,397 @@
+/* HPCFair Hub pages: small progressive enhancements over server-rendered HTML, talking to the REST API
+   (session + CSRF). No framework, no outside resources. */
+"use strict";
+
+const hub = {
+  csrf() {
+    const meta = document.querySelector('meta[name="csrf-token"]');
+    return meta ? meta.content : "";
+  },
+  /** fetch JSON from the API; resolves to {ok, status, body, headers}; never throws on HTTP errors. */
+  async api(method, url, body, extra) {
+    const init = { method, credentials: "same-origin", headers: { "X-CSRFToken": hub.csrf(), Accept: "application/json" } };
+    if (body !== undefined && !(body instanceof Blob) && !(body instanceof ArrayBuffer)) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    } else if (body !== undefined) {
+      init.body = body;
+    }
+    Object.assign(init.headers, (extra || {}).headers || {});
+    const response = await fetch(url, init);
+    let parsed = null;
+    const type = response.headers.get("Content-Type") || "";
+    if (type.includes("json")) {
+      try { parsed = await response.json(); } catch (e) { parsed = null; }
+    }
+    return { ok: response.ok, status: response.status, body: parsed, headers: response.headers };
+  },
+  sleep(ms) { return new Promise((resolve) => setTimeout(resolve, ms)); },
+  size(bytes) {
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let i = 0;
+    while (bytes >= 1024 && i < units.length - 1) { bytes /= 1024; i++; }
+    return `${bytes.toFixed(i ? 1 : 0)} ${units[i]}`;
+  },
+  message(error) {
+    if (!error) return "Something went wrong; try again.";
+    return error.detail ? `${error.detail}${error.code ? ` [${error.code}]` : ""}` : String(error);
+  },
+};
+
+/* ---- copy buttons ------------------------------------------------------------------------------ */
+function setupCopy() {
+  document.querySelectorAll("[data-copy]").forEach((button) => {
+    button.addEventListener("click", async () => {
+      const text = document.getElementById(button.dataset.copy).textContent;
+      try {
+        await navigator.clipboard.writeText(text);
+      } catch (e) {  // not a secure context: select it for Ctrl-C
+        const range = document.createRange();
+        range.selectNodeContents(document.getElementById(button.dataset.copy));
+        const selection = window.getSelection();
+        selection.removeAllRanges();
+        selection.addRange(range);
+      }
+      const label = button.textContent;
+      button.textContent = "Copied";
+      setTimeout(() => { button.textContent = label; }, 1500);
+    });
+  });
+  document.querySelectorAll("[data-autosubmit]").forEach((select) => {
+    select.addEventListener("change", () => select.form.submit());
+  });
+}
+
+/* ---- live job status ------------------------------------------------------------------------------ */
+const FINAL = new Set(["succeeded", "failed", "cancelled"]);
+
+function watchJobs() {
+  document.querySelectorAll("[data-job]").forEach((row) => {
+    if (FINAL.has(row.dataset.state)) return;
+    let delay = 700;
+    const tick = async () => {
+      const result = await hub.api("GET", `/api/v1/jobs/${row.dataset.job}/`).catch(() => null);
+      if (result && result.ok) {
+        const job = result.body;
+        const state = row.querySelector(".state");
+        if (state) {
+          state.innerHTML = "";
+          const span = document.createElement("span");
+          span.className = `state-${job.state}`;
+          span.textContent = job.state;
+          state.appendChild(span);
+          if (job.error_detail) {
+            const error = document.createElement("span");
+            error.className = "error";
+            error.textContent = ` ${job.error_detail}`;
+            state.appendChild(error);
+          }
+        }
+        const progress = row.querySelector("progress");
+        if (progress) progress.value = job.progress;
+        row.dataset.state = job.state;
+        if (FINAL.has(job.state)) {
+          if (row.hasAttribute("data-reload-when-done")) window.location.reload();
+          return;
+        }
+      }
+      delay = Math.min(delay * 1.3, 4000);
+      setTimeout(tick, delay);
+    };
+    setTimeout(tick, delay);
+  });
+}
+
+/* ---- try it --------------------------------------------------------------------------------------- */
+function setupTry() {
+  const form = document.getElementById("try-form");
+  if (!form) return;
+  const out = document.getElementById("try-result");
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    out.textContent = "Running…";
+    out.className = "";
+    const file = form.querySelector('input[type="file"]').files[0];
+    const url = form.dataset.inferUrl;
+    let result;
+    try {
+      if (file) {
+        const type = file.name.toLowerCase().endsWith(".npz") ? "application/x-npz" : "application/x-npy";
+        result = await hub.api("POST", `${url}?output_format=json`, file, { headers: { "Content-Type": type } });
+      } else {
+        let inputs;
+        try {
+          inputs = JSON.parse(form.querySelector("textarea").value);
+        } catch (e) {
+          out.className = "error";
+          out.textContent = `The inputs are not valid JSON: ${e.message}`;
+          return;
+        }
+        result = await hub.api("POST", url, { inputs, output_format: "json" });
+      }
+    } catch (e) {
+      out.className = "error";
+      out.textContent = "The hub could not be reached; try again.";
+      return;
+    }
+    if (!result.ok) {
+      out.className = "error";
+      out.textContent = hub.message(result.body);
+      if (result.body && result.body.expected) {
+        const pre = document.createElement("pre");
+        pre.textContent = `expected: ${JSON.stringify(result.body.expected)}`;
+        out.appendChild(pre);
+      }
+      return;
+    }
+    if (result.status === 202) {
+      out.textContent = `Started a job: ${result.body.id}. See Jobs.`;
+      return;
+    }
+    out.innerHTML = "";
+    const heading = document.createElement("h3");
+    heading.textContent = `Outputs${result.headers.get("X-Hub-Device") ? ` (${result.headers.get("X-Hub-Device")})` : ""}`;
+    out.appendChild(heading);
+    const pre = document.createElement("pre");
+    pre.id = "try-output";
+    const outputs = result.body.outputs || result.body;
+    pre.textContent = Object.entries(outputs).map(([name, value]) => `${name}: ${JSON.stringify(value)}`).join("\n");
+    out.appendChild(pre);
+  });
+}
+
+/* ---- publishing: resumable chunked uploads -------------------------------------------------------- */
+const uploads = {
+  chunk: 8 * 1024 * 1024,  // bytes per request; tests lower it through window.HUB_UPLOAD_CHUNK
+  maxRetries: 8,
+  hashLimit: 512 * 1024 * 1024,  // above this the browser does not hash the file (the hub does)
+
+  key(file) { return `hub-upload:${file.name}:${file.size}:${file.lastModified}`; },
+
+  async sha256(file) {
+    if (!window.crypto || !crypto.subtle || file.size > uploads.hashLimit) return "";
+    const digest = await crypto.subtle.digest("SHA-256", await file.arrayBuffer());
+    return Array.from(new Uint8Array(digest)).map((b) => b.toString(16).padStart(2, "0")).join("");
+  },
+
+  async offset(id) {
+    const result = await hub.api("GET", `/api/v1/uploads/${id}`);
+    return result.ok ? result.body : null;
+  },
+
+  /** Send a file; resumes an earlier upload of the same file, and after broken connections. */
+  async send(item, onProgress) {
+    const file = item.file;
+    const chunk = window.HUB_UPLOAD_CHUNK || uploads.chunk;
+    let id = localStorage.getItem(uploads.key(file));
+    let offset = 0;
+    if (id) {
+      const known = await uploads.offset(id).catch(() => null);
+      if (known && known.state === "open") offset = known.offset;
+      else if (known && known.state === "completed") { item.uploadId = id; onProgress(file.size, true); return id; }
+      else id = null;
+    }
+    if (!id) {
+      const opened = await hub.api("POST", "/api/v1/uploads/", { size: file.size, filename: file.name });
+      if (!opened.ok) throw opened.body;
+      id = opened.body.id;
+      localStorage.setItem(uploads.key(file), id);
+    }
+    item.uploadId = id;
+    onProgress(offset, false);
+    let retries = 0;
+    while (offset < file.size) {
+      const end = Math.min(offset + chunk, file.size);
+      let response = null;
+      try {
+        response = await fetch(`/api/v1/uploads/${id}`, {
+          method: "PUT", credentials: "same-origin", body: file.slice(offset, end),
+          headers: { "X-CSRFToken": hub.csrf(), "Content-Type": "application/octet-stream",
+                     "Content-Range": `bytes ${offset}-${end - 1}/${file.size}` },
+        });
+      } catch (e) {
+        response = null;  // the connection broke: ask the hub what it has, then go on from there
+      }
+      if (response && response.ok) {
+        offset = Number(response.headers.get("Upload-Offset") || end);
+        retries = 0;
+        onProgress(offset, false);
+        continue;
+      }
+      let error = null;
+      if (response) {
+        try { error = await response.json(); } catch (e) { error = null; }
+        const retryable = response.status >= 500 || response.status === 429 || (error && error.code === "upload_offset_mismatch") ||
+          (error && error.code === "upload_busy");
+        if (!retryable) throw error || { detail: `The hub answered ${response.status}.` };
+      }
+      retries += 1;
+      item.retries = (item.retries || 0) + 1;
+      if (retries > uploads.maxRetries) throw { detail: "The upload kept failing; check the connection and add the file again to resume." };
+      await hub.sleep(Math.min(250 * 2 ** retries, 8000));
+      const known = await uploads.offset(id).catch(() => null);
+      if (known) offset = known.offset;
+      onProgress(offset, false, "resuming");
+    }
+    const complete = await hub.api("POST", `/api/v1/uploads/${id}/complete`, { sha256: await uploads.sha256(file) });
+    if (!complete.ok) {
+      localStorage.removeItem(uploads.key(file));
+      throw complete.body;
+    }
+    localStorage.removeItem(uploads.key(file));
+    onProgress(file.size, true);
+    return id;
+  },
+};
+
+function setupPublish() {
+  const form = document.getElementById("publish-form");
+  if (!form) return;
+  const items = [];
+  const list = document.getElementById("file-list");
+  const drop = document.getElementById("drop");
+  const input = document.getElementById("f-files");
+  const status = document.getElementById("publish-status");
+  const kindSelect = document.getElementById("f-kind");
+  const kind = () => (kindSelect ? kindSelect.value : form.dataset.kind);
+
+  const prefill = JSON.parse(document.getElementById("prefill").textContent || "{}");
+  Object.entries(prefill).forEach(([name, value]) => {
+    const field = form.querySelector(`[name="${name}"]`);
+    if (!field) return;
+    if (name === "creators") field.value = value.map((c) => [c.name, c.orcid || ""].filter(Boolean).join(", ")).join("\n");
+    else if (Array.isArray(value)) field.value = value.join(", ");
+    else field.value = value;
+  });
+
+  const showKind = () => form.querySelectorAll(".model-only").forEach((el) => { el.hidden = kind() !== "model"; });
+  if (kindSelect) kindSelect.addEventListener("change", showKind);
+  showKind();
+
+  const add = (files) => {
+    for (const file of files) {
+      if (items.some((it) => it.file.name === file.name && !it.removed)) continue;
+      const li = document.createElement("li");
+      li.innerHTML = '<span class="name"></span> <span class="muted size"></span> <progress max="1" value="0"></progress> <span class="status">waiting</span> <button type="button" class="link remove">remove</button>';
+      li.querySelector(".name").textContent = file.name;
+      li.querySelector(".size").textContent = hub.size(file.size);
+      li.querySelector("progress").setAttribute("aria-label", `upload of ${file.name}`);
+      list.appendChild(li);
+      const item = { file, li, done: false, removed: false };
+      items.push(item);
+      li.querySelector(".remove").addEventListener("click", () => {
+        item.removed = true;
+        li.remove();
+        if (item.uploadId && !item.done) hub.api("DELETE", `/api/v1/uploads/${item.uploadId}`);
+        localStorage.removeItem(uploads.key(file));
+      });
+      item.promise = uploads.send(item, (offset, finished, note) => {
+        li.querySelector("progress").value = file.size ? offset / file.size : 1;
+        li.querySelector(".status").textContent = finished ? "uploaded" : `${Math.floor((file.size ? offset / file.size : 1) * 100)}%${note ? ` (${note})` : ""}`;
+        item.done = finished;
+        li.dataset.state = finished ? "uploaded" : "sending";
+      }).catch((error) => {
+        item.error = error;
+        li.dataset.state = "failed";
+        li.querySelector(".status").textContent = `failed: ${hub.message(error)}`;
+        li.querySelector(".status").classList.add("error");
+      });
+    }
+  };
+
+  input.addEventListener("change", () => { add(input.files); input.value = ""; });
+  drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
+  drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+  drop.addEventListener("drop", (e) => { e.preventDefault(); drop.classList.remove("over"); add(e.dataTransfer.files); });
+  drop.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); input.click(); } });
+
+  const clearErrors = () => {
+    form.querySelectorAll(".msg").forEach((el) => { el.textContent = ""; });
+    form.querySelectorAll("[aria-invalid]").forEach((el) => el.removeAttribute("aria-invalid"));
+    document.getElementById("form-error").hidden = true;
+  };
+  const showErrors = (error) => {
+    const box = document.getElementById("form-error");
+    const fields = (error && error.errors) || {};
+    let placed = false;
+    Object.entries(fields).forEach(([key, messages]) => {
+      const name = key.split(/[.[]/)[0];
+      const target = document.getElementById(`err-${name}`);
+      if (!target) return;
+      target.textContent = [].concat(messages).join(" ");
+      const control = form.querySelector(`[name="${name}"]`);
+      if (control) control.setAttribute("aria-invalid", "true");
+      if (control && control.closest("details")) control.closest("details").open = true;
+      placed = true;
+    });
+    box.textContent = hub.message(error);
+    box.hidden = false;
+    const first = form.querySelector('[aria-invalid="true"]');
+    if (placed && first) first.focus();
+  };
+
+  const metadata = () => {
+    const out = {};
+    form.querySelectorAll("[data-meta]").forEach((field) => {
+      const value = field.value.trim();
+      if (!value || field.closest("[hidden]")) return;
+      if (field.dataset.meta === "creators") {
+        out.creators = value.split("\n").map((line) => line.trim()).filter(Boolean).map((line) => {
+          const parts = line.split(",").map((p) => p.trim());
+          const person = { name: parts[0] };
+          if (parts[1]) person.orcid = parts[1];
+          if (parts[2]) person.affiliation = parts.slice(2).join(", ");
+          return person;
+        });
+      } else if (field.dataset.meta === "list") {
+        out[field.name] = value.split(",").map((v) => v.trim()).filter(Boolean);
+      } else {
+        out[field.name] = value;
+      }
+    });
+    return out;
+  };
+
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    clearErrors();
+    const button = document.getElementById("publish-button");
+    const live = items.filter((it) => !it.removed);
+    if (!live.length) { showErrors({ detail: "Add at least one file.", errors: { files: ["Add at least one file."] } }); return; }
+    button.disabled = true;
+    status.textContent = "Waiting for the uploads to finish…";
+    await Promise.all(live.map((it) => it.promise));
+    const failed = live.filter((it) => it.error);
+    if (failed.length) {
+      button.disabled = false;
+      status.textContent = "";
+      showErrors({ detail: `${failed.length} file(s) did not upload; remove them or add them again.`, errors: { files: ["Some uploads failed."] } });
+      return;
+    }
+    status.textContent = "Publishing…";
+    const value = (name) => { const f = form.querySelector(`[name="${name}"]`); return f ? f.value.trim() : ""; };
+    const visibility = form.querySelector('[name="visibility"]:checked');
+    const body = {
+      to: form.dataset.to || "",
+      artifact: { kind: kind(), name: value("name"), visibility: visibility ? visibility.value : "public", collaborators: value("collaborators") },
+      metadata: metadata(), more: value("more"), version: value("version"),
+      files: live.map((it) => ({ path: it.file.name, upload: it.uploadId })),
+    };
+    const result = await hub.api("POST", form.action || window.location.pathname, body).catch(() => null);
+    if (result && result.status === 201) {
+      status.textContent = "Published. Opening its page…";
+      window.location.assign(result.body.url);
+      return;
+    }
+    button.disabled = false;
+    status.textContent = "";
+    showErrors(result ? result.body : { detail: "The hub could not be reached; your uploads are kept, try again." });
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  setupCopy();
+  watchJobs();
+  setupTry();
+  setupPublish();
+});

@@ -1,0 +1,15 @@
+"""The pages (server-rendered; their scripts talk to the REST API)."""
+
+from django.urls import path
+
+from hub.web import account, publish, views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("browse/", views.browse, name="browse"),
+    path("publish/", publish.publish, name="publish"),
+    path("jobs/", account.jobs, name="jobs"),
+    path("jobs/<uuid:pk>/", account.job, name="job"),
+    path("account/", account.account, name="account"),
+    path("sharing/<str:owner>/<str:name>", account.sharing, name="sharing"),
+]
