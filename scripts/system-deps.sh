@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Debian packages the hub needs.
 #   scripts/system-deps.sh test  PostgreSQL (server), Redis, docker-compose (config check), bubblewrap,
-#                                podman and debootstrap (MLCube builds and their base image)
+#                                podman and debootstrap (MLCube builds and their base image), chromium
+#                                (browser tests, driven by Playwright)
 #   scripts/system-deps.sh run   bubblewrap (the conversion sandbox); optional: without it only limits apply
 set -euo pipefail
 profile="${1:-test}"
 case "$profile" in
-  test) packages=(postgresql redis-server docker-compose bubblewrap podman debootstrap) ;;
+  test) packages=(postgresql redis-server docker-compose bubblewrap podman debootstrap chromium) ;;
   run) packages=(bubblewrap) ;;
   *) echo "usage: $0 test|run" >&2; exit 2 ;;
 esac

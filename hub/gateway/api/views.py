@@ -12,6 +12,7 @@ from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.authentication import SessionAuthentication
+from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -29,6 +30,24 @@ from hub.registry.services import get_artifact, get_version
 
 OPTION_NAMES = ("device", "threads", "worker_num", "mode", "if_no_worker", "outputs", "output_format", "file",
                 "dataset", "dataset_file", "batch_size")
+
+
+class _DeferredTensorParser(BaseParser):
+    """Lets DRF accept a tensor body without reading it: ``read_body`` reads it (with its size limit).
+
+    DRF consults the parsers when a session's CSRF check looks at the form data; without one for these
+    types a browser's .npy body would be refused as an unsupported media type."""
+
+    def parse(self, stream, media_type=None, parser_context=None) -> dict:
+        return {}
+
+
+def _tensor_parser(media: str) -> type[BaseParser]:
+    return type(f"Deferred{media.rsplit('/', 1)[-1].title()}Parser", (_DeferredTensorParser,), {"media_type": media})
+
+
+TENSOR_PARSERS = [JSONParser, *(_tensor_parser(media) for media in sorted({tensors.NPY, tensors.NPZ,
+                                                                          *tensors.NPY_TYPES, *tensors.NPZ_TYPES}))]
 
 
 class ForceNegotiation:
@@ -154,6 +173,7 @@ class Infer(ForceNegotiation, APIView):
 
     authentication_classes = [CachedBearerAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticatedReader]
+    parser_classes = TENSOR_PARSERS
 
     @extend_schema(
         request={"application/json": {"type": "object", "properties": {
@@ -242,6 +262,7 @@ class Collaborate(ForceNegotiation, APIView):
 
     authentication_classes = [CachedBearerAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticatedReader]
+    parser_classes = TENSOR_PARSERS
 
     @extend_schema(
         request={"application/json": {"type": "object", "required": ["models"], "properties": {

@@ -1,0 +1,254 @@
+"""The web UI in a real browser (Chromium through Playwright) against the embedded hub and its worker."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.conversions import models
+
+pytestmark = pytest.mark.slow
+
+DEMO = ("demo", "demo-password")
+
+
+def open_demo_model(w) -> None:
+    """From the home page to the demo model by searching and filtering, as a visitor would."""
+    page = w.page
+    page.goto("/")
+    page.get_by_role("searchbox", name="Search").first.fill("iris")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/browse/?q=iris")
+    page.locator('a.facet[data-facet="kind"][data-value="model"]').click()
+    page.wait_for_url(re.compile(r".*kind=model.*"))
+    assert set(page.locator("ul.cards .kind").all_inner_texts()) == {"model"}
+    page.get_by_role("link", name="Iris-like flower classifier (scikit-learn)").click()
+    page.wait_for_url(re.compile(r".*/ark:/.*"))
+
+
+def wait_for_converted(w, timeout: float = 240) -> None:
+    """Reload the page until the demo model's ONNX version is its latest (the worker converts it at start)."""
+    deadline = time.monotonic() + timeout
+    while "1.0-onnx" not in w.page.locator("table.facts").inner_text():
+        assert time.monotonic() < deadline, "the demo model was not converted in time"
+        time.sleep(2)
+        w.page.reload()
+
+
+def test_visitor_searches_filters_and_downloads(site):
+    w = site()
+    w.page.goto("/")
+    assert w.page.locator(".counts").inner_text().count("models") == 1
+    w.shot("home")
+    open_demo_model(w)
+    w.shot("landing-model")
+    row = w.page.locator("#files tr").nth(1)
+    expected = row.locator("code.hash").inner_text()
+    with w.page.expect_download() as info:
+        row.get_by_role("link").click()
+    data = Path(info.value.path()).read_bytes()
+    assert hashlib.sha256(data).hexdigest() == expected and data
+    w.page.goto("/browse/?kind=model&kind=dataset")
+    w.shot("browse")
+    kinds = w.page.locator("ul.cards .kind").all_inner_texts()
+    assert set(kinds) == {"model", "dataset"}
+    w.page.goto("/")
+    assert "Iris-like flower classifier" in w.page.locator("section", has_text="Popular").inner_text()
+
+
+def test_user_publishes_a_model_and_watches_its_conversion(site, tmp_path):
+    w = site()
+    w.login(*DEMO)
+    page = w.page
+    page.goto("/publish/")
+    page.evaluate("window.HUB_UPLOAD_CHUNK = 4096")  # several chunks for a small file
+    puts = {"count": 0, "broken": 0}
+
+    def break_second_chunk(route, request):
+        if request.method == "PUT":
+            puts["count"] += 1
+            if puts["count"] == 2:
+                puts["broken"] += 1
+                return route.abort("connectionreset")
+        return route.continue_()
+
+    page.route("**/api/v1/uploads/*", break_second_chunk)
+    name, _ = models.random_forest(tmp_path)
+    model_file = tmp_path / name
+    page.get_by_label("Name").fill("browser-forest")
+    page.set_input_files("#f-files", str(model_file))
+    page.get_by_label("Title").fill("A forest published from the browser")
+    page.get_by_label("Description").fill("Ten trees on synthetic tabular data, uploaded through the web form.")
+    page.get_by_label("Creators").fill("Ada Lovelace, 0000-0002-1825-0097")
+    page.get_by_label("Framework").select_option("scikit-learn")
+    page.get_by_label("Task").fill("classification")
+    page.get_by_role("button", name="Publish").click()
+    # No license: the message sits beside the field and nothing was created.
+    w.page.locator("#err-license").wait_for(state="visible")
+    assert "Required" in page.locator("#err-license").inner_text()
+    assert page.get_by_label("License").get_attribute("aria-invalid") == "true"
+    assert page.request.get("/api/v1/artifacts/demo/browser-forest/").status == 404
+    assert page.locator("#file-list li").get_attribute("data-state") == "uploaded"
+    assert puts["broken"] == 1 and puts["count"] > model_file.stat().st_size // 4096  # resumed after the break
+    w.shot("publish-form-errors")
+
+    page.get_by_label("License").fill("MIT")
+    page.get_by_role("button", name="Publish").click()
+    page.wait_for_url(re.compile(r".*/ark:/.*"), timeout=60_000)
+    assert page.locator("h1").inner_text() == "A forest published from the browser"
+    assert "conversion to ONNX" in page.locator("#jobs").inner_text()
+    w.shot("landing-conversion-running")
+    page.locator("#verification .ok").wait_for(timeout=240_000)  # the page reloads when the job is done
+    assert "model.onnx" not in page.locator("#verification").inner_text()
+    assert "forest.onnx" in page.locator("#verification").inner_text()
+    assert "1-onnx" in page.locator("#versions").inner_text()
+    assert "converted from" in page.locator("#provenance").inner_text() or \
+        "was converted from this version" in page.locator("#provenance").inner_text()
+    w.shot("landing-verified")
+    page.locator("#versions").get_by_role("link", name="1-onnx", exact=True).click()
+    assert "machineLearningFramework" in page.locator("#metadata").inner_text()
+    page.goto("/jobs/")
+    assert "succeeded" in page.locator("tr", has_text="conversion to ONNX").first.inner_text()
+    w.shot("jobs")
+
+
+def test_try_it_runs_the_model_and_explains_bad_inputs(site):
+    w = site()
+    w.login(*DEMO)
+    open_demo_model(w)
+    wait_for_converted(w)
+    page = w.page
+    page.get_by_label("Inputs as JSON").fill(json.dumps({"X": [[5.0, 3.4, 1.5, 0.2], [6.6, 3.0, 5.6, 2.0]]}))
+    page.get_by_role("button", name="Run").click()
+    output = page.locator("#try-output")
+    output.wait_for()
+    labels = json.loads(output.inner_text().splitlines()[0].split(": ", 1)[1])
+    assert labels == [0, 2]  # setosa-like and virginica-like rows
+    w.shot("landing-try-it")
+    page.get_by_label("Inputs as JSON").fill(json.dumps({"X": [[1.0, 2.0]]}))
+    page.get_by_role("button", name="Run").click()
+    page.locator("#try-result.error").wait_for()
+    assert "[invalid_inputs]" in page.locator("#try-result").inner_text()
+
+
+def test_try_it_with_an_npy_file(site, tmp_path):
+    import numpy as np
+
+    w = site()
+    w.login(*DEMO)
+    open_demo_model(w)
+    wait_for_converted(w)
+    np.save(tmp_path / "rows.npy", np.array([[6.6, 3.0, 5.6, 2.0]], dtype=np.float32))
+    w.page.set_input_files("#try-file", str(tmp_path / "rows.npy"))
+    w.page.get_by_role("button", name="Run").click()
+    w.page.wait_for_function("document.getElementById('try-result').textContent !== 'Running…'")
+    assert w.page.locator("#try-output").count() == 1, w.page.locator("#try-result").inner_text()
+    assert w.page.locator("#try-output").inner_text().startswith("label: [2]")
+
+
+def test_private_artifact_is_invisible_when_logged_out_and_shared_with_collaborators(site, hub_users, tmp_path):
+    owner = site()
+    owner.login(*DEMO)
+    page = owner.page
+    page.goto("/publish/")
+    page.get_by_label("Kind").select_option("dataset")
+    page.get_by_label("Name").fill("secret-measurements")
+    page.get_by_label("Private (you and collaborators)").check()
+    (tmp_path / "secret.csv").write_text("a,b\n1,2\n3,4\n")
+    page.set_input_files("#f-files", str(tmp_path / "secret.csv"))
+    page.get_by_label("Title").fill("Secret measurements")
+    page.get_by_label("Description").fill("Not for everybody.")
+    page.get_by_label("Creators").fill("Demo Person")
+    page.get_by_label("License").fill("CC-BY-4.0")
+    page.get_by_role("button", name="Publish").click()
+    page.wait_for_url(re.compile(r".*/ark:/.*"))
+    landing = page.url
+    assert "private" in page.locator(".badge").first.inner_text()
+    page.goto("/browse/?q=secret")
+    assert page.locator("#total").inner_text() == "1"
+
+    visitor = site()
+    response = visitor.page.goto(landing)
+    assert response.status == 404 and "Secret measurements" not in visitor.page.content()
+    visitor.page.goto("/browse/?q=secret")
+    assert visitor.page.locator("#total").inner_text() == "0"
+    visitor.shot("private-logged-out")
+
+    page.goto(landing)
+    page.get_by_label("Collaborators (user names, separated by commas)").fill("bob")
+    page.get_by_role("button", name="Save sharing").click()
+    assert "shared with bob" in page.locator(".messages").inner_text()
+    bob, carol = site(), site()
+    bob.login("bob", hub_users["bob"])
+    assert bob.page.goto(landing).status == 200 and bob.page.locator("h1").inner_text() == "Secret measurements"
+    carol.login("carol", hub_users["carol"])
+    assert carol.page.goto(landing).status == 404
+
+
+def test_a_model_card_with_a_script_does_not_run_it(site, embedded_hub):
+    base, token, _ = embedded_hub
+    card = ("---\ntitle: Card with tricks\ncreators: [Mallory]\nlicense: MIT\n---\n# Tricks\n\n"
+            "<script>window.__pwned = 1; alert('x')</script>\n\n<img src=x onerror=\"window.__pwned = 2\">\n\n"
+            "[click me](javascript:window.__pwned=3) and [a real link](https://example.org/)\n")
+    auth = {"Authorization": f"Bearer {token}"}
+    assert requests.post(f"{base}/api/v1/artifacts/", json={"kind": "dataset", "name": "tricky-card"}, headers=auth,
+                         timeout=30).status_code == 201
+    created = requests.post(f"{base}/api/v1/artifacts/demo/tricky-card/versions/", headers=auth, timeout=60,
+                            files=[("files", ("README.md", card.encode())), ("files", ("d.csv", b"a,b\n1,2\n"))],
+                            data={"metadata": json.dumps({"description": "A card that tries to run code."})})
+    assert created.status_code == 201, created.text
+    w = site()
+    dialogs = []
+    w.page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    w.page.goto("/" + created.json()["pid"])
+    card_html = w.page.locator("#card").inner_html()
+    assert "&lt;script&gt;" in card_html and "<img" not in card_html and 'href="javascript' not in card_html
+    assert w.page.evaluate("window.__pwned") is None and dialogs == []
+    link = w.page.get_by_role("link", name="a real link")
+    assert link.get_attribute("rel") == "nofollow noopener noreferrer"
+    w.shot("landing-card")
+
+
+def test_account_page_creates_a_token_shown_once_and_revokes_it(site, hub_users):
+    w = site()
+    w.login("carol", hub_users["carol"])
+    page = w.page
+    page.goto("/account/")
+    page.get_by_label("Name").fill("laptop")
+    page.get_by_label("Scope").select_option("read")
+    page.get_by_role("button", name="Create token").click()
+    token = page.locator("#new-token").inner_text().strip()
+    assert token.startswith("hpcf_")
+    w.shot("account")
+    me = page.request.get("/api/v1/me", headers={"Authorization": f"Bearer {token}"})
+    assert me.status == 200 and me.json()["username"] == "carol"
+    page.goto("/account/")
+    assert token not in page.content()  # shown once
+    page.get_by_role("button", name=re.compile("Revoke token")).first.click()
+    assert "revoked" in page.locator(".messages").inner_text()
+    assert page.request.get("/api/v1/me", headers={"Authorization": f"Bearer {token}"}).status == 401
+
+
+def test_pages_fit_a_phone_and_work_with_the_keyboard(site):
+    w = site(viewport={"width": 390, "height": 844})
+    open_demo_model(w)
+    widths = w.page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert widths[0] <= widths[1], widths
+    w.shot("landing-phone")
+    w.page.goto("/")
+    w.page.keyboard.press("Tab")
+    assert w.page.evaluate("document.activeElement.textContent") == "Skip to content"
+    w.login(*DEMO)
+    w.page.goto("/publish/")
+    unlabelled = w.page.evaluate("""
+        [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
+            .filter(el => !(el.labels && el.labels.length) && !el.getAttribute('aria-label'))
+            .map(el => el.id || el.name)""")
+    assert unlabelled == []
+    w.shot("publish-phone")
