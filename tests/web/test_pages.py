@@ -1,0 +1,188 @@
+"""The pages through Django's test client: who sees what, form handling, CSRF, safe Markdown, snippets."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import Client
+
+from hub.accounts.models import ApiToken
+from hub.registry.management.commands.hub_demo import EXAMPLE_PROJECT
+from hub.registry.models import Artifact, Upload
+from hub.web import markdown, snippets
+from tests.conftest import valid_metadata
+
+pytestmark = pytest.mark.django_db
+
+
+def signed_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_pages_answer_and_private_things_stay_hidden(owner, other, publish):
+    publish(owner, "open-model")
+    hidden, _ = publish(owner, "hidden-model", visibility="private")
+    anon = Client()
+    for url in ("/", "/browse/", "/browse/?q=model&kind=model&sort=name", "/accounts/login/"):
+        response = anon.get(url)
+        assert response.status_code == 200, url
+    listing = anon.get("/browse/?q=model").content.decode()
+    assert "open-model" in listing and "hidden-model" not in listing
+    assert anon.get("/" + hidden.pid).status_code == 404
+    assert signed_in(other).get("/" + hidden.pid).status_code == 404
+    assert "hidden-model" in signed_in(owner).get("/browse/?q=model").content.decode()
+    for url in ("/publish/", "/jobs/", "/account/"):  # pages of a signed-in user
+        assert anon.get(url)["Location"].startswith("/accounts/login/?next=")
+        assert signed_in(owner).get(url).status_code == 200
+
+
+def test_browse_counts_facets_and_explains_a_bad_facet(owner, publish):
+    publish(owner, "m1")
+    publish(owner, "d1", kind="dataset")
+    page = Client().get("/browse/?kind=dataset")
+    text = page.content.decode()
+    assert page.context["total"] == 1 and "d1" in text and "Title of m1" not in text
+    kinds = {v["value"]: v for f in page.context["facets"] if f["name"] == "kind" for v in f["values"]}
+    assert kinds["dataset"]["on"] and kinds["dataset"]["count"] == 1
+    assert Client().get("/browse/?kind=dataset&kind=model").context["total"] == 2
+    bad = Client().get("/browse/?colour=red")
+    assert bad.status_code == 200 and bad.context["total"] == 2  # unknown query keys are ignored
+    assert Client().get("/browse/?page=999").status_code == 200
+
+
+def test_home_counts_and_lists_downloads_as_popular(owner, publish):
+    artifact, version = publish(owner, "popular-one", {"w.bin": b"abc"})
+    publish(owner, "quiet-one")
+    anon = Client()
+    url = f"/api/v1/artifacts/{owner.username}/popular-one/versions/{version.label}/files/w.bin"
+    assert anon.get(url).status_code == 200
+    assert anon.get(url, HTTP_RANGE="bytes=1-").status_code == 206  # a resumed read is not a new download
+    artifact.refresh_from_db()
+    assert artifact.downloads == 1
+    home = anon.get("/")
+    assert home.context["counts"]["model"] == 2
+    assert [a.name for a in home.context["popular"]] == ["popular-one"]
+
+
+def test_publish_creates_artifact_and_version_together_or_nothing(owner, tmp_path, settings):
+    settings.HUB_UPLOAD_DIR = tmp_path / "uploads"
+    client = signed_in(owner)
+    opened = client.post("/api/v1/uploads/", {"size": 5, "filename": "w.bin"}, content_type="application/json")
+    upload_id = opened.json()["id"]
+    assert client.put(f"/api/v1/uploads/{upload_id}", b"hello", content_type="application/octet-stream") \
+        .status_code == 200
+    assert client.post(f"/api/v1/uploads/{upload_id}/complete", {}, content_type="application/json").status_code \
+        == 200
+    body = {"artifact": {"kind": "model", "name": "formed", "visibility": "private"},
+            "metadata": {**valid_metadata(), "license": "not-a-license"},
+            "files": [{"path": "w.bin", "upload": upload_id}]}
+    refused = client.post("/publish/", json.dumps(body), content_type="application/json")
+    assert refused.status_code == 400 and refused.json()["code"] == "invalid_metadata"
+    assert "license" in refused.json()["errors"]
+    assert not Artifact.objects.filter(name="formed").exists()  # no artifact without its version
+    assert Upload.objects.get(pk=upload_id).state == Upload.State.COMPLETED  # the upload can be used again
+    body["metadata"]["license"] = "MIT"
+    body["more"] = "accuracy: 0.9\nhyperparameters: {lr: 0.01}"
+    made = client.post("/publish/", json.dumps(body), content_type="application/json")
+    assert made.status_code == 201, made.content
+    artifact = Artifact.objects.get(name="formed")
+    version = artifact.versions.get()
+    assert artifact.visibility == "private" and made.json()["url"] == "/" + version.pid
+    assert version.metadata["accuracy"] == 0.9 and version.metadata["hyperparameters"] == {"lr": 0.01}
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"artifact": {"kind": "robot", "name": "x"}}, "kind"),
+    ({"artifact": {"kind": "model", "name": "no spaces"}}, "name"),
+    ({"artifact": {"kind": "model", "name": "ok", "collaborators": "nobody-here"}}, "collaborators"),
+    ({"artifact": {"kind": "model", "name": "ok"}, "more": "a: [unclosed"}, "more"),
+    ({"artifact": {"kind": "model", "name": "ok"}, "files": "w.bin"}, "files"),
+])
+def test_publish_names_the_field_that_needs_fixing(owner, body, field):
+    response = signed_in(owner).post("/publish/", json.dumps(body), content_type="application/json")
+    assert response.status_code == 400 and field in response.json()["errors"], response.content
+    assert not Artifact.objects.filter(owner=owner).exists()
+
+
+def test_forms_need_csrf_tokens(owner, publish):
+    artifact, _ = publish(owner, "guarded")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(owner)
+    assert client.post("/publish/", "{}", content_type="application/json").status_code == 403
+    assert client.post("/account/", {"action": "create", "scope": "write"}).status_code == 403
+    assert client.post(f"/sharing/{owner.username}/guarded", {"visibility": "private"}).status_code == 403
+    artifact.refresh_from_db()
+    assert artifact.visibility == "public" and not ApiToken.objects.filter(user=owner).exists()
+
+
+def test_sharing_is_for_the_owner_only(owner, other, collaborator, publish):
+    artifact, _ = publish(owner, "shared", collaborators=[collaborator])
+    assert signed_in(collaborator).post(f"/sharing/{owner.username}/shared", {"visibility": "private"}) \
+        .status_code == 302
+    artifact.refresh_from_db()
+    assert artifact.visibility == "public"  # a collaborator may not change who sees it
+    response = signed_in(owner).post(f"/sharing/{owner.username}/shared",
+                                     {"visibility": "private", "collaborators": f"{other.username}, ghost"})
+    artifact.refresh_from_db()
+    assert response.status_code == 302 and artifact.visibility == "public"  # an unknown name changes nothing
+    signed_in(owner).post(f"/sharing/{owner.username}/shared",
+                          {"visibility": "private", "collaborators": other.username, "next": "https://evil.test/"})
+    artifact.refresh_from_db()
+    assert artifact.visibility == "private" and list(artifact.collaborators.all()) == [other]
+    assert signed_in(other).get("/" + artifact.pid).status_code == 200
+    assert signed_in(collaborator).get("/" + artifact.pid).status_code == 404
+
+
+def test_account_page_issues_and_revokes_tokens(owner):
+    client = signed_in(owner)
+    page = client.post("/account/", {"action": "create", "scope": "write", "name": "cluster"})
+    raw = page.context["new_token"]
+    token = ApiToken.objects.get(user=owner)
+    assert raw.startswith("hpcf_") and token.scope == "write" and token.name == "cluster"
+    assert raw not in client.get("/account/").content.decode()
+    client.post("/account/", {"action": "revoke", "token": str(token.pk)})
+    token.refresh_from_db()
+    assert token.revoked is not None
+
+
+def test_landing_page_shows_the_parts_of_a_model(owner, publish):
+    artifact, version = publish(owner, "shown")
+    page = signed_in(owner).get("/" + version.pid)
+    text = page.content.decode()
+    for part in ('id="metadata"', 'id="files"', 'id="versions"', 'id="cite"', 'id="use"', 'id="sharing"'):
+        assert part in text, part
+    assert "@misc{" in text and "hpc:machineLearningFramework" in text
+    assert 'id="sharing"' not in Client().get("/" + version.pid).content.decode()
+
+
+def test_markdown_is_rendered_without_scripts_or_outside_requests():
+    html = str(markdown.render("# Title\n\n<script>alert(1)</script>\n\n<b onclick=x>bold</b> **strong**\n\n"
+                               "[ok](https://example.org) [bad](javascript:alert(1)) ![pic](https://example.org/x.png)"
+                               "\n\n| a |\n|---|\n| 1 |\n"))
+    assert "<h1>Title</h1>" in html and "<strong>strong</strong>" in html and "<table>" in html
+    assert "&lt;script&gt;" in html and "<script" not in html and "<b " not in html and 'href="javascript' not in html
+    assert "<img" not in html and 'href="https://example.org"' in html
+
+
+@pytest.mark.parametrize("kind, task, key", [("model", "inference", "model_file"),
+                                               ("dataset", "download", "model_file"),
+                                               ("project", "container", "work_dir")])
+def test_use_it_snippets_are_valid_client_configs(owner, publish, kind, task, key, tmp_path):
+    from hpcfair.config import load
+
+    files = None
+    if kind == "project":
+        files = {path: (EXAMPLE_PROJECT / path).read_bytes() for path in
+                 ("mlcube.yaml", "Containerfile", "requirements.txt", "main.py", "workspace/parameters.yaml")}
+    artifact, version = publish(owner, f"snip-{kind}", files, kind=kind)
+    use = snippets.for_version(artifact, version)
+    path = tmp_path / use.config_name
+    path.write_text(use.yaml)
+    config = load(path)  # the client's own schema: unknown keys or wrong types would raise ConfigError
+    ref = f"{owner.username}/snip-{kind}@{version.label}"
+    assert config.args.general_args.task == task and config.names(key) == [ref]
+    assert ref in use.cli if kind != "project" else use.config_name in use.cli
+    assert (use.config_name if kind != "dataset" else ref) in use.python
