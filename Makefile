@@ -26,6 +26,7 @@ lint: install
 bench: install
 	$(VENV)/bin/python bench/transfer.py
 	$(VENV)/bin/python bench/convert.py
+	$(VENV)/bin/python bench/web.py
 
 clean:
 	rm -rf var test-output
