@@ -18,7 +18,10 @@ def test_demo_content_and_pages(embedded_hub):
     home = requests.get(url + "/", timeout=10)
     assert home.status_code == 200 and "Synthetic Iris-like measurements" in home.text
     found = requests.get(url + "/api/v1/artifacts/", params={"q": "iris"}, timeout=10).json()["results"]
-    assert found and found[0]["full_name"] == "demo/synthetic-iris"
+    assert {"demo/synthetic-iris", "demo/iris-classifier"} <= {a["full_name"] for a in found}
+    found = requests.get(url + "/api/v1/artifacts/", params={"q": "iris", "kind": "dataset"}, timeout=10).json()
+    found = found["results"]
+    assert [a["full_name"] for a in found] == ["demo/synthetic-iris"]
     landing = requests.get(found[0]["pid_url"], timeout=10)
     assert landing.status_code == 200 and "data.csv" in landing.text
     assert requests.get(url + "/static/web/hub.css", timeout=10).status_code == 200
