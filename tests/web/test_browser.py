@@ -252,3 +252,35 @@ def test_pages_fit_a_phone_and_work_with_the_keyboard(site):
             .map(el => el.id || el.name)""")
     assert unlabelled == []
     w.shot("publish-phone")
+
+
+def test_an_upload_resumes_after_the_page_is_reloaded(site, tmp_path):
+    w = site()
+    w.login(*DEMO)
+    page = w.page
+    page.goto("/publish/")
+    page.evaluate("window.HUB_UPLOAD_CHUNK = 8192")
+    data = tmp_path / "weights.bin"
+    data.write_bytes(bytes(range(256)) * 256)  # 64 KiB: 8 chunks
+    sent = {"puts": 0}
+
+    def cut_after_two_chunks(route, request):
+        if request.method == "PUT":
+            sent["puts"] += 1
+            if sent["puts"] > 2:
+                return route.abort("connectionreset")  # the network goes away
+        return route.continue_()
+
+    page.route("**/api/v1/uploads/*", cut_after_two_chunks)
+    page.set_input_files("#f-files", str(data))
+    page.wait_for_function("document.querySelector('#file-list .status').textContent.includes('resuming')")
+    page.unroute("**/api/v1/uploads/*")
+    page.reload()  # the page is gone; the hub keeps the 16 KiB it received
+    ranges = []
+    page.on("request", lambda r: ranges.append(r.headers.get("content-range")) if r.method == "PUT" else None)
+    page.evaluate("window.HUB_UPLOAD_CHUNK = 8192")
+    page.set_input_files("#f-files", str(data))
+    page.locator('#file-list li[data-state="uploaded"]').wait_for()
+    starts = [int(r.split(" ")[1].split("-")[0]) for r in ranges]
+    assert starts[0] >= 16384, ranges  # not from the start: from what the hub holds (at least 2 chunks)
+    assert starts == list(range(starts[0], 65536, 8192)), ranges  # then on to the end, once each
