@@ -115,6 +115,19 @@ def create_artifact(owner, *, kind: str, name: str, title: str = "", description
     return artifact
 
 
+def update_artifact(artifact: Artifact, changes: dict[str, Any], collaborators: Iterable | None = None) -> Artifact:
+    """Set ``title``, ``description`` and ``visibility`` from ``changes``, and the collaborators when given."""
+    with transaction.atomic():
+        for field in ("title", "description", "visibility"):
+            if field in changes:
+                setattr(artifact, field, changes[field])
+        artifact.save()
+        if collaborators is not None:
+            artifact.collaborators.set(collaborators)
+        artifact_changed.send(sender=Artifact, artifact=artifact)
+    return artifact
+
+
 def delete_artifact(artifact: Artifact, reason: str = "") -> None:
     """Tombstone the artifact and all its versions; their PIDs keep resolving to tombstones."""
     with transaction.atomic():

@@ -6,7 +6,6 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -19,7 +18,6 @@ from hub.jobs.models import Job
 from hub.jobs.services import reap_stale
 from hub.registry import services
 from hub.registry.models import Artifact
-from hub.registry.signals import artifact_changed
 
 
 def users_named(text: str) -> tuple[list, list[str]]:
@@ -97,11 +95,7 @@ def sharing(request: HttpRequest, owner: str, name: str) -> HttpResponse:
         messages.error(request, f"No user named {', '.join(unknown)}; nothing was changed." if unknown
                        else "Visibility is public or private; nothing was changed.")
         return redirect(back)
-    with transaction.atomic():
-        artifact.visibility = visibility
-        artifact.save(update_fields=["visibility", "updated"])
-        artifact.collaborators.set([u for u in users if u.pk != artifact.owner_id])
-        artifact_changed.send(sender=Artifact, artifact=artifact)
+    services.update_artifact(artifact, {"visibility": visibility}, [u for u in users if u.pk != artifact.owner_id])
     messages.success(request, f"Saved: {artifact.full_name} is {visibility}"
                               + (f", shared with {', '.join(u.username for u in users)}." if users else "."))
     return redirect(back)

@@ -104,18 +104,23 @@ def provenance_graph(version: Version) -> dict[str, Any] | None:
     return {"sources": sources, "made": made, "me": me, "height": height}
 
 
-def verification(version: Version) -> list[dict[str, Any]]:
+def conversions(version: Version) -> list[Version]:
+    """The live ONNX versions converted from ``version``."""
+    return [link.version for link in ProvenanceLink.objects.filter(
+        target=version, relation=ProvenanceLink.Relation.CONVERTED_FROM, version__deleted_at__isnull=True)
+        .select_related("version")]
+
+
+def verification(version: Version, converted: list[Version]) -> list[dict[str, Any]]:
     """This version's conversion check per file, or those of the ONNX versions made from it."""
     reports = []
     own = version.metadata.get("verification")
     if isinstance(own, dict):
         reports += [{"file": name, "version": None, **report} for name, report in own.items()
                     if isinstance(report, dict)]
-    for link in ProvenanceLink.objects.filter(target=version, relation=ProvenanceLink.Relation.CONVERTED_FROM,
-                                              version__deleted_at__isnull=True).select_related("version"):
-        made = link.version.metadata.get("verification") or {}
-        reports += [{"file": name, "version": link.version, **report} for name, report in made.items()
-                    if isinstance(report, dict)]
+    for made in converted:
+        reports += [{"file": name, "version": made, **report}
+                    for name, report in (made.metadata.get("verification") or {}).items() if isinstance(report, dict)]
     return reports
 
 
@@ -129,14 +134,11 @@ def latency_rows(metadata: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def runnable_signature(version: Version) -> list[dict[str, Any]]:
+def runnable_signature(version: Version, converted: list[Version]) -> list[dict[str, Any]]:
     """Input tensors of the model the try-it form runs (this version's, else its ONNX conversion's)."""
     if version.metadata.get("inputs"):
         return version.metadata["inputs"]
-    converted = (ProvenanceLink.objects.filter(target=version, relation=ProvenanceLink.Relation.CONVERTED_FROM,
-                                               version__deleted_at__isnull=True)
-                 .select_related("version").first())
-    return (converted.version.metadata.get("inputs") or []) if converted else []
+    return (converted[0].metadata.get("inputs") or []) if converted else []
 
 
 def example_inputs(signature: list[dict[str, Any]]) -> str:
@@ -174,12 +176,13 @@ def page(request: HttpRequest, user, context: dict[str, Any]) -> HttpResponse:
         "signature_out": metadata.get("outputs") or [],
     })
     if version is not None:
-        signature = runnable_signature(version) if artifact.kind == "model" else []
+        converted = conversions(version) if artifact.kind == "model" else []
+        signature = runnable_signature(version, converted) if artifact.kind == "model" else []
         context.update({
             "files": version.files.all(),
             "citations": [(label, exports.export(record, name)) for label, name in CITATIONS] if record else [],
             "graph": provenance_graph(version),
-            "reports": verification(version),
+            "reports": verification(version, converted),
             "latency": latency_rows(metadata),
             "container": metadata.get("container") if isinstance(metadata.get("container"), dict) else None,
             "jobs": (Job.objects.filter(version=version).order_by("-created")[:10] if can_write else []),

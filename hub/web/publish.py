@@ -8,7 +8,6 @@ import json
 import re
 from typing import Any
 
-import yaml
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -18,6 +17,7 @@ from django.views.decorators.http import require_http_methods
 from hub.errors import HubError, json_error
 from hub.jobs.models import Job
 from hub.registry import services
+from hub.registry.api.views import json_or_yaml
 from hub.registry.models import NAME_RE, Artifact
 from hub.registry.uploads import completed_file
 from hub.web.account import users_named
@@ -139,12 +139,7 @@ def _new_artifact(user, fields: dict[str, Any], metadata: dict[str, Any]) -> Art
 def _more_fields(text: str) -> dict[str, Any]:
     if not text or not text.strip():
         return {}
-    try:
-        more = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise HubError("invalid", f"More fields: not valid YAML{where}.", errors={"more": [f"Not valid YAML{where}."]})
+    more = json_or_yaml("more", text)
     if not isinstance(more, dict):
         raise HubError("invalid", "More fields: write name: value lines.", errors={"more": ["Expected name: value."]})
     return more

@@ -46,8 +46,7 @@ def _tensor_parser(media: str) -> type[BaseParser]:
     return type(f"Deferred{media.rsplit('/', 1)[-1].title()}Parser", (_DeferredTensorParser,), {"media_type": media})
 
 
-TENSOR_PARSERS = [JSONParser, *(_tensor_parser(media) for media in sorted({tensors.NPY, tensors.NPZ,
-                                                                          *tensors.NPY_TYPES, *tensors.NPZ_TYPES}))]
+TENSOR_PARSERS = [JSONParser, *(_tensor_parser(media) for media in sorted(tensors.NPY_TYPES | tensors.NPZ_TYPES))]
 
 
 class ForceNegotiation:

@@ -26,7 +26,6 @@ from hub.registry.api.serializers import (
     VersionSerializer,
 )
 from hub.registry.models import Artifact, Version
-from hub.registry.signals import artifact_changed
 from hub.registry.uploads import StagedFile, StagingUploadHandler, completed_file
 from hub.search.models import FACETS
 from hub.search.services import SORTS, search
@@ -112,14 +111,7 @@ class ArtifactDetail(APIView):
         data = serializer.validated_data
         if {"visibility", "collaborators"} & data.keys():
             require_admin(request, artifact)
-        with transaction.atomic():
-            for field in ("title", "description", "visibility"):
-                if field in data:
-                    setattr(artifact, field, data[field])
-            artifact.save()
-            if "collaborators" in data:
-                artifact.collaborators.set(data["collaborators"])
-            artifact_changed.send(sender=Artifact, artifact=artifact)
+        services.update_artifact(artifact, data, data.get("collaborators"))
         return Response(ArtifactSerializer(artifact).data)
 
     @extend_schema(parameters=[OpenApiParameter("reason", str, description="Shown on the tombstone page.")],
@@ -189,13 +181,13 @@ class VersionListCreate(APIView):
             if field in request.data:
                 value = request.data[field]
                 if field != "version":
-                    value = _json_or_yaml(field, value)
+                    value = json_or_yaml(field, value)
                 body[field] = value
         return body, staged
 
 
 
-def _json_or_yaml(field: str, value: str) -> Any:
+def json_or_yaml(field: str, value: str) -> Any:
     """A form field holding JSON or YAML (JSON is YAML, so one parser reads both)."""
     try:
         return yaml.safe_load(value)

@@ -122,9 +122,9 @@ class Command(BaseCommand):
                     target.write_bytes(data)
                     staged.append(StagedFile(path=path, staged=target, sha256=hashlib.sha256(data).hexdigest(),
                                              size=len(data)))
-                sources = Artifact.objects.live().filter(owner=user, name=demo.get("trained_on", "")).first()
-                provenance = [services.ProvenanceRef("trained_on", sources.latest_version())] \
-                    if sources and sources.latest_version() else []
+                source = Artifact.objects.live().filter(owner=user, name=demo.get("trained_on", "")).first()
+                trained_on = source.latest_version() if source else None
+                provenance = [services.ProvenanceRef("trained_on", trained_on)] if trained_on else []
                 services.create_version(artifact, user, files=staged, label="1.0", metadata=demo["metadata"],
                                         provenance=provenance)
                 self.stdout.write(f"demo: created {artifact.full_name} ({artifact.pid})")
