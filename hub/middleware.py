@@ -11,6 +11,11 @@ from django.http import HttpRequest, HttpResponse
 _VALID_ID = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
 
 
+def request_id_for(incoming: str) -> str:
+    """The client's ``X-Request-ID`` if it is well formed, else a new one."""
+    return incoming if _VALID_ID.match(incoming) else uuid.uuid4().hex
+
+
 class RequestIdMiddleware:
     """Take a well-formed ``X-Request-ID`` from the client, or make one."""
 
@@ -18,8 +23,7 @@ class RequestIdMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        incoming = request.headers.get("X-Request-ID", "")
-        request.request_id = incoming if _VALID_ID.match(incoming) else uuid.uuid4().hex
+        request.request_id = request_id_for(request.headers.get("X-Request-ID", ""))
         response = self.get_response(request)
         response["X-Request-ID"] = request.request_id
         return response

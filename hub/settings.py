@@ -215,6 +215,7 @@ HUB_JOB_STALE_S = float(env("HUB_JOB_STALE_S", "60"))
 # Synchronous requests travel on "lanes" (Redis lists, or files under var/gateway in the embedded
 # default) to threads inside the Celery workers; long and batch runs are Celery jobs.
 HUB_GATEWAY_URL = env("HUB_GATEWAY_URL", CELERY_BROKER_URL)
+HUB_GATEWAY_EXPRESS = env("HUB_GATEWAY_EXPRESS", "1") != "0"  # repeated sync /infer calls skip Django's cycle
 HUB_GATEWAY_THREADS = int(env("HUB_GATEWAY_THREADS", "2"))  # lane threads per worker and device queue
 HUB_GATEWAY_CACHE_BYTES = int(env("HUB_GATEWAY_CACHE_MB", "2048")) * 1024 * 1024  # loaded sessions, per worker
 HUB_GATEWAY_MODEL_DIR = Path(env("HUB_GATEWAY_MODEL_DIR", str(VAR_DIR / "gateway" / "models")))

@@ -23,6 +23,7 @@ DEVICE_QUEUES = ("cpu", "gpu")
 
 
 def serve_one(lane, request_id: str, message: bytes, device: str) -> None:
+    started = time.perf_counter()
     from hub.gateway import wire
     from workers.sessions import RunError, run_steps
 
@@ -37,6 +38,7 @@ def serve_one(lane, request_id: str, message: bytes, device: str) -> None:
     try:
         outputs, info = run_steps(meta["steps"], arrays, device=device, threads=int(meta.get("threads") or 0),
                                   deadline=deadline, outputs=meta.get("outputs") or None)
+        info["serve_ms"] = round((time.perf_counter() - started) * 1e3, 3)  # from taking it to answering
         answer = wire.pack({"ok": True, **info}, outputs)
     except RunError as exc:
         answer = wire.pack({"ok": False, "code": exc.code, "detail": exc.detail, "device": device})

@@ -55,8 +55,11 @@ class Memory:
             return None
         return found[1]
 
-    def put(self, key: tuple, value: Any) -> None:
+    def put(self, key: tuple, value: Any, generation: bytes | None = None) -> None:
+        """Remember ``value``; given the ``generation`` it was made in, only if that is still the current one."""
         with self.lock:
+            if generation is not None and generation != self.generation:
+                return
             if len(self.entries) > 10_000:
                 self.entries.clear()
             self.entries[key] = (time.monotonic() + TTL_S, value)
@@ -70,6 +73,8 @@ class CachedBearerAuthentication(BearerTokenAuthentication):
 
     def authenticate(self, request):
         memory.ensure()
+        generation = memory.generation  # read first: an answer found later is at least this recent
+        request._request.hub_generation = generation
         header = get_authorization_header(request)
         key = ("token", header)
         found = memory.get(key) if header else None
@@ -77,28 +82,30 @@ class CachedBearerAuthentication(BearerTokenAuthentication):
             return found
         result = super().authenticate(request)
         if result is not None:
-            memory.put(key, result)
+            memory.put(key, result, generation)
         return result
 
 
 def remembered(key: tuple, compute):
     """``compute()``, remembered under ``key`` for this generation."""
+    generation = memory.generation
     found = memory.get(key)
     if found is None:
         found = compute()
-        memory.put(key, found)
+        memory.put(key, found, generation)
     return found
 
 
 def refresh(request, generation: bytes) -> None:
     """After ``Stale``: forget, then authenticate the request again from the database."""
     memory.reset(generation)
+    request._request.hub_generation = generation
     header = get_authorization_header(request)
     if not header:
         return
     result = BearerTokenAuthentication().authenticate(request)
     if result is not None:
-        memory.put(("token", header), result)
+        memory.put(("token", header), result, generation)
         request.user, request.auth = result
 
 

@@ -8,11 +8,12 @@ then each array's bytes in C order.
 
 from __future__ import annotations
 
-import json
+import math
 import struct
 from typing import Any
 
 import numpy as np
+import orjson
 
 MAGIC = b"HGW1"
 
@@ -32,7 +33,7 @@ def pack(meta: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> b
             raise WireError(f"array {name!r} holds Python objects; only numeric and bool arrays can be sent.")
         specs.append([name, array.dtype.str, list(array.shape)])
         parts.append(array.tobytes())
-    header = json.dumps({"meta": meta, "arrays": specs}, separators=(",", ":")).encode()
+    header = orjson.dumps({"meta": meta, "arrays": specs}, option=orjson.OPT_SERIALIZE_NUMPY)
     return b"".join([MAGIC, struct.pack("<I", len(header)), header, *parts])
 
 
@@ -40,7 +41,10 @@ def unpack(message: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     if message[:4] != MAGIC or len(message) < 8:
         raise WireError("not a gateway message")
     (length,) = struct.unpack_from("<I", message, 4)
-    header = json.loads(message[8 : 8 + length])
+    try:
+        header = orjson.loads(message[8 : 8 + length])
+    except orjson.JSONDecodeError as exc:
+        raise WireError(f"the header is not JSON ({exc})")
     view = memoryview(message)
     offset = 8 + length
     arrays = {}
@@ -48,8 +52,7 @@ def unpack(message: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         dtype = np.dtype(dtype_str)
         if dtype.hasobject:
             raise WireError(f"array {name!r} has an object dtype")
-        count = int(np.prod(shape, dtype=np.int64))
-        size = count * dtype.itemsize
+        size = math.prod(shape) * dtype.itemsize
         if offset + size > len(message):
             raise WireError(f"array {name!r} is truncated")
         arrays[name] = np.frombuffer(view[offset : offset + size], dtype=dtype).reshape(shape)

@@ -8,7 +8,6 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
@@ -61,9 +60,7 @@ def account(request: HttpRequest) -> HttpResponse:
             _, new_token = ApiToken.issue(request.user, scope=scope, name=request.POST.get("name", "")[:100])
         elif action == "revoke":
             pk = request.POST.get("token", "")
-            revoked = pk.isdigit() and request.user.api_tokens.filter(pk=int(pk), revoked__isnull=True) \
-                .update(revoked=timezone.now())
-            if revoked:
+            if pk.isdigit() and ApiToken.revoke(request.user, int(pk)):
                 messages.success(request, "The token was revoked; it no longer works.")
             else:
                 messages.error(request, "You have no active token with that number.")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.authentication import BasicAuthentication, SessionAuthentication
@@ -75,7 +74,6 @@ class TokenRevoke(APIView):
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, pk: int) -> Response:
-        updated = request.user.api_tokens.filter(pk=pk, revoked__isnull=True).update(revoked=timezone.now())
-        if not updated:
+        if not ApiToken.revoke(request.user, pk):
             raise HubError("not_found", f"You have no active token {pk}.")
         return Response(status=status.HTTP_204_NO_CONTENT)

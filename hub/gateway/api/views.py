@@ -4,6 +4,7 @@ benchmarks answer 202 with a job."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,7 @@ from rest_framework.views import APIView
 
 from hub.accounts.permissions import IsAuthenticatedReader, TokenScopePermission
 from hub.errors import HubError
-from hub.gateway import fastpath, services, tensors
+from hub.gateway import express, fastpath, services, tensors
 from hub.gateway.fastpath import CachedBearerAuthentication
 from hub.gateway.lane import NoWorker, Stale
 from hub.jobs.api.serializers import JobSerializer
@@ -67,15 +68,22 @@ def read_body(request: Request) -> bytes:
 
 
 def media_type(request: Request) -> str:
-    return (request.META.get("CONTENT_TYPE") or tensors.JSON).split(";")[0].strip().lower()
+    return base_media_type(request.META.get("CONTENT_TYPE"))
+
+
+def base_media_type(content_type: str | None) -> str:
+    return (content_type or tensors.JSON).split(";")[0].strip().lower()
 
 
 def parse_request(request: Request, fields: tuple[str, ...] = OPTION_NAMES) -> tuple[dict[str, Any], Any, str]:
     """(options, raw inputs, the request's format); options come from the query and, for JSON, the body."""
-    options: dict[str, Any] = {name: request.query_params[name] for name in OPTION_NAMES
-                               if name in request.query_params}
-    body = read_body(request)
-    kind = media_type(request)
+    return parse_body(request.query_params, read_body(request), media_type(request), fields)
+
+
+def parse_body(query: Mapping[str, str], body: bytes, kind: str, fields: tuple[str, ...] = OPTION_NAMES
+               ) -> tuple[dict[str, Any], Any, str]:
+    """``parse_request`` on the query, the body and its media type (the express path calls it directly)."""
+    options: dict[str, Any] = {name: query[name] for name in OPTION_NAMES if name in query}
     if kind in tensors.NPY_TYPES:
         return options, tensors.read_npy(body), "npy"
     if kind in tensors.NPZ_TYPES:
@@ -97,11 +105,10 @@ def parse_request(request: Request, fields: tuple[str, ...] = OPTION_NAMES) -> t
     return options, data.get("inputs"), "json"
 
 
-def output_format(request: Request, options: dict[str, Any], sent: str) -> str:
+def output_format(accept: str, options: dict[str, Any], sent: str) -> str:
     """``output_format`` if given, else the Accept header, else the request's own format."""
     wanted = options.get("output_format")
     if not wanted:
-        accept = request.META.get("HTTP_ACCEPT", "")
         wanted = next((name for name, media in tensors.FORMATS.items() if media in accept), sent)
     if wanted not in tensors.FORMATS:
         raise HubError("invalid", f"output_format is json, npy or npz, not {wanted!r}.",
@@ -127,21 +134,29 @@ def _one_array_for_many(names: list[str]) -> dict[str, Any]:
 
 def respond(outputs: dict[str, np.ndarray], fmt: str, info: dict[str, Any], model: services.ModelRef
             ) -> HttpResponse:
+    body, content_type, headers = answer(outputs, fmt, info, model)
+    return HttpResponse(body, content_type=content_type, headers=headers)
+
+
+def answer(outputs: dict[str, np.ndarray], fmt: str, info: dict[str, Any], model: services.ModelRef
+           ) -> tuple[bytes, str, dict[str, str]]:
+    """A run's answer: its body, media type and the ``X-Hub-*`` and ``Server-Timing`` headers."""
     body, content_type = tensors.encode(outputs, fmt, {**info, "model": {"pid": model.pid, "file": model.path}})
-    response = HttpResponse(body, content_type=content_type)
-    response["X-Hub-Device"] = info.get("device", "")
     provider = info.get("provider", "")
-    response["X-Hub-Provider"] = provider if isinstance(provider, str) else ",".join(provider)
-    response["X-Hub-Model"] = model.pid
-    response["Server-Timing"] = ", ".join(f"{name};dur={info[key]}" for name, key in
-                                          (("lane", "lane_ms"), ("run", "run_ms")) if key in info)
-    return response
+    return body, content_type, {
+        "X-Hub-Device": info.get("device", ""),
+        "X-Hub-Provider": provider if isinstance(provider, str) else ",".join(provider),
+        "X-Hub-Model": model.pid,
+        "Server-Timing": ", ".join(f"{name};dur={info[key]}" for name, key in
+                                   (("lane", "lane_ms"), ("run", "run_ms"), ("serve", "serve_ms")) if key in info),
+    }
 
 
 def run_or_queue(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], options: services.Options,
-                 start_job) -> tuple[dict[str, Any], dict[str, np.ndarray]] | Response:
+                 start_job, handed: express.HandedOver | None = None
+                 ) -> tuple[dict[str, Any], dict[str, np.ndarray]] | Response:
     """The synchronous call, or 202 with the job ``start_job(reason)`` makes when the run is too big, too
-    long, or waits for a worker."""
+    long, or waits for a worker. ``handed``: the answer the express path already had for these steps."""
     size = sum(array.nbytes for array in arrays.values())
     if options.mode == "async":
         return accepted(start_job("asked for"))
@@ -152,7 +167,10 @@ def run_or_queue(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], opt
                                                 "or async.")
         return accepted(start_job("large inputs"))
     try:
-        meta, outputs = services.call(steps, arrays, options, generation=fastpath.memory.generation)
+        if handed is not None and handed.steps == steps:
+            meta, outputs = handed.take()
+        else:
+            meta, outputs = services.call(steps, arrays, options, generation=fastpath.memory.generation)
     except NoWorker:
         if options.if_no_worker == "queue":
             return accepted(start_job("waiting for a worker"))
@@ -195,13 +213,16 @@ class Infer(ForceNegotiation, APIView):
     def run(self, request: Request, owner: str, name: str, version: str, options_raw: dict[str, Any], raw: Any,
             sent: str):
         options = services.Options.parse(options_raw)
-        fmt = output_format(request, options_raw, sent)
+        fmt = output_format(request.META.get("HTTP_ACCEPT", ""), options_raw, sent)
         file = str(options_raw.get("file") or "")
         batch_size = _batch_size(options_raw)
         model = fastpath.remembered(("model", request.user.pk, owner, name, version, file),
                                     lambda: services.resolve_model(get_version(get_artifact(request.user, owner, name),
                                                                                version), file))
-        return serve(request, [model], None, options, options_raw, raw, sent, fmt, batch_size)
+        response = serve(request, [model], None, options, options_raw, raw, sent, fmt, batch_size)
+        if response.status_code == 200:
+            express.grant(request, owner, name, version, file, model)
+        return response
 
 
 def with_current_memory(request: Request, run):
@@ -232,14 +253,14 @@ def serve(request: Request, models: list[services.ModelRef], links: list[dict[st
         return services.start_infer_job(user, models, options, links=links, arrays=arrays, batch_size=batch_size,
                                         reason=reason)
 
-    answer = run_or_queue(services.steps_of(models, links), arrays, options, start_job)
-    if isinstance(answer, Response):
-        return answer
-    meta, outputs = answer
+    result = run_or_queue(services.steps_of(models, links), arrays, options, start_job, express.handed_over(request))
+    if isinstance(result, Response):
+        return result
+    meta, outputs = result
     return respond(outputs, fmt, {**{k: meta[k] for k in TIMING_KEYS if k in meta}, **(info or {})}, models[-1])
 
 
-TIMING_KEYS = ("device", "provider", "worker", "run_ms", "lane_ms")
+TIMING_KEYS = ("device", "provider", "worker", "run_ms", "lane_ms", "serve_ms")
 
 
 def _batch_size(options: dict[str, Any]) -> int:
@@ -293,7 +314,7 @@ class Collaborate(ForceNegotiation, APIView):
     def run(self, request: Request, refs: list[str], options_raw: dict[str, Any], raw: Any):
         user = request.user
         options = services.Options.parse(options_raw)
-        fmt = output_format(request, options_raw, "json")
+        fmt = output_format(request.META.get("HTTP_ACCEPT", ""), options_raw, "json")
         models = [fastpath.remembered(("ref", user.pk, ref), lambda ref=ref: services.model_for(user, ref))
                   for ref in refs]
         links = services.check_links(models, options_raw.get("links"))
