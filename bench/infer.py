@@ -9,7 +9,9 @@ docker-compose.yml), publishes a 784-256-10 MLP and a small CNN, then measures f
 - the floor: ``session.run`` of bare ONNX Runtime in this process;
 - the gateway over HTTP with keep-alive (web -> Redis lane -> worker thread -> back), JSON and .npy
   bodies: p50/p95 latency of one client, then requests/s of ``--clients`` client processes for
-  ``--seconds`` seconds.
+  ``--seconds`` seconds;
+- the same JSON requests through a second gunicorn started with ``HUB_GATEWAY_EXPRESS=0`` (every request
+  through Django's whole request cycle): what the express path saves, measured in the same run.
 
 Everything it started is stopped by PID at the end and the scratch database is dropped.
 """
@@ -161,6 +163,20 @@ def wait_port(port: int, timeout: float = 60) -> None:
     raise TimeoutError(port)
 
 
+def wait_worker(url: str, timeout: float = 120) -> None:
+    """Until the Celery worker announces its ``cpu`` lane (its start takes seconds to a minute)."""
+    import redis
+
+    from hub.gateway.lane import ALIVE_S, RedisLane
+
+    client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + timeout
+    while not client.zcount(RedisLane._alive("cpu"), time.time() - ALIVE_S, "+inf"):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the worker did not announce its lane")
+        time.sleep(0.5)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20)
@@ -184,12 +200,14 @@ def main() -> None:
         procs.append(subprocess.Popen([python, "-m", "celery", "-A", "workers", "worker", "-Q", "convert,cpu",
                                        "--concurrency", "1", "--loglevel", "WARNING"], cwd=ROOT, env=env,
                                       stdout=open(work / "worker.log", "w"), stderr=subprocess.STDOUT))
-        procs.append(subprocess.Popen([python, "-m", "gunicorn", "hub.wsgi", "--bind", f"127.0.0.1:{port}",
-                                       "--workers", str(args.web_workers), "--worker-class", "gthread",
-                                       "--threads", "4", "--log-level", "warning"], cwd=ROOT, env=env,
-                                      stdout=open(work / "web.log", "w"), stderr=subprocess.STDOUT))
-        wait_port(port)
-        time.sleep(3)  # the worker announces its lane
+        for web_port, express in ((port, "1"), (port + 1, "0")):
+            procs.append(subprocess.Popen([python, "-m", "gunicorn", "hub.wsgi", "--bind", f"127.0.0.1:{web_port}",
+                                           "--workers", str(args.web_workers), "--worker-class", "gthread",
+                                           "--threads", "4", "--log-level", "warning"], cwd=ROOT,
+                                          env={**env, "HUB_GATEWAY_EXPRESS": express},
+                                          stdout=open(work / f"web-{web_port}.log", "w"), stderr=subprocess.STDOUT))
+            wait_port(web_port)
+        wait_worker(env["HUB_BROKER_URL"])
         print(f"# bench/infer.py on {platform.node()}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}")
         print(f"# gunicorn {args.web_workers} gthread workers x 4 threads; Celery worker -Q convert,cpu "
               f"(lane threads: HUB_GATEWAY_THREADS, default 2); Redis lane; PostgreSQL")
@@ -203,13 +221,19 @@ def main() -> None:
                 body, content_type = request_body(kind, input_name, x)
                 path = f"/api/v1/artifacts/bench/{name}/versions/latest/infer"
                 warm, errors, _, _ = run_clients(1, port, path, token, body, content_type, 0, 100)
-                assert errors == 0 and warm, f"warm-up failed ({errors} errors); see {work}/web.log"
+                assert errors == 0 and warm, f"warm-up failed ({errors} errors); see {work}"
                 single, errors, lane, run = run_clients(1, port, path, token, body, content_type, 0, args.single)
                 many, many_errors, _, _ = run_clients(args.clients, port, path, token, body, content_type,
                                                       args.seconds, 0)
                 rows.append((name, f"gateway, {kind} body", percentile(single, .5), percentile(single, .95),
                              (len(many) / args.seconds, many_errors, percentile(many, .5))))
                 parts.append((name, kind, percentile(single, .5), percentile(lane, .5), percentile(run, .5)))
+                if kind == "json":
+                    run_clients(1, port + 1, path, token, body, content_type, 0, 100)
+                    full, errors, _, _ = run_clients(1, port + 1, path, token, body, content_type, 0, args.single)
+                    assert errors == 0, f"{errors} errors without the express path; see {work}"
+                    rows.append((name, "gateway, json body, without the express path", percentile(full, .5),
+                                 percentile(full, .95), None))
         print(f"\n| model | path | p50 ms | p95 ms | {args.clients} clients req/s (p50 ms) |")
         print("|---|---|---|---|---|")
         for name, what, p50, p95, load in rows:
