@@ -1,4 +1,5 @@
-"""WSGI entry point (gunicorn ``hub.wsgi``): Django, behind the gateway's express path for ``/infer``."""
+"""WSGI entry point (gunicorn ``hub.wsgi``): Django, behind the gateway's express path for ``/infer``.
+Each worker builds its in-memory search index in the background as it starts."""
 import os
 
 from django.core.wsgi import get_wsgi_application
@@ -7,5 +8,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
 django_application = get_wsgi_application()
 
 from hub.gateway.express import Express  # noqa: E402 - needs the settings configured above
+from hub.search import memory  # noqa: E402
 
 application = Express(django_application)
+memory.warm()

@@ -96,6 +96,17 @@ def hub_dirs(settings, tmp_path):
     return tmp_path
 
 
+@pytest.fixture(autouse=True)
+def fresh_search_index():
+    """The in-memory search index trusts that committed entries only change through reindexing; each
+    test's database is rolled back or flushed, so each test starts with a fresh copy."""
+    from hub.search import memory
+
+    memory.forget()
+    yield
+    memory.forget()
+
+
 _bucket_counter = iter(range(10**6))
 
 

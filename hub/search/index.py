@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.postgres.search import SearchVector
-from django.db import connection
-from django.db.models import Value
+from django.db import connection, transaction
+from django.db.models import F, Value
 
 from hub.metadata.services import with_measurements
 from hub.registry.models import Artifact, Version
-from hub.search.models import FacetValue, SearchEntry
+from hub.search.models import FacetValue, SearchEntry, SearchState
 
 CARD_CHARS = 20_000
 
@@ -45,13 +45,30 @@ def document(artifact: Artifact, version: Version | None) -> dict[str, Any]:
     }
 
 
+def next_generation() -> int:
+    """Raise the index's generation. The state row stays locked until the caller's transaction commits,
+    so a later change always gets a higher number than every change committed before it."""
+    updated = SearchState.objects.filter(pk=1).update(generation=F("generation") + 1)
+    if not updated:
+        SearchState.objects.get_or_create(pk=1)
+        SearchState.objects.filter(pk=1).update(generation=F("generation") + 1)
+    return SearchState.objects.filter(pk=1).values_list("generation", flat=True).get()
+
+
 def reindex(artifact: Artifact) -> None:
-    """Bring ``artifact``'s entry up to date (or remove it when the artifact is deleted)."""
+    """Bring ``artifact``'s entry up to date (or retire it when the artifact is deleted)."""
+    with transaction.atomic():
+        _reindex(artifact, next_generation())
+
+
+def _reindex(artifact: Artifact, seq: int) -> None:
     if artifact.deleted_at is not None:
-        SearchEntry.objects.filter(artifact=artifact).delete()
+        FacetValue.objects.filter(entry__artifact=artifact).delete()
+        SearchEntry.objects.filter(artifact=artifact).update(live=False, seq=seq)
         return
     version = artifact.latest_version()
-    entry, _ = SearchEntry.objects.update_or_create(artifact=artifact, defaults=document(artifact, version))
+    entry, _ = SearchEntry.objects.update_or_create(
+        artifact=artifact, defaults={**document(artifact, version), "live": True, "seq": seq})
     wanted = facet_values(artifact, with_measurements(version) if version else {})
     FacetValue.objects.filter(entry=entry).delete()
     FacetValue.objects.bulk_create([FacetValue(entry=entry, facet=f, value=v) for f, v in sorted(wanted)])

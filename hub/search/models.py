@@ -1,7 +1,9 @@
-"""The search index: one entry per live artifact (its latest version's metadata), with facet values.
+"""The search index: one entry per artifact (its latest version's metadata), with facet values.
 
 PostgreSQL keeps a weighted ``tsvector`` in ``search_vector`` (GIN-indexed by migration 0002); other
-databases leave it empty and search the text columns instead.
+databases leave it empty and search the text columns instead. Every change to an entry takes the next
+``SearchState.generation`` as its ``seq`` (a deleted artifact's entry stays, with ``live`` off), so that
+each process's in-memory copy (``hub.search.memory``) can load exactly what changed since it last looked.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ class SearchEntry(models.Model):
     text = models.TextField(blank=True)  # name, description, creators, model card
     updated = models.DateTimeField()
     search_vector = SearchVectorField(null=True, editable=False)
+    live = models.BooleanField(default=True)  # off once the artifact is deleted
+    seq = models.BigIntegerField(default=0, db_index=True)  # the generation that last changed the entry
 
     class Meta:
         indexes = [models.Index(fields=["visibility", "kind"]), models.Index(fields=["-updated"])]
@@ -46,3 +50,13 @@ class FacetValue(models.Model):
 
     def __str__(self) -> str:
         return f"{self.facet}={self.value}"
+
+
+class SearchState(models.Model):
+    """One row: the index's generation, raised (under the row's lock) by every change to an entry, so
+    generations are handed out in commit order."""
+
+    generation = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"search generation {self.generation}"

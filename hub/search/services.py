@@ -1,34 +1,41 @@
 """Search: full text with ranking (PostgreSQL's text search; word matching elsewhere), facet filters,
-and facet counts over the results. Private artifacts appear only to those who may read them."""
+and facet counts over the results. Private artifacts appear only to those who may read them.
+
+Filters, counts, access and ordering run over the in-memory index (``hub.search.memory``). Words are
+turned into lexemes by PostgreSQL (``websearch_to_tsquery``) and matched against the index's copy of the
+stored vectors; a phrase is matched by PostgreSQL itself, as is everything under the word-matching engine.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection
-from django.db.models import Case, Count, F, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Case, F, IntegerField, Q, QuerySet, Value, When
 
 from hub.errors import HubError
-from hub.registry.models import readable_by
-from hub.search.models import FACETS, FacetValue, SearchEntry
+from hub.registry.models import Artifact, readable_by
+from hub.search import memory
+from hub.search.models import FACETS, SearchEntry
 
 SORTS = ("relevance", "new", "name")
 MAX_WORDS = 12
-FACET_LIMIT = 25
 
 
 @dataclass
 class SearchResult:
-    entries: QuerySet  # SearchEntry rows in result order, with ``artifact`` loaded
+    entries: memory.Hits  # SearchEntry rows in result order (sliced on demand, with ``artifact`` loaded)
     facets: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def visible_entries(user) -> QuerySet:
-    """The registry's access rule, applied to the entries' copies of visibility and owner."""
-    return SearchEntry.objects.filter(readable_by(user, artifact_field="artifact_id"))
+    """The registry's access rule, applied to the live entries' copies of visibility and owner."""
+    return SearchEntry.objects.filter(readable_by(user, artifact_field="artifact_id"), live=True)
 
 
 def search(user, q: str = "", filters: dict[str, list[str]] | None = None, sort: str = "",
@@ -41,40 +48,57 @@ def search(user, q: str = "", filters: dict[str, list[str]] | None = None, sort:
         raise HubError("invalid", f"Unknown facet {unknown[0]!r}; facets are {', '.join(FACETS)}.")
     if sort and sort not in SORTS:
         raise HubError("invalid", f"Unknown sort {sort!r}; use one of {', '.join(SORTS)}.")
-    entries = visible_entries(user)
-    if visibility:
-        entries = entries.filter(visibility=visibility)
-    for name, values in filters.items():
-        if not values:
-            continue
-        groups = [[v] for v in values] if name == "keyword" else [values]
-        for group in groups:
-            if name == "keyword":
-                group = [v.lower() for v in group]
-            entries = entries.filter(pk__in=FacetValue.objects.filter(facet=name, value__in=group).values("entry_id"))
+    filters = {name: [v.lower() for v in values] if name == "keyword" else values
+               for name, values in filters.items() if values}
     q = " ".join(q.split()[:MAX_WORDS])
-    ranked = False
-    if q:
-        entries, ranked = _match(entries, q), True
-    sort = sort or ("relevance" if ranked else "new")
-    order = {"relevance": ["-rank", "-updated"] if ranked else ["-updated"], "new": ["-updated"],
-             "name": ["title"]}[sort]
-    page_rows = entries.select_related("artifact__owner", "version").prefetch_related("artifact__collaborators")
-    result = SearchResult(page_rows.order_by(*order, "artifact_id"))
-    if with_facets:
-        result.facets = facet_counts(entries)
-    return result
+    matcher = _matcher(q) if q else None
+    sort = sort or ("relevance" if q else "new")
+    hits = memory.search(user, _shared(user), filters, visibility, matcher, sort)
+    return SearchResult(hits, hits.facet_counts() if with_facets else {})
 
 
-def _match(entries: QuerySet, q: str) -> QuerySet:
+def _shared(user) -> np.ndarray:
+    if user is None or not user.is_authenticated or user.is_superuser:
+        return np.zeros(0, dtype=np.int64)
+    shared = Artifact.collaborators.through.objects.filter(user=user).values_list("artifact_id", flat=True)
+    return np.sort(np.fromiter(shared, dtype=np.int64))
+
+
+def _matcher(q: str) -> memory.Matcher:
     if connection.vendor == "postgresql" and settings.HUB_SEARCH_ENGINE != "words":
-        query = SearchQuery(q, search_type="websearch", config="english")
-        return entries.filter(search_vector=query).annotate(rank=SearchRank(F("search_vector"), query))
-    return _match_words(entries, q)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT websearch_to_tsquery('english', %s)::text", [q])
+            tsquery = cursor.fetchone()[0]
+        try:
+            tree = parse_tsquery(tsquery)
+        except ValueError:  # a phrase, or anything the index cannot evaluate: PostgreSQL matches it
+            return _matched_by_database(_match_vector(q))
+        return lambda snapshot: evaluate(tree, snapshot)
+    return _matched_by_database(_match_words(q))
 
 
-def _match_words(entries: QuerySet, q: str) -> QuerySet:
+def _matched_by_database(matches: QuerySet) -> memory.Matcher:
+    rows = sorted(matches.values_list("artifact_id", "rank"))
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    ranks = np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows))
+
+    def matcher(snapshot: memory.Snapshot) -> tuple[np.ndarray, np.ndarray]:
+        pos, found = memory.locate(snapshot.ids, ids)
+        mask, scores = np.zeros(snapshot.size, dtype=bool), np.zeros(snapshot.size, dtype=np.float64)
+        mask[pos[found]], scores[pos[found]] = True, ranks[found]
+        return mask, scores
+    return matcher
+
+
+def _match_vector(q: str) -> QuerySet:
+    query = SearchQuery(q, search_type="websearch", config="english")
+    return SearchEntry.objects.filter(live=True, search_vector=query).annotate(
+        rank=SearchRank(F("search_vector"), query))
+
+
+def _match_words(q: str) -> QuerySet:
     """The portable fallback (SQLite): every word must occur; title hits weigh 3, keywords 2, text 1."""
+    entries = SearchEntry.objects.filter(live=True)
     score = Value(0, output_field=IntegerField())
     for word in q.split():
         word = word.strip('"').lstrip("-")
@@ -87,13 +111,77 @@ def _match_words(entries: QuerySet, q: str) -> QuerySet:
     return entries.annotate(rank=score)
 
 
-def facet_counts(entries: QuerySet) -> dict[str, list[dict[str, Any]]]:
-    """For each facet, its most frequent values among ``entries`` with their counts."""
-    rows = (FacetValue.objects.filter(entry_id__in=entries.order_by().values("pk"))
-            .values("facet", "value").annotate(count=Count("entry_id")).order_by("facet", "-count", "value"))
-    out: dict[str, list[dict[str, Any]]] = {name: [] for name in FACETS}
-    for row in rows:
-        bucket = out.setdefault(row["facet"], [])
-        if len(bucket) < FACET_LIMIT:
-            bucket.append({"value": row["value"], "count": row["count"]})
-    return out
+TSQUERY_TOKEN = re.compile(r"\s*(?:'((?:[^']|'')*)'(:[*A-Da-d]+)?|(!|&|\||\(|\)|<(?:-|\d+)>))")
+
+
+def parse_tsquery(text: str) -> tuple | None:
+    """PostgreSQL's text form of a tsquery as a tree of ("word", lexeme), ("not", x), ("and", x, y) and
+    ("or", x, y); None for an empty query. Raises ValueError on a phrase or a prefix, which only
+    PostgreSQL evaluates."""
+    tokens, at = [], 0
+    while text[at:].strip():
+        found = TSQUERY_TOKEN.match(text, at)
+        if not found or found.group(2) or (found.group(3) or "").startswith("<"):
+            raise ValueError(f"not evaluated in memory: {text[at:]!r}")
+        tokens.append(("word", found.group(1).replace("''", "'")) if found.group(1) is not None else found.group(3))
+        at = found.end()
+    if not tokens:
+        return None
+    tree, rest = _or(tokens)
+    if rest:
+        raise ValueError(f"unexpected {rest[0]!r}")
+    return tree
+
+
+def _or(tokens: list) -> tuple[tuple, list]:
+    return _chain(tokens, "|", "or", _and)
+
+
+def _and(tokens: list) -> tuple[tuple, list]:
+    return _chain(tokens, "&", "and", _unary)
+
+
+def _chain(tokens: list, symbol: str, op: str, operand) -> tuple[tuple, list]:
+    """``operand (symbol operand)*``, folded to the left."""
+    left, tokens = operand(tokens)
+    while tokens and tokens[0] == symbol:
+        right, tokens = operand(tokens[1:])
+        left = (op, left, right)
+    return left, tokens
+
+
+def _unary(tokens: list) -> tuple[tuple, list]:
+    if not tokens:
+        raise ValueError("the query ends early")
+    head, tokens = tokens[0], tokens[1:]
+    if head == "!":
+        inner, tokens = _unary(tokens)
+        return ("not", inner), tokens
+    if head == "(":
+        inner, tokens = _or(tokens)
+        if not tokens or tokens[0] != ")":
+            raise ValueError("unbalanced parenthesis")
+        return inner, tokens[1:]
+    if isinstance(head, tuple):
+        return head, tokens
+    raise ValueError(f"unexpected {head!r}")
+
+
+def evaluate(tree: tuple | None, snapshot: memory.Snapshot) -> tuple[np.ndarray, np.ndarray]:
+    """Entries of ``snapshot`` that match ``tree``, and a score per entry: the sum of the best weight
+    (title 1.0, keywords 0.4, text 0.2) of each matched word."""
+    size = snapshot.size
+    mask, scores = np.zeros(size, dtype=bool), np.zeros(size, dtype=np.float32)
+    if tree is None or snapshot.words is None:
+        return mask, scores
+    op = tree[0]
+    if op == "word":
+        where = snapshot.words.slice(tree[1])
+        mask[snapshot.words.ords[where]] = True
+        scores[snapshot.words.ords[where]] = snapshot.words.weights[where]
+        return mask, scores
+    if op == "not":
+        inner, _ = evaluate(tree[1], snapshot)
+        return ~inner, scores
+    (left, left_scores), (right, right_scores) = evaluate(tree[1], snapshot), evaluate(tree[2], snapshot)
+    return (left & right if op == "and" else left | right), left_scores + right_scores

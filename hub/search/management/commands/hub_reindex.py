@@ -6,14 +6,14 @@ from django.core.management.base import BaseCommand
 
 from hub.registry.models import Artifact
 from hub.search.index import reindex
-from hub.search.models import SearchEntry
 
 
 class Command(BaseCommand):
-    help = "Rebuild the search index of every live artifact (and drop entries of deleted ones)."
+    help = "Rebuild the search index of every live artifact (and retire entries of deleted ones)."
 
     def handle(self, *args, **options) -> None:
-        SearchEntry.objects.filter(artifact__deleted_at__isnull=False).delete()
+        for artifact in Artifact.objects.filter(deleted_at__isnull=False, search_entry__live=True):
+            reindex(artifact)  # retires the entry
         count = 0
         for artifact in Artifact.objects.live().select_related("owner").iterator():
             reindex(artifact)
