@@ -8,7 +8,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
 django_application = get_wsgi_application()
 
 from hub.gateway.express import Express  # noqa: E402 - needs the settings configured above
+from hub.runtime import settle  # noqa: E402
 from hub.search import memory  # noqa: E402
 
 application = Express(django_application)
+settle()
 memory.warm()

@@ -14,6 +14,8 @@ past ``DELTA_LIMIT`` changed entries the base is rebuilt. Generations are handed
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -43,20 +45,21 @@ class Postings:
     lookup: dict[str, int]
     starts: np.ndarray  # value i's pairs are [starts[i], starts[i + 1])
     ords: np.ndarray  # entry ordinal of each pair
-    codes: np.ndarray  # value of each pair
+    codes: np.ndarray | None  # value of each pair (kept where values are counted)
     weights: np.ndarray | None = None
 
     @classmethod
     def build(cls, values: list[str], codes: np.ndarray, ords: np.ndarray,
-              weights: np.ndarray | None = None, ordered: bool = False) -> Postings:
-        """``ordered``: the pairs already come sorted by value, then entry."""
+              weights: np.ndarray | None = None, ordered: bool = False, counted: bool = True) -> Postings:
+        """``ordered``: the pairs already come sorted by value, then entry; ``counted``: keep each pair's
+        value for ``counts``."""
         if not ordered:
             order = np.lexsort((ords, codes))
             codes, ords = codes[order], ords[order]
             weights = None if weights is None else weights[order]
         codes, ords = codes.astype(np.int32), ords.astype(np.int32)
         starts = np.searchsorted(codes, np.arange(len(values) + 1))
-        return cls(values, {v: i for i, v in enumerate(values)}, starts, ords, codes,
+        return cls(values, {v: i for i, v in enumerate(values)}, starts, ords, codes if counted else None,
                    None if weights is None else weights.astype(np.float32))
 
     def slice(self, value: str) -> slice:
@@ -180,7 +183,7 @@ def _words(entries, size: int) -> Postings:
     key = key[first]
     return Postings.build(list(vocabulary), key // max(size, 1), key % max(size, 1),
                           (np.concatenate(weights) if weights else np.zeros(0, np.float32))[order][first],
-                          ordered=True)
+                          ordered=True, counted=False)
 
 
 BASE = Q(live=True)
@@ -188,6 +191,19 @@ BASE = Q(live=True)
 
 def load(where: Q) -> Snapshot:
     """Build a snapshot of the entries ``where`` selects (their facet values and lexemes with them)."""
+    try:
+        return _load(where)
+    finally:
+        _release_freed_memory()
+
+
+def _release_freed_memory() -> None:
+    """Hand the building's freed heap back to the system (glibc keeps it otherwise: ~140 MB at 100k)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def _load(where: Q) -> Snapshot:
     entries = SearchEntry.objects.filter(where).order_by("artifact_id")
     rows = list(entries.values_list("artifact_id", "live", "visibility", "owner_id", "updated", "title"))
     ids_list, live, visibility, owner, updated_at, titles = (list(c) for c in zip(*rows, strict=True)) \
