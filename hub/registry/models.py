@@ -16,16 +16,15 @@ LABEL_RE = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$"
 RESERVED_LABELS = {"latest"}
 
 
-def readable_by(user, artifact_field: str = "pk") -> Q:
+def readable_by(user) -> Q:
     """Who reads what: public artifacts, plus private ones the user owns or collaborates on (all for a
-    superuser). ``artifact_field`` names the artifact's key on the filtered model; that model has
-    ``visibility`` and ``owner`` fields (an artifact, or a row that copies them, as search entries do)."""
+    superuser). The search index applies the same rule in memory (``hub.search.memory``)."""
     if user is None or not user.is_authenticated:
         return Q(visibility=Artifact.Visibility.PUBLIC)
     if user.is_superuser:
         return Q()
     shared = Artifact.collaborators.through.objects.filter(user=user).values("artifact_id")
-    return Q(visibility=Artifact.Visibility.PUBLIC) | Q(owner=user) | Q(**{f"{artifact_field}__in": shared})
+    return Q(visibility=Artifact.Visibility.PUBLIC) | Q(owner=user) | Q(pk__in=shared)
 
 
 class ArtifactQuerySet(models.QuerySet):

@@ -19,7 +19,7 @@ from django.db import connection
 from django.db.models import Case, F, IntegerField, Q, QuerySet, Value, When
 
 from hub.errors import HubError
-from hub.registry.models import Artifact, readable_by
+from hub.registry.models import Artifact
 from hub.search import memory
 from hub.search.models import FACETS, SearchEntry
 
@@ -31,11 +31,6 @@ MAX_WORDS = 12
 class SearchResult:
     entries: memory.Hits  # SearchEntry rows in result order (sliced on demand, with ``artifact`` loaded)
     facets: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-
-
-def visible_entries(user) -> QuerySet:
-    """The registry's access rule, applied to the live entries' copies of visibility and owner."""
-    return SearchEntry.objects.filter(readable_by(user, artifact_field="artifact_id"), live=True)
 
 
 def search(user, q: str = "", filters: dict[str, list[str]] | None = None, sort: str = "",

@@ -7,14 +7,13 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.core.paginator import Paginator
-from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from hub.errors import HubError
 from hub.registry.models import Artifact
 from hub.search.models import FACETS
-from hub.search.services import SORTS, search, visible_entries
+from hub.search.services import SORTS, search
 
 PAGE_SIZE = 20
 FACET_LABELS = {"kind": "Kind", "framework": "Framework", "format": "Format", "task": "Task", "license": "License",
@@ -28,13 +27,13 @@ def site(request: HttpRequest) -> dict[str, Any]:
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    entries = visible_entries(request.user).select_related("artifact__owner", "version")
-    counts = dict(entries.order_by().values_list("kind").annotate(n=Count("pk")))
+    everything = search(request.user, sort="new")
+    counts = {item["value"]: item["count"] for item in everything.facets["kind"]}
     popular = (Artifact.objects.live().visible_to(request.user).filter(downloads__gt=0)
                .select_related("owner").order_by("-downloads", "-created")[:6])
     context = {
         "counts": {kind: counts.get(kind, 0) for kind in Artifact.Kind.values},
-        "recent": entries.order_by("-updated")[:8],
+        "recent": everything.entries[:8],
         "popular": popular,
     }
     return render(request, "web/home.html", context)
