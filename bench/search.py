@@ -8,7 +8,8 @@ The database ``hpcfair_bench`` (on the server of DATABASE_URL) is dropped and re
 vocabulary, so some words are common and most are rare, as in real catalogues. The query mix: full
 text (1-2 words), full text + a facet filter, facet filters only, a tag filter, and plain browsing;
 every query also computes the facet counts. Printed: p50/p95/max per kind and over all queries, and the
-time and memory it takes to build the in-memory search index (``hub.search.memory``) before the queries.
+time and memory it takes to build the in-memory search index (``hub.search.memory``) before the queries,
+and what the first query after 1, 100, 1000 and 2000 changed entries costs (it loads them as a delta).
 """
 
 from __future__ import annotations
@@ -166,11 +167,33 @@ def queries(rng: random.Random, words: list[str], weights: list[float], count: i
     return out
 
 
+def freshness(client, params: dict, steps: tuple[int, ...] = (1, 100, 1000, 2000)) -> list[tuple[int, float, float]]:
+    """Reindex the first artifacts (cumulatively up to each step) and time the next two queries."""
+    from hub.registry.models import Artifact
+    from hub.search.index import reindex
+
+    artifacts = list(Artifact.objects.select_related("owner").order_by("pk")[:max(steps)])
+    out, done = [], 0
+    for step in steps:
+        for artifact in artifacts[done:step]:
+            reindex(artifact)
+        done = step
+        times = []
+        for _ in range(2):
+            t0 = time.perf_counter()
+            assert client.get("/api/v1/artifacts/", params).status_code == 200
+            times.append((time.perf_counter() - t0) * 1000)
+        out.append((step, *times))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--versions", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--reuse", action="store_true", help="keep an existing bench database")
+    parser.add_argument("--no-freshness", dest="freshness", action="store_false",
+                        help="skip timing queries after 1-2000 changed entries (reindexes 2000 artifacts)")
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith("postgres"):
@@ -240,6 +263,12 @@ def main() -> None:
                   f"{statistics.median(results):>14.0f}" if kind == "all" else
                   f"{kind:<12}{len(values):>5}{pct(values, 50):>10.1f}{pct(values, 95):>10.1f}{max(values):>10.1f}")
     print(index_figures)
+    if args.freshness:
+        print("\nfreshness: entries changed (reindexed, as publishing does) since the in-memory base was built, and"
+              "\nthe next two queries: the first loads the changes as a delta, the second reuses it")
+        print(f"{'changed':>8}{'first ms':>10}{'second ms':>11}")
+        for changed, first, second in freshness(client, {"q": words[3], "kind": "model"}):
+            print(f"{changed:>8}{first:>10.1f}{second:>11.1f}")
     print(f"\ntarget p95 < 50 ms: {'met' if pct(timings['all'], 95) < 50 else 'NOT met'}")
 
 
