@@ -9,7 +9,7 @@ vocabulary, so some words are common and most are rare, as in real catalogues. T
 text (1-2 words), full text + a facet filter, facet filters only, a tag filter, and plain browsing;
 every query also computes the facet counts. Printed: p50/p95/max per kind and over all queries, and the
 time and memory it takes to build the in-memory search index (``hub.search.memory``) before the queries,
-and what the first query after 1, 100, 1000 and 2000 changed entries costs (it loads them as a delta).
+and what the first query after 1, 100 and 500 changed entries costs (it loads them as a delta).
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def queries(rng: random.Random, words: list[str], weights: list[float], count: i
     return out
 
 
-def freshness(client, params: dict, steps: tuple[int, ...] = (1, 100, 1000, 2000)) -> list[tuple[int, float, float]]:
+def freshness(client, params: dict, steps: tuple[int, ...] = (1, 100, 500)) -> list[tuple[int, float, float]]:
     """Reindex the first artifacts (cumulatively up to each step) and time the next two queries."""
     from hub.registry.models import Artifact
     from hub.search.index import reindex
@@ -193,7 +193,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--reuse", action="store_true", help="keep an existing bench database")
     parser.add_argument("--no-freshness", dest="freshness", action="store_false",
-                        help="skip timing queries after 1-2000 changed entries (reindexes 2000 artifacts)")
+                        help="skip timing queries after 1-500 changed entries (reindexes 500 artifacts)")
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith("postgres"):

@@ -11,7 +11,9 @@ from django.contrib.postgres.search import SearchQuery
 from django.core.management import call_command
 
 from hub.registry import services
+from hub.registry.models import Artifact
 from hub.search import memory
+from hub.search.index import reindex
 from hub.search.models import SearchEntry, SearchState
 from hub.search.services import parse_tsquery
 from tests.conftest import client_for, staged, valid_metadata
@@ -134,3 +136,14 @@ def test_background_rebuild_serves_the_old_view_until_the_new_base_is_ready(owne
     rebuilt = memory.current()
     assert rebuilt.base_generation > first.base_generation and len(rebuilt.parts) <= 2
     assert sorted(rebuilt.parts[0][0].titles) == [f"Model number {i}" for i in range(3)]  # titles come from versions
+
+
+def test_a_delta_read_in_chunks_counts_each_value_once(corpus, anon, monkeypatch):
+    before = anon.get("/api/v1/artifacts/").json()["facets"]
+    monkeypatch.setattr(memory, "IN_CHUNK", 1)  # every entry's facet values come in a query of their own
+    for artifact in Artifact.objects.all():
+        reindex(artifact)  # the same content, now all of it in the delta
+    after = anon.get("/api/v1/artifacts/").json()["facets"]
+    assert memory.current().parts[1][0].size == 5
+    assert after == before and {f["value"]: f["count"] for f in after["keyword"]} == {
+        "climate": 3, "satellite": 2, "biology": 1}
