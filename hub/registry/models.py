@@ -23,8 +23,12 @@ def readable_by(user) -> Q:
         return Q(visibility=Artifact.Visibility.PUBLIC)
     if user.is_superuser:
         return Q()
-    shared = Artifact.collaborators.through.objects.filter(user=user).values("artifact_id")
-    return Q(visibility=Artifact.Visibility.PUBLIC) | Q(owner=user) | Q(pk__in=shared)
+    return Q(visibility=Artifact.Visibility.PUBLIC) | Q(owner=user) | Q(pk__in=shared_with(user).values("artifact_id"))
+
+
+def shared_with(user) -> models.QuerySet:
+    """The collaborator rows naming ``user`` (their ``artifact_id`` are the artifacts shared with them)."""
+    return Artifact.collaborators.through.objects.filter(user=user)
 
 
 class ArtifactQuerySet(models.QuerySet):

@@ -376,7 +376,7 @@ class Hits(Sequence):
             mask = np.zeros(snapshot.size, dtype=bool)
             mask[ords] = True
             for name, postings in snapshot.facets.items():
-                bucket = totals.setdefault(name, {})
+                bucket = totals[name]
                 for value, n in postings.counts(mask).items():
                     bucket[value] = bucket.get(value, 0) + n
         return {name: [{"value": v, "count": n} for v, n in sorted(bucket.items(), key=lambda i: (-i[1], i[0]))
@@ -407,14 +407,10 @@ def search(user, shared: np.ndarray, filters: dict[str, list[str]], visibility: 
         mask = counted & snapshot.visible(user, shared)
         if visibility:
             mask &= snapshot.public if visibility == "public" else ~snapshot.public
-        for name, values in filters.items():
-            postings = snapshot.facets.get(name)
-            if postings is None:
-                mask[:] = False
-                continue
+        for name, values in filters.items():  # names checked against FACETS; every snapshot has them all
             groups = [[v] for v in values] if name == "keyword" else [values]
             for group in groups:
-                mask &= postings.mask(group, snapshot.size)
+                mask &= snapshot.facets[name].mask(group, snapshot.size)
         scores = None
         if matcher is not None:
             matched, scores = matcher(snapshot)

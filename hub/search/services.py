@@ -19,7 +19,7 @@ from django.db import connection
 from django.db.models import Case, F, IntegerField, Q, QuerySet, Value, When
 
 from hub.errors import HubError
-from hub.registry.models import Artifact
+from hub.registry.models import shared_with
 from hub.search import memory
 from hub.search.models import FACETS, SearchEntry
 
@@ -55,8 +55,7 @@ def search(user, q: str = "", filters: dict[str, list[str]] | None = None, sort:
 def _shared(user) -> np.ndarray:
     if user is None or not user.is_authenticated or user.is_superuser:
         return np.zeros(0, dtype=np.int64)
-    shared = Artifact.collaborators.through.objects.filter(user=user).values_list("artifact_id", flat=True)
-    return np.sort(np.fromiter(shared, dtype=np.int64))
+    return np.sort(np.fromiter(shared_with(user).values_list("artifact_id", flat=True), dtype=np.int64))
 
 
 def _matcher(q: str) -> memory.Matcher:
