@@ -195,6 +195,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
+        "control_folder": str(_broker_dir / "control"),  # kombu's default is ./control, in whatever the cwd is
         "store_processed": False,
         "polling_interval": 0.2,
     }

@@ -31,7 +31,7 @@ def test_demo_content_and_pages(embedded_hub):
 def test_publish_download_and_a_job_on_the_embedded_worker(embedded_hub, tmp_path):
     from hpcfair import HubClient
 
-    url, token, _ = embedded_hub
+    url, token, var = embedded_hub
     client = HubClient(url, token)
     client.create_artifact("model", "embedded-model")
     source = tmp_path / "weights.bin"
@@ -47,3 +47,4 @@ def test_publish_download_and_a_job_on_the_embedded_worker(embedded_hub, tmp_pat
         time.sleep(0.3)
         job = client.request("GET", job["url"]).json()
     assert job["state"] == "succeeded" and job["result"]["ok"] is True, job
+    assert list((var / "broker" / "control").glob("*.exchange"))  # the broker's tables stay under var/

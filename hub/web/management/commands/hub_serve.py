@@ -28,7 +28,7 @@ class Command(BaseCommand):
 
     def handle(self, bind: str, web_workers: int, no_demo: bool, **options) -> None:
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
-        for folder in ("queue", "processed"):
+        for folder in ("queue", "processed", "control"):
             (settings.VAR_DIR / "broker" / folder).mkdir(parents=True, exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
