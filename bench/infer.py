@@ -3,15 +3,17 @@
     .venv/bin/python bench/infer.py [--seconds 20] [--clients 4] [--web-workers 2]
 
 Starts the test services (scripts/services.sh: PostgreSQL and Redis on 127.0.0.1), a scratch database
-``hpcfair_bench_infer``, gunicorn (gthread) and a Celery worker (``-Q convert,cpu``, as in
-docker-compose.yml), publishes a 784-256-10 MLP and a small CNN, then measures for each model:
+``hpcfair_bench_infer``, the hub's web server (granian, ``hub.web.server``) and a Celery worker
+(``-Q convert,cpu``, as in docker-compose.yml), publishes a 784-256-10 MLP and a small CNN, then measures
+for each model:
 
 - the floor: ``session.run`` of bare ONNX Runtime in this process;
 - the gateway over HTTP with keep-alive (web -> Redis lane -> worker thread -> back), JSON and .npy
   bodies: p50/p95 latency of one client, then requests/s of ``--clients`` client processes for
   ``--seconds`` seconds;
-- the same JSON requests through a second gunicorn started with ``HUB_GATEWAY_EXPRESS=0`` (every request
-  through Django's whole request cycle): what the express path saves, measured in the same run.
+- the same JSON requests through a second server started with ``HUB_GATEWAY_EXPRESS=0`` (every request
+  through Django's whole request cycle), and through gunicorn's gthread worker (the server the hub used
+  before): what the express path and the server each save, measured in the same run.
 
 Everything it started is stopped by PID at the end and the scratch database is dropped.
 """
@@ -104,6 +106,23 @@ def run_clients(clients: int, *args) -> tuple[list[float], int]:
     return flat[0], sum(item[1] for item in gathered), flat[1], flat[2]
 
 
+def interleaved(ports: list[int], path: str, token: str, body: bytes, content_type: str, total: int,
+                where: str, block: int = 100) -> dict[int, tuple[list[float], list[float], list[float]]]:
+    """One client's (latencies, lane times, run times) on each port, ``total`` requests each after 100 to
+    warm up, taken in alternating blocks so that this VM's noisy periods fall on every series alike."""
+    series: dict[int, tuple[list[float], list[float], list[float]]] = {port: ([], [], []) for port in ports}
+    for port in ports:
+        warm, errors, _, _ = run_clients(1, port, path, token, body, content_type, 0, 100)
+        assert errors == 0 and warm, f"warm-up on port {port} failed ({errors} errors); {where}"
+    for _ in range(max(1, total // block)):
+        for port in ports:
+            times, errors, lane, run = run_clients(1, port, path, token, body, content_type, 0, block)
+            assert errors == 0, f"{errors} errors on port {port}; {where}"
+            for collected, new in zip(series[port], (times, lane, run), strict=True):
+                collected.extend(new)
+    return series
+
+
 def services_env() -> dict[str, str]:
     out = subprocess.run([str(ROOT / "scripts/services.sh"), "start"], capture_output=True, text=True, check=True)
     env = dict(os.environ)
@@ -184,6 +203,7 @@ def main() -> None:
     parser.add_argument("--web-workers", type=int, default=2)
     parser.add_argument("--single", type=int, default=1000, help="requests for the one-client latency")
     args = parser.parse_args()
+    from hub.web.server import web_command
     from tests.gateway import models
 
     env = services_env()
@@ -200,16 +220,18 @@ def main() -> None:
         procs.append(subprocess.Popen([python, "-m", "celery", "-A", "workers", "worker", "-Q", "convert,cpu",
                                        "--concurrency", "1", "--loglevel", "WARNING"], cwd=ROOT, env=env,
                                       stdout=open(work / "worker.log", "w"), stderr=subprocess.STDOUT))
-        for web_port, express in ((port, "1"), (port + 1, "0")):
-            procs.append(subprocess.Popen([python, "-m", "gunicorn", "hub.wsgi", "--bind", f"127.0.0.1:{web_port}",
-                                           "--workers", str(args.web_workers), "--worker-class", "gthread",
-                                           "--threads", "4", "--log-level", "warning"], cwd=ROOT,
-                                          env={**env, "HUB_GATEWAY_EXPRESS": express},
+        gunicorn = [python, "-m", "gunicorn", "hub.wsgi", "--bind", f"127.0.0.1:{port + 2}", "--workers",
+                    str(args.web_workers), "--worker-class", "gthread", "--threads", "4", "--log-level", "warning"]
+        for web_port, express, command in ((port, "1", web_command(python, f"127.0.0.1:{port}", args.web_workers)),
+                                           (port + 1, "0", web_command(python, f"127.0.0.1:{port + 1}",
+                                                                       args.web_workers)),
+                                           (port + 2, "1", gunicorn)):
+            procs.append(subprocess.Popen(command, cwd=ROOT, env={**env, "HUB_GATEWAY_EXPRESS": express},
                                           stdout=open(work / f"web-{web_port}.log", "w"), stderr=subprocess.STDOUT))
             wait_port(web_port)
         wait_worker(env["HUB_BROKER_URL"])
         print(f"# bench/infer.py on {platform.node()}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}")
-        print(f"# gunicorn {args.web_workers} gthread workers x 4 threads; Celery worker -Q convert,cpu "
+        print(f"# granian {args.web_workers} WSGI workers x 4 threads; Celery worker -Q convert,cpu "
               f"(lane threads: HUB_GATEWAY_THREADS, default 2); Redis lane; PostgreSQL")
         rows, parts = [], []
         for name, build, shape in (("mlp", models.mlp, (1, 784)), ("cnn", models.cnn, (1, 1, 28, 28))):
@@ -220,27 +242,26 @@ def main() -> None:
             for kind in ("npy", "json"):
                 body, content_type = request_body(kind, input_name, x)
                 path = f"/api/v1/artifacts/bench/{name}/versions/latest/infer"
-                warm, errors, _, _ = run_clients(1, port, path, token, body, content_type, 0, 100)
-                assert errors == 0 and warm, f"warm-up failed ({errors} errors); see {work}"
-                single, errors, lane, run = run_clients(1, port, path, token, body, content_type, 0, args.single)
+                others = [(port + 1, "without the express path"), (port + 2, "gunicorn gthread instead of granian")]
+                ports = [port, *(other for other, _ in others)] if kind == "json" else [port]
+                series = interleaved(ports, path, token, body, content_type, args.single, f"see {work}")
+                single, lane, run = series[port]
                 many, many_errors, _, _ = run_clients(args.clients, port, path, token, body, content_type,
                                                       args.seconds, 0)
                 rows.append((name, f"gateway, {kind} body", percentile(single, .5), percentile(single, .95),
                              (len(many) / args.seconds, many_errors, percentile(many, .5))))
                 parts.append((name, kind, percentile(single, .5), percentile(lane, .5), percentile(run, .5)))
-                if kind == "json":
-                    run_clients(1, port + 1, path, token, body, content_type, 0, 100)
-                    full, errors, _, _ = run_clients(1, port + 1, path, token, body, content_type, 0, args.single)
-                    assert errors == 0, f"{errors} errors without the express path; see {work}"
-                    rows.append((name, "gateway, json body, without the express path", percentile(full, .5),
-                                 percentile(full, .95), None))
+                for other, what in others if kind == "json" else []:
+                    times = series[other][0]
+                    rows.append((name, f"gateway, json body, {what}", percentile(times, .5), percentile(times, .95),
+                                 None))
         print(f"\n| model | path | p50 ms | p95 ms | {args.clients} clients req/s (p50 ms) |")
         print("|---|---|---|---|---|")
         for name, what, p50, p95, load in rows:
             rate = f"{load[0]:.0f} ({load[2] * 1e3:.2f} ms, {load[1]} errors)" if load else "-"
             print(f"| {name} | {what} | {p50 * 1e3:.3f} | {p95 * 1e3:.3f} | {rate} |")
         print("\nWhere one client's median request goes (ms): HTTP total = web (Django, parsing, encoding, "
-              "gunicorn) + lane (Redis round trip and the worker) ; run = session.run inside the worker")
+              "granian) + lane (Redis round trip and the worker) ; run = session.run inside the worker")
         print("| model | body | total | lane (incl. run) | run | web + HTTP |")
         print("|---|---|---|---|---|---|")
         for name, kind, total, lane_ms, run_ms in parts:

@@ -222,7 +222,7 @@ def main() -> None:
     from hub.runtime import settle
     from hub.search import memory
 
-    settle()  # as hub/wsgi.py does in every gunicorn worker
+    settle()  # as hub/wsgi.py does in every web worker
     reset_peak_rss()
     rss_before = rss_mb("VmRSS")
     t0 = time.perf_counter()

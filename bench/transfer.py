@@ -3,7 +3,7 @@ raw disk speed measured in the same run, and the web server's memory growth.
 
     .venv/bin/python bench/transfer.py [--size-mib 1024]
 
-It starts the hub (``manage.py hub_serve``: gunicorn + Celery worker, SQLite, filesystem store) in a
+It starts the hub (``manage.py hub_serve``: granian + Celery worker, SQLite, filesystem store) in a
 temporary directory on a free 127.0.0.1 port, stops it by its PID at the end, and removes the files.
 """
 
@@ -64,10 +64,11 @@ def status_kib(pid: int, field: str) -> int:
     return 0
 
 
-def gunicorn_workers(serve_pid: int) -> list[int]:
+def web_workers(serve_pid: int) -> list[int]:
+    """The web server's worker processes: the children of hub_serve's granian (or gunicorn) child."""
     workers = []
     for child in children_of(serve_pid):
-        if b"gunicorn" in Path(f"/proc/{child}/cmdline").read_bytes():
+        if any(name in Path(f"/proc/{child}/cmdline").read_bytes() for name in (b"granian", b"gunicorn")):
             workers.extend(children_of(child))
     return workers
 
@@ -119,7 +120,8 @@ def main() -> None:
                 digest.update(chunk)
         sha256 = digest.hexdigest()
 
-        workers = gunicorn_workers(serve.pid)
+        workers = web_workers(serve.pid)
+        assert workers, "no web worker processes found"
         rss_before = {pid: status_kib(pid, "VmRSS") for pid in workers}
 
         os.sync()
@@ -127,7 +129,9 @@ def main() -> None:
         upload = client.upload_file(source, sha256=sha256)
         upload_s = time.perf_counter() - start
         client.request("POST", "artifacts/bench/bench-blob/versions/",
-                       json={"files": [{"path": "blob.bin", "upload": upload["id"]}]})
+                       json={"files": [{"path": "blob.bin", "upload": upload["id"]}],
+                             "metadata": {"title": "bench blob", "description": "random bytes for bench/transfer.py",
+                                          "creators": [{"name": "Bench"}], "license": "CC0-1.0"}})
         dest = work / "downloaded.bin"
         os.sync()
         start = time.perf_counter()

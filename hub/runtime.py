@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import gc
+import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 
 def settle() -> None:
@@ -14,3 +17,23 @@ def settle() -> None:
     _ = get_resolver().url_patterns
     gc.collect()
     gc.freeze()
+
+
+class WithoutProcessEnvironment:
+    """WSGI middleware: drop the server process's own environment variables from each request's environ.
+
+    granian (like wsgiref, CGI-style) starts every environ from ``os.environ``, so without this Django's
+    ``request.META`` would hold the process's settings (``DATABASE_URL`` with its password, secrets) and
+    an error report or debug page could show them. Only a key whose value is still the process's own is
+    dropped; a request header with a different value under the same name stays.
+    """
+
+    def __init__(self, app: Callable, environment: Mapping[str, str] | None = None) -> None:
+        self.app = app
+        self.environment = dict(os.environ if environment is None else environment)
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+        for key, value in self.environment.items():
+            if environ.get(key) == value:
+                del environ[key]
+        return self.app(environ, start_response)

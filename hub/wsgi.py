@@ -1,4 +1,4 @@
-"""WSGI entry point (gunicorn ``hub.wsgi``): Django, behind the gateway's express path for ``/infer``.
+"""WSGI entry point (granian ``hub.wsgi:application``): Django, behind the gateway's express path for ``/infer``.
 Each worker builds its in-memory search index in the background as it starts."""
 import os
 
@@ -8,9 +8,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
 django_application = get_wsgi_application()
 
 from hub.gateway.express import Express  # noqa: E402 - needs the settings configured above
-from hub.runtime import settle  # noqa: E402
+from hub.runtime import WithoutProcessEnvironment, settle  # noqa: E402
 from hub.search import memory  # noqa: E402
 
-application = Express(django_application)
+application = WithoutProcessEnvironment(Express(django_application))
 settle()
 memory.warm()

@@ -305,7 +305,7 @@ def client_home(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session")
 def embedded_hub(tmp_path_factory):
-    """``make run``'s embedded default as a process (gunicorn + a Celery worker on the filesystem broker,
+    """``make run``'s embedded default as a process (granian + a Celery worker on the filesystem broker,
     SQLite, files in a private var dir): (url, a write token of the demo user, the var dir)."""
     var = tmp_path_factory.mktemp("embedded-var")
     port = free_port()

@@ -1,4 +1,4 @@
-"""`make run`'s embedded default, end to end: hub_serve starts gunicorn and a Celery worker on the
+"""`make run`'s embedded default, end to end: hub_serve starts granian and a Celery worker on the
 filesystem broker (no Redis, SQLite, files under a private var dir); a client publishes, downloads,
 and runs a job through it."""
 

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import gc
+import os
+import signal
+import subprocess
+import sys
 
+import pytest
+import requests
 from django.urls import get_resolver
 
-from hub.runtime import settle
+from hub.runtime import WithoutProcessEnvironment, settle
+from hub.web.server import web_command
+from tests.conftest import ROOT, free_port, wait_for_port
 
 
 def test_settle_freezes_what_start_up_made():
@@ -21,3 +29,39 @@ def test_settle_freezes_what_start_up_made():
         assert any(o is made_after for o in gc.get_objects())  # collected as usual
     finally:
         gc.unfreeze()
+
+
+def test_without_process_environment_drops_the_process_s_variables_only():
+    seen = {}
+
+    def app(environ, start_response):
+        seen.update(environ)
+        return [b""]
+
+    wrapped = WithoutProcessEnvironment(app, {"DATABASE_URL": "postgres://hub:secret@db/hub", "HTTP_PROXY": "http://p:3128",
+                                              "HTTP_X_SAME": "same"})
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/", "DATABASE_URL": "postgres://hub:secret@db/hub",
+               "HTTP_PROXY": "sent by the client", "HTTP_X_SAME": "same", "HTTP_ACCEPT": "*/*"}
+    wrapped(environ, lambda status, headers: None)
+    assert "DATABASE_URL" not in seen and "HTTP_X_SAME" not in seen
+    assert seen["HTTP_PROXY"] == "sent by the client"  # a header the client sent stays
+    assert seen["HTTP_ACCEPT"] == "*/*" and seen["PATH_INFO"] == "/"
+
+
+@pytest.mark.parametrize(("target", "leaks"), [("tests.echo_wsgi:raw", True), ("tests.echo_wsgi:application", False)])
+def test_the_web_server_s_environment_stays_out_of_requests(target, leaks):
+    """granian copies os.environ into every environ; behind the hub's middleware none of it arrives."""
+    port = free_port()
+    env = {**os.environ, "HUB_TEST_SERVER_SECRET": "s3cret-value"}
+    command = web_command(sys.executable, f"127.0.0.1:{port}", workers=1)
+    command[command.index("hub.wsgi:application")] = target
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, timeout=30, proc=proc)
+        response = requests.get(f"http://127.0.0.1:{port}/x?y=1", headers={"X-Probe": "yes"}, timeout=10)
+        seen = response.json()
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=20)
+    assert seen["HTTP_X_PROBE"] == "yes" and seen["PATH_INFO"] == "/x" and seen["QUERY_STRING"] == "y=1"
+    assert ("HUB_TEST_SERVER_SECRET" in seen) is leaks  # the first case shows the test can see a leak

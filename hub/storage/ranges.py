@@ -9,8 +9,9 @@ from typing import BinaryIO
 class RangeFile(io.RawIOBase):
     """Reads ``length`` bytes of ``handle`` from ``start``.
 
-    ``fileno()`` and ``tell()`` are those of the underlying file, so gunicorn's sendfile path sends
-    exactly Content-Length bytes from the current offset without copying through Python.
+    ``fileno()`` and ``tell()`` are those of the underlying file, so a server's ``wsgi.file_wrapper``
+    (gunicorn's sendfile path) sends exactly Content-Length bytes from the current offset without copying
+    through Python; other servers (granian) iterate over ``read()``.
     """
 
     def __init__(self, handle: BinaryIO, start: int = 0, length: int | None = None) -> None:

@@ -1,7 +1,7 @@
 """The express path (``hub.gateway.express``) in front of Django, with a real Celery worker on Redis, and the
 Redis lane itself.
 
-Each test calls the WSGI application that gunicorn serves (``Express`` around Django's handler) with a
+Each test calls the WSGI application that granian serves (``Express`` around Django's handler) with a
 plain WSGI environ; ``Counted`` records which requests reached Django, so a test can tell which path
 answered."""
 

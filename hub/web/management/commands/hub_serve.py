@@ -1,6 +1,6 @@
 """``python manage.py hub_serve``: the embedded default in one command.
 
-Migrates, adds the demo content, then runs a real Celery worker and the web server (gunicorn) as
+Migrates, adds the demo content, then runs a real Celery worker and the web server (granian) as
 child processes on 127.0.0.1, and stops both (by their PIDs) on Ctrl-C.
 """
 
@@ -15,7 +15,9 @@ import time
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
+
+from hub.web.server import web_command
 
 
 class Command(BaseCommand):
@@ -27,6 +29,11 @@ class Command(BaseCommand):
         parser.add_argument("--no-demo", action="store_true")
 
     def handle(self, bind: str, web_workers: int, no_demo: bool, **options) -> None:
+        python = sys.executable
+        try:
+            web = web_command(python, bind, web_workers, access_log=True)
+        except ValueError as exc:
+            raise CommandError(str(exc))
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
         for folder in ("queue", "processed", "control"):
             (settings.VAR_DIR / "broker" / folder).mkdir(parents=True, exist_ok=True)
@@ -35,15 +42,12 @@ class Command(BaseCommand):
         call_command("hub_reindex", stdout=io.StringIO())  # cheap at embedded scale; heals an older var/
         if not no_demo:
             call_command("hub_demo")
-        python = sys.executable
         # Links the hub hands out (PIDs, download URLs) point at this server unless configured.
         env = {"HUB_PUBLIC_URL": f"http://{bind}", **os.environ}
         children = [
             subprocess.Popen([python, "-m", "celery", "-A", "workers", "worker", "-Q", "convert,cpu",
                               "--concurrency", "1", "--loglevel", "INFO", "--hostname", "embedded@%h"], env=env),
-            subprocess.Popen([python, "-m", "gunicorn", "hub.wsgi", "--bind", bind, "--workers",
-                              str(web_workers), "--worker-class", "gthread", "--threads", "4",
-                              "--timeout", "600", "--access-logfile", "-"], env=env),
+            subprocess.Popen(web, env=env),
         ]
         self.stdout.write(f"HPCFair Hub on http://{bind}/ (API docs at /api/docs/); Ctrl-C stops it.")
         stopping = False
