@@ -137,6 +137,14 @@ def main() -> None:
         start = time.perf_counter()
         client.download_file("bench/bench-blob", "latest", "blob.bin", dest, cache=False)
         download_s = time.perf_counter() - start  # includes the client's final sha256 check
+        # The server's own speed: the same download with the bytes discarded (no disk, no hashing here).
+        start = time.perf_counter()
+        with client.session.get(client.url("artifacts/bench/bench-blob/versions/latest/files/blob.bin"),
+                                stream=True, timeout=600) as response:
+            response.raise_for_status()
+            received = sum(len(part) for part in response.iter_content(BLOCK))
+        discard_s = time.perf_counter() - start
+        assert received == size, f"the discarded download got {received} of {size} bytes"
 
         growth = max(status_kib(pid, "VmHWM") - rss_before[pid] for pid in workers) / 1024
         mb = size / 1e6
@@ -144,6 +152,7 @@ def main() -> None:
             ("raw disk write", mb / write_s), ("raw disk read", mb / read_s),
             ("API upload (resumable, sha256 checked)", mb / upload_s),
             ("API download (client verifies sha256)", mb / download_s),
+            ("API download, bytes discarded", mb / discard_s),
         ]
         print(f"# transfer of {args.size_mib} MiB on {platform.node()} ({os.cpu_count()} cores), "
               f"{time.strftime('%Y-%m-%d')}")
