@@ -31,14 +31,27 @@ os.environ.setdefault("MLCUBE_SYSTEM_SETTINGS", str(Path(tempfile.gettempdir()) 
 CUBE_WHEELS = Path.home() / ".cache" / "hpcfair-hub" / "wheels"
 
 
+def podman_image_ids() -> set[str]:
+    out = subprocess.run(["podman", "images", "--all", "--quiet", "--no-trunc"], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    return set(out.split())
+
+
 @pytest.fixture(scope="session")
-def cube_base() -> str:
-    """The MLCube base image (debootstrap + podman import, made once per machine by scripts/cube-base.sh)."""
+def cube_base():
+    """The MLCube base image (debootstrap + podman import, made once per machine by scripts/cube-base.sh).
+
+    The images the session builds on it (every test that builds one uses this fixture) are removed at its
+    end, so that runs do not pile up images: rebuilding a tag leaves the previous image untagged."""
     if shutil.which("podman") is None:
         pytest.skip("needs podman: run through `make test` (installs it)")
     image = "localhost/hpcfair-base:bookworm"
     subprocess.run([str(ROOT / "scripts" / "cube-base.sh"), image], check=True, timeout=900)
-    return image
+    before = podman_image_ids()
+    yield image
+    built = podman_image_ids() - before
+    if built:
+        subprocess.run(["podman", "rmi", "--force", *sorted(built)], capture_output=True, timeout=300)
 
 
 def free_port() -> int:
