@@ -25,12 +25,18 @@ class WithoutProcessEnvironment:
     granian (like wsgiref, CGI-style) starts every environ from ``os.environ``, so without this Django's
     ``request.META`` would hold the process's settings (``DATABASE_URL`` with its password, secrets) and
     an error report or debug page could show them. Only a key whose value is still the process's own is
-    dropped; a request header with a different value under the same name stays.
+    dropped; a request header with a different value under the same name stays, and so do the keys that
+    describe the request itself (``SERVER_NAME``, ``PATH_INFO``, ...), whatever the process has.
     """
+
+    REQUEST_KEYS = frozenset({"REQUEST_METHOD", "SCRIPT_NAME", "PATH_INFO", "QUERY_STRING", "CONTENT_TYPE",
+                              "CONTENT_LENGTH", "SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL", "REMOTE_ADDR",
+                              "REMOTE_PORT", "GATEWAY_INTERFACE", "SERVER_SOFTWARE"})
 
     def __init__(self, app: Callable, environment: Mapping[str, str] | None = None) -> None:
         self.app = app
-        self.environment = dict(os.environ if environment is None else environment)
+        self.environment = {key: value for key, value in (os.environ if environment is None else environment).items()
+                            if key not in self.REQUEST_KEYS and not key.startswith("wsgi.")}
 
     def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
         for key, value in self.environment.items():

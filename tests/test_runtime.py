@@ -39,13 +39,15 @@ def test_without_process_environment_drops_the_process_s_variables_only():
         return [b""]
 
     wrapped = WithoutProcessEnvironment(app, {"DATABASE_URL": "postgres://hub:secret@db/hub", "HTTP_PROXY": "http://p:3128",
-                                              "HTTP_X_SAME": "same"})
+                                              "HTTP_X_SAME": "same", "SERVER_NAME": "hub.example"})
     environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/", "DATABASE_URL": "postgres://hub:secret@db/hub",
-               "HTTP_PROXY": "sent by the client", "HTTP_X_SAME": "same", "HTTP_ACCEPT": "*/*"}
+               "HTTP_PROXY": "sent by the client", "HTTP_X_SAME": "same", "HTTP_ACCEPT": "*/*",
+               "SERVER_NAME": "hub.example"}
     wrapped(environ, lambda status, headers: None)
     assert "DATABASE_URL" not in seen and "HTTP_X_SAME" not in seen
     assert seen["HTTP_PROXY"] == "sent by the client"  # a header the client sent stays
     assert seen["HTTP_ACCEPT"] == "*/*" and seen["PATH_INFO"] == "/"
+    assert seen["SERVER_NAME"] == "hub.example"  # describes the request, even if the process has it too
 
 
 @pytest.mark.parametrize(("target", "leaks"), [("tests.echo_wsgi:raw", True), ("tests.echo_wsgi:application", False)])
