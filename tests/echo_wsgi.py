@@ -13,4 +13,3 @@ def echo(environ, start_response):
 
 
 application = WithoutProcessEnvironment(echo)
-raw = echo
