@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
@@ -35,8 +36,10 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc))
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
-        for folder in ("queue", "processed", "control"):
-            (settings.VAR_DIR / "broker" / folder).mkdir(parents=True, exist_ok=True)
+        # The embedded broker's folders, as hub/settings.py names them (kombu does not make them).
+        for key, folder in getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {}).items():
+            if key.endswith(("_folder", "_folder_in", "_folder_out")):
+                Path(folder).mkdir(parents=True, exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         call_command("hub_reindex", stdout=io.StringIO())  # cheap at embedded scale; heals an older var/
