@@ -24,6 +24,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 
 bench: install
+	scripts/system-deps.sh bench
 	$(VENV)/bin/python bench/transfer.py
 	$(VENV)/bin/python bench/convert.py
 	$(VENV)/bin/python bench/web.py

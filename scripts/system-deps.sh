@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Debian packages the hub needs.
-#   scripts/system-deps.sh test  PostgreSQL (server), Redis, docker-compose (config check), bubblewrap,
-#                                podman and debootstrap (MLCube builds and their base image), chromium
-#                                (browser tests, driven by Playwright)
-#   scripts/system-deps.sh run   bubblewrap (the conversion sandbox); optional: without it only limits apply
+# Install the Debian packages a command needs, as listed in scripts/debian-packages.txt:
+#   scripts/system-deps.sh run    bubblewrap (the conversion sandbox); optional: without it only limits apply
+#   scripts/system-deps.sh test   PostgreSQL, Redis, docker-compose, bubblewrap, podman with crun (its OCI
+#                                 runtime, named explicitly: never rely on a runtime installed by hand),
+#                                 debootstrap (the MLCube base image), chromium (browser tests)
+#   scripts/system-deps.sh bench  what the benchmarks start: PostgreSQL, Redis, podman, procps, ...
+#   scripts/system-deps.sh list PROFILE   print the profile's packages and install nothing
 set -euo pipefail
+cd "$(dirname "$0")"
+packages_of() {
+  awk -v profile="$1" '!/^#/ && NF >= 2 { n = split($2, p, ","); for (i = 1; i <= n; i++) if (p[i] == profile) print $1 }' \
+    debian-packages.txt
+}
 profile="${1:-test}"
+if [ "$profile" = list ]; then packages_of "${2:?usage: $0 list PROFILE}"; exit 0; fi
 case "$profile" in
-  test) packages=(postgresql redis-server docker-compose bubblewrap podman debootstrap chromium) ;;
-  run) packages=(bubblewrap) ;;
-  *) echo "usage: $0 test|run" >&2; exit 2 ;;
+  run|test|bench) mapfile -t packages < <(packages_of "$profile") ;;
+  *) echo "usage: $0 run|test|bench|list PROFILE" >&2; exit 2 ;;
 esac
 needed=()
 for pkg in "${packages[@]}"; do
@@ -28,5 +35,6 @@ if ! install; then
     echo "warning: could not install ${needed[*]}; conversions will run with resource limits only (no bubblewrap)" >&2
     exit 0
   fi
+  echo "error: could not install the Debian packages ${needed[*]} (as root or through sudo)" >&2
   exit 1
 fi

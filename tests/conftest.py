@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -21,6 +20,7 @@ from rest_framework.test import APIClient
 from hub.accounts.models import ApiToken
 from hub.registry import services
 from hub.registry.uploads import StagedFile
+from tests.system_packages import require_program
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,8 +43,8 @@ def cube_base():
 
     The images the session builds on it (every test that builds one uses this fixture) are removed at its
     end, so that runs do not pile up images: rebuilding a tag leaves the previous image untagged."""
-    if shutil.which("podman") is None:
-        pytest.skip("needs podman: run through `make test` (installs it)")
+    require_program("podman")
+    require_program("debootstrap")
     image = "localhost/hpcfair-base:bookworm"
     subprocess.run([str(ROOT / "scripts" / "cube-base.sh"), image], check=True, timeout=900)
     before = podman_image_ids()

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
-import pytest
 import yaml
 
 from tests.conftest import ROOT
+from tests.system_packages import require_program
 
 
-@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose is installed by make test")
 def test_compose_file_validates():
-    result = subprocess.run(["docker-compose", "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],
+    result = subprocess.run([require_program("docker-compose"), "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],
                             capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr
 

@@ -21,7 +21,7 @@ from django.db import transaction
 from hpcfair.convert.errors import ConversionError
 from hpcfair.convert.signature import generate_inputs, load_sample_inputs, specs_from_onnx
 from hpcfair.cube import CubeError, CubeInfo, EngineError, build, find_engine, generate, parse_dir, zip_cube
-from hpcfair.cube.engine import BuildResult, image_exists, prepare_context, run_task
+from hpcfair.cube.engine import BuildResult, engine_problem, image_exists, prepare_context, run_task
 from hpcfair.cube.generate import slug, unzip_cube
 
 from hub.containers.services import CUBE_SUFFIX, cube_of, is_built
@@ -56,8 +56,11 @@ def _engine(ctx: JobContext, build_mode: str) -> str | None:
         return None
     engine = find_engine(settings.HUB_CUBE_ENGINE)
     problem = None
+    broken = engine_problem(engine) if engine is not None else None
     if engine is None:
         problem = ("no_container_engine", "This worker has neither podman nor docker.")
+    elif broken is not None:
+        problem = (broken.code, str(broken))
     elif not image_exists(engine, settings.HUB_CUBE_BASE_IMAGE):
         problem = ("no_base_image", f"The base image {settings.HUB_CUBE_BASE_IMAGE} is not on this worker; "
                                     "make it with scripts/cube-base.sh (or set HUB_CUBE_BASE_IMAGE).")

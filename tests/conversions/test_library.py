@@ -15,6 +15,7 @@ from hpcfair.convert import ConversionError, Limits, convert_file, pickles, sand
 
 from tests.conftest import ROOT
 from tests.conversions import models
+from tests.system_packages import require_program
 
 pytestmark = pytest.mark.slow
 
@@ -92,8 +93,8 @@ def test_time_limit(tmp_path):
     assert error.code == "time_limit" and "2 s" in error.detail
 
 
-@pytest.mark.skipif(not sandbox.bwrap_path(), reason="bubblewrap is installed by `make test`")
 def test_sandbox_has_no_network_no_hub_data_and_writes_only_its_workdir(tmp_path):
+    require_program("bwrap")
     secret = tmp_path / "var"
     secret.mkdir()
     (secret / "hub.sqlite3").write_text("tokens")

@@ -14,6 +14,8 @@ from urllib.parse import urlparse
 
 import pytest
 
+from tests.system_packages import require_program
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -23,8 +25,7 @@ SHOTS = Path(os.environ.get("HUB_TEST_OUTPUT", ROOT / "test-output")) / "screens
 
 @pytest.fixture(scope="session")
 def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.skip("needs Debian's chromium: run through `make test` (scripts/system-deps.sh test installs it)")
+    assert require_program("chromium") == CHROMIUM
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from pathlib import Path
 from hpcfair.cube.spec import CubeSpec, Task
 
 ENGINES = ("podman", "docker")
+RUNTIMES = ("crun", "runc")  # the OCI runtimes podman can use; Debian's podman brings crun
 NETWORKS = ("none", "host")
 LOG_TAIL = 200  # lines of a build log kept in a result
 IMAGE_PYTHON = "3.11"  # the base images' Python (Debian 12); wheels are downloaded for it
@@ -63,6 +65,34 @@ def find_engine(preferred: str = "") -> str | None:
         if name and shutil.which(name):
             return name
     return None
+
+
+def engine_problem(engine: str) -> EngineError | None:
+    """Why ``engine`` cannot build or run containers on this machine, or None when ``engine info`` works.
+
+    Podman fails every command, ``image exists`` included, when the OCI runtime its configuration names is
+    not installed; docker's client fails without its daemon. Asking once up front turns that into a
+    message that says what to install, instead of a misleading failure later."""
+    try:
+        done = subprocess.run([engine, "info"], capture_output=True, text=True, errors="replace", timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return EngineError("container_engine_broken", f"`{engine} info` did not answer: {exc}")
+    if done.returncode == 0:
+        return None
+    text = (done.stderr.strip() or done.stdout.strip() or f"exit {done.returncode}").splitlines()[-1][:500]
+    missing = re.search(r'OCI runtime "([^"]+)" not found', text)
+    if missing:
+        runtime = missing.group(1)
+        there = [name for name in RUNTIMES if name != runtime and shutil.which(name)]
+        conf = os.environ.get("CONTAINERS_CONF") or "containers.conf"
+        fix = (f"or let {engine} use {there[0]}, which is installed, by removing `runtime = \"{runtime}\"` from "
+               f"the [engine] section of {conf}" if there else
+               f"or install crun (Debian: apt install crun) and remove `runtime = \"{runtime}\"` from {conf}")
+        return EngineError("no_container_runtime", f"{engine} cannot run containers here: its OCI runtime "
+                                                   f"{runtime!r} is not installed. Install it (Debian: apt install "
+                                                   f"{runtime}), {fix}.")
+    return EngineError("container_engine_broken", f"{engine} cannot run containers here: `{engine} info` "
+                                                  f"failed: {text}")
 
 
 def _run(command: list[str], timeout: float, on_line: Callable[[str], None] | None = None) -> tuple[int, list[str]]:

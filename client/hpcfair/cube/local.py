@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcfair.cube.engine import EngineError, build, find_engine, image_exists, prepare_context, run_task
+from hpcfair.cube.engine import EngineError, build, engine_problem, find_engine, image_exists, prepare_context, run_task
 from hpcfair.cube.spec import CubeSpec
 from hpcfair.errors import HubError
 
@@ -54,6 +54,9 @@ def engine_or_fail(preferred: str = "") -> str:
         raise HubError("container: this machine has neither podman nor docker; install one (Debian: apt install "
                        "podman) or run the cube with apptainer by hand (see its README.md).",
                        code="no_container_engine")
+    problem = engine_problem(engine)
+    if problem is not None:
+        raise HubError(f"container: {problem}", code=problem.code)
     return engine
 
 
