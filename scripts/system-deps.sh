@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian packages a command needs, as listed in scripts/debian-packages.txt:
 #   scripts/system-deps.sh run    bubblewrap (the conversion sandbox); optional: without it only limits apply
-#   scripts/system-deps.sh test   PostgreSQL, Redis, docker-compose, bubblewrap, podman with crun (its OCI
-#                                 runtime, named explicitly: never rely on a runtime installed by hand),
+#   scripts/system-deps.sh test   PostgreSQL, Redis, docker-compose, bubblewrap, podman with runc (the OCI
+#                                 runtime deploy/podman/containers.conf names: never rely on one installed by hand),
 #                                 debootstrap (the MLCube base image), chromium (browser tests)
 #   scripts/system-deps.sh bench  what the benchmarks start: PostgreSQL, Redis, podman, procps, ...
 #   scripts/system-deps.sh list PROFILE   print the profile's packages and install nothing

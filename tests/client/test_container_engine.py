@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hpcfair.cube.engine import engine_problem
+from hpcfair.cube.engine import EngineError, build, engine_problem
 
 from tests.conftest import ROOT
 from tests.system_packages import require_program
@@ -30,10 +30,35 @@ def missing_runtime(tmp_path, monkeypatch):
     return runtime, conf
 
 
-def test_the_hubs_podman_settings_run_here():
-    require_program("podman")
+def test_the_hubs_podman_settings_run_a_container_here(cube_base, tmp_path):
+    """With the hub's settings, the runtime they name starts a container and a build's RUN step."""
     assert os.environ["CONTAINERS_CONF"] == str(ROOT / "deploy" / "podman" / "containers.conf")
     assert engine_problem("podman") is None
+    ran = subprocess.run(["podman", "run", "--rm", "--network=none", cube_base, "python3", "-c", "print(6 * 7)"],
+                         capture_output=True, text=True, timeout=300)
+    assert (ran.returncode, ran.stdout.strip()) == (0, "42"), ran.stderr
+    (tmp_path / "Containerfile").write_text(f"FROM {cube_base}\nRUN python3 -c 'open(\"/built\", \"w\")'\n")
+    built = build("podman", tmp_path, tmp_path / "Containerfile", "localhost/hpcfair-test/runtime:1", timeout=300)
+    assert built.digest and built.size > 0
+
+
+def test_a_runtime_that_fails_on_this_hosts_cgroups_says_what_to_do(cube_base, tmp_path, monkeypatch):
+    """crun 1.8 (Debian 12) refuses hosts with cgroup v1 or hybrid cgroups; where it does, the build error says
+    so and names the fix instead of podman's last line ("building at STEP ...")."""
+    runtime = require_program("crun")
+    conf = tmp_path / "crun.conf"
+    settings = (ROOT / "deploy" / "podman" / "containers.conf").read_text()
+    conf.write_text(settings.replace('runtime = "runc"', f'runtime = "{runtime}"'))
+    monkeypatch.setenv("CONTAINERS_CONF", str(conf))
+    (tmp_path / "Containerfile").write_text(f"FROM {cube_base}\nRUN true\n")
+    try:
+        build("podman", tmp_path, tmp_path / "Containerfile", "localhost/hpcfair-test/crun:1", timeout=300)
+    except EngineError as exc:
+        assert exc.code == "build_failed"
+        assert "cgroups in hybrid mode not supported" in exc.log  # the only way crun fails here
+        assert "install runc (Debian: apt install runc)" in str(exc) and "building at STEP" not in str(exc)
+    else:  # a host with unified cgroup v2: crun works, and nothing needs saying
+        assert not Path("/sys/fs/cgroup/cpu").is_dir()
 
 
 def test_a_missing_runtime_is_named_with_its_package(missing_runtime):

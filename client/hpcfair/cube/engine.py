@@ -147,7 +147,22 @@ def build(engine: str, context: Path, build_file: Path, image: str, *, network: 
     return BuildResult(image, digest, size, time.perf_counter() - started, lines[-LOG_TAIL:])
 
 
+# Failures of the OCI runtime itself, whatever the image: what they mean and what to do.
+RUNTIME_HINTS = {
+    "cgroups in hybrid mode not supported": (
+        "crun cannot run containers on a host with cgroup v1 or hybrid cgroups: install runc (Debian: apt install "
+        "runc) and set runtime = \"runc\" in the [engine] section of containers.conf (CONTAINERS_CONF)."),
+    "error setting rlimit": (
+        "the runtime cannot set the container's limits past the host's: set default_ulimits in the [containers] "
+        "section of containers.conf (CONTAINERS_CONF), as the hub's deploy/podman/containers.conf does."),
+}
+
+
 def _last_error(lines: list[str]) -> str:
+    for line in reversed(lines):
+        for symptom, hint in RUNTIME_HINTS.items():
+            if symptom in line:
+                return f"the container runtime failed: {symptom}. Fix: {hint}"
     for line in reversed(lines):
         if line.strip() and ("error" in line.lower() or "no matching" in line.lower()):
             return line.strip()[:500]
