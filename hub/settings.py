@@ -171,6 +171,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "hub.errors.api_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # `?format=` is a search facet (onnx, keras, ...), not a choice of renderer: JSON is the only one.
+    "URL_FORMAT_OVERRIDE": None,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "HPCFair Hub API",

@@ -9,10 +9,13 @@ from django.db import connection, transaction
 from django.db.models import F, Value
 
 from hub.metadata.services import with_measurements
-from hub.registry.models import Artifact, Version
+from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.search.models import FacetValue, SearchEntry, SearchState
+from ontology.fields import FRAMEWORK_ALIASES
 
 CARD_CHARS = 20_000
+# framework -> the other names the metadata accepts for it (scikit-learn: sklearn, scikitlearn)
+ALIASES = {name: [alias for alias, n in FRAMEWORK_ALIASES.items() if n == name] for name in FRAMEWORK_ALIASES.values()}
 
 
 def facet_values(artifact: Artifact, metadata: dict[str, Any]) -> set[tuple[str, str]]:
@@ -31,18 +34,45 @@ def facet_values(artifact: Artifact, metadata: dict[str, Any]) -> set[tuple[str,
     return values
 
 
-def document(artifact: Artifact, version: Version | None) -> dict[str, Any]:
-    """The entry's columns: title, keywords and free text from the artifact and its latest version."""
-    metadata = version.metadata if version else {}
-    creators = " ".join(c.get("name", "") for c in metadata.get("creators") or [] if isinstance(c, dict))
+def document(artifact: Artifact, versions: list[Version]) -> dict[str, Any]:
+    """The entry's columns: the title from the artifact's latest version, and the words of all its live
+    versions (newest first), so that a model is found by what its original is as well as by its ONNX
+    conversion: keywords, framework, format and task names, descriptions, creators and the latest card."""
+    latest = versions[0] if versions else None
+    metadata = latest.metadata if latest else {}
+    words: list[str] = []
+    texts: list[str] = [artifact.name]
+    for version in versions:
+        meta = version.metadata
+        words += [str(w) for w in meta.get("keywords") or []]
+        words += [meta[name] for name in ("framework", "format", "task") if isinstance(meta.get(name), str)]
+        words += ALIASES.get(str(meta.get("framework")), [])  # "sklearn" finds scikit-learn models
+        texts.append(str(meta.get("description") or ""))
+        texts += [str(c.get("name", "")) for c in meta.get("creators") or [] if isinstance(c, dict)]
+    if not versions:
+        texts.append(artifact.description)
+    texts.append(str(metadata.get("card") or "")[:CARD_CHARS])
     return {
-        "version": version, "kind": artifact.kind, "visibility": artifact.visibility, "owner": artifact.owner,
+        "version": latest, "kind": artifact.kind, "visibility": artifact.visibility, "owner": artifact.owner,
         "title": (metadata.get("title") or artifact.title or artifact.name)[:300],
-        "keywords": " ".join(metadata.get("keywords") or []),
-        "text": "\n".join(filter(None, [artifact.name, metadata.get("description") or artifact.description,
-                                        creators, (metadata.get("card") or "")[:CARD_CHARS]])),
-        "updated": version.created if version else artifact.created,
+        "keywords": " ".join(dict.fromkeys(words)),
+        "text": "\n".join(dict.fromkeys(filter(None, texts))),
+        "updated": latest.created if latest else artifact.created,
     }
+
+
+def derived_parent(artifact: Artifact, versions: list[Version]) -> Artifact | None:
+    """The artifact ``artifact`` was made from by the hub, shown with it in search instead of beside it:
+    every live version was published by a hub job (an MLCube, inference outputs) and derives from versions of
+    one and the same other artifact. Artifacts people publish, and merges of several, stand on their own."""
+    if not versions or any(not v.metadata.get("job") for v in versions):
+        return None
+    sources = {link.target.artifact_id for v in versions for link in v.provenance.all()
+               if link.relation in (ProvenanceLink.Relation.DERIVED_FROM, ProvenanceLink.Relation.CONVERTED_FROM)}
+    sources.discard(artifact.pk)
+    if len(sources) != 1:
+        return None
+    return Artifact.objects.live().filter(pk=sources.pop()).first()
 
 
 def next_generation() -> int:
@@ -66,10 +96,14 @@ def _reindex(artifact: Artifact, seq: int) -> None:
         FacetValue.objects.filter(entry__artifact=artifact).delete()
         SearchEntry.objects.filter(artifact=artifact).update(live=False, seq=seq)
         return
-    version = artifact.latest_version()
+    versions = list(artifact.versions.filter(deleted_at__isnull=True).order_by("-created", "-id")
+                    .prefetch_related("provenance__target"))
     entry, _ = SearchEntry.objects.update_or_create(
-        artifact=artifact, defaults={**document(artifact, version), "live": True, "seq": seq})
-    wanted = facet_values(artifact, with_measurements(version) if version else {})
+        artifact=artifact, defaults={**document(artifact, versions), "parent": derived_parent(artifact, versions),
+                                     "live": True, "seq": seq})
+    wanted = {("kind", artifact.kind), ("owner", artifact.owner.username)}
+    for version in versions:
+        wanted |= facet_values(artifact, with_measurements(version))
     FacetValue.objects.filter(entry=entry).delete()
     FacetValue.objects.bulk_create([FacetValue(entry=entry, facet=f, value=v) for f, v in sorted(wanted)])
     if connection.vendor == "postgresql":

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -88,6 +89,7 @@ class Snapshot:
     live: np.ndarray
     public: np.ndarray
     owner: np.ndarray
+    parent: np.ndarray  # the artifact a derived entry is listed under (0: none; ``SearchEntry.parent``)
     updated: np.ndarray  # seconds since the epoch
     titles: list[str]
     recency: np.ndarray  # 0 for the newest (ties: lower id first)
@@ -214,16 +216,17 @@ def _release_freed_memory() -> None:
 
 def _load(where: Q) -> Snapshot:
     entries = SearchEntry.objects.filter(where).order_by("artifact_id")
-    rows = list(entries.values_list("artifact_id", "live", "visibility", "owner_id", "updated", "title"))
-    ids_list, live, visibility, owner, updated_at, titles = (list(c) for c in zip(*rows, strict=True)) \
-        if rows else ([], [], [], [], [], [])
+    rows = list(entries.values_list("artifact_id", "live", "visibility", "owner_id", "updated", "title", "parent_id"))
+    ids_list, live, visibility, owner, updated_at, titles, parents = (list(c) for c in zip(*rows, strict=True)) \
+        if rows else ([], [], [], [], [], [], [])
     size = len(rows)
     ids = np.asarray(ids_list, dtype=np.int64)
     updated = np.fromiter((u.timestamp() for u in updated_at), dtype=np.float64, count=size)
     words = _words(entries, size) if connection.vendor == "postgresql" else None
     return Snapshot(
         ids=ids, live=np.asarray(live, dtype=bool), public=np.asarray([v == "public" for v in visibility], dtype=bool),
-        owner=np.asarray(owner, dtype=np.int64), updated=updated, titles=titles,
+        owner=np.asarray(owner, dtype=np.int64), parent=np.asarray([p or 0 for p in parents], dtype=np.int64),
+        updated=updated, titles=titles,
         recency=_ranks(np.lexsort((ids, -updated))),
         by_title=_ranks(np.asarray(sorted(range(size), key=lambda i: (titles[i].casefold(), ids_list[i])),
                                    dtype=np.int64)),
@@ -329,9 +332,11 @@ Matcher = Callable[[Snapshot], tuple[np.ndarray, np.ndarray]]  # (matching entri
 class Hits(Sequence):
     """The ordered result of a search: its length, and slices of SearchEntry rows fetched on demand."""
 
-    def __init__(self, parts: list[tuple[Snapshot, np.ndarray, np.ndarray | None]], sort: str) -> None:
+    def __init__(self, parts: list[tuple[Snapshot, np.ndarray, np.ndarray | None]], sort: str,
+                 counted: list[dict[str, np.ndarray]] | None = None) -> None:
         self.parts = parts  # (snapshot, ordinals of the hits, score per ordinal or None)
         self.sort = sort
+        self.counted = counted or [{} for _ in parts]  # per part: facet -> the entries its counts range over
         self._order: list[int] = []
 
     def count(self) -> int:
@@ -370,14 +375,16 @@ class Hits(Sequence):
         return [rows[i] for i in ids if i in rows]
 
     def facet_counts(self) -> dict[str, list[dict[str, Any]]]:
-        """For each facet, its most frequent values among the hits with their counts."""
+        """For each facet, its most frequent values among the hits with their counts. A facet the query
+        filters on (keywords excepted: they narrow, as tags) counts its values as if it were not filtered, so
+        that its other values stay there to be added as alternatives."""
         totals: dict[str, dict[str, int]] = {name: {} for name in FACETS}
-        for snapshot, ords, _ in self.parts:
+        for (snapshot, ords, _), counted in zip(self.parts, self.counted, strict=True):
             mask = np.zeros(snapshot.size, dtype=bool)
             mask[ords] = True
             for name, postings in snapshot.facets.items():
                 bucket = totals[name]
-                for value, n in postings.counts(mask).items():
+                for value, n in postings.counts(counted.get(name, mask)).items():
                     bucket[value] = bucket.get(value, 0) + n
         return {name: [{"value": v, "count": n} for v, n in sorted(bucket.items(), key=lambda i: (-i[1], i[0]))
                        [:FACET_LIMIT]] for name, bucket in totals.items()}
@@ -399,21 +406,72 @@ def _top(snapshot: Snapshot, ords: np.ndarray, scores: np.ndarray | None, sort: 
 
 
 def search(user, shared: np.ndarray, filters: dict[str, list[str]], visibility: str, matcher: Matcher | None,
-           sort: str) -> Hits:
+           sort: str, collapse: bool = True) -> Hits:
     """Entries ``user`` may see (``shared``: ids of private artifacts shared with them) that pass every facet
-    filter, ``visibility`` and ``matcher``, in ``sort`` order."""
-    parts = []
-    for snapshot, counted in current().parts:
-        mask = counted & snapshot.visible(user, shared)
+    filter, ``visibility`` and ``matcher``, in ``sort`` order. ``collapse``: leave out derived entries whose
+    parent the user can see (they are listed under it)."""
+    view = current()
+    visible = [counted & snapshot.visible(user, shared) for snapshot, counted in view.parts]
+    if collapse:
+        seen = np.sort(np.concatenate([snapshot.ids[mask] for (snapshot, _), mask in zip(view.parts, visible,
+                                                                                        strict=True)]))
+        for (snapshot, _), mask in zip(view.parts, visible, strict=True):
+            _, parent_seen = locate(seen, snapshot.parent)
+            mask &= ~((snapshot.parent > 0) & parent_seen)
+    parts, counted_parts = [], []
+    for (snapshot, _), mask in zip(view.parts, visible, strict=True):
         if visibility:
             mask &= snapshot.public if visibility == "public" else ~snapshot.public
-        for name, values in filters.items():  # names checked against FACETS; every snapshot has them all
-            groups = [[v] for v in values] if name == "keyword" else [values]
-            for group in groups:
-                mask &= snapshot.facets[name].mask(group, snapshot.size)
         scores = None
         if matcher is not None:
             matched, scores = matcher(snapshot)
             mask &= matched
-        parts.append((snapshot, np.flatnonzero(mask), scores))
-    return Hits(parts, sort)
+        by_facet = {}
+        for name, values in filters.items():  # names checked against FACETS; every snapshot has them all
+            groups = [[v] for v in values] if name == "keyword" else [values]
+            passed = np.ones(snapshot.size, dtype=bool)
+            for group in groups:
+                passed &= snapshot.facets[name].mask(group, snapshot.size)
+            by_facet[name] = passed
+        hits = mask.copy()
+        for passed in by_facet.values():
+            hits &= passed
+        counted = {}
+        for name in by_facet:
+            if name != "keyword":
+                counted[name] = mask.copy()
+                for other, passed in by_facet.items():
+                    if other != name:
+                        counted[name] &= passed
+        parts.append((snapshot, np.flatnonzero(hits), scores))
+        counted_parts.append(counted)
+    return Hits(parts, sort, counted_parts)
+
+
+WORD = re.compile(r"[^\W\d_]{4,}")
+_spelling: dict[int, tuple[Snapshot, np.ndarray, frozenset[str]]] = {}  # id(snapshot) -> its words
+
+
+def vocabulary() -> frozenset[str]:
+    """The words a spelling suggestion may offer: from the titles, keywords and facet values of public,
+    live entries only (a private artifact's words never reach anyone), lower case, four letters or more.
+    Kept per snapshot, so that a new delta does not make the base's words again."""
+    words: set[str] = set()
+    view = current()
+    kept = {}
+    for snapshot, counted in view.parts:
+        public = counted & snapshot.public & snapshot.live
+        cached = _spelling.get(id(snapshot))
+        if cached is None or cached[0] is not snapshot or not np.array_equal(cached[1], public):
+            found: set[str] = set()
+            for o in np.flatnonzero(public):
+                found.update(WORD.findall(snapshot.titles[o].lower()))
+            for name in ("keyword", "framework", "format", "task"):
+                for value in snapshot.facets[name].counts(public):
+                    found.update(WORD.findall(value.lower()))
+            cached = (snapshot, public, frozenset(found))
+        kept[id(snapshot)] = cached
+        words |= cached[2]
+    _spelling.clear()
+    _spelling.update(kept)
+    return frozenset(words)

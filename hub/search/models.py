@@ -29,6 +29,8 @@ class SearchEntry(models.Model):
     text = models.TextField(blank=True)  # name, description, creators, model card
     updated = models.DateTimeField()
     search_vector = SearchVectorField(null=True, editable=False)
+    # Made by the hub from this artifact (its MLCube, inference outputs): listed under it, not beside it.
+    parent = models.ForeignKey(Artifact, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     live = models.BooleanField(default=True)  # off once the artifact is deleted
     seq = models.BigIntegerField(default=0, db_index=True)  # the generation that last changed the entry
 

@@ -8,7 +8,9 @@ stored vectors; a phrase is matched by PostgreSQL itself, as is everything under
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,37 +21,81 @@ from django.db import connection
 from django.db.models import Case, F, IntegerField, Q, QuerySet, Value, When
 
 from hub.errors import HubError
-from hub.registry.models import shared_with
+from hub.registry.models import Artifact, shared_with
 from hub.search import memory
 from hub.search.models import FACETS, SearchEntry
+from ontology.fields import FRAMEWORK_ALIASES
 
 SORTS = ("relevance", "new", "name")
 MAX_WORDS = 12
+
+
+DERIVED = ("collapse", "include")
 
 
 @dataclass
 class SearchResult:
     entries: memory.Hits  # SearchEntry rows in result order (sliced on demand, with ``artifact`` loaded)
     facets: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    suggestion: str = ""  # for a query that found nothing: the same words spelt as the index has them
 
 
 def search(user, q: str = "", filters: dict[str, list[str]] | None = None, sort: str = "",
-           visibility: str = "", with_facets: bool = True) -> SearchResult:
+           visibility: str = "", with_facets: bool = True, derived: str = "collapse") -> SearchResult:
     """Entries ``user`` may see that match ``q`` and every facet filter (values of one facet are
-    alternatives, except keywords, which are tags that must all be present)."""
+    alternatives, except keywords, which are tags that must all be present). ``derived``: ``collapse``
+    lists what the hub made from an artifact (its MLCube, outputs) under it, ``include`` beside it."""
     filters = {name: [v for v in values if v] for name, values in (filters or {}).items()}
     unknown = sorted(set(filters) - set(FACETS))
     if unknown:
         raise HubError("invalid", f"Unknown facet {unknown[0]!r}; facets are {', '.join(FACETS)}.")
     if sort and sort not in SORTS:
         raise HubError("invalid", f"Unknown sort {sort!r}; use one of {', '.join(SORTS)}.")
+    if derived not in DERIVED:
+        raise HubError("invalid", f"Unknown value {derived!r} for derived; use one of {', '.join(DERIVED)}.")
     filters = {name: [v.lower() for v in values] if name == "keyword" else values
                for name, values in filters.items() if values}
+    if "framework" in filters:  # the names the metadata accepts for a framework find it too
+        filters["framework"] = [FRAMEWORK_ALIASES.get(v.lower(), v) for v in filters["framework"]]
     q = " ".join(q.split()[:MAX_WORDS])
     matcher = _matcher(q) if q else None
     sort = sort or ("relevance" if q else "new")
-    hits = memory.search(user, _shared(user), filters, visibility, matcher, sort)
-    return SearchResult(hits, hits.facet_counts() if with_facets else {})
+    shared = _shared(user)
+    hits = memory.search(user, shared, filters, visibility, matcher, sort, collapse=derived == "collapse")
+    suggestion = ""
+    if q and not hits.count():
+        suggestion = _suggest(q, lambda words: memory.search(user, shared, filters, visibility, _matcher(words),
+                                                             sort, collapse=derived == "collapse").count())
+    return SearchResult(hits, hits.facet_counts() if with_facets else {}, suggestion)
+
+
+def derived_under(user, artifact_ids: list[int]) -> dict[int, list[Artifact]]:
+    """What the hub made from each of ``artifact_ids`` that ``user`` may see, by parent id."""
+    entries = (SearchEntry.objects.filter(parent_id__in=artifact_ids, live=True,
+                                          artifact__in=Artifact.objects.live().visible_to(user))
+               .select_related("artifact__owner").order_by("artifact__name"))
+    out: dict[int, list[Artifact]] = {}
+    for entry in entries:
+        out.setdefault(entry.parent_id, []).append(entry.artifact)
+    return out
+
+
+def _suggest(q: str, count: Callable[[str], int]) -> str:
+    """``q`` with each word the index does not know replaced by the closest one it does (public titles,
+    keywords and facet values), if that finds anything; else ''."""
+    vocabulary = memory.vocabulary()
+    words, changed = [], False
+    for word in q.split():
+        plain = word.strip('"').lower()
+        if len(plain) < 4 or not plain.isalpha() or plain in vocabulary:
+            words.append(word)
+            continue
+        near = [w for w in vocabulary if abs(len(w) - len(plain)) <= 2]
+        close = difflib.get_close_matches(plain, near, n=1, cutoff=0.8)
+        words.append(close[0] if close else word)
+        changed |= bool(close)
+    suggestion = " ".join(words)
+    return suggestion if changed and count(suggestion) else ""
 
 
 def _shared(user) -> np.ndarray:

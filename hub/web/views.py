@@ -13,7 +13,7 @@ from django.shortcuts import render
 from hub.errors import HubError
 from hub.registry.models import Artifact
 from hub.search.models import FACETS
-from hub.search.services import SORTS, search
+from hub.search.services import SORTS, derived_under, search
 
 PAGE_SIZE = 20
 FACET_LABELS = {"kind": "Kind", "framework": "Framework", "format": "Format", "task": "Task", "license": "License",
@@ -53,7 +53,14 @@ def browse(request: HttpRequest) -> HttpResponse:
         entries, facets = result.entries, result.facets
     paginator = Paginator(entries, PAGE_SIZE)
     page = paginator.get_page(request.GET.get("page"))
+    under = derived_under(request.user, [entry.artifact_id for entry in page])
+    for entry in page:
+        entry.derived = under.get(entry.artifact_id, [])
+    suggestion = result.suggestion
     context = {
+        "suggestion": suggestion,
+        "suggestion_href": "?" + urlencode([("q", suggestion)] + [(k, v) for k, vs in request.GET.lists() for v in vs
+                                                                  if k not in {"q", "page"}]) if suggestion else "",
         "q": q, "sort": sort, "error": error, "page": page, "total": paginator.count,
         "facets": _facet_links(request, facets, filters),
         "active": [(FACET_LABELS[name], value, _toggle(request, name, value)) for name, values in filters.items()

@@ -56,7 +56,8 @@ def test_changes_after_the_index_was_built_are_seen(corpus, api, anon, tmp_path)
     assert names(anon.get("/api/v1/artifacts/", {"q": "folding"})) == ["protein-mlp"]
     response = anon.get("/api/v1/artifacts/", {"framework": "jax"})
     assert names(response) == ["protein-mlp"]
-    assert {f["value"]: f["count"] for f in response.json()["facets"]["keyword"]} == {"structure": 1}
+    # Both live versions count: the new one's keyword, and the first one's (the base had only that).
+    assert {f["value"]: f["count"] for f in response.json()["facets"]["keyword"]} == {"structure": 1, "biology": 1}
     assert memory.current().base_generation == base_generation  # served from base + delta, not rebuilt
     assert memory.current().parts[1][0].size == 1
 

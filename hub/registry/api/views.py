@@ -28,7 +28,7 @@ from hub.registry.api.serializers import (
 from hub.registry.models import Artifact, Version
 from hub.registry.uploads import StagedFile, StagingUploadHandler, completed_file
 from hub.search.models import FACETS
-from hub.search.services import SORTS, search
+from hub.search.services import DERIVED, SORTS, derived_under, search
 
 
 def require_write(request: Request, artifact: Artifact) -> None:
@@ -56,6 +56,10 @@ SEARCH_PARAMETERS = [
       for name in FACETS],
     OpenApiParameter("visibility", str, enum=["public", "private"]),
     OpenApiParameter("sort", str, enum=list(SORTS), description="relevance (default with q), new, name."),
+    OpenApiParameter("derived", str, enum=list(DERIVED),
+                     description="collapse (default): what the hub made from an artifact (its MLCube project, "
+                                 "inference outputs) is listed in that artifact's `derived`, not as a result of its "
+                                 "own; include: as results of their own."),
 ]
 
 
@@ -74,14 +78,21 @@ class ArtifactListCreate(generics.ListCreateAPIView):
         if visibility and visibility not in Artifact.Visibility.values:
             raise HubError("invalid", "visibility is public or private.", errors={"visibility": ["Unknown value."]})
         result = search(request.user, q=params.get("q", ""), sort=params.get("sort", ""), visibility=visibility,
-                        filters={name: params.getlist(name) for name in FACETS if name in params})
+                        filters={name: params.getlist(name) for name in FACETS if name in params},
+                        derived=params.get("derived", "collapse"))
         page = self.paginate_queryset(result.entries)
         artifacts = []
         for entry in page:  # the index knows each latest version: no query per artifact
             entry.artifact.latest_label = entry.version.label if entry.version else None
             artifacts.append(entry.artifact)
-        response = self.get_paginated_response(ArtifactSerializer(artifacts, many=True).data)
+        data = ArtifactSerializer(artifacts, many=True).data
+        under = derived_under(request.user, [a.pk for a in artifacts])
+        for artifact, item in zip(artifacts, data, strict=True):
+            item["derived"] = [{"name": d.full_name, "kind": d.kind, "title": d.title}
+                               for d in under.get(artifact.pk, [])]
+        response = self.get_paginated_response(data)
         response.data["facets"] = result.facets
+        response.data["suggestion"] = result.suggestion or None
         return response
 
     def perform_create(self, serializer: ArtifactSerializer) -> None:
