@@ -25,7 +25,7 @@ from typing import Any
 from hpcfair import arrays as tensors
 from hpcfair.client import HubClient
 from hpcfair.config import Config, load
-from hpcfair.errors import ConfigError, ConflictError, HubError, NotFoundError
+from hpcfair.errors import ConfigError, ConflictError, HubError, JobError, NotFoundError
 
 REF_RE = re.compile(r"^(ark:/?\S+|[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(@[\w.+-]+)?)$")
 NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -610,10 +610,16 @@ class modelAPI:  # noqa: N801 - the papers' name
                 candidate = self.client.resolve(link["version_pid"])
                 if opset in (None, (candidate.get("metadata") or {}).get("opset")):
                     return candidate
-        running = [job for job in self.client.jobs(kind="convert")
-                   if (job.get("version") or {}).get("pid") == info["pid"]
-                   and job["state"] not in ("failed", "cancelled")
-                   and opset in (None, (job.get("params") or {}).get("opset"))]
+        jobs = [job for job in self.client.jobs(kind="convert")  # newest first
+                if (job.get("version") or {}).get("pid") == info["pid"]
+                and opset in (None, (job.get("params") or {}).get("opset"))]
+        if jobs and jobs[0]["state"] == "failed":  # the same file would fail the same way: say why instead
+            failed = jobs[0]
+            raise JobError(f"{_name(info)} has no ONNX version: the hub's conversion failed "
+                           f"({failed.get('error_code')}): {failed.get('error_detail')} Publish a version that fixes "
+                           f"this, or ask for a new conversion (modelAPI().client.convert({info['pid']!r})).",
+                           code=failed.get("error_code") or "conversion_failed", body=failed)
+        running = [job for job in jobs if job["state"] not in ("failed", "cancelled")]
         job = running[0] if running else None
         if job is None:
             try:

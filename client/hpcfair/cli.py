@@ -169,8 +169,9 @@ def convert(source: Annotated[str, typer.Argument(help="A local model file, a PI
 
 @app.command(epilog="Example: hpcfair cite demo/encoder@1 --style bibtex")
 def cite(ref: Annotated[str, typer.Argument(help="A PID or owner/name[@version].")],
-         style: Annotated[str, typer.Option(help="citation (plain text), bibtex, datacite, jsonld, turtle, ...")
-                          ] = "citation") -> None:
+         style: Annotated[str, typer.Option(help="citation (plain text), bibtex, datacite-json, datacite-xml, "
+                                                 "jsonld, turtle, rdfxml, ntriples, schemaorg, croissant (datasets); "
+                                                 "datacite means datacite-json")] = "citation") -> None:
     """How to cite a version."""
     typer.echo(_api().client.cite(ref, style).rstrip())
 
@@ -250,7 +251,8 @@ def entry() -> None:
     except HubError as exc:
         if settings.debug():
             raise
-        typer.echo(f"error [{exc.code or 'error'}]: {exc}", err=True)
+        request = f" (request {exc.request_id})" if exc.request_id else ""
+        typer.echo(f"error [{exc.code or 'error'}]: {exc.message}{request}", err=True)
         sys.exit(1)
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)

@@ -176,8 +176,9 @@ class HubClient:
         return self.request("GET", f"artifacts/{info['artifact']}/versions/{info['version']}/metadata/{name}")
 
     def cite(self, ref: str, style: str = "citation") -> str:
-        """``citation`` (plain text) or ``bibtex`` of a version, or any other export by name."""
-        return self.export(self.resolve(ref), style).text
+        """``citation`` (plain text) or ``bibtex`` of a version, or any other export by name (``datacite``
+        stands for ``datacite-json``)."""
+        return self.export(self.resolve(ref), {"datacite": "datacite-json"}.get(style, style)).text
 
     # --- jobs, conversion, inference ----------------------------------------------------------------
 

@@ -17,19 +17,34 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from hpcfair.errors import ConfigError
 
 TASKS = ("conversion", "inference", "collaboration", "container", "optimize", "search", "upload", "download")
 BACKENDS = ("pt", "pytorch", "torch", "tf", "tensorflow", "keras", "sklearn", "onnx", "mlcube")
 Names = str | list[str]
+# Whitespace at either end of a file name or beside a dot or slash: a wrapped line ("decoder.\n onnx" in a
+# folded YAML scalar reads "decoder. onnx"), never a name anybody meant.
+STRAY_SPACE = re.compile(r"^\s|\s$|\s[./\\]|[./\\]\s")
+FILE_KEYS = ("model_file", "input", "sample_inputs", "files", "work_dir", "build_file", "export_file", "export_dir")
+
+
+def _no_stray_space(value: Any) -> Any:
+    """Refuse file names with stray whitespace (a str, or each of a list)."""
+    for name in [value] if isinstance(value, str) else value if isinstance(value, list) else []:
+        if isinstance(name, str) and STRAY_SPACE.search(name):
+            fixed = re.sub(r"\s*([./\\])\s*", r"\1", name.strip())
+            raise ValueError(f"the file name {name!r} has stray whitespace (a wrapped line?); write it as "
+                             f"{fixed!r}")
+    return value
 
 
 class _Group(BaseModel):
@@ -97,6 +112,8 @@ class TaskArgs(_Group):
     tasks: Names | None = Field(None, description="container: the project's MLCube tasks to run, in order "
                                                   "(default: all, as mlcube.yaml lists them).")
 
+    _files = field_validator(*[k for k in FILE_KEYS if k != "export_dir" and k != "export_file"])(_no_stray_space)
+
 
 class OutArgs(_Group):
     """Where results go."""
@@ -104,6 +121,8 @@ class OutArgs(_Group):
     export_file: Names | None = Field(None, description="Output file(s): ONNX files, or outputs as "
                                                         ".npy/.npz/.json/.txt/.csv.")
     export_dir: str | None = Field(None, description="download: the folder to write into.")
+
+    _files = field_validator("export_file", "export_dir")(_no_stray_space)
 
 
 class TaskConfig(_Group):
@@ -239,6 +258,8 @@ def _first_error(exc: ValidationError, lines: dict[tuple[str, ...], int], file: 
         message = "unknown key" + hint
     elif kind == "missing":
         message = "missing; it is required"
+    elif kind == "value_error":
+        message = str(error["ctx"]["error"])
     elif kind == "literal_error":
         message = f"{error['input']!r} is not allowed; use {error['ctx']['expected']}"
     else:

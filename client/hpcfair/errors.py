@@ -16,9 +16,14 @@ class HubError(Exception):
         self.request_id = request_id
         self.body = body or {}
 
+    @property
+    def message(self) -> str:
+        """The hub's message alone (``str()`` adds the code and the request id)."""
+        return str(self.args[0]) if self.args else ""
+
     def __str__(self) -> str:
-        text = super().__str__()
-        return f"{text} [{self.code}, request {self.request_id}]" if self.code else text
+        tags = [tag for tag in (self.code, f"request {self.request_id}" if self.request_id else "") if tag]
+        return f"{self.message} [{', '.join(tags)}]" if tags else self.message
 
 
 class ValidationError(HubError):

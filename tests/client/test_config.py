@@ -61,6 +61,20 @@ def test_errors_name_the_key_and_the_line(tmp_path, old, new, key, line, says):
     assert says in str(error) and f"line {line}" in str(error) and error.code == "invalid_config"
 
 
+def test_file_names_with_stray_whitespace_are_refused_where_they_are_written(tmp_path):
+    """The paper's Listing 1, wrapped as printed: a folded flow scalar reads "decoder. onnx"."""
+    wrapped = LISTING_1.replace('export_file: ["encoder.onnx", "decoder.onnx"]',
+                                'export_file: ["encoder.onnx", decoder.\n               onnx]')
+    error = error_of(tmp_path, wrapped)
+    assert (error.key, error.line) == ("out_args.export_file", 21), str(error)
+    assert "'decoder. onnx' has stray whitespace" in str(error) and "write it as 'decoder.onnx'" in str(error)
+    for old, new, key in (('"ckpt/encoder.ckpt"', '"ckpt/ encoder.ckpt"', "model_args.model_file"),
+                          ('"ckpt/decoder.ckpt"', '"ckpt/decoder.ckpt "', "model_args.model_file")):
+        assert error_of(tmp_path, LISTING_1.replace(old, new)).key == key
+    spaced = config.load(write(tmp_path, LISTING_1.replace('"encoder.onnx"', '"my encoder.onnx"')))
+    assert spaced.names("export_file")[0] == "my encoder.onnx"  # a space inside a name is a name
+
+
 def test_yaml_syntax_errors_and_non_mappings(tmp_path):
     error = error_of(tmp_path, "general_args:\n  task: [conversion\n")
     assert error.key == "config" and error.line and "not valid YAML" in str(error)

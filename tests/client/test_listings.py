@@ -187,6 +187,12 @@ def test_cli_errors_are_one_line_with_the_code(embedded_hub, tmp_path):
     env = {"HPCFAIR_ENDPOINT": url, "HPCFAIR_TOKEN": token}
     missing = cli("show", "demo/no-such-model", env=env)
     assert missing.returncode == 1 and missing.stderr.startswith("error [not_found]:")
+    assert "[not_found" not in missing.stderr[len("error [not_found]:"):] and "request None" not in missing.stderr
+    misspelt = cli("search", "--filter", "framwork=onnx", env=env)  # refused, not ignored
+    assert misspelt.returncode == 1 and misspelt.stderr.startswith("error [invalid]:")
+    assert "'framwork'" in misspelt.stderr and "did you mean 'framework'?" in misspelt.stderr
+    cited = cli("cite", "demo/iris-classifier", "--style", "datacite", env=env)
+    assert cited.returncode == 0 and json.loads(cited.stdout)["types"]["resourceTypeGeneral"], cited.stderr
     assert len(missing.stderr.strip().splitlines()) == 1 and "Traceback" not in missing.stderr
     (tmp_path / "bad.yaml").write_text("general_args:\n  task: inference\ndevice_args:\n  device: tpu\n")
     bad = cli("run", str(tmp_path / "bad.yaml"), env=env)

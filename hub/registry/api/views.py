@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 import yaml
@@ -62,6 +63,8 @@ SEARCH_PARAMETERS = [
                                  "own; include: as results of their own."),
 ]
 
+SEARCH_KEYS = {"q", "sort", "visibility", "derived", "page", "page_size", *FACETS}
+
 
 class ArtifactListCreate(generics.ListCreateAPIView):
     """Search and list artifacts (full text, facet filters, facet counts in ``facets``) / create one."""
@@ -74,6 +77,12 @@ class ArtifactListCreate(generics.ListCreateAPIView):
     @extend_schema(parameters=SEARCH_PARAMETERS)
     def get(self, request: Request, *args, **kwargs) -> Response:
         params = request.query_params
+        unknown = sorted(set(params) - SEARCH_KEYS)
+        if unknown:  # a misspelt facet would otherwise be ignored and find everything
+            close = difflib.get_close_matches(unknown[0], sorted(SEARCH_KEYS), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}?" if close else f"the parameters are {', '.join(sorted(SEARCH_KEYS))}."
+            raise HubError("invalid", f"Unknown search parameter {unknown[0]!r}; {hint}",
+                           errors={name: ["Unknown parameter."] for name in unknown})
         visibility = params.get("visibility", "")
         if visibility and visibility not in Artifact.Visibility.values:
             raise HubError("invalid", "visibility is public or private.", errors={"visibility": ["Unknown value."]})
