@@ -238,3 +238,23 @@ def test_datasets_and_models_load_and_configs_upload(signed_in, project, tmp_pat
     z = np.random.default_rng(3).standard_normal((5, 8)).astype(np.float32)
     np.testing.assert_allclose(converted.run(None, {"z": z})[0], np.asarray(original.predict(z, verbose=0)),
                                atol=1e-5)
+
+
+def test_a_failed_conversion_is_reported_not_repeated(signed_in, tmp_path):
+    """A model whose conversion failed: inference says why at once, and starts no second conversion."""
+    api = modelAPI()
+    (tmp_path / "broken.pt").write_bytes(b"not a TorchScript archive")
+    meta = {"title": "Broken model", "description": "A model file that is not one.", "license": "MIT",
+            "creators": [{"name": "Test"}], "task": "regression", "framework": "pytorch"}
+    version = api.upload(name="broken-model", files=[tmp_path / "broken.pt"], metadata=meta)
+    first = api.client.wait([j for j in api.client.jobs(kind="convert")
+                             if (j.get("version") or {}).get("pid") == version["pid"]][0], raise_on_failure=False)
+    assert first["state"] == "failed" and first["error_code"]
+    (tmp_path / "x.json").write_text("[[1.0, 2.0]]")
+    with pytest.raises(HubError) as caught:
+        api.inference({"general_args": {"task": "inference"}, "model_args": {"model_file": "demo/broken-model"},
+                       "task_args": {"input": str(tmp_path / "x.json")}})
+    assert caught.value.code == first["error_code"] and "conversion failed" in str(caught.value)
+    assert "Publish a version that fixes this" in str(caught.value)
+    again = [j for j in api.client.jobs(kind="convert") if (j.get("version") or {}).get("pid") == version["pid"]]
+    assert [j["id"] for j in again] == [first["id"]]  # no second conversion
