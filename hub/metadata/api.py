@@ -25,7 +25,17 @@ def export_response(record, name: str, artifact: Artifact) -> HttpResponse:
         raise HubError("unsupported_format", f"Croissant describes datasets; {artifact} is a {artifact.kind}.")
     media_type = exports.FORMATS[name][0]
     charset = "" if media_type.endswith("json") else "; charset=utf-8"
-    return HttpResponse(exports.export(record, name), content_type=media_type + charset)
+    response = HttpResponse(exports.export(record, name), content_type=media_type + charset)
+    label = getattr(record, "label", "") or ""
+    stem = f"{artifact.name}-{label}" if label else artifact.name
+    # Shown where the browser can; saved under a name that says what it is (not "bibtex").
+    response["Content-Disposition"] = f'inline; filename="{stem}{SUFFIXES[name]}"'
+    return response
+
+
+SUFFIXES = {"jsonld": ".jsonld", "turtle": ".ttl", "rdfxml": ".rdf", "ntriples": ".nt",
+            "datacite-json": ".datacite.json", "datacite-xml": ".datacite.xml", "croissant": ".croissant.json",
+            "schemaorg": ".schemaorg.json", "bibtex": ".bib", "citation": ".txt"}
 
 
 class VersionMetadata(APIView):

@@ -47,29 +47,40 @@ def job(request: HttpRequest, pk) -> HttpResponse:
     return render(request, "web/job.html", {"job": found})
 
 
+SHOWN_ONCE = "hub.shown_once"  # the session keeps a new token for the one page that shows it
+
+
 @login_required
 def account(request: HttpRequest) -> HttpResponse:
-    """API tokens: create one with a scope (shown once), see when each was used, revoke."""
-    new_token = ""
+    """API tokens: create one with a scope (shown once), see when each was used, revoke (after a confirmation
+    page). Every POST answers with a redirect, so that reloading the page never repeats it."""
     if request.method == "POST":
         action = request.POST.get("action")
         if action == "create":
             scope = request.POST.get("scope", "read")
             if scope not in ApiToken.Scope.values:
                 scope = ApiToken.Scope.READ
-            _, new_token = ApiToken.issue(request.user, scope=scope, name=request.POST.get("name", "")[:100])
+            _, request.session[SHOWN_ONCE] = ApiToken.issue(request.user, scope=scope,
+                                                               name=request.POST.get("name", "")[:100])
         elif action == "revoke":
             pk = request.POST.get("token", "")
-            if pk.isdigit() and ApiToken.revoke(request.user, int(pk)):
-                messages.success(request, "The token was revoked; it no longer works.")
-            else:
+            token = request.user.api_tokens.filter(pk=int(pk), revoked__isnull=True).first() if pk.isdigit() else None
+            if token is None:
                 messages.error(request, "You have no active token with that number.")
-            return redirect("account")
+            elif request.POST.get("confirm") != "yes":
+                return render(request, "web/revoke.html", {"token": token})
+            elif ApiToken.revoke(request.user, token.pk):
+                messages.success(request, f"The token {token.prefix}… was revoked; it no longer works.")
+        return redirect("account")
+    new_token = request.session.pop(SHOWN_ONCE, "")
     tokens = request.user.api_tokens.all()
     owned = Artifact.objects.live().filter(owner=request.user).order_by("-updated")
     shared = request.user.collaborations.filter(deleted_at__isnull=True).select_related("owner")
-    return render(request, "web/account.html", {"tokens": tokens, "new_token": new_token, "owned": owned,
-                                                "shared": shared, "scopes": ApiToken.Scope.values})
+    response = render(request, "web/account.html", {"tokens": tokens, "new_token": new_token, "owned": owned,
+                                                    "shared": shared, "scopes": ApiToken.Scope.values})
+    if new_token:  # a page holding a secret is neither cached nor kept in the browser's history cache
+        response["Cache-Control"] = "no-store"
+    return response
 
 
 @login_required

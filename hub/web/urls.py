@@ -7,6 +7,7 @@ from hub.web import account, publish, views
 urlpatterns = [
     path("", views.home, name="home"),
     path("browse/", views.browse, name="browse"),
+    path("owners/<str:username>/", views.owner, name="owner"),
     path("publish/", publish.publish, name="publish"),
     path("jobs/", account.jobs, name="jobs"),
     path("jobs/<uuid:pk>/", account.job, name="job"),

@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from hub.errors import HubError
@@ -94,3 +94,19 @@ def _facet_links(request: HttpRequest, facets: dict[str, list[dict[str, Any]]], 
             {"value": v["value"], "count": v["count"], "on": v["value"] in chosen,
              "href": _toggle(request, name, v["value"])} for v in values]})
     return out
+
+
+def owner(request: HttpRequest, username: str) -> HttpResponse:
+    """A person's page: what of theirs the viewer may see, by kind, newest first. 404 when that is nothing
+    (whether the account exists is not said)."""
+    result = search(request.user, filters={"owner": [username]}, sort="new")
+    if not result.entries.count():
+        raise Http404("nothing to show")
+    page = Paginator(result.entries, PAGE_SIZE).get_page(request.GET.get("page"))
+    under = derived_under(request.user, [entry.artifact_id for entry in page])
+    for entry in page:
+        entry.derived = under.get(entry.artifact_id, [])
+    counts = {item["value"]: item["count"] for item in result.facets["kind"]}
+    return render(request, "web/owner.html", {"owner": username, "page": page, "total": result.entries.count(),
+                                              "counts": [(kind, counts[kind]) for kind in Artifact.Kind.values
+                                                         if counts.get(kind)]})

@@ -137,15 +137,45 @@ def test_sharing_is_for_the_owner_only(owner, other, collaborator, publish):
 
 
 def test_account_page_issues_and_revokes_tokens(owner):
+    """Post, redirect, get: reloading never makes a second token; revoking asks first."""
     client = signed_in(owner)
-    page = client.post("/account/", {"action": "create", "scope": "write", "name": "cluster"})
+    made = client.post("/account/", {"action": "create", "scope": "write", "name": "cluster"})
+    assert made.status_code == 302 and made["Location"] == "/account/"
+    page = client.get("/account/")
     raw = page.context["new_token"]
+    assert page["Cache-Control"] == "no-store"
     token = ApiToken.objects.get(user=owner)
     assert raw.startswith("hpcf_") and token.scope == "write" and token.name == "cluster"
-    assert raw not in client.get("/account/").content.decode()
-    client.post("/account/", {"action": "revoke", "token": str(token.pk)})
+    again = client.get("/account/")  # the reload
+    assert raw not in again.content.decode() and ApiToken.objects.filter(user=owner).count() == 1
+    asked = client.post("/account/", {"action": "revoke", "token": str(token.pk)})
+    assert asked.status_code == 200 and "Revoke token" in asked.content.decode()
+    token.refresh_from_db()
+    assert token.revoked is None  # not before the confirmation
+    done = client.post("/account/", {"action": "revoke", "token": str(token.pk), "confirm": "yes"})
+    assert done.status_code == 302
     token.refresh_from_db()
     assert token.revoked is not None
+    assert "was revoked" in client.get("/account/").content.decode()
+
+
+def test_owner_pages_metadata_descriptions_times_and_export_names(owner, other, publish):
+    artifact, version = publish(owner, "owned-model")
+    publish(owner, "owned-secret", visibility="private")
+    anon = Client()
+    page = anon.get(f"/owners/{owner.username}/").content.decode()
+    assert "owned-model" in page and "owned-secret" not in page and "1 model" in page
+    assert "owned-secret" in signed_in(owner).get(f"/owners/{owner.username}/").content.decode()
+    assert anon.get(f"/owners/{other.username}/").status_code == 404  # nothing of theirs to show
+    assert anon.get("/owners/nobody-at-all/").status_code == 404
+    landing = anon.get("/" + version.pid).content.decode()
+    assert f'href="/owners/{owner.username}/"' in landing
+    assert f'<meta name="description" content="{version.metadata["description"]}">' in landing
+    assert '<meta name="description" content="HPCFair Hub: find' in anon.get("/").content.decode()
+    bib = anon.get(f"/api/v1/artifacts/{owner.username}/owned-model/versions/{version.label}/metadata/bibtex")
+    assert bib["Content-Disposition"] == f'inline; filename="owned-model-{version.label}.bib"'
+    docs = anon.get("/api/docs/").content.decode()
+    assert '<a class="brand" href="/">← HPCFair Hub</a>' in docs and 'id="swagger-ui"' in docs
 
 
 def test_landing_page_shows_the_parts_of_a_model(owner, publish):
