@@ -22,7 +22,6 @@ STATUS: dict[str, int] = {
     "invalid": 400,
     "invalid_metadata": 400,
     "malformed_query": 400,
-    "query_timeout": 400,
     "query_too_large": 400,
     "malformed_request": 400,
     "invalid_path": 400,
@@ -59,6 +58,9 @@ STATUS: dict[str, int] = {
     "internal_error": 500,
     "storage_unavailable": 503,
     "no_worker": 503,
+    "query_timeout": 503,
+    "query_memory": 503,
+    "sparql_busy": 503,
     "gpu_unavailable": 503,
     "worker_timeout": 504,
 }

@@ -268,3 +268,7 @@ HUB_OAI_PAGE_SIZE = int(env("HUB_OAI_PAGE_SIZE", "100"))
 HUB_SPARQL_TIMEOUT_S = float(env("HUB_SPARQL_TIMEOUT_S", "10"))
 HUB_SPARQL_MAX_ROWS = int(env("HUB_SPARQL_MAX_ROWS", "10000"))
 HUB_SPARQL_MAX_BYTES = int(env("HUB_SPARQL_MAX_BYTES", str(20 * 1024 * 1024)))
+HUB_SPARQL_MEMORY_MB = int(env("HUB_SPARQL_MEMORY_MB", "256"))  # what a query's child may add to its memory
+HUB_SPARQL_CONCURRENCY = int(env("HUB_SPARQL_CONCURRENCY", "2"))  # query children at once, per host
+HUB_SPARQL_WAIT_S = float(env("HUB_SPARQL_WAIT_S", "5"))  # wait this long for a free slot, then 503
+HUB_SPARQL_SLOT_DIR = Path(env("HUB_SPARQL_SLOT_DIR", str(VAR_DIR / "run" / "sparql")))
