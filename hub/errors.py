@@ -42,6 +42,7 @@ STATUS: dict[str, int] = {
     "not_acceptable": 406,
     "conflict": 409,
     "not_runnable": 409,
+    "job_final": 409,
     "not_ready": 409,
     "not_converted": 409,
     "already_exists": 409,

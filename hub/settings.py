@@ -211,6 +211,14 @@ HUB_JOB_MAX_ATTEMPTS = int(env("HUB_JOB_MAX_ATTEMPTS", "3"))
 # worker and is queued again (or failed after HUB_JOB_MAX_ATTEMPTS).
 HUB_JOB_HEARTBEAT_S = float(env("HUB_JOB_HEARTBEAT_S", "10"))
 HUB_JOB_STALE_S = float(env("HUB_JOB_STALE_S", "60"))
+# A queued job whose message no worker took for this long while nothing runs on its queue is sent again
+# (the message was lost with a killed worker); each worker looks for such jobs every HUB_JOB_REAP_S.
+HUB_JOB_QUEUED_STALE_S = float(env("HUB_JOB_QUEUED_STALE_S", "300"))
+HUB_JOB_REAP_S = float(env("HUB_JOB_REAP_S", "30"))
+# Celery's own guards: a pool process that grew past this is replaced after its task (0: never), and a task
+# running longer than this is killed (its job is then queued again or failed, see above).
+CELERY_WORKER_MAX_MEMORY_PER_CHILD = int(env("HUB_WORKER_MAX_MEMORY_MB", "4096")) * 1024 or None  # KiB
+CELERY_TASK_TIME_LIMIT = float(env("HUB_JOB_TIME_LIMIT_S", "7200"))
 # Conversion sandbox limits (per model file).
 # --- inference/job gateway (hub.gateway, workers.gateway) ----------------------------------------------
 # Synchronous requests travel on "lanes" (Redis lists, or files under var/gateway in the embedded
