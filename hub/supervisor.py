@@ -23,6 +23,7 @@ class Supervised:
         self.failures = 0  # quick exits in a row
         self.restart_at: float | None = None
         self.restarts = 0
+        self.stopped = False
 
     def start(self) -> None:
         self.proc = subprocess.Popen(self.command, env=self.env)
@@ -30,6 +31,8 @@ class Supervised:
         self.restart_at = None
 
     def poll(self) -> None:
+        if self.stopped:
+            return
         now = time.monotonic()
         if self.restart_at is not None:
             if now >= self.restart_at:
@@ -48,7 +51,7 @@ class Supervised:
 
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM, then SIGKILL after ``timeout``; by PID, only the process this object started."""
-        self.restart_at = None
+        self.stopped, self.restart_at = True, None
         proc = self.proc
         if proc is None or proc.poll() is not None:
             return

@@ -20,6 +20,7 @@ import os
 import resource
 import select
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -142,6 +143,7 @@ def _cap_memory() -> None:
         inherited = int(statm.read().split()[0]) * resource.getpagesize()
     limit = inherited + settings.HUB_SPARQL_MEMORY_MB * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    sys.unraisablehook = lambda unraisable: None  # generators closed while out of memory: not for the server log
 
 
 def _run(graph: Graph, query: Query, result_format: str) -> bytes:
