@@ -7,7 +7,8 @@ import logging
 import signal
 
 from celery import bootsteps
-from celery.signals import worker_process_init
+from celery.exceptions import TimeLimitExceeded
+from celery.signals import task_failure, worker_process_init
 
 log = logging.getLogger(__name__)
 
@@ -52,3 +53,22 @@ def listen_for_cancellation(**kwargs) -> None:
     from workers.runner import on_cancel_signal
 
     signal.signal(signal.SIGUSR2, on_cancel_signal)
+
+
+@task_failure.connect
+def fail_on_time_limit(sender=None, exception=None, args=None, **kwargs) -> None:
+    """Celery killed a task past ``task_time_limit`` (HUB_JOB_TIME_LIMIT_S); in the worker's main process, its
+    job fails with ``time_limit`` instead of being retried as a lost worker."""
+    if not isinstance(exception, TimeLimitExceeded) or not args:
+        return
+    from django.conf import settings
+    from django.db import transaction
+
+    from hub.jobs.models import Job
+
+    with transaction.atomic():
+        job = Job.objects.select_for_update().filter(pk=args[0], state=Job.State.RUNNING).first()
+        if job is not None:
+            job.mark_failed("time_limit", f"The job ran longer than the hub's limit of "
+                                          f"{settings.CELERY_TASK_TIME_LIMIT:g} s and was stopped.")
+            job.save()
