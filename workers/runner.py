@@ -163,11 +163,12 @@ def _heartbeat(job_id, stop: threading.Event, signal_main: bool) -> None:
     was cancelled meanwhile, signal the main thread (the work) to stop."""
     from django.db import connection
 
+    signalled = False
     try:
         while not stop.wait(settings.HUB_JOB_HEARTBEAT_S):
             Job.objects.filter(pk=job_id, state=Job.State.RUNNING).update(heartbeat=timezone.now())
-            if signal_main and Job.objects.filter(pk=job_id, cancel_requested__isnull=False).exists():
+            if signal_main and not signalled and Job.objects.filter(pk=job_id, cancel_requested__isnull=False).exists():
                 signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR2)
-                break
+                signalled = True  # and keep beating while the work unwinds
     finally:
         connection.close()

@@ -63,4 +63,6 @@ class JobCancel(APIView):
             raise HubError("not_found", f"You have no job {pk}.")
         job = cancel_job(job, request.user)
         data = JobSerializer(job).data
+        if job.requester_id != request.user.pk:  # the artifact's owner; another user's job stays theirs to read
+            data = {key: data[key] for key in ("id", "kind", "state", "error_code", "error_detail", "cancel_requested")}
         return Response(data, status=status.HTTP_200_OK if job.is_final else status.HTTP_202_ACCEPTED)
