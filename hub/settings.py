@@ -213,6 +213,14 @@ HUB_JOB_MAX_ATTEMPTS = int(env("HUB_JOB_MAX_ATTEMPTS", "3"))
 # worker and is queued again (or failed after HUB_JOB_MAX_ATTEMPTS).
 HUB_JOB_HEARTBEAT_S = float(env("HUB_JOB_HEARTBEAT_S", "10"))
 HUB_JOB_STALE_S = float(env("HUB_JOB_STALE_S", "60"))
+# A queued job whose message no worker took for this long while nothing runs on its queue is sent again
+# (the message was lost with a killed worker); each worker looks for such jobs every HUB_JOB_REAP_S.
+HUB_JOB_QUEUED_STALE_S = float(env("HUB_JOB_QUEUED_STALE_S", "300"))
+HUB_JOB_REAP_S = float(env("HUB_JOB_REAP_S", "30"))
+# Celery's own guards: a pool process that grew past this is replaced after its task (0: never), and a task
+# running longer than this is killed (its job is then queued again or failed, see above).
+CELERY_WORKER_MAX_MEMORY_PER_CHILD = int(env("HUB_WORKER_MAX_MEMORY_MB", "4096")) * 1024 or None  # KiB
+CELERY_TASK_TIME_LIMIT = float(env("HUB_JOB_TIME_LIMIT_S", "7200"))
 # Conversion sandbox limits (per model file).
 # --- inference/job gateway (hub.gateway, workers.gateway) ----------------------------------------------
 # Synchronous requests travel on "lanes" (Redis lists, or files under var/gateway in the embedded
@@ -270,3 +278,7 @@ HUB_OAI_PAGE_SIZE = int(env("HUB_OAI_PAGE_SIZE", "100"))
 HUB_SPARQL_TIMEOUT_S = float(env("HUB_SPARQL_TIMEOUT_S", "10"))
 HUB_SPARQL_MAX_ROWS = int(env("HUB_SPARQL_MAX_ROWS", "10000"))
 HUB_SPARQL_MAX_BYTES = int(env("HUB_SPARQL_MAX_BYTES", str(20 * 1024 * 1024)))
+HUB_SPARQL_MEMORY_MB = int(env("HUB_SPARQL_MEMORY_MB", "256"))  # what a query's child may add to its memory
+HUB_SPARQL_CONCURRENCY = int(env("HUB_SPARQL_CONCURRENCY", "2"))  # query children at once, per host
+HUB_SPARQL_WAIT_S = float(env("HUB_SPARQL_WAIT_S", "5"))  # wait this long for a free slot, then 503
+HUB_SPARQL_SLOT_DIR = Path(env("HUB_SPARQL_SLOT_DIR", str(VAR_DIR / "run" / "sparql")))

@@ -44,6 +44,7 @@ api_patterns = [
     path("tokens/<int:pk>", accounts.TokenRevoke.as_view(), name="token-detail"),
     path("jobs/", jobs.JobList.as_view(), name="job-list"),
     path("jobs/<uuid:pk>/", jobs.JobDetail.as_view(), name="job-detail"),
+    path("jobs/<uuid:pk>/cancel", jobs.JobCancel.as_view(), name="job-cancel"),
 ]
 
 urlpatterns = [

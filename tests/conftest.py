@@ -253,13 +253,13 @@ def worker_env(root: Path, **extra: str) -> dict[str, str]:
     }
 
 
-def start_worker(root: Path, env: dict[str, str], name: str = "worker", queues: str = "convert,cpu"
-                 ) -> subprocess.Popen:
+def start_worker(root: Path, env: dict[str, str], name: str = "worker", queues: str = "convert,cpu",
+                 pool: str = "solo") -> subprocess.Popen:
     """Start ``celery worker`` (solo pool, queues convert and cpu by default); its log is ``root/<name>.log``."""
     log = open(root / f"{name}.log", "a")  # noqa: SIM115 - closed when the process is stopped
     proc = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", queues, "--concurrency", "1",
-         "--pool", "solo", "--loglevel", "INFO", "--hostname", f"{name}-{os.getpid()}@%h"],
+         "--pool", pool, "--loglevel", "INFO", "--hostname", f"{name}-{os.getpid()}@%h"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     log.close()

@@ -3,12 +3,19 @@
 A task calls ``execute(job_id, work)``; ``work(ctx)`` returns the job's result (a JSON object) or
 raises. ``JobFailure`` carries a code and a message meant for the scientist; any other exception is
 logged here with its traceback and recorded as ``internal_error`` without its text.
+
+Cancellation: ``hub.jobs.services.cancel_job`` marks the row and revokes the task with SIGUSR2 (Celery
+sends it to the pool process running it); the heartbeat thread also sees the mark and sends SIGUSR2 to
+its own main thread, for pools where revocation cannot reach the task. The signal raises ``JobCancelled``
+in the work, which unwinds like any error: its ``finally`` blocks remove work folders, a version being
+published is rolled back with its new blobs (``services.create_version``), and the job ends ``cancelled``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import threading
 from collections.abc import Callable
@@ -31,6 +38,11 @@ class JobFailure(Exception):
         super().__init__(detail)
         self.code = code
         self.detail = detail
+
+
+class JobCancelled(BaseException):
+    """Raised in a job's work when it is cancelled; a BaseException, so that ``except Exception`` in the work
+    does not swallow it."""
 
 
 class JobContext:
@@ -57,7 +69,12 @@ def _claim(job_id: str) -> Job | None:
             return None
         if job.is_final:
             return None
-        if job.state == Job.State.RUNNING and job.heartbeat and job.heartbeat > stale_limit():
+        if job.cancel_requested:
+            job.mark_cancelled("The job was cancelled before it ran again.")
+            job.save()
+            return None
+        if (job.state == Job.State.RUNNING and job.heartbeat and job.heartbeat > stale_limit()
+                and not job.worker_is_gone):
             log.info("job %s is running on %s; duplicate message dropped", job.pk, job.worker)
             return None
         if job.state == Job.State.RUNNING:
@@ -89,16 +106,45 @@ def _fail(job: Job, code: str, detail: str) -> None:
     job.save()
 
 
+_running: dict[str, Any] = {"job": None, "raised": False}  # what SIGUSR2 stops in this process
+
+
+def on_cancel_signal(signum, frame) -> None:
+    """SIGUSR2: stop the job this process runs (if any) by raising ``JobCancelled`` in it."""
+    if _running["job"] is not None and not _running["raised"]:
+        _running["raised"] = True  # once: the work's cleanup must not be interrupted again
+        raise JobCancelled()
+
+
+def _cancel(job: Job) -> None:
+    from hub.jobs.services import CANCELLED_DETAIL
+
+    job.refresh_from_db(fields=["log", "cancel_requested"])
+    job.mark_cancelled(CANCELLED_DETAIL)
+    job.save()
+
+
 def execute(job_id: str, work: Callable[[JobContext], dict[str, Any]]) -> None:
     job = _claim(job_id)
     if job is None:
         return
     ctx = JobContext(job)
     stop = threading.Event()
-    beat = threading.Thread(target=_heartbeat, args=(job.pk, stop), name=f"heartbeat-{job.pk}", daemon=True)
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main:
+        signal.signal(signal.SIGUSR2, on_cancel_signal)
+    _running.update(job=job.pk, raised=False)
+    beat = threading.Thread(target=_heartbeat, args=(job.pk, stop, in_main), name=f"heartbeat-{job.pk}",
+                            daemon=True)
     beat.start()
     try:
-        result = work(ctx)
+        try:
+            result = work(ctx)
+        finally:
+            _running["job"] = None  # from here on a late SIGUSR2 is ignored
+    except JobCancelled:
+        log.info("job %s (%s) was cancelled", job.pk, job.kind)
+        _cancel(job)
     except JobFailure as exc:
         _fail(job, exc.code, exc.detail)
     except Exception:
@@ -112,12 +158,17 @@ def execute(job_id: str, work: Callable[[JobContext], dict[str, Any]]) -> None:
         beat.join()
 
 
-def _heartbeat(job_id, stop: threading.Event) -> None:
-    """Touch the job's heartbeat until ``stop``: a job whose heartbeats stop lost its worker."""
+def _heartbeat(job_id, stop: threading.Event, signal_main: bool) -> None:
+    """Touch the job's heartbeat until ``stop``: a job whose heartbeats stop lost its worker. When the job
+    was cancelled meanwhile, signal the main thread (the work) to stop."""
     from django.db import connection
 
+    signalled = False
     try:
         while not stop.wait(settings.HUB_JOB_HEARTBEAT_S):
             Job.objects.filter(pk=job_id, state=Job.State.RUNNING).update(heartbeat=timezone.now())
+            if signal_main and not signalled and Job.objects.filter(pk=job_id, cancel_requested__isnull=False).exists():
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR2)
+                signalled = True  # and keep beating while the work unwinds
     finally:
         connection.close()

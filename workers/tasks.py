@@ -5,8 +5,6 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from celery.signals import worker_ready
-
 from hub.storage import StorageUnavailable, get_blob_store
 from workers import benchmark, collaborate, container, convert, infer
 from workers.celery import app
@@ -91,10 +89,3 @@ def build_container(job_id: str) -> None:
     """Make a model's MLCube (build and check its image where possible), or build a project's."""
     execute(job_id, container.container_work)
 
-
-@worker_ready.connect
-def reap_on_start(**kwargs) -> None:
-    """A worker that starts picks up jobs whose worker died (their heartbeats stopped)."""
-    from hub.jobs.services import reap_stale
-
-    reap_stale()

@@ -16,7 +16,7 @@ from hpcfair.errors import HubError
 
 app = typer.Typer(help="HPCFair Hub client: find, publish, convert and run AI models and datasets.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-jobs_app = typer.Typer(help="Your jobs on the hub: list, show, wait.", no_args_is_help=True)
+jobs_app = typer.Typer(help="Your jobs on the hub: list, show, wait, cancel.", no_args_is_help=True)
 app.add_typer(jobs_app, name="jobs")
 
 Json = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
@@ -207,6 +207,14 @@ def jobs_wait(job_id: str, timeout: Annotated[float, typer.Option(help="Seconds 
     """Wait for a job to finish (exit status 1 when it failed)."""
     job = _api().client.wait(job_id, timeout=timeout)
     _print(job, as_json, _job_text(job))
+
+
+@jobs_app.command("cancel", epilog="Example: hpcfair jobs cancel 5f0c...")
+def jobs_cancel(job_id: str, as_json: Json = False) -> None:
+    """Cancel a queued or running job; what it had made is removed."""
+    job = _api().client.cancel(job_id)
+    _print(job, as_json, _job_text(job) + ("" if job["state"] == "cancelled" else "\nstopping; see: hpcfair jobs "
+                                           f"wait {job['id']}"))
 
 
 def _job_text(job: dict[str, Any]) -> str:

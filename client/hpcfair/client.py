@@ -189,6 +189,12 @@ class HubClient:
     def job(self, job_id: str) -> dict[str, Any]:
         return self.request("GET", f"jobs/{job_id}/").json()
 
+    def cancel(self, job: str | dict[str, Any]) -> dict[str, Any]:
+        """Cancel a queued or running job (yours, or one on your artifact); returns the job. A running job
+        stops shortly after: ``wait(job, raise_on_failure=False)`` until its state is ``cancelled``."""
+        job_id = job["id"] if isinstance(job, dict) else job
+        return self.request("POST", f"jobs/{job_id}/cancel").json()
+
     def wait(self, job: str | dict[str, Any], *, timeout: float = 3600.0, poll: float = 0.5,
              raise_on_failure: bool = True) -> dict[str, Any]:
         """Poll a job until it ends (a progress bar shows its progress); a failed job raises ``JobError``."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import uuid
 from datetime import datetime, timedelta
 
@@ -20,12 +22,21 @@ def stale_limit() -> datetime:
     return timezone.now() - timedelta(seconds=settings.HUB_JOB_STALE_S)
 
 
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
 class Job(models.Model):
     class State(models.TextChoices):
         QUEUED = "queued"
         RUNNING = "running"
         SUCCEEDED = "succeeded"
         FAILED = "failed"
+        CANCELLED = "cancelled"
 
     class Kind(models.TextChoices):
         FIXITY = "fixity", "fixity check"
@@ -37,7 +48,7 @@ class Job(models.Model):
         COLLABORATE = "collaborate", "collaboration"
         BENCHMARK = "benchmark", "hardware benchmark"
 
-    FINAL_STATES = (State.SUCCEEDED, State.FAILED)
+    FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     kind = models.CharField(max_length=32, choices=Kind.choices)
@@ -59,6 +70,8 @@ class Job(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     worker = models.CharField(max_length=200, blank=True)
     heartbeat = models.DateTimeField(null=True, blank=True, help_text="Last sign of life from a running job's worker.")
+    dispatched = models.DateTimeField(null=True, blank=True, help_text="When its task message was last sent.")
+    cancel_requested = models.DateTimeField(null=True, blank=True, help_text="When someone asked to cancel it.")
     created = models.DateTimeField(default=timezone.now, db_index=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
@@ -82,6 +95,28 @@ class Job(models.Model):
         self.finished = timezone.now()
         self.error_code, self.error_detail = code, detail
         self.append_log("error", detail)
+
+    def mark_cancelled(self, detail: str) -> None:
+        """Set the cancelled state (code ``cancelled``) and its log line (the caller saves)."""
+        self.state = self.State.CANCELLED
+        self.finished = timezone.now()
+        self.error_code, self.error_detail = "cancelled", detail
+        self.append_log("warning", detail)
+
+    @property
+    def worker_is_gone(self) -> bool:
+        """True when the process named in ``worker`` ran on this host and has ended (it was killed): no need
+        to wait ``HUB_JOB_STALE_S`` for its heartbeats to stop. Unknown (another host) is False."""
+        host, _, pid = self.worker.rpartition(":")
+        if host != socket.gethostname() or not pid.isdigit():
+            return False
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return _is_zombie(int(pid))
 
     def mark_worker_lost(self) -> None:
         self.mark_failed("worker_lost", (

@@ -3,6 +3,8 @@ job id only, so the web process never imports worker code (or the frameworks it 
 
 from __future__ import annotations
 
+import logging
+from datetime import timedelta
 from functools import partial
 from typing import Any
 
@@ -11,8 +13,11 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from hub.errors import HubError
 from hub.jobs.models import Job, stale_limit
 from workers.celery import app
+
+log = logging.getLogger(__name__)
 
 # Job kind -> Celery task name; the tasks live in ``workers``.
 TASKS: dict[str, str] = {
@@ -47,30 +52,81 @@ def create_job(
 
 
 def dispatch(job: Job) -> None:
-    """Send the job's task to its queue."""
-    app.send_task(TASKS[job.kind], args=[str(job.pk)], queue=job.queue)
+    """Send the job's task to its queue; the task id is the job's id, so that it can be revoked."""
+    Job.objects.filter(pk=job.pk).update(dispatched=timezone.now())
+    app.send_task(TASKS[job.kind], args=[str(job.pk)], queue=job.queue, task_id=str(job.pk))
 
 
 def reap_stale(queryset=None) -> int:
-    """Jobs marked running whose worker stopped sending heartbeats: queue them again, or fail them
-    with ``worker_lost`` after ``HUB_JOB_MAX_ATTEMPTS`` starts. Returns how many were reaped."""
+    """Heal jobs that no worker will finish; returns how many were touched.
+
+    - running, and its worker is gone (a dead process on this host) or silent for ``HUB_JOB_STALE_S``: queued
+      again, failed with ``worker_lost`` after ``HUB_JOB_MAX_ATTEMPTS`` starts, or cancelled if that was asked;
+    - queued, its message sent more than ``HUB_JOB_QUEUED_STALE_S`` ago while nothing runs on its queue (the
+      message was lost with a killed worker or broker): sent again. A duplicate message is harmless: the
+      runner drops messages of jobs that are final or running elsewhere.
+    """
+    jobs = queryset if queryset is not None else Job.objects.all()
     limit = stale_limit()
-    stale = (queryset if queryset is not None else Job.objects.all()).filter(state=Job.State.RUNNING).filter(
-        Q(heartbeat__lt=limit) | Q(heartbeat__isnull=True, started__lt=limit)
-    )
-    reaped = 0
-    for job_id in list(stale.values_list("pk", flat=True)):
+    running = jobs.filter(state=Job.State.RUNNING)
+    candidates = set(running.filter(Q(heartbeat__lt=limit) | Q(heartbeat__isnull=True, started__lt=limit))
+                     .values_list("pk", flat=True))
+    candidates |= {pk for pk, worker in running.exclude(pk__in=candidates).values_list("pk", "worker")
+                   if Job(worker=worker).worker_is_gone}
+    reaped = sum(_reap_running(pk, limit) for pk in candidates)
+    waited = timezone.now() - timedelta(seconds=settings.HUB_JOB_QUEUED_STALE_S)
+    stuck = jobs.filter(state=Job.State.QUEUED).filter(
+        Q(dispatched__lt=waited) | Q(dispatched__isnull=True, created__lt=waited))
+    busy = set(Job.objects.filter(state=Job.State.RUNNING, heartbeat__gte=limit).values_list("queue", flat=True))
+    for job_id in list(stuck.exclude(queue__in=busy).values_list("pk", flat=True)):
         with transaction.atomic():
-            job = Job.objects.select_for_update().filter(pk=job_id, state=Job.State.RUNNING).first()
-            if job is None or (job.heartbeat or job.started or timezone.now()) >= limit:
+            job = Job.objects.select_for_update().filter(pk=job_id, state=Job.State.QUEUED).first()
+            if job is None or (job.dispatched or job.created) >= waited:
                 continue
-            job.append_log("warning", f"worker {job.worker or '?'} stopped responding (attempt {job.attempts})")
-            if job.attempts >= settings.HUB_JOB_MAX_ATTEMPTS:
-                job.mark_worker_lost()
-            else:
-                job.state = Job.State.QUEUED
-                job.append_log("info", "queued again")
-                transaction.on_commit(partial(dispatch, job))
-            job.save()
+            job.append_log("warning", f"no worker took the job in {settings.HUB_JOB_QUEUED_STALE_S:g} s "
+                                      "(its message was lost); sent again")
+            job.save(update_fields=["log"])
+            transaction.on_commit(partial(dispatch, job))
             reaped += 1
     return reaped
+
+
+def _reap_running(job_id, limit) -> int:
+    with transaction.atomic():
+        job = Job.objects.select_for_update().filter(pk=job_id, state=Job.State.RUNNING).first()
+        if job is None or ((job.heartbeat or job.started or timezone.now()) >= limit and not job.worker_is_gone):
+            return 0
+        job.append_log("warning", f"worker {job.worker or '?'} was lost (attempt {job.attempts})")
+        if job.cancel_requested:
+            job.mark_cancelled(CANCELLED_DETAIL)
+        elif job.attempts >= settings.HUB_JOB_MAX_ATTEMPTS:
+            job.mark_worker_lost()
+        else:
+            job.state = Job.State.QUEUED
+            job.append_log("info", "queued again")
+            transaction.on_commit(partial(dispatch, job))
+        job.save()
+        return 1
+
+
+CANCELLED_DETAIL = "The job was cancelled; nothing it had made was kept."
+
+
+def cancel_job(job: Job, user) -> Job:
+    """Cancel a queued job at once, or ask a running one's worker to stop it (its runner then removes what
+    the job had made and marks it cancelled). Raises ``job_final`` for a finished job."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        if job.is_final:
+            raise HubError("job_final", f"The job has {job.state} already; there is nothing to cancel.")
+        job.cancel_requested = job.cancel_requested or timezone.now()
+        job.append_log("warning", f"cancellation asked by {user.username}")
+        running = job.state == Job.State.RUNNING
+        if not running:
+            job.mark_cancelled(CANCELLED_DETAIL)
+        job.save()
+    try:  # a queued message is dropped when it arrives; a running task gets SIGUSR2 (workers.runner)
+        app.control.revoke(str(job.pk), terminate=running, signal="SIGUSR2")
+    except Exception:  # noqa: BLE001 - the broker is down: the runner notices at its next heartbeat anyway
+        log.warning("could not broadcast the revocation of job %s", job.pk, exc_info=True)
+    return job

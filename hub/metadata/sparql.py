@@ -1,17 +1,31 @@
 """SPARQL 1.1 protocol at ``/sparql`` over the metadata graph of public, live versions.
 
 Queries only (no updates, no ``SERVICE`` federation: the hub never fetches other endpoints). The graph
-is rebuilt when the registry changes. Each query runs in a forked child process with a wall-clock limit
-and a cap on the size of its answer, so a runaway query is killed, not left holding a web worker.
+is rebuilt when the registry changes. Each query runs in a forked child process with a wall-clock limit,
+a memory cap and a cap on the size of its answer, so a runaway query is killed, not left holding a web
+worker; at most ``HUB_SPARQL_CONCURRENCY`` children run at once on a host (slots are file locks, so all web
+workers share them and a dead process frees its slot).
+
+Queries are parsed under one lock per process: pyparsing (rdflib's SPARQL grammar) is not thread-safe.
+Its parse actions learn their arity on first call by catching ``TypeError`` in unsynchronised state
+(``pyparsing.core._trim_arity``), and ``streamline`` rewrites the grammar in place; two threads that first
+parse at once leave wrong arities behind, and from then on every query that uses those actions fails to
+parse ("missing 1 required positional argument") for the life of the process.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import resource
 import select
 import signal
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -19,6 +33,8 @@ from django.db.models import Count, Max
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from rdflib import Graph
+from rdflib.plugins.sparql import prepareQuery
+from rdflib.plugins.sparql.sparql import Query
 
 from hub.errors import json_error
 from hub.metadata.negotiation import choose
@@ -38,6 +54,7 @@ GRAPH_TYPES = {  # CONSTRUCT / DESCRIBE
 MAX_QUERY_CHARS = 10_000
 
 _lock = threading.Lock()
+_parse_lock = threading.Lock()
 _cache: dict[str, Any] = {"key": None, "graph": None}
 
 
@@ -81,9 +98,57 @@ def _bad(request: HttpRequest, detail: str) -> HttpResponse:
     return json_error(request, "malformed_query", detail)
 
 
-def _run(graph: Graph, query: str, result_format: str) -> bytes:
+def parse(query: str) -> Query:
+    """The prepared query (raises on a syntax error); one thread at a time (see the module's docstring)."""
+    with _parse_lock:
+        return prepareQuery(query, initNs=PREFIXES)
+
+
+def _slot_paths() -> list[Path]:
+    folder = Path(settings.HUB_SPARQL_SLOT_DIR)
+    folder.mkdir(parents=True, exist_ok=True)
+    return [folder / f"slot-{index}" for index in range(max(1, settings.HUB_SPARQL_CONCURRENCY))]
+
+
+@contextmanager
+def query_slot() -> Iterator[bool]:
+    """Hold one of the host's ``HUB_SPARQL_CONCURRENCY`` query slots (an exclusive ``flock``), waiting up to
+    ``HUB_SPARQL_WAIT_S``; yields False when none came free."""
+    deadline = time.monotonic() + settings.HUB_SPARQL_WAIT_S
+    paths = _slot_paths()
+    while True:
+        for path in paths:
+            handle = open(path, "a")  # noqa: SIM115 - closed below, after the lock is released
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            try:
+                yield True
+            finally:
+                # Unlock explicitly: a query child forked meanwhile by another thread shares this open file.
+                fcntl.flock(handle, fcntl.LOCK_UN)
+                handle.close()
+            return
+        if time.monotonic() >= deadline:
+            yield False
+            return
+        time.sleep(0.05)
+
+
+def _cap_memory() -> None:
+    """In the child: it may grow by HUB_SPARQL_MEMORY_MB beyond what it inherited from the web worker."""
+    with open("/proc/self/statm") as statm:
+        inherited = int(statm.read().split()[0]) * resource.getpagesize()
+    limit = inherited + settings.HUB_SPARQL_MEMORY_MB * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    sys.unraisablehook = lambda unraisable: None  # generators closed while out of memory: not for the server log
+
+
+def _run(graph: Graph, query: Query, result_format: str) -> bytes:
     """In the child: evaluate and serialise, with at most HUB_SPARQL_MAX_ROWS rows."""
-    result = graph.query(query, initNs=PREFIXES)
+    result = graph.query(query)
     if result.type in ("CONSTRUCT", "DESCRIBE"):
         limited = Graph()
         for index, triple in enumerate(result.graph or []):
@@ -96,14 +161,17 @@ def _run(graph: Graph, query: str, result_format: str) -> bytes:
     return result.serialize(format=result_format)
 
 
-def run_limited(graph: Graph, query: str, result_format: str) -> tuple[str, bytes]:
-    """("ok", body) or ("error" | "timeout" | "too_large", message), from a forked child."""
+def run_limited(graph: Graph, query: Query, result_format: str) -> tuple[str, bytes]:
+    """("ok", body) or ("error" | "timeout" | "too_large" | "memory", message), from a forked child."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: no database, no Django teardown, just the query
         os.close(read_end)
         try:
+            _cap_memory()
             body, status = _run(graph, query, result_format), b"O"
+        except MemoryError:
+            body, status = b"", b"M"
         except Exception as exc:  # the message of a query error is for the user (it is about their query)
             body, status = str(exc).encode()[:2000], b"E"
         try:
@@ -137,8 +205,8 @@ def run_limited(graph: Graph, query: str, result_format: str) -> tuple[str, byte
     if outcome != "ok":
         return outcome, b""
     data = b"".join(chunks)
-    if not data:
-        return "error", b"The query process ended without an answer."
+    if not data or data[:1] == b"M":  # out of memory (a child that dies without a word ran out while unwinding)
+        return "memory", b""
     return ("ok" if data[:1] == b"O" else "error"), data[1:]
 
 
@@ -164,10 +232,8 @@ def endpoint(request: HttpRequest) -> HttpResponse:
                              "?query=SELECT * WHERE {?s ?p ?o} LIMIT 10")
     if len(query) > MAX_QUERY_CHARS:
         return _bad(request, f"Queries are at most {MAX_QUERY_CHARS} characters.")
-    from rdflib.plugins.sparql import prepareQuery
-
     try:
-        prepared = prepareQuery(query, initNs=PREFIXES)
+        prepared = parse(query)
     except Exception as exc:  # a parse error: tell the user where
         return _bad(request, f"The query does not parse: {str(exc)[:500]}")
     if _has_service(prepared.algebra):
@@ -177,7 +243,17 @@ def endpoint(request: HttpRequest) -> HttpResponse:
     media_type = choose(request.headers.get("Accept", ""), list(offered))
     if media_type is None:
         return json_error(request, "not_acceptable", f"This query's results come as: {', '.join(offered)}.")
-    status, body = run_limited(public_graph(), query, offered[media_type])
+    graph = public_graph()
+    with query_slot() as free:
+        if not free:
+            response = json_error(request, "sparql_busy", f"{settings.HUB_SPARQL_CONCURRENCY} queries are running "
+                                                          "already; try again in a few seconds.")
+            response["Retry-After"] = "5"
+            return response
+        status, body = run_limited(graph, prepared, offered[media_type])
+    if status == "memory":
+        return json_error(request, "query_memory", f"The query needed more than {settings.HUB_SPARQL_MEMORY_MB} MB "
+                                                   "and was stopped; add a LIMIT or narrow its patterns.")
     if status == "timeout":
         return json_error(request, "query_timeout", f"The query ran longer than {settings.HUB_SPARQL_TIMEOUT_S} s "
                                                     "and was stopped; add a LIMIT or narrow its patterns.")

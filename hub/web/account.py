@@ -13,8 +13,9 @@ from django.views.decorators.http import require_POST
 
 from hub.accounts.models import ApiToken
 from hub.errors import HubError
+from hub.jobs.api.views import cancellable_by
 from hub.jobs.models import Job
-from hub.jobs.services import reap_stale
+from hub.jobs.services import cancel_job, reap_stale
 from hub.registry import services
 from hub.registry.models import Artifact
 
@@ -48,6 +49,23 @@ def job(request: HttpRequest, pk) -> HttpResponse:
 
 
 SHOWN_ONCE = "hub.shown_once"  # the session keeps a new token for the one page that shows it
+
+
+@login_required
+@require_POST
+def cancel(request: HttpRequest, pk) -> HttpResponse:
+    """The job page's Cancel button (see ``hub.jobs.services.cancel_job``)."""
+    found = cancellable_by(request.user).filter(pk=pk).first()
+    if found is None:
+        raise Http404("no such job of yours")
+    try:
+        found = cancel_job(found, request.user)
+    except HubError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Job cancelled." if found.is_final else
+                         "Stopping the job; what it had made is being removed.")
+    return redirect("job", pk=found.pk) if found.requester_id == request.user.pk else redirect("jobs")
 
 
 @login_required

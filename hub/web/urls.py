@@ -11,6 +11,7 @@ urlpatterns = [
     path("publish/", publish.publish, name="publish"),
     path("jobs/", account.jobs, name="jobs"),
     path("jobs/<uuid:pk>/", account.job, name="job"),
+    path("jobs/<uuid:pk>/cancel", account.cancel, name="job-cancel"),
     path("account/", account.account, name="account"),
     path("sharing/<str:owner>/<str:name>", account.sharing, name="sharing"),
 ]

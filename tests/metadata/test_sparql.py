@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 from urllib.parse import urlencode
 
 import pytest
 from rdflib import Graph
+
+from hub.metadata import sparql
 
 pytestmark = pytest.mark.django_db
 
@@ -84,7 +87,7 @@ def test_runaway_queries_are_stopped(anon, corpus, settings):
     settings.HUB_SPARQL_TIMEOUT_S = 1.0
     cross = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i . ?j ?k ?l }"
     response = anon.get("/sparql", {"query": cross})
-    assert response.status_code == 400 and response.json()["code"] == "query_timeout"
+    assert response.status_code == 503 and response.json()["code"] == "query_timeout"  # the server's limit
     settings.HUB_SPARQL_TIMEOUT_S = 10
     settings.HUB_SPARQL_MAX_BYTES = 200
     big = anon.get("/sparql", {"query": "SELECT * WHERE { ?s ?p ?o }"})
@@ -96,3 +99,26 @@ def test_row_cap(anon, corpus, settings):
     rows = anon.get("/sparql", {"query": "SELECT * WHERE { ?s ?p ?o }"}).json()["results"]["bindings"]
     assert len(rows) == 3
 
+
+
+def test_a_query_past_the_memory_cap_is_stopped_with_503(anon, corpus, settings):
+    """ORDER BY over a cross join holds every row at once: hundreds of MB on this small graph uncapped."""
+    settings.HUB_SPARQL_MEMORY_MB = 64
+    settings.HUB_SPARQL_TIMEOUT_S = 60
+    cross = "SELECT * WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i } ORDER BY ?a ?d ?g"
+    started = time.monotonic()
+    response = anon.get("/sparql", {"query": cross})
+    assert response.status_code == 503 and response.json()["code"] == "query_memory", response.content
+    assert "64 MB" in response.json()["detail"] and time.monotonic() - started < 60
+    assert titles_from_json(anon.get("/sparql", {"query": TITLES})) == ["Title of open-model"]  # the worker is fine
+
+
+def test_queries_past_the_concurrency_limit_get_503_until_a_slot_frees(anon, corpus, settings, tmp_path):
+    settings.HUB_SPARQL_CONCURRENCY = 1
+    settings.HUB_SPARQL_WAIT_S = 0.3
+    settings.HUB_SPARQL_SLOT_DIR = tmp_path / "slots"
+    with sparql.query_slot() as free:  # another request (any web worker: the slot is a file lock) holds it
+        assert free
+        busy = anon.get("/sparql", {"query": TITLES})
+    assert busy.status_code == 503 and busy.json()["code"] == "sparql_busy" and busy["Retry-After"]
+    assert titles_from_json(anon.get("/sparql", {"query": TITLES})) == ["Title of open-model"]

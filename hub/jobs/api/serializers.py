@@ -19,7 +19,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id", "url", "kind", "state", "queue", "device", "params", "progress", "log", "result",
             "error_code", "error_detail", "requester", "version", "attempts", "worker", "created", "started",
-            "finished", "duration",
+            "finished", "duration", "cancel_requested",
         ]
 
     def get_url(self, job: Job) -> str:

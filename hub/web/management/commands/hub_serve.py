@@ -1,7 +1,14 @@
 """``python manage.py hub_serve``: the embedded default in one command.
 
 Migrates, adds the demo content, then runs a real Celery worker and the web server (granian) as
-child processes on 127.0.0.1, and stops both (by their PIDs) on Ctrl-C.
+child processes on 127.0.0.1, restarts either when it exits (``hub.supervisor``: a killed worker does not
+take the site down), and stops both (by their PIDs) on Ctrl-C.
+
+On the embedded filesystem broker the worker uses Celery's solo pool: kombu's filesystem transport has no
+event loop, so prefork would run billiard's blocking pool, whose pool processes share one lock on the task
+pipe; an idle pool process that is killed (an OOM killer's choice) dies holding it, and every later pool
+process waits for it forever while the worker keeps accepting messages. With solo, a kill takes the whole
+worker, which is restarted here, and its job is queued again by the reaper (``workers.reaper``).
 """
 
 from __future__ import annotations
@@ -9,7 +16,6 @@ from __future__ import annotations
 import io
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,6 +24,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from hub.supervisor import Supervised
 from hub.web.server import web_command
 
 
@@ -47,11 +54,13 @@ class Command(BaseCommand):
             call_command("hub_demo")
         # Links the hub hands out (PIDs, download URLs) point at this server unless configured.
         env = {"HUB_PUBLIC_URL": f"http://{bind}", **os.environ}
-        children = [
-            subprocess.Popen([python, "-m", "celery", "-A", "workers", "worker", "-Q", "convert,cpu",
-                              "--concurrency", "1", "--loglevel", "INFO", "--hostname", "embedded@%h"], env=env),
-            subprocess.Popen(web, env=env),
-        ]
+        pool = "solo" if settings.CELERY_BROKER_URL.startswith("filesystem://") else "prefork"
+        worker = [python, "-m", "celery", "-A", "workers", "worker", "-Q", "convert,cpu", "--pool", pool,
+                  "--concurrency", "1", "--loglevel", "INFO", "--hostname", "embedded@%h"]
+        children = [Supervised("the Celery worker", worker, env, self.say), Supervised("the web server", web, env,
+                                                                                        self.say)]
+        for child in children:
+            child.start()
         self.stdout.write(f"HPCFair Hub on http://{bind}/ (API docs at /api/docs/); Ctrl-C stops it.")
         stopping = False
 
@@ -62,17 +71,14 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
         try:
-            while not stopping and all(child.poll() is None for child in children):
-                time.sleep(0.5)
+            while not stopping:
+                for child in children:
+                    child.poll()
+                time.sleep(0.2)
         finally:
             for child in children:
-                if child.poll() is None:
-                    os.kill(child.pid, signal.SIGTERM)
-            for child in children:
-                try:
-                    child.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    os.kill(child.pid, signal.SIGKILL)
-        failed = [child.args[2] for child in children if child.returncode not in (0, -signal.SIGTERM, None)]
-        if failed and not stopping:
-            raise SystemExit(f"a child process stopped unexpectedly: {failed}")
+                child.stop()
+
+    def say(self, message: str) -> None:
+        self.stderr.write(f"hub_serve: {message}")
+        self.stderr.flush()
