@@ -12,10 +12,11 @@ from hub.conversions import api as conversions
 from hub.gateway.api import views as gateway
 from hub.jobs.api import views as jobs
 from hub.metadata import api as metadata
-from hub.metadata import oai, sparql
+from hub.metadata import oai
 from hub.registry import resolver
 from hub.registry.api import transfers
 from hub.registry.api import views as registry
+from hub.web import sparql_page
 
 OWNER_NAME = "artifacts/<str:owner>/<str:name>/"
 VERSION = OWNER_NAME + "versions/<str:version>/"
@@ -57,7 +58,7 @@ urlpatterns = [
     path("pid/<path:pid>", resolver.resolve, name="pid"),
     path("linkset/<path:pid>", metadata.linkset, name="linkset"),
     path("oai", oai.endpoint, name="oai"),
-    path("sparql", sparql.endpoint, name="sparql"),
+    path("sparql", sparql_page.dispatch, name="sparql"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

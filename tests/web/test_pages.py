@@ -216,3 +216,30 @@ def test_use_it_snippets_are_valid_client_configs(owner, publish, kind, task, ke
     assert config.args.general_args.task == task and config.names(key) == [ref]
     assert ref in use.cli if kind != "project" else use.config_name in use.cli
     assert (use.config_name if kind != "dataset" else ref) in use.python
+
+
+BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+
+
+def test_sparql_in_a_browser_is_a_query_page_with_results(owner, publish):
+    publish(owner, "queried-model")
+    anon = Client()
+    page = anon.get("/sparql", HTTP_ACCEPT=BROWSER_ACCEPT)
+    assert page.status_code == 200 and "text/html" in page["Content-Type"]
+    text = page.content.decode()
+    assert '<textarea id="sparql-query" name="query"' in text and "Models and their frameworks" in text
+    table = anon.get("/sparql", {"query": "SELECT ?t WHERE { ?m a hpc:AIModel ; schema:name ?t }"},
+                     HTTP_ACCEPT=BROWSER_ACCEPT).content.decode()
+    assert '<table id="sparql-results">' in table and "<td>Title of queried-model</td>" in table
+    ask = anon.get("/sparql", {"query": "ASK { ?m a hpc:AIModel }"}, HTTP_ACCEPT=BROWSER_ACCEPT).content.decode()
+    assert '<p id="sparql-answer"><strong>Yes</strong></p>' in ask
+    bad = anon.get("/sparql", {"query": "SELEC nothing"}, HTTP_ACCEPT=BROWSER_ACCEPT)
+    assert bad.status_code == 200 and 'id="sparql-error"' in bad.content.decode()
+    assert "does not parse" in bad.content.decode()
+    machine = anon.get("/sparql")  # a program without a query still gets the protocol's coded 400
+    assert machine.status_code == 400 and machine.json()["code"] == "malformed_query"
+    for example in ("Models and their frameworks", "What was converted from what", "How many of each type"):
+        query = next(text for label, text in __import__("hub.web.sparql_page", fromlist=["EXAMPLES"]).EXAMPLES
+                     if label == example)
+        shown = anon.get("/sparql", {"query": query}, HTTP_ACCEPT=BROWSER_ACCEPT).content.decode()
+        assert 'id="sparql-error"' not in shown, example
