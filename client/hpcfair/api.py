@@ -580,6 +580,11 @@ class modelAPI:  # noqa: N801 - the papers' name
             except NotFoundError:
                 raise config.error(source.key, f"no file {config.path(source.ref)}, and the hub has no model "
                                                f"{source.ref} that you can see")
+            except HubError as exc:
+                if exc.code != "unreachable":
+                    raise
+                raise config.error(source.key, f"no file {config.path(source.ref)}; as a hub reference it could not "
+                                               f"be looked up: {exc.message}")
         name = NAME_RE.sub("-", source.name).strip("-.") or "model"
         me = self.client.me()
         meta, card = (_metadata(metadata, config.base) if metadata

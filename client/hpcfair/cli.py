@@ -176,6 +176,16 @@ def cite(ref: Annotated[str, typer.Argument(help="A PID or owner/name[@version].
     typer.echo(_api().client.cite(ref, style).rstrip())
 
 
+@app.command(epilog="Example: hpcfair examples papers && cd papers && hpcfair run conversion.yaml")
+def examples(dest: Annotated[Path, typer.Argument(help="The folder to put them in (made if missing).")]) -> None:
+    """The papers' example configs, with the model checkpoints and input they name (needs hpcfair[convert])."""
+    from hpcfair.starter import make_examples
+
+    folder = make_examples(dest)
+    typer.echo(f"examples in {folder}: cd {folder} && hpcfair run conversion.yaml (Listing 1), then "
+               "collaboration.yaml (Listing 2) and container.yaml (Listing 4; device: cpu without a GPU)")
+
+
 @app.command(epilog="Example: hpcfair schema > hpcfair-config.schema.json")
 def schema() -> None:
     """The JSON Schema of task configs (for editors)."""

@@ -34,6 +34,7 @@ Names = str | list[str]
 # Whitespace at either end of a file name or beside a dot or slash: a wrapped line ("decoder.\n onnx" in a
 # folded YAML scalar reads "decoder. onnx"), never a name anybody meant.
 STRAY_SPACE = re.compile(r"^\s|\s$|\s[./\\]|[./\\]\s")
+SHIPPED_EXAMPLES = Path(__file__).with_name("examples")
 FILE_KEYS = ("model_file", "input", "sample_inputs", "files", "work_dir", "build_file", "export_file", "export_dir")
 
 
@@ -181,6 +182,9 @@ class Config:
             if path[:end] in self.lines:
                 line = self.lines[path[:end]]
                 break
+        if message.startswith("no file") and self.base.resolve() == SHIPPED_EXAMPLES.resolve():
+            message += ("; the shipped examples come without model files: `hpcfair examples DIR` copies them with "
+                        "the checkpoints and input they name, then run the config there")
         return ConfigError(message, key=key, line=line, file=self.file)
 
     def names(self, key: str) -> list[str]:

@@ -179,3 +179,11 @@ def test_a_csv_with_a_header_row_reads_as_columns(tmp_path):
     assert list(columns) == ["length", "width", "species"]
     np.testing.assert_allclose(columns["width"], [3.5, 2.9])
     assert columns["species"].tolist() == ["setosa", "virginica"]
+
+
+def test_the_shipped_examples_say_how_to_get_their_model_files(tmp_path):
+    """The installed conversion.yaml names checkpoints that do not ship; the error says how to make them."""
+    with pytest.raises(ConfigError) as caught:
+        modelAPI("http://127.0.0.1:9").conversion(EXAMPLES / "conversion.yaml")
+    assert caught.value.key == "model_args.model_file[0]" and "hpcfair examples DIR" in str(caught.value)
+    assert "ckpt/encoder.ckpt" in str(caught.value)

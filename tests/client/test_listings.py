@@ -24,31 +24,22 @@ EXAMPLES = SCHEMA_FILE.with_name("examples")
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    """A folder with the shipped examples, ckpt/encoder.ckpt (a torch.export program: x [batch, 16] ->
-    [batch, 8]), ckpt/decoder.ckpt (a Keras model: [batch, 8] -> [batch, 4]), input.txt, and what the
+    """``hpcfair examples``' folder: the shipped examples, ckpt/encoder.ckpt (a torch.export program: x [batch,
+    16] -> [batch, 8]), ckpt/decoder.ckpt (a Keras model: [batch, 8] -> [batch, 4]) and input.txt; and what the
     original frameworks compute on it."""
     import keras
     import torch
 
     folder = tmp_path_factory.mktemp("listings")
-    (folder / "ckpt").mkdir()
-    torch.manual_seed(0)
-    encoder = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.Tanh()).eval()
-    program = torch.export.export(encoder, (torch.randn(2, 16),), dynamic_shapes=({0: torch.export.Dim("batch")},))
-    torch.export.save(program, str(folder / "ckpt" / "encoder.pt2"))
-    (folder / "ckpt" / "encoder.pt2").rename(folder / "ckpt" / "encoder.ckpt")
-    keras.utils.set_random_seed(0)
-    z = keras.Input((8,), name="z")
-    decoder = keras.Model(z, keras.layers.Dense(4, name="y")(keras.layers.Dense(6, activation="relu")(z)))
-    decoder.save(folder / "ckpt" / "decoder.keras")
-    (folder / "ckpt" / "decoder.keras").rename(folder / "ckpt" / "decoder.ckpt")
-    for example in EXAMPLES.iterdir():
-        if example.is_dir():
-            shutil.copytree(example, folder / example.name)
-        else:
-            shutil.copyfile(example, folder / example.name)
-    x = np.random.default_rng(0).standard_normal((3, 16)).astype(np.float32)
-    np.savetxt(folder / "input.txt", x)
+    done = subprocess.run([sys.executable, "-m", "hpcfair.cli", "examples", str(folder)], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0 and "hpcfair run conversion.yaml" in done.stdout, done.stderr
+    assert {p.name for p in (folder / "ckpt").iterdir()} == {"encoder.ckpt", "decoder.ckpt"}
+    x = np.loadtxt(folder / "input.txt", dtype=np.float32)
+    encoder = torch.export.load(str(folder / "ckpt" / "encoder.ckpt")).module()  # made here: trusted
+    keras_copy = tmp_path_factory.mktemp("decoder") / "decoder.keras"
+    shutil.copyfile(folder / "ckpt" / "decoder.ckpt", keras_copy)
+    decoder = keras.saving.load_model(keras_copy)
     with torch.no_grad():
         expected = np.asarray(decoder.predict(encoder(torch.from_numpy(x)).numpy(), verbose=0))
     return folder, x, expected
