@@ -241,6 +241,18 @@ def test_pages_fit_a_phone_and_work_with_the_keyboard(site):
     widths = w.page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
     assert widths[0] <= widths[1], widths
     w.shot("landing-phone")
+    phone = w.page.evaluate("""() => {
+        const cell = document.querySelector('td:not(.pid)'), graph = document.querySelector('#provenance svg.graph');
+        return {wrap: getComputedStyle(cell).overflowWrap, graph: graph ? graph.getBoundingClientRect().width : null};
+    }""")
+    assert phone["wrap"] == "break-word"  # words break only when they cannot fit a line of their own
+    assert phone["graph"] is None or phone["graph"] >= 34 * 16  # readable; its section scrolls sideways
+    w.page.goto("/browse/")
+    placed = w.page.evaluate("""() => [document.querySelector('.cards .card').getBoundingClientRect().top,
+                                       document.querySelector('#filters').getBoundingClientRect().top,
+                                       window.innerHeight]""")
+    assert placed[0] < placed[2] and placed[1] > placed[0], placed  # the first result in view, filters after
+    assert w.page.get_by_role("link", name="Filters ↓").is_visible()
     w.page.goto("/")
     w.page.keyboard.press("Tab")
     assert w.page.evaluate("document.activeElement.textContent") == "Skip to content"
