@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from ontology.fields import FIELDS
 from tests.conversions import models
 
 pytestmark = pytest.mark.slow
@@ -93,6 +94,12 @@ def test_user_publishes_a_model_and_watches_its_conversion(site, tmp_path):
     w.page.locator("#err-license").wait_for(state="visible")
     assert "Required" in page.locator("#err-license").inner_text()
     assert page.get_by_label("License").get_attribute("aria-invalid") == "true"
+    banner = page.locator("#form-error").inner_text()  # names the field once, not every message again
+    assert banner == "Fix the field marked below: License." and "Required" not in banner
+    marked = page.evaluate("""[...document.querySelectorAll('#publish-form label')]
+        .filter(l => l.textContent.includes('*')).map(l => l.htmlFor.slice(2)).sort()""")
+    assert [m for m in marked if m in FIELDS] == sorted(n for n, spec in FIELDS.items() if "model" in spec.required)
+    assert [m for m in marked if m not in FIELDS] == ["name"]  # the artifact's own required field
     assert page.request.get("/api/v1/artifacts/demo/browser-forest/").status == 404
     assert page.locator("#file-list li").get_attribute("data-state") == "uploaded"
     assert puts["broken"] == 1 and puts["count"] > model_file.stat().st_size // 4096  # resumed after the break

@@ -313,21 +313,26 @@ function setupPublish() {
   const showErrors = (error) => {
     const box = document.getElementById("form-error");
     const fields = (error && error.errors) || {};
-    let placed = false;
+    const placed = [], elsewhere = [];
     Object.entries(fields).forEach(([key, messages]) => {
       const name = key.split(/[.[]/)[0];
       const target = document.getElementById(`err-${name}`);
-      if (!target) return;
+      if (!target) { elsewhere.push(`${key}: ${[].concat(messages).join(" ")}`); return; }
       target.textContent = [].concat(messages).join(" ");
       const control = form.querySelector(`[name="${name}"]`);
       if (control) control.setAttribute("aria-invalid", "true");
       if (control && control.closest("details")) control.closest("details").open = true;
-      placed = true;
+      const label = form.querySelector(`label[for="f-${name}"]`);
+      placed.push(label ? label.textContent.replace("*", "").trim() : name);
     });
-    box.textContent = hub.message(error);
+    // The messages sit beside their fields: the banner names the fields once, not every message again.
+    box.textContent = placed.length
+      ? `Fix the field${placed.length > 1 ? "s" : ""} marked below: ${placed.join(", ")}.`
+        + (elsewhere.length ? ` Also: ${elsewhere.join(" ")}` : "")
+      : hub.message(error);
     box.hidden = false;
     const first = form.querySelector('[aria-invalid="true"]');
-    if (placed && first) first.focus();
+    if (placed.length && first) first.focus();
   };
 
   const metadata = () => {
