@@ -19,10 +19,12 @@ from hub.jobs.api.views import accepted
 from hub.jobs.models import Job
 from hub.jobs.services import create_job
 from hub.registry import services
+from hub.registry.access import Viewer, publish_warnings
 from hub.registry.api.serializers import (
     ArtifactSerializer,
     ArtifactUpdateSerializer,
     VersionCreateSerializer,
+    VersionPublishedSerializer,
     VersionSerializer,
 )
 from hub.registry.models import Artifact, Version
@@ -39,6 +41,11 @@ def require_write(request: Request, artifact: Artifact) -> None:
 def require_admin(request: Request, artifact: Artifact) -> None:
     if not artifact.can_admin(request.user):
         raise HubError("permission_denied", f"Only the owner of {artifact} can do this.")
+
+
+def as_seen_by(request: Request) -> dict[str, Any]:
+    """Serializer context: versions name their sources and derivatives as this request's user may see them."""
+    return {"viewer": Viewer(request.user)}
 
 
 def versions_queryset():
@@ -142,9 +149,9 @@ class VersionListCreate(APIView):
     def get(self, request: Request, owner: str, name: str) -> Response:
         artifact = services.get_artifact(request.user, owner, name)
         versions = versions_queryset().filter(artifact=artifact)
-        return Response(VersionSerializer(versions, many=True).data)
+        return Response(VersionSerializer(versions, many=True, context=as_seen_by(request)).data)
 
-    @extend_schema(request=VersionCreateSerializer, responses={201: VersionSerializer})
+    @extend_schema(request=VersionCreateSerializer, responses={201: VersionPublishedSerializer})
     def post(self, request: Request, owner: str, name: str) -> Response:
         staged: list[StagedFile] = []
         try:
@@ -167,7 +174,8 @@ class VersionListCreate(APIView):
             for item in staged:
                 item.staged.unlink(missing_ok=True)
         version = versions_queryset().get(pk=version.pk)
-        return Response(VersionSerializer(version).data, status=status.HTTP_201_CREATED)
+        data = VersionSerializer(version, context=as_seen_by(request)).data
+        return Response({**data, "warnings": publish_warnings(version)}, status=status.HTTP_201_CREATED)
 
     @staticmethod
     def _body_and_form_files(request: Request) -> tuple[dict[str, Any], list[StagedFile]]:
@@ -207,7 +215,7 @@ class VersionDetail(APIView):
     def get(self, request: Request, owner: str, name: str, version: str) -> Response:
         artifact = services.get_artifact(request.user, owner, name)
         found = services.get_version(artifact, version, allow_deleted=True)
-        return Response(VersionSerializer(versions_queryset().get(pk=found.pk)).data)
+        return Response(VersionSerializer(versions_queryset().get(pk=found.pk), context=as_seen_by(request)).data)
 
     @extend_schema(parameters=[OpenApiParameter("reason", str, description="Shown on the tombstone page.")],
                    responses={204: None})
@@ -233,7 +241,7 @@ class Resolve(APIView):
             raise HubError("invalid", "Give ref: a PID (ark:/…) or owner/name[@version].",
                            errors={"ref": ["Required."]})
         found = services.resolve_version_ref(request.user, ref)
-        return Response(VersionSerializer(versions_queryset().get(pk=found.pk)).data)
+        return Response(VersionSerializer(versions_queryset().get(pk=found.pk), context=as_seen_by(request)).data)
 
 
 class VersionFixity(APIView):
