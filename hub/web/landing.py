@@ -14,10 +14,11 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from hub.conversions.services import conversions_of
 from hub.jobs.models import Job
 from hub.registry import access
 from hub.registry.access import Viewer
-from hub.registry.models import Artifact, ProvenanceLink, Version
+from hub.registry.models import Artifact, Version
 from hub.web import markdown, snippets
 from ontology import exports
 from ontology.graph import LITERALS
@@ -105,10 +106,8 @@ def provenance_graph(version: Version, viewer: Viewer) -> dict[str, Any] | None:
 
 
 def conversions(version: Version) -> list[Version]:
-    """The live ONNX versions converted from ``version``."""
-    return [link.version for link in ProvenanceLink.objects.filter(
-        target=version, relation=ProvenanceLink.Relation.CONVERTED_FROM, version__deleted_at__isnull=True)
-        .select_related("version")]
+    """The live ONNX versions the hub converted from ``version``."""
+    return list(conversions_of(version))
 
 
 def verification(version: Version, converted: list[Version]) -> list[dict[str, Any]]:

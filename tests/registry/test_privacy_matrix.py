@@ -390,6 +390,30 @@ def test_publishing_a_public_version_of_a_private_source_warns_the_owner(world, 
     assert same.status_code == 201 and same.json()["warnings"] == []
 
 
+def test_a_claimed_conversion_in_someone_elses_artifact_never_stands_in_for_the_model(owner, other, tmp_path):
+    """mallory's private ONNX version that says it was converted from alice's public model is not the
+    model's conversion: the gateway does not run it, the container is not made of it, alice's page does
+    not show it. The hub's own conversion (in the model's artifact) is all of those."""
+    from hub.containers.services import cube_source
+    from hub.errors import HubError
+    from hub.gateway.services import resolve_model
+
+    source = _version(owner, "torch-model", {"m.pt": b"not really torch"}, kind="model", tmp_path=tmp_path)
+    claim = _version(other, "stolen", {"m.onnx": b"claimed onnx"}, kind="model", visibility="private",
+                     provenance=[("converted_from", source)], tmp_path=tmp_path)
+    for use in (resolve_model, cube_source):
+        with pytest.raises(HubError) as refused:
+            use(source)
+        assert refused.value.error_code in ("not_ready", "not_converted"), use  # its own conversion is queued
+    html = client_for(owner).get("/" + source.pid, HTTP_ACCEPT="text/html").content.decode()
+    assert claim.pid not in html and "stolen" not in html
+    own = services.create_version(source.artifact, owner, files=[staged(tmp_path, "m.onnx", b"hub onnx")],
+                                  label="1-onnx", metadata=valid_metadata(), system=True,
+                                  provenance=[services.ProvenanceRef("converted_from", source)])
+    assert resolve_model(source).pid == own.pid and cube_source(source) == own
+    assert claim.pid not in client_for(owner).get("/" + source.pid, HTTP_ACCEPT="text/html").content.decode()
+
+
 def test_the_json_of_a_restricted_source_quotes_nothing_else(world, anon):
     [restricted, seen] = anon.get(f"/api/v1/resolve?ref={quote(world.model.pid)}").json()["provenance"]
     assert restricted == {"relation": "trained_on", "target": None, "target_pid": None, "target_kind": "dataset",
