@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
@@ -158,6 +159,17 @@ def example_inputs(signature: list[dict[str, Any]]) -> str:
     return json.dumps(example) if example else ""
 
 
+# Jobs that anyone signed in may start on a version they can read; each is its requester's business.
+PERSONAL_JOBS = (Job.Kind.INFER, Job.Kind.COLLABORATE)
+
+
+def jobs_shown(version: Version, user) -> list[Job]:
+    """The version's upkeep (conversion, verification, containers, ...) and the viewer's own runs: other
+    people's inference runs on a public model are theirs (their inputs, their private outputs)."""
+    jobs = Job.objects.filter(version=version).filter(Q(requester=user) | ~Q(kind__in=PERSONAL_JOBS))
+    return list(jobs.order_by("-created")[:10])
+
+
 def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpResponse:
     """Render the landing page from the resolver's context (artifact, version, record, ...)."""
     user = viewer.user
@@ -185,7 +197,7 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
             "reports": verification(version, converted),
             "latency": latency_rows(metadata),
             "container": metadata.get("container") if isinstance(metadata.get("container"), dict) else None,
-            "jobs": (Job.objects.filter(version=version).order_by("-created")[:10] if can_write else []),
+            "jobs": jobs_shown(version, user) if can_write else [],
             "use": snippets.for_version(artifact, version),
             "try_signature": signature,
             "try_example": example_inputs(signature),

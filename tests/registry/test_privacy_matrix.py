@@ -421,3 +421,15 @@ def test_the_json_of_a_restricted_source_quotes_nothing_else(world, anon):
     assert seen == {"relation": "derived_from", "target": "alice/seen-data@1", "target_pid": world.seen.pid,
                     "target_kind": "dataset", "restricted": False, "description": "alice/seen-data@1"}
     assert re.search(r"fk4", json.dumps(restricted)) is None
+
+
+def test_other_peoples_inference_runs_are_not_on_the_model_owners_page(world, owner, other):
+    """mallory's runs of alice's public model are mallory's: alice's page lists the model's upkeep and her
+    own runs only (a run's outputs become a private dataset of its requester)."""
+    from hub.jobs.services import create_job
+
+    theirs = create_job("infer", other, version=world.model, params={"dataset": "mallory/private-inputs"})
+    mine = create_job("infer", owner, version=world.model)
+    upkeep = create_job("fixity", owner, version=world.model)
+    html = client_for(owner).get("/" + world.model.pid, HTTP_ACCEPT="text/html").content.decode()
+    assert str(mine.pk) in html and str(upkeep.pk) in html and str(theirs.pk) not in html
