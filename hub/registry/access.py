@@ -92,15 +92,29 @@ def readers_missing(artifact: Artifact, target: Artifact) -> list[str] | None:
     return sorted({user.username for user in readers if user.pk not in target_readers and not user.is_superuser})
 
 
+def unseen_source(link: ProvenanceLink) -> str:
+    """A warning for the writers of ``link.version`` when some of its readers may not read its source
+    (they see the relation as restricted); "" when all of them may."""
+    missing = readers_missing(link.version.artifact, link.target.artifact)
+    if missing == []:
+        return ""
+    who = f"{', '.join(missing)} may read {link.version} but not" if missing else \
+        f"{link.version} is public; everyone but the readers of {link.target.artifact} cannot see"
+    return (f"{who} its source {link.target} ({RELATION_WORDS.get(link.relation, link.relation)}): they see "
+            f"'{restricted_name(link.target.artifact.kind)}' there, without its name or PID.")
+
+
 def publish_warnings(version: Version) -> list[str]:
     """For the publisher: each source of ``version`` that some of its readers may not see."""
+    links = version.provenance.select_related("version__artifact__owner", "target__artifact__owner")
+    return [warning for link in links if (warning := unseen_source(link))]
+
+
+def sharing_warnings(artifact: Artifact, viewer: Viewer) -> list[str]:
+    """For an owner who changed who may read ``artifact``: relations from or to its live versions that
+    some readers now see as restricted (only derivatives the owner may see are named)."""
     warnings = []
-    for link in version.provenance.select_related("target__artifact__owner"):
-        missing = readers_missing(version.artifact, link.target.artifact)
-        if missing == []:
-            continue
-        who = f"{', '.join(missing)} may read {version} but not" if missing else \
-            f"{version} is public; everyone but the readers of {link.target.artifact} cannot see"
-        warnings.append(f"{who} its source {link.target} ({RELATION_WORDS.get(link.relation, link.relation)}): "
-                        f"they see '{restricted_name(link.target.artifact.kind)}' there, without its name or PID.")
+    for version in artifact.versions.filter(deleted_at__isnull=True).select_related("artifact__owner"):
+        warnings += publish_warnings(version)
+        warnings += [w for link in derivatives(viewer, version, live_only=True) if (w := unseen_source(link))]
     return warnings

@@ -433,3 +433,20 @@ def test_other_peoples_inference_runs_are_not_on_the_model_owners_page(world, ow
     upkeep = create_job("fixity", owner, version=world.model)
     html = client_for(owner).get("/" + world.model.pid, HTTP_ACCEPT="text/html").content.decode()
     assert str(mine.pk) in html and str(upkeep.pk) in html and str(theirs.pk) not in html
+
+
+def test_changing_who_may_read_warns_about_relations_that_turn_restricted(world, owner, other, tmp_path):
+    api = client_for(owner)
+    theirs = _version(other, "their-derived", {"t.csv": b"t,u\n1,2\n"}, kind="dataset", visibility="private",
+                      provenance=[("derived_from", world.seen)], tmp_path=tmp_path)
+    hidden = api.patch("/api/v1/artifacts/alice/seen-data/", {"visibility": "private"}, format="json")
+    assert hidden.status_code == 200 and hidden.json()["visibility"] == "private"
+    [warning] = hidden.json()["warnings"]  # open-model@1, public, derived from it
+    assert warning.startswith("alice/open-model@1 is public") and "alice/seen-data@1 (derived from)" in warning
+    assert theirs.pid not in json.dumps(hidden.json()) and "their-derived" not in json.dumps(hidden.json())
+    shown = api.patch("/api/v1/artifacts/alice/secret-data/", {"visibility": "public"}, format="json")
+    assert shown.status_code == 200 and shown.json()["warnings"] == []  # nothing refers to a hidden one now
+    retitled = api.patch("/api/v1/artifacts/alice/seen-data/", {"title": "New title"}, format="json")
+    assert retitled.json()["warnings"] == []
+    shared = api.patch("/api/v1/artifacts/alice/seen-data/", {"collaborators": ["mallory"]}, format="json")
+    assert shared.json()["warnings"] == [warning]

@@ -87,6 +87,18 @@ class ArtifactUpdateSerializer(serializers.Serializer):
     collaborators = UsernameListField(required=False)
 
 
+class ArtifactUpdatedSerializer(ArtifactSerializer):
+    """The answer to an update: the artifact, and what its owner should know."""
+
+    warnings = serializers.ListField(
+        child=serializers.CharField(), read_only=True,
+        help_text="After a change of visibility or collaborators: relations that some readers now see as "
+                  "restricted (a source or a derivative they may not read).")
+
+    class Meta(ArtifactSerializer.Meta):
+        fields = [*ArtifactSerializer.Meta.fields, "warnings"]
+
+
 class FileSerializer(serializers.ModelSerializer):
     sha256 = serializers.CharField(source="blob_id")
     download_url = serializers.SerializerMethodField()

@@ -19,9 +19,10 @@ from hub.jobs.api.views import accepted
 from hub.jobs.models import Job
 from hub.jobs.services import create_job
 from hub.registry import services
-from hub.registry.access import Viewer, publish_warnings
+from hub.registry.access import Viewer, publish_warnings, sharing_warnings
 from hub.registry.api.serializers import (
     ArtifactSerializer,
+    ArtifactUpdatedSerializer,
     ArtifactUpdateSerializer,
     VersionCreateSerializer,
     VersionPublishedSerializer,
@@ -109,7 +110,7 @@ class ArtifactDetail(APIView):
     def get(self, request: Request, owner: str, name: str) -> Response:
         return Response(ArtifactSerializer(services.get_artifact(request.user, owner, name)).data)
 
-    @extend_schema(request=ArtifactUpdateSerializer, responses=ArtifactSerializer)
+    @extend_schema(request=ArtifactUpdateSerializer, responses=ArtifactUpdatedSerializer)
     def patch(self, request: Request, owner: str, name: str) -> Response:
         artifact = services.get_artifact(request.user, owner, name)
         require_write(request, artifact)
@@ -119,7 +120,9 @@ class ArtifactDetail(APIView):
         if {"visibility", "collaborators"} & data.keys():
             require_admin(request, artifact)
         services.update_artifact(artifact, data, data.get("collaborators"))
-        return Response(ArtifactSerializer(artifact).data)
+        warnings = sharing_warnings(artifact, Viewer(request.user)) if {"visibility", "collaborators"} & data.keys() \
+            else []
+        return Response({**ArtifactSerializer(artifact).data, "warnings": warnings})
 
     @extend_schema(parameters=[OpenApiParameter("reason", str, description="Shown on the tombstone page.")],
                    responses={204: None})
