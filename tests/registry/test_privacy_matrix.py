@@ -450,3 +450,25 @@ def test_changing_who_may_read_warns_about_relations_that_turn_restricted(world,
     assert retitled.json()["warnings"] == []
     shared = api.patch("/api/v1/artifacts/alice/seen-data/", {"collaborators": ["mallory"]}, format="json")
     assert shared.json()["warnings"] == [warning]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cli_shows_a_restricted_source_as_such(live_server, owner, collaborator, tmp_path, monkeypatch):
+    from hpcfair.cli import app
+    from typer.testing import CliRunner
+
+    from hub.accounts.models import ApiToken
+
+    secret = _version(owner, "secret-data", {"s.csv": b"x,y\n1,2\n"}, kind="dataset", visibility="private",
+                      tmp_path=tmp_path)
+    model = _version(owner, "open-model", {"m.bin": b"weights"}, kind="model", tmp_path=tmp_path,
+                     provenance=[("trained_on", secret)])
+    monkeypatch.setenv("HPCFAIR_ENDPOINT", live_server.url)
+    shown = {}
+    for user in (collaborator, owner):
+        monkeypatch.setenv("HPCFAIR_TOKEN", ApiToken.issue(user, scope="read")[1])
+        result = CliRunner().invoke(app, ["show", model.pid])
+        assert result.exit_code == 0, result.output
+        shown[user.username] = result.output
+    assert f"trained_on: {RESTRICTED} (you may not see it)" in shown["bob"] and secret.pid not in shown["bob"]
+    assert f"trained_on: alice/secret-data@1 ({secret.pid})" in shown["alice"]
