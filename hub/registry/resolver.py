@@ -5,7 +5,8 @@ schema.org record; a tombstone, 410, for deleted versions); ``application/json``
 ``application/ld+json``, ``text/turtle``, ``application/rdf+xml``, ``application/n-triples`` the
 metadata graph; ``application/vnd.datacite.datacite+json`` / ``+xml`` DataCite. ``?info`` gets a short
 ERC record (ARK convention). Private artifacts answer 404 to anyone who may not read them, exactly as
-unknown PIDs do.
+unknown PIDs do; every representation names sources and derivatives as the reader may see them
+(``hub.registry.access``), so answers vary on who asks as well as on ``Accept``.
 """
 
 from __future__ import annotations
