@@ -9,7 +9,7 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from ontology.graph import to_graph
-from ontology.record import Record
+from ontology.record import Link, Record
 from ontology.vocab import PREFIXES
 
 # format name -> (media type, rdflib serializer or None)
@@ -25,6 +25,7 @@ FORMATS: dict[str, tuple[str, str | None]] = {
     "bibtex": ("application/x-bibtex", None),
     "citation": ("text/plain", None),
 }
+RESTRICTED_ACCESS = "Restricted: its owner has not made it public."
 SCHEMA_TYPES = {"model": "SoftwareSourceCode", "dataset": "Dataset", "project": "SoftwareSourceCode"}
 DATACITE_TYPES = {"model": ("Model", "AI model"), "dataset": ("Dataset", "Dataset"),
                   "project": ("Software", "AI project")}
@@ -81,6 +82,12 @@ def _person(person: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+def _based_on(link: Link) -> dict[str, Any]:
+    if link.restricted:  # no @id: the reader may not know which one
+        return {"@type": "CreativeWork", "name": link.name, "conditionsOfAccess": RESTRICTED_ACCESS}
+    return {"@id": link.iri, "identifier": link.pid, "name": link.name or link.pid}
+
+
 def schema_org(record: Record) -> dict[str, Any]:
     """The plain schema.org record that landing pages embed (what search engines and FAIR checkers read)."""
     meta = record.metadata
@@ -111,8 +118,7 @@ def schema_org(record: Record) -> dict[str, Any]:
     if record.license_uri:
         out["license"] = record.license_uri
     if record.provenance:
-        out["isBasedOn"] = [{"@id": link.iri, "identifier": link.pid, "name": link.name or link.pid}
-                            for link in record.provenance]
+        out["isBasedOn"] = [_based_on(link) for link in record.provenance]
     if record.concept_iri and record.concept_iri != record.iri:
         out["isPartOf"] = {"@id": record.concept_iri, "identifier": record.concept_pid}
     if meta.get("references"):
@@ -150,15 +156,17 @@ def datacite(record: Record) -> dict[str, Any]:
         "publicationYear": str(record.year),
         "types": {"resourceTypeGeneral": general, "resourceType": specific},
         "dates": [{"date": record.published.date().isoformat(), "dateType": "Issued"}],
-        "descriptions": [{"description": meta["description"], "descriptionType": "Abstract"}]
-        if meta.get("description") else [],
+        "descriptions": ([{"description": meta["description"], "descriptionType": "Abstract"}]
+                         if meta.get("description") else [])
+        + [{"description": f"Provenance: {link.words}.",
+            "descriptionType": "Other"} for link in record.provenance if link.restricted],
         "subjects": [{"subject": word} for word in meta.get("keywords", [])],
         "formats": sorted({f.media_type for f in record.files}),
         "sizes": [f"{sum(f.size for f in record.files)} bytes"] if record.files else [],
         "relatedIdentifiers": [
             {"relatedIdentifier": link.pid, "relatedIdentifierType": "ARK",
              "relationType": DATACITE_RELATIONS.get(link.relation, "IsDerivedFrom")}
-            for link in record.provenance
+            for link in record.provenance if not link.restricted
         ] + ([{"relatedIdentifier": record.concept_pid, "relatedIdentifierType": "ARK", "relationType": "IsVersionOf"}]
              if record.concept_pid and record.concept_pid != record.pid else [])
           + [{"relatedIdentifier": link.pid, "relatedIdentifierType": "ARK", "relationType": "HasVersion"}
@@ -223,8 +231,9 @@ def datacite_xml(record: Record) -> str:
             rightsIdentifier=right["rightsIdentifier"], rightsIdentifierScheme="SPDX",
             schemeURI="https://spdx.org/licenses/")
     if data["descriptions"]:
-        sub(sub(root, "descriptions"), "description", data["descriptions"][0]["description"],
-            descriptionType="Abstract")
+        descriptions = sub(root, "descriptions")
+        for item in data["descriptions"]:
+            sub(descriptions, "description", item["description"], descriptionType=item["descriptionType"])
     ET.register_namespace("xsi", XSI)
     return ET.tostring(root, encoding="unicode", xml_declaration=True)
 

@@ -121,8 +121,9 @@ def to_graph(record: Record) -> Graph:
     for entry in record.files:
         _file(g, s, entry)
     for link in record.provenance:
+        target = _restricted(g, link) if link.restricted else URIRef(link.iri)
         for predicate in RELATIONS.get(link.relation, [PROV.wasDerivedFrom]):
-            g.add((s, predicate, URIRef(link.iri)))
+            g.add((s, predicate, target))
     if record.concept_iri and record.concept_iri != record.iri:
         g.add((s, DCTERMS.isVersionOf, URIRef(record.concept_iri)))
     for link in record.versions:
@@ -132,6 +133,16 @@ def to_graph(record: Record) -> Graph:
         g.add((s, HPC.wasGeneratedBy, URIRef(record.job_url)))
         g.add((URIRef(record.job_url), RDF.type, PROV.Activity))
     return g
+
+
+def _restricted(g: Graph, link) -> BNode:
+    """A source the reader may not see: a blank node that says only that it exists and is restricted."""
+    node = BNode()
+    g.add((node, RDF.type, PROV.Entity))
+    g.add((node, RDF.type, HUB.RestrictedArtifact))
+    g.add((node, RDFS.label, Literal(link.name)))
+    g.add((node, HUB.artifactKind, Literal(link.kind)))
+    return node
 
 
 def _creator(g: Graph, s: Node, person: dict[str, str], position: int) -> None:

@@ -19,14 +19,38 @@ class FileEntry:
     url: str
 
 
+# Provenance relations of the registry, as words ("trained on a restricted dataset").
+RELATION_WORDS = {"converted_from": "converted from", "merged_from": "merged from", "trained_on": "trained on",
+                  "derived_from": "derived from", "revision_of": "revision of"}
+
+
+def restricted_name(kind: str) -> str:
+    """What stands in for an artifact the reader may not see: its kind, nothing that identifies it."""
+    return f"a restricted {kind}"
+
+
 @dataclass(frozen=True)
 class Link:
-    """``relation`` is a provenance relation of the registry (converted_from, trained_on, ...)."""
+    """``relation`` is a provenance relation of the registry (converted_from, trained_on, ...).
+
+    A restricted link is one whose target the record's reader may not see: it keeps the relation and the
+    target's kind, and has no IRI, PID or name (``name`` says "a restricted dataset")."""
 
     relation: str
     iri: str
     pid: str
     name: str = ""
+    restricted: bool = False
+    kind: str = ""
+
+    @classmethod
+    def hidden(cls, relation: str, kind: str) -> Link:
+        return cls(relation, "", "", restricted_name(kind), restricted=True, kind=kind)
+
+    @property
+    def words(self) -> str:
+        """E.g. "trained on a restricted dataset"."""
+        return f"{RELATION_WORDS.get(self.relation, self.relation)} {self.name or self.pid}"
 
 
 @dataclass

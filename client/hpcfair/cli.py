@@ -99,7 +99,9 @@ def show(ref: Annotated[str, typer.Argument(help="A PID or owner/name[@version].
     lines = [f"{info['artifact']}@{info['version']}  {info['pid']}", f"title: {meta.get('title', '')}"]
     lines += [f"{key}: {meta[key]}" for key in ("framework", "format", "task", "license", "opset") if meta.get(key)]
     lines += [f"file: {f['path']}  {f['size']} bytes  sha256 {f['sha256']}" for f in info["files"]]
-    lines += [f"{p['relation']}: {p['target']} ({p['target_pid']})" for p in info.get("provenance") or []]
+    lines += [f"{p['relation']}: {p['target']} ({p['target_pid']})" if p.get("target_pid")
+              else f"{p['relation']}: {p.get('description') or 'a restricted artifact'} (you may not see it)"
+              for p in info.get("provenance") or []]
     lines += [f"{d['relation']} by: {d['version']} ({d['version_pid']})" for d in info.get("derivatives") or []]
     _print(info, as_json, "\n".join(lines))
 

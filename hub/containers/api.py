@@ -15,7 +15,7 @@ from hub.errors import HubError
 from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.api.views import accepted
 from hub.registry.api.serializers import VersionSerializer
-from hub.registry.api.views import require_write, versions_queryset
+from hub.registry.api.views import as_seen_by, require_write, versions_queryset
 from hub.registry.models import Artifact
 from hub.registry.services import get_artifact, get_version
 
@@ -41,7 +41,7 @@ class VersionContainer(APIView):
         cube = services.cube_of(source)
         if cube is None or not Artifact.objects.live().visible_to(request.user).filter(pk=cube.artifact_id).exists():
             raise HubError("not_found", f"{source} has no MLCube yet; POST to this URL to make one.")
-        return Response(VersionSerializer(versions_queryset().get(pk=cube.pk)).data)
+        return Response(VersionSerializer(versions_queryset().get(pk=cube.pk), context=as_seen_by(request)).data)
 
     @extend_schema(request=ContainerRequestSerializer, responses={202: JobSerializer})
     def post(self, request: Request, owner: str, name: str, version: str) -> Response:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from hub.conversions.services import onnx_files
+from hub.conversions.services import conversions_of, onnx_files
 from hub.errors import HubError
 from hub.jobs.models import Job
 from hub.jobs.services import create_job
@@ -25,12 +25,9 @@ def cube_source(version: Version) -> Version:
         raise HubError("unsupported_format", f"{version} is a dataset; containers are made of models and projects.")
     if len(onnx_files(version)) == 1:
         return version
-    converted = (ProvenanceLink.objects.filter(target=version, relation=ProvenanceLink.Relation.CONVERTED_FROM,
-                                               version__deleted_at__isnull=True)
-                 .select_related("version__artifact").order_by("-version__created"))
-    for link in converted:
-        if len(onnx_files(link.version)) == 1:
-            return link.version
+    for converted in conversions_of(version):
+        if len(onnx_files(converted)) == 1:
+            return converted
     if len(onnx_files(version)) > 1:
         raise HubError("unsupported_format", f"{version} holds several ONNX files; a cube runs one model.")
     raise HubError("not_converted", f"{version} has no ONNX version yet; a cube runs the ONNX model. Wait for its "

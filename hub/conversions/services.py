@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.db.models import QuerySet
 from hpcfair.convert.formats import looks_like_model
 
 from hub.errors import HubError
@@ -32,6 +33,15 @@ def sample_inputs_path(version: Version) -> str | None:
     if isinstance(named, str) and named in paths:
         return named
     return next((p for p in paths if p.rsplit("/", 1)[-1] in SAMPLE_INPUT_NAMES), None)
+
+
+def conversions_of(version: Version) -> QuerySet[Version]:
+    """The live versions converted from ``version`` in its own artifact, newest first: where the hub puts
+    them (``workers.convert``). A version elsewhere that says it was converted from this one is its
+    publisher's claim; it may be private or anything at all, so it never runs or shows in this one's place."""
+    return (Version.objects.filter(artifact_id=version.artifact_id, deleted_at__isnull=True, provenance__target=version,
+                                   provenance__relation=ProvenanceLink.Relation.CONVERTED_FROM)
+            .select_related("artifact__owner").order_by("-created", "-id"))
 
 
 def is_conversion_result(version: Version) -> bool:

@@ -15,12 +15,13 @@ import numpy as np
 from django.conf import settings
 from django.db import transaction
 
+from hub.conversions.services import conversions_of
 from hub.errors import HubError
 from hub.gateway import wire
 from hub.gateway.lane import get_lane
 from hub.jobs.models import Job
 from hub.jobs.services import create_job
-from hub.registry.models import ProvenanceLink, Version
+from hub.registry.models import Version
 from hub.registry.services import resolve_version_ref
 
 DEVICES = ("cpu", "gpu")
@@ -91,10 +92,7 @@ def _onnx_files(version: Version) -> list:
 
 
 def _conversion_of(version: Version) -> Version | None:
-    link = (ProvenanceLink.objects.filter(target=version, relation=ProvenanceLink.Relation.CONVERTED_FROM,
-                                          version__deleted_at__isnull=True)
-            .select_related("version__artifact__owner").order_by("-version__created").first())
-    return link.version if link else None
+    return conversions_of(version).first()
 
 
 def _not_converted(version: Version) -> HubError:

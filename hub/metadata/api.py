@@ -13,6 +13,7 @@ from hub.errors import HubError, json_error
 from hub.metadata import signposting
 from hub.metadata.services import record_for, version_record
 from hub.registry import services
+from hub.registry.access import Viewer
 from hub.registry.models import Artifact
 from ontology import exports
 from ontology.fields import describe
@@ -46,7 +47,7 @@ class VersionMetadata(APIView):
     def get(self, request: Request, owner: str, name: str, version: str, export: str) -> HttpResponse:
         artifact = services.get_artifact(request.user, owner, name)
         found = services.get_version(artifact, version)
-        return export_response(version_record(found), export, artifact)
+        return export_response(version_record(found, Viewer(request.user)), export, artifact)
 
 
 class MetadataFields(APIView):
@@ -59,8 +60,9 @@ class MetadataFields(APIView):
 
 def linkset(request: HttpRequest, pid: str) -> HttpResponse:
     """The signposting linkset of a PID's landing page (``application/linkset+json``)."""
-    readable = services.readable_pid(request_user(request), pid)
-    record = record_for(readable[2] or readable[1]) if readable else None
+    user = request_user(request)
+    readable = services.readable_pid(user, pid)
+    record = record_for(readable[2] or readable[1], Viewer(user)) if readable else None
     if record is None:
         return json_error(request, "not_found", f"No landing page for {pid} (or you may not see it).")
     body = signposting.linkset(record, record.iri)

@@ -22,6 +22,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from hub.metadata.services import version_record
+from hub.registry.access import Viewer
 from hub.registry.models import Artifact, Version
 from ontology.exports import DATACITE_NS, datacite_xml
 
@@ -180,7 +181,7 @@ def _header(parent: ET.Element, version: Version) -> None:
 
 
 def _metadata(parent: ET.Element, version: Version, prefix: str) -> None:
-    record = version_record(version)
+    record = version_record(version, Viewer.public())  # harvesters are the public
     holder = _sub(parent, "metadata")
     if prefix == "oai_datacite":
         wrapper = ET.SubElement(holder, _q(OAI_DATACITE, "oai_datacite"),
@@ -212,7 +213,7 @@ def _metadata(parent: ET.Element, version: Version, prefix: str) -> None:
     add("identifier", record.pid)
     add("rights", record.license_uri)
     for link in record.provenance:
-        add("relation", link.iri)
+        add("relation", link.words if link.restricted else link.iri)
 
 
 def _get_record(root: ET.Element, args: dict[str, str]) -> None:

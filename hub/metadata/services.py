@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from hub.errors import HubError
 from hub.metadata.derive import FileInfo, derive, read_card
+from hub.registry.access import Viewer, sources
 from hub.registry.api.serializers import absolute, file_url, pid_url
 from hub.registry.models import Artifact, Version
 from ontology import shapes
@@ -93,8 +94,9 @@ def with_measurements(version: Version) -> dict[str, Any]:
     return {**version.metadata, "benchmarks": [*(version.metadata.get("benchmarks") or []), *found]}
 
 
-def version_record(version: Version) -> Record:
-    """The record of one version (files, provenance, its concept)."""
+def version_record(version: Version, viewer: Viewer) -> Record:
+    """The record of one version (files, provenance, its concept) as ``viewer`` may see it: a source they
+    may not read keeps its relation and kind, not its name, PID or IRI."""
     # One query each for files and provenance, skipped where a list view prefetched them already.
     prefetch_related_objects([version], "files", "provenance__target__artifact__owner")
     artifact = version.artifact
@@ -105,25 +107,26 @@ def version_record(version: Version) -> Record:
         public=artifact.is_public,
         files=[FileEntry(f.path, f.size, f.blob_id, f.media_type, file_url(version, f.path))
                for f in version.files.all()],
-        provenance=[Link(p.relation, pid_url(p.target.pid), p.target.pid, str(p.target))
-                    for p in version.provenance.all()],
+        provenance=[Link.hidden(s.relation, s.kind) if s.target is None
+                    else Link(s.relation, pid_url(s.target.pid), s.target.pid, str(s.target))
+                    for s in sources(viewer, version)],
         concept_iri=pid_url(artifact.pid), concept_pid=artifact.pid,
         job_url=absolute(reverse("api:job-detail", args=[job])) if isinstance(job, str) and job else "",
         export_urls=export_urls(version),
     )
 
 
-def concept_record(artifact: Artifact) -> Record | None:
+def concept_record(artifact: Artifact, viewer: Viewer) -> Record | None:
     """The concept PID's record: the latest version's metadata, pointing at every live version."""
     latest = artifact.latest_version()
     if latest is None:
         return None
-    record = version_record(latest)
+    record = version_record(latest, viewer)
     record.iri, record.pid, record.label = pid_url(artifact.pid), artifact.pid, ""
     record.versions = [Link("has_version", pid_url(v.pid), v.pid, str(v))
                        for v in artifact.versions.filter(deleted_at__isnull=True).select_related("artifact__owner")]
     return record
 
 
-def record_for(found: Artifact | Version) -> Record | None:
-    return version_record(found) if isinstance(found, Version) else concept_record(found)
+def record_for(found: Artifact | Version, viewer: Viewer) -> Record | None:
+    return version_record(found, viewer) if isinstance(found, Version) else concept_record(found, viewer)

@@ -39,6 +39,7 @@ from rdflib.plugins.sparql.sparql import Query
 from hub.errors import json_error
 from hub.metadata.negotiation import choose
 from hub.metadata.services import version_record
+from hub.registry.access import Viewer
 from hub.registry.models import Artifact, Version
 from ontology.graph import to_graph
 from ontology.vocab import PREFIXES, bind
@@ -75,11 +76,11 @@ def public_graph() -> Graph:
     key = _generation()
     with _lock:
         if _cache["key"] != key:
-            graph = bind(Graph())
+            graph, public = bind(Graph()), Viewer.public()  # one graph for everyone: what the public sees
             versions = _public_versions().select_related("artifact__owner").prefetch_related(
                 "files", "provenance__target__artifact__owner")
             for version in versions.iterator(chunk_size=500):
-                graph += to_graph(version_record(version))
+                graph += to_graph(version_record(version, public))
             _cache.update(key=key, graph=graph)
         return _cache["graph"]
 

@@ -5,7 +5,8 @@ schema.org record; a tombstone, 410, for deleted versions); ``application/json``
 ``application/ld+json``, ``text/turtle``, ``application/rdf+xml``, ``application/n-triples`` the
 metadata graph; ``application/vnd.datacite.datacite+json`` / ``+xml`` DataCite. ``?info`` gets a short
 ERC record (ARK convention). Private artifacts answer 404 to anyone who may not read them, exactly as
-unknown PIDs do.
+unknown PIDs do; every representation names sources and derivatives as the reader may see them
+(``hub.registry.access``), so answers vary on who asks as well as on ``Accept``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils.cache import patch_vary_headers
 from django.utils.safestring import mark_safe
 
 from hub.accounts.auth import request_user
@@ -22,6 +24,7 @@ from hub.metadata import signposting
 from hub.metadata.api import export_response
 from hub.metadata.negotiation import choose
 from hub.metadata.services import record_for
+from hub.registry.access import Viewer
 from hub.registry.api.serializers import ArtifactSerializer, VersionSerializer, pid_url
 from hub.registry.models import Artifact, Version
 from hub.registry.services import readable_pid
@@ -84,6 +87,7 @@ def resolve(request: HttpRequest, pid: str) -> HttpResponse:
     if readable is None:
         return _not_found(request, pid)
     canonical, artifact, version = readable
+    viewer = Viewer(user)
     if "info" in request.GET:
         return HttpResponse(_erc(artifact, version, canonical), content_type="text/plain; charset=utf-8")
     gone = artifact.deleted_at is not None or (version is not None and version.is_deleted)
@@ -94,9 +98,10 @@ def resolve(request: HttpRequest, pid: str) -> HttpResponse:
         return response
     wanted = OFFERED[media_type]
     if wanted is None:
-        data = VersionSerializer(version).data if version else ArtifactSerializer(artifact).data
+        data = VersionSerializer(version, context={"viewer": viewer}).data if version else \
+            ArtifactSerializer(artifact).data
         return _vary(JsonResponse(data, status=410 if gone else 200))
-    record = None if gone else record_for(version or artifact)
+    record = None if gone else record_for(version or artifact, viewer)
     if wanted != "html":
         if record is None:
             return _vary(json_error(request, "gone", f"{canonical} was deleted; only its tombstone page remains."
@@ -113,14 +118,15 @@ def resolve(request: HttpRequest, pid: str) -> HttpResponse:
     }
     if gone:
         return _vary(render(request, "registry/tombstone.html", context, status=410))
-    response = landing.page(request, user, context)
+    response = landing.page(request, viewer, context)
     if record is not None:
         response["Link"] = signposting.link_header(record)
     return _vary(response)
 
 
 def _vary(response: HttpResponse) -> HttpResponse:
-    response["Vary"] = "Accept"
+    """Every representation depends on the media type and on who asks (what they may see)."""
+    patch_vary_headers(response, ["Accept", "Authorization", "Cookie"])
     return response
 
 

@@ -11,14 +11,19 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from hub.conversions.services import conversions_of
 from hub.jobs.models import Job
-from hub.registry.models import Artifact, ProvenanceLink, Version
+from hub.registry import access
+from hub.registry.access import Viewer
+from hub.registry.models import Artifact, Version
 from hub.web import markdown, snippets
 from ontology import exports
 from ontology.graph import LITERALS
+from ontology.record import RELATION_WORDS
 from ontology.vocab import HPC_NAMESPACE, HUB_NAMESPACE
 
 # Shown elsewhere on the page, or the hub's own bookkeeping.
@@ -30,8 +35,6 @@ LABELS = {"opset": "ONNX opset", "parameters": "Parameters", "url": "Home page",
           "container_image": "Container image", "target_machine": "Target machine",
           "target_application": "Target application", "license": "License", "keywords": "Keywords"}
 CITATIONS = (("BibTeX", "bibtex"), ("Plain text", "citation"), ("DataCite JSON", "datacite-json"))
-RELATION_WORDS = {"converted_from": "converted from", "merged_from": "merged from", "trained_on": "trained on",
-                  "derived_from": "derived from", "revision_of": "revision of"}
 
 
 @dataclass
@@ -79,20 +82,19 @@ def metadata_rows(metadata: dict[str, Any]) -> list[Row]:
 @dataclass
 class Node:
     label: str
-    href: str
+    href: str  # "" for a source the viewer may not see (and for the version itself)
     relation: str  # how it relates to this version ("" for the version itself)
     x: int = 0
     y: int = 0
 
 
-def provenance_graph(version: Version) -> dict[str, Any] | None:
-    """Sources on the left, this version in the middle, what was made from it on the right (an SVG)."""
-    sources = [Node(str(p.target), "/" + p.target.pid, RELATION_WORDS.get(p.relation, p.relation))
-               for p in version.provenance.select_related("target__artifact__owner")]
+def provenance_graph(version: Version, viewer: Viewer) -> dict[str, Any] | None:
+    """Sources on the left, this version in the middle, what was made from it on the right (an SVG); as
+    ``viewer`` may see them (``hub.registry.access``)."""
+    sources = [Node(s.name, "/" + s.target.pid if s.target else "", RELATION_WORDS.get(s.relation, s.relation))
+               for s in access.sources(viewer, version)]
     made = [Node(str(p.version), "/" + p.version.pid, RELATION_WORDS.get(p.relation, p.relation))
-            for p in ProvenanceLink.objects.filter(target=version, version__deleted_at__isnull=True,
-                                                   version__artifact__visibility=Artifact.Visibility.PUBLIC)
-            .select_related("version__artifact__owner")[:8]]
+            for p in access.derivatives(viewer, version, live_only=True)[:8]]
     if not sources and not made:
         return None
     rows = max(len(sources), len(made), 1)
@@ -105,10 +107,8 @@ def provenance_graph(version: Version) -> dict[str, Any] | None:
 
 
 def conversions(version: Version) -> list[Version]:
-    """The live ONNX versions converted from ``version``."""
-    return [link.version for link in ProvenanceLink.objects.filter(
-        target=version, relation=ProvenanceLink.Relation.CONVERTED_FROM, version__deleted_at__isnull=True)
-        .select_related("version")]
+    """The live ONNX versions the hub converted from ``version``."""
+    return list(conversions_of(version))
 
 
 def verification(version: Version, converted: list[Version]) -> list[dict[str, Any]]:
@@ -159,8 +159,20 @@ def example_inputs(signature: list[dict[str, Any]]) -> str:
     return json.dumps(example) if example else ""
 
 
-def page(request: HttpRequest, user, context: dict[str, Any]) -> HttpResponse:
+# Jobs that anyone signed in may start on a version they can read; each is its requester's business.
+PERSONAL_JOBS = (Job.Kind.INFER, Job.Kind.COLLABORATE)
+
+
+def jobs_shown(version: Version, user) -> list[Job]:
+    """The version's upkeep (conversion, verification, containers, ...) and the viewer's own runs: other
+    people's inference runs on a public model are theirs (their inputs, their private outputs)."""
+    jobs = Job.objects.filter(version=version).filter(Q(requester=user) | ~Q(kind__in=PERSONAL_JOBS))
+    return list(jobs.order_by("-created")[:10])
+
+
+def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpResponse:
     """Render the landing page from the resolver's context (artifact, version, record, ...)."""
+    user = viewer.user
     artifact: Artifact = context["artifact"]
     version: Version | None = context["version"]
     record = context["record"]
@@ -181,11 +193,11 @@ def page(request: HttpRequest, user, context: dict[str, Any]) -> HttpResponse:
         context.update({
             "files": version.files.all(),
             "citations": [(label, exports.export(record, name)) for label, name in CITATIONS] if record else [],
-            "graph": provenance_graph(version),
+            "graph": provenance_graph(version, viewer),
             "reports": verification(version, converted),
             "latency": latency_rows(metadata),
             "container": metadata.get("container") if isinstance(metadata.get("container"), dict) else None,
-            "jobs": (Job.objects.filter(version=version).order_by("-created")[:10] if can_write else []),
+            "jobs": jobs_shown(version, user) if can_write else [],
             "use": snippets.for_version(artifact, version),
             "try_signature": signature,
             "try_example": example_inputs(signature),

@@ -48,7 +48,9 @@ def test_upload_converts_and_verifies(architecture, built_models, shared_storage
     onnx_name = path.with_suffix(".onnx").name
     assert [f["path"] for f in converted["files"]] == [onnx_name]
     assert converted["provenance"] == [{"relation": "converted_from", "target": f"alice/{name}@1",
-                                        "target_pid": converted["provenance"][0]["target_pid"]}]
+                                        "target_pid": converted["provenance"][0]["target_pid"],
+                                        "target_kind": "model", "restricted": False,
+                                        "description": f"alice/{name}@1"}]
     meta = converted["metadata"]
     assert meta["format"] == "onnx" and meta["verified"] is True and meta["license"] == "MIT"
     report = meta["verification"][onnx_name]

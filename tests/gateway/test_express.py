@@ -149,6 +149,29 @@ def test_bad_input_async_and_foreign_hosts_go_to_django(mlp, owner, hub):
     assert foreign.status == 400 and inner.calls == 5  # Django's ALLOWED_HOSTS check, as for any request
 
 
+def test_a_read_token_may_not_run_inference_on_either_path(mlp, owner, other, hub):
+    """Inference takes worker time and may write (an async or batch run publishes a private outputs
+    dataset for the requester), so it needs the write scope; the express path only serves what the full
+    path granted, and it never grants a read token."""
+    from hub.jobs.models import Job
+
+    app, inner = hub
+    x = np.zeros((1, 784), np.float32)
+    jobs = Job.objects.count()  # the publish's own verification
+    for user in (owner, other):  # the model's owner too: the scope decides, not who owns it
+        _, read = ApiToken.issue(user, scope="read")
+        for body in (json_body(x), json_body(x, mode="async"), json_body(x, dataset="alice/mlp")):
+            calls = inner.calls
+            refused = post(app, read, body)
+            assert refused.status == 403 and refused.json()["code"] == "insufficient_scope", refused.body
+            assert inner.calls == calls + 1  # Django answered, not the express path
+        refused = post(app, read, json_body(x))
+        assert refused.status == 403 and inner.calls == calls + 2
+    assert Job.objects.count() == jobs
+    _, write = ApiToken.issue(other, scope="write")
+    assert post(app, write, json_body(x)).status == 200
+
+
 def test_revoking_the_token_or_hiding_the_model_ends_the_grant(mlp, owner, other, hub):
     app, inner = hub
     token, raw = ApiToken.issue(owner, scope="write")

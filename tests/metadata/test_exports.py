@@ -131,3 +131,26 @@ def test_citations():
     text = exports.export(model_record(), "citation")
     assert text == ("Ada Lovelace and Alan Turing (2026). Cloud mask CNN (Version 1-onnx) [Model]. HPCFair Hub. "
                     f"{BASE}/ark:/99999/fk4model1\n")
+
+
+@pytest.mark.parametrize("name", list(exports.FORMATS))
+def test_a_restricted_source_keeps_its_relation_and_nothing_that_names_it(name):
+    record = dataset_record() if name == "croissant" else model_record()
+    record.provenance = [Link.hidden("trained_on", "dataset"), Link("derived_from", f"{BASE}/ark:/99999/fk4seen",
+                                                                    "ark:/99999/fk4seen", "alice/seen@1")]
+    text = exports.export(record, name)  # every format still exports
+    if name in ("jsonld", "turtle", "rdfxml", "ntriples"):
+        graph = Graph().parse(data=text, format=exports.FORMATS[name][1])
+        [hidden] = list(graph.objects(URIRef(record.iri), HPC.wasDerivedFromDataset))
+        assert not isinstance(hidden, URIRef) and (hidden, RDF.type, HUB.RestrictedArtifact) in graph
+        assert (URIRef(record.iri), HPC.wasDerivedFrom, URIRef(f"{BASE}/ark:/99999/fk4seen")) in graph
+    elif name == "datacite-xml":
+        root = ET.fromstring(text.encode())  # noqa: S314 - our own output
+        ns = {"d": exports.DATACITE_NS}
+        assert [r.text for r in root.findall("d:relatedIdentifiers/d:relatedIdentifier", ns)] == \
+            ["ark:/99999/fk4seen", "ark:/99999/fk4concept"]
+        assert [(d.get("descriptionType"), d.text) for d in root.findall("d:descriptions/d:description", ns)] == \
+            [("Abstract", "Segments clouds."), ("Other", "Provenance: trained on a restricted dataset.")]
+    elif name == "schemaorg":
+        assert json.loads(text)["isBasedOn"][0] == {"@type": "CreativeWork", "name": "a restricted dataset",
+                                                    "conditionsOfAccess": exports.RESTRICTED_ACCESS}

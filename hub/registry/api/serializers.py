@@ -7,8 +7,10 @@ from urllib.parse import quote
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.urls import reverse
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from hub.registry import access
 from hub.registry.models import LABEL_RE, NAME_RE, Artifact, File, ProvenanceLink, Upload, Version
 from hub.registry.uploads import offset_of
 
@@ -85,6 +87,18 @@ class ArtifactUpdateSerializer(serializers.Serializer):
     collaborators = UsernameListField(required=False)
 
 
+class ArtifactUpdatedSerializer(ArtifactSerializer):
+    """The answer to an update: the artifact, and what its owner should know."""
+
+    warnings = serializers.ListField(
+        child=serializers.CharField(), read_only=True,
+        help_text="After a change of visibility or collaborators: relations that some readers now see as "
+                  "restricted (a source or a derivative they may not read).")
+
+    class Meta(ArtifactSerializer.Meta):
+        fields = [*ArtifactSerializer.Meta.fields, "warnings"]
+
+
 class FileSerializer(serializers.ModelSerializer):
     sha256 = serializers.CharField(source="blob_id")
     download_url = serializers.SerializerMethodField()
@@ -97,13 +111,22 @@ class FileSerializer(serializers.ModelSerializer):
         return file_url(file.version, file.path)
 
 
-class ProvenanceSerializer(serializers.ModelSerializer):
-    target_pid = serializers.CharField(source="target.pid")
-    target = serializers.CharField(source="target.__str__")
+class ProvenanceSerializer(serializers.Serializer):
+    """A source as the reader may see it (``hub.registry.access.Source``): a restricted one has no name
+    or PID, only its relation and kind."""
 
-    class Meta:
-        model = ProvenanceLink
-        fields = ["relation", "target", "target_pid"]
+    relation = serializers.CharField()
+    target = serializers.SerializerMethodField(help_text="owner/name@version; null when restricted.")
+    target_pid = serializers.SerializerMethodField(help_text="The source's PID; null when restricted.")
+    target_kind = serializers.CharField(source="kind")
+    restricted = serializers.BooleanField(help_text="True when you may not see the source (a private artifact).")
+    description = serializers.CharField(source="name", help_text='e.g. "a restricted dataset" when restricted.')
+
+    def get_target(self, source: access.Source) -> str | None:
+        return str(source.target) if source.target is not None else None
+
+    def get_target_pid(self, source: access.Source) -> str | None:
+        return source.target.pid if source.target is not None else None
 
 
 class DerivativeSerializer(serializers.ModelSerializer):
@@ -121,8 +144,8 @@ class VersionSerializer(serializers.ModelSerializer):
     pid_url = serializers.SerializerMethodField()
     created_by = serializers.CharField(source="created_by.username", default=None)
     files = FileSerializer(many=True)
-    provenance = ProvenanceSerializer(many=True)
-    derivatives = DerivativeSerializer(many=True)
+    provenance = serializers.SerializerMethodField()
+    derivatives = serializers.SerializerMethodField()
     deleted = serializers.BooleanField(source="is_deleted")
 
     class Meta:
@@ -135,12 +158,38 @@ class VersionSerializer(serializers.ModelSerializer):
     def get_pid_url(self, version: Version) -> str:
         return pid_url(version.pid)
 
+    def _viewer(self) -> access.Viewer:
+        """The reader, from the context (``{"viewer": Viewer(user)}``); without one, the public."""
+        if "viewer" not in self.context:
+            self.context["viewer"] = access.Viewer.public()
+        return self.context["viewer"]
+
+    @extend_schema_field(ProvenanceSerializer(many=True))
+    def get_provenance(self, version: Version):
+        return ProvenanceSerializer(access.sources(self._viewer(), version), many=True).data
+
+    @extend_schema_field(DerivativeSerializer(many=True))
+    def get_derivatives(self, version: Version):
+        """Only what the reader may see: other users' private versions made from this one are not there."""
+        return DerivativeSerializer(access.derivatives(self._viewer(), version), many=True).data
+
     def to_representation(self, version: Version):
         data = super().to_representation(version)
         if version.is_deleted:  # a tombstone says what it was, but serves no bytes
             for item in data["files"]:
                 item["download_url"] = None
         return data
+
+
+class VersionPublishedSerializer(VersionSerializer):
+    """The answer to a publish: the version, and what its publisher should know."""
+
+    warnings = serializers.ListField(
+        child=serializers.CharField(), read_only=True,
+        help_text="E.g. a source that some readers of the new version may not see (they see it as restricted).")
+
+    class Meta(VersionSerializer.Meta):
+        fields = [*VersionSerializer.Meta.fields, "warnings"]
 
 
 class ProvenanceInputSerializer(serializers.Serializer):

@@ -20,10 +20,13 @@ from hub.jobs.api.views import accepted
 from hub.jobs.models import Job
 from hub.jobs.services import create_job
 from hub.registry import services
+from hub.registry.access import Viewer, publish_warnings, sharing_warnings
 from hub.registry.api.serializers import (
     ArtifactSerializer,
+    ArtifactUpdatedSerializer,
     ArtifactUpdateSerializer,
     VersionCreateSerializer,
+    VersionPublishedSerializer,
     VersionSerializer,
 )
 from hub.registry.models import Artifact, Version
@@ -40,6 +43,11 @@ def require_write(request: Request, artifact: Artifact) -> None:
 def require_admin(request: Request, artifact: Artifact) -> None:
     if not artifact.can_admin(request.user):
         raise HubError("permission_denied", f"Only the owner of {artifact} can do this.")
+
+
+def as_seen_by(request: Request) -> dict[str, Any]:
+    """Serializer context: versions name their sources and derivatives as this request's user may see them."""
+    return {"viewer": Viewer(request.user)}
 
 
 def versions_queryset():
@@ -122,7 +130,7 @@ class ArtifactDetail(APIView):
     def get(self, request: Request, owner: str, name: str) -> Response:
         return Response(ArtifactSerializer(services.get_artifact(request.user, owner, name)).data)
 
-    @extend_schema(request=ArtifactUpdateSerializer, responses=ArtifactSerializer)
+    @extend_schema(request=ArtifactUpdateSerializer, responses=ArtifactUpdatedSerializer)
     def patch(self, request: Request, owner: str, name: str) -> Response:
         artifact = services.get_artifact(request.user, owner, name)
         require_write(request, artifact)
@@ -132,7 +140,9 @@ class ArtifactDetail(APIView):
         if {"visibility", "collaborators"} & data.keys():
             require_admin(request, artifact)
         services.update_artifact(artifact, data, data.get("collaborators"))
-        return Response(ArtifactSerializer(artifact).data)
+        warnings = sharing_warnings(artifact, Viewer(request.user)) if {"visibility", "collaborators"} & data.keys() \
+            else []
+        return Response({**ArtifactSerializer(artifact).data, "warnings": warnings})
 
     @extend_schema(parameters=[OpenApiParameter("reason", str, description="Shown on the tombstone page.")],
                    responses={204: None})
@@ -162,9 +172,9 @@ class VersionListCreate(APIView):
     def get(self, request: Request, owner: str, name: str) -> Response:
         artifact = services.get_artifact(request.user, owner, name)
         versions = versions_queryset().filter(artifact=artifact)
-        return Response(VersionSerializer(versions, many=True).data)
+        return Response(VersionSerializer(versions, many=True, context=as_seen_by(request)).data)
 
-    @extend_schema(request=VersionCreateSerializer, responses={201: VersionSerializer})
+    @extend_schema(request=VersionCreateSerializer, responses={201: VersionPublishedSerializer})
     def post(self, request: Request, owner: str, name: str) -> Response:
         staged: list[StagedFile] = []
         try:
@@ -187,7 +197,8 @@ class VersionListCreate(APIView):
             for item in staged:
                 item.staged.unlink(missing_ok=True)
         version = versions_queryset().get(pk=version.pk)
-        return Response(VersionSerializer(version).data, status=status.HTTP_201_CREATED)
+        data = VersionSerializer(version, context=as_seen_by(request)).data
+        return Response({**data, "warnings": publish_warnings(version)}, status=status.HTTP_201_CREATED)
 
     @staticmethod
     def _body_and_form_files(request: Request) -> tuple[dict[str, Any], list[StagedFile]]:
@@ -227,7 +238,7 @@ class VersionDetail(APIView):
     def get(self, request: Request, owner: str, name: str, version: str) -> Response:
         artifact = services.get_artifact(request.user, owner, name)
         found = services.get_version(artifact, version, allow_deleted=True)
-        return Response(VersionSerializer(versions_queryset().get(pk=found.pk)).data)
+        return Response(VersionSerializer(versions_queryset().get(pk=found.pk), context=as_seen_by(request)).data)
 
     @extend_schema(parameters=[OpenApiParameter("reason", str, description="Shown on the tombstone page.")],
                    responses={204: None})
@@ -253,7 +264,7 @@ class Resolve(APIView):
             raise HubError("invalid", "Give ref: a PID (ark:/…) or owner/name[@version].",
                            errors={"ref": ["Required."]})
         found = services.resolve_version_ref(request.user, ref)
-        return Response(VersionSerializer(versions_queryset().get(pk=found.pk)).data)
+        return Response(VersionSerializer(versions_queryset().get(pk=found.pk), context=as_seen_by(request)).data)
 
 
 class VersionFixity(APIView):
