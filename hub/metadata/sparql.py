@@ -212,7 +212,9 @@ def run_limited(graph: Graph, query: Query, result_format: str) -> tuple[str, by
 
 
 @csrf_exempt
-def endpoint(request: HttpRequest) -> HttpResponse:
+def endpoint(request: HttpRequest, accept: str | None = None) -> HttpResponse:
+    """The SPARQL 1.1 protocol. ``accept`` stands for the request's Accept header (the browser page asks for
+    JSON results on a browser's behalf)."""
     if request.method == "POST":
         content_type = (request.content_type or "").lower()
         if content_type == "application/sparql-query":
@@ -241,7 +243,7 @@ def endpoint(request: HttpRequest) -> HttpResponse:
         return _bad(request, "SERVICE (federated queries) is not allowed: the hub does not fetch other endpoints.")
     is_graph = prepared.algebra.name in ("ConstructQuery", "DescribeQuery")
     offered = GRAPH_TYPES if is_graph else RESULT_TYPES
-    media_type = choose(request.headers.get("Accept", ""), list(offered))
+    media_type = choose(request.headers.get("Accept", "") if accept is None else accept, list(offered))
     if media_type is None:
         return json_error(request, "not_acceptable", f"This query's results come as: {', '.join(offered)}.")
     graph = public_graph()

@@ -46,8 +46,7 @@ def page(request: HttpRequest) -> HttpResponse:
     context: dict[str, Any] = {"query": query or EXAMPLES[0][1], "examples": EXAMPLES,
                                "prefixes": sorted((p, str(ns)) for p, ns in PREFIXES.items())}
     if query.strip():
-        request.META["HTTP_ACCEPT"] = RESULTS_ACCEPT  # run it as a client asking for JSON results would
-        answer = sparql.endpoint(request)
+        answer = sparql.endpoint(request, accept=RESULTS_ACCEPT)  # as a client asking for JSON results
         context.update(_shown(answer))
     return render(request, "web/sparql.html", context)
 

@@ -190,6 +190,11 @@ def surfaces() -> dict[str, Surface]:
         marker=_datacite_xml_marker, about="table")
     out["home page"] = Surface(lambda c, w: c.get("/"))
     out["browse page"] = Surface(lambda c, w: c.get("/browse/"))
+    out["api artifact list, derived listed"] = Surface(_api("/api/v1/artifacts/?derived=include"))
+    out["owner page"] = Surface(lambda c, w: c.get("/owners/alice/"))
+    out["sparql query page"] = Surface(
+        lambda c, w: c.get("/sparql", {"query": "SELECT * WHERE { ?s ?p ?o }"}, HTTP_ACCEPT="text/html"),
+        SOURCES, public_view=True)
     for prefix in ("oai_dc", "oai_datacite"):
         out[f"oai GetRecord {prefix}"] = Surface(
             lambda c, w, p=prefix: c.get("/oai", {"verb": "GetRecord", "metadataPrefix": p,
