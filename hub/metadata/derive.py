@@ -149,7 +149,8 @@ def onnx_facts(info: FileInfo) -> dict[str, Any]:
             out.append({"name": value.name, "shape": shape, "dtype": dtype})
         return out
 
-    facts: dict[str, Any] = {"parameters": int(sum(int(np.prod(i.dims)) for i in model.graph.initializer))}
+    facts: dict[str, Any] = {"parameters": int(sum(int(np.prod(i.dims)) for i in model.graph.initializer))
+                                           + learned_attribute_values(model.graph)}
     opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
     if "ai.onnx" in opsets:
         facts["opset"] = int(opsets["ai.onnx"])
@@ -159,6 +160,29 @@ def onnx_facts(info: FileInfo) -> dict[str, Any]:
     if outputs:
         facts["outputs"] = outputs
     return facts
+
+
+# ONNX-ML operators keep what was learned in attributes, not initializers: a random forest's thresholds and
+# leaf weights, a linear model's coefficients, an SVM's support vectors.
+LEARNED_ATTRIBUTES = {"nodes_values", "class_weights", "target_weights", "coefficients", "intercepts",
+                      "support_vectors", "rho", "nodes_values_as_tensor", "class_weights_as_tensor",
+                      "target_weights_as_tensor", "leaf_weights", "nodes_splits"}
+
+
+def learned_attribute_values(graph) -> int:
+    """How many learned values ONNX-ML nodes of ``graph`` hold in their attributes."""
+    total = 0
+    for node in graph.node:
+        if node.domain != "ai.onnx.ml":
+            continue
+        for attribute in node.attribute:
+            if attribute.name in LEARNED_ATTRIBUTES:
+                dims = list(attribute.t.dims) if attribute.HasField("t") else []
+                count = 1
+                for d in dims:
+                    count *= d
+                total += len(attribute.floats) + len(attribute.ints) + (count if dims else 0)
+    return total
 
 
 def csv_facts(info: FileInfo) -> dict[str, Any]:

@@ -112,16 +112,28 @@ def conversions(version: Version) -> list[Version]:
 
 
 def verification(version: Version, converted: list[Version]) -> list[dict[str, Any]]:
-    """This version's conversion check per file, or those of the ONNX versions made from it."""
+    """This version's conversion check per file, or those of the ONNX versions made from it; each with the
+    largest relative difference and the inputs of all its runs (a report keeps them per run)."""
     reports = []
     own = version.metadata.get("verification")
     if isinstance(own, dict):
-        reports += [{"file": name, "version": None, **report} for name, report in own.items()
-                    if isinstance(report, dict)]
+        reports += [_summary(name, None, report) for name, report in own.items() if isinstance(report, dict)]
     for made in converted:
-        reports += [{"file": name, "version": made, **report}
+        reports += [_summary(name, made, report)
                     for name, report in (made.metadata.get("verification") or {}).items() if isinstance(report, dict)]
     return reports
+
+
+def _summary(name: str, made: Version | None, report: dict[str, Any]) -> dict[str, Any]:
+    runs = [run for run in report.get("runs") or [] if isinstance(run, dict)]
+    rel = [o["max_rel_diff"] for run in runs for o in run.get("outputs") or []
+           if isinstance(o, dict) and isinstance(o.get("max_rel_diff"), int | float)]
+    inputs = [f"{key} {info.get('shape')} {info.get('dtype', '')}".strip()
+              + (f" ({info['source']})" if info.get("source") else "")
+              for run in runs for key, info in (run.get("inputs") or {}).items() if isinstance(info, dict)]
+    return {**report, "file": name, "version": made,
+            "max_rel_diff": report.get("max_rel_diff", max(rel) if rel else None),
+            "inputs_shown": list(dict.fromkeys(inputs))}
 
 
 def latency_rows(metadata: dict[str, Any]) -> list[dict[str, Any]]:
@@ -159,6 +171,47 @@ def example_inputs(signature: list[dict[str, Any]]) -> str:
     return json.dumps(example) if example else ""
 
 
+# What to do after a failed conversion, by its code: the page says this instead of leaving people with the
+# error alone (the job's own message, for those who may write, says what exactly went wrong).
+NEXT_STEPS = {
+    "signature_required": "Give the model's inputs (name, shape with null for dynamic axes, dtype) in the metadata, "
+                          "or add sample_inputs.npz, and publish a new version.",
+    "unsupported_operator": "The model uses an operator ONNX cannot express at this opset: ask for a higher opset "
+                            "(POST …/convert with {\"opset\": 18}) or replace the operator and publish again.",
+    "opset_unsupported": "Ask for a conversion at another opset (POST …/convert with {\"opset\": 17}).",
+    "keras_unbuilt": "Build or call the Keras model once before saving it, then publish it again.",
+    "corrupt_file": "The file is not what its name says: save it again (torch.jit.save, torch.export.save, "
+                    "model.save, joblib.dump) and publish it as a new version.",
+    "unsafe_pickle": "The pickle names code outside scikit-learn's estimators: save the model with skops, or "
+                     "export it to ONNX yourself and publish the .onnx file.",
+    "unsafe_model": "The file asks to run code when loaded (e.g. a Keras Lambda layer): publish an ONNX export.",
+    "memory_limit": "The conversion ran out of memory: ask for a larger limit (HUB_CONVERT_MEMORY_MB on the hub) "
+                    "or convert it yourself with hpcfair convert and publish the .onnx file.",
+    "time_limit": "The conversion took too long: convert it yourself with hpcfair convert and publish the .onnx.",
+    "runtime_failed": "ONNX Runtime could not run the export: an axis may have been fixed at export; mark dynamic "
+                      "axes with null in the metadata's inputs and publish again.",
+}
+DEFAULT_NEXT_STEP = ("Convert it on your machine (hpcfair convert FILE --output model.onnx), which shows every "
+                     "step, and publish the ONNX file as a new version.")
+
+
+def failed_conversion(version: Version, converted: list[Version]) -> dict[str, Any] | None:
+    """For a model version with no ONNX file of its own and no conversion: its last conversion job, if it
+    failed, with what to do next."""
+    if converted or any(f.path.lower().endswith(".onnx") for f in version.files.all()):
+        return None
+    job = Job.objects.filter(version=version, kind=Job.Kind.CONVERT).order_by("-created").first()
+    if job is None or job.state != Job.State.FAILED:
+        return None
+    return {"job": job, "code": job.error_code, "next": NEXT_STEPS.get(job.error_code, DEFAULT_NEXT_STEP)}
+
+
+def newer_version(artifact: Artifact, version: Version) -> Version | None:
+    """The artifact's latest live version when it is not ``version``."""
+    latest = artifact.latest_version()
+    return latest if latest is not None and latest.pk != version.pk else None
+
+
 # Jobs that anyone signed in may start on a version they can read; each is its requester's business.
 PERSONAL_JOBS = (Job.Kind.INFER, Job.Kind.COLLABORATE)
 
@@ -180,6 +233,7 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
     can_write = artifact.can_write(user)
     context.update({
         "card_html": markdown.render(metadata.get("card", "")) if metadata.get("card") else "",
+        "card_title": {"model": "Model card", "dataset": "Dataset card"}.get(artifact.kind, "README"),
         "rows": metadata_rows(metadata),
         "can_write": can_write,
         "can_admin": artifact.can_admin(user),
@@ -189,8 +243,13 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
     })
     if version is not None:
         converted = conversions(version) if artifact.kind == "model" else []
-        signature = runnable_signature(version, converted) if artifact.kind == "model" else []
+        failed = failed_conversion(version, converted) if artifact.kind == "model" else None
+        signature = runnable_signature(version, converted) if artifact.kind == "model" and not failed else []
         context.update({
+            "failed_conversion": failed,
+            "newer": None if context.get("is_concept") else newer_version(artifact, version),
+            "schema": metadata.get("records") if artifact.kind == "dataset" else None,
+            "mlcube": metadata.get("mlcube") if artifact.kind == "project" else None,
             "files": version.files.all(),
             "citations": [(label, exports.export(record, name)) for label, name in CITATIONS] if record else [],
             "graph": provenance_graph(version, viewer),
@@ -198,7 +257,7 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
             "latency": latency_rows(metadata),
             "container": metadata.get("container") if isinstance(metadata.get("container"), dict) else None,
             "jobs": jobs_shown(version, user) if can_write else [],
-            "use": snippets.for_version(artifact, version),
+            "use": None if failed else snippets.for_version(artifact, version),
             "try_signature": signature,
             "try_example": example_inputs(signature),
             "infer_url": f"/api/v1/artifacts/{artifact.owner.username}/{artifact.name}/versions/{version.label}/infer",

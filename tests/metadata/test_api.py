@@ -252,3 +252,23 @@ def test_signposting_parses_with_the_signposting_package(live_server, owner, tmp
     from_linkset = linkset.for_context(version["pid_url"])
     assert str(from_linkset.citeAs.target) == version["pid_url"]
     assert len(from_linkset.items) == 2 and from_linkset.license is not None
+
+
+@pytest.mark.django_db
+def test_a_tree_ensembles_learned_values_count_as_its_parameters(owner, tmp_path):
+    """ONNX-ML trees keep thresholds and leaf weights in attributes, not initializers ("Parameters: 0" before)."""
+    import numpy as np
+    from skl2onnx import to_onnx
+    from sklearn.ensemble import RandomForestClassifier
+
+    from hub.registry import services
+    from tests.conftest import staged, valid_metadata
+
+    x = np.random.default_rng(0).standard_normal((60, 4)).astype(np.float32)
+    forest = RandomForestClassifier(n_estimators=3, max_depth=3, random_state=0).fit(x, (x[:, 0] > 0).astype(int))
+    onnx_bytes = to_onnx(forest, x[:1], options={"zipmap": False}).SerializeToString()
+    artifact = services.create_artifact(owner, kind="model", name="forest-onnx")
+    version = services.create_version(artifact, owner, files=[staged(tmp_path, "forest.onnx", onnx_bytes)],
+                                      metadata=valid_metadata("model", task="classification"))
+    nodes = sum(tree.tree_.node_count for tree in forest.estimators_)
+    assert version.metadata["parameters"] >= nodes  # one threshold per node at least, plus the leaves' weights

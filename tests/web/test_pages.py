@@ -243,3 +243,66 @@ def test_sparql_in_a_browser_is_a_query_page_with_results(owner, publish):
                      if label == example)
         shown = anon.get("/sparql", {"query": query}, HTTP_ACCEPT=BROWSER_ACCEPT).content.decode()
         assert 'id="sparql-error"' not in shown, example
+
+
+def test_dataset_and_project_pages_show_what_they_hold(owner, publish):
+    csv_data = b"age,height,species\n3,1.5,setosa\n4,1.7,virginica\n"
+    card = b"---\ntitle: Heights\n---\n# Heights\nMeasured by hand.\n"
+    _, dataset = publish(owner, "heights", {"heights.csv": csv_data, "README.md": card}, kind="dataset")
+    page = Client().get("/" + dataset.pid).content.decode()
+    assert "<h2>Dataset card</h2>" in page and "Model card" not in page
+    assert '<section id="schema">' in page and "2 rows" in page
+    for column, dtype in (("age", "int64"), ("height", "float64"), ("species", "string")):
+        assert f"<td><code>{column}</code></td><td>{dtype}</td>" in page
+    files = {path: (EXAMPLE_PROJECT / path).read_bytes() for path in
+             ("mlcube.yaml", "Containerfile", "requirements.txt", "main.py", "workspace/parameters.yaml")}
+    _, project = publish(owner, "regression-project", files, kind="project")
+    page = Client().get("/" + project.pid).content.decode()
+    assert '<section id="mlcube">' in page
+    assert page.index("<code>prepare</code>") < page.index("<code>train</code>")  # in run order
+
+
+def test_version_pages_name_the_concept_pid_and_a_newer_version(owner, publish):
+    artifact, first = publish(owner, "evolving", label="1")
+    _, second = publish(owner, "evolving", label="2")
+    old = Client().get("/" + first.pid).content.decode()
+    assert f'a newer version exists: <a href="/{second.pid}">2</a>' in old
+    assert f'<a class="pid" href="/{artifact.pid}">{artifact.pid}</a>' in old
+    assert "a newer version exists" not in Client().get("/" + second.pid).content.decode()
+
+
+def test_a_failed_conversion_says_what_to_do_and_offers_no_inference(owner, publish):
+    from hub.jobs.models import Job
+
+    artifact, version = publish(owner, "unconvertible", {"model.pt": b"not torchscript"})
+    Job.objects.create(kind=Job.Kind.CONVERT, requester=owner, version=version, state=Job.State.FAILED,
+                       error_code="signature_required", error_detail="model.pt: TorchScript needs input shapes.")
+    anon = Client().get("/" + version.pid).content.decode()
+    assert "its conversion to ONNX failed" in anon and "<strong>signature_required</strong>" in anon
+    assert "Give the model&#x27;s inputs" in anon and 'id="use"' not in anon and 'id="try"' not in anon
+    assert "TorchScript needs input shapes" not in anon  # the job's own message is for those who may write
+    mine = signed_in(owner).get("/" + version.pid).content.decode()
+    assert "TorchScript needs input shapes" in mine and "The conversion job and its log" in mine
+
+
+def test_the_verification_table_shows_relative_differences_and_inputs(owner, publish, tmp_path):
+    from hub.registry import services
+    from hub.registry.models import ProvenanceLink
+    from hub.registry.services import ProvenanceRef
+    from tests.conftest import staged
+
+    artifact, source = publish(owner, "verified", {"model.pt": b"torchscript"})
+    report = {"passed": True, "atol": 1e-4, "rtol": 1e-3, "max_abs_diff": 2e-7, "runs": [
+        {"inputs": {"x": {"shape": [2, 4], "dtype": "float32", "source": "generated"}},
+         "outputs": [{"name": "y", "max_abs_diff": 2e-7, "max_rel_diff": 3e-6, "passed": True}]},
+        {"inputs": {"x": {"shape": [5, 4], "dtype": "float32", "source": "generated, other sizes"}},
+         "outputs": [{"name": "y", "max_abs_diff": 1e-7, "max_rel_diff": 7e-6, "passed": True}]}]}
+    services.create_version(artifact, owner, label="1-onnx", files=[staged(tmp_path, "model.onnx", b"onnx")],
+                            metadata=valid_metadata("model", job="1", verification={"model.onnx": report}),
+                            provenance=[ProvenanceRef(ProvenanceLink.Relation.CONVERTED_FROM, source)], system=True)
+    page = Client().get("/" + source.pid).content.decode()
+    row = page[page.index('<tr class="report">'):]
+    row = row[:row.index("</tr>")]
+    assert "<td>7e-06</td>" in row  # the largest over both runs, not "–"
+    assert "<code>x [2, 4] float32 (generated)</code>" in row
+    assert "<code>x [5, 4] float32 (generated, other sizes)</code>" in row
