@@ -165,7 +165,7 @@ def optimize_work(ctx: JobContext) -> dict[str, Any]:
                                  hide=hidden_paths(), on_line=ctx.log)
         except ConversionError as exc:
             raise JobFailure(exc.code, exc.detail)
-        files = [staged(workdir / "out" / name, name) for name in report["variants"]]
+        files = [staged(sandbox.output_file(workdir, f"out/{name}"), name) for name in report["variants"]]
         for name, variant in report["variants"].items():
             ctx.log(f"{name}: {variant['size_ratio']:.0%} of the size, {variant['speedup']:.2f}x speed, "
                     f"max abs difference {variant['max_abs_diff']:.3g}")
