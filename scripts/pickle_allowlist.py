@@ -18,6 +18,7 @@ import importlib
 import io
 import pickle
 import sys
+import warnings
 from importlib import metadata
 from pathlib import Path
 
@@ -143,7 +144,9 @@ def forbidden(module: str, name: str) -> str | None:
     if name in FORBIDDEN_NAMES or "." in name:
         return f"{name} reads files, runs code or reaches attributes"
     try:
-        target = getattr(importlib.import_module(module), name)
+        with warnings.catch_warnings():  # numpy.core.* spellings warn on import
+            warnings.simplefilter("ignore")
+            target = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError):
         return f"{module}.{name} does not exist here"
     if isinstance(target, type):

@@ -94,6 +94,26 @@ def test_malicious_pickle_upload_fails_and_runs_nothing(tmp_path, shared_storage
     assert not Version.objects.filter(artifact__name="evil", label__endswith="onnx").exists()
 
 
+def test_pickle_that_maps_a_file_shows_nothing_of_it_anywhere(tmp_path, shared_storage, api):
+    """The attack of issue 29: int(bytearray(numpy.memmap(PATH))) put the file into the job's messages."""
+    import pickle
+
+    import numpy as np
+
+    from tests.conversions.test_pickles import Call
+
+    secret = tmp_path / "shadow"
+    secret.write_text(f"root:$6$SECRET-{tmp_path.name}:19000:0:99999:7:::")
+    payload = Call(int, Call(bytearray, Call(np.memmap, str(secret), "uint8", "r")))
+    publish_model(api, "mapper", {"model.pkl": pickle.dumps({"model": payload})})
+    job = wait_for_job(conversion_job("1", "mapper").pk, timeout=120)
+    assert job.state == "failed" and job.error_code == "unsafe_pickle", (job.error_code, job.error_detail)
+    assert "numpy.memmap" in job.error_detail
+    shown = api.get(f"/api/v1/jobs/{job.pk}/")
+    for text in (job.error_detail, json.dumps(job.log), shown.content.decode()):
+        assert "SECRET" not in text and "root:" not in text
+
+
 def test_uploaded_onnx_is_verified_not_converted(built_models, shared_storage, api, tmp_path):
     from hpcfair.convert import convert_file
 

@@ -83,7 +83,11 @@ _QUIET_OPS = {"MEMOIZE", "PUT", "BINPUT", "LONG_BINPUT", "FRAME", "PROTO", "STOP
 
 
 def _walk(stream: BinaryIO, report: ScanReport) -> None:
-    """Follow string pushes and the memo far enough to name what each STACK_GLOBAL imports."""
+    """Follow string pushes and the memo far enough to name what each STACK_GLOBAL imports.
+
+    joblib writes each array's bytes (or, for object arrays, a nested pickle) into the stream right after
+    its ``NumpyArrayWrapper``; those bytes are no opcodes, so the walk stops there (``complete`` False)
+    and the restricted unpickler checks the rest as it loads."""
     pushed: list[Any] = []  # the last values pushed (None for non-strings)
     memo: dict[int, Any] = {}
     try:
@@ -97,21 +101,24 @@ def _walk(stream: BinaryIO, report: ScanReport) -> None:
                 memo[len(memo)] = pushed[-1] if pushed else None
             elif name in ("PUT", "BINPUT", "LONG_BINPUT"):
                 memo[int(arg)] = pushed[-1] if pushed else None
-            elif name in ("GLOBAL", "INST"):
-                module, attr = arg.split(" ", 1)
-                _record(report, module, attr)
-                pushed.append(None)
-            elif name == "STACK_GLOBAL":
-                module, attr = (pushed[-2:] + [None, None])[:2] if len(pushed) >= 2 else (None, None)
-                if isinstance(module, str) and isinstance(attr, str):
-                    _record(report, module, attr)
+            elif name in ("GLOBAL", "INST", "STACK_GLOBAL"):
+                if name == "STACK_GLOBAL":
+                    module, attr = (pushed[-2:] + [None, None])[:2] if len(pushed) >= 2 else (None, None)
                 else:
+                    module, attr = arg.split(" ", 1)
+                if not (isinstance(module, str) and isinstance(attr, str)):
                     report.unsafe.append("a global built at run time (cannot be checked)")
+                elif (module, attr) == ("joblib.numpy_pickle", "NumpyArrayWrapper"):
+                    _record(report, module, attr)
+                    report.complete = False
+                    return
+                else:
+                    _record(report, module, attr)
                 pushed.append(None)
             elif name not in _QUIET_OPS:
                 pushed.append(None)
             pushed = pushed[-4:]
-    except Exception:  # noqa: BLE001 - garbage after the pickle (joblib arrays) ends the walk
+    except Exception:  # noqa: BLE001 - a damaged stream ends the walk; the restricted load decides
         report.complete = False
 
 

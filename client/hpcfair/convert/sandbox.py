@@ -146,7 +146,7 @@ def _open_parents(argv: list[str]) -> list[str]:
     dests = [argv[i + 2] for i, a in enumerate(argv) if a in ("--ro-bind", "--bind", "--symlink")]
     parents = sorted({str(p) for d in dests for p in Path(d).parents if str(p) != "/"}, key=lambda p: (len(p), p))
     made = [a for parent in parents for a in ("--perms", "0755", "--dir", parent)]
-    first = argv.index("--tmpfs")
+    first = min(i for i, a in enumerate(argv) if a in ("--ro-bind", "--bind", "--symlink"))  # after /tmp's tmpfs
     return argv[:first] + made + argv[first:]
 
 
