@@ -281,7 +281,8 @@ def test_gradient_boosting_pickle_converts(tmp_path):
 
     rng = np.random.default_rng(1)
     features = rng.normal(size=(80, 5))
-    model = GradientBoostingClassifier(n_estimators=10).fit(features, features[:, 0] > 0)
+    unseeded = np.random.RandomState()  # what random_state=None gives in a fresh process
+    model = GradientBoostingClassifier(n_estimators=10, random_state=unseeded).fit(features, features[:, 0] > 0)
     (tmp_path / "gbc.pkl").write_bytes(pickle.dumps(model))
     assert "numpy.random.bit_generator.__pyx_unpickle_SeedSequence" in pickles.scan(tmp_path / "gbc.pkl").globals
     report = convert_file(tmp_path / "gbc.pkl", tmp_path / "gbc.onnx")

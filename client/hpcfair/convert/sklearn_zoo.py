@@ -162,7 +162,9 @@ def _instance(name: str, cls: type, args: dict[str, Any]) -> Any:
     estimator = clone(made) if made is not None else cls()
     own = {k: v for k, v in args.items() if not k.startswith("_")}
     if own.get("random_state") == "RandomState":
-        own["random_state"] = np.random.RandomState(0)
+        # seeded through a SeedSequence, as an unseeded RandomState() or the global one is: its pickle names
+        # more than a legacy RandomState(0)'s
+        own["random_state"] = np.random.RandomState(np.random.MT19937(np.random.SeedSequence(0)))
     elif "random_state" in estimator.get_params(deep=False):
         estimator.set_params(random_state=0)
     for key, value in _SMALL.get(name, {}).items():
