@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from hpcfair.convert import sandbox
 
 from hub.jobs.models import Job
 from hub.registry.models import Version
@@ -43,6 +44,8 @@ def test_upload_converts_and_verifies(architecture, built_models, shared_storage
     job = wait_for_job(conversion_job("1", name).pk, timeout=240)
     assert job.state == "succeeded", (job.error_code, job.error_detail, job.log[-5:])
     assert job.result["verified"] is True and job.result["version"] == "1-onnx"
+    if sandbox.bwrap_path():  # the log and the report say which protections the conversion ran under
+        assert any("sandbox: bubblewrap" in json.dumps(line) for line in job.log), job.log
 
     converted = api.get(f"/api/v1/artifacts/alice/{name}/versions/1-onnx/").json()
     onnx_name = path.with_suffix(".onnx").name
@@ -51,6 +54,7 @@ def test_upload_converts_and_verifies(architecture, built_models, shared_storage
                                         "target_pid": converted["provenance"][0]["target_pid"]}]
     meta = converted["metadata"]
     assert meta["format"] == "onnx" and meta["verified"] is True and meta["license"] == "MIT"
+    assert meta["conversion"][path.with_suffix(".onnx").name]["sandbox"]["network"] in ("none", "the worker's")
     report = meta["verification"][onnx_name]
     assert report["checker"] == "passed" and report["compared"] is True and report["passed"] is True
     for run in report["runs"]:

@@ -150,6 +150,15 @@ def _open_parents(argv: list[str]) -> list[str]:
     return argv[:first] + made + argv[first:]
 
 
+def describe(record: dict[str, Any]) -> str:
+    """One line for a job log: which protections a conversion ran under."""
+    if record.get("isolation") != "bubblewrap":
+        return (f"sandbox: resource limits only (no bubblewrap), as {record.get('user')}; the converter could "
+                "read what the worker can")
+    return (f"sandbox: bubblewrap, sees {record.get('filesystem')}, network {record.get('network')}, "
+            f"runs as {record.get('user')}")
+
+
 def isolation_prefix(workdir: Path, hide: Sequence[Path] = ()) -> list[str]:
     """The bwrap argv that wraps a command; [] when bwrap is not installed."""
     return isolation(workdir, hide).prefix
