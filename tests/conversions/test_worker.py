@@ -118,6 +118,25 @@ def test_pickle_that_maps_a_file_shows_nothing_of_it_anywhere(tmp_path, shared_s
         assert "SECRET" not in text and "root:" not in text
 
 
+def test_an_unpickling_error_goes_to_the_worker_log_not_to_the_user(tmp_path, shared_storage, api):
+    """numpy.dtype is allowed and repeats its argument in its error: a crafted file controls that text."""
+    import pickle
+
+    import numpy as np
+
+    from tests.conversions.test_pickles import Call
+
+    planted = f"PLANTED-{tmp_path.name}"
+    publish_model(api, "planted", {"model.pkl": pickle.dumps({"model": Call(np.dtype, planted)})})
+    job = wait_for_job(conversion_job("1", "planted").pk, timeout=120)
+    assert job.state == "failed" and job.error_code == "corrupt_file", (job.error_code, job.error_detail)
+    assert "model.pkl" in job.error_detail
+    shown = api.get(f"/api/v1/jobs/{job.pk}/")
+    for text in (job.error_detail, json.dumps(job.log), shown.content.decode()):
+        assert planted not in text
+    assert planted in (shared_storage / "worker.log").read_text(errors="replace")  # the server log has it
+
+
 def test_uploaded_onnx_is_verified_not_converted(built_models, shared_storage, api, tmp_path):
     from hpcfair.convert import convert_file
 
