@@ -283,6 +283,22 @@ def test_an_unpickling_error_shows_a_fixed_message_not_the_exception_text(tmp_pa
     assert "model.pkl" in caught.value.detail
 
 
+def test_allowed_functions_given_a_file_path_do_not_read_it(tmp_path, secret):
+    """Reviewed functions are allowed; handed a path they treat it as a string, never as a file."""
+    from sklearn.utils.validation import check_array
+
+    path, text = secret
+    for payload in (Call(check_array, str(path)), Call(functools.partial(check_array, str(path))),
+                    Call(np.dtype, str(path))):
+        file = tmp_path / "model.pkl"
+        file.write_bytes(pickle.dumps({"model": payload}, protocol=4))
+        assert pickles.scan(file).unsafe == []
+        with pytest.raises(ConversionError) as caught:
+            pickles.restricted_load(file)
+        assert caught.value.code == "corrupt_file" and "SECRET" not in caught.value.detail
+        assert "SECRET" not in str(caught.value.cause)  # the file was not read at all
+
+
 def test_gradient_boosting_pickle_converts(tmp_path):
     """Issue 21: a plain GradientBoostingClassifier pickle names __pyx_unpickle_SeedSequence."""
     from sklearn.ensemble import GradientBoostingClassifier
