@@ -241,6 +241,9 @@ HUB_CONVERT_MEMORY_MB = int(env("HUB_CONVERT_MEMORY_MB", "8192"))
 HUB_CONVERT_CPU_S = int(env("HUB_CONVERT_CPU_S", "1800"))
 HUB_CONVERT_WALL_S = int(env("HUB_CONVERT_WALL_S", "900"))
 HUB_CONVERT_THREADS = int(env("HUB_CONVERT_THREADS", "2"))
+# The unprivileged user and group a sandboxed conversion runs as when the worker is root (nobody).
+HUB_CONVERT_UID = int(env("HUB_CONVERT_UID", "65534"))
+HUB_CONVERT_GID = int(env("HUB_CONVERT_GID", "65534"))
 HUB_CONVERT_OPSET = int(env("HUB_CONVERT_OPSET", "17"))
 
 # MLCube containers (hub.containers, workers.container). After a conversion publishes a verified ONNX

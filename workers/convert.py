@@ -26,7 +26,8 @@ _SOURCE_ONLY = {"framework", "format", "inputs", "outputs", "sample_inputs", "ve
 
 def limits() -> Limits:
     return Limits(memory_mb=settings.HUB_CONVERT_MEMORY_MB, cpu_seconds=settings.HUB_CONVERT_CPU_S,
-                  wall_seconds=settings.HUB_CONVERT_WALL_S, threads=settings.HUB_CONVERT_THREADS)
+                  wall_seconds=settings.HUB_CONVERT_WALL_S, threads=settings.HUB_CONVERT_THREADS,
+                  uid=settings.HUB_CONVERT_UID, gid=settings.HUB_CONVERT_GID)
 
 
 def hidden_paths() -> list[Path]:
@@ -84,6 +85,7 @@ def convert_work(ctx: JobContext) -> dict[str, Any]:
                                       hide=hidden_paths(), on_line=lambda line, p=path: ctx.log(f"{p}: {line}"))
             except ConversionError as exc:
                 raise JobFailure(exc.code, f"{path}: {exc.detail}")
+            ctx.log(f"{path}: {sandbox.describe(report['sandbox'])}")
             check = report["verification"]
             ctx.log(f"{path}: {'verified' if check['passed'] else 'NOT verified'}, max abs difference "
                     f"{check['max_abs_diff']:.3g} (atol {check['atol']}, rtol {check['rtol']})",
@@ -165,7 +167,8 @@ def optimize_work(ctx: JobContext) -> dict[str, Any]:
                                  hide=hidden_paths(), on_line=ctx.log)
         except ConversionError as exc:
             raise JobFailure(exc.code, exc.detail)
-        files = [staged(workdir / "out" / name, name) for name in report["variants"]]
+        ctx.log(sandbox.describe(report["sandbox"]))
+        files = [staged(sandbox.output_file(workdir, f"out/{name}"), name) for name in report["variants"]]
         for name, variant in report["variants"].items():
             ctx.log(f"{name}: {variant['size_ratio']:.0%} of the size, {variant['speedup']:.2f}x speed, "
                     f"max abs difference {variant['max_abs_diff']:.3g}")

@@ -395,8 +395,8 @@ class modelAPI:  # noqa: N801 - the papers' name
                 raise HubError(f"{source.key}: {exc.detail}", code=exc.code)
             folder.mkdir(parents=True, exist_ok=True)
             files = []
-            for made in sorted((workdir / "out").glob("*.onnx")):
-                files.append(str(shutil.move(made, folder / made.name)))
+            for name in report.get("variants", {}):
+                files.append(str(shutil.move(sandbox.output_file(workdir, f"out/{name}"), folder / name)))
             report.pop("ok", None)
             return {"model": source.name, "where": "local", "files": files, "report": report}
         finally:

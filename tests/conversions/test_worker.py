@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from hpcfair.convert import sandbox
 
 from hub.jobs.models import Job
 from hub.registry.models import Version
@@ -43,6 +44,8 @@ def test_upload_converts_and_verifies(architecture, built_models, shared_storage
     job = wait_for_job(conversion_job("1", name).pk, timeout=240)
     assert job.state == "succeeded", (job.error_code, job.error_detail, job.log[-5:])
     assert job.result["verified"] is True and job.result["version"] == "1-onnx"
+    if sandbox.bwrap_path():  # the log and the report say which protections the conversion ran under
+        assert any("sandbox: bubblewrap" in json.dumps(line) for line in job.log), job.log
 
     converted = api.get(f"/api/v1/artifacts/alice/{name}/versions/1-onnx/").json()
     onnx_name = path.with_suffix(".onnx").name
@@ -53,6 +56,7 @@ def test_upload_converts_and_verifies(architecture, built_models, shared_storage
                                         "description": f"alice/{name}@1"}]
     meta = converted["metadata"]
     assert meta["format"] == "onnx" and meta["verified"] is True and meta["license"] == "MIT"
+    assert meta["conversion"][path.with_suffix(".onnx").name]["sandbox"]["network"] in ("none", "the worker's")
     report = meta["verification"][onnx_name]
     assert report["checker"] == "passed" and report["compared"] is True and report["passed"] is True
     for run in report["runs"]:
@@ -94,6 +98,45 @@ def test_malicious_pickle_upload_fails_and_runs_nothing(tmp_path, shared_storage
     assert shown["error_code"] == "unsafe_pickle"
     assert not marker.exists()
     assert not Version.objects.filter(artifact__name="evil", label__endswith="onnx").exists()
+
+
+def test_pickle_that_maps_a_file_shows_nothing_of_it_anywhere(tmp_path, shared_storage, api):
+    """The attack of issue 29: int(bytearray(numpy.memmap(PATH))) put the file into the job's messages."""
+    import pickle
+
+    import numpy as np
+
+    from tests.conversions.test_pickles import Call
+
+    secret = tmp_path / "shadow"
+    secret.write_text(f"root:$6$SECRET-{tmp_path.name}:19000:0:99999:7:::")
+    payload = Call(int, Call(bytearray, Call(np.memmap, str(secret), "uint8", "r")))
+    publish_model(api, "mapper", {"model.pkl": pickle.dumps({"model": payload})})
+    job = wait_for_job(conversion_job("1", "mapper").pk, timeout=120)
+    assert job.state == "failed" and job.error_code == "unsafe_pickle", (job.error_code, job.error_detail)
+    assert "numpy.memmap" in job.error_detail
+    shown = api.get(f"/api/v1/jobs/{job.pk}/")
+    for text in (job.error_detail, json.dumps(job.log), shown.content.decode()):
+        assert "SECRET" not in text and "root:" not in text
+
+
+def test_an_unpickling_error_goes_to_the_worker_log_not_to_the_user(tmp_path, shared_storage, api):
+    """numpy.dtype is allowed and repeats its argument in its error: a crafted file controls that text."""
+    import pickle
+
+    import numpy as np
+
+    from tests.conversions.test_pickles import Call
+
+    planted = f"PLANTED-{tmp_path.name}"
+    publish_model(api, "planted", {"model.pkl": pickle.dumps({"model": Call(np.dtype, planted)})})
+    job = wait_for_job(conversion_job("1", "planted").pk, timeout=120)
+    assert job.state == "failed" and job.error_code == "corrupt_file", (job.error_code, job.error_detail)
+    assert "model.pkl" in job.error_detail
+    shown = api.get(f"/api/v1/jobs/{job.pk}/")
+    for text in (job.error_detail, json.dumps(job.log), shown.content.decode()):
+        assert planted not in text
+    assert planted in (shared_storage / "worker.log").read_text(errors="replace")  # the server log has it
 
 
 def test_uploaded_onnx_is_verified_not_converted(built_models, shared_storage, api, tmp_path):

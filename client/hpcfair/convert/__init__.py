@@ -42,7 +42,7 @@ def convert_file(source: str | Path, output: str | Path, *, opset: int = 17, inp
             request["sample_inputs"] = f"sample_inputs{sample.suffix}"
         result = sandbox.run(request, workdir, limits, hide=hide, on_line=on_line)
         output.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(workdir / "model.onnx", output)
+        shutil.move(sandbox.output_file(workdir, "model.onnx"), output)
         return result
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

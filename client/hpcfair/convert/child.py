@@ -13,7 +13,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from hpcfair.convert.errors import ConversionError
+from hpcfair.convert.errors import ConversionError, log_cause
 from hpcfair.convert.sandbox import LOG_PREFIX
 
 
@@ -40,21 +40,24 @@ def work(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
+    """Run the request; a failure becomes a code and a fixed message, its text goes to stderr only."""
     request = json.loads(Path(sys.argv[1]).read_text())
     try:
         result = {"ok": True, **work(request)}
     except ConversionError as exc:
+        log_cause(exc.code, exc.cause)
         result = {"ok": False, **exc.to_dict()}
     except MemoryError:
         result = {"ok": False, "code": "memory_limit", "detail": "The conversion ran out of its memory limit."}
-    except Exception as exc:  # noqa: BLE001 - the traceback goes to the log, a clear message to the user
+    except Exception as exc:  # noqa: BLE001 - the traceback goes to the log, a fixed message to the user
         traceback.print_exc()
         text = str(exc)
         if "can't allocate memory" in text or "bad_alloc" in text or "Cannot allocate" in text:
             result = {"ok": False, "code": "memory_limit", "detail": "The conversion ran out of its memory limit."}
         else:
-            first = text.splitlines()[0][:300] if text else type(exc).__name__
-            result = {"ok": False, "code": "conversion_failed", "detail": f"The conversion failed: {first}"}
+            result = {"ok": False, "code": "conversion_failed",
+                      "detail": f"The conversion failed inside the converter ({type(exc).__name__}); the hub's log "
+                                "has the details. Check that the file loads and runs with its own framework."}
     Path("result.json").write_text(json.dumps(result, default=str))
     say("done" if result["ok"] else f"failed: {result['code']}")
     return 0

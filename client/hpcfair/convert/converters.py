@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from hpcfair.convert import pickles
-from hpcfair.convert.errors import ConversionError
+from hpcfair.convert.errors import ConversionError, token
 from hpcfair.convert.formats import extract_archive
 from hpcfair.convert.signature import TensorSpec, generate_inputs, specs_from_arrays
 
@@ -75,16 +75,18 @@ def _torch_reference(module, input_names: list[str]) -> Reference:
 
 def _torch_error(exc: Exception, opset: int) -> ConversionError:
     text = str(exc)
-    op = (re.search(r"operator '([^']+)'", text) or re.search(r"export of operator (\w+)", text)
-          or re.search(r"(aten::\w+|prim::\w+|torch\.ops\.[\w.]+)", text))
+    op = (token(text, r"operator '([^']+)'") or token(text, r"export of operator (\w+)")
+          or token(text, r"(aten::\w+|prim::\w+|torch\.ops\.[\w.]+)"))
     if op or "UnsupportedOperator" in type(exc).__name__:
-        name = op.group(1) if op else "an operator"
         return ConversionError(
             "unsupported_operator",
-            f"The ONNX exporter cannot translate {name} at opset {opset}. Try a newer opset (onnx_version), "
-            "export the model with torch.export (.pt2) instead of TorchScript, or replace that operation.",
+            f"The ONNX exporter cannot translate {op or 'an operator'} at opset {opset}. Try a newer opset "
+            "(onnx_version), export the model with torch.export (.pt2) instead of TorchScript, or replace that "
+            "operation.", cause=exc,
         )
-    return ConversionError("conversion_failed", f"torch.onnx.export failed: {text.splitlines()[0][:500]}")
+    return ConversionError("conversion_failed", f"torch.onnx.export could not export the model at opset {opset} "
+                                                f"({type(exc).__name__}). Check that the model runs on the given "
+                                                "inputs, or try another opset.", cause=exc)
 
 
 def export_torchscript(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None) -> Exported:
@@ -93,7 +95,8 @@ def export_torchscript(path: Path, opset: int, specs: list[TensorSpec], sample: 
     try:
         module = torch.jit.load(str(path), map_location="cpu").eval()
     except Exception as exc:  # noqa: BLE001 - any load error means the file is not usable TorchScript
-        raise ConversionError("corrupt_file", f"{path.name} could not be loaded as TorchScript: {str(exc)[:300]}")
+        raise ConversionError("corrupt_file", f"{path.name} could not be loaded as TorchScript (torch.jit.load); the "
+                                              "file is damaged or was saved by another torch.", cause=exc)
     if not specs and sample:
         specs = specs_from_arrays(sample)
     if not specs:
@@ -131,8 +134,9 @@ def export_torch_program(path: Path, opset: int, specs: list[TensorSpec], sample
     try:
         program = torch.export.load(str(path))
     except Exception as exc:  # noqa: BLE001
-        raise ConversionError("corrupt_file", f"{path.name} could not be loaded as a torch.export program: "
-                                              f"{str(exc)[:300]}")
+        raise ConversionError("corrupt_file", f"{path.name} could not be loaded as a torch.export program "
+                                              "(torch.export.load); the file is damaged or was saved by another "
+                                              "torch.", cause=exc)
     args, kwargs = program.example_inputs or ((), {})
     if sample:
         args = tuple(torch.from_numpy(array) for array in sample.values())
@@ -160,14 +164,15 @@ def _tf_convert(function, signature: list, opset: int, what: str):
         model, _ = tf2onnx.convert.from_function(function, input_signature=signature, opset=opset)
     except Exception as exc:  # noqa: BLE001
         text = str(exc)
-        op = re.search(r"(?:Unsupported ops|not supported)[^:]*:\s*(.+)", text)
-        if op:
+        if re.search(r"Unsupported ops|not supported", text):
+            op = token(text, r"(?:Unsupported ops|not supported)[^:]*:\s*[\[(\"']*([\w/.-]+)")
             raise ConversionError(
                 "unsupported_operator",
-                f"tf2onnx cannot convert the TensorFlow operation(s) {op.group(1)[:200]} in {what} at opset "
-                f"{opset}. Try a newer opset (onnx_version <= 18) or replace the operation.",
+                f"tf2onnx cannot convert the TensorFlow operation {op or '(see the log)'} in {what} at opset "
+                f"{opset}. Try a newer opset (onnx_version <= 18) or replace the operation.", cause=exc,
             )
-        raise ConversionError("conversion_failed", f"tf2onnx failed on {what}: {text.splitlines()[0][:500]}")
+        raise ConversionError("conversion_failed", f"tf2onnx could not convert {what} ({type(exc).__name__}).",
+                              cause=exc)
     return model
 
 
@@ -182,11 +187,11 @@ def export_keras(path: Path, opset: int, specs: list[TensorSpec], sample: dict |
             raise ConversionError(
                 "unsafe_model",
                 f"{path.name} contains a Lambda layer with Python code, which the hub does not run (Keras "
-                "safe_mode). Replace the Lambda by a built-in or registered custom layer.",
+                "safe_mode). Replace the Lambda by a built-in or registered custom layer.", cause=exc,
             )
-        raise ConversionError("corrupt_file", f"{path.name} could not be loaded by Keras: {str(exc)[:300]}")
+        raise ConversionError("corrupt_file", _keras_unloadable(path), cause=exc)
     except Exception as exc:  # noqa: BLE001
-        raise ConversionError("corrupt_file", f"{path.name} could not be loaded by Keras: {str(exc)[:300]}")
+        raise ConversionError("corrupt_file", _keras_unloadable(path), cause=exc)
     try:
         keras_inputs = list(model.inputs)
     except (AttributeError, ValueError):
@@ -220,6 +225,11 @@ def export_keras(path: Path, opset: int, specs: list[TensorSpec], sample: dict |
                     versions("tensorflow-cpu", "tensorflow", "keras", "tf2onnx", "onnx"))
 
 
+def _keras_unloadable(path: Path) -> str:
+    return (f"{path.name} could not be loaded by Keras (keras.models.load_model); the file is damaged, uses a "
+            "custom layer the hub does not have, or was saved by an incompatible Keras.")
+
+
 def _clean(name: str, index: int) -> str:
     cleaned = re.sub(r"[^A-Za-z0-9_]", "_", name.split(":")[0])
     return cleaned or f"input_{index}"
@@ -235,7 +245,8 @@ def export_savedmodel(path: Path, opset: int, specs: list[TensorSpec], sample: d
     except KeyError:
         raise ConversionError("unsupported_format", f"{path.name} has no 'serving_default' signature to convert.")
     except Exception as exc:  # noqa: BLE001
-        raise ConversionError("corrupt_file", f"{path.name} could not be loaded as a SavedModel: {str(exc)[:300]}")
+        raise ConversionError("corrupt_file", f"{path.name} could not be loaded as a TensorFlow SavedModel; the "
+                                              "folder is damaged or incomplete.", cause=exc)
     structured = function.structured_input_signature[1]
     names = sorted(structured)
     if not specs:
@@ -264,21 +275,23 @@ def load_sklearn(path: Path, fmt: str) -> tuple[Any, dict[str, Any]]:
     if fmt == "skops":
         import skops.io
 
-        untrusted = skops.io.get_untrusted_types(file=str(path))
+        try:
+            untrusted = skops.io.get_untrusted_types(file=str(path))
+        except Exception as exc:  # noqa: BLE001 - a damaged or crafted file; its text stays in the log
+            raise ConversionError("corrupt_file", f"{path.name} is not a readable skops file.", cause=exc)
         refused = [t for t in untrusted if not pickles.is_allowed(*t.rsplit(".", 1))]
         scan = {"globals": untrusted, "unsafe": refused, "complete": True, "safe": not refused}
         if refused:
-            raise ConversionError("unsafe_pickle", f"{path.name} names types the hub does not trust: "
-                                                   f"{', '.join(refused)}; nothing was loaded.")
-        return skops.io.load(str(path), trusted=untrusted), scan
+            names = ", ".join(pickles.describe(*t.rsplit(".", 1)) for t in refused[:10])
+            raise ConversionError("unsafe_pickle", f"{path.name} names types the hub does not trust: {names}; "
+                                                   "nothing was loaded.")
+        try:
+            return skops.io.load(str(path), trusted=untrusted), scan
+        except Exception as exc:  # noqa: BLE001
+            raise ConversionError("corrupt_file", f"{path.name} could not be loaded by skops.", cause=exc)
     report = pickles.scan(path)
     pickles.refuse_if_unsafe(report, path.name)
-    try:
-        return pickles.restricted_load(path), report.to_dict()
-    except (ConversionError, MemoryError):
-        raise
-    except Exception as exc:  # noqa: BLE001
-        raise ConversionError("corrupt_file", f"{path.name} could not be unpickled: {str(exc)[:300]}")
+    return pickles.restricted_load(path), report.to_dict()
 
 
 def export_sklearn(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None, fmt: str) -> Exported:
@@ -300,10 +313,13 @@ def export_sklearn(path: Path, opset: int, specs: list[TensorSpec], sample: dict
         onnx_model = to_onnx(model, initial_types=[(specs[0].name, FloatTensorType(specs[0].shape))],
                              target_opset={"": opset, "ai.onnx.ml": 3}, options={"zipmap": False})
     except Exception as exc:  # noqa: BLE001
-        text = str(exc).splitlines()[0][:300]
+        text = str(exc)
+        what = type(model).__name__
         if "Unable to find a shape calculator" in text or "not supported" in text.lower():
-            raise ConversionError("unsupported_operator", f"skl2onnx cannot convert this estimator: {text}")
-        raise ConversionError("conversion_failed", f"skl2onnx failed: {text}")
+            raise ConversionError("unsupported_operator", f"skl2onnx cannot convert this {what} (or a part of it); "
+                                                          "use an estimator skl2onnx supports.", cause=exc)
+        raise ConversionError("conversion_failed", f"skl2onnx could not convert this {what} "
+                                                   f"({type(exc).__name__}).", cause=exc)
     classifier = hasattr(model, "predict_proba") and hasattr(model, "classes_")
 
     def reference(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:

@@ -56,7 +56,7 @@ def convert(source: Path, output: Path, *, opset: int = DEFAULT_OPSET, inputs: A
         try:
             model = onnx.load(str(source))
         except Exception as exc:  # noqa: BLE001
-            raise ConversionError("corrupt_file", f"{source.name} is not a readable ONNX file: {str(exc)[:200]}")
+            raise ConversionError("corrupt_file", f"{source.name} is not a readable ONNX file.", cause=exc)
         reference, converter, libraries, notes = None, None, versions("onnx"), {}
     else:
         exported = export(source, fmt, opset, user_specs, sample)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from hpcfair.convert.errors import ConversionError
+from hpcfair.convert.errors import ConversionError, log_cause
 from hpcfair.convert.signature import generate_inputs, specs_from_onnx
 
 RUNS = 30
@@ -34,7 +34,7 @@ def optimize(source: Path, output_dir: Path, *, quantize: bool = True) -> dict[s
     try:
         model = onnx.load(str(source))
     except Exception as exc:  # noqa: BLE001
-        raise ConversionError("corrupt_file", f"{source.name} is not a readable ONNX file: {str(exc)[:200]}")
+        raise ConversionError("corrupt_file", f"{source.name} is not a readable ONNX file.", cause=exc)
     inputs, _ = specs_from_onnx(model)
     feeds = generate_inputs(inputs, run=0)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -57,7 +57,8 @@ def optimize(source: Path, output_dir: Path, *, quantize: bool = True) -> dict[s
             quantize_dynamic(str(source), str(quantized), weight_type=QuantType.QInt8)
             targets.append(("dynamic int8 quantisation (weights QInt8)", quantized))
         except Exception as exc:  # noqa: BLE001 - the optimised variant is still useful
-            report["quantization_error"] = str(exc).splitlines()[0][:300]
+            log_cause("quantization", exc)
+            report["quantization_error"] = f"ONNX Runtime's dynamic quantisation failed ({type(exc).__name__})."
     for method, path in targets:
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         got = session.run(None, feeds)

@@ -1,29 +1,40 @@
-"""Run conversion work in a sandboxed subprocess: no network, a private /tmp, the hub's data hidden,
-read-only everywhere except its own work directory, with memory, CPU-time and wall-clock limits.
+"""Run conversion work in a sandboxed subprocess that sees only what it needs.
 
-Isolation uses bubblewrap (``bwrap``, Debian package ``bubblewrap``) when it is installed; without it
-only the resource limits apply and the result says so (``sandbox.isolation: "rlimits"``).
+With bubblewrap (``bwrap``, Debian package ``bubblewrap``) the child gets an empty root with, read-only,
+the system's shared libraries and the Python environment (interpreter, standard library, site-packages,
+``hpcfair``), and, writable, its own work folder, which holds the model file; nothing else of the
+machine: no /etc/shadow or /etc/passwd, no HOME, no hub data or settings, no other user's files, no
+network. A worker running as root hands the child to an unprivileged user (``Limits.uid``, nobody by
+default) with ``setpriv``. Memory, CPU-time, file-size and wall-clock limits apply in every case.
+Without bubblewrap only the limits apply, and every result says which protections applied
+(``sandbox.isolation: "rlimits"``).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import resource
 import shutil
 import signal
+import site
+import stat
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hpcfair.convert.errors import ConversionError
 
 LOG_PREFIX = "hpcfair: "
+NOBODY = 65534
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -33,33 +44,124 @@ class Limits:
     wall_seconds: int = 900
     threads: int = 2
     file_mb: int = 16384  # largest file the child may write
+    uid: int = NOBODY  # who the child runs as when the caller is root
+    gid: int = NOBODY
+
+
+@dataclass
+class Isolation:
+    """How a child is confined: the command prefix, and what it protects (recorded in every result)."""
+
+    prefix: list[str] = field(default_factory=list)
+    protection: dict[str, str] = field(default_factory=dict)
+    owner: tuple[int, int] | None = None  # (uid, gid) the work folder must belong to
 
 
 def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
-def isolation_prefix(workdir: Path, hide: list[Path] = ()) -> list[str]:
-    """The bwrap argv that wraps a command; [] when bwrap is not installed."""
+def _python_paths() -> list[str]:
+    """The directories the child's Python needs: interpreter, standard library, site-packages, hpcfair."""
+    import hpcfair
+
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *site.getsitepackages(),
+             str(Path(hpcfair.__file__).resolve().parent)}
+    return sorted(p for p in paths if p and os.path.isdir(p))
+
+
+def _system_binds() -> list[str]:
+    """Shared libraries and the loader's configuration, read-only; /bin, /lib... as the host has them."""
+    argv = ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    for name in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
+                 "/sys/devices/system/cpu"):
+        if os.path.exists(name):
+            argv += ["--ro-bind", name, name]
+    return argv
+
+
+def _binds(paths: Sequence[str]) -> tuple[list[str], list[str]]:
+    """--ro-bind each path at its real location and at the name the interpreter uses (a venv may be a
+    symlink); returns the arguments and the places bound."""
+    pairs: dict[str, str] = {}
+    for path in paths:
+        real = os.path.realpath(path)
+        pairs.setdefault(real, real)
+        pairs.setdefault(os.path.abspath(path), real)
+    argv, bound = [], []
+    for dest in sorted(pairs, key=len):
+        src = pairs[dest]
+        if any(dest.startswith(d + "/") and src == pairs[d] + dest[len(d):] for d in bound):
+            continue  # inside a directory bound already
+        argv += ["--ro-bind", src, dest]
+        bound.append(dest)
+    return argv, bound
+
+
+def isolation(workdir: Path, hide: Sequence[Path] = (), limits: Limits | None = None) -> Isolation:
+    """The confinement for a child working in ``workdir``; ``hide`` is tmpfs'd should it lie inside a
+    bound directory. Without bwrap: no prefix, and a protection record that says so."""
+    limits = limits or Limits()
     bwrap = bwrap_path()
+    root = os.geteuid() == 0
     if not bwrap:
-        return []
-    private = ("/tmp", "/var/tmp", "/dev/shm")
-    argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid", "--unshare-ipc",
-            "--unshare-uts", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for directory in private:
-        argv += ["--tmpfs", directory]
-    # Python itself and the code it imports may live under /tmp (a checkout there): show them read-only.
-    needed = {sys.prefix, sys.base_prefix, str(Path(sys.executable).parent), *sys.path}
-    for path in sorted(needed):
-        real = os.path.realpath(path) if path else ""
-        if real and os.path.isdir(real) and any(real == d or real.startswith(d + "/") for d in private):
-            argv += ["--ro-bind", real, real]
-    for path in hide:
-        if Path(path).is_dir() and not Path(workdir).resolve().is_relative_to(Path(path).resolve()):
-            argv += ["--tmpfs", str(Path(path).resolve())]
+        return Isolation([], {"isolation": "rlimits", "filesystem": "everything the worker can read",
+                              "network": "the worker's", "user": _user_label(os.geteuid(), root)})
     work = str(Path(workdir).resolve())
-    return argv + ["--bind", work, work, "--chdir", work]
+    argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid", "--unshare-ipc",
+            "--unshare-uts", "--unshare-cgroup-try", "--tmpfs", "/tmp", "--dev", "/dev", "--proc", "/proc"]
+    argv += _system_binds()
+    python, bound = _binds(_python_paths())
+    argv += python
+    for path in hide:
+        hidden = str(Path(path).resolve())
+        if any(hidden == d or hidden.startswith(d + "/") for d in bound) and not work.startswith(hidden + "/"):
+            argv += ["--tmpfs", hidden]
+    argv += ["--bind", work, work, "--chdir", work]
+    argv = _open_parents(argv)
+    protection = {"isolation": "bubblewrap", "filesystem": "work folder, Python environment (read-only)",
+                  "network": "none"}
+    setpriv = shutil.which("setpriv")
+    if root and setpriv:
+        argv += [setpriv, f"--reuid={limits.uid}", f"--regid={limits.gid}", "--clear-groups", "--no-new-privs",
+                 "--inh-caps=-all", "--bounding-set=-all"]
+        return Isolation(argv, {**protection, "user": _user_label(limits.uid, False)}, (limits.uid, limits.gid))
+    return Isolation(argv, {**protection, "user": _user_label(os.geteuid(), root)})
+
+
+def _user_label(uid: int, root: bool) -> str:
+    if root:
+        return "root (no setpriv to drop to an unprivileged user)" if bwrap_path() else "root"
+    return "nobody (uid 65534)" if uid == NOBODY else f"uid {uid}"
+
+
+def _open_parents(argv: list[str]) -> list[str]:
+    """Create the folders above each mount point first, world-traversable: bwrap 0.8 run as root makes
+    them 0700, which the unprivileged child could not pass."""
+    dests = [argv[i + 2] for i, a in enumerate(argv) if a in ("--ro-bind", "--bind", "--symlink")]
+    parents = sorted({str(p) for d in dests for p in Path(d).parents if str(p) != "/"}, key=lambda p: (len(p), p))
+    made = [a for parent in parents for a in ("--perms", "0755", "--dir", parent)]
+    first = min(i for i, a in enumerate(argv) if a in ("--ro-bind", "--bind", "--symlink"))  # after /tmp's tmpfs
+    return argv[:first] + made + argv[first:]
+
+
+def describe(record: dict[str, Any]) -> str:
+    """One line for a job log: which protections a conversion ran under."""
+    if record.get("isolation") != "bubblewrap":
+        return (f"sandbox: resource limits only (no bubblewrap), as {record.get('user')}; the converter could "
+                "read what the worker can")
+    return (f"sandbox: bubblewrap, sees {record.get('filesystem')}, network {record.get('network')}, "
+            f"runs as {record.get('user')}")
+
+
+def isolation_prefix(workdir: Path, hide: Sequence[Path] = ()) -> list[str]:
+    """The bwrap argv that wraps a command; [] when bwrap is not installed."""
+    return isolation(workdir, hide).prefix
 
 
 def _set_limits(limits: Limits) -> Callable[[], None]:
@@ -74,67 +176,150 @@ def _set_limits(limits: Limits) -> Callable[[], None]:
 
 
 def child_env(workdir: Path, threads: int) -> dict[str, str]:
-    """A clean environment: no proxies, no credentials, no GPU, offline model hubs."""
-    keep = {key: os.environ[key] for key in ("PATH", "LANG", "LC_ALL", "PYTHONPATH") if key in os.environ}
+    """A clean environment: no proxies, no credentials, no GPU, offline model hubs, and a Python path of
+    hpcfair alone (never the working directory, which holds the uploaded files)."""
+    import hpcfair
+
+    keep = {key: os.environ[key] for key in ("PATH", "LANG", "LC_ALL") if key in os.environ}
     return {**keep, "HOME": str(workdir), "TMPDIR": str(workdir), "OMP_NUM_THREADS": str(threads),
+            "PYTHONPATH": str(Path(hpcfair.__file__).resolve().parent.parent), "PYTHONSAFEPATH": "1",
+            "PYTHONNOUSERSITE": "1", "USER": "hpcfair", "LOGNAME": "hpcfair",
             "TF_NUM_INTRAOP_THREADS": str(threads), "TF_NUM_INTEROP_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
             "CUDA_VISIBLE_DEVICES": "", "KERAS_BACKEND": "tensorflow", "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1", "MPLCONFIGDIR": str(workdir)}
 
 
-def run(request: dict[str, Any], workdir: Path, limits: Limits | None = None, *, hide: list[Path] = (),
+def _hand_over(workdir: Path, owner: tuple[int, int] | None) -> None:
+    """Give the work folder to the child's user (the caller is root and the child will not be)."""
+    if owner is None:
+        return
+    for path in [workdir, *workdir.rglob("*")]:
+        os.lchown(path, *owner)
+
+
+def output_file(workdir: Path, relative: str) -> Path:
+    """A file the child wrote, checked before the caller (root, perhaps) reads or moves it: a relative
+    path inside ``workdir`` with no symlink on the way, to a regular file with a single link. A child
+    that got loose could otherwise point result.json or model.onnx at /etc/shadow."""
+    parts = Path(relative).parts
+    if not parts or Path(relative).is_absolute() or any(p in ("..", "") for p in parts):
+        raise ConversionError("conversion_crashed", "The conversion named an output outside its work folder.")
+    path = Path(workdir)
+    for part in parts:
+        path = path / part
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            raise ConversionError("conversion_crashed", f"The conversion did not write {relative}.")
+        if stat.S_ISLNK(info.st_mode):
+            raise ConversionError("conversion_crashed", f"The conversion left a link at {relative}; refused.")
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        raise ConversionError("conversion_crashed", f"The conversion's {relative} is not a plain file; refused.")
+    return path
+
+
+def _read_output(workdir: Path, relative: str, limit: int = 64 * 1024 * 1024) -> str:
+    path = output_file(workdir, relative)
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(descriptor, "rb") as handle:
+        return handle.read(limit).decode("utf-8", errors="replace")
+
+
+def _popen(argv: list[str], workdir: Path, limits: Limits, hide: Sequence[Path], **kwargs: Any):
+    """Start ``argv`` confined and limited in ``workdir``; returns (process, isolation)."""
+    confined = isolation(workdir, hide, limits)
+    _hand_over(workdir, confined.owner)
+    process = subprocess.Popen(confined.prefix + argv, cwd=workdir, env=child_env(workdir, limits.threads),
+                               stdin=subprocess.DEVNULL, preexec_fn=_set_limits(limits), start_new_session=True,
+                               **kwargs)
+    return process, confined
+
+
+def execute(argv: list[str], workdir: Path, limits: Limits | None = None, *, hide: Sequence[Path] = (),
+            timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run any command exactly as a conversion child runs (for checks of the sandbox itself)."""
+    limits = limits or Limits()
+    process, _ = _popen(argv, Path(workdir), limits, hide, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        text=True)
+    try:
+        out, err = process.communicate(timeout=timeout)
+    finally:
+        _kill_group(process)
+    return subprocess.CompletedProcess(argv, process.returncode, out, err)
+
+
+def run(request: dict[str, Any], workdir: Path, limits: Limits | None = None, *, hide: Sequence[Path] = (),
         on_line: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run ``python -m hpcfair.convert.child`` on ``request`` in ``workdir``; returns the child's result.
 
     Paths in ``request`` are relative to ``workdir``. A coded failure in the child, a limit reached or a
-    crash raises ``ConversionError``.
+    crash raises ``ConversionError`` with a fixed message; what the child printed to stderr (library
+    errors, tracebacks) goes to this process's log only, never to the user.
     """
+    import tempfile
+
     limits = limits or Limits()
     workdir = Path(workdir)
     (workdir / "request.json").write_text(json.dumps(request))
-    result_path = workdir / "result.json"
-    result_path.unlink(missing_ok=True)
-    prefix = isolation_prefix(workdir, list(hide))
-    argv = prefix + [sys.executable, "-m", "hpcfair.convert.child", "request.json"]
+    (workdir / "result.json").unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "hpcfair.convert.child", "request.json"]
     started = time.monotonic()
-    with open(workdir / "child.log", "w") as log:
-        process = subprocess.Popen(argv, cwd=workdir, env=child_env(workdir, limits.threads), stdout=subprocess.PIPE,
-                                   stderr=log, stdin=subprocess.DEVNULL, text=True, preexec_fn=_set_limits(limits),
-                                   start_new_session=True)
+    with tempfile.TemporaryFile("w+", errors="replace") as stderr:  # outside the child's reach
+        process, confined = _popen(argv, workdir, limits, hide, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                   errors="replace")
         timer = threading.Timer(limits.wall_seconds, _kill_group, args=(process,))
         timer.start()
         try:
             for line in process.stdout:
                 if line.startswith(LOG_PREFIX) and on_line:
-                    on_line(line[len(LOG_PREFIX):].rstrip())
+                    on_line(line[len(LOG_PREFIX):].rstrip()[:500])
             process.wait()
         finally:
             timer.cancel()
             _kill_group(process)
+        stderr.seek(0)
+        child_log = stderr.read()[-200_000:]
     elapsed = time.monotonic() - started
+    try:
+        result = _result(workdir, process.returncode, child_log, limits, elapsed)
+    except ConversionError as exc:
+        log.warning("sandboxed %s failed (%s, status %s); its stderr:\n%s", request.get("task", "convert"),
+                    exc.code, process.returncode, child_log[-20_000:])
+        raise
+    log.debug("sandboxed %s stderr:\n%s", request.get("task", "convert"), child_log[-20_000:])
+    result["sandbox"] = {**confined.protection, "limits": asdict(limits), "seconds": round(elapsed, 2)}
+    return result
+
+
+def _result(workdir: Path, returncode: int, child_log: str, limits: Limits, elapsed: float) -> dict[str, Any]:
+    """The child's result.json, or the coded error its end means."""
     if elapsed >= limits.wall_seconds:
         raise ConversionError("time_limit", f"The conversion ran longer than its limit of {limits.wall_seconds} s "
                                             "and was stopped. Ask for a longer limit or convert a smaller model.")
     memory_error = ConversionError("memory_limit", f"The conversion needed more than its memory limit of "
                                                    f"{limits.memory_mb} MB and was stopped. Ask for a larger limit "
                                                    "or convert a smaller model.")
-    if result_path.exists():
-        result = json.loads(result_path.read_text())
+    if os.path.lexists(workdir / "result.json"):
+        try:
+            result = json.loads(_read_output(workdir, "result.json"))
+        except ValueError:
+            result = None
+        if not isinstance(result, dict):
+            raise ConversionError("conversion_crashed", "The conversion wrote an unreadable result.")
         if result.get("code") == "memory_limit":
             raise memory_error
         if not result.get("ok"):
-            raise ConversionError(result.get("code", "conversion_failed"), result.get("detail", "unknown failure"))
-        result["sandbox"] = {"isolation": "bubblewrap" if prefix else "rlimits", "limits": asdict(limits),
-                             "seconds": round(elapsed, 2)}
+            code = str(result.get("code", ""))
+            code = code if re.fullmatch(r"[a-z_]{1,40}", code) else "conversion_failed"
+            raise ConversionError(code, str(result.get("detail", "The conversion failed."))[:2000])
         return result
-    tail = (workdir / "child.log").read_text(errors="replace").splitlines()[-20:]
-    text = "\n".join(tail).lower()
-    if process.returncode in (-signal.SIGXCPU, -signal.SIGKILL) and "memory" not in text:
+    text = "\n".join(child_log.splitlines()[-20:]).lower()
+    if returncode in (-signal.SIGXCPU, -signal.SIGKILL) and "memory" not in text:
         raise ConversionError("time_limit", f"The conversion used more than {limits.cpu_seconds} s of CPU time "
                                             "and was stopped.")
-    if "memory" in text or "bad_alloc" in text or process.returncode in (-signal.SIGSEGV, -signal.SIGABRT):
+    if "memory" in text or "bad_alloc" in text or returncode in (-signal.SIGSEGV, -signal.SIGABRT):
         raise memory_error
-    raise ConversionError("conversion_crashed", f"The conversion process ended with status {process.returncode} "
+    raise ConversionError("conversion_crashed", f"The conversion process ended with status {returncode} "
                                                 "without a result; the model file may be damaged.")
 
 

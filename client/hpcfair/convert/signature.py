@@ -128,7 +128,9 @@ def load_sample_inputs(path: Path, specs: list[TensorSpec] | None = None) -> dic
                 )
             arrays = {specs[0].name if specs else "input": array}
     except (ValueError, OSError) as exc:
-        raise ConversionError("invalid_sample_inputs", f"{path.name} is not a readable .npy/.npz file ({exc}).")
+        raise ConversionError("invalid_sample_inputs", f"{path.name} is not a readable .npy/.npz file of plain "
+                                                       "arrays (np.save/np.savez; object arrays are refused).",
+                              cause=exc)
     if specs:
         missing = [spec.name for spec in specs if spec.name not in arrays]
         if missing and len(arrays) == len(specs):  # positional: the names differ but the count matches

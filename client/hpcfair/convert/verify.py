@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from hpcfair.convert.converters import Reference, versions
-from hpcfair.convert.errors import ConversionError
+from hpcfair.convert.errors import ConversionError, log_cause, token
 
 ATOL = 1e-4
 RTOL = 1e-3
@@ -21,12 +21,18 @@ def check(model) -> dict[str, str]:
     try:
         onnx.checker.check_model(model, full_check=True)
     except onnx.checker.ValidationError as exc:
-        raise ConversionError("invalid_onnx", f"The ONNX model is not valid: {str(exc).splitlines()[0][:400]}")
+        text = str(exc)
+        op = token(text, r"(?:for operator|op_type:?|Node \()\s*'?(\w+)")
+        attribute = token(text, r"[Aa]ttribute:?\s*'?(\w+)")
+        where = "".join(f", {k} {v}" for k, v in (("operator", op), ("attribute", attribute)) if v)
+        raise ConversionError("invalid_onnx", f"The ONNX model does not pass onnx.checker{where}. Export it "
+                                              "again, with another opset if the exporter allows.", cause=exc)
     try:
         onnx.shape_inference.infer_shapes(model, strict_mode=True)
         shapes = "passed"
     except Exception as exc:  # noqa: BLE001 - a warning in the report, not a failure
-        shapes = f"warning: {str(exc).splitlines()[0][:300]}"
+        log_cause("strict shape inference", exc)
+        shapes = "warning: strict shape inference did not complete; ONNX Runtime still checks the model below"
     return {"checker": "passed", "shape_inference": shapes}
 
 
@@ -45,16 +51,18 @@ def session(model, threads: int = 0):
         if "ir version" in text.lower():
             raise ConversionError(
                 "opset_unsupported",
-                f"ONNX Runtime {ort.__version__} cannot run ONNX IR version {model.ir_version} ({text.strip()[-80:]}). "
-                "Save the model with an older onnx/exporter, or set model.ir_version to one the runtime supports.",
+                f"ONNX Runtime {ort.__version__} cannot run ONNX IR version {model.ir_version}. Save the model with "
+                "an older onnx/exporter, or set model.ir_version to one the runtime supports.", cause=exc,
             )
         if "opset" in text.lower() or "is under development" in text or "not implemented" in text.lower():
+            op = token(text, r"(?:op_type|operator|kernel for)[^\w]{0,4}(\w+)")
             raise ConversionError(
                 "opset_unsupported",
-                f"ONNX Runtime {ort.__version__} cannot run this model (opsets {opsets}): {text[:300]}. "
-                "Convert again with a lower onnx_version (opset).",
+                f"ONNX Runtime {ort.__version__} cannot run this model (opsets {opsets}"
+                f"{f', operator {op}' if op else ''}). Convert again with a lower onnx_version (opset).", cause=exc,
             )
-        raise ConversionError("runtime_load_failed", f"ONNX Runtime could not load the model: {text[:400]}")
+        raise ConversionError("runtime_load_failed", f"ONNX Runtime {ort.__version__} could not load the model "
+                                                     f"({type(exc).__name__}).", cause=exc)
 
 
 def compare(actual: np.ndarray, expected: np.ndarray, atol: float, rtol: float) -> dict[str, Any]:
@@ -92,11 +100,12 @@ def verify(model, reference: Reference | None, runs: list[tuple[dict[str, np.nda
         try:
             outputs = sess.run(None, feeds)
         except Exception as exc:  # noqa: BLE001
-            shapes = {name: list(a.shape) for name, a in feeds.items()}
+            given = {name: f"{a.dtype.name}{list(a.shape)}" for name, a in feeds.items()}
+            wanted = {i.name: f"{i.type}{i.shape}" for i in sess.get_inputs()}
             raise ConversionError(
                 "runtime_failed",
-                f"ONNX Runtime failed on inputs of shapes {shapes} ({source}): {str(exc)[:300]}. If only the "
-                "second run failed, an axis that should be dynamic (e.g. the batch) was fixed at export.",
+                f"ONNX Runtime failed on the {source} inputs {given}; the model takes {wanted}. If only the "
+                "second run failed, an axis that should be dynamic (e.g. the batch) was fixed at export.", cause=exc,
             )
         run: dict[str, Any] = {"inputs": describe_inputs(feeds, source), "outputs": []}
         if reference is not None:
