@@ -132,8 +132,12 @@ STORAGES = {
 }
 
 # Request bodies: files go through our streaming upload handler, never into memory.
-DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(env("HUB_BODY_MAX_MB", "10")) * 1024 * 1024  # JSON bodies, form fields: 413 above
 FILE_UPLOAD_MAX_MEMORY_SIZE = 0
+# Untrusted JSON and YAML (request bodies, a publish's metadata and provenance; hub.bounded): how deep they
+# may nest, and how many values a YAML document may stand for once its aliases are expanded.
+HUB_PARSE_MAX_DEPTH = int(env("HUB_PARSE_MAX_DEPTH", "64"))
+HUB_PARSE_MAX_NODES = int(env("HUB_PARSE_MAX_NODES", "100000"))
 
 # --- HPCFair Hub ----------------------------------------------------------------------------------
 HUB_STORAGE = {
@@ -170,6 +174,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "hub.errors.api_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["hub.bounded.JSONParser", "rest_framework.parsers.FormParser",
+                               "rest_framework.parsers.MultiPartParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {
@@ -224,6 +230,10 @@ HUB_INFER_SYNC_S = float(env("HUB_INFER_SYNC_S", "10"))  # longer runs become jo
 HUB_INFER_JOB_S = float(env("HUB_INFER_JOB_S", "3600"))  # a job's run-time limit
 HUB_INFER_SYNC_MAX_BYTES = int(env("HUB_INFER_SYNC_MAX_MB", "32")) * 1024 * 1024  # larger inputs run as jobs
 HUB_INFER_MAX_BYTES = int(env("HUB_INFER_MAX_MB", "512")) * 1024 * 1024  # request body limit
+# How much an .npz body's compressed members may add when inflated (costs the sender nothing: kept small)
+HUB_INFER_INFLATE_MAX_BYTES = int(env("HUB_INFER_INFLATE_MAX_MB", "64")) * 1024 * 1024
+# The same for archives the workers expand: datasets' .npz, containers' outputs, zipped SavedModels
+HUB_ARCHIVE_INFLATE_MAX_BYTES = int(env("HUB_ARCHIVE_INFLATE_MAX_MB", "4096")) * 1024 * 1024
 HUB_INFER_THREADS = int(env("HUB_INFER_THREADS", "1"))  # ONNX Runtime intra-op threads unless asked
 HUB_INFER_MAX_THREADS = int(env("HUB_INFER_MAX_THREADS", "16"))
 
