@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import yaml
 from django.conf import settings
-from rest_framework.parsers import BaseParser
+from rest_framework import parsers
 
 from hub.errors import HubError
 
@@ -194,11 +194,10 @@ def body_too_large(length: int | None, limit: int) -> HubError:
                                          f"{limit / 2**20:.1f} MiB. Send files as uploads (POST /api/v1/uploads/).")
 
 
-class JSONParser(BaseParser):
+class JSONParser(parsers.JSONParser):
     """DRF's JSON parser, bounded: the body's size (``DATA_UPLOAD_MAX_MEMORY_SIZE``, 413 before reading) and
-    its depth (``HUB_PARSE_MAX_DEPTH``, 400)."""
-
-    media_type = "application/json"
+    its depth (``HUB_PARSE_MAX_DEPTH``, 400). A subclass of DRF's, because DRF hands its JSON parser a copy
+    of the body and leaves the request's own stream for views that read it again (the gateway does)."""
 
     def parse(self, stream, media_type=None, parser_context=None) -> Any:
         request = (parser_context or {}).get("request")
