@@ -156,6 +156,10 @@ HUB_STORAGE = {
 HUB_UPLOAD_DIR = Path(env("HUB_UPLOAD_DIR", str(VAR_DIR / "uploads")))
 HUB_UPLOAD_MAX_SIZE = int(env("HUB_UPLOAD_MAX_SIZE", str(64 * 1024**3)))
 HUB_UPLOAD_TTL_HOURS = int(env("HUB_UPLOAD_TTL_HOURS", "72"))
+# The workers collect garbage (expired uploads, staged files and blobs nothing references) this often;
+# staged files and blobs younger than the grace period are left alone (a request may be using them).
+HUB_GC_INTERVAL_S = float(env("HUB_GC_INTERVAL_S", "600"))
+HUB_GC_GRACE_S = float(env("HUB_GC_GRACE_S", "3600"))
 
 HUB_PID = {
     "NAAN": env("HUB_PID_NAAN", "99999"),  # 99999 is the ARK test NAAN
@@ -188,6 +192,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "hub.openapi.add_error_responses"],
 }
 
 # --- Celery ---------------------------------------------------------------------------------------
