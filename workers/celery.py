@@ -10,6 +10,7 @@ from celery import Celery
 from kombu import Queue
 
 from workers.gateway import GatewayStep
+from workers.housekeeping import HousekeepingStep
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
 
@@ -20,3 +21,5 @@ app.conf.task_queues = [Queue("convert"), Queue("cpu"), Queue("gpu")]
 app.conf.imports = ["workers.tasks"]
 # Each worker also serves the synchronous gateway lanes of its device queues (workers.gateway).
 app.steps["worker"].add(GatewayStep)
+# ... and collects garbage every HUB_GC_INTERVAL_S (workers.housekeeping).
+app.steps["worker"].add(HousekeepingStep)
