@@ -314,3 +314,18 @@ def test_a_small_compressed_npz_still_runs_the_check(api, mlp):
     response = api.post(mlp + "?mode=sync", buffer.getvalue(), content_type="application/x-npz")
     # Read and checked against the signature; no worker runs in this test, so the hub says so (503).
     assert response.status_code == 503 and response.json()["code"] == "no_worker", response.content
+
+
+def test_the_publish_page_reads_its_json_within_the_same_limits(owner, client):
+    client.force_login(owner)
+    for body, code in ((b"[" * 5000 + b"]" * 5000, "malformed_request"),
+                       (b'{"more": "' + b"[" * 100 + b'", "metadata": {}}', None)):
+        response = client.post("/publish/", body, content_type="application/json")
+        assert response.status_code == 400, response.content
+        if code:
+            assert response.json()["code"] == code and "depth limit" in response.json()["detail"]
+    more = json.dumps({"kind": "model", "name": "w", "metadata": valid_metadata(), "more": ALIAS_BOMB})
+    started = time.perf_counter()
+    response = client.post("/publish/", more, content_type="application/json")
+    assert response.status_code == 400 and "aliases expand" in response.json()["detail"]
+    assert time.perf_counter() - started < 1.0
