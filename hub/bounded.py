@@ -77,6 +77,10 @@ def _too_deep(what: str, limit: int) -> HubError:
     return HubError("malformed_request", f"{what} nests deeper than {limit} levels (depth limit exceeded).")
 
 
+class Unreadable(ValueError):
+    """A document that does not parse or passes a limit; the text says why, for the person who wrote it."""
+
+
 def check_yaml(text: str, max_depth: int, max_nodes: int) -> None:
     """Walk YAML's events without building anything: TooDeep / TooLarge as soon as a limit is passed.
 
@@ -96,7 +100,9 @@ def check_yaml(text: str, max_depth: int, max_nodes: int) -> None:
         elif isinstance(event, yaml.ScalarEvent):
             anchor, size = event.anchor, 1
         elif isinstance(event, yaml.AliasEvent):
-            anchor, size = None, sizes.get(event.anchor, 1)
+            if event.anchor not in sizes:  # an alias inside the node it names: a structure that holds itself
+                raise Unreadable(f"the alias *{event.anchor} refers to a node that holds it, or to no anchor")
+            anchor, size = None, sizes[event.anchor]
         else:
             continue
         if anchor is not None:
@@ -109,10 +115,6 @@ def check_yaml(text: str, max_depth: int, max_nodes: int) -> None:
             size = total
         if size > max_nodes:
             raise TooLarge(f"stands for more than {max_nodes} values")
-
-
-class Unreadable(ValueError):
-    """A document that does not parse or passes a limit; the text says why, for the person who wrote it."""
 
 
 def load_json_or_yaml(text: str | bytes, *, what: str) -> Any:

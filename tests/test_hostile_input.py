@@ -92,6 +92,8 @@ def publish_form(api, metadata: str, **fields):
     ("a:\n" + "".join("  " * i + "- \n" for i in range(1, 200)), "depth limit exceeded"),
     ("[" * 80 + "]" * 80, "depth limit exceeded"),  # JSON, within orjson's limit, past the hub's
     (ALIAS_BOMB, "aliases expand"),
+    ("title: &a [x, *a]", "refers to a node that holds it"),  # a list that contains itself
+    ("creators: &a {name: *a}", "refers to a node that holds it"),
     ("title: " + "9" * 10_000, "cannot be read"),
     ("title: .nan", "NaN"),
     ("title: !!binary aGVsbG8=", "cannot store"),
