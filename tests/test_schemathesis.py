@@ -53,7 +53,7 @@ def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(live_serv
              "--header", f"Authorization: Bearer {token}", "--max-examples", "10", "--max-time", str(seconds),
              "--workers", "1", "--seed", "29", "--request-timeout", "30", "--phases", "examples,coverage,fuzzing",
              "--generation-database", "none"],
-            capture_output=True, text=True, timeout=400,
+            capture_output=True, text=True, timeout=400, cwd=tmp_path,  # st keeps its caches in the cwd
         )
         summary = run.stdout[run.stdout.rfind("SUMMARY"):]
         print(summary)
