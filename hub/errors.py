@@ -10,7 +10,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -141,6 +143,12 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         extra = {"errors": fields}
     elif isinstance(exc, Http404):
         code, detail = "not_found", "Not found."
+    elif isinstance(exc, RequestDataTooBig):
+        code, detail = "request_too_large", ("The request's form fields or body are larger than this hub takes "
+                                             f"({settings.DATA_UPLOAD_MAX_MEMORY_SIZE / 2**20:.0f} MiB); "
+                                             "send files as uploads.")
+    elif isinstance(exc, (TooManyFieldsSent, TooManyFilesSent)):
+        code, detail = "malformed_request", "The form has more fields or files than this hub takes in one request."
     elif isinstance(exc, DjangoPermissionDenied):
         code, detail = "permission_denied", "You do not have permission to do this."
     else:

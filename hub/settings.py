@@ -132,8 +132,12 @@ STORAGES = {
 }
 
 # Request bodies: files go through our streaming upload handler, never into memory.
-DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(env("HUB_BODY_MAX_MB", "10")) * 1024 * 1024  # JSON bodies, form fields: 413 above
 FILE_UPLOAD_MAX_MEMORY_SIZE = 0
+# Untrusted JSON and YAML (request bodies, a publish's metadata and provenance; hub.bounded): how deep they
+# may nest, and how many values a YAML document may stand for once its aliases are expanded.
+HUB_PARSE_MAX_DEPTH = int(env("HUB_PARSE_MAX_DEPTH", "64"))
+HUB_PARSE_MAX_NODES = int(env("HUB_PARSE_MAX_NODES", "100000"))
 
 # --- HPCFair Hub ----------------------------------------------------------------------------------
 HUB_STORAGE = {
@@ -152,6 +156,10 @@ HUB_STORAGE = {
 HUB_UPLOAD_DIR = Path(env("HUB_UPLOAD_DIR", str(VAR_DIR / "uploads")))
 HUB_UPLOAD_MAX_SIZE = int(env("HUB_UPLOAD_MAX_SIZE", str(64 * 1024**3)))
 HUB_UPLOAD_TTL_HOURS = int(env("HUB_UPLOAD_TTL_HOURS", "72"))
+# The workers collect garbage (expired uploads, staged files and blobs nothing references) this often;
+# staged files and blobs younger than the grace period are left alone (a request may be using them).
+HUB_GC_INTERVAL_S = float(env("HUB_GC_INTERVAL_S", "600"))
+HUB_GC_GRACE_S = float(env("HUB_GC_GRACE_S", "3600"))
 
 HUB_PID = {
     "NAAN": env("HUB_PID_NAAN", "99999"),  # 99999 is the ARK test NAAN
@@ -170,6 +178,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "hub.errors.api_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["hub.bounded.JSONParser", "rest_framework.parsers.FormParser",
+                               "rest_framework.parsers.MultiPartParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     # `?format=` is a search facet (onnx, keras, ...), not a choice of renderer: JSON is the only one.
     "URL_FORMAT_OVERRIDE": None,
@@ -184,6 +194,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "hub.openapi.add_error_responses"],
 }
 
 # --- Celery ---------------------------------------------------------------------------------------
@@ -234,6 +245,10 @@ HUB_INFER_SYNC_S = float(env("HUB_INFER_SYNC_S", "10"))  # longer runs become jo
 HUB_INFER_JOB_S = float(env("HUB_INFER_JOB_S", "3600"))  # a job's run-time limit
 HUB_INFER_SYNC_MAX_BYTES = int(env("HUB_INFER_SYNC_MAX_MB", "32")) * 1024 * 1024  # larger inputs run as jobs
 HUB_INFER_MAX_BYTES = int(env("HUB_INFER_MAX_MB", "512")) * 1024 * 1024  # request body limit
+# How much an .npz body's compressed members may add when inflated (costs the sender nothing: kept small)
+HUB_INFER_INFLATE_MAX_BYTES = int(env("HUB_INFER_INFLATE_MAX_MB", "64")) * 1024 * 1024
+# The same for archives the workers expand: datasets' .npz, containers' outputs, zipped SavedModels
+HUB_ARCHIVE_INFLATE_MAX_BYTES = int(env("HUB_ARCHIVE_INFLATE_MAX_MB", "4096")) * 1024 * 1024
 HUB_INFER_THREADS = int(env("HUB_INFER_THREADS", "1"))  # ONNX Runtime intra-op threads unless asked
 HUB_INFER_MAX_THREADS = int(env("HUB_INFER_MAX_THREADS", "16"))
 

@@ -10,6 +10,7 @@ from celery import Celery
 from kombu import Queue
 
 from workers.gateway import GatewayStep
+from workers.housekeeping import HousekeepingStep
 from workers.reaper import ReaperStep
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
@@ -23,3 +24,5 @@ app.conf.imports = ["workers.tasks"]
 app.steps["worker"].add(GatewayStep)
 # Each worker also looks for stuck jobs (workers.reaper).
 app.steps["worker"].add(ReaperStep)
+# ... and collects garbage every HUB_GC_INTERVAL_S (workers.housekeeping).
+app.steps["worker"].add(HousekeepingStep)

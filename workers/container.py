@@ -11,6 +11,7 @@ import os
 import shutil
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import numpy as np
 import onnx
 from django.conf import settings
 from django.db import transaction
+from hpcfair import archives
 from hpcfair.convert.errors import ConversionError
 from hpcfair.convert.signature import generate_inputs, load_sample_inputs, specs_from_onnx
 from hpcfair.cube import CubeError, CubeInfo, EngineError, build, find_engine, generate, parse_dir, zip_cube
@@ -141,7 +143,7 @@ def _sample_inputs(ctx: JobContext, source: Version, model: Path, workdir: Path)
             (workdir / "sample").mkdir(exist_ok=True)
             local = fetch(version, path, workdir / "sample")
             try:
-                arrays = load_sample_inputs(local, specs)
+                arrays = load_sample_inputs(local, specs, settings.HUB_ARCHIVE_INFLATE_MAX_BYTES)
             except ConversionError as exc:
                 ctx.log(f"sample inputs {path} of {version} not used: {exc.detail}", "warning")
                 continue
@@ -171,10 +173,11 @@ def _build_and_check(ctx: JobContext, engine: str, spec, cube_dir: Path, source:
     except EngineError as exc:
         raise JobFailure(exc.code, str(exc))
     sample = spec.tasks["infer"].inputs["inputs"].default
-    with np.load(run_dir / sample, allow_pickle=False) as data:
-        feeds = {name: data[name] for name in data.files}
-    with np.load(run_dir / "outputs.npz", allow_pickle=False) as data:
-        inside = {name: data[name] for name in data.files}
+    try:  # what the container wrote is untrusted: read within the archive limits
+        feeds = archives.read_npz(run_dir / sample, settings.HUB_ARCHIVE_INFLATE_MAX_BYTES, sample)
+        inside = archives.read_npz(run_dir / "outputs.npz", settings.HUB_ARCHIVE_INFLATE_MAX_BYTES, "outputs.npz")
+    except (ValueError, OSError, zipfile.BadZipFile) as exc:
+        raise JobFailure("invalid_outputs", f"The container's outputs cannot be read: {exc}")
     reference = _gateway_outputs(source, model_path, feeds)
     check = _compare(inside, reference)
     ctx.log(f"infer in the container: {ran.seconds:.2f} s from start to output; "
@@ -290,9 +293,12 @@ def _project(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
         target = folder / file.path
         target.parent.mkdir(parents=True, exist_ok=True)
         fetch(source, file.path, target.parent)
-    archives = list(folder.glob("*.zip"))
-    if not (folder / "mlcube.yaml").is_file() and len(archives) == 1:
-        folder = unzip_cube(archives[0], workdir / "unpacked")
+    zips = list(folder.glob("*.zip"))
+    if not (folder / "mlcube.yaml").is_file() and len(zips) == 1:
+        try:
+            folder = unzip_cube(zips[0], workdir / "unpacked", settings.HUB_ARCHIVE_INFLATE_MAX_BYTES)
+        except archives.ArchiveTooLarge as exc:
+            raise JobFailure("archive_too_large", str(exc))
     try:
         spec = parse_dir(folder)
     except CubeError as exc:

@@ -61,7 +61,8 @@ def _inputs(ctx: JobContext, model_version: Version, folder: Path) -> tuple[dict
             raise JobFailure("gone", "The input dataset version was deleted before the job ran.")
         path = fetch(dataset, params["dataset"]["file"], folder)
     try:
-        arrays = load_sample_inputs(path, specs_from_metadata(spec) if spec else None)
+        arrays = load_sample_inputs(path, specs_from_metadata(spec) if spec else None,
+                                    settings.HUB_ARCHIVE_INFLATE_MAX_BYTES)
         return check(arrays, spec), dataset
     except ConversionError as exc:
         raise JobFailure("invalid_inputs", exc.detail)

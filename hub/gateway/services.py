@@ -19,14 +19,12 @@ from hub.conversions.services import conversions_of
 from hub.errors import HubError
 from hub.gateway import wire
 from hub.gateway.lane import get_lane
+from hub.gateway.options import DEVICES, IF_NO_WORKER, MODES
 from hub.jobs.models import Job
 from hub.jobs.services import create_job
 from hub.registry.models import Version
 from hub.registry.services import resolve_version_ref
 
-DEVICES = ("cpu", "gpu")
-MODES = ("auto", "sync", "async")
-IF_NO_WORKER = ("refuse", "queue")
 GRACE_S = 2.0  # a worker answers this long after a deadline at the latest (it aborts the run at the deadline)
 
 

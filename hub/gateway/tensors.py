@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 import orjson
+from django.conf import settings
+from hpcfair import archives
 
 from hub.errors import HubError
 
@@ -71,9 +73,12 @@ def write_npy(array: np.ndarray) -> bytes:
 
 
 def read_npz(data: bytes) -> dict[str, np.ndarray]:
+    """The arrays of an .npz body, refused (413) before inflating when compressed members would add more than
+    ``HUB_INFER_INFLATE_MAX_MB`` or an array's header declares more bytes than it holds (400)."""
     try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-            return {name: archive[name] for name in archive.files}
+        return archives.read_npz(data, settings.HUB_INFER_INFLATE_MAX_BYTES, "The .npz body")
+    except archives.ArchiveTooLarge as exc:
+        raise HubError("request_too_large", str(exc))
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
         raise _bad(f"The body is not a readable .npz archive ({exc}); object arrays are refused.")
 

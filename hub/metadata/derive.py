@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 from django.conf import settings
 from hpcfair.convert.formats import looks_like_model
 from hpcfair.cube.spec import CUBE_FILE, CubeError, CubeSpec, parse_files, parse_zip
 
+from hub.bounded import Unreadable, load_yaml
 from hub.errors import HubError
 from ontology.fields import MetadataError
 
@@ -61,10 +61,10 @@ def read_card(files: Sequence[FileInfo]) -> tuple[dict[str, Any], str]:
     if not sep:
         return {}, text
     try:
-        front = yaml.safe_load(head) or {}
-    except yaml.YAMLError as exc:
-        where = f" (line {exc.problem_mark.line + 2})" if getattr(exc, "problem_mark", None) else ""
-        raise MetadataError({card.path: [f"The YAML front matter does not parse{where}: {exc.problem or exc}."]})
+        front = load_yaml(head) or {}
+    except Unreadable as exc:
+        raise MetadataError({card.path: [f"The YAML front matter cannot be read: {exc} (lines counted after "
+                                         "the first ---)."]})
     if not isinstance(front, dict):
         raise MetadataError({card.path: ["The YAML front matter must be a mapping of field: value."]})
     return front, body.lstrip("-").lstrip("\n")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from django.conf import settings
-from django.core.files.uploadhandler import FileUploadHandler, StopUpload
+from django.core.files.uploadhandler import FileUploadHandler
 from django.utils import timezone
 
 from hub.errors import HubError
@@ -41,6 +41,10 @@ class StagedFile:
     size: int
     upload: Upload | None = None  # the session it came from, marked consumed on success
     temporary: bool = False  # staged by this request: removed when the request ends
+
+    def close(self) -> None:
+        """Django's multipart parser closes the files it made when parsing fails; a staged file holds no
+        open handle (the upload handler removes its bytes)."""
 
 
 def upload_dir() -> Path:
@@ -151,9 +155,16 @@ def offset_of(upload: Upload) -> int:
 
 def parse_content_range(header: str | None, length: int | None, total: int) -> tuple[int, int]:
     """``bytes START-END/TOTAL`` -> (start, end exclusive). No header: the whole file in one body."""
-    if not header:
+    if not header:  # the whole file: exactly the size the upload was opened for, checked before reading
         if length is None:
             raise HubError("invalid_range", "Send Content-Length or Content-Range with the chunk.")
+        if length > total:
+            raise HubError("upload_too_large", f"The body has {length} bytes but this upload was opened for {total}; "
+                                               "open an upload of the file's real size.", size=total)
+        if length < total:
+            raise HubError("upload_size_mismatch", f"The body has {length} bytes but this upload was opened for "
+                                                   f"{total}; send the rest with Content-Range: bytes START-END/"
+                                                   f"{total}.", size=total)
         return 0, length
     try:
         unit, _, spec = header.strip().partition(" ")
@@ -273,11 +284,21 @@ def abort_upload(upload: Upload) -> None:
 
 
 class StagingUploadHandler(FileUploadHandler):
-    """Django upload handler: writes each multipart file to the staging dir, hashing on the way."""
+    """Django upload handler: writes each multipart file to the staging dir, hashing on the way.
+
+    A file past ``HUB_UPLOAD_MAX_SIZE`` ends the request with a 413 (the parser stops; nothing after it
+    is read, so no field can silently go missing). Every file it staged is removed by ``remove_staged``,
+    which the view calls however the request ends."""
+
+    def __init__(self, request=None) -> None:
+        super().__init__(request)
+        self.created: list[Path] = []
+        self.handle: BinaryIO | None = None
 
     def new_file(self, *args, **kwargs) -> None:
         super().new_file(*args, **kwargs)
         self.staged = upload_dir() / f"form-{uuid.uuid4().hex}.part"
+        self.created.append(self.staged)
         self.handle = open(self.staged, "wb")  # noqa: SIM115
         self.digest = hashlib.sha256()
         self.size = 0
@@ -286,7 +307,9 @@ class StagingUploadHandler(FileUploadHandler):
         self.size += len(raw_data)
         if self.size > settings.HUB_UPLOAD_MAX_SIZE:
             self._discard()
-            raise StopUpload(connection_reset=True)
+            raise HubError("upload_too_large", f"The file {self.file_name!r} is larger than this hub accepts "
+                                               f"({settings.HUB_UPLOAD_MAX_SIZE} bytes); nothing was published.",
+                           limit=settings.HUB_UPLOAD_MAX_SIZE)
         self.handle.write(raw_data)
         self.digest.update(raw_data)
         return None
@@ -302,8 +325,16 @@ class StagingUploadHandler(FileUploadHandler):
         self._discard()
 
     def _discard(self) -> None:
-        self.handle.close()
+        if self.handle is not None:
+            self.handle.close()
         self.staged.unlink(missing_ok=True)
+
+    def remove_staged(self) -> None:
+        """Remove every file this request staged (a version keeps its own copy in the object store)."""
+        if self.handle is not None:
+            self.handle.close()
+        for path in self.created:
+            path.unlink(missing_ok=True)
 
 
 def completed_file(owner, path: str, upload_id: str) -> StagedFile:

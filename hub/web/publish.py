@@ -4,7 +4,6 @@ version together, so that a refused version never leaves an empty artifact behin
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -14,10 +13,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
+from hub.bounded import load_json, load_json_or_yaml
 from hub.errors import HubError, json_error
 from hub.jobs.models import Job
 from hub.registry import services
-from hub.registry.api.views import json_or_yaml
 from hub.registry.models import NAME_RE, Artifact
 from hub.registry.uploads import completed_file
 from hub.web.account import users_named
@@ -73,10 +72,10 @@ def _submit(request: HttpRequest) -> HttpResponse:
         return json_error(request, "request_too_large", "The form is larger than 2 MiB; send large metadata as a "
                                                         "README.md model card file instead.")
     try:
-        body = json.loads(request.body or b"{}")
-        if not isinstance(body, dict):
-            raise ValueError
-    except ValueError:
+        body = load_json(request.body or b"{}", what="The form")
+    except HubError as exc:
+        return json_error(request, exc.error_code, exc.message)
+    if not isinstance(body, dict):
         return json_error(request, "malformed_request", "The form did not arrive as a JSON object.")
     try:
         artifact, version = _create(request.user, body)
@@ -139,7 +138,7 @@ def _new_artifact(user, fields: dict[str, Any], metadata: dict[str, Any]) -> Art
 def _more_fields(text: str) -> dict[str, Any]:
     if not text or not text.strip():
         return {}
-    more = json_or_yaml("more", text)
+    more = load_json_or_yaml(text, what="more")
     if not isinstance(more, dict):
         raise HubError("invalid", "More fields: write name: value lines.", errors={"more": ["Expected name: value."]})
     return more

@@ -172,6 +172,21 @@ def test_a_read_token_may_not_run_inference_on_either_path(mlp, owner, other, hu
     assert post(app, write, json_body(x)).status == 200
 
 
+@pytest.mark.parametrize("options, query", [
+    ({"output_format": [None, None]}, ""), ({"mode": {}}, ""), ({"threads": 2.7}, ""), ({"outputs": [1]}, ""),
+    ({}, "threads=2.7"), ({}, "output_format=xml"),
+])
+def test_bad_options_get_the_same_coded_400_on_both_paths(mlp, owner, hub, options, query):
+    app, inner = hub
+    _, token = ApiToken.issue(owner, scope="write")
+    x = np.zeros((1, 784), np.float32)
+    assert post(app, token, json_body(x)).status == 200 and inner.calls == 1  # granted: express from now on
+    answer = post(app, token, json_body(x, **options), query=query)
+    assert answer.status == 400 and answer.json()["code"] == "invalid", answer.body
+    assert answer.headers["X-Error-Code"] == "invalid" and inner.calls == 2  # the express path handed it over
+    assert set(answer.json()["errors"]) <= {"output_format", "mode", "threads", "outputs"}
+
+
 def test_revoking_the_token_or_hiding_the_model_ends_the_grant(mlp, owner, other, hub):
     app, inner = hub
     token, raw = ApiToken.issue(owner, scope="write")

@@ -6,6 +6,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+from hpcfair import archives
 from hpcfair.convert.errors import ConversionError
 
 FORMATS = {
@@ -144,17 +145,26 @@ def archive_names(path: Path) -> list[str]:
         raise ConversionError("corrupt_file", f"{path.name} is not a readable archive.")
 
 
-def extract_archive(path: Path, dest: Path) -> Path:
-    """Unpack safely (no absolute paths, no '..', no links) and return the SavedModel directory."""
+def extract_archive(path: Path, dest: Path, max_inflated: int = archives.DEFAULT_MAX_INFLATED) -> Path:
+    """Unpack safely (no absolute paths, no '..', no links, no more than ``max_inflated`` bytes added by
+    decompression) and return the SavedModel directory."""
     dest.mkdir(parents=True, exist_ok=True)
-    if path.name.lower().endswith(".zip"):
-        with zipfile.ZipFile(path) as archive:
-            for name in archive.namelist():
-                _check_member(name, path)
-            archive.extractall(dest)  # noqa: S202 - members checked above
-    else:
-        with tarfile.open(path) as archive:
-            archive.extractall(dest, filter="data")
+    try:
+        if path.name.lower().endswith(".zip"):
+            with zipfile.ZipFile(path) as archive:
+                for name in archive.namelist():
+                    _check_member(name, path)
+                archives.check_zip(archive, max_inflated, path.name)
+                archive.extractall(dest)  # noqa: S202 - members checked above
+        else:
+            with tarfile.open(path) as archive:
+                members = archive.getmembers()  # a compressed tar's headers: read in a stream, not kept
+                if sum(member.size for member in members) > path.stat().st_size + max_inflated:
+                    raise archives.ArchiveTooLarge(f"{path.name} unpacks to more than "
+                                                   f"{max_inflated / 2**20:.0f} MiB beyond its own size.")
+                archive.extractall(dest, filter="data")
+    except archives.ArchiveTooLarge as exc:
+        raise ConversionError("archive_too_large", str(exc))
     found = next((p.parent for p in sorted(dest.rglob("saved_model.pb"))), None)
     if found is None:
         raise ConversionError("unsupported_format", f"{path.name} has no saved_model.pb.")

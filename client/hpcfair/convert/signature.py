@@ -7,12 +7,14 @@ records them, or from sample input files (``.npz`` keyed by input name, or ``.np
 
 from __future__ import annotations
 
+import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from hpcfair import archives
 from hpcfair.convert.errors import ConversionError
 
 Dim = int | str | None
@@ -112,12 +114,13 @@ def generate_inputs(specs: list[TensorSpec], run: int = 0, seed: int = 0) -> dic
     return arrays
 
 
-def load_sample_inputs(path: Path, specs: list[TensorSpec] | None = None) -> dict[str, np.ndarray]:
-    """Read ``.npz`` (keys are input names) or ``.npy`` (the only input); never unpickles."""
+def load_sample_inputs(path: Path, specs: list[TensorSpec] | None = None,
+                       max_inflated: int = archives.DEFAULT_MAX_INFLATED) -> dict[str, np.ndarray]:
+    """Read ``.npz`` (keys are input names; refused before inflating past ``max_inflated``) or ``.npy`` (the
+    only input); never unpickles."""
     try:
         if path.suffix == ".npz":
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {key: data[key] for key in data.files}
+            arrays = archives.read_npz(path, max_inflated, path.name)
         else:
             array = np.load(path, allow_pickle=False)
             if specs and len(specs) != 1:
@@ -127,7 +130,9 @@ def load_sample_inputs(path: Path, specs: list[TensorSpec] | None = None) -> dic
                     "input name.",
                 )
             arrays = {specs[0].name if specs else "input": array}
-    except (ValueError, OSError) as exc:
+    except archives.ArchiveTooLarge as exc:
+        raise ConversionError("invalid_sample_inputs", str(exc))
+    except (ValueError, OSError, zipfile.BadZipFile) as exc:
         raise ConversionError("invalid_sample_inputs", f"{path.name} is not a readable .npy/.npz file of plain "
                                                        "arrays (np.save/np.savez; object arrays are refused).",
                               cause=exc)

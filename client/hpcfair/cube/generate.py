@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from hpcfair import archives
+
 DEFAULT_BASE_IMAGE = "localhost/hpcfair-base:bookworm"
 ENTRYPOINT = Path(__file__).with_name("entrypoint.py")
 RUNTIME_PACKAGES = ("onnxruntime", "numpy", "pyyaml")
@@ -184,12 +186,13 @@ def zip_cube(folder: Path, archive: Path) -> Path:
     return archive
 
 
-def unzip_cube(archive: Path, dest: Path) -> Path:
+def unzip_cube(archive: Path, dest: Path, max_inflated: int = archives.DEFAULT_MAX_INFLATED) -> Path:
     """Unpack a cube zip into ``dest``; returns the folder that holds ``mlcube.yaml``. Paths that would
-    leave ``dest`` are refused."""
+    leave ``dest``, and zips that inflate by more than ``max_inflated`` bytes, are refused (ValueError)."""
     dest.mkdir(parents=True, exist_ok=True)
     root = dest.resolve()
     with zipfile.ZipFile(archive) as zf:
+        archives.check_zip(zf, max_inflated, archive.name)
         for member in zf.infolist():
             target = (dest / member.filename).resolve()
             if root != target and root not in target.parents:

@@ -302,11 +302,17 @@ def parse_zip(archive: Path) -> CubeSpec:
             info = zf.getinfo(root + CUBE_FILE)
             if info.file_size > MAX_CUBE_BYTES:
                 raise CubeError({"mlcube": [f"{CUBE_FILE} is larger than {MAX_CUBE_BYTES // 1024} KiB."]})
-            texts = {n: zf.read(root + n)[:MAX_CUBE_BYTES].decode(errors="replace") for n in files if _is_recipe(n)}
+            texts = {n: _head(zf, root + n) for n in files if _is_recipe(n)}
             text = zf.read(root + CUBE_FILE).decode(errors="replace")
     except zipfile.BadZipFile:
         raise CubeError({"mlcube": [f"{archive.name} is not a readable zip archive."]})
     return parse(text, files, f"{archive.name}:{CUBE_FILE}", texts)
+
+
+def _head(zf: zipfile.ZipFile, name: str) -> str:
+    """The first MAX_CUBE_BYTES of a member, inflating no more than that."""
+    with zf.open(name) as member:
+        return member.read(MAX_CUBE_BYTES).decode(errors="replace")
 
 
 def _zip_root(names: list[str]) -> str | None:

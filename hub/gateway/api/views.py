@@ -8,21 +8,22 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import orjson
 from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.authentication import SessionAuthentication
-from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from hub.accounts.permissions import IsAuthenticatedReader, TokenScopePermission
+from hub.bounded import JSONParser, load_json
 from hub.errors import HubError
 from hub.gateway import express, fastpath, services, tensors
 from hub.gateway.fastpath import CachedBearerAuthentication
 from hub.gateway.lane import NoWorker, Stale
+from hub.gateway.options import check as options_check
 from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.api.views import accepted
 from hub.registry.api.views import require_write
@@ -85,16 +86,13 @@ def parse_body(query: Mapping[str, str], body: bytes, kind: str, fields: tuple[s
     """``parse_request`` on the query, the body and its media type (the express path calls it directly)."""
     options: dict[str, Any] = {name: query[name] for name in OPTION_NAMES if name in query}
     if kind in tensors.NPY_TYPES:
-        return options, tensors.read_npy(body), "npy"
+        return options_check(options), tensors.read_npy(body), "npy"
     if kind in tensors.NPZ_TYPES:
-        return options, tensors.read_npz(body), "npz"
+        return options_check(options), tensors.read_npz(body), "npz"
     if kind != tensors.JSON:
         raise HubError("unsupported_media_type", f"Send inputs as application/json, {tensors.NPY} (.npy) or "
                                                  f"{tensors.NPZ} (.npz), not {kind}.")
-    try:
-        data = orjson.loads(body or b"{}")
-    except orjson.JSONDecodeError as exc:
-        raise HubError("malformed_request", f"The body is not valid JSON ({exc}).")
+    data = load_json(body or b"{}", walk=False)
     if not isinstance(data, dict):
         raise HubError("malformed_request", 'The JSON body is an object: {"inputs": {...}, "device": "cpu", ...}.')
     unknown = sorted(set(data) - set(fields) - {"inputs"})
@@ -102,7 +100,7 @@ def parse_body(query: Mapping[str, str], body: bytes, kind: str, fields: tuple[s
         raise HubError("invalid", f"Unknown field {unknown[0]!r}; the fields are inputs, "
                                   f"{', '.join(fields)}.", errors={unknown[0]: ["Unknown field."]})
     options.update({k: v for k, v in data.items() if k != "inputs"})
-    return options, data.get("inputs"), "json"
+    return options_check(options), data.get("inputs"), "json"
 
 
 def output_format(accept: str, options: dict[str, Any], sent: str) -> str:
@@ -364,6 +362,7 @@ class VersionBenchmark(APIView):
                            errors={"batch_sizes": ["Invalid."]})
         if not isinstance(runs, int) or isinstance(runs, bool) or not 5 <= runs <= 10_000:
             raise HubError("invalid", "runs is a whole number from 5 to 10000.", errors={"runs": ["Out of range."]})
-        options = services.Options.parse({k: data[k] for k in ("device", "if_no_worker", "threads") if k in data})
+        options = services.Options.parse(options_check({k: data[k] for k in ("device", "if_no_worker", "threads")
+                                                        if k in data}))
         return accepted(services.start_benchmark_job(request.user, model, options, batch_sizes=sorted(set(sizes)),
                                                      runs=runs))

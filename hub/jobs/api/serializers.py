@@ -12,7 +12,7 @@ class JobSerializer(serializers.ModelSerializer):
     url = serializers.SerializerMethodField()
     requester = serializers.CharField(source="requester.username", default=None)
     version = serializers.SerializerMethodField()
-    duration = serializers.FloatField(read_only=True)
+    duration = serializers.FloatField(read_only=True, allow_null=True)
 
     class Meta:
         model = Job

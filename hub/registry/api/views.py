@@ -5,15 +5,15 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-import yaml
 from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from hub.bounded import JSONParser, load_json_or_yaml
 from hub.errors import HubError
 from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.api.views import accepted
@@ -165,8 +165,18 @@ class VersionListCreate(APIView):
 
     def initialize_request(self, request, *args, **kwargs):
         # Before anything reads the body (CSRF checks do): multipart files stream to staging, hashed.
-        request.upload_handlers = [StagingUploadHandler(request)]
+        self.staging = StagingUploadHandler(request)
+        request.upload_handlers = [self.staging]
         return super().initialize_request(request, *args, **kwargs)
+
+    def dispatch(self, request, *args, **kwargs):
+        """However the request ends (published, refused, the body cut off), no staged form file stays."""
+        try:
+            return super().dispatch(request, *args, **kwargs)
+        finally:
+            staging = getattr(self, "staging", None)
+            if staging is not None:
+                staging.remove_staged()
 
     @extend_schema(responses=VersionSerializer(many=True))
     def get(self, request: Request, owner: str, name: str) -> Response:
@@ -176,26 +186,21 @@ class VersionListCreate(APIView):
 
     @extend_schema(request=VersionCreateSerializer, responses={201: VersionPublishedSerializer})
     def post(self, request: Request, owner: str, name: str) -> Response:
-        staged: list[StagedFile] = []
-        try:
-            artifact = services.get_artifact(request.user, owner, name)
-            require_write(request, artifact)
-            body, staged = self._body_and_form_files(request)
-            serializer = VersionCreateSerializer(data=body)
-            serializer.is_valid(raise_exception=True)
-            data = serializer.validated_data
-            files = staged + [completed_file(request.user, item["path"], item["upload"]) for item in data["files"]]
-            provenance = [
-                services.ProvenanceRef(item["relation"], services.resolve_version_ref(request.user, item["target"]))
-                for item in data["provenance"]
-            ]
-            version = services.create_version(
-                artifact, request.user, files=files, label=data.get("version", ""),
-                metadata=data["metadata"], provenance=provenance,
-            )
-        finally:
-            for item in staged:
-                item.staged.unlink(missing_ok=True)
+        artifact = services.get_artifact(request.user, owner, name)
+        require_write(request, artifact)
+        body, staged = self._body_and_form_files(request)
+        serializer = VersionCreateSerializer(data=body)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        files = staged + [completed_file(request.user, item["path"], item["upload"]) for item in data["files"]]
+        provenance = [
+            services.ProvenanceRef(item["relation"], services.resolve_version_ref(request.user, item["target"]))
+            for item in data["provenance"]
+        ]
+        version = services.create_version(
+            artifact, request.user, files=files, label=data.get("version", ""),
+            metadata=data["metadata"], provenance=provenance,
+        )
         version = versions_queryset().get(pk=version.pk)
         data = VersionSerializer(version, context=as_seen_by(request)).data
         return Response({**data, "warnings": publish_warnings(version)}, status=status.HTTP_201_CREATED)
@@ -212,21 +217,10 @@ class VersionListCreate(APIView):
             if field in request.data:
                 value = request.data[field]
                 if field != "version":
-                    value = json_or_yaml(field, value)
+                    value = load_json_or_yaml(value, what=field)
                 body[field] = value
         return body, staged
 
-
-
-def json_or_yaml(field: str, value: str) -> Any:
-    """A form field holding JSON or YAML (JSON is YAML, so one parser reads both)."""
-    try:
-        return yaml.safe_load(value)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise HubError("invalid", f"The form field {field!r} must hold JSON or YAML; it does not parse{where}.",
-                       errors={field: [f"Not valid JSON or YAML{where}."]})
 
 
 class VersionDetail(APIView):

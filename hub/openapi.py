@@ -1,0 +1,76 @@
+"""The error answers in the OpenAPI schema: every operation lists the 4xx (and 5xx) it can give, each with
+the one error body of ``hub.errors`` and its ``X-Error-Code`` header (a drf-spectacular postprocessing hook).
+
+Which statuses an operation can give follows from what it does: every operation checks its input,
+authentication and permissions and looks things up (400, 401, 403, 404, 406); writes can conflict, be too
+large or of the wrong media type (409, 413, 415); byte ranges can be unsatisfiable (416); operations that
+touch the object store or the workers can find them unavailable (503, 504).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hub.errors import STATUS
+
+DESCRIPTIONS = {
+    400: "Bad input (malformed, too deeply nested, of the wrong type or range)",
+    401: "Not authenticated, or the token is invalid", 403: "Not allowed (scope or permission)",
+    404: "No such object, or not visible to you", 405: "Method not allowed", 406: "No acceptable representation",
+    409: "Conflict with the current state (already exists, not ready, upload offset)", 410: "Gone",
+    413: "The request, a file or an archive inside it is larger than the limit",
+    415: "Unsupported media type", 416: "The byte range cannot be satisfied", 422: "The model could not run",
+    429: "Too many requests", 503: "The object store or the workers are unavailable", 504: "The run took too long",
+}
+COMMON = (400, 401, 403, 404, 406)
+WRITES = (409, 413, 415)
+RUNS = (409, 413, 422, 503, 504)  # paths that reach the workers
+
+
+def statuses_for(path: str, method: str) -> list[int]:
+    """The error statuses ``method path`` can answer."""
+    found = set(COMMON)
+    if method in ("post", "put", "patch", "delete"):
+        found.update(WRITES)
+    if any(part in path for part in ("/infer", "/collaborate", "/benchmark", "/convert", "/optimize",
+                                     "/container", "/fixity")):
+        found.update(RUNS)
+    if "/files/" in path or "/uploads/" in path:
+        found.update((416, 503))
+    if "/uploads/" in path:
+        found.update((409, 413))
+    if "/artifacts/" in path and method == "get":
+        found.add(410)  # a deleted artifact's tombstone
+    return sorted(found)
+
+
+def error_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["code", "detail"],
+        "properties": {
+            "code": {"type": "string", "enum": sorted(STATUS), "description": "Machine-readable (hub.errors)"},
+            "detail": {"type": "string", "description": "What is wrong, for a person"},
+            "request_id": {"type": "string", "nullable": True},
+            "errors": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                       "description": "Per field: what is wrong with it"},
+        },
+        "additionalProperties": True,
+    }
+
+
+def add_error_responses(result: dict[str, Any], generator, request, public) -> dict[str, Any]:
+    """drf-spectacular postprocessing hook: document the error answers of every operation."""
+    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = error_schema()
+    header = {"X-Error-Code": {"schema": {"type": "string"}, "description": "The body's code"}}
+    for path, operations in result.get("paths", {}).items():
+        for method, operation in operations.items():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            responses = operation["responses"]
+            for status in statuses_for(path, method):
+                responses.setdefault(str(status), {
+                    "description": DESCRIPTIONS[status], "headers": header,
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+                })
+    return result

@@ -1,0 +1,72 @@
+"""Garbage collection of what no row needs: expired upload sessions and their bytes, staged form files left
+by a request that died, and blobs that no live version references.
+
+``python manage.py hub_gc`` runs it once; every Celery worker runs it every ``HUB_GC_INTERVAL_S``
+(``workers.housekeeping``), one worker at a time where the database is PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import connection
+from django.utils import timezone
+
+from hub.registry.models import Blob, File, Upload
+from hub.registry.uploads import staged_path, upload_dir
+from hub.storage import get_blob_store
+
+_LOCK_KEY = 0x68756267  # "hubg": the advisory lock that keeps two workers from collecting at once
+
+
+@dataclass
+class Collected:
+    uploads: int = 0
+    staged_files: int = 0
+    blobs: int = 0
+
+    def __str__(self) -> str:
+        return (f"expired uploads: {self.uploads}; stale staged files: {self.staged_files}; "
+                f"unreferenced blobs removed: {self.blobs}")
+
+
+def collect(grace_hours: float = 1.0) -> Collected:
+    """Remove expired uploads, staged files untouched for ``grace_hours`` and unreferenced blobs older than
+    that (younger ones may belong to a publish in flight)."""
+    now = timezone.now()
+    cutoff = now - timedelta(hours=grace_hours)
+    done = Collected()
+    expired = Upload.objects.filter(expires__lt=now).exclude(state__in=[Upload.State.CONSUMED, Upload.State.ABORTED])
+    for upload in expired:
+        staged_path(upload).unlink(missing_ok=True)
+    done.uploads = expired.update(state=Upload.State.ABORTED)
+    for path in upload_dir().glob("form-*.part"):  # files staged by a request that died
+        try:
+            if path.stat().st_mtime < cutoff.timestamp():
+                path.unlink(missing_ok=True)
+                done.staged_files += 1
+        except FileNotFoundError:
+            continue
+    store = get_blob_store()
+    live = set(File.objects.filter(version__deleted_at__isnull=True).values_list("blob_id", flat=True))
+    for sha256, modified in store.iter_blobs():
+        if sha256 not in live and modified < cutoff:
+            store.delete(sha256)
+            done.blobs += 1
+    Blob.objects.filter(files__isnull=True, created__lt=cutoff).delete()
+    return done
+
+
+def collect_once_across_workers(grace_hours: float = 1.0) -> Collected | None:
+    """``collect``, unless another worker is collecting now (PostgreSQL advisory lock); None then."""
+    if connection.vendor != "postgresql":
+        return collect(grace_hours)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [_LOCK_KEY])
+        if not cursor.fetchone()[0]:
+            return None
+        try:
+            return collect(grace_hours)
+        finally:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [_LOCK_KEY])
