@@ -134,10 +134,14 @@ class HubClient:
 
     def create_version(self, owner_name: str, files: dict[str, str | Path], *, version: str = "",
                        metadata: dict[str, Any] | None = None,
-                       provenance: list[dict[str, str]] | None = None) -> dict[str, Any]:
-        """Publish a version from local files ({path in version: local path}), via resumable uploads."""
+                       provenance: list[dict[str, str]] | None = None,
+                       new_artifact: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Publish a version from local files ({path in version: local path}), via resumable uploads;
+        ``new_artifact`` ({kind, visibility, title, description}) creates the artifact with it, or neither."""
         items = [{"path": name, "upload": self.upload_file(local)["id"]} for name, local in files.items()]
         body = {"version": version, "metadata": metadata or {}, "files": items, "provenance": provenance or []}
+        if new_artifact is not None:
+            body["artifact"] = new_artifact
         return self.request("POST", f"artifacts/{owner_name}/versions/", json=body).json()
 
     def publish(self, name: str, files: dict[str, str | Path], metadata: dict[str, Any], *, kind: str = "model",
@@ -153,19 +157,22 @@ class HubClient:
             raise HubError("Publishing needs a token: run 'hpcfair login' or set HPCFAIR_TOKEN.",
                            code="not_authenticated", status=401)
         full_name = f"{owner}/{name}"
+        new = None
         try:
             existing = self.artifact(full_name)
-        except NotFoundError:
-            existing = self.create_artifact(kind, name, title=str(metadata.get("title", "")),
-                                            description=str(metadata.get("description", "")),
-                                            visibility=visibility)
-        if existing["kind"] != kind:
-            raise ConflictError(f"{full_name} is a {existing['kind']}, not a {kind}.", code="conflict", status=409)
-        if visibility == "private" and existing["visibility"] == "public":
-            raise ConflictError(f"{full_name} is public, so a new version of it would be public too.",
-                                code="visibility_mismatch", status=409, body={"artifact": full_name})
+        except NotFoundError:  # created with its first version, or not at all
+            new = {"kind": kind, "visibility": visibility, "title": str(metadata.get("title", ""))[:300],
+                   "description": str(metadata.get("description", ""))[:20000]}
+        else:
+            if existing["kind"] != kind:
+                raise ConflictError(f"{full_name} is a {existing['kind']}, not a {kind}.", code="conflict",
+                                    status=409)
+            if visibility == "private" and existing["visibility"] == "public":
+                raise ConflictError(f"{full_name} is public, so a new version of it would be public too.",
+                                    code="visibility_mismatch", status=409, body={"artifact": full_name})
         try:
-            return self.create_version(full_name, files, version=version, metadata=metadata, provenance=provenance)
+            return self.create_version(full_name, files, version=version, metadata=metadata, provenance=provenance,
+                                       new_artifact=new)
         except ConflictError as exc:
             if reuse_duplicate and exc.code == "duplicate_version" and exc.body.get("existing_pid"):
                 return self.resolve(exc.body["existing_pid"])

@@ -193,3 +193,25 @@ def test_collaborator_can_publish(collaborator, owner, publish):
     client = client_for(collaborator)
     response = post_files(client, "/api/v1/artifacts/alice/shared-model/", {"c.bin": b"collab"})
     assert response.status_code == 201 and response.json()["created_by"] == "bob"
+
+
+def test_a_new_artifact_is_made_with_its_first_version_or_not_at_all(api, anon, other, owner):
+    from hub.registry.models import Artifact
+
+    url = "/api/v1/artifacts/alice/fresh-model/versions/"
+    new = {"kind": "model", "visibility": "private", "title": "Fresh", "description": "Made with its version."}
+    refused = api.post(url, {"files": [{"path": "m.pt", "upload": upload(api, os.urandom(64))}], "artifact": new,
+                             "metadata": {k: v for k, v in valid_metadata().items() if k != "license"}},
+                       format="json")
+    assert refused.status_code == 400 and refused.json()["code"] == "invalid_metadata", refused.content
+    assert not Artifact.objects.filter(name="fresh-model").exists()  # no empty artifact stays behind
+    assert api.post(url, {"metadata": valid_metadata()}, format="json").status_code == 404  # asked for: no "artifact"
+    made = post_files(api, url.removesuffix("versions/"), {"m.pt": os.urandom(64)}, artifact=new)
+    assert made.status_code == 201, made.content
+    artifact = Artifact.objects.get(name="fresh-model")
+    assert (artifact.visibility, artifact.kind, artifact.title) == ("private", "model", "Fresh")
+    assert anon.get("/api/v1/artifacts/alice/fresh-model/").status_code == 404
+    # Nobody makes an artifact in someone else's name.
+    theirs = client_for(other).post("/api/v1/artifacts/alice/squatted/versions/",
+                                    {"metadata": valid_metadata(), "artifact": new}, format="json")
+    assert theirs.status_code == 404 and not Artifact.objects.filter(name="squatted").exists()

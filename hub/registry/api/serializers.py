@@ -202,6 +202,13 @@ class FileInputSerializer(serializers.Serializer):
     upload = serializers.UUIDField(help_text="The id of a completed upload (POST /api/v1/uploads/).")
 
 
+class NewArtifactSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=Artifact.Kind.choices)
+    visibility = serializers.ChoiceField(choices=Artifact.Visibility.choices, default=Artifact.Visibility.PUBLIC)
+    title = serializers.CharField(max_length=300, required=False, allow_blank=True, default="")
+    description = serializers.CharField(max_length=20000, required=False, allow_blank=True, default="")
+
+
 class VersionCreateSerializer(serializers.Serializer):
     """JSON body; with multipart/form-data send the files as parts and these fields as form fields
     (``metadata`` and ``provenance`` as JSON strings)."""
@@ -210,6 +217,9 @@ class VersionCreateSerializer(serializers.Serializer):
     metadata = serializers.JSONField(required=False, default=dict)
     files = FileInputSerializer(many=True, required=False, default=list)
     provenance = ProvenanceInputSerializer(many=True, required=False, default=list)
+    artifact = NewArtifactSerializer(required=False, help_text=(
+        "Create the artifact (yours) together with this version when it does not exist yet: both are made, or "
+        "neither is (a refused version leaves no empty artifact behind)."))
 
     def validate_metadata(self, value):
         if not isinstance(value, dict):

@@ -186,24 +186,36 @@ class VersionListCreate(APIView):
 
     @extend_schema(request=VersionCreateSerializer, responses={201: VersionPublishedSerializer})
     def post(self, request: Request, owner: str, name: str) -> Response:
-        artifact = services.get_artifact(request.user, owner, name)
-        require_write(request, artifact)
         body, staged = self._body_and_form_files(request)
         serializer = VersionCreateSerializer(data=body)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        files = staged + [completed_file(request.user, item["path"], item["upload"]) for item in data["files"]]
-        provenance = [
-            services.ProvenanceRef(item["relation"], services.resolve_version_ref(request.user, item["target"]))
-            for item in data["provenance"]
-        ]
-        version = services.create_version(
-            artifact, request.user, files=files, label=data.get("version", ""),
-            metadata=data["metadata"], provenance=provenance,
-        )
+        with transaction.atomic():  # a new artifact exists only with its first version
+            artifact = self._artifact(request, owner, name, data.get("artifact"))
+            require_write(request, artifact)
+            files = staged + [completed_file(request.user, item["path"], item["upload"]) for item in data["files"]]
+            provenance = [
+                services.ProvenanceRef(item["relation"], services.resolve_version_ref(request.user, item["target"]))
+                for item in data["provenance"]
+            ]
+            version = services.create_version(
+                artifact, request.user, files=files, label=data.get("version", ""),
+                metadata=data["metadata"], provenance=provenance,
+            )
         version = versions_queryset().get(pk=version.pk)
         data = VersionSerializer(version, context=as_seen_by(request)).data
         return Response({**data, "warnings": publish_warnings(version)}, status=status.HTTP_201_CREATED)
+
+    @staticmethod
+    def _artifact(request: Request, owner: str, name: str, new: dict[str, Any] | None) -> Artifact:
+        """The artifact to publish into; with ``new``, made here when it does not exist and is yours."""
+        try:
+            return services.get_artifact(request.user, owner, name)
+        except HubError as exc:
+            if new is None or exc.error_code != "not_found" or owner != request.user.username:
+                raise
+        return services.create_artifact(request.user, kind=new["kind"], name=name, title=new["title"],
+                                        description=new["description"], visibility=new["visibility"])
 
     @staticmethod
     def _body_and_form_files(request: Request) -> tuple[dict[str, Any], list[StagedFile]]:
@@ -213,7 +225,7 @@ class VersionListCreate(APIView):
         if not all(isinstance(item, StagedFile) for item in staged):
             raise HubError("malformed_request", "The form was read before its files could be staged.")
         body: dict[str, Any] = {}
-        for field in ("version", "metadata", "provenance"):
+        for field in ("version", "metadata", "provenance", "artifact"):
             if field in request.data:
                 value = request.data[field]
                 if field != "version":
