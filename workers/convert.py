@@ -82,7 +82,7 @@ def convert_work(ctx: JobContext) -> dict[str, Any]:
             try:
                 report = convert_file(local, out, opset=params.get("opset", 17), inputs=inputs, sample_inputs=sample,
                                       atol=params.get("atol", 1e-4), rtol=params.get("rtol", 1e-3), limits=limits(),
-                                      hide=hidden_paths(), on_line=lambda line, p=path: ctx.log(f"{p}: {line}"))
+                                      hide=hidden_paths(), on_line=_reporter(ctx, path, index, len(params["files"])))
             except ConversionError as exc:
                 raise JobFailure(exc.code, f"{path}: {exc.detail}")
             ctx.log(f"{path}: {sandbox.describe(report['sandbox'])}")
@@ -104,6 +104,17 @@ def convert_work(ctx: JobContext) -> dict[str, Any]:
                           for name, r in reports.items()}}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _reporter(ctx: JobContext, path: str, index: int, count: int):
+    """The child's lines into the job log; its stages also move the job's progress within this file's share
+    (the last share is publishing)."""
+    def report(line: str) -> None:
+        ctx.log(f"{path}: {line}")
+        stage = sandbox.parse_stage(line)
+        if stage is not None:
+            ctx.progress((index + stage[0]) / (count + 1))
+    return report
 
 
 def _queue_cube(ctx: JobContext, version: Version, verified: bool) -> None:

@@ -26,6 +26,7 @@ from hpcfair import arrays as tensors
 from hpcfair.client import HubClient
 from hpcfair.config import Config, load
 from hpcfair.errors import ConfigError, ConflictError, HubError, JobError, NotFoundError
+from hpcfair.progress import stage_printer
 
 REF_RE = re.compile(r"^(ark:/?\S+|[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(@[\w.+-]+)?)$")
 NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -129,7 +130,8 @@ class modelAPI:  # noqa: N801 - the papers' name
             check_backend(fmt, backend, source.local.name)
             report = convert_file(source.local, export, opset=task.onnx_version or 17, sample_inputs=sample,
                                   atol=task.atol if task.atol is not None else 1e-4,
-                                  rtol=task.rtol if task.rtol is not None else 1e-3)
+                                  rtol=task.rtol if task.rtol is not None else 1e-3,
+                                  on_line=stage_printer(source.name))
         except ConversionError as exc:
             hint = (" Install the frameworks with: pip install 'hpcfair[convert]'."
                     if "No module named" in exc.detail else "")

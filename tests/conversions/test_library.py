@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hpcfair.convert import ConversionError, Limits, convert_file, pickles
+from hpcfair.convert import ConversionError, Limits, convert_file, pickles, sandbox
 
 from tests.conversions import models
 
@@ -89,7 +89,11 @@ def test_time_limit(tmp_path):
 
 def test_outputs_beyond_tolerance_are_reported_unverified(tmp_path):
     name, _ = models.random_forest(tmp_path)
-    report = convert_file(tmp_path / name, tmp_path / "forest.onnx", atol=0.0, rtol=0.0)
+    lines: list[str] = []
+    report = convert_file(tmp_path / name, tmp_path / "forest.onnx", atol=0.0, rtol=0.0, on_line=lines.append)
+    stages = [sandbox.parse_stage(line) for line in lines if sandbox.parse_stage(line)]
+    assert [fraction for fraction, _ in stages] == [0.05, 0.6, 0.95], lines  # the stages, in order, as they come
+    assert "exporting to ONNX (opset 17)" in stages[0][1] and stages[2][1].startswith("outputs differ")
     check = report["verification"]
     assert check["passed"] is False and check["max_abs_diff"] > 0
     failing = [o for run in check["runs"] for o in run["outputs"] if not o["passed"]]

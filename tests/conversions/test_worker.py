@@ -46,6 +46,8 @@ def test_upload_converts_and_verifies(architecture, built_models, shared_storage
     assert job.result["verified"] is True and job.result["version"] == "1-onnx"
     if sandbox.bwrap_path():  # the log and the report say which protections the conversion ran under
         assert any("sandbox: bubblewrap" in json.dumps(line) for line in job.log), job.log
+    stages = [line["message"] for line in job.log if "%] " in line["message"]]  # where it was, as it went
+    assert [s.split(": ", 1)[1][:5] for s in stages] == ["[5%] ", "[60%]", "[95%]"], job.log
 
     converted = api.get(f"/api/v1/artifacts/alice/{name}/versions/1-onnx/").json()
     onnx_name = path.with_suffix(".onnx").name

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcfair.convert.errors import ConversionError, log_cause
-from hpcfair.convert.sandbox import LOG_PREFIX
+from hpcfair.convert.sandbox import LOG_PREFIX, stage_line
 
 
 def say(message: str) -> None:
@@ -30,7 +30,8 @@ def work(request: dict[str, Any]) -> dict[str, Any]:
         sample = request.get("sample_inputs")
         return convert(Path(request["source"]), Path(request["output"]), opset=int(request.get("opset", 17)),
                        inputs=request.get("inputs"), sample_inputs=Path(sample) if sample else None,
-                       atol=float(request.get("atol", 1e-4)), rtol=float(request.get("rtol", 1e-3)))
+                       atol=float(request.get("atol", 1e-4)), rtol=float(request.get("rtol", 1e-3)),
+                       stage=lambda fraction, what: say(stage_line(fraction, what)))
     if task == "optimize":
         from hpcfair.convert.optimize import optimize
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +44,15 @@ def _runs(model, user_specs: list[TensorSpec], sample: dict[str, np.ndarray] | N
 
 
 def convert(source: Path, output: Path, *, opset: int = DEFAULT_OPSET, inputs: Any = None,
-            sample_inputs: Path | None = None, atol: float = ATOL, rtol: float = RTOL) -> dict[str, Any]:
-    """Convert ``source`` to ONNX at ``output`` and verify it; an ONNX source is validated and copied."""
+            sample_inputs: Path | None = None, atol: float = ATOL, rtol: float = RTOL,
+            stage: Callable[[float, str], None] = lambda fraction, what: None) -> dict[str, Any]:
+    """Convert ``source`` to ONNX at ``output`` and verify it; an ONNX source is validated and copied.
+    ``stage(fraction, what)`` hears where it is (the job's progress, the client's lines)."""
     import onnx
 
     fmt = formats.detect(source)
+    exporting = "" if fmt == "onnx" else f" and exporting to ONNX (opset {opset})"
+    stage(0.05, f"{source.name} is {fmt}; loading it{exporting}")
     if not 7 <= opset <= 21:
         raise ConversionError("opset_unsupported", f"onnx_version {opset} is out of range; use 7..21 (17 is safe).")
     user_specs = specs_from_metadata(inputs)
@@ -63,8 +68,12 @@ def convert(source: Path, output: Path, *, opset: int = DEFAULT_OPSET, inputs: A
         model, reference = exported.model, exported.reference
         converter, libraries, notes = exported.converter, exported.libraries, exported.notes
         user_specs = user_specs or exported.inputs
-    report = verify(model, reference, _runs(model, user_specs, sample), atol, rtol)
+    runs = _runs(model, user_specs, sample)
+    stage(0.6, f"checking the ONNX model and comparing its outputs with the original on {len(runs)} input set"
+               + ("s" if len(runs) != 1 else ""))
+    report = verify(model, reference, runs, atol, rtol)
     model_inputs, model_outputs = specs_from_onnx(model)
+    stage(0.95, "verified; writing the ONNX file" if report["passed"] else "outputs differ; writing the ONNX file")
     onnx.save_model(model, str(output))
     params = sum(int(np.prod(init.dims)) for init in model.graph.initializer)
     return {

@@ -33,6 +33,17 @@ from typing import Any
 from hpcfair.convert.errors import ConversionError
 
 LOG_PREFIX = "hpcfair: "
+STAGE = re.compile(r"^\[(\d{1,3})%\] (.*)$")  # a stage line of the child: "[60%] checking the ONNX model"
+
+
+def stage_line(fraction: float, what: str) -> str:
+    return f"[{round(100 * min(max(fraction, 0.0), 1.0))}%] {what}"
+
+
+def parse_stage(line: str) -> tuple[float, str] | None:
+    """(fraction, what) of a stage line, None for any other line."""
+    found = STAGE.match(line)
+    return (int(found.group(1)) / 100, found.group(2)) if found else None
 NOBODY = 65534
 log = logging.getLogger(__name__)
 
