@@ -36,6 +36,7 @@ api_patterns = [
     path("collaborate", gateway.Collaborate.as_view(), name="collaborate"),
     path("metadata/fields/", metadata.MetadataFields.as_view(), name="metadata-fields"),
     path(VERSION + "files/<path:path>", transfers.FileDownload.as_view(), name="file-download"),
+    path(VERSION + "archive", transfers.VersionArchive.as_view(), name="version-archive"),
     path("uploads/", transfers.UploadCreate.as_view(), name="upload-list"),
     path("uploads/<uuid:upload_id>", transfers.UploadDetail.as_view(), name="upload-detail"),
     path("uploads/<uuid:upload_id>/complete", transfers.UploadComplete.as_view(), name="upload-complete"),

@@ -20,7 +20,7 @@ from hub.jobs.models import Job
 from hub.registry import access
 from hub.registry.access import Viewer
 from hub.registry.models import Artifact, Version
-from hub.web import markdown, snippets
+from hub.web import markdown, preview, snippets
 from ontology import exports
 from ontology.graph import LITERALS
 from ontology.record import RELATION_WORDS
@@ -212,6 +212,14 @@ def newer_version(artifact: Artifact, version: Version) -> Version | None:
     return latest if latest is not None and latest.pk != version.pk else None
 
 
+def with_previews(files: list) -> list:
+    """``files``, each with ``preview`` (``hub.web.preview``) where it has one."""
+    shown = preview.previews(files)
+    for file in files:
+        file.preview = shown.get(file.pk)
+    return files
+
+
 # Jobs that anyone signed in may start on a version they can read; each is its requester's business.
 PERSONAL_JOBS = (Job.Kind.INFER, Job.Kind.COLLABORATE)
 
@@ -250,7 +258,7 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
             "newer": None if context.get("is_concept") else newer_version(artifact, version),
             "schema": metadata.get("records") if artifact.kind == "dataset" else None,
             "mlcube": metadata.get("mlcube") if artifact.kind == "project" else None,
-            "files": version.files.all(),
+            "files": with_previews(list(version.files.order_by("path"))),
             "citations": [(label, exports.export(record, name)) for label, name in CITATIONS] if record else [],
             "graph": provenance_graph(version, viewer),
             "reports": verification(version, converted),

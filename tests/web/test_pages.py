@@ -306,3 +306,41 @@ def test_the_verification_table_shows_relative_differences_and_inputs(owner, pub
     assert "<td>7e-06</td>" in row  # the largest over both runs, not "–"
     assert "<code>x [2, 4] float32 (generated)</code>" in row
     assert "<code>x [5, 4] float32 (generated, other sizes)</code>" in row
+
+
+def test_previews_download_all_and_counts(owner, publish):
+    import hashlib
+    import io
+    import zipfile
+
+    png = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+                        "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
+    files = {"table.csv": b"a,b\n" + b"".join(b"%d,%d\n" % (i, i * i) for i in range(30)),
+             "notes.txt": b"first line\nsecond line\n", "plot.png": png,
+             "shape.svg": b"<svg xmlns='http://www.w3.org/2000/svg'><script>alert(1)</script></svg>",
+             "weights.pt": b"\x80\x02not read here"}
+    artifact, version = publish(owner, "previewed", files, kind="dataset")
+    anon = Client()
+    page = anon.get("/" + version.pid).content.decode()
+    assert '<table class="preview-table">' in page and "<td>9</td><td>81</td>" in page
+    assert "<td>10</td><td>100</td>" not in page  # the first ten rows only
+    assert "first line\nsecond line" in page
+    base = f"/api/v1/artifacts/{owner.username}/previewed/versions/{version.label}"
+    assert f'<img src="{base}/files/plot.png?inline=1"' in page
+    assert "Preview of shape.svg" not in page and "Preview of weights.pt" not in page
+    assert '<td id="downloads">0</td>' in page
+    image = anon.get(f"{base}/files/plot.png", {"inline": "1"})
+    assert image["Content-Disposition"].startswith("inline") and b"".join(image.streaming_content) == png
+    svg = anon.get(f"{base}/files/shape.svg", {"inline": "1"})
+    assert svg["Content-Disposition"].startswith("attachment")  # never shown inline: it could run script
+    artifact.refresh_from_db()
+    assert artifact.downloads == 1  # the SVG was a download; the shown image was not
+    archive = anon.get(f"{base}/archive")
+    assert archive["Content-Disposition"] == f'attachment; filename="previewed-{version.label}.zip"'
+    with zipfile.ZipFile(io.BytesIO(b"".join(archive.streaming_content))) as held:
+        assert sorted(held.namelist()) == sorted(files)
+        for name, data in files.items():
+            assert hashlib.sha256(held.read(name)).digest() == hashlib.sha256(data).digest()
+    artifact.refresh_from_db()
+    assert artifact.downloads == 2
+    assert anon.get(f"/api/v1/artifacts/{owner.username}/previewed/versions/nope/archive").status_code == 404

@@ -17,6 +17,7 @@ from hub.accounts.permissions import IsAuthenticatedReader
 from hub.errors import HubError
 from hub.registry import services, uploads
 from hub.registry.api.serializers import UploadCompleteSerializer, UploadSerializer
+from hub.registry.archive import zip_stream
 from hub.registry.models import Artifact, File, Upload
 from hub.storage import StorageUnavailable, get_blob_store
 
@@ -48,6 +49,9 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
     return start, end
 
 
+INLINE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
+
+
 class FileDownload(APIView):
     """Download a file. ``Range`` gives 206; ``ETag`` is the sha256; S3 storage answers a 302 to a
     presigned URL."""
@@ -70,7 +74,11 @@ class FileDownload(APIView):
             response = HttpResponse(status=304)
             response["ETag"] = etag
             return response
-        _count_download(artifact, request.headers.get("Range"))
+        # ?inline=1: an image shown on the landing page (raster formats only: an SVG could carry script),
+        # displayed rather than saved, and not counted as a download.
+        inline = request.query_params.get("inline") == "1" and file.media_type in INLINE_TYPES
+        if not inline:
+            _count_download(artifact, request.headers.get("Range"))
         store = get_blob_store()
         filename = path.rsplit("/", 1)[-1]
         try:
@@ -89,18 +97,34 @@ class FileDownload(APIView):
         except StorageUnavailable:
             raise HubError("storage_unavailable", "The object store is unavailable; try again shortly.")
         if local is not None:
-            response: HttpResponse = BlockFileResponse(stream, as_attachment=True, filename=filename,
+            response: HttpResponse = BlockFileResponse(stream, as_attachment=not inline, filename=filename,
                                                        content_type=file.media_type)
         else:
             response = StreamingHttpResponse(iter(lambda: stream.read(1024 * 1024), b""),
                                              content_type=file.media_type)
-            response["Content-Disposition"] = f'attachment; filename="{filename}"'
+            response["Content-Disposition"] = f'{"inline" if inline else "attachment"}; filename="{filename}"'
             response["Content-Length"] = str(end - start)
         response["ETag"] = etag
         response["Accept-Ranges"] = "bytes"
         if byte_range:
             response.status_code = 206
             response["Content-Range"] = f"bytes {start}-{end - 1}/{file.size}"
+        return response
+
+
+class VersionArchive(APIView):
+    """All of a version's files as one zip (``{name}-{version}.zip``), streamed; counted as one download."""
+
+    def perform_content_negotiation(self, request, force=False):
+        return JSONRenderer(), "application/json"
+
+    @extend_schema(responses={(200, "application/zip"): OpenApiResponse(description="The version's files.")})
+    def get(self, request: Request, owner: str, name: str, version: str) -> HttpResponse:
+        artifact = services.get_artifact(request.user, owner, name)
+        found = services.get_version(artifact, version)
+        _count_download(artifact, None)
+        response = StreamingHttpResponse(zip_stream(found), content_type="application/zip")
+        response["Content-Disposition"] = f'attachment; filename="{artifact.name}-{found.label}.zip"'
         return response
 
 
