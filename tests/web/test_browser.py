@@ -63,6 +63,31 @@ def test_visitor_searches_filters_and_downloads(site):
     assert "Iris-like flower classifier" in w.page.locator("section", has_text="Popular").inner_text()
 
 
+def test_a_visitor_follows_suggestions_owners_previews_and_sparql(site):
+    """What visitors stumbled on: a typo, owner names, a dataset's columns and first rows, SPARQL."""
+    w = site()
+    page = w.page
+    page.goto("/browse/?q=flower+clasifier")
+    page.locator("#suggestion").click()
+    page.wait_for_url(re.compile(r".*q=flower\+classifier.*"))
+    assert "Iris-like flower classifier" in page.locator("ul.cards").inner_text()
+    page.locator('ul.cards .card a[href="/owners/demo/"]').first.click()
+    page.wait_for_url("**/owners/demo/")
+    page.get_by_role("link", name="Synthetic Iris-like measurements").click()
+    page.wait_for_url(re.compile(r".*/ark:/.*"))
+    assert page.locator("#schema td code").count() >= 4  # the CSV's columns
+    assert page.locator("table.preview-table tr").count() > 1  # its first rows
+    with page.expect_download() as info:
+        page.locator("#download-all").click()
+    assert Path(info.value.path()).read_bytes()[:2] == b"PK"
+    w.shot("landing-dataset")
+    page.goto("/sparql")
+    page.get_by_role("link", name="Models and their frameworks").click()
+    page.locator("#sparql-results").wait_for()
+    assert "scikit-learn" in page.locator("#sparql-results").inner_text()
+    w.shot("sparql")
+
+
 def test_user_publishes_a_model_and_watches_its_conversion(site, tmp_path):
     w = site()
     w.login(*DEMO)
