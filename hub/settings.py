@@ -181,8 +181,6 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["hub.bounded.JSONParser", "rest_framework.parsers.FormParser",
                                "rest_framework.parsers.MultiPartParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
-    # `?format=` is a search facet (onnx, keras, ...), not a choice of renderer: JSON is the only one.
-    "URL_FORMAT_OVERRIDE": None,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "HPCFair Hub API",

@@ -28,6 +28,7 @@ from ontology.fields import FRAMEWORK_ALIASES
 
 SORTS = ("relevance", "new", "name")
 MAX_WORDS = 12
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 DERIVED = ("collapse", "include")
@@ -57,7 +58,7 @@ def search(user, q: str = "", filters: dict[str, list[str]] | None = None, sort:
                for name, values in filters.items() if values}
     if "framework" in filters:  # the names the metadata accepts for a framework find it too
         filters["framework"] = [FRAMEWORK_ALIASES.get(v.lower(), v) for v in filters["framework"]]
-    q = " ".join(q.split()[:MAX_WORDS])
+    q = " ".join(CONTROL.sub(" ", q).split()[:MAX_WORDS])  # PostgreSQL refuses NUL in a string
     matcher = _matcher(q) if q else None
     sort = sort or ("relevance" if q else "new")
     shared = _shared(user)

@@ -51,6 +51,12 @@ def test_every_listed_facet_filters_format_included(forest, anon):
             assert found.json()["count"] == item["count"], (facet, item)
 
 
+def test_control_characters_in_words_are_spaces_not_a_server_error(forest, anon):
+    for q in ("iris\x00forest", "\x05~\x00", "\x00"):
+        assert anon.get("/api/v1/artifacts/", {"q": q}).status_code == 200, q
+    assert names(anon.get("/api/v1/artifacts/", {"q": "iris\x00flower"})) == ["iris-forest"]
+
+
 def test_an_artifact_is_found_by_what_any_live_version_is(forest, anon, api):
     _, original, _, _ = forest
     for query in ({"q": "sklearn"}, {"framework": "scikit-learn"}, {"framework": "sklearn"}, {"format": "pickle"},
