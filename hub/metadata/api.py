@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from drf_spectacular.utils import extend_schema
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -11,6 +12,7 @@ from rest_framework.views import APIView
 from hub.accounts.auth import request_user
 from hub.errors import HubError, json_error
 from hub.metadata import signposting
+from hub.metadata.negotiation import choose
 from hub.metadata.services import record_for, version_record
 from hub.registry import services
 from hub.registry.access import Viewer
@@ -43,10 +45,21 @@ class VersionMetadata(APIView):
     """A version's metadata in one format: jsonld, turtle, rdfxml, ntriples, datacite-json, datacite-xml,
     croissant (datasets), schemaorg, bibtex, citation."""
 
+    def perform_content_negotiation(self, request, force=False):
+        # Each export answers its own media type (checked in get): DRF's JSON-only negotiation answered 406
+        # to a client asking for the very type a describedby link advertises (application/ld+json, ...).
+        return JSONRenderer(), "application/json"
+
     @extend_schema(responses={(200, "*/*"): str})
     def get(self, request: Request, owner: str, name: str, version: str, export: str) -> HttpResponse:
         artifact = services.get_artifact(request.user, owner, name)
         found = services.get_version(artifact, version)
+        accept = request.headers.get("Accept", "").strip()
+        if export in exports.FORMATS and accept:
+            media_type = exports.FORMATS[export][0]
+            offered = [media_type, *(["application/json"] if media_type.endswith("json") else [])]
+            if choose(accept, offered) is None:
+                raise HubError("not_acceptable", f"The {export} export is {media_type}; ask for that (or */*).")
         return export_response(version_record(found, Viewer(request.user)), export, artifact)
 
 

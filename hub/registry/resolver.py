@@ -55,7 +55,10 @@ def _embedded_jsonld(record) -> str:
     """The schema.org record for a ``<script type="application/ld+json">``, safe inside HTML."""
     from ontology.exports import schema_org
 
-    text = json.dumps(schema_org(record), indent=2)
+    data = schema_org(record)
+    if data.get("@context") == "https://schema.org/":  # self-contained: harvesters without network parse it too
+        data["@context"] = {"@vocab": "https://schema.org/"}
+    text = json.dumps(data, indent=2)
     return mark_safe(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))  # noqa: S308
 
 
@@ -115,6 +118,7 @@ def resolve(request: HttpRequest, pid: str) -> HttpResponse:
         "versions": artifact.versions.all(),
         "jsonld": _embedded_jsonld(record) if record else "",
         "record": record,
+        "signposts": signposting.links(record) if record else [],
     }
     if gone:
         return _vary(render(request, "registry/tombstone.html", context, status=410))

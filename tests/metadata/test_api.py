@@ -213,6 +213,35 @@ def test_landing_page_embeds_schema_org_and_sends_signposting(anon, published):
     assert '<https://orcid.org/0000-0002-1825-0097> ; rel="author"' in link
 
 
+def test_landing_page_signposts_in_html_and_parses_offline(anon, published):
+    """Harvesters that read only the HTML head find the same signposts as the Link header; the embedded
+    schema.org record needs no network (a self-contained context), and every describedby link answers the
+    very media type it advertises, and */*."""
+    from rdflib import Graph
+
+    model = published[0]
+    response = anon.get(f"/{model['pid']}", HTTP_ACCEPT="text/html")
+    html = response.content.decode()
+    head = html[:html.index("</head>")]
+    in_head = set(re.findall(r'<link rel="([^"]+)" href="([^"]+)"(?: type="([^"]+)")?>', head)) - {
+        (rel, href, "") for rel, href in [("stylesheet", "/static/web/hub.css"), ("icon", "data:,")]}
+    in_header = set(re.findall(r'<([^>]+)> ; rel="([^"]+)"(?: ; type="([^"]+)")?', response["Link"]))
+    assert {(href, rel, kind) for rel, href, kind in in_head} == in_header
+    [embedded] = re.findall(r'<script type="application/ld\+json">(.*?)</script>', html, re.S)
+    assert json.loads(embedded)["@context"] == {"@vocab": "https://schema.org/"}
+    graph = Graph().parse(data=embedded, format="json-ld")  # a remote context would need the network
+    assert (None, URIRef("https://schema.org/name"), Literal("Cloud mask CNN")) in graph
+    described = [(href, kind) for href, rel, kind in in_header if rel == "describedby"]
+    assert len(described) >= 5
+    for href, kind in described:
+        path = href.replace("http://127.0.0.1:8000", "")
+        for accept in (kind, "*/*"):
+            answer = anon.get(path, HTTP_ACCEPT=accept)
+            assert answer.status_code == 200 and answer["Content-Type"].startswith(kind), (href, accept)
+    wrong = anon.get(described[0][0].replace("http://127.0.0.1:8000", ""), HTTP_ACCEPT="image/png")
+    assert wrong.status_code == 406 and wrong.json()["code"] == "not_acceptable"
+
+
 def test_a_card_cannot_inject_script_into_the_landing_page(api, anon, dataset):
     evil = b"---\ntitle: </script><script>alert(1)</script>\ncreators: [x]\nlicense: MIT\n---\nbody"
     response = post(api, dataset, {"README.md": evil, "d.csv": CSV})
