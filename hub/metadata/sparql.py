@@ -32,7 +32,7 @@ from django.conf import settings
 from django.db.models import Count, Max
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
-from rdflib import Graph
+from rdflib import Graph, Literal, Variable
 from rdflib.plugins.sparql import prepareQuery
 from rdflib.plugins.sparql.sparql import Query
 
@@ -159,7 +159,35 @@ def _run(graph: Graph, query: Query, result_format: str) -> bytes:
         return limited.serialize(format=result_format).encode()
     if result.type == "SELECT" and len(result.bindings) > settings.HUB_SPARQL_MAX_ROWS:
         result.bindings = result.bindings[: settings.HUB_SPARQL_MAX_ROWS]
+    if result_format == "tsv":  # rdflib has no TSV serializer
+        return _tsv(result)
     return result.serialize(format=result_format)
+
+
+def _tsv(result) -> bytes:
+    """SPARQL 1.1 TSV results: a header of ?variables, then each term in its Turtle/N-Triples form
+    (an ASK answers true or false, as for CSV)."""
+    if result.type == "ASK":
+        return b"true\n" if result.askAnswer else b"false\n"
+    names = [str(v) for v in result.vars]
+    lines = ["\t".join(f"?{name}" for name in names)]
+    for row in result.bindings:
+        terms = [row.get(Variable(name)) for name in names]
+        lines.append("\t".join("" if term is None else _tsv_term(term) for term in terms))
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+TSV_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+
+
+def _tsv_term(term) -> str:
+    """One term on one line: <iri>, _:blank, or "literal" with its language or datatype, escaped."""
+    if isinstance(term, Literal):
+        text = f'"{str(term).translate(TSV_ESCAPES)}"'
+        if term.language:
+            return f"{text}@{term.language}"
+        return f"{text}^^<{term.datatype}>" if term.datatype else text
+    return term.n3()
 
 
 def run_limited(graph: Graph, query: Query, result_format: str) -> tuple[str, bytes]:

@@ -46,6 +46,15 @@ def test_get_and_post_with_json_and_csv(anon, corpus):
     assert ask.json()["boolean"] is True
 
 
+def test_tab_separated_results(anon, corpus):
+    tsv = anon.get("/sparql", {"query": TITLES}, HTTP_ACCEPT="text/tab-separated-values")
+    assert tsv.status_code == 200 and tsv["Content-Type"].startswith("text/tab-separated-values")
+    assert tsv.content.decode().splitlines() == ["?title", '"Title of open-model"']
+    multi = 'SELECT ?s ?x WHERE { VALUES (?s ?x) { (<https://example.org/a> "tab\\there\\nnext"@en) } }'
+    lines = anon.get("/sparql", {"query": multi}, HTTP_ACCEPT="text/tab-separated-values").content.decode()
+    assert lines.splitlines() == ["?s\t?x", '<https://example.org/a>\t"tab\\there\\nnext"@en']  # one line per row
+
+
 def test_construct_returns_a_graph(anon, corpus):
     query = "CONSTRUCT { ?s <https://schema.org/name> ?n } WHERE { ?s <https://schema.org/name> ?n ; a hpc:AIModel }"
     response = anon.get("/sparql", {"query": query}, HTTP_ACCEPT="text/turtle")
