@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from drf_spectacular.utils import extend_schema
-from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from hub.accounts.auth import request_user
+from hub.api import OwnMediaType
 from hub.errors import HubError, json_error
 from hub.metadata import signposting
 from hub.metadata.negotiation import choose
@@ -41,14 +41,9 @@ SUFFIXES = {"jsonld": ".jsonld", "turtle": ".ttl", "rdfxml": ".rdf", "ntriples":
             "schemaorg": ".schemaorg.json", "bibtex": ".bib", "citation": ".txt"}
 
 
-class VersionMetadata(APIView):
+class VersionMetadata(OwnMediaType, APIView):
     """A version's metadata in one format: jsonld, turtle, rdfxml, ntriples, datacite-json, datacite-xml,
     croissant (datasets), schemaorg, bibtex, citation."""
-
-    def perform_content_negotiation(self, request, force=False):
-        # Each export answers its own media type (checked in get): DRF's JSON-only negotiation answered 406
-        # to a client asking for the very type a describedby link advertises (application/ld+json, ...).
-        return JSONRenderer(), "application/json"
 
     @extend_schema(responses={(200, "*/*"): str})
     def get(self, request: Request, owner: str, name: str, version: str, export: str) -> HttpResponse:

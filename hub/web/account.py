@@ -48,9 +48,6 @@ def job(request: HttpRequest, pk) -> HttpResponse:
     return render(request, "web/job.html", {"job": found})
 
 
-SHOWN_ONCE = "hub.shown_once"  # the session keeps a new token for the one page that shows it
-
-
 @login_required
 @require_POST
 def cancel(request: HttpRequest, pk) -> HttpResponse:
@@ -66,6 +63,9 @@ def cancel(request: HttpRequest, pk) -> HttpResponse:
         messages.success(request, "Job cancelled." if found.is_final else
                          "Stopping the job; what it had made is being removed.")
     return redirect("job", pk=found.pk) if found.requester_id == request.user.pk else redirect("jobs")
+
+
+SHOWN_ONCE = "hub.shown_once"  # the session keeps a new token for the one page that shows it
 
 
 @login_required

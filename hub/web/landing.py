@@ -195,10 +195,10 @@ DEFAULT_NEXT_STEP = ("Convert it on your machine (hpcfair convert FILE --output 
                      "step, and publish the ONNX file as a new version.")
 
 
-def failed_conversion(version: Version, converted: list[Version]) -> dict[str, Any] | None:
-    """For a model version with no ONNX file of its own and no conversion: its last conversion job, if it
-    failed, with what to do next."""
-    if converted or any(f.path.lower().endswith(".onnx") for f in version.files.all()):
+def failed_conversion(version: Version, files: list, converted: list[Version]) -> dict[str, Any] | None:
+    """For a model version with no ONNX file of its own (``files``) and no conversion: its last conversion
+    job, if it failed, with what to do next."""
+    if converted or any(f.path.lower().endswith(".onnx") for f in files):
         return None
     job = Job.objects.filter(version=version, kind=Job.Kind.CONVERT).order_by("-created").first()
     if job is None or job.state != Job.State.FAILED:
@@ -250,15 +250,16 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
         "signature_out": metadata.get("outputs") or [],
     })
     if version is not None:
+        files = list(version.files.order_by("path"))
         converted = conversions(version) if artifact.kind == "model" else []
-        failed = failed_conversion(version, converted) if artifact.kind == "model" else None
+        failed = failed_conversion(version, files, converted) if artifact.kind == "model" else None
         signature = runnable_signature(version, converted) if artifact.kind == "model" and not failed else []
         context.update({
             "failed_conversion": failed,
             "newer": None if context.get("is_concept") else newer_version(artifact, version),
             "schema": metadata.get("records") if artifact.kind == "dataset" else None,
             "mlcube": metadata.get("mlcube") if artifact.kind == "project" else None,
-            "files": with_previews(list(version.files.order_by("path"))),
+            "files": with_previews(files),
             "citations": [(label, exports.export(record, name)) for label, name in CITATIONS] if record else [],
             "graph": provenance_graph(version, viewer),
             "reports": verification(version, converted),

@@ -53,9 +53,7 @@ def browse(request: HttpRequest) -> HttpResponse:
         entries, facets = result.entries, result.facets
     paginator = Paginator(entries, PAGE_SIZE)
     page = paginator.get_page(request.GET.get("page"))
-    under = derived_under(request.user, [entry.artifact_id for entry in page])
-    for entry in page:
-        entry.derived = under.get(entry.artifact_id, [])
+    with_derived(request.user, page)
     suggestion = result.suggestion
     context = {
         "suggestion": suggestion,
@@ -70,6 +68,13 @@ def browse(request: HttpRequest) -> HttpResponse:
         "page_query": urlencode([(k, v) for k, vs in request.GET.lists() for v in vs if k != "page"]),
     }
     return render(request, "web/browse.html", context)
+
+
+def with_derived(user, entries) -> None:
+    """Give each search entry ``derived``: what the hub made from its artifact that ``user`` may see."""
+    under = derived_under(user, [entry.artifact_id for entry in entries])
+    for entry in entries:
+        entry.derived = under.get(entry.artifact_id, [])
 
 
 def _toggle(request: HttpRequest, name: str, value: str) -> str:
@@ -103,9 +108,7 @@ def owner(request: HttpRequest, username: str) -> HttpResponse:
     if not result.entries.count():
         raise Http404("nothing to show")
     page = Paginator(result.entries, PAGE_SIZE).get_page(request.GET.get("page"))
-    under = derived_under(request.user, [entry.artifact_id for entry in page])
-    for entry in page:
-        entry.derived = under.get(entry.artifact_id, [])
+    with_derived(request.user, page)
     counts = {item["value"]: item["count"] for item in result.facets["kind"]}
     return render(request, "web/owner.html", {"owner": username, "page": page, "total": result.entries.count(),
                                               "counts": [(kind, counts[kind]) for kind in Artifact.Kind.values

@@ -8,12 +8,12 @@ from django.db.models import F
 from django.http import FileResponse, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from hub.accounts.permissions import IsAuthenticatedReader
+from hub.api import OwnMediaType
 from hub.errors import HubError
 from hub.registry import services, uploads
 from hub.registry.api.serializers import UploadCompleteSerializer, UploadSerializer
@@ -52,13 +52,9 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
 INLINE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
 
 
-class FileDownload(APIView):
+class FileDownload(OwnMediaType, APIView):
     """Download a file. ``Range`` gives 206; ``ETag`` is the sha256; S3 storage answers a 302 to a
     presigned URL."""
-
-    def perform_content_negotiation(self, request, force=False):
-        # The bytes go out as they are, whatever ``Accept`` says; error bodies are JSON.
-        return JSONRenderer(), "application/json"
 
     @extend_schema(responses={(200, "application/octet-stream"): OpenApiResponse(description="The bytes."),
                               206: OpenApiResponse(description="Partial content"),
@@ -112,11 +108,8 @@ class FileDownload(APIView):
         return response
 
 
-class VersionArchive(APIView):
+class VersionArchive(OwnMediaType, APIView):
     """All of a version's files as one zip (``{name}-{version}.zip``), streamed; counted as one download."""
-
-    def perform_content_negotiation(self, request, force=False):
-        return JSONRenderer(), "application/json"
 
     @extend_schema(responses={(200, "application/zip"): OpenApiResponse(description="The version's files.")})
     def get(self, request: Request, owner: str, name: str, version: str) -> HttpResponse:

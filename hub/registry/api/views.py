@@ -9,11 +9,11 @@ from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
 from rest_framework.parsers import MultiPartParser
-from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from hub.api import OwnMediaType
 from hub.bounded import JSONParser, load_json_or_yaml
 from hub.errors import HubError
 from hub.jobs.api.serializers import JobSerializer
@@ -75,15 +75,10 @@ SEARCH_PARAMETERS = [
 SEARCH_KEYS = {"q", "sort", "visibility", "derived", "page", "page_size", *FACETS}
 
 
-class ArtifactListCreate(generics.ListCreateAPIView):
+class ArtifactListCreate(OwnMediaType, generics.ListCreateAPIView):
     """Search and list artifacts (full text, facet filters, facet counts in ``facets``) / create one."""
 
     serializer_class = ArtifactSerializer
-
-    def perform_content_negotiation(self, request, force=False):
-        # `?format=` is a search facet here (onnx, keras, ...), not DRF's choice of renderer (an unknown
-        # renderer was a 404); JSON is the only answer anyway.
-        return JSONRenderer(), "application/json"
 
     def get_queryset(self):
         return Artifact.objects.live().visible_to(self.request.user).select_related("owner")
