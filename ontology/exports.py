@@ -9,7 +9,8 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from ontology.graph import to_graph
-from ontology.record import Link, Record
+from ontology.record import Link, Record, affiliations
+from ontology.related import RelatedWork, related_works
 from ontology.vocab import PREFIXES
 
 # format name -> (media type, rdflib serializer or None)
@@ -33,7 +34,7 @@ DATACITE_RELATIONS = {"derived_from": "IsDerivedFrom", "converted_from": "IsVari
                       "merged_from": "IsDerivedFrom", "trained_on": "IsDerivedFrom",
                       "revision_of": "IsNewVersionOf"}
 DATACITE_NS = "http://datacite.org/schema/kernel-4"
-DATACITE_SCHEMA = f"{DATACITE_NS} http://schema.datacite.org/meta/kernel-4.5/metadata.xsd"
+DATACITE_SCHEMA = f"{DATACITE_NS} http://schema.datacite.org/meta/kernel-4.6/metadata.xsd"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
 CROISSANT_CONTEXT = {
     "@language": "en", "@vocab": "https://schema.org/", "sc": "https://schema.org/",
@@ -72,13 +73,27 @@ def export(record: Record, name: str) -> str:
 
 # --- schema.org --------------------------------------------------------------------------------------
 
+SCHEMA_DATATYPES = {"sc:Integer": "https://schema.org/Integer", "sc:Float": "https://schema.org/Float",
+                    "sc:Boolean": "https://schema.org/Boolean", "sc:Text": "https://schema.org/Text"}
 
-def _person(person: dict[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {"@type": "Person", "name": person["name"]}
-    if person.get("orcid"):
-        out["@id"] = out["identifier"] = person["orcid"]
-    if person.get("affiliation"):
-        out["affiliation"] = {"@type": "Organization", "name": person["affiliation"]}
+
+def _organization(org: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"@type": "Organization", "name": org["name"]}
+    if org.get("ror"):
+        out["@id"] = out["identifier"] = org["ror"]
+    return out
+
+
+def _person(agent: dict[str, Any]) -> dict[str, Any]:
+    """A creator or contributor: a Person (ORCID) or an Organization (ROR), with affiliations."""
+    if agent.get("type") == "organization":
+        return _organization(agent)
+    out: dict[str, Any] = {"@type": "Person", "name": agent["name"]}
+    if agent.get("orcid"):
+        out["@id"] = out["identifier"] = agent["orcid"]
+    found = [_organization(org) for org in affiliations(agent)]
+    if found:
+        out["affiliation"] = found[0] if len(found) == 1 else found
     return out
 
 
@@ -88,9 +103,41 @@ def _based_on(link: Link) -> dict[str, Any]:
     return {"@id": link.iri, "identifier": link.pid, "name": link.name or link.pid}
 
 
+def _work(work: RelatedWork) -> dict[str, Any] | str:
+    return {"@id": work.iri, "identifier": work.identifier} if work.typed else work.text
+
+
+def _grant(grant: dict[str, str]) -> dict[str, Any]:
+    funder: dict[str, Any] = {"@type": "Organization", "name": grant["funder"]}
+    if grant.get("funder_id"):
+        funder["@id"] = funder["identifier"] = grant["funder_id"]
+    out: dict[str, Any] = {"@type": "MonetaryGrant", "funder": funder}
+    for key, name in (("award_number", "identifier"), ("award_title", "name"), ("award_uri", "url")):
+        if grant.get(key):
+            out[name] = grant[key]
+    return out
+
+
+def variables(record: Record) -> list[dict[str, Any]]:
+    """A dataset's derived columns as schema.org ``variableMeasured``: name, type, description, unit."""
+    out = []
+    for item in record.metadata.get("records") or []:
+        entry: dict[str, Any] = {"@type": "PropertyValue", "name": item["name"],
+                                 "additionalType": SCHEMA_DATATYPES[CROISSANT_TYPES.get(item["dtype"], "sc:Text")]}
+        if item.get("description"):
+            entry["description"] = item["description"]
+        if item.get("unit"):
+            entry["unitText"] = item["unit"]
+        out.append(entry)
+    return out
+
+
 def schema_org(record: Record) -> dict[str, Any]:
     """The plain schema.org record that landing pages embed (what search engines and FAIR checkers read)."""
     meta = record.metadata
+    files = [{"@type": "DataDownload" if record.kind == "dataset" else "MediaObject", "name": f.path,
+              "contentUrl": f.url, "encodingFormat": f.media_type, "contentSize": f"{f.size} B", "sha256": f.sha256}
+             for f in record.files]
     out: dict[str, Any] = {
         "@context": "https://schema.org/",
         "@type": SCHEMA_TYPES[record.kind],
@@ -103,11 +150,14 @@ def schema_org(record: Record) -> dict[str, Any]:
         "publisher": {"@type": "Organization", "name": record.publisher},
         "datePublished": record.published.date().isoformat(),
         "isAccessibleForFree": True,
-        "distribution": [{"@type": "DataDownload", "name": f.path, "contentUrl": f.url,
-                          "encodingFormat": f.media_type, "contentSize": f"{f.size} B", "sha256": f.sha256}
-                         for f in record.files],
     }
-    if record.public:
+    # schema.org defines distribution (DataDownload) for datasets; other works list their files as media.
+    if files:
+        out["distribution" if record.kind == "dataset" else "associatedMedia"] = files
+    if record.is_withdrawn:
+        out["creativeWorkStatus"] = "Withdrawn"
+        out["conditionsOfAccess"] = record.withdrawal
+    elif record.public:
         out["conditionsOfAccess"] = "Public: anyone may read and download it."
     else:
         out["conditionsOfAccess"] = "Private: only the owner and collaborators may read it."
@@ -117,60 +167,139 @@ def schema_org(record: Record) -> dict[str, Any]:
         out["keywords"] = meta["keywords"]
     if record.license_uri:
         out["license"] = record.license_uri
-    if record.provenance:
-        out["isBasedOn"] = [_based_on(link) for link in record.provenance]
+    if meta.get("contributors"):
+        out["contributor"] = [{"@type": "Role", "roleName": agent["role"], "contributor": _person(agent)}
+                              for agent in meta["contributors"]]
+    if meta.get("funding"):
+        out["funding"] = [_grant(grant) for grant in meta["funding"]]
+    dates = meta.get("dates") or {}
+    if dates.get("created"):
+        out["dateCreated"] = dates["created"]
+    if dates.get("updated") or record.updated:
+        out["dateModified"] = dates.get("updated") or record.updated.date().isoformat()
+    works = related_works(meta)
+    based_on = [_based_on(link) for link in record.provenance]
+    based_on += [_work(w) for w in works if w.relation == "IsDerivedFrom"]
+    if based_on:
+        out["isBasedOn"] = based_on
+    citations = [_work(w) for w in works if w.relation in ("References", "Cites")]
+    if citations:
+        out["citation"] = citations
+    if meta.get("url"):
+        if record.kind == "dataset":
+            out["subjectOf"] = {"@type": "WebPage", "url": meta["url"]}
+        else:
+            out["codeRepository"] = meta["url"]
+    if record.kind == "dataset" and meta.get("records"):
+        out["variableMeasured"] = variables(record)
     if record.concept_iri and record.concept_iri != record.iri:
         out["isPartOf"] = {"@id": record.concept_iri, "identifier": record.concept_pid}
-    if meta.get("references"):
-        out["citation"] = meta["references"]
+    if record.versions:
+        out["hasPart"] = [{"@id": link.iri, "identifier": link.pid, "name": link.name} for link in record.versions]
     return out
 
 
 # --- DataCite ----------------------------------------------------------------------------------------
+
+ROR_SCHEME = {"nameIdentifierScheme": "ROR", "schemeUri": "https://ror.org"}
 
 
 def _identifier(pid: str) -> dict[str, str]:
     return {"identifier": pid, "identifierType": "ARK"}
 
 
+def _datacite_agent(agent: dict[str, Any]) -> dict[str, Any]:
+    """A creator or contributor in the DataCite 4.6 REST form."""
+    organization = agent.get("type") == "organization"
+    out: dict[str, Any] = {"name": agent["name"], "nameType": "Organizational" if organization else "Personal"}
+    if agent.get("orcid"):
+        out["nameIdentifiers"] = [{"nameIdentifier": agent["orcid"], "nameIdentifierScheme": "ORCID",
+                                   "schemeUri": "https://orcid.org"}]
+    if agent.get("ror"):
+        out["nameIdentifiers"] = [{"nameIdentifier": agent["ror"], **ROR_SCHEME}]
+    found = affiliations(agent)
+    if found:
+        out["affiliation"] = [{"name": org["name"], **({"affiliationIdentifier": org["ror"],
+                                                        "affiliationIdentifierScheme": "ROR",
+                                                        "schemeUri": "https://ror.org"} if org.get("ror") else {})}
+                              for org in found]
+    if agent.get("role"):
+        out["contributorType"] = agent["role"]
+    return out
+
+
+def _funder_type(identifier: str) -> str:
+    if identifier.startswith("https://ror.org/"):
+        return "ROR"
+    return "Crossref Funder ID" if "10.13039/" in identifier else "Other"
+
+
+def _funding_reference(grant: dict[str, str]) -> dict[str, str]:
+    out = {"funderName": grant["funder"]}
+    if grant.get("funder_id"):
+        out["funderIdentifier"] = grant["funder_id"]
+        out["funderIdentifierType"] = _funder_type(grant["funder_id"])
+    for key, name in (("award_number", "awardNumber"), ("award_uri", "awardUri"), ("award_title", "awardTitle")):
+        if grant.get(key):
+            out[name] = grant[key]
+    return out
+
+
+def _related(identifier: str, kind: str, relation: str) -> dict[str, str]:
+    return {"relatedIdentifier": identifier, "relatedIdentifierType": kind, "relationType": relation}
+
+
 def datacite(record: Record) -> dict[str, Any]:
-    """DataCite metadata (kernel 4, the REST API's attribute names) with every mandatory property."""
+    """DataCite metadata in the kernel 4.6 REST API form (``types``, ``creators[].nameType``, ``titles``,
+    ``relatedIdentifiers[].relatedIdentifierType``, ...), the PID under ``identifiers``."""
     meta = record.metadata
     general, specific = DATACITE_TYPES[record.kind]
-    creators = []
-    for person in record.creators:
-        entry: dict[str, Any] = {"name": person["name"], "nameType": "Personal"}
-        if person.get("orcid"):
-            entry["nameIdentifiers"] = [{"nameIdentifier": person["orcid"], "nameIdentifierScheme": "ORCID",
-                                         "schemeUri": "https://orcid.org"}]
-        if person.get("affiliation"):
-            entry["affiliation"] = [{"name": person["affiliation"]}]
-        creators.append(entry)
+    works = related_works(meta)
+    dates = [{"date": record.published.date().isoformat(), "dateType": "Issued"}]
+    dates += [{"date": when, "dateType": name.capitalize()} for name, when in (meta.get("dates") or {}).items()]
+    if record.updated and "updated" not in (meta.get("dates") or {}):
+        dates.append({"date": record.updated.date().isoformat(), "dateType": "Updated"})
+    if record.withdrawn:
+        dates.append({"date": record.withdrawn.date().isoformat(), "dateType": "Withdrawn",
+                      **({"dateInformation": record.withdrawn_reason} if record.withdrawn_reason else {})})
+    descriptions = [{"description": meta["description"], "descriptionType": "Abstract"}] \
+        if meta.get("description") else []
+    descriptions += [{"description": f"Provenance: {link.words}.", "descriptionType": "Other"}
+                     for link in record.provenance if link.restricted]
+    descriptions += [{"description": f"{w.relation}: {w.text}", "descriptionType": "Other"}
+                     for w in works if not w.typed]
+    if record.is_withdrawn:
+        descriptions.append({"description": record.withdrawal, "descriptionType": "Other"})
+    subjects = [{"subject": word} for word in meta.get("keywords", [])]
+    subjects += [{"subject": meta[name]} for name in ("subject", "discipline") if meta.get(name)]
+    related = [_related(link.pid, "ARK", DATACITE_RELATIONS.get(link.relation, "IsDerivedFrom"))
+               for link in record.provenance if not link.restricted]
+    if record.concept_pid and record.concept_pid != record.pid:
+        related.append(_related(record.concept_pid, "ARK", "IsVersionOf"))
+    if record.previous:
+        related.append(_related(record.previous.pid, "ARK", "IsNewVersionOf"))
+    if record.next:
+        related.append(_related(record.next.pid, "ARK", "IsPreviousVersionOf"))
+    related += [_related(link.pid, "ARK", "HasVersion") for link in record.versions]
+    related += [_related(w.identifier, w.identifier_type, w.relation) for w in works if w.typed]
     out: dict[str, Any] = {
         "schemaVersion": DATACITE_NS,
         "identifiers": [_identifier(record.pid)],
         "url": record.iri,
-        "creators": creators,
+        "types": {"resourceTypeGeneral": general, "resourceType": specific},
+        "creators": [_datacite_agent(agent) for agent in record.creators],
         "titles": [{"title": record.title}],
         "publisher": {"name": record.publisher},
         "publicationYear": str(record.year),
-        "types": {"resourceTypeGeneral": general, "resourceType": specific},
-        "dates": [{"date": record.published.date().isoformat(), "dateType": "Issued"}],
-        "descriptions": ([{"description": meta["description"], "descriptionType": "Abstract"}]
-                         if meta.get("description") else [])
-        + [{"description": f"Provenance: {link.words}.",
-            "descriptionType": "Other"} for link in record.provenance if link.restricted],
-        "subjects": [{"subject": word} for word in meta.get("keywords", [])],
-        "formats": sorted({f.media_type for f in record.files}),
+        "subjects": _unique(subjects),
+        "contributors": [_datacite_agent(agent) for agent in meta.get("contributors") or []],
+        "dates": dates,
+        "relatedIdentifiers": _unique(related),
         "sizes": [f"{sum(f.size for f in record.files)} bytes"] if record.files else [],
-        "relatedIdentifiers": [
-            {"relatedIdentifier": link.pid, "relatedIdentifierType": "ARK",
-             "relationType": DATACITE_RELATIONS.get(link.relation, "IsDerivedFrom")}
-            for link in record.provenance if not link.restricted
-        ] + ([{"relatedIdentifier": record.concept_pid, "relatedIdentifierType": "ARK", "relationType": "IsVersionOf"}]
-             if record.concept_pid and record.concept_pid != record.pid else [])
-          + [{"relatedIdentifier": link.pid, "relatedIdentifierType": "ARK", "relationType": "HasVersion"}
-             for link in record.versions],
+        "formats": sorted({f.media_type for f in record.files}),
+        "rightsList": [],
+        "descriptions": _unique(descriptions),
+        "fundingReferences": _unique([_funding_reference(grant) for grant in meta.get("funding") or []]),
     }
     if record.label:
         out["version"] = record.label
@@ -178,6 +307,17 @@ def datacite(record: Record) -> dict[str, Any]:
         out["rightsList"] = [{"rights": meta["license"], "rightsUri": record.license_uri,
                               "rightsIdentifier": meta["license"], "rightsIdentifierScheme": "SPDX",
                               "schemeUri": "https://spdx.org/licenses/"}]
+    return out
+
+
+def _unique(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The schema wants unique items: the same relation or subject named twice appears once."""
+    seen, out = set(), []
+    for item in items:
+        key = json.dumps(item, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
     return out
 
 
@@ -192,17 +332,23 @@ def datacite_xml(record: Record) -> str:
             element.text = text
         return element
 
+    def agent(parent: ET.Element, tag: str, person: dict[str, Any]) -> None:
+        node = sub(parent, tag, contributorType=person.get("contributorType", ""))
+        sub(node, f"{tag}Name", person["name"], nameType=person["nameType"])
+        for ident in person.get("nameIdentifiers", []):
+            sub(node, "nameIdentifier", ident["nameIdentifier"], nameIdentifierScheme=ident["nameIdentifierScheme"],
+                schemeURI=ident.get("schemeUri", ""))
+        for affiliation in person.get("affiliation", []):
+            sub(node, "affiliation", affiliation["name"],
+                affiliationIdentifier=affiliation.get("affiliationIdentifier", ""),
+                affiliationIdentifierScheme=affiliation.get("affiliationIdentifierScheme", ""),
+                schemeURI=affiliation.get("schemeUri", ""))
+
     root = ET.Element("resource", {"xmlns": DATACITE_NS, f"{{{XSI}}}schemaLocation": DATACITE_SCHEMA})
     sub(root, "identifier", record.pid, identifierType="ARK")
     creators = sub(root, "creators")
     for person in data["creators"]:
-        creator = sub(creators, "creator")
-        sub(creator, "creatorName", person["name"], nameType="Personal")
-        for ident in person.get("nameIdentifiers", []):
-            sub(creator, "nameIdentifier", ident["nameIdentifier"], nameIdentifierScheme="ORCID",
-                schemeURI="https://orcid.org")
-        for affiliation in person.get("affiliation", []):
-            sub(creator, "affiliation", affiliation["name"])
+        agent(creators, "creator", person)
     sub(sub(root, "titles"), "title", record.title)
     sub(root, "publisher", record.publisher)
     sub(root, "publicationYear", data["publicationYear"])
@@ -211,7 +357,13 @@ def datacite_xml(record: Record) -> str:
         subjects = sub(root, "subjects")
         for subject in data["subjects"]:
             sub(subjects, "subject", subject["subject"])
-    sub(sub(root, "dates"), "date", data["dates"][0]["date"], dateType="Issued")
+    if data["contributors"]:
+        contributors = sub(root, "contributors")
+        for person in data["contributors"]:
+            agent(contributors, "contributor", person)
+    dates = sub(root, "dates")
+    for item in data["dates"]:
+        sub(dates, "date", item["date"], dateType=item["dateType"], dateInformation=item.get("dateInformation", ""))
     if data["relatedIdentifiers"]:
         related = sub(root, "relatedIdentifiers")
         for item in data["relatedIdentifiers"]:
@@ -234,6 +386,18 @@ def datacite_xml(record: Record) -> str:
         descriptions = sub(root, "descriptions")
         for item in data["descriptions"]:
             sub(descriptions, "description", item["description"], descriptionType=item["descriptionType"])
+    if data["fundingReferences"]:
+        funding = sub(root, "fundingReferences")
+        for item in data["fundingReferences"]:
+            node = sub(funding, "fundingReference")
+            sub(node, "funderName", item["funderName"])
+            if item.get("funderIdentifier"):
+                sub(node, "funderIdentifier", item["funderIdentifier"],
+                    funderIdentifierType=item["funderIdentifierType"])
+            if item.get("awardNumber"):
+                sub(node, "awardNumber", item["awardNumber"], awardURI=item.get("awardUri", ""))
+            if item.get("awardTitle"):
+                sub(node, "awardTitle", item["awardTitle"])
     ET.register_namespace("xsi", XSI)
     return ET.tostring(root, encoding="unicode", xml_declaration=True)
 

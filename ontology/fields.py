@@ -166,29 +166,158 @@ def orcid(value: Any) -> str:
     return ORCID + match.group(1)
 
 
-def creators(value: Any) -> list[dict[str, str]]:
+_ROR_RE = re.compile(r"^(?:https?://ror\.org/)?(0[0-9a-hjkmnp-tv-z]{6}[0-9]{2})$")
+_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+# DataCite's contributorType vocabulary (kernel 4.6); users may write it in any case, with spaces or _.
+CONTRIBUTOR_ROLES = ("ContactPerson", "DataCollector", "DataCurator", "DataManager", "Distributor", "Editor",
+                     "HostingInstitution", "Producer", "ProjectLeader", "ProjectManager", "ProjectMember",
+                     "RegistrationAgency", "RegistrationAuthority", "RelatedPerson", "Researcher", "ResearchGroup",
+                     "RightsHolder", "Sponsor", "Supervisor", "Translator", "WorkPackageLeader", "Other")
+# DataCite dateTypes a user may give (Issued is the hub's publication, Withdrawn its deletion).
+DATE_TYPES = ("accepted", "available", "collected", "copyrighted", "created", "submitted", "updated", "valid",
+              "other")
+_DATE_RE = re.compile(r"^\d{4}(-\d{2}(-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?)?)?$")
+
+
+def ror(value: Any) -> str:
+    """A ROR id (https://ror.org/0xxxxxxNN) whose ISO 7064 mod 97-10 checksum matches."""
+    match = _ROR_RE.match(value.strip().lower()) if isinstance(value, str) else None
+    if not match:
+        raise Invalid(f"{value!r} is not a ROR id (e.g. https://ror.org/01qz5mb56).")
+    number = 0
+    for char in match.group(1)[:-2]:
+        number = number * 32 + _CROCKFORD.index(char)
+    if 98 - (number * 100) % 97 != int(match.group(1)[-2:]):
+        raise Invalid(f"{value!r} is not a valid ROR id (its checksum is wrong).")
+    return "https://ror.org/" + match.group(1)
+
+
+def _affiliations(value: Any, where: str) -> str | list[dict[str, str]]:
+    """One affiliation as text (the original form, kept as is) or a list of {name, ror}."""
+    if isinstance(value, str):
+        return text(300)(value)
+    items = value if isinstance(value, list) else [value]
+    out = []
+    for item in items[:20]:
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or set(item) - {"name", "ror"}:
+            raise Invalid(f"{where}: an affiliation is a name or {{name, ror}} (e.g. {{name: ORNL, "
+                          f"ror: https://ror.org/01qz5mb56}}).")
+        entry = {"name": text(300)(item["name"])}
+        if item.get("ror"):
+            entry["ror"] = ror(item["ror"])
+        out.append(entry)
+    return out
+
+
+def _role(value: Any, where: str) -> str:
+    key = re.sub(r"[\s_-]+", "", str(value)).lower()
+    found = next((role for role in CONTRIBUTOR_ROLES if role.lower() == key), None)
+    if found is None:
+        raise Invalid(f"{where}: role {value!r} is not one of {', '.join(CONTRIBUTOR_ROLES)}.")
+    return found
+
+
+def _agent(item: Any, where: str, *, role: bool) -> dict[str, Any]:
+    """A person or an organisation: {name, type, orcid (people), ror (organisations), affiliation[, role]}."""
+    if isinstance(item, str):
+        item = {"name": item}
+    keys = {"name", "type", "orcid", "ror", "affiliation"} | ({"role"} if role else set())
+    if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"].strip():
+        raise Invalid(f"{where} needs a name (e.g. {{name: Ada Lovelace, orcid: 0000-…}}).")
+    unknown = set(item) - keys
+    if unknown:
+        raise Invalid(f"{where} has unknown keys {sorted(unknown)}; use {', '.join(sorted(keys))}.")
+    kind = str(item.get("type") or ("organization" if item.get("ror") else "person")).lower()
+    kind = {"organisation": "organization", "org": "organization", "personal": "person",
+            "organizational": "organization"}.get(kind, kind)
+    if kind not in ("person", "organization"):
+        raise Invalid(f"{where}: type is person or organization, not {item['type']!r}.")
+    out: dict[str, Any] = {"name": text(200)(item["name"])}
+    if kind == "organization":
+        out["type"] = kind
+        if item.get("orcid"):
+            raise Invalid(f"{where}: an organization has a ROR id, not an ORCID iD.")
+    elif item.get("ror"):
+        raise Invalid(f"{where}: a person has an ORCID iD; give the ROR id in their affiliation.")
+    try:
+        if item.get("orcid"):
+            out["orcid"] = orcid(item["orcid"])
+        if item.get("ror"):
+            out["ror"] = ror(item["ror"])
+    except Invalid as exc:
+        raise Invalid(f"{where}: {exc}")
+    if item.get("affiliation"):
+        out["affiliation"] = _affiliations(item["affiliation"], where)
+    if role:
+        out["role"] = _role(item.get("role") or "Other", where)
+    return out
+
+
+def creators(value: Any) -> list[dict[str, Any]]:
     if isinstance(value, (str, dict)):
         value = [value]
     if not isinstance(value, list) or not value:
-        raise Invalid("Expected a list of people, each a name or {name, orcid, affiliation}.")
+        raise Invalid("Expected a list of people or organizations, each a name or {name, orcid, affiliation} "
+                      "({name, type: organization, ror} for an organization).")
+    return [_agent(item, f"Creator {index + 1}", role=False) for index, item in enumerate(value[:100])]
+
+
+def contributors(value: Any) -> list[dict[str, Any]]:
+    if isinstance(value, (str, dict)):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise Invalid("Expected a list of contributors, each {name, role, orcid, affiliation}.")
+    return [_agent(item, f"Contributor {index + 1}", role=True) for index, item in enumerate(value[:100])]
+
+
+def funding(value: Any) -> list[dict[str, str]]:
+    """Funding references: [{funder, funder_id (ROR, Crossref Funder ID or URL), award_number, award_title,
+    award_uri}]."""
+    if isinstance(value, (str, dict)):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise Invalid("Expected a list of grants, each {funder, funder_id, award_number, award_title, award_uri}.")
+    keys = {"funder", "funder_id", "award_number", "award_title", "award_uri"}
     out = []
-    for index, item in enumerate(value[:100]):
+    for index, item in enumerate(value[:50]):
         if isinstance(item, str):
-            item = {"name": item}
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"].strip():
-            raise Invalid(f"Creator {index + 1} needs a name (e.g. {{name: Ada Lovelace, orcid: 0000-…}}).")
-        unknown = set(item) - {"name", "orcid", "affiliation"}
-        if unknown:
-            raise Invalid(f"Creator {index + 1} has unknown keys {sorted(unknown)}; use name, orcid, affiliation.")
-        person = {"name": text(200)(item["name"])}
-        if item.get("orcid"):
-            try:
-                person["orcid"] = orcid(item["orcid"])
-            except Invalid as exc:
-                raise Invalid(f"Creator {index + 1}: {exc}")
-        if item.get("affiliation"):
-            person["affiliation"] = text(300)(item["affiliation"])
-        out.append(person)
+            item = {"funder": item}
+        if not isinstance(item, dict) or not isinstance(item.get("funder"), str) or set(item) - keys:
+            raise Invalid(f"Grant {index + 1}: expected {{funder, funder_id, award_number, award_title, "
+                          f"award_uri}} with at least the funder's name.")
+        entry = {"funder": text(300)(item["funder"])}
+        if item.get("funder_id"):
+            raw = text(300)(item["funder_id"])
+            if _ROR_RE.match(raw.lower()):
+                entry["funder_id"] = ror(raw)
+            elif re.match(r"^(https?://(dx\.)?doi\.org/)?10\.13039/\d+$", raw):
+                entry["funder_id"] = "https://doi.org/" + raw[raw.index("10.13039/"):]
+            else:
+                entry["funder_id"] = url(raw)
+        for key in ("award_number", "award_title"):
+            if item.get(key) is not None:
+                entry[key] = text(500)(str(item[key]))
+        if item.get("award_uri"):
+            entry["award_uri"] = url(item["award_uri"])
+        out.append(entry)
+    return out
+
+
+def dates(value: Any) -> dict[str, str]:
+    """Dates beyond publication, by DataCite dateType: {created: 2024-05-01, available: 2024-06}."""
+    if not isinstance(value, dict) or not value:
+        raise Invalid(f"Expected a mapping such as {{created: 2024-05-01}}; keys: {', '.join(DATE_TYPES)}.")
+    out = {}
+    for key, when in value.items():
+        name = str(key).strip().lower()
+        if name not in DATE_TYPES:
+            raise Invalid(f"{key!r} is not one of {', '.join(DATE_TYPES)} (the hub sets issued itself).")
+        when = when.isoformat() if hasattr(when, "isoformat") else when  # YAML reads 2024-05-01 as a date
+        if not isinstance(when, str) or not _DATE_RE.match(when.strip()):
+            raise Invalid(f"{key}: {when!r} is not an ISO 8601 date (YYYY, YYYY-MM, YYYY-MM-DD or a date-time).")
+        out[name] = when.strip()
     return out
 
 
@@ -226,7 +355,7 @@ def signature(value: Any) -> list[dict[str, Any]]:
 
 
 def records(value: Any) -> list[dict[str, str]]:
-    """A dataset's record structure: its fields (columns), each {name, dtype, description}."""
+    """A dataset's record structure: its fields (columns), each {name, dtype, description, unit}."""
     if not isinstance(value, list) or not value:
         raise Invalid("Expected a list of fields, each {name, dtype, description}.")
     out = []
@@ -240,6 +369,8 @@ def records(value: Any) -> list[dict[str, str]]:
             raise Invalid(f"Field {item['name']!r}: dtype {entry['dtype']!r} is not one of {', '.join(DTYPES)}.")
         if item.get("description"):
             entry["description"] = text(2000)(item["description"])
+        if item.get("unit"):
+            entry["unit"] = text(100)(item["unit"])
         out.append(entry)
     return out
 
@@ -297,15 +428,27 @@ DATASET = frozenset({"dataset"})
 FIELDS: dict[str, Field] = {f.name: f for f in [
     Field("title", text(300), "A short human title.", required=ALL, example="ResNet-50 for cloud masks"),
     Field("description", text(20000), "What it is, what it was made for, and how it was made.", required=ALL),
-    Field("creators", creators, "The people who made it: names, optional ORCID iDs and affiliations.",
+    Field("creators", creators, "The people or organizations who made it: names, optional ORCID iDs (people), "
+          "ROR ids (organizations, with type: organization) and affiliations (a name or {name, ror}).",
           required=ALL, example=[{"name": "Ada Lovelace", "orcid": "0000-0002-1825-0097"}]),
+    Field("contributors", contributors, "Others who contributed, each with a DataCite role (e.g. DataCurator, "
+          "Supervisor, HostingInstitution).", example=[{"name": "Grace Hopper", "role": "DataCurator"}]),
+    Field("funding", funding, "Grants that paid for it: funder, funder_id (ROR or Crossref Funder ID), "
+          "award_number, award_title, award_uri.", example=[{"funder": "U.S. Department of Energy",
+                                                             "funder_id": "https://ror.org/01bj3aw27",
+                                                             "award_number": "DE-SC0021293"}]),
+    Field("dates", dates, "Dates besides publication: created, updated, available, collected, valid, ...",
+          example={"created": "2024-05-01"}),
     Field("license", spdx_license, "An SPDX license identifier.", required=ALL, example="Apache-2.0"),
     Field("kind", choice(KINDS), "model, dataset or project (set by the artifact).", derived=True),
     Field("keywords", texts(), "Words people search for.", example=["climate", "segmentation"]),
     Field("subject", text(200), "The scientific subject, e.g. climate science."),
     Field("discipline", text(200), "The discipline, e.g. earth sciences."),
     Field("url", url, "A home page or repository."),
-    Field("references", texts(50, 500), "Papers or DOIs to cite along with this artifact."),
+    Field("references", texts(50, 500), "Works it refers to: papers or identifiers (a DOI, ARK, arXiv id or URL "
+          "becomes a typed, resolvable link)."),
+    Field("sources", texts(50, 500), "Works outside the hub it was derived from (DOI, ARK, arXiv id or URL)."),
+    Field("cites", texts(50, 500), "Works it cites (DOI, ARK, arXiv id or URL)."),
     Field("framework", choice(FRAMEWORKS, FRAMEWORK_ALIASES), "The machine-learning framework.",
           required=MODEL, kinds=MODEL, derived=True),
     Field("format", text(64), "The file format (onnx, torchscript, keras, csv, parquet, ...).",

@@ -11,7 +11,8 @@ from rdflib import BNode, Graph, Literal, URIRef
 from rdflib.term import Node
 
 from ontology.fields import MODEL_FAMILIES
-from ontology.record import Record
+from ontology.record import Record, affiliations
+from ontology.related import related_works
 from ontology.vocab import DCTERMS, HPC, HUB, PROV, RDF, RDFS, SDO, XSD, bind
 
 KIND_CLASSES = {
@@ -47,10 +48,21 @@ RELATIONS: dict[str, list[URIRef]] = {
     "derived_from": [HPC.wasDerivedFrom, PROV.wasDerivedFrom, SDO.isBasedOn],
     "converted_from": [HUB.convertedFrom, HPC.wasDerivedFrom, PROV.wasDerivedFrom, SDO.isBasedOn],
     "merged_from": [HUB.mergedFrom, HPC.wasDerivedFrom, PROV.wasDerivedFrom, SDO.isBasedOn],
-    "trained_on": [HPC.wasDerivedFromDataset, PROV.used, SDO.isBasedOn],
+    "trained_on": [HPC.wasDerivedFromDataset, PROV.wasDerivedFrom, SDO.isBasedOn],
     "revision_of": [HPC.wasRevisionOf, PROV.wasRevisionOf, SDO.isBasedOn],
 }
 HARDWARE_CLASSES = {"cpu": HPC.CPU, "gpu": HPC.GPU, "accelerator": HPC.Accelerator}
+# Related works (``ontology.related``) by DataCite relation -> predicates.
+WORK_RELATIONS: dict[str, list[URIRef]] = {
+    "References": [SDO.citation, DCTERMS.references],
+    "Cites": [SDO.citation],
+    "IsDerivedFrom": [DCTERMS.source, PROV.wasDerivedFrom, SDO.isBasedOn],
+    "IsSupplementTo": [RDFS.seeAlso],
+}
+DATE_PREDICATES = {"created": [SDO.dateCreated, DCTERMS.created], "updated": [SDO.dateModified, DCTERMS.modified],
+                   "available": [DCTERMS.available], "accepted": [DCTERMS.dateAccepted],
+                   "copyrighted": [DCTERMS.dateCopyrighted], "submitted": [DCTERMS.dateSubmitted],
+                   "valid": [DCTERMS.valid]}
 
 
 def _literal(value: Any, datatype: URIRef | None) -> Literal:
@@ -94,12 +106,34 @@ def to_graph(record: Record) -> Graph:
     for word in meta.get("keywords", []):
         g.add((s, SDO.keywords, Literal(word)))
         g.add((s, HPC.keyword, Literal(word)))
-    for reference in meta.get("references", []):
-        g.add((s, SDO.citation, Literal(reference)))
-    if meta.get("url"):
-        g.add((s, RDFS.seeAlso, URIRef(meta["url"])))
+    for work in related_works(meta):
+        target = URIRef(work.iri) if work.typed else Literal(work.text)
+        for predicate in WORK_RELATIONS[work.relation]:
+            g.add((s, predicate, target))
+    if meta.get("url") and record.kind != "dataset":
+        g.add((s, SDO.codeRepository, URIRef(meta["url"])))
     for position, person in enumerate(meta.get("creators", [])):
         _creator(g, s, person, position)
+    for agent in meta.get("contributors") or []:
+        role = BNode()
+        g.add((s, SDO.contributor, role))
+        g.add((role, RDF.type, SDO.Role))
+        g.add((role, SDO.roleName, Literal(agent["role"])))
+        node = _agent(g, agent)
+        g.add((role, SDO.contributor, node))
+        g.add((s, DCTERMS.contributor, node))
+    for grant in meta.get("funding") or []:
+        _grant(g, s, grant)
+    for name, when in (meta.get("dates") or {}).items():
+        for predicate in DATE_PREDICATES.get(name, [DCTERMS.date]):
+            g.add((s, predicate, Literal(when)))
+    if record.updated:
+        g.add((s, SDO.dateModified, Literal(record.updated.isoformat(timespec="seconds"), datatype=XSD.dateTime)))
+    if record.withdrawn:
+        g.add((s, SDO.creativeWorkStatus, Literal("Withdrawn")))
+        g.add((s, SDO.conditionsOfAccess, Literal(record.withdrawal)))
+        g.add((s, PROV.invalidatedAtTime, Literal(record.withdrawn.isoformat(timespec="seconds"),
+                                                  datatype=XSD.dateTime)))
     for direction in ("inputs", "outputs"):
         for position, spec in enumerate(meta.get(direction) or []):
             _tensor(g, s, HUB.input if direction == "inputs" else HUB.output, spec, position)
@@ -108,30 +142,39 @@ def to_graph(record: Record) -> Graph:
     for name, value in (meta.get("metrics") or {}).items():
         _pair(g, s, HUB.metric, HUB.Metric, name, value)
     for position, item in enumerate(meta.get("records") or []):
-        node = BNode()
-        g.add((s, HUB.recordField, node))
-        g.add((node, RDF.type, HUB.RecordField))
-        g.add((node, HUB.fieldName, Literal(item["name"])))
-        g.add((node, HUB.dtype, Literal(item["dtype"])))
-        g.add((node, HUB.position, Literal(position)))
-        if item.get("description"):
-            g.add((node, SDO.description, Literal(item["description"])))
+        _record_field(g, s, item, position, measured=record.kind == "dataset")
     for item in meta.get("benchmarks") or []:
         _benchmark(g, s, item)
     for entry in record.files:
-        _file(g, s, entry)
+        _file(g, s, entry, SDO.distribution if record.kind == "dataset" else SDO.associatedMedia)
+    job = URIRef(record.job_url) if record.job_url else None
+    if job is not None:
+        g.add((s, PROV.wasGeneratedBy, job))
+        g.add((s, HPC.wasGeneratedBy, job))
+        g.add((job, RDF.type, PROV.Activity))
+    training = None
     for link in record.provenance:
         target = _restricted(g, link) if link.restricted else URIRef(link.iri)
         for predicate in RELATIONS.get(link.relation, [PROV.wasDerivedFrom]):
             g.add((s, predicate, target))
+        if link.relation == "trained_on":  # prov:used belongs to an activity: the training that made it
+            if training is None:
+                training = BNode()
+                g.add((s, PROV.wasGeneratedBy, training))
+                g.add((training, RDF.type, PROV.Activity))
+                g.add((training, RDFS.label, Literal("training")))
+            g.add((training, PROV.used, target))
+        elif job is not None:
+            g.add((job, PROV.used, target))
     if record.concept_iri and record.concept_iri != record.iri:
         g.add((s, DCTERMS.isVersionOf, URIRef(record.concept_iri)))
+    if record.previous:
+        for predicate in (PROV.wasRevisionOf, HPC.wasRevisionOf, DCTERMS.replaces):
+            g.add((s, predicate, URIRef(record.previous.iri)))
+    if record.next:
+        g.add((s, DCTERMS.isReplacedBy, URIRef(record.next.iri)))
     for link in record.versions:
         g.add((s, DCTERMS.hasVersion, URIRef(link.iri)))
-    if record.job_url:
-        g.add((s, PROV.wasGeneratedBy, URIRef(record.job_url)))
-        g.add((s, HPC.wasGeneratedBy, URIRef(record.job_url)))
-        g.add((URIRef(record.job_url), RDF.type, PROV.Activity))
     return g
 
 
@@ -145,20 +188,65 @@ def _restricted(g: Graph, link) -> BNode:
     return node
 
 
-def _creator(g: Graph, s: Node, person: dict[str, str], position: int) -> None:
-    node: Node = URIRef(person["orcid"]) if person.get("orcid") else BNode()
+def _organization(g: Graph, org: dict[str, str]) -> Node:
+    node: Node = URIRef(org["ror"]) if org.get("ror") else BNode()
+    g.add((node, RDF.type, SDO.Organization))
+    g.add((node, SDO.name, Literal(org["name"])))
+    if org.get("ror"):
+        g.add((node, SDO.identifier, Literal(org["ror"])))
+    return node
+
+
+def _agent(g: Graph, agent: dict[str, Any]) -> Node:
+    """A person (their ORCID iD as IRI) or an organisation (its ROR id), with affiliations."""
+    if agent.get("type") == "organization":
+        return _organization(g, agent)
+    node: Node = URIRef(agent["orcid"]) if agent.get("orcid") else BNode()
+    g.add((node, RDF.type, SDO.Person))
+    g.add((node, SDO.name, Literal(agent["name"])))
+    if agent.get("orcid"):
+        g.add((node, SDO.identifier, Literal(agent["orcid"])))
+    for org in affiliations(agent):
+        g.add((node, SDO.affiliation, _organization(g, org)))
+    return node
+
+
+def _creator(g: Graph, s: Node, person: dict[str, Any], position: int) -> None:
+    node = _agent(g, person)
     g.add((s, SDO.creator, node))
     g.add((s, HPC.creator, node))
     g.add((s, DCTERMS.creator, node))
-    g.add((node, RDF.type, SDO.Person))
-    g.add((node, SDO.name, Literal(person["name"])))
-    if person.get("orcid"):
-        g.add((node, SDO.identifier, Literal(person["orcid"])))
-    if person.get("affiliation"):
-        org = BNode()
-        g.add((node, SDO.affiliation, org))
-        g.add((org, RDF.type, SDO.Organization))
-        g.add((org, SDO.name, Literal(person["affiliation"])))
+
+
+def _grant(g: Graph, s: Node, grant: dict[str, str]) -> None:
+    node = BNode()
+    g.add((s, SDO.funding, node))
+    g.add((node, RDF.type, SDO.MonetaryGrant))
+    funder = _organization(g, {"name": grant["funder"], "ror": grant.get("funder_id", "")})
+    g.add((node, SDO.funder, funder))
+    for key, predicate in (("award_number", SDO.identifier), ("award_title", SDO.name)):
+        if grant.get(key):
+            g.add((node, predicate, Literal(grant[key])))
+    if grant.get("award_uri"):
+        g.add((node, SDO.url, URIRef(grant["award_uri"])))
+
+
+def _record_field(g: Graph, s: Node, item: dict[str, Any], position: int, *, measured: bool) -> None:
+    """A column of a dataset: the hub's record field, and schema.org's ``variableMeasured``."""
+    node = BNode()
+    g.add((s, HUB.recordField, node))
+    g.add((node, RDF.type, HUB.RecordField))
+    g.add((node, HUB.fieldName, Literal(item["name"])))
+    g.add((node, HUB.dtype, Literal(item["dtype"])))
+    g.add((node, HUB.position, Literal(position)))
+    if item.get("description"):
+        g.add((node, SDO.description, Literal(item["description"])))
+    if measured:
+        g.add((s, SDO.variableMeasured, node))
+        g.add((node, RDF.type, SDO.PropertyValue))
+        g.add((node, SDO.name, Literal(item["name"])))
+        if item.get("unit"):
+            g.add((node, SDO.unitText, Literal(item["unit"])))
 
 
 def _tensor(g: Graph, s: Node, predicate: URIRef, spec: dict[str, Any], position: int) -> None:
@@ -202,10 +290,11 @@ def _benchmark(g: Graph, s: Node, item: dict[str, Any]) -> None:
         g.add((hardware, HPC.memorySize, Literal(f"{info['memory_gb']} GB")))
 
 
-def _file(g: Graph, s: Node, entry) -> None:
+def _file(g: Graph, s: Node, entry, predicate: URIRef) -> None:
+    """A file: a dataset's ``distribution`` (DataDownload), another work's ``associatedMedia``."""
     node = BNode()
-    g.add((s, SDO.distribution, node))
-    g.add((node, RDF.type, SDO.DataDownload))
+    g.add((s, predicate, node))
+    g.add((node, RDF.type, SDO.DataDownload if predicate == SDO.distribution else SDO.MediaObject))
     g.add((node, RDF.type, HPC.File))
     g.add((node, SDO.name, Literal(entry.path)))
     g.add((node, SDO.contentUrl, URIRef(entry.url)))

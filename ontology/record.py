@@ -53,6 +53,14 @@ class Link:
         return f"{RELATION_WORDS.get(self.relation, self.relation)} {self.name or self.pid}"
 
 
+def affiliations(agent: dict[str, Any]) -> list[dict[str, str]]:
+    """An agent's affiliations as [{name, ror?}], whether stored as one name (the original form) or a list."""
+    value = agent.get("affiliation")
+    if not value:
+        return []
+    return [{"name": value}] if isinstance(value, str) else list(value)
+
+
 @dataclass
 class Record:
     iri: str  # the resolvable PID URL: the RDF subject
@@ -71,14 +79,31 @@ class Record:
     versions: list[Link] = field(default_factory=list)  # for a concept record: its versions
     job_url: str = ""  # the job that generated it, if any
     export_urls: dict[str, str] = field(default_factory=dict)  # format name -> URL
+    previous: Link | None = None  # the version before this one (of the same artifact)
+    next: Link | None = None  # the version after it
+    updated: datetime | None = None  # a concept record: when its latest version was published
+    withdrawn: datetime | None = None  # a tombstone's record: when it was deleted
+    withdrawn_reason: str = ""
 
     @property
     def title(self) -> str:
         return self.metadata.get("title") or self.owner
 
     @property
-    def creators(self) -> list[dict[str, str]]:
+    def creators(self) -> list[dict[str, Any]]:
         return self.metadata.get("creators") or [{"name": self.owner}]
+
+    @property
+    def is_withdrawn(self) -> bool:
+        return self.withdrawn is not None
+
+    @property
+    def withdrawal(self) -> str:
+        """E.g. "Withdrawn on 2026-03-04: superseded. Its files are no longer available." """
+        if self.withdrawn is None:
+            return ""
+        reason = f": {self.withdrawn_reason.rstrip('.')}" if self.withdrawn_reason else ""
+        return f"Withdrawn on {self.withdrawn.date().isoformat()}{reason}. Its files are no longer available."
 
     @property
     def license_uri(self) -> str:

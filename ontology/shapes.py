@@ -52,12 +52,12 @@ def shapes_graph() -> Graph:
         if "license" in FIELDS and kind in FIELDS["license"].required:
             g.add((license_, SH.minCount, Literal(1)))
         creators = _property(g, shape, "creators", SDO.creator, node=person,
-                             message=Literal("Every creator must be a person with a name."))
+                             message=Literal("Every creator must be a person or an organization with a name."))
         if kind in FIELDS["creators"].required:
             g.add((creators, SH.minCount, Literal(1)))
         _property(g, shape, "identifier", SDO.identifier, minCount=Literal(1), maxCount=Literal(1))
         _property(g, shape, "datePublished", SDO.datePublished, minCount=Literal(1), datatype=XSD.dateTime)
-        files = _property(g, shape, "files", SDO.distribution)
+        files = _property(g, shape, "files", SDO.distribution if kind == "dataset" else SDO.associatedMedia)
         _file_shape(g, files)
     return g
 

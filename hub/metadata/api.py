@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.cache import patch_vary_headers
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -13,7 +18,7 @@ from hub.api import OwnMediaType
 from hub.errors import HubError, json_error
 from hub.metadata import signposting
 from hub.metadata.negotiation import choose
-from hub.metadata.services import record_for, version_record
+from hub.metadata.services import landing_url, record_for, version_record
 from hub.registry import services
 from hub.registry.access import Viewer
 from hub.registry.models import Artifact
@@ -22,6 +27,7 @@ from ontology.fields import describe
 
 
 def export_response(record, name: str, artifact: Artifact) -> HttpResponse:
+    """The export ``name`` of ``record``, with its way back to the landing page (``describes``)."""
     if name not in exports.FORMATS:
         raise HubError("unsupported_format", f"No export {name!r}; choose one of {', '.join(exports.FORMATS)}.")
     if name == "croissant" and artifact.kind != "dataset":
@@ -33,7 +39,19 @@ def export_response(record, name: str, artifact: Artifact) -> HttpResponse:
     stem = f"{artifact.name}-{label}" if label else artifact.name
     # Shown where the browser can; saved under a name that says what it is (not "bibtex").
     response["Content-Disposition"] = f'inline; filename="{stem}{SUFFIXES[name]}"'
+    response["Link"] = signposting.back_links(record.pid, landing_url(record.pid), "describes")
+    patch_vary_headers(response, ["Accept", "Authorization", "Cookie"])  # as the PID that sends clients here
     return response
+
+
+def check_accept(request: Request, export: str) -> None:
+    """An export answers its own media type (JSON ones also application/json) and */*; else a coded 406."""
+    accept = request.headers.get("Accept", "").strip()
+    if export in exports.FORMATS and accept:
+        media_type = exports.FORMATS[export][0]
+        offered = [media_type, *(["application/json"] if media_type.endswith("json") else [])]
+        if choose(accept, offered) is None:
+            raise HubError("not_acceptable", f"The {export} export is {media_type}; ask for that (or */*).")
 
 
 SUFFIXES = {"jsonld": ".jsonld", "turtle": ".ttl", "rdfxml": ".rdf", "ntriples": ".nt",
@@ -48,14 +66,23 @@ class VersionMetadata(OwnMediaType, APIView):
     @extend_schema(responses={(200, "*/*"): str})
     def get(self, request: Request, owner: str, name: str, version: str, export: str) -> HttpResponse:
         artifact = services.get_artifact(request.user, owner, name)
-        found = services.get_version(artifact, version)
-        accept = request.headers.get("Accept", "").strip()
-        if export in exports.FORMATS and accept:
-            media_type = exports.FORMATS[export][0]
-            offered = [media_type, *(["application/json"] if media_type.endswith("json") else [])]
-            if choose(accept, offered) is None:
-                raise HubError("not_acceptable", f"The {export} export is {media_type}; ask for that (or */*).")
+        found = services.get_version(artifact, version, allow_deleted=True)  # a tombstone keeps its record
+        check_accept(request, export)
         return export_response(version_record(found, Viewer(request.user)), export, artifact)
+
+
+class PidMetadata(OwnMediaType, APIView):
+    """The record of any PID in one format (the formats of ``VersionMetadata``): a concept (its versions as
+    parts), a version, or a deleted one's tombstone (marked withdrawn). The resolver sends clients here."""
+
+    @extend_schema(responses={(200, "*/*"): str})
+    def get(self, request: Request, export: str, pid: str) -> HttpResponse:
+        readable = services.readable_pid(request.user, pid)
+        if readable is None:
+            raise HubError("not_found", f"No record for {pid} (or you may not see it).")
+        check_accept(request, export)
+        _, artifact, version = readable
+        return export_response(record_for(version or artifact, Viewer(request.user)), export, artifact)
 
 
 class MetadataFields(APIView):
@@ -70,8 +97,27 @@ def linkset(request: HttpRequest, pid: str) -> HttpResponse:
     """The signposting linkset of a PID's landing page (``application/linkset+json``)."""
     user = request_user(request)
     readable = services.readable_pid(user, pid)
-    record = record_for(readable[2] or readable[1], Viewer(user)) if readable else None
-    if record is None:
+    if readable is None:
         return json_error(request, "not_found", f"No landing page for {pid} (or you may not see it).")
-    body = signposting.linkset(record, record.iri)
+    record = record_for(readable[2] or readable[1], Viewer(user))
+    body = signposting.linkset(record, landing_url(record.pid))
     return JsonResponse(body, content_type="application/linkset+json", json_dumps_params={"indent": 2})
+
+
+def with_collection(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A file download view whose successful answers link back to their version's landing page
+    (``collection``) and PID (``cite-as``): FAIR Signposting level 2 for content resources."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, owner: str, name: str, version: str, **kwargs: Any) -> HttpResponse:
+        response = view(request, owner=owner, name=name, version=version, **kwargs)
+        if response.status_code < 400:
+            artifact = Artifact.objects.live().filter(owner__username=owner, name=name).first()
+            found = (artifact.latest_version() if version == "latest" else
+                     artifact.versions.filter(label=version).first()) if artifact else None
+            if found is not None:
+                links = signposting.back_links(found.pid, landing_url(found.pid), "collection")
+                response["Link"] = f"{response['Link']} , {links}" if response.get("Link") else links
+        return response
+
+    return wrapped

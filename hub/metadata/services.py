@@ -76,12 +76,26 @@ def _provisional(artifact: Artifact, metadata: dict[str, Any], files: Sequence[F
 # --- records -----------------------------------------------------------------------------------------
 
 
+def export_names(kind: str) -> list[str]:
+    return [n for n in FORMATS if n != "croissant" or kind == "dataset"]
+
+
 def export_urls(version: Version) -> dict[str, str]:
     artifact = version.artifact
-    names = [n for n in FORMATS if n != "croissant" or artifact.kind == "dataset"]
     return {name: absolute(reverse("api:version-metadata",
                                    args=[artifact.owner.username, artifact.name, version.label, name]))
-            for name in names}
+            for name in export_names(artifact.kind)}
+
+
+def pid_export_url(pid: str, name: str) -> str:
+    """A PID's record in one format, whatever it names (a concept, a version, a tombstone): where the
+    resolver sends a client that asked for that format."""
+    return absolute(reverse("api:pid-metadata", args=[name, pid]))
+
+
+def landing_url(pid: str) -> str:
+    """The landing page of a PID: where the resolver sends browsers."""
+    return absolute(reverse("landing", args=[pid]))
 
 
 def with_measurements(version: Version) -> dict[str, Any]:
@@ -94,39 +108,69 @@ def with_measurements(version: Version) -> dict[str, Any]:
     return {**version.metadata, "benchmarks": [*(version.metadata.get("benchmarks") or []), *found]}
 
 
+def _version_link(version: Version) -> Link:
+    return Link("version", pid_url(version.pid), version.pid, str(version))
+
+
+def _neighbours(version: Version) -> tuple[Link | None, Link | None]:
+    """The versions just before and after ``version`` (tombstones included: their PIDs still resolve)."""
+    ordered = list(version.artifact.versions.order_by("created", "id").select_related("artifact__owner"))
+    index = next(i for i, v in enumerate(ordered) if v.pk == version.pk)
+    before = _version_link(ordered[index - 1]) if index > 0 else None
+    after = _version_link(ordered[index + 1]) if index + 1 < len(ordered) else None
+    return before, after
+
+
 def version_record(version: Version, viewer: Viewer) -> Record:
-    """The record of one version (files, provenance, its concept) as ``viewer`` may see it: a source they
-    may not read keeps its relation and kind, not its name, PID or IRI."""
+    """The record of one version (files, provenance, its concept, its neighbours) as ``viewer`` may see it:
+    a source they may not read keeps its relation and kind, not its name, PID or IRI. A deleted version's
+    record is its tombstone's: no files, marked withdrawn."""
     # One query each for files and provenance, skipped where a list view prefetched them already.
     prefetch_related_objects([version], "files", "provenance__target__artifact__owner")
     artifact = version.artifact
     job = version.metadata.get("job")
+    previous, following = _neighbours(version)
     return Record(
         iri=pid_url(version.pid), pid=version.pid, kind=artifact.kind, label=version.label,
         metadata=with_measurements(version), published=version.created, owner=artifact.owner.username,
         public=artifact.is_public,
-        files=[FileEntry(f.path, f.size, f.blob_id, f.media_type, file_url(version, f.path))
-               for f in version.files.all()],
+        files=[] if version.is_deleted else [FileEntry(f.path, f.size, f.blob_id, f.media_type,
+                                                       file_url(version, f.path)) for f in version.files.all()],
         provenance=[Link.hidden(s.relation, s.kind) if s.target is None
                     else Link(s.relation, pid_url(s.target.pid), s.target.pid, str(s.target))
                     for s in sources(viewer, version)],
         concept_iri=pid_url(artifact.pid), concept_pid=artifact.pid,
         job_url=absolute(reverse("api:job-detail", args=[job])) if isinstance(job, str) and job else "",
-        export_urls=export_urls(version),
+        export_urls=({name: pid_export_url(version.pid, name) for name in export_names(artifact.kind)}
+                     if version.is_deleted or artifact.deleted_at else export_urls(version)),
+        previous=previous, next=following,
+        withdrawn=version.deleted_at, withdrawn_reason=version.deletion_reason,
     )
 
 
-def concept_record(artifact: Artifact, viewer: Viewer) -> Record | None:
-    """The concept PID's record: the latest version's metadata, pointing at every live version."""
-    latest = artifact.latest_version()
+def concept_record(artifact: Artifact, viewer: Viewer) -> Record:
+    """The concept PID's record: the latest version's description, with every version as a part
+    (``HasVersion``) and only the provenance that leads outside the artifact. An artifact without a
+    version yet has a record too (its title, description and owner); a deleted one is withdrawn."""
+    versions = list(artifact.versions.order_by("created", "id").select_related("artifact__owner"))
+    live = [v for v in versions if not v.is_deleted]
+    latest = (live or versions or [None])[-1]
+    urls = {name: pid_export_url(artifact.pid, name) for name in export_names(artifact.kind)}
+    common = {"iri": pid_url(artifact.pid), "pid": artifact.pid, "kind": artifact.kind, "label": "",
+              "owner": artifact.owner.username, "public": artifact.is_public, "export_urls": urls,
+              "withdrawn": artifact.deleted_at, "withdrawn_reason": artifact.deletion_reason,
+              "versions": [_version_link(v) for v in (live if not artifact.deleted_at else versions)]}
     if latest is None:
-        return None
+        metadata = {"title": artifact.title or artifact.full_name, "kind": artifact.kind,
+                    **({"description": artifact.description} if artifact.description else {})}
+        return Record(metadata=metadata, published=artifact.created, **common)
     record = version_record(latest, viewer)
-    record.iri, record.pid, record.label = pid_url(artifact.pid), artifact.pid, ""
-    record.versions = [Link("has_version", pid_url(v.pid), v.pid, str(v))
-                       for v in artifact.versions.filter(deleted_at__isnull=True).select_related("artifact__owner")]
-    return record
+    own = {v.pid for v in versions}
+    return Record(metadata=record.metadata, published=versions[0].created,
+                  updated=latest.created if len(versions) > 1 else None,
+                  files=record.files if not artifact.deleted_at else [],
+                  provenance=[link for link in record.provenance if link.pid not in own], **common)
 
 
-def record_for(found: Artifact | Version, viewer: Viewer) -> Record | None:
+def record_for(found: Artifact | Version, viewer: Viewer) -> Record:
     return version_record(found, viewer) if isinstance(found, Version) else concept_record(found, viewer)

@@ -1,9 +1,11 @@
 """FAIR Signposting (https://signposting.org/FAIR/), levels 1 and 2: typed links from a landing page to
-its PID, metadata, files, type, license and authors, as ``Link`` headers and as a linkset."""
+its PID, metadata, files, type, license, authors and neighbouring versions, as ``Link`` headers, as
+``<link>`` elements and as an RFC 9264 linkset; and the links back (``describes``, ``collection``) from
+each metadata document and file to the landing page."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.urls import reverse
 
@@ -11,54 +13,88 @@ from hub.registry.api.serializers import absolute
 from ontology.exports import FORMATS, SCHEMA_TYPES
 from ontology.record import Record
 
-# The metadata formats a landing page announces with rel="describedby" (one per media type).
-DESCRIBED_BY = ["jsonld", "turtle", "rdfxml", "datacite-json", "datacite-xml"]
+# The metadata formats a landing page announces with rel="describedby", and the profile each conforms to.
+DESCRIBED_BY = ["jsonld", "turtle", "rdfxml", "ntriples", "datacite-json", "datacite-xml", "schemaorg", "croissant"]
+PROFILES = {"datacite-json": "http://datacite.org/schema/kernel-4", "datacite-xml": "http://datacite.org/schema/kernel-4",
+            "schemaorg": "https://schema.org/", "croissant": "http://mlcommons.org/croissant/1.0"}
+
+
+class Signpost(NamedTuple):
+    target: str
+    rel: str
+    type: str = ""
+    profile: str = ""
 
 
 def linkset_url(pid: str) -> str:
     return absolute(reverse("linkset", args=[pid]))
 
 
-def links(record: Record) -> list[tuple[str, str, str]]:
-    """(target, rel, media type or "") for every signpost of ``record``'s landing page."""
-    out: list[tuple[str, str, str]] = [(record.iri, "cite-as", "")]
+def links(record: Record) -> list[Signpost]:
+    """Every signpost of ``record``'s landing page."""
+    out = [Signpost(record.iri, "cite-as")]
     for name in DESCRIBED_BY:
         if name in record.export_urls:
-            out.append((record.export_urls[name], "describedby", FORMATS[name][0]))
-    if "croissant" in record.export_urls:
-        out.append((record.export_urls["croissant"], "describedby", FORMATS["croissant"][0]))
+            out.append(Signpost(record.export_urls[name], "describedby", FORMATS[name][0], PROFILES.get(name, "")))
     for entry in record.files:
-        out.append((entry.url, "item", entry.media_type))
-    out.append((f"https://schema.org/{SCHEMA_TYPES[record.kind]}", "type", ""))
-    out.append(("https://schema.org/AboutPage", "type", ""))
+        out.append(Signpost(entry.url, "item", entry.media_type))
+    out.append(Signpost(f"https://schema.org/{SCHEMA_TYPES[record.kind]}", "type"))
+    out.append(Signpost("https://schema.org/AboutPage", "type"))
     if record.license_uri:
-        out.append((record.license_uri, "license", ""))
-    for person in record.creators:
-        if person.get("orcid"):
-            out.append((person["orcid"], "author", ""))
-    out.append((linkset_url(record.pid), "linkset", "application/linkset+json"))
+        out.append(Signpost(record.license_uri, "license"))
+    for agent in record.creators:
+        if agent.get("orcid") or agent.get("ror"):
+            out.append(Signpost(agent.get("orcid") or agent["ror"], "author"))
+    if record.previous:
+        out.append(Signpost(record.previous.iri, "predecessor-version"))
+    if record.next:
+        out.append(Signpost(record.next.iri, "successor-version"))
+    out.append(Signpost(linkset_url(record.pid), "linkset", "application/linkset+json"))
     return out
 
 
-def link_header(record: Record) -> str:
+def _header(signposts: list[Signpost]) -> str:
     parts = []
-    for target, rel, media_type in links(record):
-        part = f'<{target}> ; rel="{rel}"'
-        if media_type:
-            part += f' ; type="{media_type}"'
+    for link in signposts:
+        part = f'<{link.target}> ; rel="{link.rel}"'
+        if link.type:
+            part += f' ; type="{link.type}"'
+        if link.profile:
+            part += f' ; profile="{link.profile}"'
         parts.append(part)
     return " , ".join(parts)
 
 
+def link_header(record: Record) -> str:
+    return _header(links(record))
+
+
+def back_links(pid: str, landing: str, rel: str) -> str:
+    """The ``Link`` header of a metadata document (``describes``) or a file (``collection``): the way back
+    to its landing page, and the PID to cite."""
+    return _header([Signpost(landing, rel, "text/html"), Signpost(absolute("/" + pid), "cite-as")])
+
+
+def _target(link: Signpost) -> dict[str, Any]:
+    """An RFC 9264 target object: ``href``, ``type``, and ``profile`` as a string (space-separated URIs), the
+    form FAIR Signposting's linksets use and its reference parser (the ``signposting`` package) reads."""
+    out: dict[str, Any] = {"href": link.target}
+    if link.type:
+        out["type"] = link.type
+    if link.profile:
+        out["profile"] = link.profile
+    return out
+
+
 def linkset(record: Record, landing: str) -> dict[str, Any]:
-    """RFC 9264 JSON linkset: the landing page's links, and each file's way back to it (level 2)."""
+    """RFC 9264 JSON linkset: the landing page's links, and each file's and metadata document's way back to
+    it (level 2)."""
     context: dict[str, Any] = {"anchor": landing}
-    for target, rel, media_type in links(record):
-        if rel == "linkset":
-            continue
-        entry = {"href": target, **({"type": media_type} if media_type else {})}
-        context.setdefault(rel, []).append(entry)
-    items = [{"anchor": entry.url, "collection": [{"href": landing, "type": "text/html"}]} for entry in record.files]
-    described = [{"anchor": url, "describes": [{"href": landing, "type": "text/html"}]}
+    for link in links(record):
+        if link.rel != "linkset":
+            context.setdefault(link.rel, []).append(_target(link))
+    home = [{"href": landing, "type": "text/html"}]
+    items = [{"anchor": entry.url, "collection": home} for entry in record.files]
+    described = [{"anchor": url, "describes": home}
                  for name, url in record.export_urls.items() if name in DESCRIBED_BY]
     return {"linkset": [context, *items, *described]}

@@ -23,7 +23,7 @@ from hub.registry.models import Artifact, Version
 from hub.web import markdown, preview, snippets
 from ontology import exports
 from ontology.graph import LITERALS
-from ontology.record import RELATION_WORDS
+from ontology.record import RELATION_WORDS, Record, affiliations
 from ontology.vocab import HPC_NAMESPACE, HUB_NAMESPACE
 
 # Shown elsewhere on the page, or the hub's own bookkeeping.
@@ -231,6 +231,12 @@ def jobs_shown(version: Version, user) -> list[Job]:
     return list(jobs.order_by("-created")[:10])
 
 
+def people(record: Record) -> list[dict[str, str]]:
+    """The creators as the page names them: name, ORCID or ROR link, affiliations in words."""
+    return [{"name": agent["name"], "orcid": agent.get("orcid", ""), "ror": agent.get("ror", ""),
+             "affiliation": "; ".join(org["name"] for org in affiliations(agent))} for agent in record.creators]
+
+
 def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpResponse:
     """Render the landing page from the resolver's context (artifact, version, record, ...)."""
     user = viewer.user
@@ -248,6 +254,7 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
         "collaborators": artifact.collaborators.all() if can_write else [],
         "signature_in": metadata.get("inputs") or [],
         "signature_out": metadata.get("outputs") or [],
+        "people": people(record) if record else [],
     })
     if version is not None:
         files = list(version.files.order_by("path"))

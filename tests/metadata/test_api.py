@@ -148,7 +148,10 @@ def test_every_export_over_the_api(api, anon, published):
     assert anon.get(MODEL + "versions/1/metadata/croissant").json()["code"] == "unsupported_format"
     assert anon.get(MODEL + "versions/1/metadata/yaml").status_code == 400
     api.delete(MODEL + "versions/1/")
-    assert anon.get(MODEL + "versions/1/metadata/jsonld").status_code == 410
+    tombstone = anon.get(MODEL + "versions/1/metadata/jsonld")  # a deleted version keeps its record (FAIR A2)
+    assert tombstone.status_code == 200
+    withdrawn = Graph().parse(data=tombstone.content, format="json-ld")
+    assert (subject, SDO.creativeWorkStatus, Literal("Withdrawn")) in withdrawn
 
 
 NEGOTIATED = {
@@ -166,7 +169,7 @@ def test_content_negotiation_on_version_and_concept_pids(anon, published, media_
     model = published[0]
     concept_pid = anon.get(MODEL).json()["pid"]
     for pid, subject in ((model["pid"], model["pid_url"]), (concept_pid, None)):
-        response = anon.get(f"/{pid}", HTTP_ACCEPT=f"{media_type}, text/html;q=0.5")
+        response = anon.get(f"/{pid}", follow=True, HTTP_ACCEPT=f"{media_type}, text/html;q=0.5")
         assert response.status_code == 200 and response["Content-Type"].startswith(media_type), pid
         assert "Accept" in response["Vary"]
         parsed = NEGOTIATED[media_type](response.content)
@@ -176,26 +179,27 @@ def test_content_negotiation_on_version_and_concept_pids(anon, published, media_
             assert parsed["identifiers"][0]["identifier"] == pid
         else:
             assert parsed.find(f"{{{'http://datacite.org/schema/kernel-4'}}}identifier").text == pid
-    concept = Graph().parse(data=anon.get(f"/pid/{concept_pid}", HTTP_ACCEPT="text/turtle").content, format="turtle")
+    turtle = anon.get(f"/pid/{concept_pid}", follow=True, HTTP_ACCEPT="text/turtle")
+    concept = Graph().parse(data=turtle.content, format="turtle")
     assert (URIRef(f"http://127.0.0.1:8000/{concept_pid}"), URIRef("http://purl.org/dc/terms/hasVersion"),
             URIRef(model["pid_url"])) in concept
 
 
 def test_unacceptable_types_and_private_artifacts(api, anon, published, other):
     pid = published[0]["pid"]
-    refused = anon.get(f"/{pid}", HTTP_ACCEPT="image/png")
+    refused = anon.get(f"/{pid}", follow=True, HTTP_ACCEPT="image/png")
     assert refused.status_code == 406 and refused.json()["code"] == "not_acceptable"
     api.patch(MODEL, {"visibility": "private"}, format="json")
     for accept in ("text/turtle", "application/vnd.datacite.datacite+json", "text/html"):
-        assert anon.get(f"/{pid}", HTTP_ACCEPT=accept).status_code == 404
-        assert client_for(other).get(f"/{pid}", HTTP_ACCEPT=accept).status_code == 404
-    assert api.get(f"/{pid}", HTTP_ACCEPT="text/turtle").status_code == 200
+        assert anon.get(f"/{pid}", follow=True, HTTP_ACCEPT=accept).status_code == 404
+        assert client_for(other).get(f"/{pid}", follow=True, HTTP_ACCEPT=accept).status_code == 404
+    assert api.get(f"/{pid}", follow=True, HTTP_ACCEPT="text/turtle").status_code == 200
     assert anon.get(f"/linkset/{pid}").status_code == 404
 
 
 def test_landing_page_embeds_schema_org_and_sends_signposting(anon, published):
     model = published[0]
-    response = anon.get(f"/{model['pid']}", HTTP_ACCEPT="text/html")
+    response = anon.get(f"/{model['pid']}", follow=True, HTTP_ACCEPT="text/html")
     assert response.status_code == 200
     html = response.content.decode()
     [embedded] = re.findall(r'<script type="application/ld\+json">(.*?)</script>', html, re.S)
@@ -203,8 +207,8 @@ def test_landing_page_embeds_schema_org_and_sends_signposting(anon, published):
     assert record["@type"] == "SoftwareSourceCode" and record["name"] == "Cloud mask CNN"
     assert record["license"] == "https://spdx.org/licenses/Apache-2.0"
     assert record["creator"][0]["@id"] == "https://orcid.org/0000-0002-1825-0097"
-    assert {d["name"] for d in record["distribution"]} == {"README.md", "cnn.onnx"}
-    assert all(d["contentUrl"].startswith("http://127.0.0.1:8000/api/v1/") for d in record["distribution"])
+    assert {d["name"] for d in record["associatedMedia"]} == {"README.md", "cnn.onnx"}
+    assert all(d["contentUrl"].startswith("http://127.0.0.1:8000/api/v1/") for d in record["associatedMedia"])
     link = response["Link"]
     assert f'<{model["pid_url"]}> ; rel="cite-as"' in link
     assert 'rel="describedby" ; type="text/turtle"' in link and 'rel="item" ; type="application/onnx"' in link
@@ -220,11 +224,12 @@ def test_landing_page_signposts_in_html_and_parses_offline(anon, published):
     from rdflib import Graph
 
     model = published[0]
-    response = anon.get(f"/{model['pid']}", HTTP_ACCEPT="text/html")
+    response = anon.get(f"/{model['pid']}", follow=True, HTTP_ACCEPT="text/html")
     html = response.content.decode()
     head = html[:html.index("</head>")]
-    in_head = set(re.findall(r'<link rel="([^"]+)" href="([^"]+)"(?: type="([^"]+)")?>', head)) - {
-        (rel, href, "") for rel, href in [("stylesheet", "/static/web/hub.css"), ("icon", "data:,")]}
+    in_head = set(re.findall(r'<link rel="([^"]+)" href="([^"]+)"(?: type="([^"]+)")?(?: profile="[^"]+")?>',
+                             head)) - {(rel, href, "") for rel, href in [("stylesheet", "/static/web/hub.css"),
+                                                                         ("icon", "data:,")]}
     in_header = set(re.findall(r'<([^>]+)> ; rel="([^"]+)"(?: ; type="([^"]+)")?', response["Link"]))
     assert {(href, rel, kind) for rel, href, kind in in_head} == in_header
     [embedded] = re.findall(r'<script type="application/ld\+json">(.*?)</script>', html, re.S)
@@ -246,7 +251,7 @@ def test_a_card_cannot_inject_script_into_the_landing_page(api, anon, dataset):
     evil = b"---\ntitle: </script><script>alert(1)</script>\ncreators: [x]\nlicense: MIT\n---\nbody"
     response = post(api, dataset, {"README.md": evil, "d.csv": CSV})
     assert response.status_code == 201, response.content
-    html = anon.get(f"/{response.json()['pid']}", HTTP_ACCEPT="text/html").content.decode()
+    html = anon.get(f"/{response.json()['pid']}", follow=True, HTTP_ACCEPT="text/html").content.decode()
     assert "<script>alert(1)</script>" not in html
     scripts = re.findall(r"<script[^>]*>", html)  # the JSON-LD block and the hub's own script, nothing else
     assert sorted(scripts) == ['<script src="/static/web/hub.js" defer>', '<script type="application/ld+json">']
@@ -260,12 +265,15 @@ def test_field_table_is_published(anon):
 
 @pytest.mark.django_db(transaction=True)
 def test_signposting_parses_with_the_signposting_package(live_server, owner, tmp_path):
+    import requests
     import signposting
 
     api = client_for(owner)
     api.post("/api/v1/artifacts/", {"kind": "model", "name": "cnn"}, format="json")
     version = post(api, MODEL, {"README.md": CARD, "cnn.onnx": onnx_bytes()}, {"description": "Clouds."}).json()
-    landing = f"{live_server.url}/{version['pid']}"
+    resolved = requests.get(f"{live_server.url}/{version['pid']}", allow_redirects=False, timeout=10)
+    assert resolved.status_code == 303 and resolved.headers["Location"].endswith(f"/landing/{version['pid']}")
+    landing = f"{live_server.url}/landing/{version['pid']}"
     signposts = signposting.find_signposting_http(landing)
     assert str(signposts.citeAs.target) == version["pid_url"]
     assert {str(s.type) for s in signposts.describedBy} >= {"application/ld+json", "text/turtle",
@@ -278,7 +286,7 @@ def test_signposting_parses_with_the_signposting_package(live_server, owner, tmp
     linkset_url = str(signposts.linksets.pop().target) if isinstance(signposts.linksets, set) else \
         str(next(iter(signposts.linksets)).target)
     linkset = signposting.find_signposting_linkset(linkset_url.replace("http://127.0.0.1:8000", live_server.url))
-    from_linkset = linkset.for_context(version["pid_url"])
+    from_linkset = linkset.for_context(resolved.headers["Location"])
     assert str(from_linkset.citeAs.target) == version["pid_url"]
     assert len(from_linkset.items) == 2 and from_linkset.license is not None
 

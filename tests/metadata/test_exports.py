@@ -71,7 +71,9 @@ def test_rdf_exports_parse_back_with_the_expected_terms(name, rdflib_format):
     assert json.loads(graph.value(tensor, HUB.shape)) == ["batch", 3, 64, 64]
     bench = graph.value(s, HUB.benchmark)
     assert (graph.value(bench, HUB.onHardware), HPC.gpuModel, Literal("A100")) in graph
-    download = graph.value(s, SDO.distribution)
+    assert graph.value(s, SDO.distribution) is None  # schema.org's distribution is a dataset's
+    download = graph.value(s, SDO.associatedMedia)
+    assert (download, RDF.type, SDO.MediaObject) in graph
     assert graph.value(download, HUB.sha256) == Literal("a" * 64)
     assert graph.value(download, SDO.contentUrl) == URIRef(f"{BASE}/files/cnn.onnx")
 
@@ -118,7 +120,8 @@ def test_schema_org_record_for_landing_pages():
     data = json.loads(exports.export(model_record(), "schemaorg"))
     assert data["@type"] == "SoftwareSourceCode" and data["license"] == "https://spdx.org/licenses/Apache-2.0"
     assert data["identifier"][0] == "ark:/99999/fk4model1" and data["version"] == "1-onnx"
-    assert data["distribution"][0]["contentSize"] == "4096 B" and data["isAccessibleForFree"] is True
+    assert "distribution" not in data and data["associatedMedia"][0]["@type"] == "MediaObject"
+    assert data["associatedMedia"][0]["contentSize"] == "4096 B" and data["isAccessibleForFree"] is True
     assert {item["identifier"] for item in data["isBasedOn"]} == {"ark:/99999/fk4src", "ark:/99999/fk4data"}
     graph = Graph().parse(data=json.dumps({**data, "@context": {"@vocab": "https://schema.org/"}}), format="json-ld")
     assert (URIRef(data["@id"]), SDO.name, Literal("Cloud mask CNN")) in graph

@@ -154,7 +154,7 @@ def test_deleted_version_is_a_tombstone_and_its_bytes_are_purged(backend, api, m
     assert record["deleted"] and record["deletion_reason"] == "wrong weights"
     assert all(f["download_url"] is None for f in record["files"])
     assert api.get(model).json()["latest_version"] == kept["version"]
-    page = anon.get("/" + second["pid"])
+    page = anon.get("/" + second["pid"], follow=True)
     assert page.status_code == 410 and b"wrong weights" in page.content and b"w.bin" in page.content
 
 

@@ -20,16 +20,16 @@ def test_version_and_concept_pids_resolve(owner, publish):
     artifact, first = publish(owner, "m", {"a.bin": b"1"})
     _, second = publish(owner, "m", {"a.bin": b"2"})
     client = Client()
-    page = client.get("/" + first.pid)
+    page = client.get("/" + first.pid, follow=True)
     assert page.status_code == 200 and first.pid.encode() in page.content
     assert page["Content-Type"].startswith("text/html")
-    same = client.get("/pid/" + first.pid)
+    same = client.get("/pid/" + first.pid, follow=True)
     assert same.status_code == 200 and jsonld(same) == jsonld(page)  # the pages differ only in CSRF tokens
-    concept = client.get("/" + artifact.pid, HTTP_ACCEPT="application/json").json()
+    concept = client.get("/" + artifact.pid, follow=True, HTTP_ACCEPT="application/json").json()
     assert concept["latest_version"] == second.label
     info = client.get("/" + artifact.pid + "?info").content.decode()
     assert info.startswith("erc:") and f"latest: {second.pid}" in info and "status: active" in info
-    as_json = client.get("/" + first.pid, HTTP_ACCEPT="application/json").json()
+    as_json = client.get("/" + first.pid, follow=True, HTTP_ACCEPT="application/json").json()
     assert as_json["pid"] == first.pid and as_json["files"][0]["path"] == "a.bin"
 
 
@@ -47,7 +47,7 @@ def test_unknown_and_mistyped_pids_are_404(owner, publish):
     _, version = publish(owner, "m")
     typo = version.pid[:-1] + ("b" if version.pid[-1] != "b" else "c")  # a wrong check character
     assert not pids.is_valid(typo)
-    assert Client().get("/" + typo).status_code == 404
+    assert Client().get("/" + typo, follow=True).status_code == 404
     assert Client().get("/ark:/99999/fk4nothing").status_code == 404
     assert Client().get("/pid/not-a-pid").status_code == 404
 
@@ -55,20 +55,20 @@ def test_unknown_and_mistyped_pids_are_404(owner, publish):
 def test_private_pids_are_404_to_others_and_visible_to_the_owner(owner, other, publish):
     artifact, version = publish(owner, "hidden", visibility="private")
     for pid in (artifact.pid, version.pid):
-        assert Client().get("/" + pid).status_code == 404
+        assert Client().get("/" + pid, follow=True).status_code == 404
         assert Client().get("/" + pid + "?info").status_code == 404
         stranger = Client()
         stranger.force_login(other)
-        assert stranger.get("/" + pid).status_code == 404
+        assert stranger.get("/" + pid, follow=True).status_code == 404
         me = Client()
         me.force_login(owner)
-        assert me.get("/" + pid).status_code == 200
+        assert me.get("/" + pid, follow=True).status_code == 200
 
 
 def test_deleted_artifact_concept_pid_is_a_tombstone(api, owner, publish):
     artifact, version = publish(owner, "gone-soon")
     assert api.delete("/api/v1/artifacts/alice/gone-soon/?reason=superseded").status_code == 204
     for pid in (artifact.pid, version.pid):
-        response = Client().get("/" + pid)
+        response = Client().get("/" + pid, follow=True)
         assert response.status_code == 410 and b"superseded" in response.content
     assert "status: deleted" in Client().get("/" + version.pid + "?info").content.decode()

@@ -31,8 +31,8 @@ def test_pages_answer_and_private_things_stay_hidden(owner, other, publish):
         assert response.status_code == 200, url
     listing = anon.get("/browse/?q=model").content.decode()
     assert "open-model" in listing and "hidden-model" not in listing
-    assert anon.get("/" + hidden.pid).status_code == 404
-    assert signed_in(other).get("/" + hidden.pid).status_code == 404
+    assert anon.get("/" + hidden.pid, follow=True).status_code == 404
+    assert signed_in(other).get("/" + hidden.pid, follow=True).status_code == 404
     assert "hidden-model" in signed_in(owner).get("/browse/?q=model").content.decode()
     for url in ("/publish/", "/jobs/", "/account/"):  # pages of a signed-in user
         assert anon.get(url)["Location"].startswith("/accounts/login/?next=")
@@ -132,8 +132,8 @@ def test_sharing_is_for_the_owner_only(owner, other, collaborator, publish):
                           {"visibility": "private", "collaborators": other.username, "next": "https://evil.test/"})
     artifact.refresh_from_db()
     assert artifact.visibility == "private" and list(artifact.collaborators.all()) == [other]
-    assert signed_in(other).get("/" + artifact.pid).status_code == 200
-    assert signed_in(collaborator).get("/" + artifact.pid).status_code == 404
+    assert signed_in(other).get("/" + artifact.pid, follow=True).status_code == 200
+    assert signed_in(collaborator).get("/" + artifact.pid, follow=True).status_code == 404
 
 
 def test_account_page_issues_and_revokes_tokens(owner):
@@ -168,7 +168,7 @@ def test_owner_pages_metadata_descriptions_times_and_export_names(owner, other, 
     assert "owned-secret" in signed_in(owner).get(f"/owners/{owner.username}/").content.decode()
     assert anon.get(f"/owners/{other.username}/").status_code == 404  # nothing of theirs to show
     assert anon.get("/owners/nobody-at-all/").status_code == 404
-    landing = anon.get("/" + version.pid).content.decode()
+    landing = anon.get("/" + version.pid, follow=True).content.decode()
     assert f'href="/owners/{owner.username}/"' in landing
     assert f'<meta name="description" content="{version.metadata["description"]}">' in landing
     assert '<meta name="description" content="HPCFair Hub: find' in anon.get("/").content.decode()
@@ -180,12 +180,12 @@ def test_owner_pages_metadata_descriptions_times_and_export_names(owner, other, 
 
 def test_landing_page_shows_the_parts_of_a_model(owner, publish):
     artifact, version = publish(owner, "shown")
-    page = signed_in(owner).get("/" + version.pid)
+    page = signed_in(owner).get("/" + version.pid, follow=True)
     text = page.content.decode()
     for part in ('id="metadata"', 'id="files"', 'id="versions"', 'id="cite"', 'id="use"', 'id="sharing"'):
         assert part in text, part
     assert "@misc{" in text and "hpc:machineLearningFramework" in text
-    assert 'id="sharing"' not in Client().get("/" + version.pid).content.decode()
+    assert 'id="sharing"' not in Client().get("/" + version.pid, follow=True).content.decode()
 
 
 def test_markdown_is_rendered_without_scripts_or_outside_requests():
@@ -249,7 +249,7 @@ def test_dataset_and_project_pages_show_what_they_hold(owner, publish):
     csv_data = b"age,height,species\n3,1.5,setosa\n4,1.7,virginica\n"
     card = b"---\ntitle: Heights\n---\n# Heights\nMeasured by hand.\n"
     _, dataset = publish(owner, "heights", {"heights.csv": csv_data, "README.md": card}, kind="dataset")
-    page = Client().get("/" + dataset.pid).content.decode()
+    page = Client().get("/" + dataset.pid, follow=True).content.decode()
     assert "<h2>Dataset card</h2>" in page and "Model card" not in page
     assert '<section id="schema">' in page and "2 rows" in page
     for column, dtype in (("age", "int64"), ("height", "float64"), ("species", "string")):
@@ -257,7 +257,7 @@ def test_dataset_and_project_pages_show_what_they_hold(owner, publish):
     files = {path: (EXAMPLE_PROJECT / path).read_bytes() for path in
              ("mlcube.yaml", "Containerfile", "requirements.txt", "main.py", "workspace/parameters.yaml")}
     _, project = publish(owner, "regression-project", files, kind="project")
-    page = Client().get("/" + project.pid).content.decode()
+    page = Client().get("/" + project.pid, follow=True).content.decode()
     assert '<section id="mlcube">' in page
     assert page.index("<code>prepare</code>") < page.index("<code>train</code>")  # in run order
 
@@ -265,10 +265,10 @@ def test_dataset_and_project_pages_show_what_they_hold(owner, publish):
 def test_version_pages_name_the_concept_pid_and_a_newer_version(owner, publish):
     artifact, first = publish(owner, "evolving", label="1")
     _, second = publish(owner, "evolving", label="2")
-    old = Client().get("/" + first.pid).content.decode()
+    old = Client().get("/" + first.pid, follow=True).content.decode()
     assert f'a newer version exists: <a href="/{second.pid}">2</a>' in old
     assert f'<a class="pid" href="/{artifact.pid}">{artifact.pid}</a>' in old
-    assert "a newer version exists" not in Client().get("/" + second.pid).content.decode()
+    assert "a newer version exists" not in Client().get("/" + second.pid, follow=True).content.decode()
 
 
 def test_a_failed_conversion_says_what_to_do_and_offers_no_inference(owner, publish):
@@ -277,11 +277,11 @@ def test_a_failed_conversion_says_what_to_do_and_offers_no_inference(owner, publ
     artifact, version = publish(owner, "unconvertible", {"model.pt": b"not torchscript"})
     Job.objects.create(kind=Job.Kind.CONVERT, requester=owner, version=version, state=Job.State.FAILED,
                        error_code="signature_required", error_detail="model.pt: TorchScript needs input shapes.")
-    anon = Client().get("/" + version.pid).content.decode()
+    anon = Client().get("/" + version.pid, follow=True).content.decode()
     assert "its conversion to ONNX failed" in anon and "<strong>signature_required</strong>" in anon
     assert "Give the model&#x27;s inputs" in anon and 'id="use"' not in anon and 'id="try"' not in anon
     assert "TorchScript needs input shapes" not in anon  # the job's own message is for those who may write
-    mine = signed_in(owner).get("/" + version.pid).content.decode()
+    mine = signed_in(owner).get("/" + version.pid, follow=True).content.decode()
     assert "TorchScript needs input shapes" in mine and "The conversion job and its log" in mine
 
 
@@ -300,7 +300,7 @@ def test_the_verification_table_shows_relative_differences_and_inputs(owner, pub
     services.create_version(artifact, owner, label="1-onnx", files=[staged(tmp_path, "model.onnx", b"onnx")],
                             metadata=valid_metadata("model", job="1", verification={"model.onnx": report}),
                             provenance=[ProvenanceRef(ProvenanceLink.Relation.CONVERTED_FROM, source)], system=True)
-    page = Client().get("/" + source.pid).content.decode()
+    page = Client().get("/" + source.pid, follow=True).content.decode()
     row = page[page.index('<tr class="report">'):]
     row = row[:row.index("</tr>")]
     assert "<td>7e-06</td>" in row  # the largest over both runs, not "–"
@@ -321,7 +321,7 @@ def test_previews_download_all_and_counts(owner, publish):
              "weights.pt": b"\x80\x02not read here"}
     artifact, version = publish(owner, "previewed", files, kind="dataset")
     anon = Client()
-    page = anon.get("/" + version.pid).content.decode()
+    page = anon.get("/" + version.pid, follow=True).content.decode()
     assert '<table class="preview-table">' in page and "<td>9</td><td>81</td>" in page
     assert "<td>10</td><td>100</td>" not in page  # the first ten rows only
     assert "first line\nsecond line" in page
