@@ -289,6 +289,9 @@ HUB_SEARCH_ENGINE = env("HUB_SEARCH_ENGINE", "auto")
 # OAI-PMH: the contact harvesters see, and how many records one page holds.
 HUB_ADMIN_EMAIL = env("HUB_ADMIN_EMAIL", "admin@localhost")
 HUB_OAI_PAGE_SIZE = int(env("HUB_OAI_PAGE_SIZE", "100"))
+# The repositoryIdentifier of OAI identifiers (oai:{this}:{pid}); a domain name. Empty: the public host when
+# it is one, else a valid name made from it (an IP address is not).
+HUB_OAI_REPOSITORY_ID = env("HUB_OAI_REPOSITORY_ID", "")
 
 # SPARQL: each query runs in a forked child, killed after this many seconds; answers are capped.
 HUB_SPARQL_TIMEOUT_S = float(env("HUB_SPARQL_TIMEOUT_S", "10"))

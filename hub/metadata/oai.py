@@ -8,6 +8,7 @@ Lists page with resumption tokens that carry their own state (no server-side ses
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlparse
@@ -30,6 +31,7 @@ OAI_DC = "http://www.openarchives.org/OAI/2.0/oai_dc/"
 DC = "http://purl.org/dc/elements/1.1/"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
 OAI_DATACITE = "http://schema.datacite.org/oai/oai-1.1/"
+OAI_IDENTIFIER = "http://www.openarchives.org/OAI/2.0/oai-identifier"
 FORMATS = {
     "oai_dc": (f"{OAI_DC} http://www.openarchives.org/OAI/2.0/oai_dc.xsd", OAI_DC),
     "oai_datacite": ("http://schema.datacite.org/oai/oai-1.1/ http://schema.datacite.org/oai/oai-1.1/oai.xsd",
@@ -44,7 +46,8 @@ VERB_ARGUMENTS = {
     "ListRecords": ({"metadataPrefix"}, {"from", "until", "set", "resumptionToken"}),
     "GetRecord": ({"identifier", "metadataPrefix"}, set()),
 }
-PREFIXES = {"oai_dc": OAI_DC, "dc": DC, "xsi": XSI, "oai_datacite": OAI_DATACITE, "datacite": DATACITE_NS}
+PREFIXES = {"oai_dc": OAI_DC, "dc": DC, "xsi": XSI, "oai_datacite": OAI_DATACITE, "datacite": DATACITE_NS,
+            "oai-identifier": OAI_IDENTIFIER}
 
 
 class OaiError(Exception):
@@ -81,12 +84,23 @@ def _parse_date(value: str, name: str, end: bool) -> datetime:
     raise OaiError("badArgument", f"{name} must be YYYY-MM-DD or YYYY-MM-DDThh:mm:ssZ, not {value!r}.")
 
 
-def _host() -> str:
-    return urlparse(settings.HUB_PUBLIC_URL).hostname or "localhost"
+# The oai-identifier scheme's repositoryIdentifier: a domain name, each label starting with a letter.
+REPOSITORY_ID_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]*(\.[a-zA-Z][a-zA-Z0-9-]*)+$")
+
+
+def repository_id(host: str | None = None) -> str:
+    """``HUB_OAI_REPOSITORY_ID``, else the public host, when it is a valid domain name; else a valid name made
+    from it (``127.0.0.1`` -> ``h-127-0-0-1.local``): an IP address or ``localhost`` is not one."""
+    if host is None:
+        host = settings.HUB_OAI_REPOSITORY_ID or urlparse(settings.HUB_PUBLIC_URL).hostname or "localhost"
+    if REPOSITORY_ID_RE.match(host):
+        return host.lower()
+    label = re.sub(r"[^a-zA-Z0-9]+", "-", host).strip("-").lower() or "hub"
+    return f"{label if label[0].isalpha() else 'h-' + label}.local"
 
 
 def oai_identifier(version: Version) -> str:
-    return f"oai:{_host()}:{version.pid}"
+    return f"oai:{repository_id()}:{version.pid}"
 
 
 def _harvestable():
@@ -143,6 +157,13 @@ def _identify(root: ET.Element, args: dict[str, str]) -> None:
     _sub(node, "earliestDatestamp", _stamp(earliest))
     _sub(node, "deletedRecord", "persistent")
     _sub(node, "granularity", "YYYY-MM-DDThh:mm:ssZ")
+    described = _sub(_sub(node, "description"), "oai-identifier", namespace=OAI_IDENTIFIER, **{
+        _q(XSI, "schemaLocation"): f"{OAI_IDENTIFIER} http://www.openarchives.org/OAI/2.0/oai-identifier.xsd"})
+    sample = _harvestable().order_by("created").first()
+    for tag, text in (("scheme", "oai"), ("repositoryIdentifier", repository_id()), ("delimiter", ":"),
+                      ("sampleIdentifier", oai_identifier(sample) if sample else
+                       f"oai:{repository_id()}:ark:/{settings.HUB_PID['NAAN']}/{settings.HUB_PID['SHOULDER']}x")):
+        _sub(described, tag, text, namespace=OAI_IDENTIFIER)
 
 
 def _list_formats(root: ET.Element, args: dict[str, str]) -> None:
@@ -167,7 +188,7 @@ def _list_sets(root: ET.Element, args: dict[str, str]) -> None:
 
 
 def _find(identifier: str) -> Version:
-    prefix = f"oai:{_host()}:"
+    prefix = f"oai:{repository_id()}:"
     pid = identifier[len(prefix):] if identifier.startswith(prefix) else ""
     version = _harvestable().filter(pid=pid).first() if pid else None
     if version is None:

@@ -43,6 +43,8 @@ def prepare(artifact: Artifact, metadata: dict[str, Any], files: Sequence[FileIn
             if name not in merged and getattr(artifact, name):
                 merged[name] = getattr(artifact, name)
         facts = derive(artifact.kind, files)
+        if facts.get("records") and isinstance(merged.get("records"), list):
+            merged["records"] = _columns(facts.pop("records"), merged["records"])
         derived = sorted(k for k, v in facts.items() if k in AUTHORITATIVE or merged.get(k) is None)
         merged.update({k: facts[k] for k in derived})
         if body.strip() and "card" not in merged:
@@ -57,6 +59,15 @@ def prepare(artifact: Artifact, metadata: dict[str, Any], files: Sequence[FileIn
     except MetadataError as exc:
         raise invalid(exc)
     return clean
+
+
+def _columns(found: list[dict[str, Any]], given: list[Any]) -> list[dict[str, Any]]:
+    """The columns read from the file, each with what the metadata says about it (description, unit, a
+    dtype), then any column the metadata names that the file lacks."""
+    given = [{"name": item} if isinstance(item, str) else item for item in given]
+    named = {item["name"]: item for item in given if isinstance(item, dict) and isinstance(item.get("name"), str)}
+    out = [{**column, **named.pop(column["name"], {})} for column in found]
+    return out + [item for item in given if not isinstance(item, dict) or item.get("name") in named]
 
 
 def _refuse_hub_fields(sent: dict[str, Any]) -> None:

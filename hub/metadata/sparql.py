@@ -32,7 +32,8 @@ from django.conf import settings
 from django.db.models import Count, Max
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
-from rdflib import Graph, Literal, Variable
+from rdflib import BNode, Graph, Literal, Namespace, URIRef, Variable
+from rdflib.namespace import DCTERMS, RDF
 from rdflib.plugins.sparql import prepareQuery
 from rdflib.plugins.sparql.sparql import Query
 
@@ -239,6 +240,41 @@ def run_limited(graph: Graph, query: Query, result_format: str) -> tuple[str, by
     return ("ok" if data[:1] == b"O" else "error"), data[1:]
 
 
+SD = Namespace("http://www.w3.org/ns/sparql-service-description#")
+FORMATS = Namespace("http://www.w3.org/ns/formats/")
+# What the endpoint answers, as W3C format IRIs: SELECT/ASK results, then CONSTRUCT/DESCRIBE graphs.
+RESULT_FORMATS = ["SPARQL_Results_JSON", "SPARQL_Results_CSV", "SPARQL_Results_TSV", "SPARQL_Results_XML",
+                  "Turtle", "JSON-LD", "N-Triples", "RDF_XML"]
+
+
+def service_description(request: HttpRequest, accept: str | None = None) -> HttpResponse:
+    """The endpoint described for machine clients (SPARQL 1.1 Service Description): an ``sd:Service`` with
+    its language, result formats and default dataset; Turtle unless another RDF type is asked for."""
+    url = settings.HUB_PUBLIC_URL + "/sparql"
+    g = bind(Graph())
+    g.bind("sd", SD)
+    g.bind("formats", FORMATS)
+    service, dataset, default = URIRef(url), BNode(), BNode()
+    g.add((service, RDF.type, SD.Service))
+    g.add((service, SD.endpoint, service))
+    g.add((service, SD.supportedLanguage, SD.SPARQL11Query))
+    g.add((service, DCTERMS.title, Literal("HPCFair Hub SPARQL endpoint")))
+    g.add((service, DCTERMS.description, Literal(
+        "The metadata of every public artifact version (HPC Ontology, schema.org, PROV-O, DCTERMS); read-only.")))
+    for name in RESULT_FORMATS:
+        g.add((service, SD.resultFormat, FORMATS[name]))
+    g.add((service, SD.defaultDataset, dataset))
+    g.add((dataset, RDF.type, SD.Dataset))
+    g.add((dataset, SD.defaultGraph, default))
+    g.add((default, RDF.type, SD.Graph))
+    media_type = choose(request.headers.get("Accept", "") if accept is None else accept, list(GRAPH_TYPES))
+    media_type = media_type or "text/turtle"
+    charset = "" if media_type.endswith("json") else "; charset=utf-8"
+    response = HttpResponse(g.serialize(format=GRAPH_TYPES[media_type]), content_type=media_type + charset)
+    response["Vary"] = "Accept"
+    return response
+
+
 @csrf_exempt
 def endpoint(request: HttpRequest, accept: str | None = None) -> HttpResponse:
     """The SPARQL 1.1 protocol. ``accept`` stands for the request's Accept header (the browser page asks for
@@ -255,6 +291,8 @@ def endpoint(request: HttpRequest, accept: str | None = None) -> HttpResponse:
             return json_error(request, "unsupported_media_type",
                               "POST application/sparql-query or a form with query=…")
     elif request.method == "GET":
+        if "query" not in request.GET:  # the endpoint dereferenced: what it is (SPARQL 1.1 Service Description)
+            return service_description(request, accept)
         query = request.GET.get("query", "")
     else:
         return json_error(request, "method_not_allowed", "Use GET or POST.")

@@ -68,7 +68,7 @@ def test_list_records_pages_with_resumption_tokens(anon, records):
 
 def test_records_in_both_formats_and_deleted_headers(anon, records):
     live = records[1]
-    identifier = f"oai:127.0.0.1:{live.pid}"
+    identifier = f"oai:h-127-0-0-1.local:{live.pid}"
     dc = oai(anon, verb="GetRecord", identifier=identifier, metadataPrefix="oai_dc")
     assert dc.find(".//dc:title", NS).text == "Title of model-1"
     assert dc.find(".//dc:rights", NS).text == "https://spdx.org/licenses/MIT"
@@ -77,7 +77,7 @@ def test_records_in_both_formats_and_deleted_headers(anon, records):
     resource = datacite.find(".//od:payload/d:resource", NS)
     assert resource.find("d:identifier", NS).text == live.pid
     assert resource.find("d:creators/d:creator/d:creatorName", NS).text == "Alice Example"
-    deleted = oai(anon, verb="GetRecord", identifier=f"oai:127.0.0.1:{records[0].pid}", metadataPrefix="oai_dc")
+    deleted = oai(anon, verb="GetRecord", identifier=f"oai:h-127-0-0-1.local:{records[0].pid}", metadataPrefix="oai_dc")
     header = deleted.find(".//o:header", NS)
     assert header.get("status") == "deleted" and deleted.find(".//o:metadata", NS) is None
 
@@ -98,7 +98,7 @@ def test_selective_harvesting(anon, records):
     ({"verb": "ListRecords", "metadataPrefix": "marc21"}, "cannotDisseminateFormat"),
     ({"verb": "ListRecords", "metadataPrefix": "oai_dc", "from": "yesterday"}, "badArgument"),
     ({"verb": "ListRecords", "resumptionToken": "not-a-token"}, "badResumptionToken"),
-    ({"verb": "GetRecord", "identifier": "oai:127.0.0.1:ark:/99999/fk4nope", "metadataPrefix": "oai_dc"},
+    ({"verb": "GetRecord", "identifier": "oai:h-127-0-0-1.local:ark:/99999/fk4nope", "metadataPrefix": "oai_dc"},
      "idDoesNotExist"),
     ({"verb": "Identify", "extra": "1"}, "badArgument"),
 ])
@@ -110,5 +110,5 @@ def test_private_records_cannot_be_fetched(anon, owner):
     from hub.registry.models import Version
 
     hidden = Version.objects.filter(artifact__visibility="private").first()
-    assert hidden is None or error_code(oai(anon, verb="GetRecord", identifier=f"oai:127.0.0.1:{hidden.pid}",
+    assert hidden is None or error_code(oai(anon, verb="GetRecord", identifier=f"oai:h-127-0-0-1.local:{hidden.pid}",
                                             metadataPrefix="oai_dc")) == "idDoesNotExist"
