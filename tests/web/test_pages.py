@@ -236,8 +236,10 @@ def test_sparql_in_a_browser_is_a_query_page_with_results(owner, publish):
     bad = anon.get("/sparql", {"query": "SELEC nothing"}, HTTP_ACCEPT=BROWSER_ACCEPT)
     assert bad.status_code == 200 and 'id="sparql-error"' in bad.content.decode()
     assert "does not parse" in bad.content.decode()
-    machine = anon.get("/sparql")  # a program without a query still gets the protocol's coded 400
-    assert machine.status_code == 400 and machine.json()["code"] == "malformed_query"
+    machine = anon.get("/sparql")  # a program without a query gets the service description
+    assert machine.status_code == 200 and machine["Content-Type"].startswith("text/turtle")
+    empty = anon.get("/sparql", {"query": ""})  # an empty query is still the protocol's coded 400
+    assert empty.status_code == 400 and empty.json()["code"] == "malformed_query"
     for example in ("Models and their frameworks", "What was converted from what", "How many of each type"):
         query = next(text for label, text in __import__("hub.web.sparql_page", fromlist=["EXAMPLES"]).EXAMPLES
                      if label == example)
