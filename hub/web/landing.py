@@ -58,8 +58,8 @@ def _term(name: str) -> tuple[str, str]:
 def _display(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, list):
-        return ", ".join(_display(v) for v in value)
+    if isinstance(value, list):  # entries that are mappings (contributors, grants) apart with ";"
+        return ("; " if any(isinstance(v, dict) for v in value) else ", ").join(_display(v) for v in value)
     if isinstance(value, dict):
         return ", ".join(f"{k}: {_display(v)}" for k, v in value.items())
     return str(value)

@@ -126,6 +126,7 @@ def test_datacite_xml_validates_against_the_kernel_4_6_schema(anon, rich):
 
 def test_schema_org_and_rdf_carry_the_same_relations_as_resolvable_links(anon, rich):
     page = get(anon, rich["pid"], "text/html")
+    assert "role: DataCurator; name: OLCF" in page.content.decode()  # the page's table keeps entries apart
     data = embedded(page.content.decode())
     assert data["creator"][0] == {"@type": "Organization", "name": "Oak Ridge National Laboratory",
                                   "@id": "https://ror.org/01qz5mb56", "identifier": "https://ror.org/01qz5mb56"}
