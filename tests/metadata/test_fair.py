@@ -118,6 +118,31 @@ def test_people_funding_dates_and_related_works_in_datacite(anon, rich):
     assert funding.find(f"{DATACITE}awardNumber").text == "DE-SC0021293"
 
 
+XS = "{http://www.w3.org/2001/XMLSchema}"
+VOCABULARIES = {"relationType": "relationType", "relatedIdentifierType": "relatedIdentifierType",
+                "dateType": "dateType", "contributorType": "contributorType", "nameType": "nameType",
+                "descriptionType": "descriptionType", "funderIdentifierType": "funderIdentifierType",
+                "resourceTypeGeneral": "resourceType"}
+
+
+def test_datacite_xml_uses_only_the_kernel_4_6_elements_and_vocabularies(anon, rich, owner, publish, api):
+    """Without an XSD validator here: every element is one the kernel 4.6 schema declares, and every
+    controlled attribute value is in the schema's own enumeration."""
+    root_xsd = SCHEMAS / "datacite-kernel-4.6"
+    declared = {node.get("name") for node in ET.parse(root_xsd / "metadata.xsd").iter(f"{XS}element")}
+    allowed = {attribute: {v.get("value") for v in ET.parse(root_xsd / "include" / f"datacite-{name}-v4.xsd")
+                           .iter(f"{XS}enumeration")} for attribute, name in VOCABULARIES.items()}
+    _, version = publish(owner, "gone", {"g.bin": b"gone"})
+    api.delete(f"/api/v1/artifacts/alice/gone/versions/{version.label}/")
+    for pid in (rich["pid"], version.pid):
+        xml = ET.fromstring(get(anon, pid, "application/vnd.datacite.datacite+xml").content)  # noqa: S314
+        for node in xml.iter():
+            assert node.tag.removeprefix(DATACITE) in declared, node.tag
+            for attribute, values in allowed.items():
+                if attribute in node.attrib:
+                    assert node.get(attribute) in values, (node.tag, attribute, node.get(attribute))
+
+
 def test_datacite_xml_validates_against_the_kernel_4_6_schema(anon, rich):
     xmlschema = pytest.importorskip("xmlschema")
     schema = xmlschema.XMLSchema(str(SCHEMAS / "datacite-kernel-4.6" / "metadata.xsd"))
