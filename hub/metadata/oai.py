@@ -25,6 +25,7 @@ from hub.metadata.services import version_record
 from hub.registry.access import Viewer
 from hub.registry.models import Artifact, Version
 from ontology.exports import DATACITE_NS, datacite_xml
+from ontology.related import related_works
 
 OAI = "http://www.openarchives.org/OAI/2.0/"
 OAI_DC = "http://www.openarchives.org/OAI/2.0/oai_dc/"
@@ -230,7 +231,9 @@ def _metadata(parent: ET.Element, version: Version, prefix: str) -> None:
     add("title", record.title)
     for person in record.creators:
         add("creator", person["name"])
-    for word in meta.get("keywords", []):
+    for agent in meta.get("contributors") or []:
+        add("contributor", agent["name"])
+    for word in [*meta.get("keywords", []), meta.get("subject", ""), meta.get("discipline", "")]:
         add("subject", word)
     add("description", meta.get("description", ""))
     add("publisher", record.publisher)
@@ -243,6 +246,8 @@ def _metadata(parent: ET.Element, version: Version, prefix: str) -> None:
     add("rights", record.license_uri)
     for link in record.provenance:
         add("relation", link.words if link.restricted else link.iri)
+    for work in related_works(meta):  # a typed one as its resolvable IRI, free text as given
+        add("source" if work.relation == "IsDerivedFrom" else "relation", work.iri or work.text)
 
 
 def _get_record(root: ET.Element, args: dict[str, str]) -> None:
