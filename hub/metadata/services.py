@@ -125,11 +125,17 @@ def _version_link(version: Version) -> Link:
 
 def _neighbours(version: Version) -> tuple[Link | None, Link | None]:
     """The versions just before and after ``version`` (tombstones included: their PIDs still resolve)."""
-    ordered = list(version.artifact.versions.order_by("created", "id").select_related("artifact__owner"))
-    index = next(i for i, v in enumerate(ordered) if v.pk == version.pk)
-    before = _version_link(ordered[index - 1]) if index > 0 else None
-    after = _version_link(ordered[index + 1]) if index + 1 < len(ordered) else None
-    return before, after
+    ordered = list(version.artifact.versions.order_by("created", "id").values_list("pk", "pid", "label"))
+    index = next(i for i, (pk, _, _) in enumerate(ordered) if pk == version.pk)
+    name = version.artifact.full_name
+
+    def link(position: int) -> Link | None:
+        if not 0 <= position < len(ordered):
+            return None
+        _, pid, label = ordered[position]
+        return Link("version", pid_url(pid), pid, f"{name}@{label}")
+
+    return link(index - 1), link(index + 1)
 
 
 def version_record(version: Version, viewer: Viewer) -> Record:
