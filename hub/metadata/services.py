@@ -104,6 +104,10 @@ def pid_export_url(pid: str, name: str) -> str:
     return absolute(reverse("api:pid-metadata", args=[name, pid]))
 
 
+def pid_export_urls(pid: str, kind: str) -> dict[str, str]:
+    return {name: pid_export_url(pid, name) for name in export_names(kind)}
+
+
 def landing_url(pid: str) -> str:
     """The landing page of a PID: where the resolver sends browsers."""
     return absolute(reverse("landing", args=[pid]))
@@ -158,8 +162,8 @@ def version_record(version: Version, viewer: Viewer) -> Record:
                     for s in sources(viewer, version)],
         concept_iri=pid_url(artifact.pid), concept_pid=artifact.pid,
         job_url=absolute(reverse("api:job-detail", args=[job])) if isinstance(job, str) and job else "",
-        export_urls=({name: pid_export_url(version.pid, name) for name in export_names(artifact.kind)}
-                     if version.is_deleted or artifact.deleted_at else export_urls(version)),
+        export_urls=(pid_export_urls(version.pid, artifact.kind) if version.is_deleted or artifact.deleted_at
+                     else export_urls(version)),
         previous=previous, next=following,
         withdrawn=version.deleted_at, withdrawn_reason=version.deletion_reason,
     )
@@ -172,9 +176,9 @@ def concept_record(artifact: Artifact, viewer: Viewer) -> Record:
     versions = list(artifact.versions.order_by("created", "id").select_related("artifact__owner"))
     live = [v for v in versions if not v.is_deleted]
     latest = (live or versions or [None])[-1]
-    urls = {name: pid_export_url(artifact.pid, name) for name in export_names(artifact.kind)}
     common = {"iri": pid_url(artifact.pid), "pid": artifact.pid, "kind": artifact.kind, "label": "",
-              "owner": artifact.owner.username, "public": artifact.is_public, "export_urls": urls,
+              "owner": artifact.owner.username, "public": artifact.is_public,
+              "export_urls": pid_export_urls(artifact.pid, artifact.kind),
               "withdrawn": artifact.deleted_at, "withdrawn_reason": artifact.deletion_reason,
               "versions": [_version_link(v) for v in (live if not artifact.deleted_at else versions)]}
     if latest is None:
