@@ -409,3 +409,20 @@ def test_oai_identifiers_follow_the_oai_identifier_syntax(owner, anon, publish, 
     description = identify.find("o:Identify/o:description/i:oai-identifier", ns)
     assert description.find("i:repositoryIdentifier", ns).text == repository
     assert description.find("i:sampleIdentifier", ns).text == identifiers[0]
+
+
+@pytest.mark.parametrize(("text", "kind", "identifier", "iri"), [
+    ("Smith (2020). Clouds. doi:10.1000/XYZ-1.", "DOI", "10.1000/XYZ-1", "https://doi.org/10.1000/XYZ-1"),
+    ("https://dx.doi.org/10.5281/zenodo.42", "DOI", "10.5281/zenodo.42", "https://doi.org/10.5281/zenodo.42"),
+    ("https://n2t.net/ark:/13030/tf5p30086k", "ARK", "ark:/13030/tf5p30086k", "https://n2t.net/ark:/13030/tf5p30086k"),
+    ("ark:13030/tf5p30086k", "ARK", "ark:/13030/tf5p30086k", "https://n2t.net/ark:/13030/tf5p30086k"),
+    ("Vaswani et al., arXiv:1706.03762v7", "arXiv", "arXiv:1706.03762v7", "https://arxiv.org/abs/1706.03762v7"),
+    ("https://arxiv.org/abs/2101.00001", "arXiv", "arXiv:2101.00001", "https://arxiv.org/abs/2101.00001"),
+    ("(see https://example.org/data.)", "URL", "https://example.org/data", "https://example.org/data"),
+    ("A book without an identifier", "", "", ""),
+])
+def test_the_identifier_in_a_related_work(text, kind, identifier, iri):
+    from ontology.related import identify
+
+    work = identify(text, "References")
+    assert (work.identifier_type, work.identifier, work.iri, work.typed) == (kind, identifier, iri, bool(kind))
