@@ -12,6 +12,7 @@ from xml.etree import ElementTree as ET
 
 import jsonschema
 import pytest
+import xmlschema
 from rdflib import Graph, Literal, URIRef
 from rdflib.namespace import DCTERMS, PROV, RDF
 
@@ -156,7 +157,6 @@ def test_datacite_xml_uses_only_the_kernel_4_6_elements_and_vocabularies(anon, r
 
 
 def test_datacite_xml_validates_against_the_kernel_4_6_schema(anon, rich):
-    xmlschema = pytest.importorskip("xmlschema")
     schema = xmlschema.XMLSchema(str(SCHEMAS / "datacite-kernel-4.6" / "metadata.xsd"))
     schema.validate(get(anon, rich["pid"], "application/vnd.datacite.datacite+xml").content.decode())
 
