@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcfair import arrays as tensors
+from hpcfair import chain
 from hpcfair.client import HubClient
 from hpcfair.config import Config, load
 from hpcfair.errors import ConfigError, ConflictError, HubError, JobError, NotFoundError
@@ -658,17 +659,20 @@ def _name(info: dict[str, Any]) -> str:
 def run_chain(sessions: list[Any], feeds: dict[str, Any], links: list[dict[str, str]] | None = None
               ) -> dict[str, Any]:
     """Run ONNX Runtime sessions one after another: each joint maps by ``links[i]`` ({next input: output})
-    or by position."""
+    or by position (``hpcfair.chain``)."""
     current = feeds
     for index, session in enumerate(sessions):
         names = [output.name for output in session.get_outputs()]
         values = dict(zip(names, session.run(None, current), strict=True))
         if index + 1 == len(sessions):
             return values
-        link = links[index] if links and index < len(links) else None
-        following = [item.name for item in sessions[index + 1].get_inputs()]
-        current = ({name: values[output] for name, output in link.items()} if link
-                   else {name: values[names[k]] for k, name in enumerate(following)})
+        try:
+            current = chain.feed(chain.link_at(links, index), values,
+                                 [item.name for item in sessions[index + 1].get_inputs()],
+                                 before=f"model {index + 1}", after=f"model {index + 2}",
+                                 where=f"task_args.links[{index}]")
+        except chain.ChainError as exc:
+            raise HubError(str(exc), code="invalid_inputs")
     return current
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 from django.db import transaction
+from hpcfair import chain
 
 from hub.conversions.services import conversions_of
 from hub.errors import HubError
@@ -20,6 +21,7 @@ from hub.gateway.lane import get_lane
 from hub.gateway.protocol import ModelRef, Options, no_worker, steps_of
 from hub.jobs.models import Job
 from hub.jobs.services import create_job
+from hub.registry.api.serializers import file_url
 from hub.registry.models import Version
 from hub.registry.services import resolve_version_ref
 
@@ -92,6 +94,12 @@ def staging_dir(job_id) -> Path:
     return Path(settings.HUB_UPLOAD_DIR) / "jobs" / str(job_id)
 
 
+def published_file_url(version: Version, path: str) -> str:
+    """The download URL of a file a gateway job published (its result links to it); for the workers, which
+    do not reach into the API layer themselves."""
+    return file_url(version, path)
+
+
 def _stage_inputs(job: Job, arrays: dict[str, np.ndarray]) -> None:
     folder = staging_dir(job.pk)
     folder.mkdir(parents=True, exist_ok=True)
@@ -129,8 +137,13 @@ def start_infer_job(user, models: list[ModelRef], options: Options, *, links: li
 # --- collaboration ---------------------------------------------------------------------------------------
 
 
+_LINK_ERRORS = {"count": "Needed.", "unknown_input": "Unknown name.", "unknown_output": "Unknown name.",
+                "unmapped": "Incomplete."}
+
+
 def check_links(models: list[ModelRef], links: Any) -> list[dict[str, str]]:
-    """``links[i]`` maps inputs of model i+1 to outputs of model i; empty means "by position"."""
+    """``links[i]`` maps inputs of model i+1 to outputs of model i; empty means "by position"
+    (``hpcfair.chain``). Checked against the signatures where they are recorded."""
     if links is None:
         links = [{} for _ in models[1:]]
     if not isinstance(links, list) or len(links) != len(models) - 1 or not all(
@@ -139,28 +152,14 @@ def check_links(models: list[ModelRef], links: Any) -> list[dict[str, str]]:
         raise HubError("invalid", f"links is a list of {len(models) - 1} mapping(s), one per joint: "
                                   '[{"<input of the next model>": "<output of the model before>"}].',
                        errors={"links": ["Expected a list of mappings."]})
-    for index, mapping in enumerate(links):
+    for index, link in enumerate(links):
         before, after = models[index], models[index + 1]
-        outputs = [o["name"] for o in before.outputs or []]
-        inputs = [i["name"] for i in after.inputs or []]
-        if not mapping:
-            if outputs and inputs and len(outputs) != len(inputs):
-                raise HubError("invalid", f"{before.name} has {len(outputs)} output(s) ({', '.join(outputs)}) and "
-                                          f"{after.name} {len(inputs)} input(s) ({', '.join(inputs)}); say which "
-                                          f"feeds which in links[{index}].", errors={"links": ["Needed."]})
-            continue
-        wrong_in = [name for name in mapping if inputs and name not in inputs]
-        wrong_out = [name for name in mapping.values() if outputs and name not in outputs]
-        if wrong_in or wrong_out:
-            raise HubError("invalid", f"links[{index}]: "
-                           + (f"{after.name} has no input {wrong_in[0]!r} (it has {', '.join(inputs)})"
-                              if wrong_in else
-                              f"{before.name} has no output {wrong_out[0]!r} (it has {', '.join(outputs)})") + ".",
-                           errors={"links": ["Unknown name."]})
-        if inputs and sorted(mapping) != sorted(inputs):
-            raise HubError("invalid", f"links[{index}] must feed every input of {after.name}: "
-                                      f"{', '.join(sorted(set(inputs) - set(mapping)))} unmapped.",
-                           errors={"links": ["Incomplete."]})
+        try:
+            chain.joint(link, [o["name"] for o in before.outputs or []] or None,
+                        [i["name"] for i in after.inputs or []] or None, before=before.name, after=after.name,
+                        where=f"links[{index}]")
+        except chain.ChainError as exc:
+            raise HubError("invalid", str(exc), errors={"links": [_LINK_ERRORS[exc.reason]]})
     return links
 
 
