@@ -62,9 +62,6 @@ def test_link_at_is_empty_past_the_links_given():
 @pytest.mark.parametrize("module", ["client/hpcfair/_inference.py", "workers/sessions.py", "workers/collaborate.py",
                                     "hub/gateway/services.py"])
 def test_every_chain_runs_by_this_rule(module):
-    source = ROOT / module
-    if not source.exists():  # the client's façade ran chains itself before it delegated
-        source = ROOT / "client/hpcfair/api.py"
-    calls = {node.attr for node in ast.walk(ast.parse(source.read_text()))
+    calls = {node.attr for node in ast.walk(ast.parse((ROOT / module).read_text()))
              if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "chain"}
     assert calls & {"joint", "feed"}, f"{module} does not use hpcfair.chain"
