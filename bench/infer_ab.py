@@ -78,13 +78,7 @@ def main() -> None:
                 print(f"| {name} | {kind} | " + " | ".join(f"{value:.3f}" for value in figures) + " |", flush=True)
         print(f"# load at the end {os.getloadavg()}")
     finally:
-        for proc in reversed(procs):
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        bench.psql(env, f"DROP DATABASE IF EXISTS {bench.DB}")
+        bench.stop_all(procs, env)
 
 
 if __name__ == "__main__":
