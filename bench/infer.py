@@ -211,6 +211,17 @@ def wait_jobs(env: dict[str, str], timeout: float = 300) -> None:
         time.sleep(0.5)
 
 
+def stop_all(procs: list[subprocess.Popen], env: dict[str, str]) -> None:
+    """Stop what a run started (by PID, last first) and drop its scratch database."""
+    for proc in reversed(procs):
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    psql(env, f"DROP DATABASE IF EXISTS {DB}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20)
@@ -289,13 +300,7 @@ def main() -> None:
         print(f"mean bare run: mlp {statistics.mean(bare(models.mlp(), np.zeros((1, 784), np.float32), 200)) * 1e3:.3f}"
               " ms")
     finally:
-        for proc in reversed(procs):
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        psql(env, f"DROP DATABASE IF EXISTS {DB}")
+        stop_all(procs, env)
 
 
 if __name__ == "__main__":

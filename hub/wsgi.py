@@ -7,7 +7,7 @@ from django.core.wsgi import get_wsgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
 django_application = get_wsgi_application()
 
-from hub.gateway.express import Express  # noqa: E402 - needs the settings configured above
+from hub.gateway.wsgi import Express  # noqa: E402 - needs the settings configured above
 from hub.runtime import WithoutProcessEnvironment, settle  # noqa: E402
 from hub.search import memory  # noqa: E402
 

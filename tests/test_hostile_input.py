@@ -13,7 +13,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from hub.gateway.api.views import parse_body
+from hub.gateway.protocol import parse_body
 from hub.registry.models import Upload, Version
 from tests.conftest import multipart_file, valid_metadata
 from tests.gateway import models

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 from django.db import transaction
+from hpcfair import chain
 from hpcfair.convert.signature import generate_inputs, specs_from_onnx
 
 from hub.errors import HubError
@@ -73,16 +74,18 @@ def reconcile(models: list) -> list:
     return out
 
 
-def io_map(before, after, mapping: dict[str, str]) -> list[tuple[str, str]]:
+def io_map(before, after, mapping: dict[str, str], index: int) -> list[tuple[str, str]]:
+    """onnx.compose's (output, input) pairs for joint ``index``: explicit links, or by position
+    (``hpcfair.chain``)."""
     outputs = [o.name for o in before.graph.output]
     initializers = {i.name for i in after.graph.initializer}
     inputs = [i.name for i in after.graph.input if i.name not in initializers]
-    if mapping:
-        return [(source, target) for target, source in mapping.items()]
-    if len(outputs) != len(inputs):
-        raise JobFailure("cannot_merge", f"{len(outputs)} output(s) cannot feed {len(inputs)} input(s) by position; "
-                                         "map them with links.")
-    return list(zip(outputs, inputs, strict=True))
+    try:
+        pairs = chain.joint(mapping, outputs, inputs, before=f"model {index + 1}", after=f"model {index + 2}",
+                            where=f"links[{index}]")
+    except chain.ChainError as exc:
+        raise JobFailure("cannot_merge", str(exc))
+    return [(source, target) for target, source in pairs]
 
 
 def merge(models: list, links: list[dict[str, str]], prefixes: list[str]):
@@ -92,7 +95,7 @@ def merge(models: list, links: list[dict[str, str]], prefixes: list[str]):
     merged = compose.add_prefix(models[0], prefix=prefixes[0])
     for index in range(1, len(models)):
         pairs = [(prefixes[index - 1] + out, inp) for out, inp in
-                 io_map(models[index - 1], models[index], links[index - 1])]
+                 io_map(models[index - 1], models[index], links[index - 1], index - 1)]
         try:
             merged = compose.merge_models(merged, models[index], io_map=pairs, prefix2=prefixes[index])
         except (ValueError, onnx.checker.ValidationError) as exc:

@@ -22,7 +22,8 @@ log = logging.getLogger(__name__)
 DEVICE_QUEUES = ("cpu", "gpu")
 
 
-def serve_one(lane, request_id: str, message: bytes, device: str) -> None:
+def answer_request(lane, request_id: str, message: bytes, device: str) -> None:
+    """Run one lane request and put its answer (outputs, or a code and a message) on its reply slot."""
     started = time.perf_counter()
     from hub.gateway import wire
     from workers.sessions import RunError, run_steps
@@ -107,7 +108,7 @@ class GatewayServer:
                     self.stop_event.wait(1.0)
                     continue
                 if found is not None:
-                    serve_one(self.lane, found[0], found[1], queue)
+                    answer_request(self.lane, found[0], found[1], queue)
         finally:
             connection.close()
 

@@ -17,10 +17,9 @@ from hpcfair.convert import ConversionError
 from hpcfair.convert.signature import load_sample_inputs, specs_from_metadata
 
 from hub.errors import HubError
-from hub.gateway.services import staging_dir
+from hub.gateway.services import published_file_url, staging_dir
 from hub.gateway.tensors import check
 from hub.registry import services as registry
-from hub.registry.api.serializers import file_url
 from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef
 from workers.files import fetch, staged
@@ -168,6 +167,6 @@ def infer_work(ctx: JobContext) -> dict[str, Any]:
         shutil.rmtree(staging_dir(ctx.job.pk), ignore_errors=True)
         return {**info, "version": str(published), "pid": published.pid,
                 "outputs": {name: {"shape": list(a.shape), "dtype": a.dtype.name} for name, a in outputs.items()},
-                "file": file_url(published, "outputs.npz")}
+                "file": published_file_url(published, "outputs.npz")}
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
+from hpcfair import chain
 
 log = logging.getLogger(__name__)
 
@@ -203,20 +204,14 @@ def run_model(session, feeds: dict[str, np.ndarray], deadline: float, outputs: l
 
 
 def link(step: dict[str, Any], previous: dict[str, np.ndarray], session) -> dict[str, np.ndarray]:
-    """The next step's feeds from the previous step's outputs: explicit links, or by position."""
-    names = [i.name for i in session.get_inputs()]
-    links = step.get("links") or {}
-    if links:
-        missing = [source for source in links.values() if source not in previous]
-        if missing:
-            raise RunError("invalid_inputs", f"Step {step['index'] + 1} links to {missing[0]!r}, which the step before "
-                                             f"does not output (it outputs {', '.join(previous)}).")
-        return {target: previous[source] for target, source in links.items()}
-    if len(previous) != len(names):
-        raise RunError("invalid_inputs", f"Step {step['index'] + 1} takes {len(names)} input(s) "
-                                         f"({', '.join(names)}) but the step before outputs {len(previous)}; "
-                                         "map them with links.")
-    return dict(zip(names, previous.values(), strict=True))
+    """The next step's feeds from the previous step's outputs: explicit links, or by position
+    (``hpcfair.chain``)."""
+    index = step["index"]
+    try:
+        return chain.feed(step.get("links"), previous, [i.name for i in session.get_inputs()],
+                          before=f"step {index}", after=f"step {index + 1}", where=f"links[{index - 1}]")
+    except chain.ChainError as exc:
+        raise RunError("invalid_inputs", str(exc))
 
 
 def run_steps(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], *, device: str, threads: int,

@@ -55,7 +55,7 @@ class ApiToken(models.Model):
     def revoke(cls, user, pk: int) -> bool:
         """Revoke one of ``user``'s active tokens; False if there is none with that number.
 
-        Saved, not bulk-updated, so that ``post_save`` tells the gateway's caches (``hub.gateway.fastpath``)."""
+        Saved, not bulk-updated, so that ``post_save`` tells the gateway's caches (``hub.gateway.memory``)."""
         token = cls.objects.filter(user=user, pk=pk, revoked__isnull=True).first()
         if token is None:
             return False

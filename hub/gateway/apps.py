@@ -7,6 +7,6 @@ class GatewayConfig(AppConfig):
     verbose_name = "inference and job gateway"
 
     def ready(self) -> None:
-        from hub.gateway import fastpath
+        from hub.gateway import memory
 
-        fastpath.connect()
+        memory.connect()

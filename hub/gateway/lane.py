@@ -11,7 +11,7 @@ with one interface:
   atomically to claim and to answer.
 
 The lanes also carry the registry's *generation*, a counter bumped on every change that could alter
-who may run what (``hub.gateway.fastpath``), so that web processes may cache those answers.
+who may run what (``hub.gateway.memory``), so that web processes may cache those answers.
 
 Celery's task protocol plus a result backend costs ~4.6 ms per round trip on the reference machine
 (bench/RESULTS.md), too slow for the synchronous target; the lanes cost ~0.6 ms. Long and batch work

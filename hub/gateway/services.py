@@ -1,86 +1,29 @@
-"""The gateway's web side: which ONNX file answers for a version, synchronous calls over a lane, and
-jobs for long runs, batch runs over datasets, merges and benchmarks. Nothing here loads a model: the
-workers do (``workers.gateway``, ``workers.infer``)."""
+"""The gateway's database side: which ONNX file answers for a version (``resolve_model``), whether a chain's
+links fit the models, and the jobs for long runs, batch runs over datasets, merges and benchmarks. The
+synchronous run itself is ``hub.gateway.pipeline``. Nothing here loads a model: the workers do
+(``workers.gateway``, ``workers.infer``)."""
 
 from __future__ import annotations
 
 import re
 import shutil
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from django.conf import settings
 from django.db import transaction
+from hpcfair import chain
 
 from hub.conversions.services import conversions_of
 from hub.errors import HubError
-from hub.gateway import wire
 from hub.gateway.lane import get_lane
-from hub.gateway.options import DEVICES, IF_NO_WORKER, MODES
+from hub.gateway.protocol import ModelRef, Options, no_worker, steps_of
 from hub.jobs.models import Job
 from hub.jobs.services import create_job
+from hub.registry.api.serializers import file_url
 from hub.registry.models import Version
 from hub.registry.services import resolve_version_ref
-
-GRACE_S = 2.0  # a worker answers this long after a deadline at the latest (it aborts the run at the deadline)
-
-
-@dataclass(frozen=True)
-class ModelRef:
-    """The ONNX file that answers for a version, and its signature (plain data: it is cached)."""
-
-    version_id: int  # the version holding the ONNX file (the named one, or its conversion)
-    pid: str
-    name: str  # owner/name@label of that version
-    named_id: int  # the version the caller named
-    path: str
-    sha256: str
-    size: int
-    inputs: list[dict[str, Any]] | None
-    outputs: list[dict[str, Any]] | None
-
-    def wire(self) -> dict[str, Any]:
-        return {"sha256": self.sha256, "path": self.path, "size": self.size}
-
-
-@dataclass
-class Options:
-    """How to run: device, threads (``worker_num``), sync or not, what to do without a worker."""
-
-    device: str = "cpu"
-    threads: int = 0
-    mode: str = "auto"
-    if_no_worker: str = "refuse"
-    outputs: list[str] = field(default_factory=list)
-
-    @classmethod
-    def parse(cls, values: dict[str, Any]) -> Options:
-        def pick(name: str, allowed: tuple[str, ...], default: str) -> str:
-            value = values.get(name) or default
-            if value not in allowed:
-                raise HubError("invalid", f"{name} must be one of {', '.join(allowed)}, not {value!r}.",
-                               errors={name: ["Unknown value."]})
-            return str(value)
-
-        threads = values.get("threads", values.get("worker_num", 0)) or 0
-        try:
-            threads = int(threads)
-        except (TypeError, ValueError):
-            threads = -1
-        if not 0 <= threads <= settings.HUB_INFER_MAX_THREADS:
-            raise HubError("invalid", f"threads (worker_num) must be between 0 (the worker's default) and "
-                                      f"{settings.HUB_INFER_MAX_THREADS}.", errors={"threads": ["Out of range."]})
-        outputs = values.get("outputs") or []
-        if isinstance(outputs, str):
-            outputs = [name for name in outputs.split(",") if name]
-        if not isinstance(outputs, list) or not all(isinstance(name, str) for name in outputs):
-            raise HubError("invalid", "outputs is a list of output names.", errors={"outputs": ["Expected names."]})
-        return cls(device=pick("device", DEVICES, "cpu"), threads=threads, mode=pick("mode", MODES, "auto"),
-                   if_no_worker=pick("if_no_worker", IF_NO_WORKER, "refuse"), outputs=outputs)
-
 
 # --- which model answers -------------------------------------------------------------------------------
 
@@ -140,44 +83,6 @@ def model_for(user, ref: str, file: str = "") -> ModelRef:
     return resolve_model(resolve_version_ref(user, ref), file)
 
 
-# --- synchronous calls ---------------------------------------------------------------------------------
-
-
-def call(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], options: Options,
-         generation: bytes | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Send one request (a model, or a chain of models) to a worker and wait for its answer.
-
-    Raises ``NoWorker`` when no worker serves the device, ``Stale`` when ``generation`` (that of the
-    caller's remembered answers) is no longer current; returns the worker's meta (``ok``, ``code``,
-    ``detail``, ``provider``, timings) and the output arrays."""
-    limit = settings.HUB_INFER_SYNC_S
-    meta = {"steps": steps, "threads": options.threads, "outputs": options.outputs,
-            "deadline": time.time() + limit}
-    started = time.perf_counter()
-    answer = get_lane().call(options.device, wire.pack(meta, arrays), limit + GRACE_S, generation)
-    if answer is None:
-        raise HubError("worker_timeout", f"No worker answered within {limit + GRACE_S:.0f} s; the workers may be "
-                                         "overloaded or stopped. Try again, or run it as a job (mode: async).")
-    meta, outputs = wire.unpack(answer)
-    meta["lane_ms"] = round((time.perf_counter() - started) * 1e3, 3)
-    return meta, outputs
-
-
-def worker_error(meta: dict[str, Any]) -> HubError:
-    code = meta.get("code") or "internal_error"
-    return HubError(code if code in _WORKER_CODES else "internal_error", meta.get("detail") or "The run failed.")
-
-
-_WORKER_CODES = {"invalid_inputs", "model_load_failed", "not_runnable", "gpu_unavailable", "run_failed"}
-
-
-def no_worker(device: str) -> HubError:
-    what = "GPU" if device == "gpu" else "CPU"
-    return HubError("no_worker", f"No {what} worker is running, so nothing can run on '{device}' now. Ask for "
-                                 "if_no_worker: queue to wait for one as a job, or choose another device.",
-                    device=device)
-
-
 def alive(device: str) -> bool:
     return get_lane().alive(device)
 
@@ -189,17 +94,16 @@ def staging_dir(job_id) -> Path:
     return Path(settings.HUB_UPLOAD_DIR) / "jobs" / str(job_id)
 
 
+def published_file_url(version: Version, path: str) -> str:
+    """The download URL of a file a gateway job published (its result links to it); for the workers, which
+    do not reach into the API layer themselves."""
+    return file_url(version, path)
+
+
 def _stage_inputs(job: Job, arrays: dict[str, np.ndarray]) -> None:
     folder = staging_dir(job.pk)
     folder.mkdir(parents=True, exist_ok=True)
     np.savez(folder / "inputs.npz", **arrays)
-
-
-def steps_of(models: list[ModelRef], links: list[dict[str, str]] | None = None) -> list[dict[str, Any]]:
-    """The lane/job description of a chain: each model's file, and how its inputs come from the step before."""
-    links = links or [{} for _ in models[1:]]
-    return [{**model.wire(), "version_id": model.version_id, **({"links": links[index - 1]} if index else {})}
-            for index, model in enumerate(models)]
 
 
 def start_infer_job(user, models: list[ModelRef], options: Options, *, links: list[dict[str, str]] | None = None,
@@ -233,8 +137,13 @@ def start_infer_job(user, models: list[ModelRef], options: Options, *, links: li
 # --- collaboration ---------------------------------------------------------------------------------------
 
 
+_LINK_ERRORS = {"count": "Needed.", "unknown_input": "Unknown name.", "unknown_output": "Unknown name.",
+                "unmapped": "Incomplete."}
+
+
 def check_links(models: list[ModelRef], links: Any) -> list[dict[str, str]]:
-    """``links[i]`` maps inputs of model i+1 to outputs of model i; empty means "by position"."""
+    """``links[i]`` maps inputs of model i+1 to outputs of model i; empty means "by position"
+    (``hpcfair.chain``). Checked against the signatures where they are recorded."""
     if links is None:
         links = [{} for _ in models[1:]]
     if not isinstance(links, list) or len(links) != len(models) - 1 or not all(
@@ -243,28 +152,14 @@ def check_links(models: list[ModelRef], links: Any) -> list[dict[str, str]]:
         raise HubError("invalid", f"links is a list of {len(models) - 1} mapping(s), one per joint: "
                                   '[{"<input of the next model>": "<output of the model before>"}].',
                        errors={"links": ["Expected a list of mappings."]})
-    for index, mapping in enumerate(links):
+    for index, link in enumerate(links):
         before, after = models[index], models[index + 1]
-        outputs = [o["name"] for o in before.outputs or []]
-        inputs = [i["name"] for i in after.inputs or []]
-        if not mapping:
-            if outputs and inputs and len(outputs) != len(inputs):
-                raise HubError("invalid", f"{before.name} has {len(outputs)} output(s) ({', '.join(outputs)}) and "
-                                          f"{after.name} {len(inputs)} input(s) ({', '.join(inputs)}); say which "
-                                          f"feeds which in links[{index}].", errors={"links": ["Needed."]})
-            continue
-        wrong_in = [name for name in mapping if inputs and name not in inputs]
-        wrong_out = [name for name in mapping.values() if outputs and name not in outputs]
-        if wrong_in or wrong_out:
-            raise HubError("invalid", f"links[{index}]: "
-                           + (f"{after.name} has no input {wrong_in[0]!r} (it has {', '.join(inputs)})"
-                              if wrong_in else
-                              f"{before.name} has no output {wrong_out[0]!r} (it has {', '.join(outputs)})") + ".",
-                           errors={"links": ["Unknown name."]})
-        if inputs and sorted(mapping) != sorted(inputs):
-            raise HubError("invalid", f"links[{index}] must feed every input of {after.name}: "
-                                      f"{', '.join(sorted(set(inputs) - set(mapping)))} unmapped.",
-                           errors={"links": ["Incomplete."]})
+        try:
+            chain.joint(link, [o["name"] for o in before.outputs or []] or None,
+                        [i["name"] for i in after.inputs or []] or None, before=before.name, after=after.name,
+                        where=f"links[{index}]")
+        except chain.ChainError as exc:
+            raise HubError("invalid", str(exc), errors={"links": [_LINK_ERRORS[exc.reason]]})
     return links
 
 

@@ -1,4 +1,4 @@
-"""The express path (``hub.gateway.express``) in front of Django, with a real Celery worker on Redis, and the
+"""The express path (``hub.gateway.wsgi``) in front of Django, with a real Celery worker on Redis, and the
 Redis lane itself.
 
 Each test calls the WSGI application that granian serves (``Express`` around Django's handler) with a
@@ -19,7 +19,7 @@ import pytest
 from django.core.handlers.wsgi import WSGIHandler
 
 from hub.accounts.models import ApiToken
-from hub.gateway import express, fastpath
+from hub.gateway import memory, wsgi
 from hub.gateway.lane import NoWorker, RedisLane, Stale, get_lane
 from hub.registry.models import Artifact
 from tests.conftest import wait_for_job
@@ -57,9 +57,9 @@ class Answer:
 @pytest.fixture
 def hub(settings):
     """(the WSGI app, the Django handler behind it), with the gateway's memory emptied."""
-    fastpath.memory.reset(get_lane().generation())
+    memory.answers.reset(get_lane().generation())
     inner = Counted()
-    return express.Express(inner), inner
+    return wsgi.Express(inner), inner
 
 
 def post(app, token: str, body: bytes, content_type: str = "application/json", name: str = "mlp", query: str = "",
@@ -220,10 +220,10 @@ def test_an_answer_that_is_not_a_success_is_handed_to_django_without_running_aga
     body = buffer.getvalue()
     assert post(app, token, body, "application/x-npy", name="slow").status == 200 and inner.calls == 1
 
-    from hub.gateway import services
+    from hub.gateway import pipeline
 
     sent = []  # requests a worker received (a stale or workerless call sends nothing)
-    real_call = services.call
+    real_call = pipeline.call
 
     def counting(*args, **kwargs):
         try:
@@ -234,7 +234,7 @@ def test_an_answer_that_is_not_a_success_is_handed_to_django_without_running_aga
             if sys.exc_info()[0] not in (Stale, NoWorker):
                 sent.append(1)
 
-    monkeypatch.setattr(services, "call", counting)
+    monkeypatch.setattr(pipeline, "call", counting)
     settings.HUB_INFER_SYNC_S = 0.001  # the worker stops the run at this deadline
     answer = post(app, token, body, "application/x-npy", name="slow")
     assert answer.status == 202 and inner.calls == 2

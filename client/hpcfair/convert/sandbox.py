@@ -33,6 +33,7 @@ from typing import Any
 from hpcfair.convert.errors import ConversionError
 
 LOG_PREFIX = "hpcfair: "
+HPCFAIR_DIR = Path(__file__).resolve().parent.parent  # the package the child imports (not imported here)
 STAGE = re.compile(r"^\[(\d{1,3})%\] (.*)$")  # a stage line of the child: "[60%] checking the ONNX model"
 
 
@@ -74,10 +75,8 @@ def bwrap_path() -> str | None:
 
 def _python_paths() -> list[str]:
     """The directories the child's Python needs: interpreter, standard library, site-packages, hpcfair."""
-    import hpcfair
-
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *site.getsitepackages(),
-             str(Path(hpcfair.__file__).resolve().parent)}
+             str(HPCFAIR_DIR)}
     return sorted(p for p in paths if p and os.path.isdir(p))
 
 
@@ -189,11 +188,9 @@ def _set_limits(limits: Limits) -> Callable[[], None]:
 def child_env(workdir: Path, threads: int) -> dict[str, str]:
     """A clean environment: no proxies, no credentials, no GPU, offline model hubs, and a Python path of
     hpcfair alone (never the working directory, which holds the uploaded files)."""
-    import hpcfair
-
     keep = {key: os.environ[key] for key in ("PATH", "LANG", "LC_ALL") if key in os.environ}
     return {**keep, "HOME": str(workdir), "TMPDIR": str(workdir), "OMP_NUM_THREADS": str(threads),
-            "PYTHONPATH": str(Path(hpcfair.__file__).resolve().parent.parent), "PYTHONSAFEPATH": "1",
+            "PYTHONPATH": str(HPCFAIR_DIR.parent), "PYTHONSAFEPATH": "1",
             "PYTHONNOUSERSITE": "1", "USER": "hpcfair", "LOGNAME": "hpcfair",
             "TF_NUM_INTRAOP_THREADS": str(threads), "TF_NUM_INTEROP_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
             "CUDA_VISIBLE_DEVICES": "", "KERAS_BACKEND": "tensorflow", "HF_HUB_OFFLINE": "1",

@@ -1,13 +1,17 @@
-"""The synchronous path without database queries: per web process, tokens and model resolutions are
-remembered for one generation of the registry (``Lane.generation``), and for at most ``TTL_S`` seconds.
+"""The per-process memory of the synchronous path, so that it needs no database query: tokens, model
+resolutions and the express path's grants are remembered for one generation of the registry
+(``Lane.generation``), and for at most ``TTL_S`` seconds.
 
 Every save or delete of a token, user, artifact, collaborator list, version, file or provenance link
 bumps the generation after its transaction commits. A request uses remembered answers tentatively and
 sends the generation they belong to with its lane message; the lane queues it only if that generation
 is still current (in the same Redis call), else answers ``Stale`` and the view authenticates and
-resolves again from the database. Requests that start jobs check the generation first. So a revoked
-token or a deleted or newly private model is never acted on from memory. (Changes made with raw SQL,
-outside Django, are seen after ``TTL_S`` at most.)"""
+resolves again from the database (``hub.gateway.pipeline.retry_when_stale``). Requests that start jobs
+check the generation first. So a revoked token or a deleted or newly private model is never acted on from
+memory. (Changes made with raw SQL, outside Django, are seen after ``TTL_S`` at most.)
+
+A *grant* (``grant``/``granted``) is the express path's permission: this bearer token ran this model
+(owner, name, version, file) synchronously through Django and was answered 200 in this generation."""
 
 from __future__ import annotations
 
@@ -20,7 +24,9 @@ from django.db.models.signals import m2m_changed, post_delete, post_save
 from rest_framework.authentication import get_authorization_header
 
 from hub.accounts.auth import BearerTokenAuthentication
+from hub.accounts.models import ApiToken
 from hub.gateway.lane import Stale, get_lane
+from hub.gateway.protocol import ModelRef
 
 TTL_S = 60.0
 
@@ -65,48 +71,66 @@ class Memory:
             self.entries[key] = (time.monotonic() + TTL_S, value)
 
 
-memory = Memory()
+answers = Memory()  # this process's remembered answers
 
 
 class CachedBearerAuthentication(BearerTokenAuthentication):
     """Bearer tokens checked against the database once per generation (and per ``TTL_S``)."""
 
     def authenticate(self, request):
-        memory.ensure()
-        generation = memory.generation  # read first: an answer found later is at least this recent
+        answers.ensure()
+        generation = answers.generation  # read first: an answer found later is at least this recent
         request._request.hub_generation = generation
         header = get_authorization_header(request)
         key = ("token", header)
-        found = memory.get(key) if header else None
+        found = answers.get(key) if header else None
         if found is not None:
             return found
         result = super().authenticate(request)
         if result is not None:
-            memory.put(key, result, generation)
+            answers.put(key, result, generation)
         return result
 
 
 def remembered(key: tuple, compute):
     """``compute()``, remembered under ``key`` for this generation."""
-    generation = memory.generation
-    found = memory.get(key)
+    generation = answers.generation
+    found = answers.get(key)
     if found is None:
         found = compute()
-        memory.put(key, found, generation)
+        answers.put(key, found, generation)
     return found
 
 
 def refresh(request, generation: bytes) -> None:
     """After ``Stale``: forget, then authenticate the request again from the database."""
-    memory.reset(generation)
+    answers.reset(generation)
     request._request.hub_generation = generation
     header = get_authorization_header(request)
     if not header:
         return
     result = BearerTokenAuthentication().authenticate(request)
     if result is not None:
-        memory.put(("token", header), result, generation)
+        answers.put(("token", header), result, generation)
         request.user, request.auth = result
+
+
+def _grant_key(authorization: str, owner: str, name: str, version: str, file: str) -> tuple:
+    return ("express", authorization, owner, name, version, file)
+
+
+def grant(request, owner: str, name: str, version: str, file: str, model: ModelRef) -> None:
+    """Remember that this bearer token may run ``model`` as named, for the generation it was checked in."""
+    generation = getattr(request._request, "hub_generation", None)
+    authorization = request.META.get("HTTP_AUTHORIZATION", "")
+    if generation is None or not isinstance(request.auth, ApiToken) or not authorization:
+        return
+    answers.put(_grant_key(authorization, owner, name, version, file), (generation, model), generation)
+
+
+def granted(authorization: str, owner: str, name: str, version: str, file: str) -> tuple[bytes, ModelRef] | None:
+    """(the generation of the grant, the model) when this token was granted the model as named."""
+    return answers.get(_grant_key(authorization, owner, name, version, file))
 
 
 def bump(**kwargs) -> None:

@@ -1,20 +1,24 @@
-"""The express path: repeated synchronous ``/infer`` requests answered without Django's request cycle.
+"""The express path, a WSGI adapter: repeated synchronous ``/infer`` requests answered without Django's
+request cycle.
 
 Django's middleware, URL resolving and DRF's view machinery cost about 1.5 ms per request here, half of
 the gateway's latency budget (bench/RESULTS.md). So ``Express`` wraps the WSGI application and takes a
 request only when the full path has already *granted* it in this generation of the registry: the same
 bearer token ran the same model (owner, name, version, file) synchronously and was answered 200. Such a
-grant is remembered in ``fastpath.memory`` with the generation it was made in, and the lane queues the
+grant is remembered in ``hub.gateway.memory`` with the generation it was made in, and the lane queues the
 request only if that generation is still current (one Redis call), as on the full path. So a revoked
 token or a model made private is never acted on by the express path either.
 
 Everything else goes to Django untouched, before any work is sent: a request it has no grant for, bad
 input (Django then answers the coded error), ``mode: async``, batch runs over datasets, large inputs, a
 stale generation, no worker. After a run was sent, an answer that is not a plain success (a worker error,
-a timeout, an overtime run that becomes a job, an output format that does not fit) is *handed over*: the
-request goes to Django with the answer attached, and the view treats it as the lane's answer instead of
-running the model again. So the express path only ever writes the 200 answer; errors and jobs are
-Django's alone.
+a timeout, an overtime run that becomes a job, an output format that does not fit) is handed over: the
+request goes to Django with the answer attached (``pipeline.EarlierAnswer``), and the view takes it as the
+lane's answer instead of running the model again. So the express path only ever writes the 200 answer;
+errors and jobs are Django's alone.
+
+This module is WSGI only: match the path, read the body, parse it (``protocol``), look up the grant
+(``memory``), run (``pipeline``), write the answer (``protocol``).
 """
 
 from __future__ import annotations
@@ -22,53 +26,17 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from django.conf import settings
 from django.http import QueryDict
 from django.http.request import split_domain_port, validate_host
 
-from hub.accounts.models import ApiToken
 from hub.errors import HubError
-from hub.gateway import fastpath, services, tensors
-from hub.gateway.lane import NoWorker, Stale
+from hub.gateway import memory, pipeline, protocol
 from hub.middleware import request_id_for
 
 INFER = re.compile(r"^/api/v1/artifacts/(?P<owner>[^/]+)/(?P<name>[^/]+)/versions/(?P<version>[^/]+)/infer$")
-HANDED_OVER = "hub.express.handed_over"
-
-
-@dataclass
-class HandedOver:
-    """The lane's answer to a request the express path sent, for the full path to finish."""
-
-    steps: list[dict[str, Any]]
-    result: tuple[dict[str, Any], dict[str, np.ndarray]] | HubError
-
-    def take(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        if isinstance(self.result, HubError):
-            raise self.result
-        return self.result
-
-
-def handed_over(request) -> HandedOver | None:
-    """The answer the express path attached to this request, if any (taken once)."""
-    return request.META.pop(HANDED_OVER, None)
-
-
-def _grant_key(authorization: str, owner: str, name: str, version: str, file: str) -> tuple:
-    return ("express", authorization, owner, name, version, file)
-
-
-def grant(request, owner: str, name: str, version: str, file: str, model: services.ModelRef) -> None:
-    """Remember that this bearer token may run ``model`` as named, for the generation it was checked in."""
-    generation = getattr(request._request, "hub_generation", None)
-    authorization = request.META.get("HTTP_AUTHORIZATION", "")
-    if generation is None or not isinstance(request.auth, ApiToken) or not authorization:
-        return
-    fastpath.memory.put(_grant_key(authorization, owner, name, version, file), (generation, model), generation)
 
 
 def _security_headers() -> list[tuple[str, str]]:
@@ -103,15 +71,15 @@ class Express:
             match = INFER.match(environ.get("PATH_INFO", ""))
         if match is None:
             return self.app(environ, start_response)
-        answer = self.serve(environ, match)
+        answer = self.try_answer(environ, match)
         if answer is None:
             return self.app(environ, start_response)
         status, headers, body = answer
         start_response(status, headers)
         return [body]
 
-    def serve(self, environ: dict[str, Any], match: re.Match) -> Answer | None:
-        """The 200 answer, or None after putting the body back (and any answer) for Django."""
+    def try_answer(self, environ: dict[str, Any], match: re.Match) -> Answer | None:
+        """The 200 answer, or None after putting the body back (and any earlier answer) for Django."""
         try:
             length = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:
@@ -123,45 +91,38 @@ class Express:
         environ["CONTENT_LENGTH"] = str(len(body))
         if len(body) != length or not match.group(0).isascii():
             return None
-        try:
-            return self._run(environ, match, body)
-        except HandOver as handover:
-            environ[HANDED_OVER] = handover.answer
+        answer = self._run(environ, match, body)
+        if isinstance(answer, pipeline.EarlierAnswer):
+            environ[pipeline.EARLIER_ANSWER] = answer
             return None
+        return answer
 
-    def _run(self, environ: dict[str, Any], match: re.Match, body: bytes) -> Answer | None:
-        from hub.gateway.api.views import TIMING_KEYS, answer, base_media_type, output_format, parse_body, raw_arrays
-
+    def _run(self, environ: dict[str, Any], match: re.Match, body: bytes) -> Answer | pipeline.EarlierAnswer | None:
         try:
-            options_raw, raw, sent = parse_body(QueryDict(environ.get("QUERY_STRING", "")), body,
-                                                base_media_type(environ.get("CONTENT_TYPE")))
+            options_raw, raw, sent = protocol.parse_body(QueryDict(environ.get("QUERY_STRING", "")), body,
+                                                         protocol.base_media_type(environ.get("CONTENT_TYPE")))
             file = str(options_raw.get("file") or "")
-            found = fastpath.memory.get(_grant_key(environ["HTTP_AUTHORIZATION"], *match.groups(), file))
+            found = memory.granted(environ["HTTP_AUTHORIZATION"], *match.groups(), file)
             if found is None:
                 return None
             generation, model = found
-            options = services.Options.parse(options_raw)
+            options = protocol.Options.parse(options_raw)
             if options.mode == "async" or options_raw.get("dataset"):
                 return None
-            fmt = output_format(environ.get("HTTP_ACCEPT", ""), options_raw, sent)
-            arrays = tensors.check(raw_arrays(raw, sent, model), model.inputs, from_json_body=sent == "json")
+            fmt = protocol.output_format(environ.get("HTTP_ACCEPT", ""), options_raw, sent)
+            arrays = protocol.input_arrays(raw, sent, model)
         except HubError:
             return None  # Django says what is wrong, with its coded error
         if sum(array.nbytes for array in arrays.values()) > settings.HUB_INFER_SYNC_MAX_BYTES:
             return None
-        steps = services.steps_of([model])
+        result = pipeline.run_or_hand_over(model, arrays, options, generation)
+        if not isinstance(result, tuple):
+            return result  # nothing sent (None), or an answer for Django to finish
+        meta, outputs = result
         try:
-            meta, outputs = services.call(steps, arrays, options, generation=generation)
-        except (Stale, NoWorker):
-            return None  # nothing was sent; Django refreshes its memory, or refuses or queues
-        except HubError as exc:
-            raise HandOver(HandedOver(steps, exc))
-        if not meta.get("ok"):
-            raise HandOver(HandedOver(steps, (meta, outputs)))
-        try:
-            content, content_type, extra = answer(outputs, fmt, {k: meta[k] for k in TIMING_KEYS if k in meta}, model)
+            content, content_type, extra = protocol.encode_answer(outputs, fmt, protocol.timings(meta), model)
         except HubError:
-            raise HandOver(HandedOver(steps, (meta, outputs)))
+            return pipeline.EarlierAnswer(protocol.steps_of([model]), result)
         headers = [("Content-Type", content_type), ("Content-Length", str(len(content))), *extra.items(),
                    *self.headers, ("X-Request-ID", request_id_for(environ.get("HTTP_X_REQUEST_ID", "")))]
         return "200 OK", headers, content
@@ -171,9 +132,3 @@ class Express:
         host = environ.get("HTTP_HOST") or environ.get("SERVER_NAME", "")
         domain, _ = split_domain_port(host)
         return bool(domain) and validate_host(domain, settings.ALLOWED_HOSTS)
-
-
-class HandOver(Exception):  # noqa: N818 - a control-flow signal, not an error
-    def __init__(self, answer: HandedOver) -> None:
-        super().__init__("handed over to Django")
-        self.answer = answer

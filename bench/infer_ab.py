@@ -1,0 +1,85 @@
+"""Two versions of the hub's code side by side on the synchronous path: which one answers faster.
+
+    git worktree add /tmp/hub-before main   # or: git archive main | tar -x -C /tmp/hub-before
+    .venv/bin/python bench/infer_ab.py /tmp/hub-before [--single 1000]
+
+One scratch hub (as ``bench/infer.py`` sets it up, with its functions), one Celery worker of this tree, and
+two granian servers with the express path: one serving the tree named on the command line ("before"), one
+this tree ("after"). The same requests go to both in alternating blocks of 100, so that a noisy machine's
+slow periods fall on both alike; p50 and p95 per model and body. Set ``AB_ORDER=after-first`` to send each
+block to this tree first. Useful for a change of the web side that must not slow it down (bench/RESULTS.md,
+issue 28). Needs the lane's message format (``hub/gateway/wire.py``) to be the same in both trees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench import infer as bench  # noqa: E402 - after the path is set
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("before", type=Path, help="the other tree (with its .venv or this one's)")
+    parser.add_argument("--single", type=int, default=1000, help="requests per series")
+    args = parser.parse_args()
+    from hub.web.server import web_command
+
+    before = args.before.resolve()
+    env = bench.services_env()
+    env.update({"HUB_STORAGE": "filesystem", "HUB_LOG_LEVEL": "WARNING", "HUB_CUBE_ON_CONVERT": "off"})
+    work = Path(tempfile.mkdtemp(prefix="hub-bench-ab-"))
+    env.update({"HUB_VAR_DIR": str(work / "var"), "HUB_STORAGE_DIR": str(work / "blobs")})
+    bench.psql(env, f"DROP DATABASE IF EXISTS {bench.DB}")
+    bench.psql(env, f"CREATE DATABASE {bench.DB}")
+    python = str(ROOT / ".venv/bin/python")
+    here = {**env, "PYTHONPATH": f"{ROOT}:{ROOT / 'client'}"}
+    procs: list[subprocess.Popen] = []
+    try:
+        token = bench.setup_hub(here, work)
+        procs.append(subprocess.Popen([python, "-m", "celery", "-A", "workers", "worker", "-Q", "convert,cpu",
+                                       "--concurrency", "1", "--loglevel", "WARNING"], cwd=ROOT, env=here,
+                                      stdout=open(work / "worker.log", "w"), stderr=subprocess.STDOUT))
+        port = 19000 + os.getpid() % 500
+        ports = {"after": port, "before": port + 1}
+        for tree, web_port in ((ROOT, ports["after"]), (before, ports["before"])):
+            procs.append(subprocess.Popen(web_command(python, f"127.0.0.1:{web_port}", 2), cwd=tree,
+                                          env={**env, "PYTHONPATH": f"{tree}:{tree / 'client'}",
+                                               "HUB_GATEWAY_EXPRESS": "1"},
+                                          stdout=open(work / f"web-{web_port}.log", "w"), stderr=subprocess.STDOUT))
+            bench.wait_port(web_port)
+        bench.wait_worker(env["HUB_BROKER_URL"])
+        bench.wait_jobs(env)
+        order = ["after", "before"] if os.environ.get("AB_ORDER") == "after-first" else ["before", "after"]
+        print(f"# bench/infer_ab.py {time.strftime('%Y-%m-%d %H:%M')}: before {before}, after {ROOT}; "
+              f"{args.single} requests per series, blocks of 100, {order[0]} first; load {os.getloadavg()}")
+        print("| model | body | before p50 ms | after p50 ms | before p95 ms | after p95 ms |")
+        print("|---|---|---|---|---|---|")
+        for name, shape, input_name in (("mlp", (1, 784), "x"), ("cnn", (1, 1, 28, 28), "image")):
+            x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+            for kind in ("npy", "json"):
+                body, content_type = bench.request_body(kind, input_name, x)
+                path = f"/api/v1/artifacts/bench/{name}/versions/latest/infer"
+                series = bench.interleaved([ports[side] for side in order], path, token, body, content_type,
+                                           args.single, f"see {work}")
+                was, now = series[ports["before"]][0], series[ports["after"]][0]
+                figures = [bench.percentile(times, q) * 1e3 for q in (.5, .95) for times in (was, now)]
+                print(f"| {name} | {kind} | " + " | ".join(f"{value:.3f}" for value in figures) + " |", flush=True)
+        print(f"# load at the end {os.getloadavg()}")
+    finally:
+        bench.stop_all(procs, env)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""``modelAPI``'s conversion and optimisation: local files in the sandbox on this machine
+(``hpcfair.convert``), hub models (and local files with ``general_args.upload``) by the hub's workers."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hpcfair import _registry, _sources
+from hpcfair._sources import ModelSource
+from hpcfair.client import HubClient
+from hpcfair.config import Config
+from hpcfair.errors import HubError
+from hpcfair.progress import stage_printer
+
+
+def convert(client: HubClient, config: Config) -> list[dict[str, Any]]:
+    """``modelAPI.conversion``: each model converted here or on the hub, one report each."""
+    sources = _sources.sources(config)
+    exports = _sources.exports(config, sources, ".onnx")
+    backends = _sources.backends(config, sources)
+    reports = []
+    for source, export, backend in zip(sources, exports, backends, strict=True):
+        if source.local and not config.args.general_args.upload:
+            reports.append(convert_here(config, source, export, backend))
+        else:
+            reports.append(convert_on_hub(client, config, source, export))
+    return reports
+
+
+def convert_here(config: Config, source: ModelSource, export: Path, backend: str | None) -> dict[str, Any]:
+    """A local file converted in the sandbox on this machine."""
+    from hpcfair.convert import ConversionError, convert_file, detect
+    from hpcfair.convert.formats import check_backend
+
+    task = config.task
+    sample = config.path(task.sample_inputs) if task.sample_inputs else None
+    if sample is not None and not sample.is_file():
+        raise config.error(config.where("sample_inputs"), f"no file {sample}")
+    try:
+        fmt = detect(source.local)
+        check_backend(fmt, backend, source.local.name)
+        report = convert_file(source.local, export, opset=task.onnx_version or 17, sample_inputs=sample,
+                              atol=task.atol if task.atol is not None else 1e-4,
+                              rtol=task.rtol if task.rtol is not None else 1e-3,
+                              on_line=stage_printer(source.name))
+    except ConversionError as exc:
+        hint = (" Install the frameworks with: pip install 'hpcfair[convert]'."
+                if "No module named" in exc.detail else "")
+        raise HubError(f"{source.key} ({source.local.name}): {exc.detail}{hint}", code=exc.code)
+    check = report["verification"]
+    return {"model": source.name, "source": str(source.local), "format": fmt, "export_file": str(export),
+            "where": "local", "opset": report["opset"].get("ai.onnx"), "verified": check["passed"],
+            "max_abs_diff": check["max_abs_diff"], "verification": check}
+
+
+def convert_on_hub(client: HubClient, config: Config, source: ModelSource, export: Path) -> dict[str, Any]:
+    """A hub model (or a local file published first) converted by the hub, its ONNX file fetched."""
+    task = config.task
+    info = _registry.hub_version(client, config, source, private=task.visibility != "public", metadata=task.metadata)
+    onnx = _registry.onnx_version(client, info, task.onnx_version)
+    _registry.export(client, _registry.onnx_item(onnx), export)
+    meta = onnx.get("metadata") or {}
+    checks = list((meta.get("verification") or {}).values())
+    return {"model": source.name, "source": source.ref or str(source.local), "export_file": str(export),
+            "where": "hub", "pid": onnx["pid"], "source_pid": info["pid"], "opset": meta.get("opset"),
+            "verified": meta.get("verified"),
+            "max_abs_diff": max((c.get("max_abs_diff") or 0 for c in checks), default=None)}
+
+
+def optimize(client: HubClient, config: Config) -> list[dict[str, Any]]:
+    """``modelAPI.optimize``: each ONNX model optimised here or on the hub, one report each."""
+    sources = _sources.sources(config)
+    exports = _sources.exports(config, sources, ".optimized.onnx")
+    reports = []
+    for source, export in zip(sources, exports, strict=True):
+        if source.local and not config.args.general_args.upload:
+            reports.append(optimize_here(config, source, export.parent))
+            continue
+        info = _registry.onnx_version(client, _registry.hub_version(client, config, source, private=True), None)
+        done = client.wait(client.optimize(info["pid"], quantize=config.task.quantize))
+        derived = client.resolve(done["result"]["pid"])
+        files = client.download(derived["pid"], export.parent)
+        report = (derived.get("metadata") or {}).get("optimization")
+        reports.append({"model": source.name, "where": "hub", "pid": derived["pid"],
+                        "files": [str(p) for p in files], "report": report})
+    return reports
+
+
+def optimize_here(config: Config, source: ModelSource, folder: Path) -> dict[str, Any]:
+    """A local ONNX file optimised in the sandbox on this machine."""
+    from hpcfair.convert import ConversionError, sandbox
+
+    if source.local.suffix.lower() != ".onnx":
+        raise config.error(source.key, "optimize works on ONNX files; convert the model first (task: conversion)")
+    workdir = Path(tempfile.mkdtemp(prefix="hpcfair-optimize-"))
+    try:
+        shutil.copyfile(source.local, workdir / source.local.name)
+        try:
+            report = sandbox.run({"task": "optimize", "source": source.local.name, "output_dir": "out",
+                                  "quantize": config.task.quantize}, workdir)
+        except ConversionError as exc:
+            raise HubError(f"{source.key}: {exc.detail}", code=exc.code)
+        folder.mkdir(parents=True, exist_ok=True)
+        files = []
+        for name in report.get("variants", {}):
+            files.append(str(shutil.move(sandbox.output_file(workdir, f"out/{name}"), folder / name)))
+        report.pop("ok", None)
+        return {"model": source.name, "where": "local", "files": files, "report": report}
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,275 @@
+"""Registry I/O for ``modelAPI``: a config's models as hub versions (resolved, or published as private copies
+to run), their ONNX versions (converted on the hub when needed), files through the local cache, uploads,
+downloads, and models and datasets loaded on this machine."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpcfair import arrays as tensors
+from hpcfair._sources import NAME_RE, ModelSource, version_ref
+from hpcfair.client import HubClient
+from hpcfair.config import Config
+from hpcfair.errors import ConfigError, ConflictError, HubError, JobError, NotFoundError
+
+RUN_COPY_LICENSE = "LicenseRef-not-stated"
+
+
+@dataclass
+class Dataset:
+    """A dataset version on this machine: its record, its files (by path), its arrays and Croissant."""
+
+    info: dict[str, Any]
+    files: dict[str, Path]
+    client: HubClient = field(repr=False)
+
+    @property
+    def pid(self) -> str:
+        return self.info["pid"]
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.info.get("metadata") or {}
+
+    def arrays(self) -> dict[str, Any]:
+        """The numeric files (.npy, .npz, .json, .csv, .tsv, .txt) as arrays, keyed by file (and member)."""
+        found: dict[str, Any] = {}
+        for path, local in self.files.items():
+            if local.suffix.lower() not in tensors.FORMATS:
+                continue
+            data = tensors.read_inputs(local, key=path)
+            if isinstance(data, dict):
+                found.update({f"{path}:{name}" if len(self.files) > 1 else name: value for name, value in data.items()})
+            else:
+                found[path] = data
+        return found
+
+    def croissant(self) -> dict[str, Any]:
+        """The version's Croissant JSON-LD (load it with ``mlcroissant`` for record-level access)."""
+        return self.client.export(self.info, "croissant").json()
+
+
+def upload(client: HubClient, config: Config | None, *, name: str | None, files: list[str | Path] | None,
+           metadata: dict[str, Any] | str | Path | None, kind: str, visibility: str, version: str) -> dict[str, Any]:
+    """``modelAPI.upload``: what the arguments say, completed from the config when there is one."""
+    base = Path.cwd()
+    if config is not None:
+        task, base = config.task, config.base
+        name = name or (config.names("model_name") or [None])[0]
+        files = files or task.files or config.names("model_file")
+        metadata = metadata if metadata is not None else task.metadata
+        kind, visibility, version = task.kind, task.visibility or visibility, task.version or version
+    if not name or not files:
+        raise ConfigError("an upload needs a name (model_name) and files (task_args.files or model_file)",
+                          key="task_args.files")
+    paths = [Path(f) if Path(f).is_absolute() else base / f for f in files]
+    for path in paths:
+        if not path.is_file():
+            raise ConfigError(f"no file {path}", key="task_args.files")
+    meta, card = read_metadata(metadata, base)
+    named = {p.name: p for p in paths} | ({"README.md": card} if card else {})
+    return client.publish(name, named, meta, kind=kind, visibility=visibility, version=version)
+
+
+def download_config(client: HubClient, config: Config) -> list[Path]:
+    """``task: download``: the models named in ``model_file`` into ``out_args.export_dir``."""
+    refs = config.names("model_file") or config.names("model_name")
+    if not refs:
+        raise config.error("model_args.model_file", "missing: the PID or owner/name[@version] to download")
+    folder = config.path(config.args.out_args.export_dir or ".")
+    return [path for ref in refs for path in client.download(ref, folder, config.task.files)]
+
+
+def load_model(client: HubClient, ref: str, *, original: bool = False, threads: int = 0, trust_pickle: bool = False,
+               _key: str = "model") -> Any:
+    """An ONNX Runtime session for a hub model (its ONNX conversion) or a local ``.onnx`` file; with
+    ``original=True`` the uploaded model in its own framework (pickles only with ``trust_pickle``:
+    loading one runs the code inside it)."""
+    local = Path(ref).expanduser()
+    if local.is_file():
+        if local.suffix.lower() != ".onnx":
+            raise HubError(f"{_key}: {local.name} is not ONNX; convert it first (task: conversion)",
+                           code="not_runnable")
+        path = local
+    else:
+        info = client.resolve(ref)
+        if original:
+            return load_original(client, info, trust_pickle)
+        path = client.cached(onnx_item(onnx_version(client, info, None)))
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise HubError("running models here needs ONNX Runtime: pip install 'hpcfair[onnx]'", code="missing_extra")
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def load_original(client: HubClient, info: dict[str, Any], trust_pickle: bool) -> Any:
+    """The uploaded model file of ``info`` loaded by its own framework (see ``load_model``)."""
+    from hpcfair.convert.formats import PICKLE_SUFFIXES, SNIFFED_SUFFIXES, SUFFIX, detect, looks_like_model
+
+    item = next((f for f in info["files"] if looks_like_model(f["path"])), None)
+    if item is None:
+        raise NotFoundError(f"{info['artifact']}@{info['version']} has no model file.", code="not_found")
+    path = named_copy(client, item)
+    fmt = detect(path)
+    if path.suffix.lower() in SNIFFED_SUFFIXES:  # e.g. decoder.ckpt: frameworks go by the suffix
+        named = path.with_name(path.stem + SUFFIX.get(fmt, path.suffix))
+        if not named.exists():
+            shutil.copyfile(path, named)
+        path = named
+    if fmt == "torchscript":
+        import torch
+
+        return torch.jit.load(str(path), map_location="cpu")
+    if fmt == "torch_export":
+        import torch
+
+        return torch.export.load(str(path))
+    if fmt in ("keras", "keras_h5"):
+        import keras
+
+        return keras.models.load_model(str(path), compile=False)
+    if fmt == "onnx":
+        return load_model(client, str(path))
+    if fmt == "skops":
+        import skops.io
+
+        return skops.io.load(str(path), trusted=skops.io.get_untrusted_types(file=str(path)) if trust_pickle
+                             else None)
+    if path.suffix.lower() in PICKLE_SUFFIXES and trust_pickle:
+        import joblib
+
+        return joblib.load(path)  # noqa: S301 - the caller said they trust it
+    raise HubError(f"{item['path']} is a {fmt} file that runs code when loaded; pass trust_pickle=True if you "
+                   "trust its author, or use the ONNX conversion (original=False).", code="untrusted_format")
+
+
+def load_dataset(client: HubClient, ref: str) -> Dataset:
+    """A dataset version's files on this machine (cached), with ``arrays()`` and ``croissant()``."""
+    info = client.resolve(ref)
+    return Dataset(info=info, files={f["path"]: named_copy(client, f) for f in info["files"]}, client=client)
+
+
+def export(client: HubClient, item: dict[str, Any], dest: Path) -> Path:
+    """A hub file (an entry of a version's ``files``) copied to ``dest`` through the cache."""
+    client.cached(item)
+    return client.cache.copy_out(item["sha256"], dest)
+
+
+def named_copy(client: HubClient, item: dict[str, Any]) -> Path:
+    """A cached file under its own name (readers go by suffix): ``<cache>/named/<sha256>/<path>``."""
+    target = client.cache.root / "named" / item["sha256"] / item["path"]
+    if not target.is_file():
+        client.cached(item)
+        client.cache.copy_out(item["sha256"], target)
+    return target
+
+
+def hub_version(client: HubClient, config: Config, source: ModelSource, *, private: bool = True,
+                metadata: dict[str, Any] | str | None = None) -> dict[str, Any]:
+    """The hub version of a source: resolved, or the local file published as a model of yours."""
+    if source.ref:
+        try:
+            return client.resolve(source.ref)
+        except NotFoundError:
+            raise config.error(source.key, f"no file {config.path(source.ref)}, and the hub has no model "
+                                           f"{source.ref} that you can see")
+        except HubError as exc:
+            if exc.code != "unreachable":
+                raise
+            raise config.error(source.key, f"no file {config.path(source.ref)}; as a hub reference it could not "
+                                           f"be looked up: {exc.message}")
+    name = NAME_RE.sub("-", source.name).strip("-.") or "model"
+    me = client.me()
+    meta, card = (read_metadata(metadata, config.base) if metadata
+                  else (run_copy_metadata(source, me.get("name") or me.get("username") or ""), None))
+    files = {source.local.name: source.local} | ({"README.md": card} if card else {})
+    try:
+        return client.publish(name, files, meta, visibility="private" if private else "public",
+                              reuse_duplicate=True, owner=me.get("username"))
+    except ConflictError as exc:
+        if exc.code != "visibility_mismatch":
+            raise
+        public = exc.body["artifact"]
+        raise config.error(source.key, f"model_name {name!r} is your public model {public}: name the hub "
+                                       f"version instead ({public}@VERSION) or choose another model_name")
+
+
+def runnable(client: HubClient, config: Config, sources: list[ModelSource]) -> list[dict[str, Any]]:
+    """The ONNX versions that run for the sources (converted on the hub when needed)."""
+    return [onnx_version(client, hub_version(client, config, source), None) for source in sources]
+
+
+def onnx_version(client: HubClient, info: dict[str, Any], opset: int | None) -> dict[str, Any]:
+    """The version itself when it is ONNX, else its conversion (waiting for the hub's conversion job,
+    or asking for one)."""
+    meta = info.get("metadata") or {}
+    if any(f["path"].lower().endswith(".onnx") for f in info["files"]) and opset in (None, meta.get("opset")):
+        return info
+    for link in info.get("derivatives") or []:
+        if link["relation"] == "converted_from":
+            candidate = client.resolve(link["version_pid"])
+            if opset in (None, (candidate.get("metadata") or {}).get("opset")):
+                return candidate
+    jobs = [job for job in client.jobs(kind="convert")  # newest first
+            if (job.get("version") or {}).get("pid") == info["pid"]
+            and opset in (None, (job.get("params") or {}).get("opset"))]
+    if jobs and jobs[0]["state"] == "failed":  # the same file would fail the same way: say why instead
+        failed = jobs[0]
+        raise JobError(f"{version_ref(info)} has no ONNX version: the hub's conversion failed "
+                       f"({failed.get('error_code')}): {failed.get('error_detail')} Publish a version that fixes "
+                       f"this, or ask for a new conversion (modelAPI().client.convert({info['pid']!r})).",
+                       code=failed.get("error_code") or "conversion_failed", body=failed)
+    running = [job for job in jobs if job["state"] not in ("failed", "cancelled")]
+    job = running[0] if running else None
+    if job is None:
+        try:
+            job = client.convert(info["pid"], opset=opset)
+        except ConflictError as exc:
+            raise HubError(f"{info['artifact']}@{info['version']} cannot be converted: {exc}", code=exc.code)
+    done = client.wait(job)
+    return client.resolve(done["result"]["pid"])
+
+
+def onnx_item(info: dict[str, Any]) -> dict[str, Any]:
+    """The one ONNX file of a version record."""
+    found = [f for f in info["files"] if f["path"].lower().endswith(".onnx")]
+    if len(found) != 1:
+        raise HubError(f"{info['artifact']}@{info['version']} has {len(found)} ONNX files; name the model file.",
+                       code="ambiguous_model")
+    return found[0]
+
+
+def run_copy_metadata(source: ModelSource, creator: str) -> dict[str, Any]:
+    """Metadata of a private copy published only to run a local file on the hub."""
+    return {"title": source.name, "description": f"{source.local.name}, published by the hpcfair client to run on "
+                                                 "the hub.", "creators": [{"name": creator or "unknown"}],
+            "license": RUN_COPY_LICENSE, "task": "unspecified"}
+
+
+def read_metadata(value: dict[str, Any] | str | Path | None, base: Path) -> tuple[dict[str, Any], Path | None]:
+    """(metadata, model card file): a dict as is; a YAML/JSON file read; a README.md sent as the card."""
+    import json
+
+    import yaml
+
+    if value is None or isinstance(value, dict):
+        return dict(value or {}), None
+    path = Path(value) if Path(value).is_absolute() else base / value
+    if not path.is_file():
+        raise ConfigError(f"no metadata file {path}", key="task_args.metadata")
+    if path.suffix.lower() == ".md":
+        return {}, path
+    try:
+        data = json.loads(path.read_text()) if path.suffix.lower() == ".json" else yaml.safe_load(path.read_text())
+    except (ValueError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path.name} does not parse: {exc}", key="task_args.metadata")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path.name} must hold a mapping of field: value", key="task_args.metadata")
+    return data, None
