@@ -22,6 +22,16 @@ from hpcfair.finetune.trainer import Trainer, take
 
 Stage = Callable[[float, str], None]
 TRAINABLE = ("torchscript", "torch_export", "keras", "keras_h5", "sklearn", "skops")
+BY_SUFFIX = {**{suffix: fmt for fmt, suffix in formats.SUFFIX.items()}, ".pth": "torchscript", ".hdf5": "keras_h5",
+             **dict.fromkeys(formats.PICKLE_SUFFIXES, "sklearn")}
+
+
+def format_by_name(name: str) -> str | None:
+    """The format a file's name says (for checks that open nothing); None when only its content can tell."""
+    lower = name.lower()
+    if lower.endswith(formats.ARCHIVE_SUFFIXES):
+        return "tf_savedmodel"
+    return BY_SUFFIX.get(Path(lower).suffix)
 
 
 def family_of(model: Path) -> str:
