@@ -153,6 +153,13 @@ class modelAPI:  # noqa: N801 - the papers' name
                 "verified": meta.get("verified"),
                 "max_abs_diff": max((c.get("max_abs_diff") or 0 for c in checks), default=None)}
 
+    def finetune(self, cfg: str | Path | dict[str, Any]) -> dict[str, Any]:
+        """Fine-tune a model on a dataset (``task: finetune``): a hub job that publishes a new model version
+        of yours, or ``device: local``; see ``hpcfair.finetune.task``."""
+        from hpcfair.finetune import task
+
+        return task.run(self, load(cfg))
+
     # --- inference and collaboration -----------------------------------------------------------------
 
     def inference(self, cfg: str | Path | dict[str, Any]) -> dict[str, Any]:
@@ -647,7 +654,7 @@ class modelAPI:  # noqa: N801 - the papers' name
 
 TASK_METHODS = {"conversion": "conversion", "inference": "inference", "collaboration": "collaborate",
                 "container": "container", "optimize": "optimize", "search": "search", "upload": "upload",
-                "download": "download_config"}
+                "download": "download_config", "finetune": "finetune"}
 
 
 def _name(info: dict[str, Any]) -> str:
