@@ -86,3 +86,24 @@ def test_npz_keys_are_the_columns(api, publish, owner, base_and_data):
 
 def test_output_name_must_not_be_a_dataset(api, base_and_data):
     refused(post(api, {"dataset": "alice/blobs", "target": "label", "name": "blobs"}), 409, "already_exists")
+
+
+def test_the_form_on_the_model_page(client, owner, base_and_data):
+    from hub.registry.models import Version
+
+    pid = Version.objects.get(artifact__name="mlp", label="1").pid
+    assert "to fine-tune this model" in client.get(f"/{pid}", HTTP_ACCEPT="text/html").content.decode()
+    client.force_login(owner)
+    page = client.get(f"/{pid}", HTTP_ACCEPT="text/html").content.decode()
+    assert 'id="finetune"' in page and 'action="/finetune/alice/mlp/1"' in page
+    refused_page = client.post("/finetune/alice/mlp/1", {"dataset": "alice/blobs", "target": "lable", "epochs": "2"},
+                               follow=True).content.decode()
+    assert "not started (unknown_column)" in refused_page and Job.objects.filter(kind="finetune").count() == 0
+    answer = client.post("/finetune/alice/mlp/1", {"dataset": "alice/blobs", "target": "label", "epochs": "2",
+                                                   "learning_rate": "0.01", "freeze": "backbone", "features": "a, b",
+                                                   "name": "", "seed": "3"})
+    job = Job.objects.get(kind="finetune")
+    assert answer.status_code == 302 and answer["Location"] == f"/jobs/{job.pk}/"
+    hyper = job.params["hyper"]
+    assert (hyper["epochs"], hyper["freeze"], hyper["seed"], hyper["features"], hyper["learning_rate"]) == (
+        2, "backbone", 3, ["a", "b"], 0.01)
