@@ -12,6 +12,7 @@ from hub.accounts.permissions import TokenScopePermission
 from hub.finetune import services
 from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.api.views import accepted
+from hub.registry.models import Artifact
 from hub.registry.services import get_artifact, get_version
 
 
@@ -35,7 +36,7 @@ class FinetuneRequestSerializer(serializers.Serializer):
     max_length = serializers.IntegerField(required=False, help_text="Tokens per text (text models, default 64).")
     name = serializers.CharField(required=False, help_text="The result's model in your namespace "
                                                            "(default <base>-finetuned).")
-    visibility = serializers.ChoiceField(["public", "private"], required=False, help_text="Default private.")
+    visibility = serializers.ChoiceField(Artifact.Visibility.choices, required=False, help_text="Default private.")
     device = serializers.ChoiceField(["cpu", "gpu"], required=False, help_text="The workers to train on.")
 
 

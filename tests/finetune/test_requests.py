@@ -107,3 +107,16 @@ def test_the_form_on_the_model_page(client, owner, base_and_data):
     hyper = job.params["hyper"]
     assert (hyper["epochs"], hyper["freeze"], hyper["seed"], hyper["features"], hyper["learning_rate"]) == (
         2, "backbone", 3, ["a", "b"], 0.01)
+
+
+def test_a_hugging_face_folder_needs_its_text_column(api, publish, owner, base_and_data):
+    files = {"encoder/config.json": b'{"model_type": "bert"}', "encoder/model.safetensors": b"weights",
+             "encoder/vocab.txt": b"[PAD]\n", "README.md": b"# encoder\n"}
+    publish(owner, "encoder", files)
+    publish(owner, "reviews", {"reviews.csv": b"text,sentiment\ngood,positive\nbad,negative\n"}, kind="dataset")
+    body = {"dataset": "alice/reviews", "target": "sentiment"}
+    detail = refused(post(api, body, "alice/encoder/versions/1"), 400, "invalid_config")
+    assert "task_args.text" in detail
+    refused(post(api, {**body, "text": "review"}, "alice/encoder/versions/1"), 400, "unknown_column")
+    assert post(api, {**body, "text": "text"}, "alice/encoder/versions/1").status_code == 202
+    assert Job.objects.get(kind="finetune").params["source"] == {"folder": "encoder"}
