@@ -74,6 +74,8 @@ def finetune_work(ctx: JobContext) -> dict[str, Any]:
             model = fetch(base, source["file"], workdir).name
         _fetch_all(dataset, params["dataset"]["files"], workdir / "dataset")
         ctx.log(f"fine-tuning {base} on {dataset} in a sandbox")
+        if ctx.job.device == "gpu":  # the sandbox gives its child no GPU (hpcfair.convert.sandbox.child_env)
+            ctx.log("the sandbox has no GPU: training runs on this worker's CPU", "warning")
         request = {"task": "finetune", "model": model, "dataset": "dataset", "output": "out",
                    "hyper": params["hyper"], "data_file": params.get("data_file"),
                    "inputs": (base.metadata or {}).get("inputs")}

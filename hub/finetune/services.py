@@ -20,7 +20,7 @@ from hub.jobs.models import Job
 from hub.jobs.services import create_job
 from hub.registry.models import NAME_RE, Artifact, File, Version
 from hub.registry.services import resolve_version_ref
-from hub.storage import get_blob_store
+from hub.storage import StorageUnavailable, get_blob_store
 
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 
@@ -118,6 +118,9 @@ def dataset_files(dataset: Version, hyper: Hyper, data_file: str | None) -> tupl
         data.check(columns, hyper.target, hyper.features, hyper.text)
     except FinetuneError as exc:
         raise _coded(exc)
+    except StorageUnavailable:
+        raise HubError("storage_unavailable", "The object store is unavailable; the dataset could not be checked. "
+                                              "Try again.")
     return chosen, sorted({chosen, source.path}), columns
 
 
