@@ -7,7 +7,9 @@ publishes an MLP (4-64-64-3, TorchScript) and a CSV of ``--rows`` rows, and fine
 (``modelAPI.finetune``). An epoch's time through the hub is the gap between consecutive epoch lines of the
 job's log (training and evaluation inside the sandbox, the line's trip to the worker and into the database);
 directly, it is the same gap between the same lines from ``hpcfair.finetune.run.finetune`` called in this
-process, with as many threads as the sandbox gets. Runs alternate (hub, direct, hub, direct, ...).
+process, with as many threads as the sandbox gets; and the job's sandboxed child alone (``sandbox.run``, no
+hub around it). Runs alternate (hub, sandbox, direct, hub, ...), each once
+the hub is idle (a fine-tune's result is converted to ONNX right after it: not beside the direct loop).
 The job's fixed costs (sandbox start, imports, publishing) are reported beside the epochs, not in them.
 """
 
@@ -73,7 +75,9 @@ def hub_run(api, epochs: int, seed: int) -> dict:
     wall = time.monotonic() - started
     job = api.client.job(result["job"])
     stamps = [(datetime.fromisoformat(line["time"]).timestamp(), line["message"]) for line in job["log"]]
-    return {"epochs": epoch_gaps(stamps), "job_s": job["duration"], "wall_s": wall}
+    history = api.client.resolve(result["pid"])["metadata"]["training"]["history"]
+    return {"epochs": epoch_gaps(stamps), "fit": [r["seconds"] for r in history], "job_s": job["duration"],
+            "wall_s": wall}
 
 
 def direct_run(model: Path, data: Path, epochs: int, seed: int, threads: int) -> dict:
@@ -85,11 +89,37 @@ def direct_run(model: Path, data: Path, epochs: int, seed: int, threads: int) ->
     stamps: list[tuple[float, str]] = []
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as out:
-        finetune(model, data.parent, Path(out), Hyper.from_dict({"target": "label", "epochs": epochs,
+        report = finetune(model, data.parent, Path(out), Hyper.from_dict({"target": "label", "epochs": epochs,
                                                                    "learning_rate": 0.005, "batch_size": 64,
                                                                    "seed": seed}),
                  stage=lambda fraction, line: stamps.append((time.time(), line)))
-    return {"epochs": epoch_gaps(stamps), "wall_s": time.monotonic() - started}
+    return {"epochs": epoch_gaps(stamps), "fit": [r["seconds"] for r in report["history"]],
+            "wall_s": time.monotonic() - started}
+
+
+def wait_idle(api) -> None:
+    while any(j["state"] in ("queued", "running") for j in api.client.jobs()):
+        time.sleep(1)
+
+
+def sandbox_run(model: Path, data: Path, epochs: int, seed: int, threads: int) -> dict:
+    """The job's child without the hub: ``hpcfair.convert.sandbox.run`` on the same request, in this process."""
+    from hpcfair.convert import Limits, sandbox
+
+    stamps: list[tuple[float, str]] = []
+    work = Path(tempfile.mkdtemp(prefix="bench-sandbox-"))
+    try:
+        shutil.copyfile(model, work / model.name)
+        shutil.copytree(data.parent, work / "dataset")
+        started = time.monotonic()
+        report = sandbox.run({"task": "finetune", "model": model.name, "dataset": "dataset", "output": "out",
+                              "hyper": {"target": "label", "epochs": epochs, "learning_rate": 0.005, "batch_size": 64,
+                                        "seed": seed}}, work, Limits(threads=threads),
+                             on_line=lambda line: stamps.append((time.time(), line.split("] ", 1)[-1])))
+        return {"epochs": epoch_gaps(stamps), "fit": [r["seconds"] for r in report["history"]],
+                "wall_s": time.monotonic() - started}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def main() -> None:
@@ -100,6 +130,7 @@ def main() -> None:
     args = parser.parse_args()
     from hpcfair import modelAPI
 
+    loads = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="bench-finetune-"))
     model, csv = make_inputs(work, args.rows)
     port = free_port()
@@ -125,33 +156,41 @@ def main() -> None:
         api.client.publish("bench-mlp", {"mlp.pt": model}, {**meta, "framework": "pytorch", "task": "classification",
                                                             "inputs": [{"name": "x", "shape": [None, 4]}]})
         api.client.publish("bench-blobs", {"blobs.csv": csv}, meta, kind="dataset")
-        while any(j["state"] in ("queued", "running") for j in api.client.jobs()):  # demo and bench conversions
-            time.sleep(1)
+        wait_idle(api)  # the demo's and the bench's own conversions
         threads = int(os.environ.get("HUB_CONVERT_THREADS", "2"))
-        hub, direct = [], []
+        hub, alone, direct = [], [], []
         for run in range(args.runs):
             hub.append(hub_run(api, args.epochs, run))
+            wait_idle(api)  # the result's automatic conversion must not run beside the other loops
+            alone.append(sandbox_run(model, csv, args.epochs, run, threads))
             direct.append(direct_run(model, csv, args.epochs, run, threads))
-            print(f"run {run + 1}: hub epochs {[round(e, 3) for e in hub[-1]['epochs']]}, "
+            print(f"run {run + 1} (load {os.getloadavg()[0]:.1f}): hub {[round(e, 3) for e in hub[-1]['epochs']]}, "
+                  f"sandbox {[round(e, 3) for e in alone[-1]['epochs']]}, "
                   f"direct {[round(e, 3) for e in direct[-1]['epochs']]}", flush=True)
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)
         log.close()
         shutil.rmtree(work, ignore_errors=True)
-    hub_epochs = [e for r in hub for e in r["epochs"]]
-    direct_epochs = [e for r in direct for e in r["epochs"]]
-    h, d = statistics.median(hub_epochs), statistics.median(direct_epochs)
     print(f"\nmachine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}; "
-          f"{args.rows} rows, {args.epochs} epochs x {args.runs} runs, batch 64, {threads} threads")
-    print("| path | median s/epoch | mean s/epoch | min | max |")
-    print("|---|---:|---:|---:|---:|")
-    for name, values in (("hub (sandboxed job)", hub_epochs), ("direct (same loop, this process)", direct_epochs)):
-        print(f"| {name} | {statistics.median(values):.3f} | {statistics.mean(values):.3f} | {min(values):.3f} | "
-              f"{max(values):.3f} |")
-    print(f"\nhub overhead per epoch (median): {100 * (h / d - 1):+.1f} %")
+          f"{args.rows} rows, {args.epochs} epochs x {args.runs} runs, batch 64, {threads} threads; load average "
+          f"{loads[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
+    print("| path | what | median s | mean s | min s | max s |")
+    print("|---|---|---:|---:|---:|---:|")
+    medians = {}
+    for key, what in (("epochs", "epoch (log line to log line)"), ("fit", "training pass alone")):
+        for name, runs in (("hub (sandboxed job)", hub), ("sandbox alone (no hub)", alone),
+                           ("direct (same loop)", direct)):
+            values = [v for r in runs for v in r[key]]
+            medians[key, name[:3]] = statistics.median(values)
+            print(f"| {name} | {what} | {statistics.median(values):.3f} | {statistics.mean(values):.3f} | "
+                  f"{min(values):.3f} | {max(values):.3f} |")
+    for key in ("epochs", "fit"):
+        print(f"{key} (median) against direct: hub {100 * (medians[key, 'hub'] / medians[key, 'dir'] - 1):+.1f} %, "
+              f"sandbox alone {100 * (medians[key, 'san'] / medians[key, 'dir'] - 1):+.1f} %")
     job_s, hub_wall = statistics.mean(r["job_s"] for r in hub), statistics.mean(r["wall_s"] for r in hub)
-    print(f"job duration (claim to publish) {job_s:.1f} s, request to result {hub_wall:.1f} s; direct call "
+    print(f"job duration (claim to publish) {job_s:.1f} s, request to result {hub_wall:.1f} s; sandbox alone "
+          f"{statistics.mean(r['wall_s'] for r in alone):.1f} s; direct call "
           f"{statistics.mean(r['wall_s'] for r in direct):.1f} s")
 
 
