@@ -258,6 +258,9 @@ HUB_CONVERT_THREADS = int(env("HUB_CONVERT_THREADS", "2"))
 HUB_CONVERT_UID = int(env("HUB_CONVERT_UID", "65534"))
 HUB_CONVERT_GID = int(env("HUB_CONVERT_GID", "65534"))
 HUB_CONVERT_OPSET = int(env("HUB_CONVERT_OPSET", "17"))
+# Fine-tuning jobs run in the same sandbox with their own time limits (training takes longer than exporting).
+HUB_FINETUNE_WALL_S = int(env("HUB_FINETUNE_WALL_S", "3600"))
+HUB_FINETUNE_CPU_S = int(env("HUB_FINETUNE_CPU_S", "14400"))
 
 # MLCube containers (hub.containers, workers.container). After a conversion publishes a verified ONNX
 # version: "build" makes its cube and builds and checks the image where the worker has podman/docker

@@ -9,6 +9,7 @@ from hub import errors
 from hub.accounts.api import views as accounts
 from hub.containers import api as containers
 from hub.conversions import api as conversions
+from hub.finetune import api as finetune
 from hub.gateway.api import views as gateway
 from hub.jobs.api import views as jobs
 from hub.metadata import api as metadata
@@ -29,6 +30,7 @@ api_patterns = [
     path(VERSION + "fixity", registry.VersionFixity.as_view(), name="version-fixity"),
     path(VERSION + "convert", conversions.VersionConvert.as_view(), name="version-convert"),
     path(VERSION + "optimize", conversions.VersionOptimize.as_view(), name="version-optimize"),
+    path(VERSION + "finetune", finetune.VersionFinetune.as_view(), name="version-finetune"),
     path(VERSION + "infer", gateway.Infer.as_view(), name="version-infer"),
     path(VERSION + "container", containers.VersionContainer.as_view(), name="version-container"),
     path(VERSION + "benchmark", gateway.VersionBenchmark.as_view(), name="version-benchmark"),

@@ -490,6 +490,8 @@ FIELDS: dict[str, Field] = {f.name: f for f in [
     Field("verification", anything, "The conversion's verification report.", system=True),
     Field("conversion", anything, "How it was converted.", system=True),
     Field("optimization", anything, "How it was optimised.", system=True),
+    Field("training", anything, "How it was fine-tuned: base and dataset, split, epochs with their metrics, "
+          "seed, libraries, hardware.", system=True),
     Field("members", anything, "Signatures of an ensemble's members.", system=True),
     Field("job", anything, "The job that produced it.", system=True),
     Field("container", anything, "The cube's image: reference, digest, size, build time, and its check against "

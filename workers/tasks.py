@@ -6,7 +6,7 @@ import hashlib
 from typing import Any
 
 from hub.storage import StorageUnavailable, get_blob_store
-from workers import benchmark, collaborate, container, convert, infer
+from workers import benchmark, collaborate, container, convert, finetune, infer
 from workers.celery import app
 from workers.runner import JobContext, JobFailure, execute
 
@@ -89,3 +89,8 @@ def build_container(job_id: str) -> None:
     """Make a model's MLCube (build and check its image where possible), or build a project's."""
     execute(job_id, container.container_work)
 
+
+@app.task(name="hub.finetune")
+def finetune_model(job_id: str) -> None:
+    """Fine-tune a model on a dataset in the sandbox; publish the result (converted to ONNX after)."""
+    execute(job_id, finetune.finetune_work)

@@ -31,7 +31,7 @@ Cfg = str | Path | dict[str, Any]  # a task config: a YAML file, or the same as 
 
 class modelAPI:  # noqa: N801 - the papers' name
     """Every hub task from a config: ``conversion``, ``inference``, ``collaborate``, ``container``,
-    ``optimize``, ``search``, ``upload``, ``download``, ``load_model``, ``load_dataset``, ``run``.
+    ``optimize``, ``finetune``, ``search``, ``upload``, ``download``, ``load_model``, ``load_dataset``, ``run``.
 
     A façade: each method loads its config and hands it, with the REST client, to the module of its task
     family (``_conversion``, ``_inference``, ``_containers``, ``_registry``). A new task is a method here, a
@@ -61,6 +61,15 @@ class modelAPI:  # noqa: N801 - the papers' name
     def optimize(self, cfg: Cfg) -> list[dict[str, Any]]:
         """Graph-optimise (and int8-quantise) each ONNX model; files go beside ``export_file`` (or the config)."""
         return _conversion.optimize(self.client, load(cfg))
+
+    # --- knowledge transfer (hpcfair.finetune) ------------------------------------------------------
+
+    def finetune(self, cfg: Cfg) -> dict[str, Any]:
+        """Fine-tune a model on a dataset (``task: finetune``): a hub job that publishes a new model version
+        of yours, or ``device: local``; see ``hpcfair.finetune.task``."""
+        from hpcfair.finetune import task
+
+        return task.run(self.client, load(cfg))
 
     # --- inference and chains (_inference) ---------------------------------------------------------
 
@@ -129,4 +138,4 @@ class modelAPI:  # noqa: N801 - the papers' name
 # general_args.task -> the modelAPI method that does it
 TASK_METHODS = {"conversion": "conversion", "inference": "inference", "collaboration": "collaborate",
                 "container": "container", "optimize": "optimize", "search": "search", "upload": "upload",
-                "download": "download_config"}
+                "download": "download_config", "finetune": "finetune"}

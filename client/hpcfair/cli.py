@@ -169,6 +169,21 @@ def convert(source: Annotated[str, typer.Argument(help="A local model file, a PI
     _print(reports, as_json, _summary(reports))
 
 
+@app.command(epilog="Example: hpcfair finetune finetune.yaml   (general_args: {task: finetune}; see the README)")
+def finetune(config: Annotated[Path, typer.Argument(help="A finetune task config (YAML).")],
+             as_json: Json = False) -> None:
+    """Fine-tune a model on a dataset: on the hub (a new model version of yours) or with device: local."""
+    result = _api().finetune(config)
+    _print(_jsonable(result), as_json, _finetune_text(result))
+
+
+def _finetune_text(result: dict[str, Any]) -> str:
+    metric = result.get("metric", "loss")
+    final = result.get("final", {})
+    made = result.get("version") or result.get("export_file") or "done"
+    return f"{made}: validation {metric} {result.get('base', {}).get(metric)} -> {final.get(metric)}"
+
+
 @app.command(epilog="Example: hpcfair cite demo/encoder@1 --style bibtex")
 def cite(ref: Annotated[str, typer.Argument(help="A PID or owner/name[@version].")],
          style: Annotated[str, typer.Option(help="citation (plain text), bibtex, datacite-json, datacite-xml, "

@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hpcfair.errors import ConfigError
 
-TASKS = ("conversion", "inference", "collaboration", "container", "optimize", "search", "upload", "download")
+TASKS = ("conversion", "inference", "collaboration", "container", "optimize", "search", "upload", "download",
+         "finetune")
 BACKENDS = ("pt", "pytorch", "torch", "tf", "tensorflow", "keras", "sklearn", "onnx", "mlcube")
 Names = str | list[str]
 # Whitespace at either end of a file name or beside a dot or slash: a wrapped line ("decoder.\n onnx" in a
@@ -87,7 +88,8 @@ class TaskArgs(_Group):
     onnx_version: Annotated[int, Field(ge=7, le=21)] | None = Field(None, description="Target ONNX opset.")
     input: str | None = Field(None, description="Input file: .npy, .npz, .json, .txt, .csv; or, for a run over "
                                                 "a dataset, dataset: owner/name[@version].")
-    dataset: str | None = Field(None, description="A hub dataset (owner/name[@version] or PID) to run over (a job).")
+    dataset: str | None = Field(None, description="A hub dataset (owner/name[@version] or PID) to run over (a job); "
+                                                  "finetune: the dataset to train on (a local file or folder too).")
     links: list[dict[str, str]] | None = Field(
         None, description="Per joint of a chain: {input of the next model: output of the one before}.")
     merge: bool = Field(False, description="collaboration: merge the chain into one ONNX model on the hub.")
@@ -112,6 +114,24 @@ class TaskArgs(_Group):
     volume: str | None = Field(None, description="container: where work_dir is mounted in the container.")
     tasks: Names | None = Field(None, description="container: the project's MLCube tasks to run, in order "
                                                   "(default: all, as mlcube.yaml lists them).")
+    target: str | None = Field(None, description="finetune: the column (or NPZ array) to learn.")
+    features: list[str] | None = Field(None, description="finetune: the input columns (default: all but target).")
+    text: str | None = Field(None, description="finetune: the text column, for Hugging Face text models.")
+    data_file: str | None = Field(None, description="finetune: the dataset's file to read when it has several.")
+    epochs: Annotated[int, Field(ge=1, le=1000)] | None = Field(None, description="finetune: passes over the "
+                                                                                   "training rows (default 5).")
+    learning_rate: Annotated[float, Field(gt=0, le=10)] | None = Field(None, description="finetune: step size "
+                                                                                        "(default 1e-3).")
+    batch_size: Annotated[int, Field(ge=1, le=65536)] | None = Field(None, description="finetune: rows per step (32).")
+    freeze: Literal["none", "backbone"] | None = Field(
+        None, description="finetune: backbone trains only the last layer (a text model's new head); none trains all.")
+    validation_split: Annotated[float, Field(gt=0, lt=1)] | None = Field(
+        None, description="finetune: the fraction of rows held out to validate (default 0.2).")
+    seed: Annotated[int, Field(ge=0, lt=2**32)] | None = Field(None, description="finetune: seeds the split, the "
+                                                                                  "batches and new weights (0).")
+    early_stopping: Annotated[int, Field(ge=0, le=1000)] | None = Field(
+        None, description="finetune: stop after this many epochs without a lower validation loss (0: never).")
+    max_length: Annotated[int, Field(ge=4, le=512)] | None = Field(None, description="finetune: tokens per text (64).")
 
     _files = field_validator(*[k for k in FILE_KEYS if k != "export_dir" and k != "export_file"])(_no_stray_space)
 

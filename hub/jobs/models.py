@@ -47,6 +47,7 @@ class Job(models.Model):
         INFER = "infer", "inference"
         COLLABORATE = "collaborate", "collaboration"
         BENCHMARK = "benchmark", "hardware benchmark"
+        FINETUNE = "finetune", "fine-tuning"
 
     FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
 

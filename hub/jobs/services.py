@@ -29,6 +29,7 @@ TASKS: dict[str, str] = {
     Job.Kind.COLLABORATE: "hub.collaborate",
     Job.Kind.BENCHMARK: "hub.benchmark",
     Job.Kind.CONTAINER: "hub.container",
+    Job.Kind.FINETUNE: "hub.finetune",
 }
 
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from hub.web import account, publish, views
+from hub.web import account, finetune, publish, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -14,4 +14,5 @@ urlpatterns = [
     path("jobs/<uuid:pk>/cancel", account.cancel, name="job-cancel"),
     path("account/", account.account, name="account"),
     path("sharing/<str:owner>/<str:name>", account.sharing, name="sharing"),
+    path("finetune/<str:owner>/<str:name>/<str:version>", finetune.start, name="finetune"),
 ]

@@ -37,6 +37,10 @@ def work(request: dict[str, Any]) -> dict[str, Any]:
 
         say(f"optimizing {request['source']}")
         return optimize(Path(request["source"]), Path(request["output_dir"]), quantize=request.get("quantize", True))
+    if task == "finetune":
+        from hpcfair.finetune.child import work as finetune
+
+        return finetune(request, say)
     raise ConversionError("invalid_request", f"unknown task {task!r}")
 
 

@@ -48,6 +48,25 @@ def _iris_forest() -> bytes:
     return pickle.dumps(model)
 
 
+def _iris_mlp() -> bytes:
+    """A small PyTorch network (4-16-3), randomly initialised with a fixed seed, saved as TorchScript: the
+    README's tour fine-tunes it on the demo dataset."""
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    buffer = io.BytesIO()
+    torch.jit.save(torch.jit.script(model), buffer)
+    return buffer.getvalue()
+
+
+IRIS_MLP_CARD = b"""# Iris-like MLP (untrained)
+
+A multilayer perceptron (4 inputs, 16 hidden units, 3 outputs: logits of setosa, versicolor, virginica)
+whose weights are random (seed 0). It is a starting point: fine-tune it on the demo dataset
+*Synthetic Iris-like measurements* (see the README's tour) to get a trained, verified model of your own.
+"""
+
 IRIS_CARD = b"""# Iris-like flower classifier
 
 A random forest (12 trees, depth 4) that tells three flower classes apart from four measurements
@@ -84,6 +103,17 @@ DEMOS = [
                      "creators": [{"name": "HPCFair demo"}], "framework": "scikit-learn", "task": "classification",
                      "learning_type": "supervised", "model_family": "random-forest"},
         "trained_on": "synthetic-iris",
+    },
+    {
+        "kind": "model", "name": "iris-mlp",
+        "title": "Iris-like MLP to fine-tune (PyTorch)",
+        "description": "A small PyTorch multilayer perceptron (4-16-3) with random weights, saved as TorchScript: "
+                       "the tour fine-tunes it on the synthetic iris-like flowers.",
+        "files": {"model.pt": _iris_mlp, "README.md": lambda: IRIS_MLP_CARD},
+        "metadata": {"license": "CC0-1.0", "keywords": ["tabular", "classification", "mlp", "demo", "fine-tuning"],
+                     "creators": [{"name": "HPCFair demo"}], "framework": "pytorch", "task": "classification",
+                     "model_family": "mlp", "is_tunable": True,
+                     "inputs": [{"name": "measurements", "shape": [None, 4], "dtype": "float32"}]},
     },
     {
         "kind": "project", "name": "linear-regression-project",
