@@ -92,9 +92,9 @@ def test_the_form_on_the_model_page(client, owner, base_and_data):
     from hub.registry.models import Version
 
     pid = Version.objects.get(artifact__name="mlp", label="1").pid
-    assert "to fine-tune this model" in client.get(f"/{pid}", HTTP_ACCEPT="text/html").content.decode()
+    assert "to fine-tune this model" in client.get(f"/{pid}", HTTP_ACCEPT="text/html", follow=True).content.decode()
     client.force_login(owner)
-    page = client.get(f"/{pid}", HTTP_ACCEPT="text/html").content.decode()
+    page = client.get(f"/{pid}", HTTP_ACCEPT="text/html", follow=True).content.decode()
     assert 'id="finetune"' in page and 'action="/finetune/alice/mlp/1"' in page
     refused_page = client.post("/finetune/alice/mlp/1", {"dataset": "alice/blobs", "target": "lable", "epochs": "2"},
                                follow=True).content.decode()
