@@ -147,8 +147,8 @@ def test_every_program_called_comes_from_a_package_the_scripts_name():
     calls = python_calls()
     for program, where in script_calls().items():
         calls.setdefault(program, set()).update(where)
-    assert {"podman", "bwrap", "redis-server", "initdb", "pg_ctl", "debootstrap", "docker-compose"} <= set(calls), \
-        "the scan lost track of programs it used to find"
+    assert {"podman", "bwrap", "redis-server", "initdb", "pg_ctl", "debootstrap", "docker-compose", "weed"} \
+        <= set(calls), "the scan lost track of programs it used to find"
     problems = []
     for program, where in sorted(calls.items()):
         if package_of(program) is not None:
