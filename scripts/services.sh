@@ -69,11 +69,14 @@ start_s3() {
     printf '{"identities":[{"name":"hub","credentials":[{"accessKey":"hub","secretKey":"%s"}],"actions":["Admin","Read","List","Tagging","Write"]}]}\n' \
       "$(cat "$S3_DIR/secret")" >"$S3_DIR/s3.json"
     chmod 600 "$S3_DIR/s3.json"
+    # Each bucket is a collection of its own: one volume per collection, not seven, and room for many.
+    printf '[master.volume_growth]\ncopy_1 = 1\ncopy_2 = 2\ncopy_3 = 3\ncopy_other = 1\n' >"$S3_DIR/master.toml"
+    cd "$S3_DIR"  # where weed reads master.toml
     PATH="$VENV_BIN:$PATH" weed server -dir="$S3_DIR/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
       -master.port="$S3_PORT" -master.port.grpc=$((S3_PORT + 1)) -volume.port=$((S3_PORT + 2)) \
       -volume.port.grpc=$((S3_PORT + 3)) -filer.port=$((S3_PORT + 4)) -filer.port.grpc=$((S3_PORT + 5)) \
       -s3 -s3.port=$((S3_PORT + 6)) -s3.port.grpc=$((S3_PORT + 7)) -s3.port.iceberg=0 -s3.port.lance=0 \
-      -s3.config="$S3_DIR/s3.json" -master.telemetry=false -master.volumeSizeLimitMB=1024 -volume.max=0 \
+      -s3.config="$S3_DIR/s3.json" -master.telemetry=false -master.volumeSizeLimitMB=1024 -volume.max=1000 \
       >"$S3_DIR/weed.log" 2>&1 </dev/null &
     echo $! >"$S3_DIR/weed.pid"
   fi

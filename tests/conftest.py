@@ -134,13 +134,29 @@ _bucket_counter = iter(range(10**6))
 def backend(request, settings, tmp_path):
     """Runs a test once per storage backend; S3 uses a fresh bucket on the real S3 server."""
     if request.param == "s3":
-        endpoint, access_key, secret_key = request.getfixturevalue("s3_server")
-        settings.HUB_STORAGE = {
-            **settings.HUB_STORAGE, "BACKEND": "s3", "S3_ENDPOINT": endpoint,
-            "S3_BUCKET": f"hub-test-{os.getpid()}-{next(_bucket_counter)}",
-            "S3_ACCESS_KEY": access_key, "S3_SECRET_KEY": secret_key, "S3_SECURE": False,
-        }
-    return request.param
+        use_s3_bucket(settings, request.getfixturevalue("s3_server"))
+    yield request.param
+    if request.param == "s3":
+        drop_bucket()
+
+
+def use_s3_bucket(settings, server: tuple[str, str, str], **options) -> None:
+    """Point the hub at a fresh bucket of the S3 server (``drop_bucket`` removes it)."""
+    endpoint, access_key, secret_key = server
+    settings.HUB_STORAGE = {
+        **settings.HUB_STORAGE, "BACKEND": "s3", "S3_ENDPOINT": endpoint,
+        "S3_BUCKET": f"hub-test-{os.getpid()}-{next(_bucket_counter)}",
+        "S3_ACCESS_KEY": access_key, "S3_SECRET_KEY": secret_key, "S3_SECURE": False, **options,
+    }
+
+
+def drop_bucket() -> None:
+    """Remove the test's bucket and what it holds (SeaweedFS frees the bucket's volume with it)."""
+    from hub.storage import get_blob_store
+
+    store = get_blob_store()
+    if store.client.bucket_exists(store.bucket):
+        store.client.remove_bucket(store.bucket)
 
 
 # --- users, tokens, clients ---------------------------------------------------------------------

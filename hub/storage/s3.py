@@ -10,12 +10,14 @@ from urllib.parse import quote
 
 import urllib3
 from minio import Minio
+from minio.commonconfig import ComposeSource
+from minio.datatypes import Part
 from minio.error import S3Error
 
 from hub.storage.base import SHA256_RE, BlobStore, StorageUnavailable, blob_key
 
-_MISSING = {"NoSuchKey", "NoSuchObject", "NotFound", "ResourceNotFound"}
-PRESIGN_TTL = timedelta(hours=1)
+_MISSING = {"NoSuchKey", "NoSuchObject", "NotFound", "ResourceNotFound", "NoSuchUpload"}
+_FAILURES = (S3Error, urllib3.exceptions.HTTPError)
 
 
 class _Body:
@@ -50,8 +52,10 @@ class S3BlobStore(BlobStore):
         region: str = "us-east-1",
         secure: bool = False,
         public_endpoint: str = "",
+        presign_seconds: int = 300,
     ) -> None:
         self.bucket = bucket
+        self.presign_ttl = timedelta(seconds=presign_seconds)
         self.client = Minio(endpoint, access_key=access_key, secret_key=secret_key, secure=secure, region=region)
         # Presigned URLs are signed for the host clients will use.
         self.public_client = (
@@ -126,6 +130,71 @@ class S3BlobStore(BlobStore):
         return self.public_client.presigned_get_object(
             self.bucket,
             blob_key(sha256),
-            expires=PRESIGN_TTL,
+            expires=self.presign_ttl,
             response_headers={"response-content-disposition": disposition, "response-content-type": media_type},
         )
+
+    # --- direct uploads: presigned multipart URLs, the parts straight from the client to the store ---------
+
+    direct_uploads = True
+
+    def _call(self, what: str, call, *args, **kwargs):
+        try:
+            return call(*args, **kwargs)
+        except _FAILURES as exc:
+            if isinstance(exc, S3Error) and exc.code in _MISSING:
+                raise FileNotFoundError(f"{what}: {exc.code}") from exc
+            raise StorageUnavailable(f"{what}: {exc}") from exc
+
+    def start_multipart(self, key: str) -> str:
+        """Open a multipart upload of ``key``; its id."""
+        self._ensure_bucket()
+        return self._call("start multipart upload", self.client._create_multipart_upload, self.bucket, key, {})
+
+    def part_url(self, key: str, upload_id: str, number: int) -> str:
+        """A presigned PUT of part ``number``, valid for the short presign time only."""
+        return self.public_client.get_presigned_url(
+            "PUT", self.bucket, key, expires=self.presign_ttl,
+            extra_query_params={"partNumber": str(number), "uploadId": upload_id},
+        )
+
+    def list_parts(self, key: str, upload_id: str) -> dict[int, tuple[int, str]]:
+        """The parts the store holds: number -> (size, etag)."""
+        parts: dict[int, tuple[int, str]] = {}
+        marker = None
+        while True:
+            result = self._call("list parts", self.client._list_parts, self.bucket, key, upload_id,
+                                max_parts=1000, part_number_marker=marker)
+            for part in result.parts:
+                parts[part.part_number] = (part.size, part.etag)
+            if not result.is_truncated:
+                return parts
+            marker = result.next_part_number_marker
+
+    def complete_multipart(self, key: str, upload_id: str, etags: list[tuple[int, str]]) -> None:
+        self._call("complete multipart upload", self.client._complete_multipart_upload, self.bucket, key, upload_id,
+                   [Part(number, etag) for number, etag in etags])
+
+    def abort_multipart(self, key: str, upload_id: str) -> None:
+        try:
+            self._call("abort multipart upload", self.client._abort_multipart_upload, self.bucket, key, upload_id)
+        except FileNotFoundError:
+            pass
+
+    def open_key(self, key: str) -> BinaryIO:
+        """The object ``key`` (not a blob: a direct upload's staging object) as a stream."""
+        self._ensure_bucket()
+        return _Body(self._call("read", self.client.get_object, self.bucket, key))  # type: ignore[return-value]
+
+    def remove_key(self, key: str) -> None:
+        self._call("remove", self.client.remove_object, self.bucket, key)
+
+    def adopt(self, key: str, sha256: str) -> bool:
+        """Make the checked object ``key`` the blob ``sha256`` (a copy inside the store) and remove ``key``.
+        Returns True when the blob was new."""
+        new = not self.exists(sha256)
+        if new:
+            self._call("copy", self.client.compose_object, self.bucket, blob_key(sha256),
+                       [ComposeSource(self.bucket, key)])
+        self.remove_key(key)
+        return new
