@@ -76,7 +76,7 @@ start_s3() {
       -master.port="$S3_PORT" -master.port.grpc=$((S3_PORT + 1)) -volume.port=$((S3_PORT + 2)) \
       -volume.port.grpc=$((S3_PORT + 3)) -filer.port=$((S3_PORT + 4)) -filer.port.grpc=$((S3_PORT + 5)) \
       -s3 -s3.port=$((S3_PORT + 6)) -s3.port.grpc=$((S3_PORT + 7)) -s3.port.iceberg=0 -s3.port.lance=0 \
-      -s3.config="$S3_DIR/s3.json" -master.telemetry=false -master.volumeSizeLimitMB=1024 -volume.max=1000 \
+      -s3.config="$S3_DIR/s3.json" -master.telemetry=false -filer.maxMB=64 -master.volumeSizeLimitMB=1024 -volume.max=1000 \
       >"$S3_DIR/weed.log" 2>&1 </dev/null &
     echo $! >"$S3_DIR/weed.pid"
   fi

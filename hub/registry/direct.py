@@ -140,15 +140,25 @@ def _assemble_and_check(upload: Upload, expected: str) -> HubError | None:
     key = staging_key(upload)
     _storage(lambda store: store.complete_multipart(key, upload.direct_id, [(n, parts[n][1]) for n in wanted]))
     store = get_blob_store()
+    found: dict[str, object] = {}
+
+    def check() -> bool:
+        found["sha256"], found["size"] = _read_back(store, key, staged_path(upload))
+        return found["size"] == upload.size and (not expected or found["sha256"] == expected)
+
     try:
-        actual, size = _read_back(store, key, staged_path(upload))
-        if size == upload.size and (not expected or actual == expected):
-            store.adopt(key, actual)
-            upload.sha256 = actual
-            return None
-        store.remove_key(key)
+        if expected:  # the copy into the blob runs while the hub reads the object back
+            passed = store.adopt_checked(key, expected, upload.size, check)
+        elif passed := check():  # the blob's name is known only after the read
+            store.adopt_checked(key, str(found["sha256"]), upload.size, lambda: True)
+        else:
+            store.remove_key(key)
     except StorageUnavailable:
         raise HubError("storage_unavailable", "The object store is unavailable; try completing again shortly.")
+    actual, size = str(found["sha256"]), found["size"]
+    if passed:
+        upload.sha256 = actual
+        return None
     staged_path(upload).unlink(missing_ok=True)
     if size != upload.size:
         return HubError("upload_size_mismatch", f"The object store holds {size} bytes, not the {upload.size} "

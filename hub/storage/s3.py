@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import BinaryIO
@@ -10,7 +11,6 @@ from urllib.parse import quote
 
 import urllib3
 from minio import Minio
-from minio.commonconfig import ComposeSource
 from minio.datatypes import Part
 from minio.error import S3Error
 
@@ -18,6 +18,7 @@ from hub.storage.base import SHA256_RE, BlobStore, StorageUnavailable, blob_key
 
 _MISSING = {"NoSuchKey", "NoSuchObject", "NotFound", "ResourceNotFound", "NoSuchUpload"}
 _FAILURES = (S3Error, urllib3.exceptions.HTTPError)
+COPY_PART = 512 * 1024 * 1024  # server-side copies in parts (S3 copies at most 5 GiB in one request)
 
 
 class _Body:
@@ -189,12 +190,43 @@ class S3BlobStore(BlobStore):
     def remove_key(self, key: str) -> None:
         self._call("remove", self.client.remove_object, self.bucket, key)
 
-    def adopt(self, key: str, sha256: str) -> bool:
-        """Make the checked object ``key`` the blob ``sha256`` (a copy inside the store) and remove ``key``.
-        Returns True when the blob was new."""
-        new = not self.exists(sha256)
-        if new:
-            self._call("copy", self.client.compose_object, self.bucket, blob_key(sha256),
-                       [ComposeSource(self.bucket, key)])
-        self.remove_key(key)
-        return new
+    def adopt_checked(self, key: str, sha256: str, size: int, check: Callable[[], bool]) -> bool:
+        """Make the object ``key`` the blob ``sha256`` if ``check()`` (which reads ``key`` back and hashes it)
+        says so, and remove ``key`` either way. Returns whether the check passed.
+
+        The copy into the blob runs inside the store while ``check`` reads: parts copied into a pending
+        multipart upload of the blob's key, which only completes (and so only appears) after the check
+        passed, and is aborted otherwise. Unchecked bytes are never visible under a blob's key."""
+        try:
+            if self.exists(sha256):
+                return check()
+            target = blob_key(sha256)
+            upload_id = self._call("start copy", self.client._create_multipart_upload, self.bucket, target, {})
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="s3-copy") as pool:
+                copying = pool.submit(self._copy_parts, key, target, upload_id, size)
+                try:
+                    passed = check()
+                finally:
+                    try:
+                        etags = copying.result()
+                    except BaseException:
+                        self.abort_multipart(target, upload_id)
+                        raise
+            if passed:
+                self.complete_multipart(target, upload_id, etags)
+            else:
+                self.abort_multipart(target, upload_id)
+            return passed
+        finally:
+            self.remove_key(key)
+
+    def _copy_parts(self, key: str, target: str, upload_id: str, size: int) -> list[tuple[int, str]]:
+        etags = []
+        for number, start in enumerate(range(0, max(size, 1), COPY_PART), start=1):
+            headers = {"x-amz-copy-source": quote(f"/{self.bucket}/{key}")}
+            if size:
+                headers["x-amz-copy-source-range"] = f"bytes={start}-{min(start + COPY_PART, size) - 1}"
+            etag, _ = self._call("copy part", self.client._upload_part_copy, self.bucket, target, upload_id, number,
+                                 headers)
+            etags.append((number, etag))
+        return etags

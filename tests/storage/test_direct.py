@@ -52,7 +52,10 @@ def hub_client(user, url):
 
 
 def staging_objects(store) -> list[str]:
-    return [o.object_name for o in store.client.list_objects(store.bucket, prefix="uploads/", recursive=True)]
+    """Objects under uploads/ and multipart uploads still pending: what a finished upload must not leave."""
+    objects = [o.object_name for o in store.client.list_objects(store.bucket, prefix="uploads/", recursive=True)]
+    pending = [u.object_name for u in store.client._list_multipart_uploads(store.bucket).uploads]
+    return objects + pending
 
 
 def put_parts(client, opened: dict, parts: dict[int, bytes]) -> None:
@@ -115,7 +118,8 @@ def test_a_corrupted_part_is_refused_before_publication(s3, owner, live_server, 
     assert answer.headers["X-Error-Code"] == "checksum_mismatch"
     bad = answer.json()["sha256"]
     assert bad != SHA and "damaged" in answer.json()["detail"]
-    # Nothing is left: no staging object, no blob under either digest, the session is aborted.
+    # Nothing is left: no staging object, no pending copy into the announced blob, no blob under either
+    # digest, the session is aborted.
     assert staging_objects(s3) == []
     assert not s3.exists(SHA) and not s3.exists(bad)
     assert Upload.objects.get(pk=opened["id"]).state == Upload.State.ABORTED
