@@ -10,7 +10,8 @@ disk in 8 MiB blocks (upload). The hub: ``hub_serve`` (granian + a Celery worker
 127.0.0.1 port, with ``HubClient.upload_file`` (sha256 computed while sending, checked by the hub before the
 upload completes) and ``HubClient.download_file(cache=False)`` (sha256 checked before the file appears).
 The S3 hub uses SeaweedFS started by ``scripts/services.sh start-s3``; its uploads go straight to the object
-store by presigned multipart URLs and its downloads are redirected to presigned URLs. Each figure is the
+store by presigned multipart URLs and its downloads are redirected to presigned URLs. SeaweedFS's own speed
+(``curl`` on presigned URLs) is printed beside it. Each figure is the
 median of ``--repeat`` runs, each run starting after ``os.sync()``. Everything started is stopped by its PID
 and the files are removed.
 """
@@ -160,6 +161,31 @@ def start_s3(work: Path) -> tuple[dict[str, str], dict[str, str]]:
             "HUB_S3_SECRET_KEY": exported["HUB_TEST_S3_SECRET_KEY"]}, env
 
 
+def store_run(work: Path, storage: dict[str, str], source: Path, repeat: int) -> tuple[float, float]:
+    """(download s, upload s) of SeaweedFS itself with curl on presigned URLs: the store's own speed."""
+    from datetime import timedelta
+
+    from minio import Minio
+
+    store = Minio(storage["HUB_S3_ENDPOINT"], access_key=storage["HUB_S3_ACCESS_KEY"],
+                  secret_key=storage["HUB_S3_SECRET_KEY"], secure=False)
+    if not store.bucket_exists("raw"):
+        store.make_bucket("raw")
+    put = store.get_presigned_url("PUT", "raw", "file.bin", expires=timedelta(hours=1))
+    get = store.get_presigned_url("GET", "raw", "file.bin", expires=timedelta(hours=1))
+    out = work / "store.bin"
+
+    def download() -> None:
+        subprocess.run(["curl", "-sSf", "-o", str(out), get], check=True)
+        subprocess.run(["sha256sum", str(out)], check=True, capture_output=True)
+
+    up = timed(lambda: subprocess.run(["curl", "-sSf", "-T", str(source), "-o", "/dev/null", put], check=True), repeat)
+    down = timed(download, repeat, before=lambda: out.unlink(missing_ok=True))
+    out.unlink(missing_ok=True)
+    store.remove_object("raw", "file.bin")
+    return down, up
+
+
 def hub_run(work: Path, name: str, storage: dict[str, str], source: Path, repeat: int) -> tuple[float, float, float]:
     """(download s, upload s, web workers' peak RSS growth in MB) of the hub's client on one backend."""
     port = free_port()
@@ -235,6 +261,7 @@ def main() -> None:
         base_down, base_up = baseline(work, source, args.repeat)
         fs = hub_run(work, "filesystem", {"HUB_STORAGE": "filesystem"}, source, args.repeat)
         s3_storage, services = start_s3(work)
+        raw = store_run(work, s3_storage, source, args.repeat)
         s3 = hub_run(work, "s3", s3_storage, source, args.repeat)
     finally:
         if services is not None:
@@ -243,16 +270,18 @@ def main() -> None:
     mb = size / 1e6
     print(f"# transfer of {args.size_mib} MiB on {platform.node()} ({os.cpu_count()} cores), "
           f"{time.strftime('%Y-%m-%d %H:%M')}, median of {args.repeat}")
-    print(f"{'measure':48s} {'MB/s':>8s} {'of baseline':>12s}")
+    print(f"{'measure':54s} {'MB/s':>8s} {'of baseline':>12s}")
     rows = [("baseline download: curl -o + sha256sum", base_down, base_down),
             ("baseline upload: curl -T", base_up, base_up),
             ("hub client, filesystem: download (sha256 checked)", fs[0], base_down),
             ("hub client, filesystem: upload (sha256 checked)", fs[1], base_up),
+            ("SeaweedFS itself: curl -o + sha256sum, presigned", raw[0], base_down),
+            ("SeaweedFS itself: curl -T, presigned", raw[1], base_up),
             ("hub client, S3 (SeaweedFS): download (sha256 checked)", s3[0], base_down),
             ("hub client, S3 (SeaweedFS): upload (sha256 checked)", s3[1], base_up)]
     for name, seconds, reference in rows:
-        print(f"{name:48s} {mb / seconds:8.0f} {reference / seconds:12.0%}")
-    print(f"{'web worker peak RSS growth, filesystem / S3':48s} {fs[2]:6.1f} MB / {s3[2]:.1f} MB")
+        print(f"{name:54s} {mb / seconds:8.0f} {reference / seconds:12.0%}")
+    print(f"{'web worker peak RSS growth, filesystem / S3':54s} {fs[2]:6.1f} MB / {s3[2]:.1f} MB")
 
 
 if __name__ == "__main__":

@@ -171,3 +171,24 @@ def test_presigned_downloads_are_short_lived_and_only_for_readers(s3, settings, 
     time.sleep(3.5)
     expired = requests.get(location, timeout=10)
     assert expired.status_code == 403 and b"expired" in expired.content
+
+
+def test_the_collector_removes_expired_direct_uploads_and_keeps_checked_ones(s3, owner, live_server, tmp_path):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from hub.registry.gc import collect
+
+    client = hub_client(owner, live_server.url)
+    stale = client.request("POST", "uploads/", json={"size": len(DATA), "direct": True}).json()
+    put_parts(client, stale, {1: DATA[:PART]})
+    path = tmp_path / "w.bin"
+    path.write_bytes(DATA)
+    checked = client.upload_file(path)  # completed, not in a version yet: its blob must survive
+    assert staging_objects(s3) == [f"uploads/{stale['id']}"], "the stale upload's pending parts"
+    Upload.objects.filter(pk=stale["id"]).update(expires=timezone.now() - timedelta(hours=1))
+    collect(grace_hours=0)
+    assert Upload.objects.get(pk=stale["id"]).state == Upload.State.ABORTED
+    assert staging_objects(s3) == [], "the expired upload's parts are gone from the store"
+    assert s3.exists(checked["sha256"]), "a checked upload waiting for its version keeps its blob"
