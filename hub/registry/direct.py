@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from hub.errors import HubError
@@ -26,6 +27,7 @@ from hub.storage import StorageUnavailable, get_blob_store
 
 MAX_PARTS = 10_000  # S3's limit
 URLS_PER_REQUEST = 100
+CLAIM_TIMEOUT = timedelta(hours=1)
 
 
 def staging_key(upload: Upload) -> str:
@@ -105,24 +107,36 @@ def part_urls(upload: Upload, numbers: list[int]) -> dict[str, str]:
 
 def complete(upload: Upload, sha256: str = "") -> Upload:
     """Assemble the parts, read the object back once (sha256 and a local staged copy), and make it the blob
-    only if it is what the client announced; a mismatch deletes it and aborts the upload."""
+    only if it is what the client announced; a mismatch deletes it and aborts the upload.
+
+    No transaction is held while the object is read (SQLite would block every writer meanwhile): the
+    request claims the upload by setting ``completed_at`` while it is still open, and a second completion
+    meanwhile is ``upload_busy``. A claim older than ``CLAIM_TIMEOUT`` (a request that died) is void."""
     expected = (sha256 or upload.expected_sha256).lower()
     if upload.expected_sha256 and sha256 and sha256.lower() != upload.expected_sha256:
         raise HubError("checksum_mismatch", "The sha256 given now differs from the one given when opening.")
-    with transaction.atomic():  # the row lock keeps two completions of one upload apart
-        locked = Upload.objects.select_for_update().get(pk=upload.pk)
-        if locked.state == Upload.State.COMPLETED:
-            return locked
-        _open(locked)
-        rejected = _assemble_and_check(locked, expected)
-        if rejected is None:
-            locked.state = Upload.State.COMPLETED
-            locked.completed_at = timezone.now()
-            locked.save(update_fields=["sha256", "state", "completed_at"])
-            return locked
-        locked.state = Upload.State.ABORTED  # saved: the rejection is final, nothing of it is left
-        locked.save(update_fields=["state"])
-    raise rejected
+    if upload.state == Upload.State.COMPLETED:
+        return upload
+    _open(upload)
+    now = timezone.now()
+    free = Q(completed_at__isnull=True) | Q(completed_at__lt=now - CLAIM_TIMEOUT)
+    if not Upload.objects.filter(free, pk=upload.pk, state=Upload.State.OPEN).update(completed_at=now):
+        current = Upload.objects.get(pk=upload.pk)
+        if current.state == Upload.State.COMPLETED:
+            return current
+        _open(current)
+        raise HubError("upload_busy", "Another request is completing this upload; wait for it to end.")
+    try:
+        rejected = _assemble_and_check(upload, expected)
+    except BaseException:
+        Upload.objects.filter(pk=upload.pk).update(completed_at=None)  # released: completing again may work
+        raise
+    if rejected is not None:  # final: nothing of it is left
+        Upload.objects.filter(pk=upload.pk).update(state=Upload.State.ABORTED, completed_at=None)
+        raise rejected
+    upload.state, upload.completed_at = Upload.State.COMPLETED, timezone.now()
+    upload.save(update_fields=["sha256", "state", "completed_at"])
+    return upload
 
 
 def _assemble_and_check(upload: Upload, expected: str) -> HubError | None:

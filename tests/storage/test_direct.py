@@ -139,6 +139,13 @@ def test_an_incomplete_direct_upload_cannot_complete(s3, owner, live_server):
     answer = client.session.post(f"{opened['url']}/complete", json={"sha256": SHA})
     assert answer.status_code == 400 and answer.json()["code"] == "upload_incomplete"
     assert answer.json()["missing_parts"] == [2, 3]
+    # While another request completes it (it has claimed the upload), a second completion waits its turn.
+    from django.utils import timezone
+
+    Upload.objects.filter(pk=opened["id"]).update(completed_at=timezone.now())
+    busy = client.session.post(f"{opened['url']}/complete", json={"sha256": SHA})
+    assert busy.status_code == 409 and busy.json()["code"] == "upload_busy"
+    Upload.objects.filter(pk=opened["id"]).update(completed_at=None)
     too_many = client.session.post(f"{opened['url']}/parts", json={"numbers": [4]})
     assert too_many.status_code == 400 and too_many.json()["code"] == "invalid"
     client.request("DELETE", opened["url"])  # abort: the store forgets the parts
