@@ -191,8 +191,11 @@ def _parallel_blocks(source: Source, start: int, size: int, write: Callable[[byt
 
     def fetch(index: int) -> bytes:
         first, end = spans[index]
-        data = b""
+        data, tries = b"", 0
         while len(data) < end - first:  # a dropped connection resumes inside the block
+            tries += 1
+            if tries > source.retries + 1:
+                raise TransferFailed(f"bytes {first}-{end - 1} kept breaking off; run it again to resume")
             response, ranged = source.fetch(first + len(data), end)
             with response:
                 if not ranged:

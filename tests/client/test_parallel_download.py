@@ -84,3 +84,27 @@ def test_a_whole_version_downloads_its_files_in_parallel(backend, settings, live
     client.close()
     assert sorted(p.name for p in paths) == sorted(files)
     assert all((tmp_path / "out" / name).read_bytes() == data for name, data in files.items())
+
+
+@pytest.mark.parametrize("backend", ["s3"], indirect=True)  # the client's logic; the store answers the ranges
+def test_a_block_cut_midway_resumes_inside_the_block(hub, tmp_path):
+    client, ranges = hub
+    cut_at = 4 * BLOCK  # the fifth block comes over a connection that breaks after half of it
+    broken = []
+
+    def break_once(response, *args, **kwargs):
+        if not broken and response.request.headers.get("Range", "").startswith(f"bytes={cut_at}-"):
+            broken.append(True)
+            read = response.raw.read
+
+            def half(amount=None, **kw):  # the rest is read and thrown away, as if it never arrived
+                first = read(BLOCK // 2)
+                read()
+                return first
+            response.raw.read = half
+    for session in (client.session, client.bare):
+        session.hooks["response"].insert(0, break_once)
+    out = client.download_file("alice/big", "1", "weights.bin", tmp_path / "w.bin", cache=False)
+    assert out.read_bytes() == DATA and broken
+    sent = [r for _, r, status in ranges if status == 206]
+    assert f"bytes={cut_at + BLOCK // 2}-{cut_at + BLOCK - 1}" in sent, "the rest of the block, not all of it"
