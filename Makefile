@@ -1,9 +1,10 @@
-# HPCFair Hub. `make run` serves the embedded default; `make test` runs the whole suite.
+# HPCFair Hub. `make run` serves the embedded default; `make stack` the full stack without Docker (PostgreSQL,
+# Redis, SeaweedFS S3, two Celery workers); `make test` runs the whole suite.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint bench clean
+.PHONY: install run stack test lint bench clean
 
 install: $(STAMP)
 
@@ -16,6 +17,10 @@ $(STAMP): pyproject.toml client/pyproject.toml
 run: install
 	scripts/system-deps.sh run
 	$(VENV)/bin/python manage.py hub_serve
+
+stack: install
+	scripts/system-deps.sh stack
+	scripts/stack.sh
 
 test: install
 	scripts/test.sh

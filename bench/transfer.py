@@ -1,25 +1,37 @@
-"""Upload and download a large file through the API on the embedded default; print MB/s next to the
-raw disk speed measured in the same run, and the web server's memory growth.
+"""Upload and download one large file, in one run: the machine's own baseline, then the hub's client on the
+embedded default (filesystem store) and on the S3 backend (SeaweedFS); MB/s, % of the baseline, and the web
+workers' memory growth.
 
-    .venv/bin/python bench/transfer.py [--size-mib 1024]
+    .venv/bin/python bench/transfer.py [--size-mib 1024] [--repeat 3]
 
-It starts the hub (``manage.py hub_serve``: granian + Celery worker, SQLite, filesystem store) in a
-temporary directory on a free 127.0.0.1 port, stops it by its PID at the end, and removes the files.
+Baseline: a plain static file server (``socket.sendfile``) answering ``curl -o FILE`` followed by
+``sha256sum FILE`` (download), and ``curl -T FILE`` to a plain receiving server that writes the body to
+disk in 8 MiB blocks (upload). The hub: ``hub_serve`` (granian + a Celery worker, SQLite) on a free
+127.0.0.1 port, with ``HubClient.upload_file`` (sha256 computed while sending, checked by the hub before the
+upload completes) and ``HubClient.download_file(cache=False)`` (sha256 checked before the file appears).
+The S3 hub uses SeaweedFS started by ``scripts/services.sh start-s3``; its uploads go straight to the object
+store by presigned multipart URLs and its downloads are redirected to presigned URLs. SeaweedFS's own speed
+(``curl`` on presigned URLs) is printed beside it. Each figure is the
+median of ``--repeat`` runs, each run starting after ``os.sync()``. Everything started is stopped by its PID
+and the files are removed.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import platform
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,28 +40,14 @@ sys.path.insert(0, str(ROOT / "client"))
 from hpcfair import HubClient  # noqa: E402
 
 BLOCK = 8 * 1024 * 1024
+METADATA = {"title": "bench blob", "description": "random bytes for bench/transfer.py", "creators": [{"name": "Bench"}],
+            "license": "CC0-1.0"}
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def raw_write(path: Path, size: int, block: bytes) -> float:
-    start = time.perf_counter()
-    with open(path, "wb") as out:
-        for _ in range(size // len(block)):
-            out.write(block)
-    return time.perf_counter() - start
-
-
-def raw_read(path: Path) -> float:
-    start = time.perf_counter()
-    with open(path, "rb") as handle:
-        while handle.read(BLOCK):
-            pass
-    return time.perf_counter() - start
 
 
 def children_of(pid: int) -> list[int]:
@@ -65,108 +63,225 @@ def status_kib(pid: int, field: str) -> int:
 
 
 def web_workers(serve_pid: int) -> list[int]:
-    """The web server's worker processes: the children of hub_serve's granian (or gunicorn) child."""
+    """The web server's worker processes: the children of hub_serve's granian child."""
     workers = []
     for child in children_of(serve_pid):
-        if any(name in Path(f"/proc/{child}/cmdline").read_bytes() for name in (b"granian", b"gunicorn")):
+        if b"granian" in Path(f"/proc/{child}/cmdline").read_bytes():
             workers.extend(children_of(child))
     return workers
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size-mib", type=int, default=1024)
-    args = parser.parse_args()
-    size = args.size_mib * 1024 * 1024
-    work = Path(tempfile.mkdtemp(prefix="hub-bench-", dir=ROOT / "var" if (ROOT / "var").is_dir() else None))
+def timed(action: Callable[[], object], repeat: int, before: Callable[[], object] = lambda: None) -> float:
+    """Median seconds of ``action`` over ``repeat`` runs, each after ``before`` and ``os.sync()``."""
+    times = []
+    for _ in range(repeat):
+        before()
+        os.sync()
+        start = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# --- the baseline: plain servers and curl ---------------------------------------------------------------
+
+
+def plain_server(root: Path) -> tuple[ThreadingHTTPServer, int]:
+    """GET sends ``root/<name>`` with sendfile; PUT writes the body to ``root/<name>`` in 8 MiB blocks."""
+
+    class Plain(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            path = root / self.path.lstrip("/")
+            with open(path, "rb") as handle:
+                self.send_response(200)
+                self.send_header("Content-Length", str(path.stat().st_size))
+                self.end_headers()
+                self.connection.sendfile(handle)
+
+        def do_PUT(self) -> None:
+            remaining = int(self.headers["Content-Length"])
+            buffer = memoryview(bytearray(BLOCK))
+            with open(root / self.path.lstrip("/"), "wb") as out:
+                while remaining > 0:
+                    got = self.rfile.readinto(buffer[:min(BLOCK, remaining)])
+                    if not got:
+                        break
+                    out.write(buffer[:got])
+                    remaining -= got
+            self.send_response(201)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Plain)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, server.server_address[1]
+
+
+def baseline(work: Path, source: Path, repeat: int) -> tuple[float, float]:
+    """(download s, upload s) of the plain servers with curl; the download includes ``sha256sum``."""
+    served = work / "served"
+    served.mkdir()
+    os.link(source, served / "file.bin")
+    server, port = plain_server(served)
+    out = work / "curl.bin"
+    try:
+        def download() -> None:
+            subprocess.run(["curl", "-sSf", "-o", str(out), f"http://127.0.0.1:{port}/file.bin"], check=True)
+            subprocess.run(["sha256sum", str(out)], check=True, capture_output=True)
+
+        def upload() -> None:
+            subprocess.run(["curl", "-sSf", "-T", str(source), "-o", "/dev/null",
+                            f"http://127.0.0.1:{port}/received.bin"], check=True)
+
+        down = timed(download, repeat, before=lambda: out.unlink(missing_ok=True))
+        up = timed(upload, repeat, before=lambda: (served / "received.bin").unlink(missing_ok=True))
+    finally:
+        server.shutdown()
+        shutil.rmtree(served, ignore_errors=True)
+        out.unlink(missing_ok=True)
+    return down, up
+
+
+# --- the hub ------------------------------------------------------------------------------------------
+
+
+def start_s3(work: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """SeaweedFS through scripts/services.sh: (the hub's S3 settings, the services' environment)."""
+    env = {**os.environ, "HUB_TEST_RUN_DIR": str(work / "services"), "HUB_TEST_S3_PORT": str(free_port())}
+    out = subprocess.run([str(ROOT / "scripts" / "services.sh"), "start-s3"], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    exported = dict(line.removeprefix("export ").split("=", 1) for line in out.splitlines())
+    return {"HUB_STORAGE": "s3", "HUB_S3_ENDPOINT": exported["HUB_TEST_S3_ENDPOINT"], "HUB_S3_BUCKET": "bench",
+            "HUB_S3_ACCESS_KEY": exported["HUB_TEST_S3_ACCESS_KEY"],
+            "HUB_S3_SECRET_KEY": exported["HUB_TEST_S3_SECRET_KEY"]}, env
+
+
+def store_run(work: Path, storage: dict[str, str], source: Path, repeat: int) -> tuple[float, float]:
+    """(download s, upload s) of SeaweedFS itself with curl on presigned URLs: the store's own speed."""
+    from datetime import timedelta
+
+    from minio import Minio
+
+    store = Minio(storage["HUB_S3_ENDPOINT"], access_key=storage["HUB_S3_ACCESS_KEY"],
+                  secret_key=storage["HUB_S3_SECRET_KEY"], secure=False)
+    if not store.bucket_exists("raw"):
+        store.make_bucket("raw")
+    put = store.get_presigned_url("PUT", "raw", "file.bin", expires=timedelta(hours=1))
+    get = store.get_presigned_url("GET", "raw", "file.bin", expires=timedelta(hours=1))
+    out = work / "store.bin"
+
+    def download() -> None:
+        subprocess.run(["curl", "-sSf", "-o", str(out), get], check=True)
+        subprocess.run(["sha256sum", str(out)], check=True, capture_output=True)
+
+    up = timed(lambda: subprocess.run(["curl", "-sSf", "-T", str(source), "-o", "/dev/null", put], check=True), repeat)
+    down = timed(download, repeat, before=lambda: out.unlink(missing_ok=True))
+    out.unlink(missing_ok=True)
+    store.remove_object("raw", "file.bin")
+    return down, up
+
+
+def hub_run(work: Path, name: str, storage: dict[str, str], source: Path, repeat: int) -> tuple[float, float, float]:
+    """(download s, upload s, web workers' peak RSS growth in MB) of the hub's client on one backend."""
     port = free_port()
-    env = {**os.environ, "HUB_VAR_DIR": str(work / "var"), "HUB_PUBLIC_URL": f"http://127.0.0.1:{port}",
-           "HUB_LOG_LEVEL": "WARNING"}
-    for key in ("DATABASE_URL", "HUB_BROKER_URL", "HUB_STORAGE"):
-        env.pop(key, None)  # the embedded default
+    var = work / f"var-{name}"
+    env = {**os.environ, "HUB_VAR_DIR": str(var), "HUB_PUBLIC_URL": f"http://127.0.0.1:{port}",
+           "HUB_LOG_LEVEL": "WARNING", **storage}
+    for key in ("DATABASE_URL", "HUB_BROKER_URL"):
+        env.pop(key, None)  # the embedded default's SQLite and broker; only the store differs
     python = sys.executable
     serve = subprocess.Popen([python, "manage.py", "hub_serve", "--bind", f"127.0.0.1:{port}", "--no-demo"],
                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
                 break
             except OSError:
                 if time.monotonic() > deadline or serve.poll() is not None:
-                    raise SystemExit("the hub did not start")
+                    raise SystemExit(f"the hub ({name}) did not start")
                 time.sleep(0.2)
         token = subprocess.run([python, "manage.py", "hub_token", "bench", "--create", "--scope", "write"],
                                cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout.strip()
         client = HubClient(f"http://127.0.0.1:{port}", token)
         client.create_artifact("dataset", "bench-blob")
-
-        block = os.urandom(BLOCK)
-        source = work / "source.bin"
-        # The raw baseline: median of three 1x writes of the same size (this disk's speed varies a lot).
-        # Each phase starts flushed (os.sync): this disk takes bursts into the page cache at GB/s but
-        # sustains ~250 MB/s, so a phase that follows unflushed writes would be throttled.
-        writes = []
-        for _ in range(3):
-            source.unlink(missing_ok=True)
-            os.sync()
-            writes.append(raw_write(source, size, block))
-        write_s = sorted(writes)[1]
-        read_s = raw_read(source)
-        digest = hashlib.sha256()
-        with open(source, "rb") as handle:
-            while chunk := handle.read(BLOCK):
-                digest.update(chunk)
-        sha256 = digest.hexdigest()
-
         workers = web_workers(serve.pid)
         assert workers, "no web worker processes found"
         rss_before = {pid: status_kib(pid, "VmRSS") for pid in workers}
+        uploads: list[dict] = []
 
-        os.sync()
-        start = time.perf_counter()
-        upload = client.upload_file(source, sha256=sha256)
-        upload_s = time.perf_counter() - start
+        def forget_blob() -> None:  # each upload starts from an empty store (no dedup shortcut)
+            if storage.get("HUB_STORAGE") == "s3" and uploads:
+                from minio import Minio
+
+                store = Minio(storage["HUB_S3_ENDPOINT"], access_key=storage["HUB_S3_ACCESS_KEY"],
+                              secret_key=storage["HUB_S3_SECRET_KEY"], secure=False)
+                sha = uploads[-1]["sha256"]
+                store.remove_object("bench", f"{sha[:2]}/{sha[2:4]}/{sha}")
+
+        up = timed(lambda: uploads.append(client.upload_file(source)), repeat, before=forget_blob)
+        assert all(u["state"] == "completed" for u in uploads)
         client.request("POST", "artifacts/bench/bench-blob/versions/",
-                       json={"files": [{"path": "blob.bin", "upload": upload["id"]}],
-                             "metadata": {"title": "bench blob", "description": "random bytes for bench/transfer.py",
-                                          "creators": [{"name": "Bench"}], "license": "CC0-1.0"}})
-        dest = work / "downloaded.bin"
-        os.sync()
-        start = time.perf_counter()
-        client.download_file("bench/bench-blob", "latest", "blob.bin", dest, cache=False)
-        download_s = time.perf_counter() - start  # includes the client's final sha256 check
-        # The server's own speed: the same download with the bytes discarded (no disk, no hashing here).
-        start = time.perf_counter()
-        with client.session.get(client.url("artifacts/bench/bench-blob/versions/latest/files/blob.bin"),
-                                stream=True, timeout=600) as response:
-            response.raise_for_status()
-            received = sum(len(part) for part in response.iter_content(BLOCK))
-        discard_s = time.perf_counter() - start
-        assert received == size, f"the discarded download got {received} of {size} bytes"
-
+                       json={"files": [{"path": "blob.bin", "upload": uploads[-1]["id"]}], "metadata": METADATA})
+        dest = work / f"hub-{name}.bin"
+        down = timed(lambda: client.download_file("bench/bench-blob", "latest", "blob.bin", dest, cache=False),
+                     repeat, before=lambda: dest.unlink(missing_ok=True))
+        assert dest.stat().st_size == source.stat().st_size
+        dest.unlink()
         growth = max(status_kib(pid, "VmHWM") - rss_before[pid] for pid in workers) / 1024
-        mb = size / 1e6
-        rows = [
-            ("raw disk write", mb / write_s), ("raw disk read", mb / read_s),
-            ("API upload (resumable, sha256 checked)", mb / upload_s),
-            ("API download (client verifies sha256)", mb / download_s),
-            ("API download, bytes discarded", mb / discard_s),
-        ]
-        print(f"# transfer of {args.size_mib} MiB on {platform.node()} ({os.cpu_count()} cores), "
-              f"{time.strftime('%Y-%m-%d')}")
-        for name, rate in rows:
-            print(f"{name:42s} {rate:8.0f} MB/s")
-        print(f"{'upload / raw write':42s} {rows[2][1] / rows[0][1]:8.0%}")
-        print(f"{'download / raw read':42s} {rows[3][1] / rows[1][1]:8.0%}")
-        print(f"{'download / raw write':42s} {rows[3][1] / rows[0][1]:8.0%}")
-        print(f"{'web worker peak RSS growth':42s} {growth:8.1f} MB")
+        client.close()
     finally:
         if serve.poll() is None:
             os.kill(serve.pid, signal.SIGTERM)
-            serve.wait(timeout=30)
+            serve.wait(timeout=60)
+    return down, up, growth
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    size = args.size_mib * 1024 * 1024
+    os.environ.setdefault("HPCFAIR_NO_PROGRESS", "1")
+    work = Path(tempfile.mkdtemp(prefix="hub-bench-", dir=ROOT / "var" if (ROOT / "var").is_dir() else None))
+    services = None
+    try:
+        source = work / "source.bin"
+        with open(source, "wb") as out:
+            for _ in range(size // BLOCK):
+                out.write(os.urandom(BLOCK))
+            out.write(os.urandom(size % BLOCK))
+        base_down, base_up = baseline(work, source, args.repeat)
+        fs = hub_run(work, "filesystem", {"HUB_STORAGE": "filesystem"}, source, args.repeat)
+        s3_storage, services = start_s3(work)
+        raw = store_run(work, s3_storage, source, args.repeat)
+        s3 = hub_run(work, "s3", s3_storage, source, args.repeat)
+    finally:
+        if services is not None:
+            subprocess.run([str(ROOT / "scripts" / "services.sh"), "stop-s3"], env=services, check=False)
         shutil.rmtree(work, ignore_errors=True)
+    mb = size / 1e6
+    print(f"# transfer of {args.size_mib} MiB on {platform.node()} ({os.cpu_count()} cores), "
+          f"{time.strftime('%Y-%m-%d %H:%M')}, median of {args.repeat}")
+    print(f"{'measure':54s} {'MB/s':>8s} {'of baseline':>12s}")
+    rows = [("baseline download: curl -o + sha256sum", base_down, base_down),
+            ("baseline upload: curl -T", base_up, base_up),
+            ("hub client, filesystem: download (sha256 checked)", fs[0], base_down),
+            ("hub client, filesystem: upload (sha256 checked)", fs[1], base_up),
+            ("SeaweedFS itself: curl -o + sha256sum, presigned", raw[0], base_down),
+            ("SeaweedFS itself: curl -T, presigned", raw[1], base_up),
+            ("hub client, S3 (SeaweedFS): download (sha256 checked)", s3[0], base_down),
+            ("hub client, S3 (SeaweedFS): upload (sha256 checked)", s3[1], base_up)]
+    for name, seconds, reference in rows:
+        print(f"{name:54s} {mb / seconds:8.0f} {reference / seconds:12.0%}")
+    print(f"{'web worker peak RSS growth, filesystem / S3':54s} {fs[2]:6.1f} MB / {s3[2]:.1f} MB")
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ STATUS: dict[str, int] = {
     "upload_offset_mismatch": 409,
     "upload_busy": 409,
     "upload_not_open": 409,
+    "upload_is_direct": 409,
     "gone": 410,
     "unsupported_media_type": 415,
     "model_load_failed": 422,

@@ -151,6 +151,10 @@ HUB_STORAGE = {
     "S3_SECURE": env_bool("HUB_S3_SECURE"),
     # Where presigned URLs point, when clients reach S3 under another name than the web server.
     "S3_PUBLIC_ENDPOINT": env("HUB_S3_PUBLIC_ENDPOINT"),
+    # How long a presigned URL (a download redirect, an upload part) stays valid: short, it is a bearer key.
+    "S3_PRESIGN_SECONDS": int(env("HUB_S3_PRESIGN_SECONDS", "300")),
+    # The part size of direct multipart uploads (S3 needs 5 MiB at least; more when a file has >10,000 parts).
+    "S3_PART_SIZE": int(env("HUB_S3_PART_SIZE", str(16 * 1024 * 1024))),
 }
 # Uploads are staged on local disk (hashed on the way) before they enter the object store.
 HUB_UPLOAD_DIR = Path(env("HUB_UPLOAD_DIR", str(VAR_DIR / "uploads")))

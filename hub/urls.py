@@ -44,6 +44,7 @@ api_patterns = [
     path("uploads/", transfers.UploadCreate.as_view(), name="upload-list"),
     path("uploads/<uuid:upload_id>", transfers.UploadDetail.as_view(), name="upload-detail"),
     path("uploads/<uuid:upload_id>/complete", transfers.UploadComplete.as_view(), name="upload-complete"),
+    path("uploads/<uuid:upload_id>/parts", transfers.UploadParts.as_view(), name="upload-parts"),
     path("resolve", registry.Resolve.as_view(), name="resolve"),
     path("me", accounts.Me.as_view(), name="me"),
     path("tokens/", accounts.TokenListCreate.as_view(), name="token-list"),

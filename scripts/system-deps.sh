@@ -4,7 +4,8 @@
 #   scripts/system-deps.sh test   PostgreSQL, Redis, docker-compose, bubblewrap, podman with runc (the OCI
 #                                 runtime deploy/podman/containers.conf names: never rely on one installed by hand),
 #                                 debootstrap (the MLCube base image), chromium (browser tests)
-#   scripts/system-deps.sh bench  what the benchmarks start: PostgreSQL, Redis, podman, procps, ...
+#   scripts/system-deps.sh stack  PostgreSQL, Redis, bubblewrap: `make stack` (SeaweedFS comes from the venv)
+#   scripts/system-deps.sh bench  what the benchmarks start: PostgreSQL, Redis, podman, procps, curl, ...
 #   scripts/system-deps.sh list PROFILE   print the profile's packages and install nothing
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -15,8 +16,8 @@ packages_of() {
 profile="${1:-test}"
 if [ "$profile" = list ]; then packages_of "${2:?usage: $0 list PROFILE}"; exit 0; fi
 case "$profile" in
-  run|test|bench) mapfile -t packages < <(packages_of "$profile") ;;
-  *) echo "usage: $0 run|test|bench|list PROFILE" >&2; exit 2 ;;
+  run|stack|test|bench) mapfile -t packages < <(packages_of "$profile") ;;
+  *) echo "usage: $0 run|stack|test|bench|list PROFILE" >&2; exit 2 ;;
 esac
 needed=()
 for pkg in "${packages[@]}"; do

@@ -84,21 +84,28 @@ def stop_process(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
-# --- a real S3-compatible server (moto's standalone server; MinIO cannot be installed here) ---------
+# --- a real S3 server: SeaweedFS (`weed` from the virtual environment), as scripts/services.sh starts it ---
 
 
 @pytest.fixture(scope="session")
-def s3_server():
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+def s3_server(tmp_path_factory):
+    """(endpoint, access key, secret key) of a SeaweedFS S3 server: the one `scripts/services.sh start`
+    started (its HUB_TEST_S3_* variables), or one this session starts and stops itself."""
+    if os.environ.get("HUB_TEST_S3_ENDPOINT"):
+        yield (os.environ["HUB_TEST_S3_ENDPOINT"], os.environ["HUB_TEST_S3_ACCESS_KEY"],
+               os.environ["HUB_TEST_S3_SECRET_KEY"])
+        return
+    require_program("weed")
+    env = {**os.environ, "HUB_TEST_RUN_DIR": str(tmp_path_factory.mktemp("s3")), "HUB_TEST_S3_PORT": str(free_port())}
+    script = str(ROOT / "scripts" / "services.sh")
+    out = subprocess.run([script, "start-s3"], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    exported = dict(line.removeprefix("export ").split("=", 1) for line in out.stdout.splitlines())
     try:
-        wait_for_port(port, proc=proc)
-        yield f"127.0.0.1:{port}"
+        yield (exported["HUB_TEST_S3_ENDPOINT"], exported["HUB_TEST_S3_ACCESS_KEY"],
+               exported["HUB_TEST_S3_SECRET_KEY"])
     finally:
-        stop_process(proc)
+        subprocess.run([script, "stop-s3"], env=env, timeout=60)
 
 
 @pytest.fixture(autouse=True)
@@ -127,13 +134,29 @@ _bucket_counter = iter(range(10**6))
 def backend(request, settings, tmp_path):
     """Runs a test once per storage backend; S3 uses a fresh bucket on the real S3 server."""
     if request.param == "s3":
-        endpoint = request.getfixturevalue("s3_server")
-        settings.HUB_STORAGE = {
-            **settings.HUB_STORAGE, "BACKEND": "s3", "S3_ENDPOINT": endpoint,
-            "S3_BUCKET": f"hub-test-{os.getpid()}-{next(_bucket_counter)}",
-            "S3_ACCESS_KEY": "testing", "S3_SECRET_KEY": "testing", "S3_SECURE": False,
-        }
-    return request.param
+        use_s3_bucket(settings, request.getfixturevalue("s3_server"))
+    yield request.param
+    if request.param == "s3":
+        drop_bucket()
+
+
+def use_s3_bucket(settings, server: tuple[str, str, str], **options) -> None:
+    """Point the hub at a fresh bucket of the S3 server (``drop_bucket`` removes it)."""
+    endpoint, access_key, secret_key = server
+    settings.HUB_STORAGE = {
+        **settings.HUB_STORAGE, "BACKEND": "s3", "S3_ENDPOINT": endpoint,
+        "S3_BUCKET": f"hub-test-{os.getpid()}-{next(_bucket_counter)}",
+        "S3_ACCESS_KEY": access_key, "S3_SECRET_KEY": secret_key, "S3_SECURE": False, **options,
+    }
+
+
+def drop_bucket() -> None:
+    """Remove the test's bucket and what it holds (SeaweedFS frees the bucket's volume with it)."""
+    from hub.storage import get_blob_store
+
+    store = get_blob_store()
+    if store.client.bucket_exists(store.bucket):
+        store.client.remove_bucket(store.bucket)
 
 
 # --- users, tokens, clients ---------------------------------------------------------------------

@@ -131,10 +131,11 @@ def test_the_table_is_well_formed():
     assert len(programs) == len(set(programs)), "a program is listed under two packages"
     for pkg in rows:
         assert pkg.programs, f"{pkg.name}: name the programs of it that the hub calls"
-        assert pkg.profiles <= {"base", "run", "test", "bench"}, f"{pkg.name}: unknown profile {sorted(pkg.profiles)}"
+        assert pkg.profiles <= {"base", "run", "stack", "test", "bench"}, \
+            f"{pkg.name}: unknown profile {sorted(pkg.profiles)}"
 
 
-@pytest.mark.parametrize("profile", ["run", "test", "bench"])
+@pytest.mark.parametrize("profile", ["run", "stack", "test", "bench"])
 def test_the_install_script_installs_the_tables_profile(profile):
     listed = subprocess.run([str(ROOT / "scripts" / "system-deps.sh"), "list", profile], capture_output=True,
                             text=True, check=True).stdout.split()
@@ -147,8 +148,8 @@ def test_every_program_called_comes_from_a_package_the_scripts_name():
     calls = python_calls()
     for program, where in script_calls().items():
         calls.setdefault(program, set()).update(where)
-    assert {"podman", "bwrap", "redis-server", "initdb", "pg_ctl", "debootstrap", "docker-compose"} <= set(calls), \
-        "the scan lost track of programs it used to find"
+    assert {"podman", "bwrap", "redis-server", "initdb", "pg_ctl", "debootstrap", "docker-compose", "weed"} \
+        <= set(calls), "the scan lost track of programs it used to find"
     problems = []
     for program, where in sorted(calls.items()):
         if package_of(program) is not None:
@@ -196,6 +197,7 @@ def test_the_makefile_installs_each_commands_profile():
     recipes = {target: body for target, body in re.findall(r"^(\w+):[^\n]*\n((?:\t[^\n]*\n)*)", makefile, re.M)}
     assert "scripts/system-deps.sh run" in recipes["run"]
     assert "scripts/system-deps.sh bench" in recipes["bench"]
+    assert "scripts/system-deps.sh stack" in recipes["stack"]
     assert "scripts/test.sh" in recipes["test"]
     assert "scripts/system-deps.sh test" in (ROOT / "scripts" / "test.sh").read_text()
 
@@ -203,9 +205,10 @@ def test_the_makefile_installs_each_commands_profile():
 def test_the_readme_lists_the_packages_each_command_installs():
     readme = (ROOT / "README.md").read_text()
     base = [pkg.name for pkg in packages() if "base" in pkg.profiles]
-    needs = re.search(r"Both need only Debian 12 with Python 3\.11 and ([^.]*)\.", readme)
+    needs = re.search(r"(?:Both|All) need only Debian 12 with Python 3\.11 and ([^.]*)\.", readme)
     assert needs and re.findall(r"`([^`]+)`", needs.group(1)) == base, "the README must name the base packages"
-    for command, profile in (("make run", "run"), ("make test", "test"), ("make bench", "bench")):
+    for command, profile in (("make run", "run"), ("make stack", "stack"), ("make test", "test"),
+                             ("make bench", "bench")):
         row = re.search(rf"^\| `{command}`[^|]*\|([^|\n]*)\|", readme, re.MULTILINE)
         assert row, f"the README's table of Debian packages has no row for `{command}`"
         listed = re.findall(r"`([^`]+)`", row.group(1))

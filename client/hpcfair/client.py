@@ -1,17 +1,21 @@
 """``HubClient``: the hub's REST API with transfers that survive real networks.
 
-Uploads go through resumable sessions (chunks with ``Content-Range``; after a failure the client asks
-the hub how many bytes it holds and continues from there). Downloads land in the sha256-keyed cache
-through ``<blob>.incomplete`` files resumed with ``Range``; the sha256 is checked at the end. 429/5xx
-and dropped connections are retried with exponential backoff.
+Uploads go through resumable sessions: chunks with ``Content-Range`` through the hub, or, where the hub
+offers it (S3 backend), parts straight to the object store by presigned URLs; after a failure the client
+asks what is held and continues from there. Downloads land in the sha256-keyed cache through
+``<blob>.incomplete`` files resumed with ``Range``, large ones over several connections (``transfer``);
+the sha256 is computed as the bytes pass and checked at the end. 429/5xx and dropped connections are
+retried with exponential backoff.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
+import os
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -19,31 +23,19 @@ from urllib.parse import quote
 import requests
 import urllib3
 
-from hpcfair import settings
+from hpcfair import settings, transfer
 from hpcfair.cache import Cache
 from hpcfair.errors import ConflictError, HubError, JobError, NotFoundError, TransferError, from_response
 from hpcfair.progress import bar
 
 DEFAULT_ENDPOINT = settings.DEFAULT_ENDPOINT
 CHUNK_SIZE = 64 * 1024 * 1024
-DOWNLOAD_BLOCK = 4 * 1024 * 1024
 RETRY_STATUSES = {429, 500, 502, 503, 504}
 DROPPED = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
            urllib3.exceptions.HTTPError)
+PARALLEL_FILES = 4  # files of a version downloaded at once (each large one over several connections too)
 FINISHED = {"succeeded", "failed", "cancelled"}
 NPZ = "application/x-npz"
-
-
-def _sha256_state(path: str | Path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(8 * 1024 * 1024):
-            digest.update(chunk)
-    return digest
-
-
-def sha256_file(path: str | Path) -> str:
-    return _sha256_state(path).hexdigest()
 
 
 def split_ref(ref: str) -> tuple[str, str]:
@@ -63,8 +55,14 @@ class HubClient:
         self.retries, self.backoff, self.timeout = retries, backoff, timeout
         self.cache = cache if isinstance(cache, Cache) else Cache(cache)
         self.session = requests.Session()
+        self.bare = requests.Session()  # presigned object-store URLs: never the hub's token
         if self.token:
             self.session.headers["Authorization"] = f"Bearer {self.token}"
+
+    def close(self) -> None:
+        """Close the kept-alive connections (to the hub and to its object store)."""
+        self.session.close()
+        self.bare.close()
 
     # --- plumbing ---------------------------------------------------------------------------------
 
@@ -294,42 +292,107 @@ class HubClient:
 
     def upload_file(self, path: str | Path, *, sha256: str | None = None,
                     chunk_size: int = CHUNK_SIZE) -> dict[str, Any]:
-        """Send a file through a resumable upload session; returns the completed upload."""
+        """Send a file through a resumable upload session (straight to the object store where the hub
+        offers it); the sha256 is computed while the bytes go. Returns the completed upload."""
         path = Path(path)
-        size = path.stat().st_size
-        sha256 = sha256 or sha256_file(path)
-        upload = self.request("POST", "uploads/", json={"size": size, "filename": path.name,
-                                                        "expected_sha256": sha256}).json()
+        body: dict[str, Any] = {"size": path.stat().st_size, "filename": path.name, "direct": True}
+        if sha256:
+            body["expected_sha256"] = sha256
+        upload = self.request("POST", "uploads/", json=body).json()
         return self.resume_upload(upload["url"], path, chunk_size=chunk_size)
 
     def resume_upload(self, upload_url: str, path: str | Path, *, chunk_size: int = CHUNK_SIZE) -> dict[str, Any]:
-        """Send what the hub does not hold yet of an open upload, then complete it."""
+        """Send what the hub (or its object store) does not hold yet of an open upload, then complete it."""
         path = Path(path)
         size = path.stat().st_size
+        state = self.request("GET", upload_url).json()
+        hashed = transfer.PrefixHash(path)
+        try:
+            with open(path, "rb") as handle, bar(total=size, desc=f"upload {path.name}", unit="B") as shown:
+                if state.get("multipart"):
+                    self._send_parts(upload_url, state["multipart"], handle, size, hashed, shown)
+                else:
+                    self._send_chunks(upload_url, handle, size, hashed, shown, chunk_size)
+            digest = hashed.hexdigest(size)
+        finally:
+            hashed.hasher.close()
+        return self.request("POST", f"{upload_url}/complete", json={"sha256": digest}).json()
+
+    def _send_chunks(self, upload_url: str, handle, size: int, hashed: transfer.PrefixHash, shown,
+                     chunk_size: int) -> None:
+        """Through the hub: chunks in order, each streamed from the file with ``Content-Range``."""
         failures = 0
-        with open(path, "rb") as handle, bar(total=size, desc=f"upload {path.name}", unit="B") as shown:
-            while True:
-                offset = self.request("GET", upload_url).json()["offset"]
-                shown.update(offset - shown.n)
-                if offset >= size:
-                    break
-                end = min(offset + chunk_size, size)
-                handle.seek(offset)
-                # One buffer per chunk (memory bounded by chunk_size) is sent with a few large writes.
-                body = handle.read(end - offset)
-                try:
-                    response = self.session.put(self.url(upload_url), data=body, timeout=self.timeout,
-                                                headers={"Content-Range": f"bytes {offset}-{end - 1}/{size}",
-                                                         "Content-Type": "application/octet-stream"})
-                    if 400 <= response.status_code < 500 and response.status_code != 429:
-                        raise from_response(response)
-                except DROPPED:
-                    failures += 1
-                    if failures > self.retries:
-                        raise TransferError(f"upload of {path} failed after {failures} broken connections")
-                    time.sleep(self.backoff * 2 ** (failures - 1))
+        while True:
+            offset = self.request("GET", upload_url).json()["offset"]
+            shown.update(offset - shown.n)
+            if offset >= size:
+                return
+            end = min(offset + chunk_size, size)
+            body = transfer.FileBody(handle, offset, end - offset, hashed.feed)
+            try:
+                response = self.session.put(self.url(upload_url), data=body, timeout=self.timeout,
+                                            headers={"Content-Range": f"bytes {offset}-{end - 1}/{size}",
+                                                     "Content-Type": "application/octet-stream"})
+                if 400 <= response.status_code < 500 and response.status_code != 429:
+                    raise from_response(response)
+                if response.status_code < 400:
+                    shown.update(end - shown.n)
                     continue
-        return self.request("POST", f"{upload_url}/complete", json={}).json()
+            except DROPPED:
+                pass
+            failures += 1
+            if failures > self.retries:
+                raise TransferError(f"upload of {getattr(handle, 'name', 'the file')} failed after {failures} tries; "
+                                    "run it again to resume", code="transfer_failed")
+            time.sleep(self.backoff * 2 ** (failures - 1))
+
+    def _send_parts(self, upload_url: str, multipart: dict[str, Any], handle, size: int,
+                    hashed: transfer.PrefixHash, shown) -> None:
+        """Straight to the object store: parts over several connections by presigned URLs (asked for in
+        batches, asked again when they expire); parts it holds already are only hashed."""
+        part_size, count = multipart["part_size"], multipart["part_count"]
+        received = set(multipart["parts_received"])
+        todo = [n for n in range(1, count + 1) if n not in received]
+        urls: dict[int, str] = {}
+        lock = threading.Lock()
+
+        def url_for(number: int, stale: str | None = None) -> str:
+            with lock:
+                if number not in urls or urls[number] == stale:
+                    batch = [n for n in todo if n >= number][:100]
+                    answer = self.request("POST", f"{upload_url}/parts", json={"numbers": batch}).json()
+                    urls.update({int(n): url for n, url in answer["urls"].items()})
+                return urls[number]
+
+        def produce(index: int) -> bytes:
+            number, offset = index + 1, index * part_size
+            data = os.pread(handle.fileno(), min(part_size, size - offset), offset)
+            if number in received:
+                return data
+            failures, url = 0, url_for(number)
+            while True:
+                try:
+                    response = self.bare.put(url, data=data, timeout=self.timeout)
+                    if response.status_code < 300:
+                        return data
+                    if response.status_code in (400, 403):  # expired: a fresh URL
+                        url = url_for(number, stale=url)
+                    elif response.status_code not in RETRY_STATUSES:
+                        raise TransferError(f"the object store refused part {number}: {response.status_code} "
+                                            f"{response.text[:200]}", code="transfer_failed")
+                except DROPPED:
+                    pass
+                failures += 1
+                if failures > self.retries:
+                    raise TransferError(f"part {number} failed after {failures} tries; run it again to resume",
+                                        code="transfer_failed")
+                time.sleep(self.backoff * 2 ** (failures - 1))
+
+        def consume(index: int, data: bytes) -> None:
+            hashed.feed(index * part_size, data)
+            shown.update(len(data))
+
+        transfer.in_order(count, produce, consume, transfer.CONNECTIONS)
 
     def file_info(self, owner_name: str, version: str, path: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """(the version, the file's entry: path, size, sha256, download_url)."""
@@ -359,64 +422,57 @@ class HubClient:
         if missing:
             raise NotFoundError(f"{info['artifact']}@{info['version']} has no file {missing[0]!r}.", code="not_found",
                                 status=404)
-        out = []
-        for item in wanted:
-            self.fetch(item["download_url"], item["sha256"], item["size"], label=item["path"])
-            out.append(self.cache.copy_out(item["sha256"], Path(dest_dir) / item["path"]))
-        return out
+        total = sum(item["size"] for item in wanted)
+        with bar(total=total, desc=f"download {info['artifact']}@{info['version']}", unit="B") as shown, \
+                ThreadPoolExecutor(max_workers=PARALLEL_FILES, thread_name_prefix="download") as pool:
+            def one(item: dict[str, Any]) -> Path:
+                self.fetch(item["download_url"], item["sha256"], item["size"], label=item["path"],
+                           progress=shown.update)
+                return self.cache.copy_out(item["sha256"], Path(dest_dir) / item["path"])
+            return list(pool.map(one, wanted))
 
     def cached(self, item: dict[str, Any]) -> Path:
         """The cache path of a file entry of a version (fetched if not cached yet)."""
         return self.fetch(item["download_url"], item["sha256"], item["size"], label=item["path"])
 
-    def fetch(self, url: str, sha256: str, size: int, *, label: str = "") -> Path:
+    def fetch(self, url: str, sha256: str, size: int, *, label: str = "",
+              progress: Callable[[int], None] | None = None) -> Path:
         """The cached blob ``sha256``, downloaded from ``url`` when missing."""
         if hit := self.cache.get(sha256):
+            if progress is not None:
+                progress(size)
             return hit
-        return self.transfer(url, sha256, size, self.cache.path(sha256), label=label)
+        return self.transfer(url, sha256, size, self.cache.path(sha256), label=label, progress=progress)
 
-    def transfer(self, url: str, sha256: str, size: int, target: Path, *, label: str = "") -> Path:
-        """Download ``url`` to ``target`` through ``target.incomplete`` (resumed with ``Range``); the size
-        and sha256 are checked before ``target`` appears."""
+    def transfer(self, url: str, sha256: str, size: int, target: Path, *, label: str = "",
+                 progress: Callable[[int], None] | None = None) -> Path:
+        """Download ``url`` to ``target`` through ``target.incomplete`` (resumed with ``Range``; large files
+        over several connections); the size and sha256 are checked before ``target`` appears."""
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(target.name + ".incomplete")
-        failures = 0
-        digest, hashed = None, -1  # a running sha256 of the bytes written so far, when continuous
-        with bar(total=size, desc=f"download {label or sha256[:12]}", unit="B") as shown:
-            while True:
-                have = partial.stat().st_size if partial.exists() else 0
-                shown.update(have - shown.n)
-                if have >= size:
-                    break
-                if hashed != have:  # resuming a file from an earlier run or a broken transfer
-                    digest, hashed = hashlib.sha256(), 0
-                    if have:
-                        digest = _sha256_state(partial)
-                        hashed = have
-                try:
-                    response = self.request("GET", url, stream=True, headers={"Range": f"bytes={have}-"})
-                    if response.status_code != 206:  # the server sent the whole file
-                        digest, hashed, mode = hashlib.sha256(), 0, "wb"
-                        shown.update(-shown.n)
-                    else:
-                        mode = "ab"
-                    with open(partial, mode) as out:
-                        while chunk := response.raw.read(DOWNLOAD_BLOCK):
-                            out.write(chunk)
-                            digest.update(chunk)
-                            hashed += len(chunk)
-                            shown.update(len(chunk))
-                except DROPPED:
-                    failures += 1
-                    hashed = -1
-                    if failures > self.retries:
-                        raise TransferError(f"download of {label or url} failed after {failures} broken connections; "
-                                            "run it again to resume", code="transfer_failed")
-                    time.sleep(self.backoff * 2 ** (failures - 1))
-        actual = digest.hexdigest() if digest is not None and hashed == size else sha256_file(partial)
-        if partial.stat().st_size != size or actual != sha256:
-            partial.unlink()
-            raise TransferError(f"{label or url}: the bytes received do not match the hub's size and sha256; retry",
-                                code="checksum_mismatch")
+        hub_url = self.url(url)
+        source = transfer.Source(lambda target_url, headers: self._get_bytes(source, hub_url, target_url, headers),
+                                 hub_url, refresh=lambda: hub_url, retries=self.retries, backoff=self.backoff)
+        with bar(total=size, desc=f"download {label or sha256[:12]}", unit="B", disable=progress is not None) as shown:
+            try:
+                transfer.download(source, size, sha256, partial, progress or shown.update)
+            except transfer.TransferFailed as exc:
+                raise TransferError(f"download of {label or url}: {exc}", code=exc.code)
         partial.replace(target)
         return target
+
+    def _get_bytes(self, source: transfer.Source, hub_url: str, url: str, headers: dict[str, str]
+                   ) -> requests.Response:
+        """One GET of a download. The hub may redirect to a presigned object-store URL: it is fetched without
+        the hub's token, and the next blocks go there directly (``source.url``)."""
+        if url != hub_url:
+            return self.bare.get(url, headers=headers, stream=True, timeout=self.timeout)
+        response = self.session.get(url, headers=headers, stream=True, allow_redirects=False, timeout=self.timeout)
+        if response.is_redirect:
+            location = response.headers["Location"]
+            response.close()
+            source.url = location
+            return self.bare.get(location, headers=headers, stream=True, timeout=self.timeout)
+        if response.status_code >= 400 and response.status_code not in RETRY_STATUSES:
+            raise from_response(response)
+        return response

@@ -8,9 +8,11 @@ from tqdm.auto import tqdm
 from hpcfair import settings
 
 
-def bar(total: int, desc: str, unit: str = "B") -> tqdm:
+def bar(total: int, desc: str, unit: str = "B", disable: bool = False) -> tqdm:
+    """A bar with the rate and the time left; ``disable`` when an outer bar counts these bytes already."""
     return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit == "B", unit_divisor=1024 if unit == "B" else 1000,
-                disable=True if not settings.progress_enabled() else None, leave=False)
+                disable=True if disable or not settings.progress_enabled() else None, leave=False,
+                smoothing=0.1 if unit == "B" else 0.3)
 
 
 def stage_printer(name: str):

@@ -13,6 +13,7 @@ from datetime import timedelta
 from django.db import connection
 from django.utils import timezone
 
+from hub.registry import direct
 from hub.registry.models import Blob, File, Upload
 from hub.registry.uploads import staged_path, upload_dir
 from hub.storage import get_blob_store
@@ -40,6 +41,8 @@ def collect(grace_hours: float = 1.0) -> Collected:
     expired = Upload.objects.filter(expires__lt=now).exclude(state__in=[Upload.State.CONSUMED, Upload.State.ABORTED])
     for upload in expired:
         staged_path(upload).unlink(missing_ok=True)
+        if upload.direct_id and upload.state == Upload.State.OPEN:
+            direct.abort(upload)
     done.uploads = expired.update(state=Upload.State.ABORTED)
     for path in upload_dir().glob("form-*.part"):  # files staged by a request that died
         try:
@@ -50,6 +53,8 @@ def collect(grace_hours: float = 1.0) -> Collected:
             continue
     store = get_blob_store()
     live = set(File.objects.filter(version__deleted_at__isnull=True).values_list("blob_id", flat=True))
+    # a checked direct upload is a blob already, waiting for its version
+    live |= set(Upload.objects.filter(state=Upload.State.COMPLETED, expires__gte=now).values_list("sha256", flat=True))
     for sha256, modified in store.iter_blobs():
         if sha256 not in live and modified < cutoff:
             store.delete(sha256)

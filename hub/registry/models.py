@@ -213,6 +213,9 @@ class Upload(models.Model):
     created = models.DateTimeField(default=timezone.now)
     expires = models.DateTimeField()
     completed_at = models.DateTimeField(null=True, blank=True)
+    # A direct upload (hub.registry.direct): the object store's multipart upload id and the part size.
+    direct_id = models.CharField(max_length=512, blank=True)
+    part_size = models.BigIntegerField(default=0)
 
     class Meta:
         ordering = ["-created"]

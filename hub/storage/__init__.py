@@ -36,5 +36,6 @@ def _build(items: tuple[tuple[str, object], ...]) -> BlobStore:
             region=str(config["S3_REGION"]),
             secure=bool(config["S3_SECURE"]),
             public_endpoint=str(config["S3_PUBLIC_ENDPOINT"]),
+            presign_seconds=int(config.get("S3_PRESIGN_SECONDS", 300)),
         )
     raise ValueError(f"unknown HUB_STORAGE backend {backend!r} (use 'filesystem' or 's3')")

@@ -27,6 +27,8 @@ class BlobStore(ABC):
     """Stores immutable blobs by their sha256. Callers hash; stores only keep bytes."""
 
     name: str
+    # Whether clients may send bytes to the store directly (presigned multipart URLs: hub.registry.direct).
+    direct_uploads: bool = False
 
     @abstractmethod
     def exists(self, sha256: str) -> bool:

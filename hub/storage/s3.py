@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import BinaryIO
@@ -10,12 +11,14 @@ from urllib.parse import quote
 
 import urllib3
 from minio import Minio
+from minio.datatypes import Part
 from minio.error import S3Error
 
 from hub.storage.base import SHA256_RE, BlobStore, StorageUnavailable, blob_key
 
-_MISSING = {"NoSuchKey", "NoSuchObject", "NotFound", "ResourceNotFound"}
-PRESIGN_TTL = timedelta(hours=1)
+_MISSING = {"NoSuchKey", "NoSuchObject", "NotFound", "ResourceNotFound", "NoSuchUpload"}
+_FAILURES = (S3Error, urllib3.exceptions.HTTPError)
+COPY_PART = 512 * 1024 * 1024  # server-side copies in parts (S3 copies at most 5 GiB in one request)
 
 
 class _Body:
@@ -50,8 +53,10 @@ class S3BlobStore(BlobStore):
         region: str = "us-east-1",
         secure: bool = False,
         public_endpoint: str = "",
+        presign_seconds: int = 300,
     ) -> None:
         self.bucket = bucket
+        self.presign_ttl = timedelta(seconds=presign_seconds)
         self.client = Minio(endpoint, access_key=access_key, secret_key=secret_key, secure=secure, region=region)
         # Presigned URLs are signed for the host clients will use.
         self.public_client = (
@@ -126,6 +131,102 @@ class S3BlobStore(BlobStore):
         return self.public_client.presigned_get_object(
             self.bucket,
             blob_key(sha256),
-            expires=PRESIGN_TTL,
+            expires=self.presign_ttl,
             response_headers={"response-content-disposition": disposition, "response-content-type": media_type},
         )
+
+    # --- direct uploads: presigned multipart URLs, the parts straight from the client to the store ---------
+
+    direct_uploads = True
+
+    def _call(self, what: str, call, *args, **kwargs):
+        try:
+            return call(*args, **kwargs)
+        except _FAILURES as exc:
+            if isinstance(exc, S3Error) and exc.code in _MISSING:
+                raise FileNotFoundError(f"{what}: {exc.code}") from exc
+            raise StorageUnavailable(f"{what}: {exc}") from exc
+
+    def start_multipart(self, key: str) -> str:
+        """Open a multipart upload of ``key``; its id."""
+        self._ensure_bucket()
+        return self._call("start multipart upload", self.client._create_multipart_upload, self.bucket, key, {})
+
+    def part_url(self, key: str, upload_id: str, number: int) -> str:
+        """A presigned PUT of part ``number``, valid for the short presign time only."""
+        return self.public_client.get_presigned_url(
+            "PUT", self.bucket, key, expires=self.presign_ttl,
+            extra_query_params={"partNumber": str(number), "uploadId": upload_id},
+        )
+
+    def list_parts(self, key: str, upload_id: str) -> dict[int, tuple[int, str]]:
+        """The parts the store holds: number -> (size, etag)."""
+        parts: dict[int, tuple[int, str]] = {}
+        marker = None
+        while True:
+            result = self._call("list parts", self.client._list_parts, self.bucket, key, upload_id,
+                                max_parts=1000, part_number_marker=marker)
+            for part in result.parts:
+                parts[part.part_number] = (part.size, part.etag)
+            if not result.is_truncated:
+                return parts
+            marker = result.next_part_number_marker
+
+    def complete_multipart(self, key: str, upload_id: str, etags: list[tuple[int, str]]) -> None:
+        self._call("complete multipart upload", self.client._complete_multipart_upload, self.bucket, key, upload_id,
+                   [Part(number, etag) for number, etag in etags])
+
+    def abort_multipart(self, key: str, upload_id: str) -> None:
+        try:
+            self._call("abort multipart upload", self.client._abort_multipart_upload, self.bucket, key, upload_id)
+        except FileNotFoundError:
+            pass
+
+    def open_key(self, key: str) -> BinaryIO:
+        """The object ``key`` (not a blob: a direct upload's staging object) as a stream."""
+        self._ensure_bucket()
+        return _Body(self._call("read", self.client.get_object, self.bucket, key))  # type: ignore[return-value]
+
+    def remove_key(self, key: str) -> None:
+        self._call("remove", self.client.remove_object, self.bucket, key)
+
+    def adopt_checked(self, key: str, sha256: str, size: int, check: Callable[[], bool]) -> bool:
+        """Make the object ``key`` the blob ``sha256`` if ``check()`` (which reads ``key`` back and hashes it)
+        says so, and remove ``key`` either way. Returns whether the check passed.
+
+        The copy into the blob runs inside the store while ``check`` reads: parts copied into a pending
+        multipart upload of the blob's key, which only completes (and so only appears) after the check
+        passed, and is aborted otherwise. Unchecked bytes are never visible under a blob's key."""
+        try:
+            if self.exists(sha256):
+                return check()
+            target = blob_key(sha256)
+            upload_id = self._call("start copy", self.client._create_multipart_upload, self.bucket, target, {})
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="s3-copy") as pool:
+                copying = pool.submit(self._copy_parts, key, target, upload_id, size)
+                try:
+                    passed = check()
+                finally:
+                    try:
+                        etags = copying.result()
+                    except BaseException:
+                        self.abort_multipart(target, upload_id)
+                        raise
+            if passed:
+                self.complete_multipart(target, upload_id, etags)
+            else:
+                self.abort_multipart(target, upload_id)
+            return passed
+        finally:
+            self.remove_key(key)
+
+    def _copy_parts(self, key: str, target: str, upload_id: str, size: int) -> list[tuple[int, str]]:
+        etags = []
+        for number, start in enumerate(range(0, max(size, 1), COPY_PART), start=1):
+            headers = {"x-amz-copy-source": quote(f"/{self.bucket}/{key}")}
+            if size:
+                headers["x-amz-copy-source-range"] = f"bytes={start}-{min(start + COPY_PART, size) - 1}"
+            etag, _ = self._call("copy part", self.client._upload_part_copy, self.bucket, target, upload_id, number,
+                                 headers)
+            etags.append((number, etag))
+        return etags

@@ -10,7 +10,7 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from hub.registry import access
+from hub.registry import access, direct
 from hub.registry.models import LABEL_RE, NAME_RE, Artifact, File, ProvenanceLink, Upload, Version
 from hub.registry.uploads import offset_of
 
@@ -233,18 +233,32 @@ class UploadSerializer(serializers.ModelSerializer):
     offset = serializers.SerializerMethodField()
     url = serializers.SerializerMethodField()
     size = serializers.IntegerField(min_value=0)
+    direct = serializers.BooleanField(write_only=True, required=False, default=False, help_text=(
+        "Send the bytes straight to the object store by presigned multipart URLs, where the hub offers it "
+        "(the answer then has `multipart`)."))
+    multipart = serializers.SerializerMethodField(help_text=(
+        "A direct upload: part_size, part_count, parts_received, url_seconds. Ask POST …/parts for URLs."))
 
     class Meta:
         model = Upload
         fields = ["id", "filename", "size", "expected_sha256", "sha256", "state", "offset", "url", "created",
-                  "expires", "completed_at"]
+                  "expires", "completed_at", "direct", "multipart"]
         read_only_fields = ["id", "state", "created", "expires", "completed_at"]
 
     def get_offset(self, upload: Upload) -> int:
-        return offset_of(upload)
+        return direct.offset_of(upload) if upload.direct_id else offset_of(upload)
+
+    @extend_schema_field({"type": "object", "nullable": True})
+    def get_multipart(self, upload: Upload) -> dict | None:
+        return direct.describe(upload) if upload.direct_id and upload.state == Upload.State.OPEN else None
 
     def get_url(self, upload: Upload) -> str:
         return absolute(reverse("api:upload-detail", args=[upload.id]))
+
+
+class UploadPartsSerializer(serializers.Serializer):
+    numbers = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1,
+                                    max_length=direct.URLS_PER_REQUEST)
 
 
 class UploadCompleteSerializer(serializers.Serializer):

@@ -15,8 +15,8 @@ from rest_framework.views import APIView
 from hub.accounts.permissions import IsAuthenticatedReader
 from hub.api import OwnMediaType
 from hub.errors import HubError
-from hub.registry import services, uploads
-from hub.registry.api.serializers import UploadCompleteSerializer, UploadSerializer
+from hub.registry import direct, services, uploads
+from hub.registry.api.serializers import UploadCompleteSerializer, UploadPartsSerializer, UploadSerializer
 from hub.registry.archive import zip_stream
 from hub.registry.models import Artifact, File, Upload
 from hub.storage import StorageUnavailable, get_blob_store
@@ -142,7 +142,8 @@ def _own_upload(request: Request, upload_id) -> Upload:
 
 
 class UploadCreate(APIView):
-    """Open a resumable upload: ``{"size": N, "filename": "...", "expected_sha256": "..."}``."""
+    """Open a resumable upload: ``{"size": N, "filename": "...", "expected_sha256": "...", "direct": true}``.
+    With ``direct`` on a store that offers it, the bytes go to the object store by presigned part URLs."""
 
     permission_classes = [IsAuthenticatedReader]
 
@@ -153,6 +154,8 @@ class UploadCreate(APIView):
         data = serializer.validated_data
         upload = uploads.open_upload(request.user, data["size"], data.get("filename", ""),
                                      data.get("expected_sha256", ""))
+        if data.get("direct") and data["size"] > 0 and direct.offered():
+            direct.start(upload)
         body = UploadSerializer(upload).data
         return Response(body, status=status.HTTP_201_CREATED, headers={"Location": body["url"]})
 
@@ -171,6 +174,9 @@ class UploadDetail(APIView):
     @extend_schema(request={"application/octet-stream": bytes}, responses=UploadSerializer)
     def put(self, request: Request, upload_id) -> Response:
         upload = _own_upload(request, upload_id)
+        if upload.direct_id:
+            raise HubError("upload_is_direct", "This upload goes straight to the object store: send its parts to "
+                                               "the URLs that POST …/parts gives.")
         raw = request._request
         length_header = raw.META.get("CONTENT_LENGTH")
         length = int(length_header) if length_header and length_header.isdigit() else None
@@ -183,6 +189,8 @@ class UploadDetail(APIView):
         upload = _own_upload(request, upload_id)
         if upload.state == Upload.State.CONSUMED:
             raise HubError("upload_not_open", "This upload is part of a version already.")
+        if upload.direct_id:
+            direct.abort(upload)
         uploads.abort_upload(upload)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -197,5 +205,23 @@ class UploadComplete(APIView):
         upload = _own_upload(request, upload_id)
         serializer = UploadCompleteSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        upload = uploads.complete_upload(upload, serializer.validated_data.get("sha256", ""))
+        sha256 = serializer.validated_data.get("sha256", "")
+        upload = direct.complete(upload, sha256) if upload.direct_id else uploads.complete_upload(upload, sha256)
         return Response(UploadSerializer(upload).data)
+
+
+class UploadParts(APIView):
+    """Presigned PUT URLs for parts of a direct upload (``{"numbers": [1, 2, …]}``, at most 100): each
+    valid ``url_seconds``, for the upload's owner only. ``GET`` on the upload lists the parts received."""
+
+    permission_classes = [IsAuthenticatedReader]
+
+    @extend_schema(request=UploadPartsSerializer, responses={200: OpenApiResponse(description="{urls, expires_in}")})
+    def post(self, request: Request, upload_id) -> Response:
+        upload = _own_upload(request, upload_id)
+        if not upload.direct_id:
+            raise HubError("invalid", "This upload goes through the hub: PUT its bytes with Content-Range.")
+        serializer = UploadPartsSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        urls = direct.part_urls(upload, serializer.validated_data["numbers"])
+        return Response({"urls": urls, "expires_in": get_blob_store().presign_ttl.seconds})

@@ -35,8 +35,9 @@ class Command(BaseCommand):
         parser.add_argument("--bind", default="127.0.0.1:8000")
         parser.add_argument("--web-workers", type=int, default=2)
         parser.add_argument("--no-demo", action="store_true")
+        parser.add_argument("--celery-workers", type=int, default=1, help="Celery worker processes (make stack: 2)")
 
-    def handle(self, bind: str, web_workers: int, no_demo: bool, **options) -> None:
+    def handle(self, bind: str, web_workers: int, no_demo: bool, celery_workers: int = 1, **options) -> None:
         python = sys.executable
         try:
             web = web_command(python, bind, web_workers, access_log=True)
@@ -55,10 +56,11 @@ class Command(BaseCommand):
         # Links the hub hands out (PIDs, download URLs) point at this server unless configured.
         env = {"HUB_PUBLIC_URL": f"http://{bind}", **os.environ}
         pool = "solo" if settings.CELERY_BROKER_URL.startswith("filesystem://") else "prefork"
-        worker = [python, "-m", "celery", "-A", "workers", "worker", "-Q", "convert,cpu", "--pool", pool,
-                  "--concurrency", "1", "--loglevel", "INFO", "--hostname", "embedded@%h"]
-        children = [Supervised("the Celery worker", worker, env, self.say), Supervised("the web server", web, env,
-                                                                                        self.say)]
+        children = [Supervised("the web server", web, env, self.say)]
+        for number in range(1, max(celery_workers, 1) + 1):
+            worker = [python, "-m", "celery", "-A", "workers", "worker", "-Q", "convert,cpu", "--pool", pool,
+                      "--concurrency", "1", "--loglevel", "INFO", "--hostname", f"embedded{number}@%h"]
+            children.insert(0, Supervised(f"Celery worker {number}", worker, env, self.say))
         for child in children:
             child.start()
         self.stdout.write(f"HPCFair Hub on http://{bind}/ (API docs at /api/docs/); Ctrl-C stops it.")
