@@ -349,6 +349,8 @@ FIELDS: dict[str, Field] = {f.name: f for f in [
     Field("optimization", anything, "How it was optimised.", system=True),
     Field("members", anything, "Signatures of an ensemble's members.", system=True),
     Field("job", anything, "The job that produced it.", system=True),
+    Field("execution", anything, "Where and how long that job ran: executor, Slurm job, partition, nodes, start "
+          "and end, CPU time, peak memory.", system=True),
     Field("container", anything, "The cube's image: reference, digest, size, build time, and its check against "
           "the gateway.", system=True),
 ]}

@@ -132,7 +132,23 @@ def to_graph(record: Record) -> Graph:
         g.add((s, PROV.wasGeneratedBy, URIRef(record.job_url)))
         g.add((s, HPC.wasGeneratedBy, URIRef(record.job_url)))
         g.add((URIRef(record.job_url), RDF.type, PROV.Activity))
+        _execution(g, URIRef(record.job_url), meta.get("execution"))
     return g
+
+
+def _execution(g: Graph, activity: URIRef, execution: Any) -> None:
+    """Where and when the generating job ran (a Slurm job: its partition and nodes, hub.jobs.slurm)."""
+    if not isinstance(execution, dict):
+        return
+    for predicate, key in ((PROV.startedAtTime, "started"), (PROV.endedAtTime, "ended")):
+        if execution.get(key):
+            g.add((activity, predicate, Literal(str(execution[key]), datatype=XSD.dateTime)))
+    if execution.get("nodes"):
+        place = BNode()
+        g.add((activity, PROV.atLocation, place))
+        g.add((place, RDF.type, PROV.Location))
+        g.add((place, RDFS.label, Literal(f"{execution.get('executor', '')} job {execution.get('slurm_job', '')} on "
+                                          f"node(s) {execution['nodes']}, partition {execution.get('partition', '')}")))
 
 
 def _restricted(g: Graph, link) -> BNode:

@@ -12,6 +12,7 @@ from kombu import Queue
 from workers.gateway import GatewayStep
 from workers.housekeeping import HousekeepingStep
 from workers.reaper import ReaperStep
+from workers.slurm_poller import SlurmPollStep
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
 
@@ -26,3 +27,5 @@ app.steps["worker"].add(GatewayStep)
 app.steps["worker"].add(ReaperStep)
 # ... and collects garbage every HUB_GC_INTERVAL_S (workers.housekeeping).
 app.steps["worker"].add(HousekeepingStep)
+# ... and follows the hub's Slurm jobs when HUB_EXECUTOR=slurm (workers.slurm_poller).
+app.steps["worker"].add(SlurmPollStep)

@@ -1,0 +1,261 @@
+"""The Slurm executor through a real scheduler: the private cluster of scripts/slurm.sh (started by
+scripts/services.sh), a real Celery worker with HUB_EXECUTOR=slurm that submits jobs with sbatch and follows
+them with squeue, and the runner (hpcfair.slurm_runner) on the "compute node". Answers are compared with bare
+ONNX Runtime in this process."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hub.jobs.models import Job
+from hub.registry.models import Version
+from hub.storage import get_blob_store
+from tests.conftest import start_worker, stop_process, wait_for_job, worker_env
+from tests.gateway import models
+from tests.system_packages import installed_profile
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+MLP = models.mlp(hidden=32)
+SLURM = {"HUB_EXECUTOR": "slurm", "HUB_SLURM_POLL_S": "0.3", "HUB_SLURM_TIME": "5", "HUB_SLURM_MEM": "400M",
+         "HUB_JOB_MAX_ATTEMPTS": "2"}
+
+
+def slurm_command(*args: str) -> str:
+    return subprocess.run(list(args), capture_output=True, text=True, check=True, timeout=30).stdout
+
+
+@pytest.fixture(scope="module")
+def slurm_root(django_db_setup, django_db_blocker, tmp_path_factory):
+    """A Celery worker that runs jobs on the private Slurm cluster; yields its folder (blobs, job folders)."""
+    from workers.celery import app
+
+    if not os.environ.get("SLURM_CONF"):
+        (pytest.fail if installed_profile() else pytest.skip)("needs the private Slurm cluster: run through "
+                                                              "`make test` (scripts/services.sh sets SLURM_CONF)")
+    root = tmp_path_factory.mktemp("slurm")
+    env = worker_env(root, **SLURM, HUB_SLURM_JOB_DIR=str(root / "jobs"))
+    app.control.purge()
+    proc = start_worker(root, env, name="slurm-worker")
+    yield root
+    stop_process(proc)
+
+
+@pytest.fixture
+def hub(settings, slurm_root):
+    """This process submits like the worker does: the same job folders, blobs and settings."""
+    settings.HUB_STORAGE = {**settings.HUB_STORAGE, "BACKEND": "filesystem", "DIR": str(slurm_root / "blobs")}
+    settings.HUB_UPLOAD_DIR = slurm_root / "uploads"
+    settings.HUB_EXECUTOR = "slurm"
+    settings.HUB_SLURM_JOB_DIR = slurm_root / "jobs"
+    return slurm_root
+
+
+def npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def mlp(hub, owner, publish):
+    _, version = publish(owner, "mlp", {"mlp.onnx": MLP})
+    return version
+
+
+def dataset(owner, publish, rows: int, seed: int = 5) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((rows, 784)).astype(np.float32)
+    publish(owner, f"digits-{rows}-{seed}", {"inputs.npy": npy(x)}, kind="dataset")
+    return x
+
+
+def batch(api, owner, rows_name: str, model: str = "mlp", **options):
+    response = api.post(f"/api/v1/artifacts/alice/{model}/versions/latest/infer",
+                        {"dataset": f"alice/{rows_name}", "batch_size": 16, **options}, format="json")
+    assert response.status_code == 202, response.content
+    return response.json()["id"]
+
+
+def outputs_of(job: Job) -> dict[str, np.ndarray]:
+    version = Version.objects.get(pid=job.result["pid"])
+    file = version.files.get(path="outputs.npz")
+    with get_blob_store().open(file.blob_id) as stream, np.load(io.BytesIO(stream.read())) as archive:
+        return {name: archive[name] for name in archive.files}
+
+
+def wait_for(predicate, timeout: float = 30.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise TimeoutError(what)
+
+
+def test_batch_inference_as_a_job_array_equals_a_single_run(mlp, owner, publish, api):
+    x = dataset(owner, publish, 50)
+    single = wait_for_job(batch(api, owner, "digits-50-5"), timeout=90)
+    assert single.state == "succeeded", (single.error_code, single.error_detail, single.log)
+    array = wait_for_job(batch(api, owner, "digits-50-5", worker_num=3), timeout=90)
+    assert array.state == "succeeded", (array.error_code, array.error_detail, array.log)
+
+    expected = models.reference(MLP, {"x": x})["logits"]
+    np.testing.assert_allclose(outputs_of(single)["logits"], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(outputs_of(array)["logits"], outputs_of(single)["logits"])
+    assert array.slurm["tasks"] == 3 and single.slurm["tasks"] == 1
+    assert array.worker == f"slurm:{array.slurm['id']}" and array.slurm["partition"] == "cpu"
+    messages = [line["message"] for line in array.log]
+    assert any("[task 2] " in m and "rows 33-50 of 50" in m for m in messages), messages  # live log lines
+    execution = array.result["execution"]
+    assert execution["executor"] == "slurm" and execution["partition"] == "cpu" and execution["tasks"] == 3
+    assert execution["nodes"] and execution["started"] and execution["ended"]
+    assert execution["cpu_s"] > 0 and execution["max_rss_bytes"] > 10 * 2**20
+    # byte-identical outputs: the array's job points at the version the single run published
+    assert array.result["pid"] == single.result["pid"]
+    version = Version.objects.get(pid=single.result["pid"])
+    assert version.metadata["execution"]["slurm_job"] == single.slurm["id"]
+    assert version.metadata["execution"]["partition"] == "cpu"
+    assert not Path(array.slurm["folder"]).parent.exists()  # the job folder went with the job
+
+
+def slow_job(api, owner, publish) -> str:
+    """A batch run that lasts about a minute (1000 rows, one at a time, ~60 ms each): the tests stop it."""
+    publish(owner, "slow", {"slow.onnx": models.slow(size=1024, repeats=256)})
+    x = np.random.default_rng(3).standard_normal((1000, 1024)).astype(np.float32) / 32
+    publish(owner, "wide", {"inputs.npy": npy(x)}, kind="dataset")
+    return batch(api, owner, "wide", model="slow", batch_size=1)
+
+
+def running(job_id) -> Job:
+    """The job once its runner is at work on the node (its log lines arrive)."""
+    wait_for(lambda: any("ran rows" in line["message"] for line in Job.objects.get(pk=job_id).log), 30,
+             "no log lines arrived")
+    return Job.objects.get(pk=job_id)
+
+
+def slurm_state(slurm_id: str) -> str:
+    return slurm_command("squeue", "-h", "-t", "all", "-j", slurm_id, "-o", "%T").strip()
+
+
+def test_cancelling_a_hub_job_cancels_its_slurm_job(hub, owner, publish, api):
+    job = running(slow_job(api, owner, publish))
+    response = api.post(f"/api/v1/jobs/{job.pk}/cancel")
+    assert response.status_code in (200, 202), response.content
+    job.refresh_from_db()
+    assert job.state == "cancelled" and job.error_code == "cancelled"
+    wait_for(lambda: slurm_state(job.slurm["id"]) == "CANCELLED", 15, "Slurm still runs the job")
+    assert not Path(job.slurm["folder"]).exists()
+    assert not Version.objects.filter(artifact__name="slow-outputs").exists()
+
+
+@pytest.mark.slow
+def test_a_time_limit_ends_the_job_with_time_limit(hub, owner, publish, api):
+    job = running(slow_job(api, owner, publish))
+    # Slurm's limits are whole minutes, checked every ~15 s: bring this job's end forward instead of waiting.
+    end = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() + 1))
+    slurm_command("scontrol", "update", f"JobId={job.slurm['id']}", f"EndTime={end}")
+    job = wait_for_job(job.pk, timeout=60)
+    assert job.state == "failed" and job.error_code == "time_limit", (job.error_code, job.error_detail)
+    assert "ran past its time limit (5)" in job.error_detail and job.slurm["state"] == "TIMEOUT"
+
+
+def expander() -> bytes:
+    """x [n, 1] -> y [n, 2**24]: 64 MiB of output per row."""
+    from onnx import TensorProto, helper
+
+    shape = np.array([1, 2**24], np.int64)
+    return models._model([helper.make_node("Expand", ["x", "shape"], ["y"])],
+                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 1])],
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 2**24])], [("shape", shape)],
+                         "expander")
+
+
+def test_a_memory_limit_ends_the_job_with_out_of_memory(hub, owner, publish, api):
+    # The worker asks for HUB_SLURM_MEM=400M; 32 rows of 64 MiB need 2 GiB.
+    publish(owner, "mlp", {"mlp.onnx": expander()})
+    publish(owner, "ones", {"inputs.npy": npy(np.ones((32, 1), np.float32))}, kind="dataset")
+    job = wait_for_job(batch(api, owner, "ones"), timeout=60)
+    assert job.state == "failed" and job.error_code == "out_of_memory", (job.error_code, job.error_detail, job.log)
+    assert "more memory than its limit (400M)" in job.error_detail
+
+
+def test_a_partition_slurm_does_not_have_is_refused_at_submission(hub, mlp, owner, publish, api, settings):
+    dataset(owner, publish, 4)
+    # the worker maps gpu to its gpu partition; this process submits, so a wrong map here is refused here
+    settings.HUB_SLURM_PARTITIONS = "cpu=nosuch"
+    from hub.jobs import slurm
+
+    job_id = batch(api, owner, "digits-4-5")
+    job = Job.objects.get(pk=job_id)
+    slurm.submit(job)  # as the worker's hub.slurm_submit does
+    job.refresh_from_db()
+    assert job.state == "failed" and job.error_code == "slurm_rejected", (job.error_code, job.error_detail)
+    assert "invalid partition specified: nosuch" in job.error_detail.lower()
+    assert not (hub / "jobs" / str(job.pk)).exists()
+
+
+def test_a_gpu_job_goes_to_the_gpu_partition(mlp, owner, publish, api):
+    dataset(owner, publish, 4)
+    job = wait_for_job(batch(api, owner, "digits-4-5", device="gpu", if_no_worker="queue"), timeout=60)
+    assert job.slurm["partition"] == "gpu"
+    job_line = slurm_command("scontrol", "show", "job", job.slurm["id"])
+    assert "Partition=gpu" in job_line and "gres:gpu:1" in job_line
+    # the node's one "GPU" is counted by Slurm, not real: the runner says there is no CUDA provider there
+    assert job.state == "failed" and job.error_code == "gpu_unavailable", (job.error_code, job.error_detail)
+    assert "has no CUDA execution provider" in job.error_detail
+
+
+@pytest.mark.slow
+def test_a_job_lost_with_its_node_is_submitted_again_then_worker_lost(hub, owner, publish, api):
+    job = running(slow_job(api, owner, publish))
+    first = job.slurm["id"]
+    _kill_node(job.slurm["folder"])
+    job = wait_for_job_change(job.pk, lambda j: j.is_final or (j.slurm["id"] != first and j.state == "running"),
+                              timeout=60)
+    assert job.state == "running" and job.attempts == 2, (job.state, job.log)
+    assert any(f"Slurm job {first} was lost: Slurm reports NODE_FAIL" in line["message"] for line in job.log)
+    wait_for(lambda: runner_pids(job.slurm["folder"]), 30, "the second attempt never ran")
+    _kill_node(job.slurm["folder"])  # HUB_JOB_MAX_ATTEMPTS=2: the second loss is the last
+    job = wait_for_job(job.pk, timeout=60)
+    assert job.state == "failed" and job.error_code == "worker_lost", (job.state, job.error_code)
+    assert job.attempts == 2 and "started 2 times" in job.error_detail
+
+
+def wait_for_job_change(job_id, predicate, timeout: float) -> Job:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = Job.objects.get(pk=job_id)
+        if predicate(job):
+            return job
+        time.sleep(0.3)
+    raise TimeoutError(f"job {job_id}: {job.state} {job.log[-3:]}")
+
+
+def runner_pids(folder: str) -> list[int]:
+    found = subprocess.run(["pgrep", "-f", f"hpcfair.slurm_runner {folder}"], capture_output=True, text=True)
+    return [int(pid) for pid in found.stdout.split()]
+
+
+def _kill_node(folder: str) -> None:
+    """The node dies: slurmd, the job's step daemon and its runner are killed (by PID: only this cluster's);
+    slurmctld marks the node DOWN after SlurmdTimeout (10 s) and the job NODE_FAIL. slurmd is started again
+    and ReturnToService=2 brings the node back."""
+    run_dir = Path(os.environ["SLURM_CONF"]).parent
+    runners = runner_pids(folder)
+    steps = [int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) for pid in runners]
+    slurm_id = Job.objects.get(slurm__folder=folder).slurm["id"]
+    for pid in [int((run_dir / "slurmd.pid").read_text()), *steps, *runners]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    wait_for(lambda: slurm_state(slurm_id) == "NODE_FAIL", 40, "slurmctld did not notice the node's loss")
+    subprocess.run(["slurmd", "-f", os.environ["SLURM_CONF"]], check=True, timeout=30)
