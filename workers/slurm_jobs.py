@@ -172,14 +172,16 @@ class CubeKind:
         image = _image_name(source)
         return Plan({"kind": "cube", "image": image, "tasks": tasks, "engine": settings.HUB_CUBE_ENGINE,
                      "wheels": str(settings.HUB_CUBE_WHEELS), "build_timeout": settings.HUB_CUBE_BUILD_TIMEOUT_S,
-                     "run_timeout": settings.HUB_CUBE_RUN_TIMEOUT_S},
+                     "run_timeout": settings.HUB_CUBE_RUN_TIMEOUT_S, "containers_conf": settings.HUB_CONTAINERS_CONF,
+                     "mlcube": spec.summary()},
                     summary=f"MLCube {spec.name}: build {image}, run {', '.join(tasks)}")
 
     def finish(self, job: Job, folder: Path, execution: dict[str, Any]) -> dict[str, Any]:
         import json
 
         result = json.loads((folder / "out" / "result-0.json").read_text())
-        return {"mlcube": job.params.get("tasks"), **{k: v for k, v in result.items() if k not in {"task"}}}
+        spec = json.loads((folder / "job.json").read_text())
+        return {"mlcube": spec["mlcube"], **{k: v for k, v in result.items() if k != "task"}}
 
 
 INFER = InferKind()

@@ -140,13 +140,15 @@ def cube(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict[str,
     from hpcfair.cube import CubeError, EngineError, build, find_engine, parse_dir
     from hpcfair.cube.engine import prepare_context, run_task
 
-    engine = find_engine(spec.get("engine") or "auto")
+    if spec.get("containers_conf"):
+        os.environ.setdefault("CONTAINERS_CONF", spec["containers_conf"])  # the hub's podman settings
+    engine = find_engine(spec.get("engine") or "")
     if engine is None:
         raise TaskError("no_container_engine", f"Node {platform.node()} has neither podman nor docker.")
     project = folder / "project"
     try:
         cube_spec = parse_dir(project)
-        context = prepare_context(project / cube_spec.build_context, folder / "context", spec.get("wheels") or None,
+        context = prepare_context(project / cube_spec.build_context, folder / "context", Path(spec["wheels"]),
                                   on_line=say)
         say(f"building {spec['image']} with {engine} (--network=none)")
         built = build(engine, context, context / cube_spec.build_file, spec["image"], network="none",

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -259,3 +260,29 @@ def _kill_node(folder: str) -> None:
             pass
     wait_for(lambda: slurm_state(slurm_id) == "NODE_FAIL", 40, "slurmctld did not notice the node's loss")
     subprocess.run(["slurmd", "-f", os.environ["SLURM_CONF"]], check=True, timeout=30)
+
+
+@pytest.mark.slow
+def test_an_mlcube_project_runs_under_slurm_with_podman(hub, api, cube_base):
+    """The project's image is built offline on the node and its tasks run there, with podman."""
+    from tests.containers.test_projects import project_files, upload
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for path, data in project_files().items():
+            zf.writestr(f"recipe/{path}", data)
+    assert upload(api, "recipe", {"recipe.zip": buffer.getvalue()}).status_code == 201
+    started = api.post("/api/v1/artifacts/alice/recipe/versions/1/container",
+                       {"build": "yes", "tasks": ["prepare", "train"]}, format="json")
+    assert started.status_code == 202, started.content
+    job = wait_for_job(started.json()["id"], timeout=600)
+    assert job.state == "succeeded", (job.error_code, job.error_detail, job.log[-8:])
+    assert job.slurm["partition"] == "cpu" and job.result["execution"]["executor"] == "slurm"
+    assert job.result["built"] and [run["task"] for run in job.result["runs"]] == ["prepare", "train"]
+    assert job.result["mlcube"]["name"] == "linear-regression-project"
+    assert any("train: test RMSE" in line["message"] for line in job.log)  # the container's own lines, live
+
+    unknown = api.post("/api/v1/artifacts/alice/recipe/versions/1/container", {"tasks": ["fit"]}, format="json")
+    failed = wait_for_job(unknown.json()["id"])
+    assert failed.state == "failed" and failed.error_code == "invalid" and "no task 'fit'" in failed.error_detail
+    assert failed.slurm is None  # refused before anything was submitted
