@@ -49,6 +49,7 @@ KINDS: dict[str, str] = {
 ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
           "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED")
 MAX_LOG_LINES = 2000
+LOST = "LOST"  # slurm["state"] of an attempt that was lost, until the next one is submitted
 LOST_AFTER_S = 60  # a submitted job neither squeue nor sacct knows for this long was lost with its cluster
 _POLL_LOCK = 0x48554253  # PostgreSQL advisory lock key: one poller at a time
 
@@ -178,8 +179,8 @@ def submit(job: Job) -> bool:
         return False
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job.pk)
-        if job.is_final:
-            return True
+        if job.is_final or (job.slurm and job.slurm["state"] != LOST):
+            return True  # a duplicate message: this attempt was submitted already
         attempt = job.attempts + 1
         folder = folder_of(job, attempt)
         shutil.rmtree(folder, ignore_errors=True)
@@ -193,7 +194,10 @@ def submit(job: Job) -> bool:
             (folder / "job.json").write_text(json.dumps(plan.spec))
             script = folder / "job.sh"
             script.write_text(batch_script(job, plan, partition, folder, attempt))
-            done = command(["sbatch", "--parsable", str(script)])
+            try:
+                done = command(["sbatch", "--parsable", str(script)], timeout=120)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise SlurmError("slurm_rejected", f"Slurm could not be asked to run the job: {exc}")
             if done.returncode != 0:
                 message = done.stderr.strip().removeprefix("sbatch: error: ").splitlines()
                 raise SlurmError("slurm_rejected", f"Slurm refused the job: {'; '.join(message) or 'no reason given'} "
@@ -201,6 +205,13 @@ def submit(job: Job) -> bool:
         except SlurmError as exc:
             shutil.rmtree(folder.parent, ignore_errors=True)
             job.mark_failed(exc.code, exc.detail)
+            job.save()
+            return True
+        except Exception:  # noqa: BLE001 - never a job left queued for ever; its trace goes to the log
+            log.exception("slurm: preparing job %s failed", job.pk)
+            shutil.rmtree(folder.parent, ignore_errors=True)
+            job.mark_failed("internal_error", f"The job could not be prepared for Slurm; the administrators can "
+                                              f"trace it by job id {job.pk}.")
             job.save()
             return True
         slurm_id = done.stdout.strip().split(";")[0]
@@ -219,7 +230,11 @@ def submit(job: Job) -> bool:
 def cancel(job: Job) -> None:
     """Ask Slurm to stop the job's tasks (the caller marks the job)."""
     if job.slurm:
-        done = command(["scancel", job.slurm["id"]])
+        try:
+            done = command(["scancel", job.slurm["id"]])
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.warning("scancel %s: %s", job.slurm["id"], exc)
+            return
         if done.returncode != 0:
             log.warning("scancel %s: %s", job.slurm["id"], done.stderr.strip())
 
@@ -232,11 +247,20 @@ def remove_folder(job: Job) -> None:
 # --- polling ----------------------------------------------------------------------------------------------
 
 
-def squeue(ids: list[str]) -> dict[str, list[Task]]:
-    """Slurm job id -> its array tasks as squeue knows them (ended jobs stay there for ``MinJobAge``)."""
+def squeue(ids: list[str]) -> dict[str, list[Task]] | None:
+    """Slurm job id -> its array tasks as squeue knows them (ended jobs stay there for ``MinJobAge``); None
+    when squeue cannot answer (slurmctld away: running jobs carry on meanwhile, nothing is concluded)."""
     if not ids:
         return {}
-    done = command(["squeue", "--array", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%F|%K|%A|%T|%P|%N|%r|%S|%e"])
+    try:
+        done = command(["squeue", "--array", "-h", "-t", "all", "-j", ",".join(ids), "-o",
+                        "%F|%K|%A|%T|%P|%N|%r|%S|%e"])
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("squeue: %s", exc)
+        return None
+    if done.returncode != 0 and "Invalid job id" not in done.stderr:  # all of them unknown: an answer
+        log.warning("squeue: %s", done.stderr.strip())
+        return None
     found: dict[str, list[Task]] = {}
     for line in done.stdout.splitlines():
         parts = line.split("|")
@@ -253,10 +277,14 @@ def sacct(raw_ids: list[str]) -> dict[str, dict[str, str]]:
     if not raw_ids:
         return {}
     fields = "JobIDRaw,State,Partition,NodeList,Start,End,ElapsedRaw,TotalCPU,MaxRSS"
-    done = command(["sacct", "-P", "-n", "-j", ",".join(raw_ids), "-o", fields])
-    if done.returncode != 0 or "disabled" in done.stderr:
-        fields = "JobID,State,Partition,NodeList,Start,End,Elapsed"
-        done = command(["sacct", "-c", "-P", "-n", "-j", ",".join(raw_ids), "-o", fields])
+    try:
+        done = command(["sacct", "-P", "-n", "-j", ",".join(raw_ids), "-o", fields])
+        if done.returncode != 0 or "disabled" in done.stderr:
+            fields = "JobID,State,Partition,NodeList,Start,End,Elapsed"
+            done = command(["sacct", "-c", "-P", "-n", "-j", ",".join(raw_ids), "-o", fields])
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("sacct: %s", exc)
+        return {}
     names = fields.split(",")
     found: dict[str, dict[str, str]] = {}
     for line in done.stdout.splitlines():
@@ -283,10 +311,13 @@ def poll() -> int:
 
 
 def _poll() -> int:
-    jobs = list(Job.objects.filter(slurm__isnull=False, state__in=[Job.State.QUEUED, Job.State.RUNNING]))
+    jobs = list(Job.objects.filter(slurm__isnull=False, state__in=[Job.State.QUEUED, Job.State.RUNNING])
+                .exclude(slurm__state=LOST))
     if not jobs:
         return 0
     queued = squeue([job.slurm["id"] for job in jobs])
+    if queued is None:
+        return 0
     changed = 0
     for job in jobs:
         tasks = queued.get(job.slurm["id"])
@@ -336,7 +367,7 @@ def _update(job: Job, tasks: list[Task] | None) -> int:
     folder = Path(job.slurm["folder"])
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job.pk)
-        if job.is_final or not job.slurm:
+        if job.is_final or not job.slurm or job.slurm["state"] == LOST:
             return 0
         job.log = (job.log + _read_logs(job, folder))[-MAX_LOG_LINES:]
         if tasks is None:
@@ -409,9 +440,8 @@ def _fail(job: Job, task: Task, folder: Path) -> None:
 
 
 def _lost(job: Job, why: str) -> int:
-    """The job was lost with its node (or preempted): submitted again up to the attempt limit."""
-    from hub.jobs.services import dispatch
-
+    """The job was lost with its node (or preempted): submitted again (by this poller, on the login node) up to
+    the attempt limit."""
     cancel(job)
     remove_folder(job)
     job.append_log("warning", f"Slurm job {job.slurm['id']} was lost: {why} (attempt {job.attempts})")
@@ -419,8 +449,9 @@ def _lost(job: Job, why: str) -> int:
         job.mark_worker_lost()
     else:
         job.state = Job.State.QUEUED
-        job.append_log("info", "submitted again")
-        transaction.on_commit(lambda: dispatch(job))
+        job.slurm["state"] = LOST
+        job.append_log("info", "submitting it again")
+        transaction.on_commit(lambda: submit(job))
     job.save()
     return 1
 

@@ -148,6 +148,10 @@ def slurm_state(slurm_id: str) -> str:
 
 def test_cancelling_a_hub_job_cancels_its_slurm_job(hub, owner, publish, api):
     job = running(slow_job(api, owner, publish))
+    from hub.jobs import slurm
+
+    assert slurm.submit(job)  # a duplicate submission message submits nothing
+    assert Job.objects.get(pk=job.pk).slurm["id"] == job.slurm["id"] and job.attempts == 1
     response = api.post(f"/api/v1/jobs/{job.pk}/cancel")
     assert response.status_code in (200, 202), response.content
     job.refresh_from_db()
@@ -215,7 +219,9 @@ def test_a_gpu_job_goes_to_the_gpu_partition(mlp, owner, publish, api):
 
 
 @pytest.mark.slow
-def test_a_job_lost_with_its_node_is_submitted_again_then_worker_lost(hub, owner, publish, api):
+def test_a_job_lost_with_its_node_is_submitted_again(hub, owner, publish, api):
+    """NODE_FAIL: the hub submits the job again (attempt 2 of HUB_JOB_MAX_ATTEMPTS=2); when that attempt is lost
+    too (here: the cluster forgot it, as after a slurmctld started afresh), the job ends worker_lost."""
     job = running(slow_job(api, owner, publish))
     first = job.slurm["id"]
     _kill_node(job.slurm["folder"])
@@ -223,11 +229,18 @@ def test_a_job_lost_with_its_node_is_submitted_again_then_worker_lost(hub, owner
                               timeout=60)
     assert job.state == "running" and job.attempts == 2, (job.state, job.log)
     assert any(f"Slurm job {first} was lost: Slurm reports NODE_FAIL" in line["message"] for line in job.log)
+    assert slurm_state(first) == "NODE_FAIL" and job.slurm["attempt"] == 2
     wait_for(lambda: runner_pids(job.slurm["folder"]), 30, "the second attempt never ran")
-    _kill_node(job.slurm["folder"])  # HUB_JOB_MAX_ATTEMPTS=2: the second loss is the last
-    job = wait_for_job(job.pk, timeout=60)
-    assert job.state == "failed" and job.error_code == "worker_lost", (job.state, job.error_code)
-    assert job.attempts == 2 and "started 2 times" in job.error_detail
+    second = job.slurm["id"]
+    try:
+        forgotten = {**job.slurm, "id": "99999999", "raw_ids": {}, "submitted": "2000-01-01T00:00:00+00:00"}
+        Job.objects.filter(pk=job.pk).update(slurm=forgotten)
+        job = wait_for_job(job.pk, timeout=30)
+        assert job.state == "failed" and job.error_code == "worker_lost", (job.state, job.error_code)
+        assert job.attempts == 2 and "started 2 times" in job.error_detail
+        assert any("neither squeue nor sacct knows it" in line["message"] for line in job.log)
+    finally:
+        slurm_command("scancel", second)
 
 
 def wait_for_job_change(job_id, predicate, timeout: float) -> Job:
