@@ -41,6 +41,8 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 SchedulerType=sched/builtin
+# Start batch jobs (and arrays) at the next scheduling pass (~1 s) instead of Slurm's default 3 s delay.
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
 MpiDefault=none
 ReturnToService=2
 # Quick reactions for tests: a lost node is noticed in ~10 s, a job past its limit is killed at once, its

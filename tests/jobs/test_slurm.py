@@ -124,6 +124,23 @@ def test_batch_inference_as_a_job_array_equals_a_single_run(mlp, owner, publish,
     version = Version.objects.get(pid=single.result["pid"])
     assert version.metadata["execution"]["slurm_job"] == single.slurm["id"]
     assert version.metadata["execution"]["partition"] == "cpu"
+    # ... and in its PROV-O: the generating activity's times and place (node, partition)
+    from django.urls import reverse
+    from rdflib import Graph, URIRef
+    from rdflib.namespace import PROV, RDFS
+
+    url = reverse("api:version-metadata", args=["alice", version.artifact.name, version.label, "turtle"])
+    response = api.get(url)
+    assert response.status_code == 200, response.content
+    graph = Graph().parse(data=b"".join(response.streaming_content) if response.streaming else response.content,
+                          format="turtle")
+    activity = next(graph.objects(None, PROV.wasGeneratedBy))
+    assert str(activity).endswith(f"/jobs/{single.pk}/") and isinstance(activity, URIRef)
+    assert {str(t) for t in graph.objects(activity, PROV.startedAtTime)} and \
+        {str(t) for t in graph.objects(activity, PROV.endedAtTime)}
+    place = next(graph.objects(activity, PROV.atLocation))
+    assert f"slurm job {single.slurm['id']} on node(s) {single.slurm['nodes']}, partition cpu" in \
+        str(next(graph.objects(place, RDFS.label)))
     assert not Path(array.slurm["folder"]).parent.exists()  # the job folder went with the job
 
 
