@@ -170,22 +170,32 @@ def optimize_work(ctx: JobContext) -> dict[str, Any]:
         return {"version": done.label, "pid": done.pid}
     workdir = Path(tempfile.mkdtemp(prefix="hpcfair-job-"))
     try:
-        local = fetch(source, ctx.job.params["file"], workdir)
+        request = optimize_request(ctx, source, workdir)
         ctx.log(f"{ctx.job.params['file']}: optimising in a sandbox")
         try:
-            report = sandbox.run({"task": "optimize", "source": local.name, "output_dir": "out",
-                                  "quantize": ctx.job.params.get("quantize", True)}, workdir, limits(),
-                                 hide=hidden_paths(), on_line=ctx.log)
+            report = sandbox.run(request, workdir, limits(), hide=hidden_paths(), on_line=ctx.log)
         except ConversionError as exc:
             raise JobFailure(exc.code, exc.detail)
-        ctx.log(sandbox.describe(report["sandbox"]))
-        files = [staged(sandbox.output_file(workdir, f"out/{name}"), name) for name in report["variants"]]
-        for name, variant in report["variants"].items():
-            ctx.log(f"{name}: {variant['size_ratio']:.0%} of the size, {variant['speedup']:.2f}x speed, "
-                    f"max abs difference {variant['max_abs_diff']:.3g}")
-        metadata = {key: value for key, value in source.metadata.items() if key not in {"verification", "conversion"}}
-        metadata.update({"job": str(ctx.job.pk), "optimization": {k: v for k, v in report.items() if k != "ok"}})
-        version = _publish(ctx, source, files, metadata, "opt", ProvenanceLink.Relation.DERIVED_FROM)
-        return {"version": version.label, "pid": version.pid, "optimization": metadata["optimization"]}
+        return publish_optimized(ctx, source, workdir, report)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def optimize_request(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
+    """The sandboxed child's request for an optimisation, its file copied into ``workdir``."""
+    local = fetch(source, ctx.job.params["file"], workdir)
+    return {"task": "optimize", "source": local.name, "output_dir": "out",
+            "quantize": ctx.job.params.get("quantize", True)}
+
+
+def publish_optimized(ctx: JobContext, source: Version, workdir: Path, report: dict[str, Any]) -> dict[str, Any]:
+    """Publish the variants the child wrote under ``workdir/out`` (on this worker, or a Slurm node's)."""
+    ctx.log(sandbox.describe(report["sandbox"]))
+    files = [staged(sandbox.output_file(workdir, f"out/{name}"), name) for name in report["variants"]]
+    for name, variant in report["variants"].items():
+        ctx.log(f"{name}: {variant['size_ratio']:.0%} of the size, {variant['speedup']:.2f}x speed, "
+                f"max abs difference {variant['max_abs_diff']:.3g}")
+    metadata = {key: value for key, value in source.metadata.items() if key not in {"verification", "conversion"}}
+    metadata.update({"job": str(ctx.job.pk), "optimization": {k: v for k, v in report.items() if k != "ok"}})
+    version = _publish(ctx, source, files, metadata, "opt", ProvenanceLink.Relation.DERIVED_FROM)
+    return {"version": version.label, "pid": version.pid, "optimization": metadata["optimization"]}

@@ -15,7 +15,7 @@ from django.conf import settings
 from hub.gateway.services import staging_dir
 from hub.jobs.models import Job
 from hub.jobs.slurm import Plan, SlurmError
-from hub.registry.models import Artifact, Version
+from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.storage import StorageUnavailable, get_blob_store
 from workers.runner import JobContext, JobFailure
 
@@ -184,5 +184,41 @@ class CubeKind:
         return {"mlcube": spec["mlcube"], **{k: v for k, v in result.items() if k != "task"}}
 
 
+class OptimizeKind:
+    """ONNX Runtime optimisation and quantisation in the conversion sandbox (bubblewrap where the node has it,
+    the hub's limits), on a node; published as on Celery."""
+
+    def prepare(self, job: Job, folder: Path) -> Plan | None:
+        from dataclasses import asdict
+
+        from workers.convert import _existing_result, _source, hidden_paths, limits, optimize_request
+
+        ctx = JobContext(job)
+        try:
+            source = _source(ctx)
+        except JobFailure as exc:
+            raise _failure(exc)
+        if _existing_result(ctx, source, ProvenanceLink.Relation.DERIVED_FROM):
+            return None  # a retried job that published already: Celery's path answers at once
+        (folder / "work").mkdir()
+        request = optimize_request(ctx, source, folder / "work")
+        return Plan({"kind": "sandbox", "request": request, "limits": asdict(limits()),
+                     "hide": [str(path) for path in hidden_paths()]},
+                    cpus=max(1, settings.HUB_CONVERT_THREADS), summary=f"optimise {source} {job.params['file']}")
+
+    def finish(self, job: Job, folder: Path, execution: dict[str, Any]) -> dict[str, Any]:
+        import json
+
+        from workers.convert import _source, publish_optimized
+
+        ctx = JobContext(job)
+        report = json.loads((folder / "out" / "result-0.json").read_text())["report"]
+        try:
+            return publish_optimized(ctx, _source(ctx), folder / "work", report)
+        except JobFailure as exc:
+            raise _failure(exc)
+
+
 INFER = InferKind()
 CUBE = CubeKind()
+OPTIMIZE = OptimizeKind()

@@ -165,7 +165,19 @@ def cube(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict[str,
     return {**built.record(), "engine": engine, "built": True, "runs": runs}
 
 
-KINDS = {"infer": infer, "cube": cube}
+def sandboxed(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict[str, Any]:
+    """A request to the conversion sandbox's child (an optimisation), in ``FOLDER/work``, under the hub's limits."""
+    from hpcfair.convert import ConversionError, Limits, sandbox
+
+    try:
+        report = sandbox.run(spec["request"], folder / "work", Limits(**spec["limits"]),
+                             hide=[Path(path) for path in spec.get("hide") or []], on_line=say)
+    except ConversionError as exc:
+        raise TaskError(exc.code, exc.detail)
+    return {"report": report}
+
+
+KINDS = {"infer": infer, "cube": cube, "sandbox": sandboxed}
 
 
 def main(argv: list[str] | None = None) -> int:

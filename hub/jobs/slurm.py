@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 KINDS: dict[str, str] = {
     Job.Kind.INFER: "workers.slurm_jobs:INFER",
     Job.Kind.CONTAINER: "workers.slurm_jobs:CUBE",
+    Job.Kind.OPTIMIZE: "workers.slurm_jobs:OPTIMIZE",
 }
 ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
           "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED")

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 MLP = models.mlp(hidden=32)
 SLURM = {"HUB_EXECUTOR": "slurm", "HUB_SLURM_POLL_S": "0.3", "HUB_SLURM_TIME": "5", "HUB_SLURM_MEM": "400M",
-         "HUB_JOB_MAX_ATTEMPTS": "2"}
+         "HUB_JOB_MAX_ATTEMPTS": "2", "HUB_SLURM_KINDS": "infer,container,optimize"}
 
 
 def slurm_command(*args: str) -> str:
@@ -56,6 +56,7 @@ def hub(settings, slurm_root):
     settings.HUB_STORAGE = {**settings.HUB_STORAGE, "BACKEND": "filesystem", "DIR": str(slurm_root / "blobs")}
     settings.HUB_UPLOAD_DIR = slurm_root / "uploads"
     settings.HUB_EXECUTOR = "slurm"
+    settings.HUB_SLURM_KINDS = SLURM["HUB_SLURM_KINDS"].split(",")
     settings.HUB_SLURM_JOB_DIR = slurm_root / "jobs"
     return slurm_root
 
@@ -316,3 +317,17 @@ def test_an_mlcube_project_runs_under_slurm_with_podman(hub, api, cube_base):
     failed = wait_for_job(unknown.json()["id"])
     assert failed.state == "failed" and failed.error_code == "invalid" and "no task 'fit'" in failed.error_detail
     assert failed.slurm is None  # refused before anything was submitted
+
+
+def test_an_optimisation_runs_in_the_sandbox_on_a_node(mlp, api):
+    response = api.post("/api/v1/artifacts/alice/mlp/versions/1/optimize", {}, format="json")
+    assert response.status_code == 202, response.content
+    job = wait_for_job(response.json()["id"], timeout=120)
+    assert job.state == "succeeded", (job.error_code, job.error_detail, job.log[-6:])
+    assert job.slurm["partition"] == "cpu" and job.result["execution"]["executor"] == "slurm"
+    optimized = Version.objects.get(artifact__name="mlp", label="1-opt")
+    variants = optimized.metadata["optimization"]["variants"]
+    assert {f.path for f in optimized.files.all()} == set(variants) and variants
+    assert all(v["size"] > 0 and v["max_abs_diff"] < 0.1 for v in variants.values())
+    assert optimized.provenance.get().relation == "derived_from" and optimized.metadata["job"] == str(job.pk)
+    assert any("sandbox:" in line["message"] for line in job.log)
