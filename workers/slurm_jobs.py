@@ -219,6 +219,43 @@ class OptimizeKind:
             raise _failure(exc)
 
 
+class ConvertKind:
+    """Conversions to ONNX and verifications, each file in the conversion sandbox on a node (with the hub's
+    limits); the ONNX version is published, and its cube queued, as on Celery."""
+
+    def prepare(self, job: Job, folder: Path) -> Plan | None:
+        from dataclasses import asdict
+
+        from workers.convert import _existing_result, _source, conversion_plan, hidden_paths, limits
+
+        ctx = JobContext(job)
+        try:
+            source = _source(ctx)
+        except JobFailure as exc:
+            raise _failure(exc)
+        if job.kind == Job.Kind.CONVERT and _existing_result(ctx, source, ProvenanceLink.Relation.CONVERTED_FROM):
+            return None  # a retried job that published already: Celery's path answers at once
+        (folder / "work").mkdir()
+        plan = conversion_plan(ctx, source, folder / "work")
+        return Plan({"kind": "convert", "plan": plan, "limits": asdict(limits()),
+                     "hide": [str(path) for path in hidden_paths()]}, cpus=max(1, settings.HUB_CONVERT_THREADS),
+                    summary=f"{job.get_kind_display()} of {source}: {', '.join(f['path'] for f in plan['files'])}")
+
+    def finish(self, job: Job, folder: Path, execution: dict[str, Any]) -> dict[str, Any]:
+        import json
+
+        from workers.convert import _source, publish_conversion
+
+        ctx = JobContext(job)
+        spec = json.loads((folder / "job.json").read_text())
+        reports = json.loads((folder / "out" / "result-0.json").read_text())["reports"]
+        try:
+            return publish_conversion(ctx, _source(ctx), folder / "work", spec["plan"], reports)
+        except JobFailure as exc:
+            raise _failure(exc)
+
+
+CONVERT = ConvertKind()
 INFER = InferKind()
 CUBE = CubeKind()
 OPTIMIZE = OptimizeKind()

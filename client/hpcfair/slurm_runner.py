@@ -177,7 +177,26 @@ def sandboxed(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict
     return {"report": report}
 
 
-KINDS = {"infer": infer, "cube": cube, "sandbox": sandboxed}
+def convert(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict[str, Any]:
+    """Convert (or verify) each file of the plan in the conversion sandbox, under the hub's limits."""
+    from hpcfair.convert import ConversionError, Limits, convert_file
+
+    work, plan = folder / "work", spec["plan"]
+    reports = {}
+    for item in plan["files"]:
+        say(f"{item['path']}: in a sandbox")
+        try:
+            reports[item["onnx"]] = convert_file(
+                work / item["local"], work / item["out"], **plan["options"],
+                sample_inputs=work / plan["sample"] if plan["sample"] else None, limits=Limits(**spec["limits"]),
+                hide=[Path(path) for path in spec.get("hide") or []],
+                on_line=lambda line, path=item["path"]: say(f"{path}: {line}"))
+        except ConversionError as exc:
+            raise TaskError(exc.code, f"{item['path']}: {exc.detail}")
+    return {"reports": reports}
+
+
+KINDS = {"infer": infer, "cube": cube, "sandbox": sandboxed, "convert": convert}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,6 +46,8 @@ KINDS: dict[str, str] = {
     Job.Kind.INFER: "workers.slurm_jobs:INFER",
     Job.Kind.CONTAINER: "workers.slurm_jobs:CUBE",
     Job.Kind.OPTIMIZE: "workers.slurm_jobs:OPTIMIZE",
+    Job.Kind.CONVERT: "workers.slurm_jobs:CONVERT",
+    Job.Kind.VERIFY: "workers.slurm_jobs:CONVERT",
 }
 ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
           "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED")

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 MLP = models.mlp(hidden=32)
 SLURM = {"HUB_EXECUTOR": "slurm", "HUB_SLURM_POLL_S": "0.3", "HUB_SLURM_TIME": "5", "HUB_SLURM_MEM": "400M",
-         "HUB_JOB_MAX_ATTEMPTS": "2", "HUB_SLURM_KINDS": "infer,container,optimize"}
+         "HUB_JOB_MAX_ATTEMPTS": "2", "HUB_SLURM_KINDS": "infer,container,optimize,verify"}
 
 
 def slurm_command(*args: str) -> str:
@@ -331,3 +331,14 @@ def test_an_optimisation_runs_in_the_sandbox_on_a_node(mlp, api):
     assert all(v["size"] > 0 and v["max_abs_diff"] < 0.1 for v in variants.values())
     assert optimized.provenance.get().relation == "derived_from" and optimized.metadata["job"] == str(job.pk)
     assert any("sandbox:" in line["message"] for line in job.log)
+
+
+def test_a_verification_runs_in_the_sandbox_on_a_node(mlp, api):
+    response = api.post("/api/v1/artifacts/alice/mlp/versions/1/convert", {}, format="json")
+    assert response.status_code == 202, response.content
+    job = wait_for_job(response.json()["id"], timeout=120)
+    assert job.kind == "verify" and job.state == "succeeded", (job.error_code, job.error_detail, job.log[-6:])
+    assert job.slurm["partition"] == "cpu" and job.result["execution"]["executor"] == "slurm"
+    assert job.result["verified"] is True and job.result["files"]["mlp.onnx"]["verification"]["passed"]
+    messages = [line["message"] for line in job.log]
+    assert any(m.startswith("mlp.onnx: verified, max abs difference") for m in messages), messages
