@@ -4,6 +4,7 @@ node wrote, exactly as the Celery path publishes it. Both run in a Celery worker
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import zipfile
@@ -122,8 +123,6 @@ class InferKind:
 
 
 def _provider(folder: Path, tasks: int) -> str:
-    import json
-
     for index in range(tasks):
         try:
             return json.loads((folder / "out" / f"result-{index}.json").read_text())["provider"]
@@ -177,11 +176,33 @@ class CubeKind:
                     summary=f"MLCube {spec.name}: build {image}, run {', '.join(tasks)}")
 
     def finish(self, job: Job, folder: Path, execution: dict[str, Any]) -> dict[str, Any]:
-        import json
-
-        result = json.loads((folder / "out" / "result-0.json").read_text())
         spec = json.loads((folder / "job.json").read_text())
-        return {"mlcube": spec["mlcube"], **{k: v for k, v in result.items() if k != "task"}}
+        return {"mlcube": spec["mlcube"], **{k: v for k, v in _result_of(folder).items() if k != "task"}}
+
+
+def _sandboxed(job: Job) -> tuple[JobContext, Version]:
+    """The context and source version of a job whose work runs in the conversion sandbox."""
+    from workers.convert import _source
+
+    ctx = JobContext(job)
+    try:
+        return ctx, _source(ctx)
+    except JobFailure as exc:
+        raise _failure(exc)
+
+
+def _sandbox_plan(runner_kind: str, summary: str, **fields: Any) -> Plan:
+    """A plan for the runner's sandboxed kinds: the hub's limits and the paths the child must not see."""
+    from dataclasses import asdict
+
+    from workers.convert import hidden_paths, limits
+
+    return Plan({"kind": runner_kind, "limits": asdict(limits()), "hide": [str(path) for path in hidden_paths()],
+                 **fields}, cpus=max(1, settings.HUB_CONVERT_THREADS), summary=summary)
+
+
+def _result_of(folder: Path) -> dict[str, Any]:
+    return json.loads((folder / "out" / "result-0.json").read_text())
 
 
 class OptimizeKind:
@@ -189,32 +210,21 @@ class OptimizeKind:
     the hub's limits), on a node; published as on Celery."""
 
     def prepare(self, job: Job, folder: Path) -> Plan | None:
-        from dataclasses import asdict
+        from workers.convert import _existing_result, optimize_request
 
-        from workers.convert import _existing_result, _source, hidden_paths, limits, optimize_request
-
-        ctx = JobContext(job)
-        try:
-            source = _source(ctx)
-        except JobFailure as exc:
-            raise _failure(exc)
+        ctx, source = _sandboxed(job)
         if _existing_result(ctx, source, ProvenanceLink.Relation.DERIVED_FROM):
             return None  # a retried job that published already: Celery's path answers at once
         (folder / "work").mkdir()
         request = optimize_request(ctx, source, folder / "work")
-        return Plan({"kind": "sandbox", "request": request, "limits": asdict(limits()),
-                     "hide": [str(path) for path in hidden_paths()]},
-                    cpus=max(1, settings.HUB_CONVERT_THREADS), summary=f"optimise {source} {job.params['file']}")
+        return _sandbox_plan("sandbox", f"optimise {source} {job.params['file']}", request=request)
 
     def finish(self, job: Job, folder: Path, execution: dict[str, Any]) -> dict[str, Any]:
-        import json
+        from workers.convert import publish_optimized
 
-        from workers.convert import _source, publish_optimized
-
-        ctx = JobContext(job)
-        report = json.loads((folder / "out" / "result-0.json").read_text())["report"]
+        ctx, source = _sandboxed(job)
         try:
-            return publish_optimized(ctx, _source(ctx), folder / "work", report)
+            return publish_optimized(ctx, source, folder / "work", _result_of(folder)["report"])
         except JobFailure as exc:
             raise _failure(exc)
 
@@ -224,33 +234,23 @@ class ConvertKind:
     limits); the ONNX version is published, and its cube queued, as on Celery."""
 
     def prepare(self, job: Job, folder: Path) -> Plan | None:
-        from dataclasses import asdict
+        from workers.convert import _existing_result, conversion_plan
 
-        from workers.convert import _existing_result, _source, conversion_plan, hidden_paths, limits
-
-        ctx = JobContext(job)
-        try:
-            source = _source(ctx)
-        except JobFailure as exc:
-            raise _failure(exc)
+        ctx, source = _sandboxed(job)
         if job.kind == Job.Kind.CONVERT and _existing_result(ctx, source, ProvenanceLink.Relation.CONVERTED_FROM):
             return None  # a retried job that published already: Celery's path answers at once
         (folder / "work").mkdir()
         plan = conversion_plan(ctx, source, folder / "work")
-        return Plan({"kind": "convert", "plan": plan, "limits": asdict(limits()),
-                     "hide": [str(path) for path in hidden_paths()]}, cpus=max(1, settings.HUB_CONVERT_THREADS),
-                    summary=f"{job.get_kind_display()} of {source}: {', '.join(f['path'] for f in plan['files'])}")
+        return _sandbox_plan("convert", f"{job.get_kind_display()} of {source}: "
+                                        f"{', '.join(f['path'] for f in plan['files'])}", plan=plan)
 
     def finish(self, job: Job, folder: Path, execution: dict[str, Any]) -> dict[str, Any]:
-        import json
+        from workers.convert import publish_conversion
 
-        from workers.convert import _source, publish_conversion
-
-        ctx = JobContext(job)
-        spec = json.loads((folder / "job.json").read_text())
-        reports = json.loads((folder / "out" / "result-0.json").read_text())["reports"]
+        ctx, source = _sandboxed(job)
+        plan = json.loads((folder / "job.json").read_text())["plan"]
         try:
-            return publish_conversion(ctx, _source(ctx), folder / "work", spec["plan"], reports)
+            return publish_conversion(ctx, source, folder / "work", plan, _result_of(folder)["reports"])
         except JobFailure as exc:
             raise _failure(exc)
 

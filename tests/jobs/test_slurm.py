@@ -211,17 +211,19 @@ def test_a_memory_limit_ends_the_job_with_out_of_memory(hub, owner, publish, api
 
 
 def test_a_partition_slurm_does_not_have_is_refused_at_submission(hub, mlp, owner, publish, api, settings):
-    dataset(owner, publish, 4)
-    # the worker maps gpu to its gpu partition; this process submits, so a wrong map here is refused here
-    settings.HUB_SLURM_PARTITIONS = "cpu=nosuch"
     from hub.jobs import slurm
 
-    job_id = batch(api, owner, "digits-4-5")
-    job = Job.objects.get(pk=job_id)
-    slurm.submit(job)  # as the worker's hub.slurm_submit does
+    dataset(owner, publish, 4)
+    done = wait_for_job(batch(api, owner, "digits-4-5"), timeout=60)  # the same job the worker submits well
+    assert done.state == "succeeded", (done.error_code, done.error_detail)
+    # ... submitted here, where the hub maps cpu to a partition this cluster lacks (stored, not dispatched:
+    # this process runs what the worker's hub.slurm_submit runs)
+    settings.HUB_SLURM_PARTITIONS = "cpu=nosuch"
+    job = Job.objects.create(kind="infer", requester=owner, version=done.version, params=done.params)
+    assert slurm.submit(job)
     job.refresh_from_db()
     assert job.state == "failed" and job.error_code == "slurm_rejected", (job.error_code, job.error_detail)
-    assert "invalid partition specified: nosuch" in job.error_detail.lower()
+    assert "invalid partition specified: nosuch" in job.error_detail.lower() and job.slurm is None
     assert not (hub / "jobs" / str(job.pk)).exists()
 
 
@@ -272,8 +274,16 @@ def wait_for_job_change(job_id, predicate, timeout: float) -> Job:
 
 
 def runner_pids(folder: str) -> list[int]:
-    found = subprocess.run(["pgrep", "-f", f"hpcfair.slurm_runner {folder}"], capture_output=True, text=True)
-    return [int(pid) for pid in found.stdout.split()]
+    """The runner processes of one job folder (their command line names it)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if proc.name.isdigit() and b"hpcfair.slurm_runner" in argv and folder.encode() in argv:
+            found.append(int(proc.name))
+    return found
 
 
 def _kill_node(folder: str) -> None:
