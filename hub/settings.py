@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -235,6 +236,8 @@ CELERY_TASK_TIME_LIMIT = float(env("HUB_JOB_TIME_LIMIT_S", "7200"))
 # celery (default): every job runs on a Celery worker; slurm: the kinds in HUB_SLURM_KINDS run as Slurm
 # batch jobs submitted with sbatch from the hub's hosts (Celery keeps the rest and synchronous inference).
 HUB_EXECUTOR = env("HUB_EXECUTOR", "celery")
+if HUB_EXECUTOR not in ("celery", "slurm"):
+    raise ImproperlyConfigured(f"HUB_EXECUTOR is celery or slurm, not {HUB_EXECUTOR!r}.")
 HUB_SLURM_KINDS = env_list("HUB_SLURM_KINDS", "infer,container")
 # device -> partition and extra sbatch options: "cpu=cpu,gpu=gpu:--gres=gpu:1" (options split on spaces)
 HUB_SLURM_PARTITIONS = env("HUB_SLURM_PARTITIONS", "cpu=cpu,gpu=gpu:--gres=gpu:1")
