@@ -78,6 +78,24 @@ STATUS: dict[str, int] = {
 }
 
 
+# Jobs run by Slurm (hub.jobs.slurm): a task's final Slurm state -> the job's error code and message. The
+# runner's own error (a code above, e.g. invalid_inputs) wins over FAILED. Formatted with id, node, time, mem,
+# state and partition.
+SLURM_STATES: dict[str, tuple[str, str]] = {
+    "FAILED": ("job_failed", "Slurm job {id} failed on node {node} ({state}); its log lines above say why."),
+    "TIMEOUT": ("time_limit", "Slurm job {id} ran past its time limit ({time}) on node {node} and was stopped. "
+                              "Ask for fewer rows per job, more array tasks (worker_num) or a longer limit."),
+    "DEADLINE": ("time_limit", "Slurm job {id} reached its deadline before it could finish and was stopped."),
+    "OUT_OF_MEMORY": ("out_of_memory", "Slurm job {id} used more memory than its limit ({mem}) on node {node} and "
+                                       "was stopped. Use smaller batches, more array tasks (worker_num) or ask the "
+                                       "administrators for a higher limit."),
+    "CANCELLED": ("cancelled_by_scheduler", "Slurm job {id} was cancelled outside the hub (by an administrator "
+                                            "or the scheduler); nothing it made was kept."),
+}
+# States of a job lost through no fault of its own: the hub submits it again, up to HUB_JOB_MAX_ATTEMPTS
+# (then worker_lost).
+SLURM_LOST_STATES = ("NODE_FAIL", "PREEMPTED", "BOOT_FAIL")
+
 class HubError(drf.APIException):
     """An error a client can act on: a code from ``STATUS``, a message, optional extra fields."""
 

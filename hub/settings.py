@@ -8,9 +8,11 @@ applies (SQLite, a filesystem object store and a filesystem Celery broker under 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -234,6 +236,26 @@ HUB_JOB_REAP_S = float(env("HUB_JOB_REAP_S", "30"))
 # running longer than this is killed (its job is then queued again or failed, see above).
 CELERY_WORKER_MAX_MEMORY_PER_CHILD = int(env("HUB_WORKER_MAX_MEMORY_MB", "4096")) * 1024 or None  # KiB
 CELERY_TASK_TIME_LIMIT = float(env("HUB_JOB_TIME_LIMIT_S", "7200"))
+# --- the Slurm executor (hub.jobs.slurm, README "HPC sites") ------------------------------------------
+# celery (default): every job runs on a Celery worker; slurm: the kinds in HUB_SLURM_KINDS run as Slurm
+# batch jobs submitted with sbatch from the hub's hosts (Celery keeps the rest and synchronous inference).
+HUB_EXECUTOR = env("HUB_EXECUTOR", "celery")
+if HUB_EXECUTOR not in ("celery", "slurm"):
+    raise ImproperlyConfigured(f"HUB_EXECUTOR is celery or slurm, not {HUB_EXECUTOR!r}.")
+HUB_SLURM_KINDS = env_list("HUB_SLURM_KINDS", "infer,container")
+# device -> partition and extra sbatch options: "cpu=cpu,gpu=gpu:--gres=gpu:1" (options split on spaces)
+HUB_SLURM_PARTITIONS = env("HUB_SLURM_PARTITIONS", "cpu=cpu,gpu=gpu:--gres=gpu:1")
+HUB_SLURM_ACCOUNT = env("HUB_SLURM_ACCOUNT")
+HUB_SLURM_QOS = env("HUB_SLURM_QOS")
+HUB_SLURM_TIME = env("HUB_SLURM_TIME", "1:00:00")  # sbatch --time per job (each array task)
+HUB_SLURM_MEM = env("HUB_SLURM_MEM", "4G")  # sbatch --mem per node (each array task)
+HUB_SLURM_MAX_ARRAY = int(env("HUB_SLURM_MAX_ARRAY", "64"))  # most array tasks one batch inference asks for
+# Job folders on a filesystem the compute nodes share; the Python the nodes run the runner with.
+HUB_SLURM_JOB_DIR = Path(env("HUB_SLURM_JOB_DIR", str(VAR_DIR / "slurm")))
+HUB_SLURM_PYTHON = env("HUB_SLURM_PYTHON", sys.executable)
+HUB_SLURM_POLL_S = float(env("HUB_SLURM_POLL_S", "2"))  # each worker's poller reads squeue this often
+HUB_SLURM_SUBMIT_QUEUE = env("HUB_SLURM_SUBMIT_QUEUE", "cpu")  # the Celery queue whose workers run sbatch
+SLURM_CONF = env("SLURM_CONF")  # the cluster's slurm.conf for sbatch & co. (empty: Slurm's default)
 # Conversion sandbox limits (per model file).
 # --- inference/job gateway (hub.gateway, workers.gateway) ----------------------------------------------
 # Synchronous requests travel on "lanes" (Redis lists, or files under var/gateway in the embedded

@@ -494,6 +494,8 @@ FIELDS: dict[str, Field] = {f.name: f for f in [
           "seed, libraries, hardware.", system=True),
     Field("members", anything, "Signatures of an ensemble's members.", system=True),
     Field("job", anything, "The job that produced it.", system=True),
+    Field("execution", anything, "Where and how long that job ran: executor, Slurm job, partition, nodes, start "
+          "and end, CPU time, peak memory.", system=True),
     Field("container", anything, "The cube's image: reference, digest, size, build time, and its check against "
           "the gateway.", system=True),
 ]}

@@ -152,6 +152,7 @@ def to_graph(record: Record) -> Graph:
         g.add((s, PROV.wasGeneratedBy, job))
         g.add((s, HPC.wasGeneratedBy, job))
         g.add((job, RDF.type, PROV.Activity))
+        _execution(g, job, meta.get("execution"))
     training = None
     for link in record.provenance:
         target = _restricted(g, link) if link.restricted else URIRef(link.iri)
@@ -176,6 +177,21 @@ def to_graph(record: Record) -> Graph:
     for link in record.versions:
         g.add((s, DCTERMS.hasVersion, URIRef(link.iri)))
     return g
+
+
+def _execution(g: Graph, activity: URIRef, execution: Any) -> None:
+    """Where and when the generating job ran (a Slurm job: its partition and nodes, hub.jobs.slurm)."""
+    if not isinstance(execution, dict):
+        return
+    for predicate, key in ((PROV.startedAtTime, "started"), (PROV.endedAtTime, "ended")):
+        if execution.get(key):
+            g.add((activity, predicate, Literal(str(execution[key]), datatype=XSD.dateTime)))
+    if execution.get("nodes"):
+        place = BNode()
+        g.add((activity, PROV.atLocation, place))
+        g.add((place, RDF.type, PROV.Location))
+        g.add((place, RDFS.label, Literal(f"{execution.get('executor', '')} job {execution.get('slurm_job', '')} on "
+                                          f"node(s) {execution['nodes']}, partition {execution.get('partition', '')}")))
 
 
 def _restricted(g: Graph, link) -> BNode:

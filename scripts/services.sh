@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start or stop the test services: a private PostgreSQL cluster, a private Redis and a private SeaweedFS S3
-# server, all on 127.0.0.1 and on their own ports, so nothing else on the machine is touched.
+# server, all on 127.0.0.1 and on their own ports, so nothing else on the machine is touched; and a private
+# Slurm cluster (scripts/slurm.sh, HUB_TEST_SLURM_PORT) where Slurm is installed.
 #   scripts/services.sh start   prints the environment to export (eval "$(scripts/services.sh start)")
 #   scripts/services.sh stop    stops exactly the servers it started (by their PID files)
 #   scripts/services.sh start-s3 | stop-s3   the S3 server alone
@@ -32,11 +33,15 @@ start() {
       --save "" --appendonly no --dir "$RUN_DIR" --logfile "$RUN_DIR/redis.log" >/dev/null
     for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
   fi
+  # A private one-machine Slurm cluster (scripts/slurm.sh) where Slurm is installed and we are root (its daemons
+  # run as root and munge): tests/jobs/test_slurm.py
+  if command -v slurmctld >/dev/null && [ "$(id -u)" -eq 0 ]; then "$(dirname "$0")/slurm.sh" start; fi
   echo "export DATABASE_URL=postgres://postgres@127.0.0.1:$PG_PORT/hpcfair"
   echo "export HUB_BROKER_URL=redis://127.0.0.1:$REDIS_PORT/0"
 }
 
 stop() {
+  if command -v slurmctld >/dev/null && [ "$(id -u)" -eq 0 ]; then "$(dirname "$0")/slurm.sh" stop; fi
   if [ -f "$PG_DATA/postmaster.pid" ]; then
     as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w stop >/dev/null || true
   fi

@@ -24,3 +24,5 @@ app.steps["worker"].add("workers.gateway:GatewayStep")
 app.steps["worker"].add("workers.reaper:ReaperStep")
 # ... and collects garbage every HUB_GC_INTERVAL_S (workers.housekeeping).
 app.steps["worker"].add("workers.housekeeping:HousekeepingStep")
+# ... and follows the hub's Slurm jobs when HUB_EXECUTOR=slurm (workers.slurm_poller).
+app.steps["worker"].add("workers.slurm_poller:SlurmPollStep")

@@ -62,48 +62,67 @@ def _existing_result(ctx: JobContext, source: Version, relation: str) -> Version
 def convert_work(ctx: JobContext) -> dict[str, Any]:
     """Convert (or, for ONNX files, verify) each selected file; publish the ONNX version."""
     source = _source(ctx)
-    params = ctx.job.params
-    verify_only = ctx.job.kind == "verify"
-    if not verify_only and (done := _existing_result(ctx, source, ProvenanceLink.Relation.CONVERTED_FROM)):
+    if ctx.job.kind != "verify" and (done := _existing_result(ctx, source, ProvenanceLink.Relation.CONVERTED_FROM)):
         ctx.log(f"already published as {done}")
         return {"version": done.label, "pid": done.pid, "verified": done.metadata.get("verified")}
     workdir = Path(tempfile.mkdtemp(prefix="hpcfair-job-"))
     try:
-        sample = fetch(source, params["sample_inputs"], workdir) if params.get("sample_inputs") else None
-        inputs = source.metadata.get("inputs") if len(params["files"]) == 1 else None
+        plan = conversion_plan(ctx, source, workdir)
         reports: dict[str, dict[str, Any]] = {}
-        outputs: list[StagedFile] = []
-        for index, path in enumerate(params["files"]):
-            ctx.log(f"{path}: {'verifying' if verify_only else 'converting'} in a sandbox")
-            (workdir / "in").mkdir(exist_ok=True)
-            local = fetch(source, path, workdir / "in")
-            onnx_name = str(Path(path).with_suffix(".onnx")) if not path.lower().endswith(".onnx") else path
-            out = workdir / "out" / onnx_name
+        for index, item in enumerate(plan["files"]):
+            ctx.log(f"{item['path']}: {'verifying' if ctx.job.kind == 'verify' else 'converting'} in a sandbox")
             try:
-                report = convert_file(local, out, opset=params.get("opset", 17), inputs=inputs, sample_inputs=sample,
-                                      atol=params.get("atol", 1e-4), rtol=params.get("rtol", 1e-3), limits=limits(),
-                                      hide=hidden_paths(), on_line=_reporter(ctx, path, index, len(params["files"])))
+                reports[item["onnx"]] = convert_file(
+                    workdir / item["local"], workdir / item["out"], **plan["options"],
+                    sample_inputs=workdir / plan["sample"] if plan["sample"] else None, limits=limits(),
+                    hide=hidden_paths(), on_line=_reporter(ctx, item["path"], index, len(plan["files"])))
             except ConversionError as exc:
-                raise JobFailure(exc.code, f"{path}: {exc.detail}")
-            ctx.log(f"{path}: {sandbox.describe(report['sandbox'])}")
-            check = report["verification"]
-            ctx.log(f"{path}: {'verified' if check['passed'] else 'NOT verified'}, max abs difference "
-                    f"{check['max_abs_diff']:.3g} (atol {check['atol']}, rtol {check['rtol']})",
-                    "info" if check["passed"] else "warning")
-            reports[onnx_name] = report
-            outputs.append(staged(out, onnx_name))
-            ctx.progress((index + 1) / (len(params["files"]) + 1))
-        verified = all(r["verification"]["passed"] for r in reports.values())
-        if verify_only:
-            _queue_cube(ctx, source, verified)
-            return {"verified": verified, "files": reports}
-        published = _publish_conversion(ctx, source, outputs, reports, verified)
-        _queue_cube(ctx, published, verified)
-        return {"version": published.label, "pid": published.pid, "verified": verified,
-                "files": {name: {"verification": r["verification"], "source": r["source"]}
-                          for name, r in reports.items()}}
+                raise JobFailure(exc.code, f"{item['path']}: {exc.detail}")
+            ctx.progress((index + 1) / (len(plan["files"]) + 1))
+        return publish_conversion(ctx, source, workdir, plan, reports)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def conversion_plan(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
+    """The files of a conversion copied into ``workdir`` (paths relative to it) and ``convert_file``'s options:
+    what this worker, or a Slurm node, converts."""
+    params = ctx.job.params
+    sample = fetch(source, params["sample_inputs"], workdir) if params.get("sample_inputs") else None
+    (workdir / "in").mkdir(exist_ok=True)
+    files = []
+    for path in params["files"]:
+        local = fetch(source, path, workdir / "in")
+        onnx_name = str(Path(path).with_suffix(".onnx")) if not path.lower().endswith(".onnx") else path
+        files.append({"path": path, "local": str(local.relative_to(workdir)), "onnx": onnx_name,
+                      "out": f"out/{onnx_name}"})
+    options = {"opset": params.get("opset", 17), "atol": params.get("atol", 1e-4), "rtol": params.get("rtol", 1e-3),
+               "inputs": source.metadata.get("inputs") if len(params["files"]) == 1 else None}
+    return {"files": files, "options": options, "sample": sample.name if sample else None}
+
+
+def publish_conversion(ctx: JobContext, source: Version, workdir: Path, plan: dict[str, Any],
+                       reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Log the verification of each file ``convert_file`` wrote under ``workdir``; publish the ONNX version (or,
+    for a verification, only queue the cube)."""
+    outputs: list[StagedFile] = []
+    for item in plan["files"]:
+        report = reports[item["onnx"]]
+        ctx.log(f"{item['path']}: {sandbox.describe(report['sandbox'])}")
+        check = report["verification"]
+        ctx.log(f"{item['path']}: {'verified' if check['passed'] else 'NOT verified'}, max abs difference "
+                f"{check['max_abs_diff']:.3g} (atol {check['atol']}, rtol {check['rtol']})",
+                "info" if check["passed"] else "warning")
+        outputs.append(staged(workdir / item["out"], item["onnx"]))
+    verified = all(r["verification"]["passed"] for r in reports.values())
+    if ctx.job.kind == "verify":
+        _queue_cube(ctx, source, verified)
+        return {"verified": verified, "files": reports}
+    published = _publish_conversion(ctx, source, outputs, reports, verified)
+    _queue_cube(ctx, published, verified)
+    return {"version": published.label, "pid": published.pid, "verified": verified,
+            "files": {name: {"verification": r["verification"], "source": r["source"]}
+                      for name, r in reports.items()}}
 
 
 def _reporter(ctx: JobContext, path: str, index: int, count: int):
@@ -170,22 +189,32 @@ def optimize_work(ctx: JobContext) -> dict[str, Any]:
         return {"version": done.label, "pid": done.pid}
     workdir = Path(tempfile.mkdtemp(prefix="hpcfair-job-"))
     try:
-        local = fetch(source, ctx.job.params["file"], workdir)
+        request = optimize_request(ctx, source, workdir)
         ctx.log(f"{ctx.job.params['file']}: optimising in a sandbox")
         try:
-            report = sandbox.run({"task": "optimize", "source": local.name, "output_dir": "out",
-                                  "quantize": ctx.job.params.get("quantize", True)}, workdir, limits(),
-                                 hide=hidden_paths(), on_line=ctx.log)
+            report = sandbox.run(request, workdir, limits(), hide=hidden_paths(), on_line=ctx.log)
         except ConversionError as exc:
             raise JobFailure(exc.code, exc.detail)
-        ctx.log(sandbox.describe(report["sandbox"]))
-        files = [staged(sandbox.output_file(workdir, f"out/{name}"), name) for name in report["variants"]]
-        for name, variant in report["variants"].items():
-            ctx.log(f"{name}: {variant['size_ratio']:.0%} of the size, {variant['speedup']:.2f}x speed, "
-                    f"max abs difference {variant['max_abs_diff']:.3g}")
-        metadata = {key: value for key, value in source.metadata.items() if key not in {"verification", "conversion"}}
-        metadata.update({"job": str(ctx.job.pk), "optimization": {k: v for k, v in report.items() if k != "ok"}})
-        version = _publish(ctx, source, files, metadata, "opt", ProvenanceLink.Relation.DERIVED_FROM)
-        return {"version": version.label, "pid": version.pid, "optimization": metadata["optimization"]}
+        return publish_optimized(ctx, source, workdir, report)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def optimize_request(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
+    """The sandboxed child's request for an optimisation, its file copied into ``workdir``."""
+    local = fetch(source, ctx.job.params["file"], workdir)
+    return {"task": "optimize", "source": local.name, "output_dir": "out",
+            "quantize": ctx.job.params.get("quantize", True)}
+
+
+def publish_optimized(ctx: JobContext, source: Version, workdir: Path, report: dict[str, Any]) -> dict[str, Any]:
+    """Publish the variants the child wrote under ``workdir/out`` (on this worker, or a Slurm node's)."""
+    ctx.log(sandbox.describe(report["sandbox"]))
+    files = [staged(sandbox.output_file(workdir, f"out/{name}"), name) for name in report["variants"]]
+    for name, variant in report["variants"].items():
+        ctx.log(f"{name}: {variant['size_ratio']:.0%} of the size, {variant['speedup']:.2f}x speed, "
+                f"max abs difference {variant['max_abs_diff']:.3g}")
+    metadata = {key: value for key, value in source.metadata.items() if key not in {"verification", "conversion"}}
+    metadata.update({"job": str(ctx.job.pk), "optimization": {k: v for k, v in report.items() if k != "ok"}})
+    version = _publish(ctx, source, files, metadata, "opt", ProvenanceLink.Relation.DERIVED_FROM)
+    return {"version": version.label, "pid": version.pid, "optimization": metadata["optimization"]}

@@ -18,35 +18,37 @@ from celery import bootsteps
 log = logging.getLogger(__name__)
 
 
-class HousekeepingStep(bootsteps.StartStopStep):
-    """Runs ``collect_once_across_workers`` every ``HUB_GC_INTERVAL_S`` seconds (0 turns it off)."""
+class PeriodicStep(bootsteps.StartStopStep):
+    """A worker thread that calls ``tick()`` every ``interval()`` seconds (0: not started), with fresh database
+    connections each round; an error is logged and the next round tries again."""
+
+    name_of_thread = "hub-periodic"
 
     def __init__(self, worker, **kwargs) -> None:
         super().__init__(worker, **kwargs)
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
 
-    def start(self, worker) -> None:
-        from django.conf import settings
+    def interval(self) -> float:
+        raise NotImplementedError
 
-        interval = settings.HUB_GC_INTERVAL_S
+    def tick(self) -> None:
+        raise NotImplementedError
+
+    def start(self, worker) -> None:
+        interval = self.interval()
         if interval > 0:
-            self.thread = threading.Thread(target=self.run, args=(interval,), name="hub-gc", daemon=True)
+            self.thread = threading.Thread(target=self.run, args=(interval,), name=self.name_of_thread, daemon=True)
             self.thread.start()
 
     def run(self, interval: float) -> None:
-        from django.conf import settings
         from django.db import close_old_connections
-
-        from hub.registry.gc import collect_once_across_workers
 
         while not self.stopping.wait(interval):
             try:
-                done = collect_once_across_workers(settings.HUB_GC_GRACE_S / 3600)
-                if done is not None:
-                    log.info("garbage collected: %s", done)
+                self.tick()
             except Exception:  # noqa: BLE001 - a database or store hiccup: the next round tries again
-                log.exception("garbage collection failed")
+                log.exception("%s failed", self.name_of_thread)
             finally:
                 close_old_connections()
 
@@ -55,3 +57,23 @@ class HousekeepingStep(bootsteps.StartStopStep):
         if self.thread is not None:
             self.thread.join(timeout=30)
             self.thread = None
+
+
+class HousekeepingStep(PeriodicStep):
+    """Runs ``collect_once_across_workers`` every ``HUB_GC_INTERVAL_S`` seconds (0 turns it off)."""
+
+    name_of_thread = "hub-gc"
+
+    def interval(self) -> float:
+        from django.conf import settings
+
+        return settings.HUB_GC_INTERVAL_S
+
+    def tick(self) -> None:
+        from django.conf import settings
+
+        from hub.registry.gc import collect_once_across_workers
+
+        done = collect_once_across_workers(settings.HUB_GC_GRACE_S / 3600)
+        if done is not None:
+            log.info("garbage collected: %s", done)

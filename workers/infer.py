@@ -116,7 +116,8 @@ def results_artifact(user, model_version: Version) -> Artifact:
 
 
 def publish_outputs(ctx: JobContext, models: list[Version], dataset: Version | None,
-                    outputs: dict[str, np.ndarray], info: dict[str, Any], folder: Path) -> Version:
+                    outputs: dict[str, np.ndarray], info: dict[str, Any], folder: Path,
+                    execution: dict[str, Any] | None = None) -> Version:
     model_version = models[0]
     user = ctx.job.requester
     artifact = results_artifact(user, model_version)
@@ -135,6 +136,7 @@ def publish_outputs(ctx: JobContext, models: list[Version], dataset: Version | N
         "license": source.get("license") or "CC-BY-4.0",
         "keywords": ["inference-output"],
         "job": str(ctx.job.pk),
+        **({"execution": execution} if execution else {}),  # where it ran (a Slurm job: hub.jobs.slurm)
     }
     refs = [ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, version) for version in dict.fromkeys(models)]
     if dataset is not None:

@@ -94,3 +94,16 @@ def build_container(job_id: str) -> None:
 def finetune_model(job_id: str) -> None:
     """Fine-tune a model on a dataset in the sandbox; publish the result (converted to ONNX after)."""
     execute(job_id, finetune.finetune_work)
+
+
+@app.task(name="hub.slurm_submit")
+def slurm_submit(job_id: str) -> None:
+    """Prepare a job's folder and submit it to Slurm (hub.jobs.slurm); a kind's job that Slurm does not take
+    (e.g. a model's cube) goes to its Celery task instead."""
+    from hub.jobs import slurm
+    from hub.jobs.models import Job
+    from hub.jobs.services import send_to_celery
+
+    job = Job.objects.filter(pk=job_id).first()
+    if job is not None and not job.is_final and not slurm.submit(job):
+        send_to_celery(job)

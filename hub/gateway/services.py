@@ -21,6 +21,7 @@ from hub.gateway.lane import get_lane
 from hub.gateway.protocol import ModelRef, Options, no_worker, steps_of
 from hub.jobs.models import Job
 from hub.jobs.services import create_job
+from hub.jobs.slurm import runs_on_slurm
 from hub.registry.api.serializers import file_url
 from hub.registry.models import Version
 from hub.registry.services import resolve_version_ref
@@ -111,7 +112,8 @@ def start_infer_job(user, models: list[ModelRef], options: Options, *, links: li
                     dataset_file: str = "", batch_size: int = 64, reason: str = "") -> Job:
     """A job that runs a model (or a chain) on inputs sent now (staged) or on a dataset version's file, and
     publishes the outputs as a new version of a dataset artifact with provenance."""
-    if options.device == "gpu" and options.if_no_worker == "refuse" and not alive("gpu"):
+    if options.device == "gpu" and options.if_no_worker == "refuse" and not alive("gpu") \
+            and not runs_on_slurm(Job.Kind.INFER):  # Slurm's gpu partition needs no gpu worker of the hub
         raise no_worker("gpu")
     params: dict[str, Any] = {"steps": steps_of(models, links), "threads": options.threads,
                               "outputs": options.outputs, "batch_size": batch_size, "reason": reason}

@@ -73,6 +73,8 @@ class Job(models.Model):
     heartbeat = models.DateTimeField(null=True, blank=True, help_text="Last sign of life from a running job's worker.")
     dispatched = models.DateTimeField(null=True, blank=True, help_text="When its task message was last sent.")
     cancel_requested = models.DateTimeField(null=True, blank=True, help_text="When someone asked to cancel it.")
+    slurm = models.JSONField(null=True, blank=True, help_text="The Slurm job that runs it (hub.jobs.slurm): id, "
+                             "partition, nodes, state, folder, accounting; null for Celery jobs.")
     created = models.DateTimeField(default=timezone.now, db_index=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)

@@ -14,6 +14,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from hub.errors import HubError
+from hub.jobs import slurm
 from hub.jobs.models import Job, stale_limit
 from workers.celery import app
 
@@ -53,8 +54,17 @@ def create_job(
 
 
 def dispatch(job: Job) -> None:
-    """Send the job's task to its queue; the task id is the job's id, so that it can be revoked."""
+    """Send the job's task to its queue, or, for a kind this hub runs on Slurm, the task that submits it
+    there (a worker stages its files and runs sbatch: the web process does neither)."""
     Job.objects.filter(pk=job.pk).update(dispatched=timezone.now())
+    if slurm.runs_on_slurm(job.kind):
+        app.send_task("hub.slurm_submit", args=[str(job.pk)], queue=settings.HUB_SLURM_SUBMIT_QUEUE)
+    else:
+        send_to_celery(job)
+
+
+def send_to_celery(job: Job) -> None:
+    """The job's own task; its id is the job's id, so that it can be revoked."""
     app.send_task(TASKS[job.kind], args=[str(job.pk)], queue=job.queue, task_id=str(job.pk))
 
 
@@ -67,7 +77,7 @@ def reap_stale(queryset=None) -> int:
       message was lost with a killed worker or broker): sent again. A duplicate message is harmless: the
       runner drops messages of jobs that are final or running elsewhere.
     """
-    jobs = queryset if queryset is not None else Job.objects.all()
+    jobs = (queryset if queryset is not None else Job.objects.all()).filter(slurm__isnull=True)  # hub.jobs.slurm
     limit = stale_limit()
     running = jobs.filter(state=Job.State.RUNNING)
     candidates = set(running.filter(Q(heartbeat__lt=limit) | Q(heartbeat__isnull=True, started__lt=limit))
@@ -123,9 +133,13 @@ def cancel_job(job: Job, user) -> Job:
         job.cancel_requested = job.cancel_requested or timezone.now()
         job.append_log("warning", f"cancellation asked by {user.username}")
         running = job.state == Job.State.RUNNING
-        if not running:
+        if not running or job.slurm:
             job.mark_cancelled(CANCELLED_DETAIL)
         job.save()
+    if job.slurm:  # Slurm stops its tasks; their folder (and whatever they wrote) goes with them
+        slurm.cancel(job)
+        slurm.remove_folder(job)
+        return job
     try:  # a queued message is dropped when it arrives; a running task gets SIGUSR2 (workers.runner)
         app.control.revoke(str(job.pk), terminate=running, signal="SIGUSR2")
     except Exception:  # noqa: BLE001 - the broker is down: the runner notices at its next heartbeat anyway

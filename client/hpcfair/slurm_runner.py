@@ -1,0 +1,223 @@
+"""The program a hub's Slurm batch job runs on a compute node: ``python -m hpcfair.slurm_runner FOLDER``.
+
+The node needs no database, no hub token and no network: the hub (on the login node) wrote ``FOLDER/job.json``
+and the files it names into a job folder on the shared filesystem; this runner does the compute part and
+writes its answers beside them, and the hub's poller reads them back:
+
+- ``task-<i>.log``        its log lines (Slurm's output file; the poller copies new lines to the job's log);
+- ``out/part-<i>.npz``    the outputs of task ``i`` of an array (its shard of the rows);
+- ``out/result-<i>.json`` what task ``i`` did: rows, seconds, CPU seconds, peak memory, node;
+- ``out/error-<i>.json``  ``{code, detail}`` when it failed for a reason the scientist can act on.
+
+Each file is written under a temporary name and renamed, so the poller never reads half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class TaskError(Exception):
+    """A failure with a hub error code and a message for the scientist."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code, self.detail = code, detail
+
+
+def say(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def write_json(path: Path, value: Any) -> None:
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(value))
+    temporary.replace(path)
+
+
+def shard(total: int, task: int, tasks: int) -> tuple[int, int]:
+    """Rows ``[start, end)`` of task ``task`` of ``tasks``: contiguous, sizes differing by at most one."""
+    return total * task // tasks, total * (task + 1) // tasks
+
+
+def usage() -> dict[str, Any]:
+    """This process's and its children's CPU seconds and peak resident memory (Linux reports KiB)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"cpu_s": round(own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime, 3),
+            "max_rss_bytes": max(own.ru_maxrss, children.ru_maxrss) * 1024, "node": platform.node()}
+
+
+# --- inference -------------------------------------------------------------------------------------
+
+
+def _session(path: Path, device: str, threads: int):
+    import onnxruntime as ort
+
+    providers = ["CPUExecutionProvider"]
+    if device == "gpu":
+        if "CUDAExecutionProvider" not in ort.get_available_providers():
+            raise TaskError("gpu_unavailable", f"Node {platform.node()} has no CUDA execution provider for ONNX "
+                                               "Runtime; nothing was run.")
+        providers.insert(0, "CUDAExecutionProvider")
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    try:
+        return ort.InferenceSession(str(path), options, providers=providers)
+    except Exception as exc:  # noqa: BLE001 - ONNX Runtime's own errors name the problem
+        raise TaskError("model_load_failed", f"ONNX Runtime could not load {path.name}: {exc}")
+
+
+def _link(step: dict[str, Any], previous: dict[str, np.ndarray], session) -> dict[str, np.ndarray]:
+    """The next model's feeds: explicit links (input -> output of the model before), else by position."""
+    links = step.get("links") or {}
+    if links:
+        return {target: previous[source] for target, source in links.items()}
+    return dict(zip([i.name for i in session.get_inputs()], previous.values(), strict=False))
+
+
+def infer(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict[str, Any]:
+    """Run the chain of models over this task's shard of the input rows, in batches."""
+    from hpcfair.convert import ConversionError
+    from hpcfair.convert.signature import load_sample_inputs, specs_from_metadata
+
+    threads = int(spec.get("threads") or 0)
+    sessions = [_session(folder / step["model"], spec["device"], threads) for step in spec["steps"]]
+    input_specs = specs_from_metadata(spec["input_specs"]) if spec.get("input_specs") else None
+    try:
+        arrays = load_sample_inputs(folder / spec["inputs"], input_specs, int(spec["inflate_limit"]))
+    except ConversionError as exc:
+        raise TaskError("invalid_inputs", exc.detail)
+    rows = {array.shape[0] if array.ndim else -1 for array in arrays.values()}
+    if len(rows) != 1 or -1 in rows:
+        raise TaskError("invalid_inputs", "Batch runs need inputs with the same number of rows (first axis).")
+    total = rows.pop()
+    start, end = shard(total, task, tasks)
+    say(f"task {task + 1} of {tasks}: rows {start}-{end} of {total} on {platform.node()}")
+    batch = int(spec.get("batch_size") or 64)
+    fixed = {i.shape[0] for i in sessions[0].get_inputs() if i.shape}
+    if len(fixed) == 1 and isinstance(size := next(iter(fixed)), int) and size > 0:
+        batch = size
+    outputs: dict[str, list[np.ndarray]] = {}
+    last_names = spec.get("outputs") or None
+    for first in range(start, end, batch):  # an empty shard (more tasks than rows) writes no outputs
+        feeds = {name: array[first:min(first + batch, end)] for name, array in arrays.items()}
+        for index, (step, session) in enumerate(zip(spec["steps"], sessions, strict=True)):
+            if index:
+                feeds = _link(step, feeds, session)
+            names = last_names if index == len(sessions) - 1 else None
+            try:
+                values = session.run(names, feeds)
+            except Exception as exc:  # noqa: BLE001 - ONNX Runtime's message names the input or shape
+                raise TaskError("run_failed", f"rows {first}-{first + batch}: {exc}")
+            feeds = dict(zip(names or [o.name for o in session.get_outputs()], values, strict=True))
+        for name, value in feeds.items():
+            outputs.setdefault(name, []).append(np.asarray(value))
+        say(f"ran rows {first}-{min(first + batch, end)}")
+    merged = {name: np.concatenate(parts) for name, parts in outputs.items()}
+    part = folder / "out" / f"part-{task}.npz"
+    with open(part.with_suffix(".tmp"), "wb") as handle:
+        np.savez(handle, **merged)
+    part.with_suffix(".tmp").replace(part)
+    provider = sessions[-1].get_providers()[0]
+    return {"rows": [start, end], "provider": provider}
+
+
+# --- MLCube -----------------------------------------------------------------------------------------
+
+
+def cube(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict[str, Any]:
+    """Build a project's MLCube image with the node's container engine and run its tasks in order."""
+    from hpcfair.cube import CubeError, EngineError, build, find_engine, parse_dir
+    from hpcfair.cube.engine import prepare_context, run_task
+
+    if spec.get("containers_conf"):
+        os.environ.setdefault("CONTAINERS_CONF", spec["containers_conf"])  # the hub's podman settings
+    engine = find_engine(spec.get("engine") or "")
+    if engine is None:
+        raise TaskError("no_container_engine", f"Node {platform.node()} has neither podman nor docker.")
+    project = folder / "project"
+    try:
+        cube_spec = parse_dir(project)
+        context = prepare_context(project / cube_spec.build_context, folder / "context", Path(spec["wheels"]),
+                                  on_line=say)
+        say(f"building {spec['image']} with {engine} (--network=none)")
+        built = build(engine, context, context / cube_spec.build_file, spec["image"], network="none",
+                      timeout=float(spec["build_timeout"]), on_line=say)
+        runs = []
+        for name in spec.get("tasks") or []:
+            ran = run_task(engine, spec["image"], cube_spec, name, project / "workspace", network="none",
+                           timeout=float(spec["run_timeout"]), on_line=say)
+            runs.append({"task": name, "seconds": round(ran.seconds, 3), "exit": ran.code})
+    except CubeError as exc:
+        raise TaskError("invalid_mlcube", str(exc))
+    except EngineError as exc:
+        raise TaskError(exc.code, str(exc))
+    return {**built.record(), "engine": engine, "built": True, "runs": runs}
+
+
+def sandboxed(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict[str, Any]:
+    """A request to the conversion sandbox's child (an optimisation), in ``FOLDER/work``, under the hub's limits."""
+    from hpcfair.convert import ConversionError, Limits, sandbox
+
+    try:
+        report = sandbox.run(spec["request"], folder / "work", Limits(**spec["limits"]),
+                             hide=[Path(path) for path in spec.get("hide") or []], on_line=say)
+    except ConversionError as exc:
+        raise TaskError(exc.code, exc.detail)
+    return {"report": report}
+
+
+def convert(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict[str, Any]:
+    """Convert (or verify) each file of the plan in the conversion sandbox, under the hub's limits."""
+    from hpcfair.convert import ConversionError, Limits, convert_file
+
+    work, plan = folder / "work", spec["plan"]
+    reports = {}
+    for item in plan["files"]:
+        say(f"{item['path']}: in a sandbox")
+        try:
+            reports[item["onnx"]] = convert_file(
+                work / item["local"], work / item["out"], **plan["options"],
+                sample_inputs=work / plan["sample"] if plan["sample"] else None, limits=Limits(**spec["limits"]),
+                hide=[Path(path) for path in spec.get("hide") or []],
+                on_line=lambda line, path=item["path"]: say(f"{path}: {line}"))
+        except ConversionError as exc:
+            raise TaskError(exc.code, f"{item['path']}: {exc.detail}")
+    return {"reports": reports}
+
+
+KINDS = {"infer": infer, "cube": cube, "sandbox": sandboxed, "convert": convert}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    folder = Path(args[0]).resolve()
+    spec = json.loads((folder / "job.json").read_text())
+    task = int(os.environ.get("SLURM_ARRAY_TASK_ID") or 0)
+    tasks = int(os.environ.get("SLURM_ARRAY_TASK_COUNT") or 1)
+    (folder / "out").mkdir(exist_ok=True)
+    started = time.time()
+    try:
+        done = KINDS[spec["kind"]](folder, spec, task, tasks)
+    except TaskError as exc:
+        say(f"error: {exc.detail}")
+        write_json(folder / "out" / f"error-{task}.json", {"code": exc.code, "detail": exc.detail})
+        return 1
+    done.update(usage(), task=task, seconds=round(time.time() - started, 3))
+    write_json(folder / "out" / f"result-{task}.json", done)
+    say(f"done in {done['seconds']:.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,354 @@
+"""The Slurm executor through a real scheduler: the private cluster of scripts/slurm.sh (started by
+scripts/services.sh), a real Celery worker with HUB_EXECUTOR=slurm that submits jobs with sbatch and follows
+them with squeue, and the runner (hpcfair.slurm_runner) on the "compute node". Answers are compared with bare
+ONNX Runtime in this process."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hub.jobs.models import Job
+from hub.registry.models import Version
+from hub.storage import get_blob_store
+from tests.conftest import start_worker, stop_process, wait_for_job, worker_env
+from tests.gateway import models
+from tests.system_packages import installed_profile
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+MLP = models.mlp(hidden=32)
+SLURM = {"HUB_EXECUTOR": "slurm", "HUB_SLURM_POLL_S": "0.3", "HUB_SLURM_TIME": "5", "HUB_SLURM_MEM": "400M",
+         "HUB_JOB_MAX_ATTEMPTS": "2", "HUB_SLURM_KINDS": "infer,container,optimize,verify"}
+
+
+def slurm_command(*args: str) -> str:
+    return subprocess.run(list(args), capture_output=True, text=True, check=True, timeout=30).stdout
+
+
+@pytest.fixture(scope="module")
+def slurm_root(django_db_setup, django_db_blocker, tmp_path_factory):
+    """A Celery worker that runs jobs on the private Slurm cluster; yields its folder (blobs, job folders)."""
+    from workers.celery import app
+
+    if not os.environ.get("SLURM_CONF"):
+        (pytest.fail if installed_profile() else pytest.skip)("needs the private Slurm cluster: run through "
+                                                              "`make test` (scripts/services.sh sets SLURM_CONF)")
+    root = tmp_path_factory.mktemp("slurm")
+    env = worker_env(root, **SLURM, HUB_SLURM_JOB_DIR=str(root / "jobs"))
+    app.control.purge()
+    proc = start_worker(root, env, name="slurm-worker")
+    yield root
+    stop_process(proc)
+
+
+@pytest.fixture
+def hub(settings, slurm_root):
+    """This process submits like the worker does: the same job folders, blobs and settings."""
+    settings.HUB_STORAGE = {**settings.HUB_STORAGE, "BACKEND": "filesystem", "DIR": str(slurm_root / "blobs")}
+    settings.HUB_UPLOAD_DIR = slurm_root / "uploads"
+    settings.HUB_EXECUTOR = "slurm"
+    settings.HUB_SLURM_KINDS = SLURM["HUB_SLURM_KINDS"].split(",")
+    settings.HUB_SLURM_JOB_DIR = slurm_root / "jobs"
+    return slurm_root
+
+
+def npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def mlp(hub, owner, publish):
+    _, version = publish(owner, "mlp", {"mlp.onnx": MLP})
+    return version
+
+
+def dataset(owner, publish, rows: int, seed: int = 5) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((rows, 784)).astype(np.float32)
+    publish(owner, f"digits-{rows}-{seed}", {"inputs.npy": npy(x)}, kind="dataset")
+    return x
+
+
+def batch(api, owner, rows_name: str, model: str = "mlp", **options):
+    response = api.post(f"/api/v1/artifacts/alice/{model}/versions/latest/infer",
+                        {"dataset": f"alice/{rows_name}", "batch_size": 16, **options}, format="json")
+    assert response.status_code == 202, response.content
+    return response.json()["id"]
+
+
+def outputs_of(job: Job) -> dict[str, np.ndarray]:
+    version = Version.objects.get(pid=job.result["pid"])
+    file = version.files.get(path="outputs.npz")
+    with get_blob_store().open(file.blob_id) as stream, np.load(io.BytesIO(stream.read())) as archive:
+        return {name: archive[name] for name in archive.files}
+
+
+def wait_for(predicate, timeout: float = 30.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise TimeoutError(what)
+
+
+def test_batch_inference_as_a_job_array_equals_a_single_run(mlp, owner, publish, api):
+    x = dataset(owner, publish, 50)
+    single = wait_for_job(batch(api, owner, "digits-50-5"), timeout=90)
+    assert single.state == "succeeded", (single.error_code, single.error_detail, single.log)
+    array = wait_for_job(batch(api, owner, "digits-50-5", worker_num=3), timeout=90)
+    assert array.state == "succeeded", (array.error_code, array.error_detail, array.log)
+
+    expected = models.reference(MLP, {"x": x})["logits"]
+    np.testing.assert_allclose(outputs_of(single)["logits"], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(outputs_of(array)["logits"], outputs_of(single)["logits"])
+    assert array.slurm["tasks"] == 3 and single.slurm["tasks"] == 1
+    assert array.worker == f"slurm:{array.slurm['id']}" and array.slurm["partition"] == "cpu"
+    messages = [line["message"] for line in array.log]
+    assert any("[task 2] " in m and "rows 33-50 of 50" in m for m in messages), messages  # live log lines
+    execution = array.result["execution"]
+    assert execution["executor"] == "slurm" and execution["partition"] == "cpu" and execution["tasks"] == 3
+    assert execution["nodes"] and execution["started"] and execution["ended"]
+    assert execution["cpu_s"] > 0 and execution["max_rss_bytes"] > 10 * 2**20
+    # byte-identical outputs: the array's job points at the version the single run published
+    assert array.result["pid"] == single.result["pid"]
+    version = Version.objects.get(pid=single.result["pid"])
+    assert version.metadata["execution"]["slurm_job"] == single.slurm["id"]
+    assert version.metadata["execution"]["partition"] == "cpu"
+    # ... and in its PROV-O: the generating activity's times and place (node, partition)
+    from django.urls import reverse
+    from rdflib import Graph, URIRef
+    from rdflib.namespace import PROV, RDFS
+
+    url = reverse("api:version-metadata", args=["alice", version.artifact.name, version.label, "turtle"])
+    response = api.get(url)
+    assert response.status_code == 200, response.content
+    graph = Graph().parse(data=b"".join(response.streaming_content) if response.streaming else response.content,
+                          format="turtle")
+    activity = next(graph.objects(None, PROV.wasGeneratedBy))
+    assert str(activity).endswith(f"/jobs/{single.pk}/") and isinstance(activity, URIRef)
+    assert {str(t) for t in graph.objects(activity, PROV.startedAtTime)} and \
+        {str(t) for t in graph.objects(activity, PROV.endedAtTime)}
+    place = next(graph.objects(activity, PROV.atLocation))
+    assert f"slurm job {single.slurm['id']} on node(s) {single.slurm['nodes']}, partition cpu" in \
+        str(next(graph.objects(place, RDFS.label)))
+    assert not Path(array.slurm["folder"]).parent.exists()  # the job folder went with the job
+
+
+def slow_job(api, owner, publish) -> str:
+    """A batch run that lasts about a minute (1000 rows, one at a time, ~60 ms each): the tests stop it."""
+    publish(owner, "slow", {"slow.onnx": models.slow(size=1024, repeats=256)})
+    x = np.random.default_rng(3).standard_normal((1000, 1024)).astype(np.float32) / 32
+    publish(owner, "wide", {"inputs.npy": npy(x)}, kind="dataset")
+    return batch(api, owner, "wide", model="slow", batch_size=1)
+
+
+def running(job_id) -> Job:
+    """The job once its runner is at work on the node (its log lines arrive)."""
+    wait_for(lambda: any("ran rows" in line["message"] for line in Job.objects.get(pk=job_id).log), 30,
+             "no log lines arrived")
+    return Job.objects.get(pk=job_id)
+
+
+def slurm_state(slurm_id: str) -> str:
+    return slurm_command("squeue", "-h", "-t", "all", "-j", slurm_id, "-o", "%T").strip()
+
+
+def test_cancelling_a_hub_job_cancels_its_slurm_job(hub, owner, publish, api):
+    job = running(slow_job(api, owner, publish))
+    from hub.jobs import slurm
+
+    assert slurm.submit(job)  # a duplicate submission message submits nothing
+    assert Job.objects.get(pk=job.pk).slurm["id"] == job.slurm["id"] and job.attempts == 1
+    response = api.post(f"/api/v1/jobs/{job.pk}/cancel")
+    assert response.status_code in (200, 202), response.content
+    job.refresh_from_db()
+    assert job.state == "cancelled" and job.error_code == "cancelled"
+    wait_for(lambda: slurm_state(job.slurm["id"]) == "CANCELLED", 15, "Slurm still runs the job")
+    assert not Path(job.slurm["folder"]).exists()
+    assert not Version.objects.filter(artifact__name="slow-outputs").exists()
+
+
+@pytest.mark.slow
+def test_a_time_limit_ends_the_job_with_time_limit(hub, owner, publish, api):
+    job = running(slow_job(api, owner, publish))
+    # Slurm's limits are whole minutes, checked every ~15 s: bring this job's end forward instead of waiting.
+    end = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() + 1))
+    slurm_command("scontrol", "update", f"JobId={job.slurm['id']}", f"EndTime={end}")
+    job = wait_for_job(job.pk, timeout=60)
+    assert job.state == "failed" and job.error_code == "time_limit", (job.error_code, job.error_detail)
+    assert "ran past its time limit (5)" in job.error_detail and job.slurm["state"] == "TIMEOUT"
+
+
+def expander() -> bytes:
+    """x [n, 1] -> y [n, 2**24]: 64 MiB of output per row."""
+    from onnx import TensorProto, helper
+
+    shape = np.array([1, 2**24], np.int64)
+    return models._model([helper.make_node("Expand", ["x", "shape"], ["y"])],
+                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 1])],
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 2**24])], [("shape", shape)],
+                         "expander")
+
+
+def test_a_memory_limit_ends_the_job_with_out_of_memory(hub, owner, publish, api):
+    # The worker asks for HUB_SLURM_MEM=400M; 32 rows of 64 MiB need 2 GiB.
+    publish(owner, "mlp", {"mlp.onnx": expander()})
+    publish(owner, "ones", {"inputs.npy": npy(np.ones((32, 1), np.float32))}, kind="dataset")
+    job = wait_for_job(batch(api, owner, "ones"), timeout=60)
+    assert job.state == "failed" and job.error_code == "out_of_memory", (job.error_code, job.error_detail, job.log)
+    assert "more memory than its limit (400M)" in job.error_detail
+
+
+def test_a_partition_slurm_does_not_have_is_refused_at_submission(hub, mlp, owner, publish, api, settings):
+    from hub.jobs import slurm
+
+    dataset(owner, publish, 4)
+    done = wait_for_job(batch(api, owner, "digits-4-5"), timeout=60)  # the same job the worker submits well
+    assert done.state == "succeeded", (done.error_code, done.error_detail)
+    # ... submitted here, where the hub maps cpu to a partition this cluster lacks (stored, not dispatched:
+    # this process runs what the worker's hub.slurm_submit runs)
+    settings.HUB_SLURM_PARTITIONS = "cpu=nosuch"
+    job = Job.objects.create(kind="infer", requester=owner, version=done.version, params=done.params)
+    assert slurm.submit(job)
+    job.refresh_from_db()
+    assert job.state == "failed" and job.error_code == "slurm_rejected", (job.error_code, job.error_detail)
+    assert "invalid partition specified: nosuch" in job.error_detail.lower() and job.slurm is None
+    assert not (hub / "jobs" / str(job.pk)).exists()
+
+
+def test_a_gpu_job_goes_to_the_gpu_partition(mlp, owner, publish, api):
+    dataset(owner, publish, 4)
+    job = wait_for_job(batch(api, owner, "digits-4-5", device="gpu", if_no_worker="queue"), timeout=60)
+    assert job.slurm["partition"] == "gpu"
+    job_line = slurm_command("scontrol", "show", "job", job.slurm["id"])
+    assert "Partition=gpu" in job_line and "gres:gpu:1" in job_line
+    # the node's one "GPU" is counted by Slurm, not real: the runner says there is no CUDA provider there
+    assert job.state == "failed" and job.error_code == "gpu_unavailable", (job.error_code, job.error_detail)
+    assert "has no CUDA execution provider" in job.error_detail
+
+
+@pytest.mark.slow
+def test_a_job_lost_with_its_node_is_submitted_again(hub, owner, publish, api):
+    """NODE_FAIL: the hub submits the job again (attempt 2 of HUB_JOB_MAX_ATTEMPTS=2); when that attempt is lost
+    too (here: the cluster forgot it, as after a slurmctld started afresh), the job ends worker_lost."""
+    job = running(slow_job(api, owner, publish))
+    first = job.slurm["id"]
+    _kill_node(job.slurm["folder"])
+    job = wait_for_job_change(job.pk, lambda j: j.is_final or (j.slurm["id"] != first and j.state == "running"),
+                              timeout=60)
+    assert job.state == "running" and job.attempts == 2, (job.state, job.log)
+    assert any(f"Slurm job {first} was lost: Slurm reports NODE_FAIL" in line["message"] for line in job.log)
+    assert slurm_state(first) == "NODE_FAIL" and job.slurm["attempt"] == 2
+    wait_for(lambda: runner_pids(job.slurm["folder"]), 30, "the second attempt never ran")
+    second = job.slurm["id"]
+    try:
+        forgotten = {**job.slurm, "id": "99999999", "raw_ids": {}, "submitted": "2000-01-01T00:00:00+00:00"}
+        Job.objects.filter(pk=job.pk).update(slurm=forgotten)
+        job = wait_for_job(job.pk, timeout=30)
+        assert job.state == "failed" and job.error_code == "worker_lost", (job.state, job.error_code)
+        assert job.attempts == 2 and "started 2 times" in job.error_detail
+        assert any("neither squeue nor sacct knows it" in line["message"] for line in job.log)
+    finally:
+        slurm_command("scancel", second)
+
+
+def wait_for_job_change(job_id, predicate, timeout: float) -> Job:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = Job.objects.get(pk=job_id)
+        if predicate(job):
+            return job
+        time.sleep(0.3)
+    raise TimeoutError(f"job {job_id}: {job.state} {job.log[-3:]}")
+
+
+def runner_pids(folder: str) -> list[int]:
+    """The runner processes of one job folder (their command line names it)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if proc.name.isdigit() and b"hpcfair.slurm_runner" in argv and folder.encode() in argv:
+            found.append(int(proc.name))
+    return found
+
+
+def _kill_node(folder: str) -> None:
+    """The node dies: slurmd, the job's step daemon and its runner are killed (by PID: only this cluster's);
+    slurmctld marks the node DOWN after SlurmdTimeout (10 s) and the job NODE_FAIL. slurmd is started again
+    and ReturnToService=2 brings the node back."""
+    run_dir = Path(os.environ["SLURM_CONF"]).parent
+    runners = runner_pids(folder)
+    steps = [int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) for pid in runners]
+    slurm_id = Job.objects.get(slurm__folder=folder).slurm["id"]
+    for pid in [int((run_dir / "slurmd.pid").read_text()), *steps, *runners]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    wait_for(lambda: slurm_state(slurm_id) == "NODE_FAIL", 40, "slurmctld did not notice the node's loss")
+    subprocess.run(["slurmd", "-f", os.environ["SLURM_CONF"]], check=True, timeout=30)
+
+
+@pytest.mark.slow
+def test_an_mlcube_project_runs_under_slurm_with_podman(hub, api, cube_base):
+    """The project's image is built offline on the node and its tasks run there, with podman."""
+    from tests.containers.test_projects import project_files, upload
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for path, data in project_files().items():
+            zf.writestr(f"recipe/{path}", data)
+    assert upload(api, "recipe", {"recipe.zip": buffer.getvalue()}).status_code == 201
+    started = api.post("/api/v1/artifacts/alice/recipe/versions/1/container",
+                       {"build": "yes", "tasks": ["prepare", "train"]}, format="json")
+    assert started.status_code == 202, started.content
+    job = wait_for_job(started.json()["id"], timeout=600)
+    assert job.state == "succeeded", (job.error_code, job.error_detail, job.log[-8:])
+    assert job.slurm["partition"] == "cpu" and job.result["execution"]["executor"] == "slurm"
+    assert job.result["built"] and [run["task"] for run in job.result["runs"]] == ["prepare", "train"]
+    assert job.result["mlcube"]["name"] == "linear-regression-project"
+    assert any("train: test RMSE" in line["message"] for line in job.log)  # the container's own lines, live
+
+    unknown = api.post("/api/v1/artifacts/alice/recipe/versions/1/container", {"tasks": ["fit"]}, format="json")
+    failed = wait_for_job(unknown.json()["id"])
+    assert failed.state == "failed" and failed.error_code == "invalid" and "no task 'fit'" in failed.error_detail
+    assert failed.slurm is None  # refused before anything was submitted
+
+
+def test_an_optimisation_runs_in_the_sandbox_on_a_node(mlp, api):
+    response = api.post("/api/v1/artifacts/alice/mlp/versions/1/optimize", {}, format="json")
+    assert response.status_code == 202, response.content
+    job = wait_for_job(response.json()["id"], timeout=120)
+    assert job.state == "succeeded", (job.error_code, job.error_detail, job.log[-6:])
+    assert job.slurm["partition"] == "cpu" and job.result["execution"]["executor"] == "slurm"
+    optimized = Version.objects.get(artifact__name="mlp", label="1-opt")
+    variants = optimized.metadata["optimization"]["variants"]
+    assert {f.path for f in optimized.files.all()} == set(variants) and variants
+    assert all(v["size"] > 0 and v["max_abs_diff"] < 0.1 for v in variants.values())
+    assert optimized.provenance.get().relation == "derived_from" and optimized.metadata["job"] == str(job.pk)
+    assert any("sandbox:" in line["message"] for line in job.log)
+
+
+def test_a_verification_runs_in_the_sandbox_on_a_node(mlp, api):
+    response = api.post("/api/v1/artifacts/alice/mlp/versions/1/convert", {}, format="json")
+    assert response.status_code == 202, response.content
+    job = wait_for_job(response.json()["id"], timeout=120)
+    assert job.kind == "verify" and job.state == "succeeded", (job.error_code, job.error_detail, job.log[-6:])
+    assert job.slurm["partition"] == "cpu" and job.result["execution"]["executor"] == "slurm"
+    assert job.result["verified"] is True and job.result["files"]["mlp.onnx"]["verification"]["passed"]
+    messages = [line["message"] for line in job.log]
+    assert any(m.startswith("mlp.onnx: verified, max abs difference") for m in messages), messages
