@@ -38,8 +38,9 @@ def convert_file(source: str | Path, output: str | Path, *, opset: int = 17, inp
                                    "inputs": inputs, "atol": atol, "rtol": rtol}
         if sample_inputs:
             sample = Path(sample_inputs)
-            shutil.copyfile(sample, workdir / f"sample_inputs{sample.suffix}")
-            request["sample_inputs"] = f"sample_inputs{sample.suffix}"
+            (workdir / "samples").mkdir()  # under its own name, which the messages use
+            shutil.copyfile(sample, workdir / "samples" / sample.name)
+            request["sample_inputs"] = f"samples/{sample.name}"
         result = sandbox.run(request, workdir, limits, hide=hide, on_line=on_line)
         output.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(sandbox.output_file(workdir, "model.onnx"), output)

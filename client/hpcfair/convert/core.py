@@ -13,6 +13,7 @@ from hpcfair.convert.converters import export, versions
 from hpcfair.convert.errors import ConversionError
 from hpcfair.convert.signature import (
     TensorSpec,
+    align_to_inputs,
     generate_inputs,
     load_sample_inputs,
     specs_from_metadata,
@@ -68,6 +69,8 @@ def convert(source: Path, output: Path, *, opset: int = DEFAULT_OPSET, inputs: A
         model, reference = exported.model, exported.reference
         converter, libraries, notes = exported.converter, exported.libraries, exported.notes
         user_specs = user_specs or exported.inputs
+    if sample:
+        sample = align_to_inputs(sample, specs_from_onnx(model)[0], sample_inputs.name)
     runs = _runs(model, user_specs, sample)
     stage(0.6, f"checking the ONNX model and comparing its outputs with the original on {len(runs)} input set"
                + ("s" if len(runs) != 1 else ""))

@@ -148,5 +148,38 @@ def load_sample_inputs(path: Path, specs: list[TensorSpec] | None = None,
     return arrays
 
 
+def align_to_inputs(arrays: dict[str, np.ndarray], inputs: list[TensorSpec], source: str) -> dict[str, np.ndarray]:
+    """Sample arrays keyed as the exported model names its inputs, in the dtypes it takes.
+
+    A single unnamed array (``.npy``, keyed ``input``) feeds a single-input model whatever that input is
+    called (scikit-learn's ``X``); arrays whose names all differ feed the inputs by position when the count
+    matches; float64 data feeds a float32 input (what ``np.save`` of a pandas column gives)."""
+    names = [spec.name for spec in inputs]
+    if not set(names) <= set(arrays):
+        if len(arrays) != len(inputs):
+            raise ConversionError(
+                "invalid_sample_inputs",
+                f"{source} has arrays {sorted(arrays)} but the model takes inputs {names}; save one array per input "
+                "in an .npz keyed by input name (np.savez(path, **{name: array})).")
+        arrays = dict(zip(names, arrays.values(), strict=True))
+    aligned = {}
+    for spec in inputs:
+        array, wanted = np.asarray(arrays[spec.name]), np.dtype(spec.dtype)
+        if array.dtype != wanted:
+            if wanted.kind == "O" and array.dtype.kind in "OUS":
+                array = array.astype(object)
+            elif wanted.kind == array.dtype.kind or (wanted.kind == "f" and array.dtype.kind in "iub"):
+                array = array.astype(wanted)
+            elif wanted.kind in "iu" and array.dtype.kind == "f" and np.array_equal(array, np.round(array)):
+                array = array.astype(wanted)  # token ids written as floats
+            else:
+                raise ConversionError(
+                    "invalid_sample_inputs",
+                    f"{source}: input {spec.name!r} is {array.dtype.name}, the model takes {wanted.name}; save the "
+                    f"array as {wanted.name} (array.astype('{wanted.name}')).")
+        aligned[spec.name] = array
+    return aligned
+
+
 def specs_from_arrays(arrays: dict[str, np.ndarray]) -> list[TensorSpec]:
     return [TensorSpec(name, [None, *array.shape[1:]], array.dtype.name) for name, array in arrays.items()]
