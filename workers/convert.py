@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from hpcfair.convert import ConversionError, Limits, convert_file, sandbox
+from hpcfair.convert import ConversionError, Limits, convert_file, report_notes, sandbox
 
 from hub.errors import HubError
 from hub.registry.models import ProvenanceLink, Version
@@ -86,6 +86,8 @@ def convert_work(ctx: JobContext) -> dict[str, Any]:
             except ConversionError as exc:
                 raise JobFailure(exc.code, f"{path}: {exc.detail}")
             ctx.log(f"{path}: {sandbox.describe(report['sandbox'])}")
+            for note in report_notes(report):
+                ctx.log(f"{path}: {note}", "warning")
             check = report["verification"]
             ctx.log(f"{path}: {'verified' if check['passed'] else 'NOT verified'}, max abs difference "
                     f"{check['max_abs_diff']:.3g} (atol {check['atol']}, rtol {check['rtol']})",
@@ -139,7 +141,8 @@ def _publish_conversion(ctx, source: Version, outputs: list[StagedFile], reports
         "verified": verified,
         "job": str(ctx.job.pk),
         "conversion": {name: {key: r[key] for key in ("source", "source_format", "framework", "converter",
-                                                       "libraries", "opset", "ir_version", "parameters", "sandbox")
+                                                       "libraries", "opset", "ir_version", "parameters", "sandbox",
+                                                       "opset_requested", "opset_note", "fixed_axes")
                               if key in r} | ({"pickle_scan": r["pickle_scan"]} if "pickle_scan" in r else {})
                        for name, r in reports.items()},
         "verification": {name: r["verification"] for name, r in reports.items()},

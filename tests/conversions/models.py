@@ -196,3 +196,46 @@ def decompression_bomb(directory: Path) -> str:
     scaler.mean_ = np.zeros(150_000_000)
     joblib.dump(scaler, directory / "bomb.joblib", compress=("zlib", 3))
     return "bomb.joblib"
+
+
+def _gpt2(seed: int):
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    config = GPT2Config(n_layer=2, n_head=4, n_embd=64, vocab_size=1000, n_positions=128, use_cache=False)
+    model = GPT2LMHeadModel(config).eval()
+
+    class LM(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gpt2 = model
+
+        def forward(self, input_ids):
+            return self.gpt2(input_ids=input_ids, use_cache=False).logits
+
+    return LM().eval()
+
+
+GPT2_INPUTS = [{"name": "input_ids", "shape": [None, None], "dtype": "int64", "high": 1000}]
+
+
+def gpt2_export(directory: Path) -> Built:
+    """GPT-2 (2 layers, random) as a torch.export program with dynamic batch and sequence."""
+    import torch
+
+    ids = torch.randint(0, 1000, (2, 16))
+    batch, seq = torch.export.Dim("batch", min=1, max=32), torch.export.Dim("seq", min=2, max=128)
+    program = torch.export.export(_gpt2(7), (ids,), dynamic_shapes=({0: batch, 1: seq},))
+    torch.export.save(program, str(directory / "gpt2.pt2"))
+    return "gpt2.pt2", {"inputs": GPT2_INPUTS}
+
+
+def gpt2_traced(directory: Path) -> Built:
+    """GPT-2 (2 layers, random) traced to TorchScript, as most tutorials do."""
+    import torch
+
+    with torch.no_grad():
+        traced = torch.jit.trace(_gpt2(8), (torch.randint(0, 1000, (1, 12)),), strict=False)
+    traced.save(str(directory / "gpt2_traced.pt"))
+    return "gpt2_traced.pt", {"inputs": GPT2_INPUTS}

@@ -26,3 +26,28 @@ def test_single_npy_sample_feeds_a_single_input_sklearn_model(tmp_path: Path):
         convert_file(tmp_path / name, tmp_path / "forest.onnx", sample_inputs=tmp_path / "wrong.npy")
     assert caught.value.code == "invalid_sample_inputs" and "wrong.npy" in caught.value.detail
     assert "astype" in caught.value.detail
+
+
+def test_torch_export_gpt2_at_opset_17_is_raised_to_18_and_says_so(tmp_path: Path):
+    """The dynamo exporter writes opset 18 and converts down; for GPT-2 that left an invalid Split."""
+    name, meta = models.gpt2_export(tmp_path)
+    lines: list[str] = []
+    report = convert_file(tmp_path / name, tmp_path / "gpt2.onnx", inputs=meta["inputs"], opset=17,
+                          on_line=lines.append)
+    assert report["opset"]["ai.onnx"] == 18 and report["opset_requested"] == 17
+    assert "17 was asked for" in report["opset_note"] and "17: invalid_onnx" in report["opset_note"]
+    assert any("the lowest that worked" in line for line in lines), lines
+    assert report["verification"]["passed"] is True and len(report["verification"]["runs"]) == 2
+    assert "fixed_axes" not in report  # batch and sequence both verified at a second size
+
+
+def test_traced_gpt2_exports_aten_diff_and_records_the_batch_its_trace_fixed(tmp_path: Path):
+    name, meta = models.gpt2_traced(tmp_path)
+    report = convert_file(tmp_path / name, tmp_path / "gpt2.onnx", inputs=meta["inputs"])
+    check = report["verification"]
+    assert check["passed"] is True and check["compared"] is True and report["opset"]["ai.onnx"] == 17
+    # The trace baked its batch of 1 into the graph; the sequence stayed dynamic and was run at two lengths.
+    assert report["fixed_axes"] == {"input_ids": {"0": 1}}
+    lengths = [run["inputs"]["input_ids"]["shape"] for run in check["runs"]]
+    assert lengths[0][0] == lengths[1][0] == 1 and lengths[0][1] != lengths[1][1]
+    assert report["inputs"][0]["shape"][0] == 1 and not isinstance(report["inputs"][0]["shape"][1], int)

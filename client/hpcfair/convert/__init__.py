@@ -15,7 +15,18 @@ from hpcfair.convert.errors import ConversionError
 from hpcfair.convert.formats import FORMATS, SNIFFED_SUFFIXES, SUFFIX, detect, looks_like_model
 from hpcfair.convert.sandbox import Limits
 
-__all__ = ["FORMATS", "ConversionError", "Limits", "convert_file", "detect", "looks_like_model"]
+__all__ = ["FORMATS", "ConversionError", "Limits", "convert_file", "detect", "looks_like_model", "report_notes"]
+
+
+def report_notes(report: dict[str, Any]) -> list[str]:
+    """What the user must know beyond "verified": an opset other than the one asked for, axes that are
+    fixed at their exported size."""
+    found = [report["opset_note"]] if report.get("opset_note") else []
+    if report.get("fixed_axes"):
+        axes = ", ".join(f"{name}[{axis}]={size}" for name, sizes in report["fixed_axes"].items()
+                         for axis, size in sizes.items())
+        found.append(f"axes fixed at their exported size (the model fails or differs at another size): {axes}")
+    return found
 
 
 def convert_file(source: str | Path, output: str | Path, *, opset: int = 17, inputs: list | None = None,

@@ -80,9 +80,8 @@ def _torch_error(exc: Exception, opset: int) -> ConversionError:
     if op or "UnsupportedOperator" in type(exc).__name__:
         return ConversionError(
             "unsupported_operator",
-            f"The ONNX exporter cannot translate {op or 'an operator'} at opset {opset}. Try a newer opset "
-            "(onnx_version), export the model with torch.export (.pt2) instead of TorchScript, or replace that "
-            "operation.", cause=exc,
+            f"The ONNX exporter cannot translate {op or 'an operator'} at opset {opset}. Export the model with "
+            "torch.export (.pt2) instead of TorchScript, or replace that operation.", cause=exc,
         )
     return ConversionError("conversion_failed", f"torch.onnx.export could not export the model at opset {opset} "
                                                 f"({type(exc).__name__}). Check that the model runs on the given "
@@ -116,6 +115,9 @@ def export_torchscript(path: Path, opset: int, specs: list[TensorSpec], sample: 
                for spec in specs if spec.dynamic_axes}
     if any(0 in axes for axes in dynamic.values()):
         dynamic.update({name: {0: "batch"} for name in output_names})
+    from hpcfair.convert import torch_ops
+
+    torch_ops.register()
     buffer = io.BytesIO()
     try:
         torch.onnx.export(module, args, buffer, dynamo=False, opset_version=opset, input_names=names,
@@ -169,7 +171,9 @@ def _tf_convert(function, signature: list, opset: int, what: str):
             raise ConversionError(
                 "unsupported_operator",
                 f"tf2onnx cannot convert the TensorFlow operation {op or '(see the log)'} in {what} at opset "
-                f"{opset}. Try a newer opset (onnx_version <= 18) or replace the operation.", cause=exc,
+                f"{opset}. Replace the operation by one tf2onnx supports (see support_status.md in "
+                "github.com/onnx/tensorflow-onnx).",
+                cause=exc,
             )
         raise ConversionError("conversion_failed", f"tf2onnx could not convert {what} ({type(exc).__name__}).",
                               cause=exc)
