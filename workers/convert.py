@@ -82,6 +82,8 @@ def convert_work(ctx: JobContext) -> dict[str, Any]:
             try:
                 report = convert_file(local, out, opset=params.get("opset", 17), inputs=inputs, sample_inputs=sample,
                                       atol=params.get("atol", 1e-4), rtol=params.get("rtol", 1e-3), limits=limits(),
+                                      memory_mb=min(params["memory_mb"], sandbox.memory_ceiling_mb())
+                                      if params.get("memory_mb") else None,
                                       hide=hidden_paths(), on_line=_reporter(ctx, path, index, len(params["files"])))
             except ConversionError as exc:
                 raise JobFailure(exc.code, f"{path}: {exc.detail}")

@@ -57,7 +57,8 @@ def on_version_published(sender, version: Version, user, **kwargs) -> None:
 
 
 def request_conversion(version: Version, user, *, files: list[str] | None = None, opset: int | None = None,
-                       atol: float | None = None, rtol: float | None = None, auto: bool = False) -> Job:
+                       atol: float | None = None, rtol: float | None = None, memory_mb: int | None = None,
+                       auto: bool = False) -> Job:
     """Queue the conversion of a version's model files (an ensemble when there are several)."""
     candidates = model_files(version)
     if files:
@@ -82,6 +83,8 @@ def request_conversion(version: Version, user, *, files: list[str] | None = None
         params["atol"] = atol
     if rtol is not None:
         params["rtol"] = rtol
+    if memory_mb is not None:
+        params["memory_mb"] = memory_mb
     kind = Job.Kind.VERIFY if only_onnx else Job.Kind.CONVERT
     return create_job(kind, user, version=version, params=params, queue="convert")
 

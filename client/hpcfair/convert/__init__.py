@@ -6,6 +6,7 @@ an untrusted file in the calling process. Framework libraries are imported lazil
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 from pathlib import Path
@@ -31,14 +32,19 @@ def report_notes(report: dict[str, Any]) -> list[str]:
 
 def convert_file(source: str | Path, output: str | Path, *, opset: int = 17, inputs: list | None = None,
                  sample_inputs: str | Path | None = None, atol: float = 1e-4, rtol: float = 1e-3,
-                 limits: Limits | None = None, hide: list[Path] = (), on_line=None) -> dict[str, Any]:
+                 limits: Limits | None = None, memory_mb: int | None = None, hide: list[Path] = (),
+                 on_line=None) -> dict[str, Any]:
     """Convert one model file to a verified ONNX file in a sandbox; returns the conversion report.
 
+    The sandbox's memory limit is ``memory_mb``, else ``limits.memory_mb``, else one that follows the
+    model's size and this machine's memory (``sandbox.memory_for``).
     The file's format comes from its name, or from its content where the name does not say
     (``encoder.ckpt``); the child sees it under a name with the right suffix."""
     from hpcfair.convert import sandbox
 
     source, output = Path(source), Path(output)
+    limits = dataclasses.replace(limits or Limits())
+    limits.memory_mb = memory_mb or limits.memory_mb or sandbox.memory_for(sandbox.model_bytes(source))
     workdir = Path(tempfile.mkdtemp(prefix="hpcfair-convert-"))
     try:
         local = workdir / source.name

@@ -101,9 +101,10 @@ def export_torchscript(path: Path, opset: int, specs: list[TensorSpec], sample: 
     if not specs:
         raise ConversionError(
             "signature_required",
-            "A TorchScript file does not record its input shapes. Give them in the version's metadata, e.g. "
-            "inputs: [{name: x, shape: [null, 3, 224, 224], dtype: float32}], or upload sample inputs "
-            "(sample_inputs.npz keyed by input name).",
+            f"{path.name} is TorchScript, which does not record its input shapes. Give them as inputs: [{{name: x, "
+            "shape: [null, 3, 224, 224], dtype: float32}] (null: a dynamic axis) in the conversion config's task_args "
+            "or the version's metadata, or give sample inputs (task_args.input or sample_inputs: an .npy for one "
+            "input, an .npz keyed by input name).",
         )
     feeds = _example(specs, sample)
     names = [spec.name for spec in specs]
@@ -309,8 +310,9 @@ def export_sklearn(path: Path, opset: int, specs: list[TensorSpec], sample: dict
     features = getattr(model, "n_features_in_", None)
     if not specs:
         if features is None:
-            raise ConversionError("signature_required", "The estimator does not record n_features_in_; give "
-                                                        "inputs: [{name: X, shape: [null, N]}] in the metadata.")
+            raise ConversionError("signature_required", f"{path.name}: the estimator does not record "
+                                                        "n_features_in_; give inputs: [{name: X, shape: [null, N]}] "
+                                                        "in the conversion config or the version's metadata.")
         specs = [TensorSpec("X", [None, int(features)], "float32")]
     specs = [TensorSpec(s.name, s.shape, "float32", s.low, s.high) for s in specs]
     try:

@@ -116,10 +116,23 @@ def generate_inputs(specs: list[TensorSpec], run: int = 0, seed: int = 0) -> dic
 
 def load_sample_inputs(path: Path, specs: list[TensorSpec] | None = None,
                        max_inflated: int = archives.DEFAULT_MAX_INFLATED) -> dict[str, np.ndarray]:
-    """Read ``.npz`` (keys are input names; refused before inflating past ``max_inflated``) or ``.npy`` (the
-    only input); never unpickles."""
+    """Read ``.npz`` (keys are input names; refused before inflating past ``max_inflated``), ``.npy`` (the
+    only input), a table (``.csv``/``.tsv``/``.parquet``: one input per column, a DataFrame model's) or the
+    client's other input files (``.json``, ``.txt``); never unpickles."""
     try:
-        if path.suffix == ".npz":
+        if path.suffix.lower() in TABLES:
+            arrays = read_table(path)
+        elif path.suffix.lower() in (".json", ".txt"):
+            from hpcfair import arrays as client_arrays
+            from hpcfair.errors import ConfigError
+
+            try:
+                found = client_arrays.read_inputs(path, "sample_inputs")
+            except ConfigError as exc:
+                raise ConversionError("invalid_sample_inputs", f"{path.name} could not be read as input arrays.",
+                                      cause=exc)
+            arrays = found if isinstance(found, dict) else {"input": found}
+        elif path.suffix == ".npz":
             arrays = archives.read_npz(path, max_inflated, path.name)
         else:
             array = np.load(path, allow_pickle=False)
@@ -133,9 +146,9 @@ def load_sample_inputs(path: Path, specs: list[TensorSpec] | None = None,
     except archives.ArchiveTooLarge as exc:
         raise ConversionError("invalid_sample_inputs", str(exc))
     except (ValueError, OSError, zipfile.BadZipFile) as exc:
-        raise ConversionError("invalid_sample_inputs", f"{path.name} is not a readable .npy/.npz file of plain "
-                                                       "arrays (np.save/np.savez; object arrays are refused).",
-                              cause=exc)
+        raise ConversionError("invalid_sample_inputs", f"{path.name} is not a readable sample file: use .npy/.npz "
+                                                       "of plain arrays (np.save/np.savez; object arrays are refused) "
+                                                       "or a table (.csv, .parquet) with a header row.", cause=exc)
     if specs:
         missing = [spec.name for spec in specs if spec.name not in arrays]
         if missing and len(arrays) == len(specs):  # positional: the names differ but the count matches
@@ -146,6 +159,28 @@ def load_sample_inputs(path: Path, specs: list[TensorSpec] | None = None,
                 f"{path.name} has arrays {sorted(arrays)} but the model expects inputs {[s.name for s in specs]}.",
             )
     return arrays
+
+
+TABLES = (".csv", ".tsv", ".parquet")
+
+
+def read_table(path: Path) -> dict[str, np.ndarray]:
+    """One array per column of a CSV/TSV (header row) or Parquet file; text columns as strings."""
+    import pandas as pd
+
+    if path.suffix.lower() == ".parquet":
+        try:
+            frame = pd.read_parquet(path)
+        except ImportError as exc:
+            raise ConversionError("invalid_sample_inputs", f"{path.name}: reading Parquet needs pyarrow, which this "
+                                                           "converter lacks; give the sample as CSV.", cause=exc)
+    else:
+        frame = pd.read_csv(path, sep="\t" if path.suffix.lower() == ".tsv" else ",")
+    if frame.empty:
+        raise ConversionError("invalid_sample_inputs", f"{path.name} has no rows.")
+    return {str(column): (frame[column].astype(str).to_numpy(dtype=object) if frame[column].dtype.kind in "OSUT"
+                          or str(frame[column].dtype) in ("string", "str", "category") else frame[column].to_numpy())
+            for column in frame.columns}
 
 
 def align_to_inputs(arrays: dict[str, np.ndarray], inputs: list[TensorSpec], source: str) -> dict[str, np.ndarray]:
@@ -165,6 +200,8 @@ def align_to_inputs(arrays: dict[str, np.ndarray], inputs: list[TensorSpec], sou
     aligned = {}
     for spec in inputs:
         array, wanted = np.asarray(arrays[spec.name]), np.dtype(spec.dtype)
+        if array.ndim == 1 and len(spec.shape) == 2 and spec.shape[1] == 1:  # a table's column, a [n, 1] input
+            array = array.reshape(-1, 1)
         if array.dtype != wanted:
             if wanted.kind == "O" and array.dtype.kind in "OUS":
                 array = array.astype(object)
