@@ -239,3 +239,40 @@ def gpt2_traced(directory: Path) -> Built:
         traced = torch.jit.trace(_gpt2(8), (torch.randint(0, 1000, (1, 12)),), strict=False)
     traced.save(str(directory / "gpt2_traced.pt"))
     return "gpt2_traced.pt", {"inputs": GPT2_INPUTS}
+
+
+def _boosting_data() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(9)
+    features = rng.normal(size=(300, 6)).astype(np.float32)
+    return features, (features[:, 0] > 0).astype(int) + (features[:, 1] > 0.5).astype(int)
+
+
+def xgboost_json(directory: Path) -> Built:
+    """A 3-class XGBoost booster saved as XGBoost documents it: booster.save_model("....json")."""
+    import xgboost
+
+    features, labels = _boosting_data()
+    booster = xgboost.train({"objective": "multi:softprob", "num_class": 3, "max_depth": 3, "seed": 0},
+                            xgboost.DMatrix(features, label=labels), 20)
+    booster.save_model(directory / "xgboost_model.json")
+    return "xgboost_model.json", {}
+
+
+def xgboost_ubj_regressor(directory: Path) -> Built:
+    import xgboost
+
+    features, labels = _boosting_data()
+    model = xgboost.XGBRegressor(n_estimators=20, max_depth=3, random_state=0).fit(features, labels * 1.5)
+    model.save_model(directory / "regressor.ubj")
+    return "regressor.ubj", {}
+
+
+def lightgbm_text(directory: Path) -> Built:
+    """A binary LightGBM classifier's text model (booster_.save_model)."""
+    import lightgbm
+
+    features, labels = _boosting_data()
+    model = lightgbm.LGBMClassifier(n_estimators=20, num_leaves=8, random_state=0, verbose=-1)
+    model.fit(features, (labels > 0).astype(int))
+    model.booster_.save_model(directory / "lightgbm_model.txt")
+    return "lightgbm_model.txt", {}

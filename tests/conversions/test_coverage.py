@@ -51,3 +51,26 @@ def test_traced_gpt2_exports_aten_diff_and_records_the_batch_its_trace_fixed(tmp
     lengths = [run["inputs"]["input_ids"]["shape"] for run in check["runs"]]
     assert lengths[0][0] == lengths[1][0] == 1 and lengths[0][1] != lengths[1][1]
     assert report["inputs"][0]["shape"][0] == 1 and not isinstance(report["inputs"][0]["shape"][1], int)
+
+
+@pytest.mark.parametrize("build, fmt, outputs", [
+    (models.xgboost_json, "xgboost", ["label", "probabilities"]),
+    (models.xgboost_ubj_regressor, "xgboost", ["variable"]),
+    (models.lightgbm_text, "lightgbm", ["label", "probabilities"]),
+])
+def test_xgboost_and_lightgbm_save_model_files(tmp_path: Path, build, fmt, outputs):
+    name, _ = build(tmp_path)
+    report = convert_file(tmp_path / name, tmp_path / "trees.onnx")
+    assert report["source_format"] == fmt and report["converter"].startswith("onnxmltools")
+    assert [o["name"] for o in report["outputs"]] == outputs
+    check = report["verification"]
+    assert check["passed"] is True and check["compared"] is True and check["max_abs_diff"] < 1e-5
+    assert [list(r["inputs"].values())[0]["shape"][0] for r in check["runs"]] == [1, 3]  # a second batch size
+
+
+def test_a_json_file_that_is_no_booster_says_what_it_should_be(tmp_path: Path):
+    (tmp_path / "xgb_settings.json").write_text('{"max_depth": 3}')
+    with pytest.raises(ConversionError) as caught:
+        convert_file(tmp_path / "xgb_settings.json", tmp_path / "out.onnx")
+    assert caught.value.code == "unsupported_format" and "xgb_settings.json" in caught.value.detail
+    assert "save_model" in caught.value.detail

@@ -353,4 +353,8 @@ def export(path: Path, fmt: str, opset: int, specs: list[TensorSpec], sample: di
         return export_savedmodel(path, opset, specs, sample)
     if fmt in ("sklearn", "skops"):
         return export_sklearn(path, opset, specs, sample, fmt)
+    if fmt in ("xgboost", "lightgbm"):
+        from hpcfair.convert.boosters import export_booster
+
+        return export_booster(path, fmt, opset, specs, sample)
     raise ConversionError("unsupported_format", f"No converter for format {fmt!r}.")

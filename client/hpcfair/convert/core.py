@@ -55,7 +55,7 @@ def export_lowest(source: Path, fmt: str, opset: int, specs: list[TensorSpec], s
         if failures:
             notes["opset_note"] = (f"opset {opset} was asked for; the model has opset {got}, the lowest that "
                                    f"worked (failed: {', '.join(failures)}).")
-        elif got != opset:
+        elif got > opset:
             notes["opset_note"] = (f"opset {opset} was asked for; {exported.converter} writes opset {got}, the "
                                    "lowest it can.")
         if "opset_note" in notes:

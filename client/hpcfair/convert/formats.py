@@ -18,16 +18,22 @@ FORMATS = {
     "tf_savedmodel": "TensorFlow SavedModel",
     "sklearn": "scikit-learn (pickle/joblib)",
     "skops": "scikit-learn (skops)",
+    "xgboost": "XGBoost (save_model .json/.ubj)",
+    "lightgbm": "LightGBM (text model, save_model)",
 }
 FRAMEWORK = {
     "onnx": "onnx", "torchscript": "pytorch", "torch_export": "pytorch", "keras": "keras", "keras_h5": "keras",
-    "tf_savedmodel": "tensorflow", "sklearn": "scikit-learn", "skops": "scikit-learn",
+    "tf_savedmodel": "tensorflow", "sklearn": "scikit-learn", "skops": "scikit-learn", "xgboost": "xgboost",
+    "lightgbm": "lightgbm",
 }
 PICKLE_SUFFIXES = {".pkl", ".pickle", ".joblib", ".sav"}
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
-MODEL_SUFFIXES = {".onnx", ".pt", ".pth", ".pt2", ".keras", ".h5", ".hdf5", ".skops", ".ckpt", *PICKLE_SUFFIXES}
+MODEL_SUFFIXES = {".onnx", ".pt", ".pth", ".pt2", ".keras", ".h5", ".hdf5", ".skops", ".ckpt", ".ubj",
+                  *PICKLE_SUFFIXES}
+# .json and .txt are models only when their name says so (xgboost.json, model.lgb.txt): most are not.
+BOOSTER_WORDS = ("xgb", "xgboost", "lgb", "lgbm", "lightgbm", "booster")
 SUFFIX = {"onnx": ".onnx", "torchscript": ".pt", "torch_export": ".pt2", "keras": ".keras", "keras_h5": ".h5",
-          "skops": ".skops", "sklearn": ".pkl"}
+          "skops": ".skops", "sklearn": ".pkl", "xgboost": ".ubj", "lightgbm": ".txt"}
 SNIFFED_SUFFIXES = {".ckpt", ".bin", ".model", ""}  # names that say nothing of the framework
 BACKENDS = {"pt": "pytorch", "pytorch": "pytorch", "torch": "pytorch", "tf": ("tensorflow", "keras"),
             "tensorflow": ("tensorflow", "keras"), "keras": ("keras", "tensorflow"), "sklearn": "scikit-learn",
@@ -41,6 +47,8 @@ def sniff(path: Path) -> str | None:
         head = handle.read(8)
     if head == b"\x89HDF\r\n\x1a\n":
         return "keras_h5"
+    if booster := sniff_booster(path):
+        return booster
     if not head.startswith(b"PK"):
         return "onnx" if head[:1] == b"\x08" else None  # an ONNX ModelProto starts with field 1 (ir_version)
     try:
@@ -57,6 +65,19 @@ def sniff(path: Path) -> str | None:
     return None
 
 
+def sniff_booster(path: Path) -> str | None:
+    """xgboost or lightgbm when the file starts as their ``save_model`` files do: XGBoost's JSON or UBJSON
+    object opening with its "learner", LightGBM's text model with ``tree`` then ``version=``."""
+    with open(path, "rb") as handle:
+        head = handle.read(64)
+    compact = head.replace(b" ", b"").replace(b"\n", b"").replace(b"\r", b"").replace(b"\t", b"")
+    if compact.startswith(b'{"learner"') or (head[:1] == b"{" and b"learner" in head[:24]):
+        return "xgboost"
+    if head.startswith(b"tree\n") or head.startswith(b"tree\r\n"):
+        return "lightgbm"
+    return None
+
+
 def check_backend(fmt: str, backend: str | None, name: str) -> None:
     """A config's ``backend`` (pt, tf, keras, sklearn, onnx) must match what the file is."""
     if not backend or backend not in BACKENDS:
@@ -69,9 +90,10 @@ def check_backend(fmt: str, backend: str | None, name: str) -> None:
 def looks_like_model(name: str) -> bool:
     """Cheap check on a file name (the web process uses it; nothing is opened)."""
     lower = name.lower()
-    return Path(lower).suffix in MODEL_SUFFIXES or (
+    base = Path(lower)
+    return base.suffix in MODEL_SUFFIXES or (
         lower.endswith(ARCHIVE_SUFFIXES) and "savedmodel" in lower.replace("_", "").replace("-", "")
-    )
+    ) or (base.suffix in (".json", ".txt") and any(word in base.stem for word in BOOSTER_WORDS))
 
 
 def detect(path: Path) -> str:
@@ -88,6 +110,13 @@ def detect(path: Path) -> str:
         raise ConversionError("unsupported_format", f"{path.name} is an archive without a saved_model.pb inside.")
     if suffix == ".onnx":
         return "onnx"
+    if suffix in (".json", ".ubj", ".txt"):
+        found = sniff_booster(path)
+        if found is None:
+            raise ConversionError("unsupported_format", f"{path.name} is not a model file the hub converts: a {suffix} "
+                                                        "model must be an XGBoost (booster.save_model('m.json' or "
+                                                        "'m.ubj')) or LightGBM (booster.save_model('m.txt')) model.")
+        return found
     if suffix in SNIFFED_SUFFIXES:
         found = sniff(path)
         if found is None:
