@@ -14,7 +14,8 @@ from hub.jobs.models import Job
 from hub.jobs.services import create_job
 from hub.registry.models import Artifact, File, ProvenanceLink, Version
 
-SAMPLE_INPUT_NAMES = ("sample_inputs.npz", "sample_inputs.npy", "test_data.npz", "test_data.npy")
+SAMPLE_INPUT_NAMES = ("sample_inputs.npz", "sample_inputs.npy", "sample_inputs.csv", "sample_inputs.parquet",
+                      "test_data.npz", "test_data.npy", "test_data.csv", "test_data.parquet")
 
 
 def model_files(version: Version) -> list[File]:

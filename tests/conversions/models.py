@@ -276,3 +276,31 @@ def lightgbm_text(directory: Path) -> Built:
     model.fit(features, (labels > 0).astype(int))
     model.booster_.save_model(directory / "lightgbm_model.txt")
     return "lightgbm_model.txt", {}
+
+
+def dataframe_pipeline(directory: Path) -> Built:
+    """Pipeline(ColumnTransformer(numeric + categorical columns), classifier) fitted on a pandas DataFrame,
+    with the CSV of rows it was checked on (what a scientist has beside such a model)."""
+    import joblib
+    import pandas as pd
+    from sklearn.compose import ColumnTransformer
+    from sklearn.ensemble import GradientBoostingClassifier
+    from sklearn.impute import SimpleImputer
+    from sklearn.pipeline import Pipeline, make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    rng = np.random.default_rng(10)
+    rows = 200
+    frame = pd.DataFrame({"age": rng.integers(18, 90, rows).astype(float), "income": rng.normal(50, 15, rows),
+                          "city": rng.choice(["Lyon", "Oslo", "Porto", "Graz"], rows),
+                          "smoker": rng.choice(["yes", "no"], rows)})
+    labels = ((frame["age"] > 50) ^ (frame["city"] == "Oslo")).astype(int)
+    prepare = ColumnTransformer([
+        ("numbers", make_pipeline(SimpleImputer(), StandardScaler()), ["age", "income"]),
+        ("words", OneHotEncoder(handle_unknown="ignore"), ["city", "smoker"]),
+    ])
+    model = Pipeline([("prepare", prepare), ("classify", GradientBoostingClassifier(n_estimators=20, random_state=0))])
+    model.fit(frame, labels)
+    joblib.dump(model, directory / "patients.joblib")
+    frame.head(12).to_csv(directory / "patients.csv", index=False)
+    return "patients.joblib", {"sample_inputs": "patients.csv"}

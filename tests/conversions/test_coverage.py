@@ -74,3 +74,16 @@ def test_a_json_file_that_is_no_booster_says_what_it_should_be(tmp_path: Path):
         convert_file(tmp_path / "xgb_settings.json", tmp_path / "out.onnx")
     assert caught.value.code == "unsupported_format" and "xgb_settings.json" in caught.value.detail
     assert "save_model" in caught.value.detail
+
+
+def test_dataframe_pipeline_takes_one_input_per_column_with_a_csv_sample(tmp_path: Path):
+    name, meta = models.dataframe_pipeline(tmp_path)
+    report = convert_file(tmp_path / name, tmp_path / "patients.onnx", sample_inputs=tmp_path / meta["sample_inputs"])
+    assert [(i["name"], i["dtype"]) for i in report["inputs"]] == [
+        ("age", "float32"), ("income", "float32"), ("city", "object"), ("smoker", "object")]
+    check = report["verification"]
+    assert check["passed"] is True and check["compared"] is True
+    assert [run["inputs"]["city"]["shape"] for run in check["runs"]] == [[12, 1], [9, 1]]
+    # Without a sample the text columns are generated from the encoder's own categories.
+    generated = convert_file(tmp_path / name, tmp_path / "patients2.onnx")["verification"]
+    assert generated["passed"] is True and generated["runs"][0]["inputs"]["city"]["source"] == "generated"

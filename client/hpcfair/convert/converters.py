@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from hpcfair.convert import pickles
+from hpcfair.convert import pickles, tables
 from hpcfair.convert.errors import ConversionError, token
 from hpcfair.convert.formats import extract_archive
 from hpcfair.convert.signature import TensorSpec, generate_inputs, specs_from_arrays
@@ -300,7 +300,6 @@ def load_sklearn(path: Path, fmt: str) -> tuple[Any, dict[str, Any]]:
 
 
 def export_sklearn(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None, fmt: str) -> Exported:
-    from skl2onnx import to_onnx
     from skl2onnx.common.data_types import FloatTensorType
 
     model, scan = load_sklearn(path, fmt)
@@ -308,6 +307,9 @@ def export_sklearn(path: Path, opset: int, specs: list[TensorSpec], sample: dict
         raise ConversionError("unsupported_format", f"{path.name} holds a {type(model).__name__}, not a fitted "
                                                     "scikit-learn estimator.")
     features = getattr(model, "n_features_in_", None)
+    columns = tables.column_specs(model, sample)
+    if columns:
+        return _export_table_model(path, model, scan, columns, opset)
     if not specs:
         if features is None:
             raise ConversionError("signature_required", f"{path.name}: the estimator does not record "
@@ -315,30 +317,54 @@ def export_sklearn(path: Path, opset: int, specs: list[TensorSpec], sample: dict
                                                         "in the conversion config or the version's metadata.")
         specs = [TensorSpec("X", [None, int(features)], "float32")]
     specs = [TensorSpec(s.name, s.shape, "float32", s.low, s.high) for s in specs]
+    onnx_model = _skl2onnx(model, [(specs[0].name, FloatTensorType(specs[0].shape))], opset, path.name)
+    reference = _sklearn_reference(model, lambda feeds: feeds[specs[0].name].astype(np.float32))
+    return Exported(onnx_model, reference, specs, "skl2onnx.to_onnx", versions("scikit-learn", "skl2onnx", "onnx"),
+                    {"pickle_scan": scan})
+
+
+def _skl2onnx(model, initial: list, opset: int, name: str):
+    from skl2onnx import to_onnx
+
     try:
-        onnx_model = to_onnx(model, initial_types=[(specs[0].name, FloatTensorType(specs[0].shape))],
-                             target_opset={"": opset, "ai.onnx.ml": 3}, options={"zipmap": False})
+        return to_onnx(model, initial_types=initial, target_opset={"": opset, "ai.onnx.ml": 3},
+                       options={"zipmap": False})
     except Exception as exc:  # noqa: BLE001
         text = str(exc)
         what = type(model).__name__
         if "Unable to find a shape calculator" in text or "not supported" in text.lower():
-            raise ConversionError("unsupported_operator", f"skl2onnx cannot convert this {what} (or a part of it); "
-                                                          "use an estimator skl2onnx supports.", cause=exc)
-        raise ConversionError("conversion_failed", f"skl2onnx could not convert this {what} "
-                                                   f"({type(exc).__name__}).", cause=exc)
+            raise ConversionError("unsupported_operator", f"{name}: skl2onnx cannot convert this {what} (or a part "
+                                                          "of it); use estimators skl2onnx supports (its documentation "
+                                                          "lists them).", cause=exc)
+        raise ConversionError("conversion_failed", f"{name}: skl2onnx could not convert this {what} "
+                                                   f"({type(exc).__name__}); check that it predicts on the data it "
+                                                   "was fitted on, and that it uses estimators skl2onnx supports.",
+                              cause=exc)
+
+
+def _sklearn_reference(model, features_of) -> Reference:
+    """The estimator's own outputs as skl2onnx lays them out: (label, probabilities) for a classifier, the
+    prediction as a column for a regressor, the transform for a transformer."""
     classifier = hasattr(model, "predict_proba") and hasattr(model, "classes_")
 
     def reference(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        features = feeds[specs[0].name].astype(np.float32)
+        features = features_of(feeds)
         if classifier:
-            return [model.predict(features), model.predict_proba(features)]
+            return [np.asarray(model.predict(features)), np.asarray(model.predict_proba(features))]
         if hasattr(model, "predict"):
             prediction = np.asarray(model.predict(features))
-            return [prediction.reshape(len(features), -1)]
+            return [prediction.reshape(len(prediction), -1)]
         return [np.asarray(model.transform(features))]
 
-    return Exported(onnx_model, reference, specs, "skl2onnx.to_onnx", versions("scikit-learn", "skl2onnx", "onnx"),
-                    {"pickle_scan": scan})
+    return reference
+
+
+def _export_table_model(path: Path, model, scan: dict, columns: list[TensorSpec], opset: int) -> Exported:
+    """A model fitted on a DataFrame: one ONNX input per column, the reference fed a DataFrame."""
+    onnx_model = _skl2onnx(model, tables.initial_types(columns), opset, path.name)
+    return Exported(onnx_model, _sklearn_reference(model, lambda feeds: tables.frame(feeds, columns)), columns,
+                    "skl2onnx.to_onnx (one input per DataFrame column)",
+                    versions("scikit-learn", "skl2onnx", "pandas", "onnx"), {"pickle_scan": scan})
 
 
 def export(path: Path, fmt: str, opset: int, specs: list[TensorSpec], sample: dict | None) -> Exported:

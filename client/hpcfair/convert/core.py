@@ -24,8 +24,8 @@ from hpcfair.convert.verify import ATOL, RTOL, check, merged, verify
 DEFAULT_OPSET = 17
 MAX_OPSET = 21
 # Failures a higher opset may cure: an operator with no translation yet, an exporter's down-conversion that
-# left an invalid graph (torch's dynamo exporter writes 18 and converts down), a converter lacking old opsets.
-RAISE_ON = {"unsupported_operator", "invalid_onnx", "conversion_failed"}
+# left an invalid graph (torch's dynamo exporter writes 18 and converts down).
+RAISE_ON = {"unsupported_operator", "invalid_onnx"}
 
 
 def _opset_of(model) -> int:
@@ -76,8 +76,8 @@ def _first_run(model, user_specs: list[TensorSpec], sample: dict[str, np.ndarray
     merged = []
     for spec in inputs:
         given = by_name.get(spec.name)
-        low, high = (given.low, given.high) if given else (None, None)
-        merged.append(TensorSpec(spec.name, spec.shape, spec.dtype, low, high))
+        low, high, values = (given.low, given.high, given.values) if given else (None, None, None)
+        merged.append(TensorSpec(spec.name, spec.shape, spec.dtype, low, high, values))
     return generate_inputs(merged, run=0), "generated", generate_inputs(merged, run=1)
 
 

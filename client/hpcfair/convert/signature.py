@@ -32,6 +32,7 @@ class TensorSpec:
     dtype: str = "float32"
     low: float | None = None  # value range for generated inputs (token ids need it)
     high: float | None = None
+    values: list | None = None  # the values generated inputs take (a text column's categories)
 
     def to_dict(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value is not None}
@@ -101,7 +102,9 @@ def generate_inputs(specs: list[TensorSpec], run: int = 0, seed: int = 0) -> dic
             else:
                 shape.append(BATCH_SIZES[run] if axis == 0 else OTHER_DYNAMIC[run])
         dtype = np.dtype(spec.dtype)
-        if dtype.kind in "iu":
+        if spec.values:
+            arrays[spec.name] = np.asarray(spec.values, dtype=object)[rng.integers(0, len(spec.values), size=shape)]
+        elif dtype.kind in "iu":
             low = int(spec.low) if spec.low is not None else 0
             high = int(spec.high) if spec.high is not None else 2
             arrays[spec.name] = rng.integers(low, high, size=shape).astype(dtype)
