@@ -11,6 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from hpcfair.convert import ConversionError, Limits, convert_file, report_notes, sandbox
+from hpcfair.convert.formats import hf_folders, in_folder
 
 from hub.errors import HubError
 from hub.registry.models import ProvenanceLink, Version
@@ -76,14 +77,13 @@ def convert_work(ctx: JobContext) -> dict[str, Any]:
         for index, path in enumerate(params["files"]):
             ctx.log(f"{path}: {'verifying' if verify_only else 'converting'} in a sandbox")
             (workdir / "in").mkdir(exist_ok=True)
-            local = fetch(source, path, workdir / "in")
-            onnx_name = str(Path(path).with_suffix(".onnx")) if not path.lower().endswith(".onnx") else path
+            local, onnx_name = _fetch_model(source, path, workdir / "in" / str(index))
             out = workdir / "out" / onnx_name
             try:
                 report = convert_file(local, out, opset=params.get("opset", 17), inputs=inputs, sample_inputs=sample,
                                       atol=params.get("atol", 1e-4), rtol=params.get("rtol", 1e-3), limits=limits(),
                                       memory_mb=min(params["memory_mb"], sandbox.memory_ceiling_mb())
-                                      if params.get("memory_mb") else None,
+                                      if params.get("memory_mb") else None, task=source.metadata.get("task"),
                                       hide=hidden_paths(), on_line=_reporter(ctx, path, index, len(params["files"])))
             except ConversionError as exc:
                 raise JobFailure(exc.code, f"{path}: {exc.detail}")
@@ -96,6 +96,9 @@ def convert_work(ctx: JobContext) -> dict[str, Any]:
                     "info" if check["passed"] else "warning")
             reports[onnx_name] = report
             outputs.append(staged(out, onnx_name))
+            folder = onnx_name.rpartition("/")[0]  # a tokenizer and config kept beside the ONNX file
+            outputs += [staged(out.parent / kept, f"{folder}/{kept}".lstrip("/"))
+                        for kept in report.get("kept_files", [])]
             ctx.progress((index + 1) / (len(params["files"]) + 1))
         verified = all(r["verification"]["passed"] for r in reports.values())
         if verify_only:
@@ -108,6 +111,24 @@ def convert_work(ctx: JobContext) -> dict[str, Any]:
                           for name, r in reports.items()}}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _fetch_model(source: Version, path: str, dest: Path) -> tuple[Path, str]:
+    """The model ``path`` names, fetched into ``dest``, and the name of its ONNX file: a Hugging Face
+    folder's config.json brings its whole folder (converted to ``<folder>/model.onnx``)."""
+    dest.mkdir(parents=True)
+    paths = [file.path for file in source.files.all()]
+    folder, _, name = path.rpartition("/")
+    if name == "config.json" and folder in hf_folders(paths):
+        local = dest / (Path(folder).name or "model")
+        for member in paths:
+            if in_folder(member, [folder]):
+                relative = member[len(folder) + 1:] if folder else member
+                (local / relative).parent.mkdir(parents=True, exist_ok=True)
+                fetch(source, member, (local / relative).parent)
+        return local, f"{folder}/model.onnx".lstrip("/")
+    local = fetch(source, path, dest)
+    return local, str(Path(path).with_suffix(".onnx")) if not path.lower().endswith(".onnx") else path
 
 
 def _reporter(ctx: JobContext, path: str, index: int, count: int):

@@ -33,11 +33,13 @@ def report_notes(report: dict[str, Any]) -> list[str]:
 def convert_file(source: str | Path, output: str | Path, *, opset: int = 17, inputs: list | None = None,
                  sample_inputs: str | Path | None = None, atol: float = 1e-4, rtol: float = 1e-3,
                  limits: Limits | None = None, memory_mb: int | None = None, hide: list[Path] = (),
-                 on_line=None) -> dict[str, Any]:
+                 task: str | None = None, on_line=None) -> dict[str, Any]:
     """Convert one model file to a verified ONNX file in a sandbox; returns the conversion report.
 
     The sandbox's memory limit is ``memory_mb``, else ``limits.memory_mb``, else one that follows the
-    model's size and this machine's memory (``sandbox.memory_for``).
+    model's size and this machine's memory (``sandbox.memory_for``). ``task`` (feature-extraction,
+    text-classification, ...) picks a Hugging Face folder's head; files the runtime needs beside the ONNX
+    file (a tokenizer) are written beside ``output`` and listed in the report's ``kept_files``.
     The file's format comes from its name, or from its content where the name does not say
     (``encoder.ckpt``); the child sees it under a name with the right suffix."""
     from hpcfair.convert import sandbox
@@ -52,7 +54,7 @@ def convert_file(source: str | Path, output: str | Path, *, opset: int = 17, inp
             local = workdir / (source.stem + SUFFIX.get(detect(source), source.suffix))
         (shutil.copytree if source.is_dir() else shutil.copyfile)(source, local)
         request: dict[str, Any] = {"task": "convert", "source": local.name, "output": "model.onnx", "opset": opset,
-                                   "inputs": inputs, "atol": atol, "rtol": rtol}
+                                   "inputs": inputs, "atol": atol, "rtol": rtol, "model_task": task}
         if sample_inputs:
             sample = Path(sample_inputs)
             (workdir / "samples").mkdir()  # under its own name, which the messages use
@@ -61,6 +63,10 @@ def convert_file(source: str | Path, output: str | Path, *, opset: int = 17, inp
         result = sandbox.run(request, workdir, limits, hide=hide, on_line=on_line)
         output.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(sandbox.output_file(workdir, "model.onnx"), output)
+        for name in result.get("kept_files", []):
+            kept = output.parent / name
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(sandbox.output_file(workdir, f"keep/{name}"), kept)
         return result
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -50,6 +50,7 @@ def work(request: dict[str, Any]) -> dict[str, Any]:
         return convert(Path(request["source"]), Path(request["output"]), opset=int(request.get("opset", 17)),
                        inputs=request.get("inputs"), sample_inputs=Path(sample) if sample else None,
                        atol=float(request.get("atol", 1e-4)), rtol=float(request.get("rtol", 1e-3)),
+                       task=request.get("model_task"),
                        stage=lambda fraction, what: say(stage_line(fraction, what)))
     if task == "optimize":
         from hpcfair.convert.optimize import optimize

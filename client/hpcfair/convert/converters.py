@@ -367,8 +367,13 @@ def _export_table_model(path: Path, model, scan: dict, columns: list[TensorSpec]
                     versions("scikit-learn", "skl2onnx", "pandas", "onnx"), {"pickle_scan": scan})
 
 
-def export(path: Path, fmt: str, opset: int, specs: list[TensorSpec], sample: dict | None) -> Exported:
-    """Dispatch on the format key from ``formats.detect``."""
+def export(path: Path, fmt: str, opset: int, specs: list[TensorSpec], sample: dict | None,
+           task: str | None = None) -> Exported:
+    """Dispatch on the format key from ``formats.detect`` (``task``: a Hugging Face folder's)."""
+    if fmt == "huggingface":
+        from hpcfair.convert.huggingface import export_folder
+
+        return export_folder(path, opset, specs, sample, task)
     if fmt == "torchscript":
         return export_torchscript(path, opset, specs, sample)
     if fmt == "torch_export":

@@ -33,13 +33,13 @@ def _opset_of(model) -> int:
 
 
 def export_lowest(source: Path, fmt: str, opset: int, specs: list[TensorSpec], sample: dict | None,
-                  stage: Callable[[float, str], None]) -> tuple[Exported, dict[str, Any]]:
+                  stage: Callable[[float, str], None], task: str | None = None) -> tuple[Exported, dict[str, Any]]:
     """Export at ``opset``, or at the lowest higher opset that gives a valid model; the notes say which
     opset was asked for, which one the model has, and why they differ."""
     failures: list[str] = []
     for candidate in range(opset, MAX_OPSET + 1):
         try:
-            exported = export(source, fmt, candidate, specs, sample)
+            exported = export(source, fmt, candidate, specs, sample, task)
             check(exported.model)
         except ConversionError as exc:
             if exc.code not in RAISE_ON or candidate == MAX_OPSET:
@@ -117,7 +117,7 @@ def verify_runs(model, reference, first, label: str, fresh, atol: float, rtol: f
 
 
 def convert(source: Path, output: Path, *, opset: int = DEFAULT_OPSET, inputs: Any = None,
-            sample_inputs: Path | None = None, atol: float = ATOL, rtol: float = RTOL,
+            sample_inputs: Path | None = None, atol: float = ATOL, rtol: float = RTOL, task: str | None = None,
             stage: Callable[[float, str], None] = lambda fraction, what: None) -> dict[str, Any]:
     """Convert ``source`` to ONNX at ``output`` and verify it; an ONNX source is validated and copied.
     ``stage(fraction, what)`` hears where it is (the job's progress, the client's lines)."""
@@ -137,7 +137,7 @@ def convert(source: Path, output: Path, *, opset: int = DEFAULT_OPSET, inputs: A
             raise ConversionError("corrupt_file", f"{source.name} is not a readable ONNX file.", cause=exc)
         reference, converter, libraries, notes = None, None, versions("onnx"), {}
     else:
-        exported, opset_notes = export_lowest(source, fmt, opset, user_specs, sample, stage)
+        exported, opset_notes = export_lowest(source, fmt, opset, user_specs, sample, stage, task)
         model, reference = exported.model, exported.reference
         converter, libraries, notes = exported.converter, exported.libraries, {**exported.notes, **opset_notes}
         user_specs = user_specs or exported.inputs

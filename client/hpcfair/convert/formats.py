@@ -20,11 +20,12 @@ FORMATS = {
     "skops": "scikit-learn (skops)",
     "xgboost": "XGBoost (save_model .json/.ubj)",
     "lightgbm": "LightGBM (text model, save_model)",
+    "huggingface": "Hugging Face folder (config.json + model.safetensors/pytorch_model.bin + tokenizer)",
 }
 FRAMEWORK = {
     "onnx": "onnx", "torchscript": "pytorch", "torch_export": "pytorch", "keras": "keras", "keras_h5": "keras",
     "tf_savedmodel": "tensorflow", "sklearn": "scikit-learn", "skops": "scikit-learn", "xgboost": "xgboost",
-    "lightgbm": "lightgbm",
+    "lightgbm": "lightgbm", "huggingface": "pytorch",
 }
 PICKLE_SUFFIXES = {".pkl", ".pickle", ".joblib", ".sav"}
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
@@ -34,6 +35,8 @@ MODEL_SUFFIXES = {".onnx", ".pt", ".pth", ".pt2", ".keras", ".h5", ".hdf5", ".sk
 BOOSTER_WORDS = ("xgb", "xgboost", "lgb", "lgbm", "lightgbm", "booster")
 SUFFIX = {"onnx": ".onnx", "torchscript": ".pt", "torch_export": ".pt2", "keras": ".keras", "keras_h5": ".h5",
           "skops": ".skops", "sklearn": ".pkl", "xgboost": ".ubj", "lightgbm": ".txt"}
+HF_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+              "pytorch_model.bin.index.json")
 SNIFFED_SUFFIXES = {".ckpt", ".bin", ".model", ""}  # names that say nothing of the framework
 BACKENDS = {"pt": "pytorch", "pytorch": "pytorch", "torch": "pytorch", "tf": ("tensorflow", "keras"),
             "tensorflow": ("tensorflow", "keras"), "keras": ("keras", "tensorflow"), "sklearn": "scikit-learn",
@@ -87,6 +90,20 @@ def check_backend(fmt: str, backend: str | None, name: str) -> None:
         raise ConversionError("backend_mismatch", f"{name} is {FORMATS[fmt]}, not a {backend} model as backend says.")
 
 
+def hf_folders(paths: list[str]) -> list[str]:
+    """The folders ("" for the top) among a version's file paths that hold a Hugging Face model: a
+    config.json beside model.safetensors or pytorch_model.bin (or their shard index)."""
+    by_folder: dict[str, set[str]] = {}
+    for path in paths:
+        folder, _, name = path.rpartition("/")
+        by_folder.setdefault(folder, set()).add(name)
+    return sorted(f for f, names in by_folder.items() if "config.json" in names and names & set(HF_WEIGHTS))
+
+
+def in_folder(path: str, folders: list[str]) -> bool:
+    return any(folder == "" or path.startswith(folder + "/") for folder in folders)
+
+
 def looks_like_model(name: str) -> bool:
     """Cheap check on a file name (the web process uses it; nothing is opened)."""
     lower = name.lower()
@@ -103,11 +120,25 @@ def detect(path: Path) -> str:
     if path.is_dir():
         if (path / "saved_model.pb").exists():
             return "tf_savedmodel"
-        raise ConversionError("unsupported_format", f"{path.name}/ is a directory without saved_model.pb.")
+        if (path / "config.json").is_file() and any((path / w).is_file() for w in HF_WEIGHTS):
+            return "huggingface"
+        raise ConversionError("unsupported_format", f"{path.name}/ is a folder without saved_model.pb (TensorFlow) "
+                                                    "or config.json with model.safetensors/pytorch_model.bin "
+                                                    "(Hugging Face).")
     if lower.endswith(ARCHIVE_SUFFIXES):
-        if "saved_model.pb" in {Path(n).name for n in archive_names(path)}:
+        names = {Path(n).name for n in archive_names(path)}
+        if "saved_model.pb" in names:
             return "tf_savedmodel"
-        raise ConversionError("unsupported_format", f"{path.name} is an archive without a saved_model.pb inside.")
+        if "config.json" in names and names & set(HF_WEIGHTS):
+            return "huggingface"
+        raise ConversionError("unsupported_format", f"{path.name} is an archive without a saved_model.pb "
+                                                    "(TensorFlow) or a config.json with model.safetensors/"
+                                                    "pytorch_model.bin (Hugging Face) inside.")
+    if suffix == ".safetensors":
+        raise ConversionError("weights_only", f"{path.name} holds weights only, not the architecture that uses them; "
+                                               "the hub reads its parameter count and dtypes but cannot run it. "
+                                               "Upload it with its config.json and tokenizer files (a Hugging Face "
+                                               "folder, or an archive of one) to get an ONNX model.")
     if suffix == ".onnx":
         return "onnx"
     if suffix in (".json", ".ubj", ".txt"):
@@ -174,9 +205,11 @@ def archive_names(path: Path) -> list[str]:
         raise ConversionError("corrupt_file", f"{path.name} is not a readable archive.")
 
 
-def extract_archive(path: Path, dest: Path, max_inflated: int = archives.DEFAULT_MAX_INFLATED) -> Path:
+def extract_archive(path: Path, dest: Path, max_inflated: int = archives.DEFAULT_MAX_INFLATED,
+                    marker: str = "saved_model.pb") -> Path:
     """Unpack safely (no absolute paths, no '..', no links, no more than ``max_inflated`` bytes added by
-    decompression) and return the SavedModel directory."""
+    decompression) and return the directory holding ``marker`` (the SavedModel's, or a Hugging Face
+    folder's config.json)."""
     dest.mkdir(parents=True, exist_ok=True)
     try:
         if path.name.lower().endswith(".zip"):
@@ -194,9 +227,9 @@ def extract_archive(path: Path, dest: Path, max_inflated: int = archives.DEFAULT
                 archive.extractall(dest, filter="data")
     except archives.ArchiveTooLarge as exc:
         raise ConversionError("archive_too_large", str(exc))
-    found = next((p.parent for p in sorted(dest.rglob("saved_model.pb"))), None)
+    found = next((p.parent for p in sorted(dest.rglob(marker), key=lambda p: len(p.parts))), None)
     if found is None:
-        raise ConversionError("unsupported_format", f"{path.name} has no saved_model.pb.")
+        raise ConversionError("unsupported_format", f"{path.name} has no {marker}.")
     return found
 
 
