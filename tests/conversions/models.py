@@ -304,3 +304,30 @@ def dataframe_pipeline(directory: Path) -> Built:
     joblib.dump(model, directory / "patients.joblib")
     frame.head(12).to_csv(directory / "patients.csv", index=False)
     return "patients.joblib", {"sample_inputs": "patients.csv"}
+
+
+def hf_classifier_zip(directory: Path) -> Built:
+    """A small BERT sequence classifier (random) as Hugging Face saves it, zipped, with a WordPiece tokenizer."""
+    import shutil
+
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    torch.manual_seed(11)
+    folder = directory / "bert_classifier"
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *[f"word{i}" for i in range(200)]]
+    folder.mkdir(exist_ok=True)
+    (folder / "vocab.txt").write_text("\n".join(words) + "\n")
+    BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
+    config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                        vocab_size=len(words), max_position_embeddings=64, num_labels=3)
+    BertForSequenceClassification(config).eval().save_pretrained(folder)
+    shutil.make_archive(str(directory / "bert_classifier"), "zip", folder)
+    return "bert_classifier.zip", {"task": "text-classification"}
+
+
+def hf_gpt2_folder(directory: Path) -> Built:
+    """A 2-layer GPT-2 language model (random) saved with save_pretrained: a folder, task from its config."""
+    folder = directory / "gpt2_hf"
+    _gpt2(12).gpt2.save_pretrained(folder)
+    return "gpt2_hf", {}

@@ -87,3 +87,30 @@ def test_dataframe_pipeline_takes_one_input_per_column_with_a_csv_sample(tmp_pat
     # Without a sample the text columns are generated from the encoder's own categories.
     generated = convert_file(tmp_path / name, tmp_path / "patients2.onnx")["verification"]
     assert generated["passed"] is True and generated["runs"][0]["inputs"]["city"]["source"] == "generated"
+
+
+def test_hugging_face_archive_and_lone_safetensors(tmp_path: Path):
+    from hpcfair.convert import tensors
+
+    name, meta = models.hf_classifier_zip(tmp_path)
+    report = convert_file(tmp_path / name, tmp_path / "out" / "model.onnx", task=meta["task"])
+    assert report["source_format"] == "huggingface" and report["task"] == "text-classification"
+    assert [o["name"] for o in report["outputs"]] == ["logits"] and report["outputs"][0]["shape"][1] == 3
+    assert report["verification"]["passed"] is True and len(report["verification"]["runs"]) == 2
+    assert {"tokenizer.json", "vocab.txt", "config.json"} <= set(report["kept_files"])
+    assert (tmp_path / "out" / "tokenizer.json").is_file() and "optimum" in report["exporter_choice"]
+
+    weights = tmp_path / "bert_classifier" / "model.safetensors"
+    from safetensors import safe_open
+
+    facts = tensors.facts(weights)
+    with safe_open(str(weights), "np") as stored:
+        sizes = [stored.get_tensor(key).size for key in stored.keys()]  # noqa: SIM118
+    assert facts["tensors"] == len(sizes) and facts["parameters"] == sum(sizes) > 20_000
+    with pytest.raises(ConversionError) as caught:
+        convert_file(weights, tmp_path / "weights.onnx")
+    assert caught.value.code == "weights_only" and "model.safetensors" in caught.value.detail
+    assert "config.json" in caught.value.detail
+    (tmp_path / "bad.safetensors").write_bytes((10**9).to_bytes(8, "little") + b"{}")
+    with pytest.raises(tensors.NotSafetensors):
+        tensors.facts(tmp_path / "bad.safetensors")
