@@ -85,8 +85,9 @@ def convert_work(ctx: JobContext) -> dict[str, Any]:
                                       memory_mb=min(params["memory_mb"], sandbox.memory_ceiling_mb())
                                       if params.get("memory_mb") else None, task=source.metadata.get("task"),
                                       hide=hidden_paths(), on_line=_reporter(ctx, path, index, len(params["files"])))
-            except ConversionError as exc:
-                raise JobFailure(exc.code, f"{path}: {exc.detail}")
+            except ConversionError as exc:  # the detail names the file; the version's path says where it is
+                detail = exc.detail if exc.detail.startswith(f"{path}: ") else f"{path}: {exc.detail}"
+                raise JobFailure(exc.code, detail.replace(f"{path}: {local.name}: ", f"{path}: ", 1))
             ctx.log(f"{path}: {sandbox.describe(report['sandbox'])}")
             for note in report_notes(report):
                 ctx.log(f"{path}: {note}", "warning")

@@ -60,7 +60,13 @@ def convert_file(source: str | Path, output: str | Path, *, opset: int = 17, inp
             (workdir / "samples").mkdir()  # under its own name, which the messages use
             shutil.copyfile(sample, workdir / "samples" / sample.name)
             request["sample_inputs"] = f"samples/{sample.name}"
-        result = sandbox.run(request, workdir, limits, hide=hide, on_line=on_line)
+        try:
+            result = sandbox.run(request, workdir, limits, hide=hide, on_line=on_line)
+        except ConversionError as exc:  # every message names the file it is about
+            if source.name not in exc.detail:
+                exc.detail = f"{source.name}: {exc.detail}"
+                exc.args = (exc.detail,)
+            raise
         output.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(sandbox.output_file(workdir, "model.onnx"), output)
         for name in result.get("kept_files", []):

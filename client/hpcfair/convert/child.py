@@ -78,8 +78,10 @@ def main() -> int:
             result = {"ok": False, "code": "memory_limit", "detail": "The conversion ran out of its memory limit."}
         else:
             result = {"ok": False, "code": "conversion_failed",
-                      "detail": f"The conversion failed inside the converter ({type(exc).__name__}); the hub's log "
-                                "has the details. Check that the file loads and runs with its own framework."}
+                      "detail": f"{request.get('source')}: the conversion failed inside the converter "
+                                f"({type(exc).__name__}); the hub's log has the details. Check that the file loads "
+                                "and runs with its own framework on the inputs given, or convert it with another "
+                                "opset (onnx_version)."}
     Path("result.json").write_text(json.dumps(result, default=str))
     say("done" if result["ok"] else f"failed: {result['code']}")
     return 0

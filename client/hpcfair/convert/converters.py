@@ -176,7 +176,9 @@ def _tf_convert(function, signature: list, opset: int, what: str):
                 "github.com/onnx/tensorflow-onnx).",
                 cause=exc,
             )
-        raise ConversionError("conversion_failed", f"tf2onnx could not convert {what} ({type(exc).__name__}).",
+        raise ConversionError("conversion_failed", f"tf2onnx could not convert {what} ({type(exc).__name__}). "
+                                                   "Check that the model runs in TensorFlow on the inputs given, or "
+                                                   "export it as a SavedModel (model.export(path)) and convert that.",
                               cause=exc)
     return model
 

@@ -114,7 +114,9 @@ def verify(model, reference: Reference | None, runs: list[tuple[dict[str, np.nda
             expected = reference(feeds)
             if len(expected) != len(outputs):
                 raise ConversionError("verification_failed", f"The ONNX model has {len(outputs)} outputs, the "
-                                                             f"original {len(expected)}.")
+                                                             f"original {len(expected)}, so they cannot be compared. "
+                                                             "Return a tensor or a tuple of tensors from the model "
+                                                             "(not a dict of optional values) and convert again.")
             for name, got, want in zip(output_names, outputs, expected, strict=True):
                 row = {"name": name, **compare(got, want, atol, rtol)}
                 passed = passed and row["passed"]
