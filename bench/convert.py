@@ -37,6 +37,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from hpcfair.convert import ConversionError, convert_file  # noqa: E402
+from hpcfair.convert.converters import _flatten as flatten  # noqa: E402
 
 from tests.conversions import models  # noqa: E402
 
@@ -184,7 +185,7 @@ def native_runner(path: Path, report: dict[str, Any]) -> Callable[[dict[str, np.
         def run_torch(feeds):
             with torch.no_grad():
                 out = module(*[torch.from_numpy(feeds[n]) for n in names])
-            return [t.numpy() for t in _flat(out)]
+            return [t.numpy() for t in flatten(out)]
 
         return run_torch
     if fmt in ("keras", "keras_h5"):
@@ -193,7 +194,7 @@ def native_runner(path: Path, report: dict[str, Any]) -> Callable[[dict[str, np.
 
         model = keras.models.load_model(path, compile=False)
         graph = tf.function(lambda x: model(x, training=False))  # graph mode, as served; eager is far slower
-        return lambda feeds: [np.asarray(t) for t in _flat(graph(feeds[names[0]]))]
+        return lambda feeds: [np.asarray(t) for t in flatten(graph(feeds[names[0]]))]
     if fmt == "tf_savedmodel":
         import tensorflow as tf
         from hpcfair.convert.formats import extract_archive
@@ -201,7 +202,7 @@ def native_runner(path: Path, report: dict[str, Any]) -> Callable[[dict[str, np.
         function = tf.saved_model.load(str(extract_archive(path, Path(tempfile.mkdtemp())))).signatures[
             "serving_default"]
         keys = sorted(function.structured_input_signature[1])
-        return lambda feeds: [np.asarray(t) for t in _flat(function(**{k: tf.constant(feeds[n]) for k, n in
+        return lambda feeds: [np.asarray(t) for t in flatten(function(**{k: tf.constant(feeds[n]) for k, n in
                                                                         zip(keys, names, strict=True)}))]
     if fmt in ("sklearn", "skops"):
         import joblib
@@ -266,14 +267,6 @@ def _hf_runner(path: Path, report: dict[str, Any], names: list[str]):
         return [(out.logits if hasattr(out, "logits") else out.last_hidden_state).numpy()]
 
     return run_hf
-
-
-def _flat(value: Any) -> list[Any]:
-    if isinstance(value, dict):
-        return [item for key in sorted(value) for item in _flat(value[key])]
-    if isinstance(value, list | tuple):
-        return [item for entry in value for item in _flat(entry)]
-    return [value]
 
 
 # --- fresh inputs and the comparison -------------------------------------------------------------------
