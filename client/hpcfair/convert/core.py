@@ -33,14 +33,15 @@ def _opset_of(model) -> int:
 
 
 def export_lowest(source: Path, fmt: str, opset: int, specs: list[TensorSpec], sample: dict | None,
-                  stage: Callable[[float, str], None], task: str | None = None) -> tuple[Exported, dict[str, Any]]:
-    """Export at ``opset``, or at the lowest higher opset that gives a valid model; the notes say which
-    opset was asked for, which one the model has, and why they differ."""
+                  stage: Callable[[float, str], None], task: str | None = None
+                  ) -> tuple[Exported, dict[str, Any], dict[str, str]]:
+    """Export at ``opset``, or at the lowest higher opset that gives a valid model; returns it, notes that
+    say which opset was asked for, which one the model has and why they differ, and ``check``'s result."""
     failures: list[str] = []
     for candidate in range(opset, MAX_OPSET + 1):
         try:
             exported = export(source, fmt, candidate, specs, sample, task)
-            check(exported.model)
+            checks = check(exported.model)
         except ConversionError as exc:
             if exc.code not in RAISE_ON or candidate == MAX_OPSET:
                 if failures:
@@ -60,7 +61,7 @@ def export_lowest(source: Path, fmt: str, opset: int, specs: list[TensorSpec], s
                                    "lowest it can.")
         if "opset_note" in notes:
             stage(0.5, notes["opset_note"])
-        return exported, notes
+        return exported, notes, checks
     raise AssertionError("unreachable")
 
 
@@ -82,11 +83,12 @@ def _first_run(model, user_specs: list[TensorSpec], sample: dict[str, np.ndarray
 
 
 def verify_runs(model, reference, first, label: str, fresh, atol: float, rtol: float, *, can_fix: bool,
-                stage: Callable[[float, str], None]) -> tuple[dict[str, Any], dict[str, dict[int, int]]]:
+                stage: Callable[[float, str], None], checks: dict[str, str] | None = None
+                ) -> tuple[dict[str, Any], dict[str, dict[int, int]]]:
     """Verify on the first inputs, then at a second size of every dynamic axis. When the first run agrees
     with the original, axes that fail at their second size are fixed in ``model`` (``can_fix``: not for an
     uploaded ONNX file) and returned; a model that differs already at the first size fixes nothing."""
-    checks = check(model)
+    checks = checks or check(model)
     report = verify(model, reference, [(first, label)], atol, rtol, checks)
     inputs, _ = specs_from_onnx(model)
     found = axes.groups(inputs, first)
@@ -135,9 +137,9 @@ def convert(source: Path, output: Path, *, opset: int = DEFAULT_OPSET, inputs: A
             model = onnx.load(str(source))
         except Exception as exc:  # noqa: BLE001
             raise ConversionError("corrupt_file", f"{source.name} is not a readable ONNX file.", cause=exc)
-        reference, converter, libraries, notes = None, None, versions("onnx"), {}
+        reference, converter, libraries, notes, checks = None, None, versions("onnx"), {}, None
     else:
-        exported, opset_notes = export_lowest(source, fmt, opset, user_specs, sample, stage, task)
+        exported, opset_notes, checks = export_lowest(source, fmt, opset, user_specs, sample, stage, task)
         model, reference = exported.model, exported.reference
         converter, libraries, notes = exported.converter, exported.libraries, {**exported.notes, **opset_notes}
         user_specs = user_specs or exported.inputs
@@ -147,7 +149,7 @@ def convert(source: Path, output: Path, *, opset: int = DEFAULT_OPSET, inputs: A
     stage(0.6, "checking the ONNX model and comparing its outputs with the original, also at a second size of "
                "every dynamic axis")
     report, fixed = verify_runs(model, reference, first, label, fresh, atol, rtol, can_fix=fmt != "onnx",
-                                stage=stage)
+                                stage=stage, checks=checks)
     if fixed:
         notes["fixed_axes"] = fixed
     model_inputs, model_outputs = specs_from_onnx(model)
