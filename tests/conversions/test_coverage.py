@@ -114,3 +114,13 @@ def test_hugging_face_archive_and_lone_safetensors(tmp_path: Path):
     (tmp_path / "bad.safetensors").write_bytes((10**9).to_bytes(8, "little") + b"{}")
     with pytest.raises(tensors.NotSafetensors):
         tensors.facts(tmp_path / "bad.safetensors")
+
+
+def test_memory_limit_follows_the_model_and_the_machine():
+    from hpcfair.convert import sandbox
+
+    assert sandbox.memory_for(10_000, ceiling_mb=20_000) == 8192  # small models: the floor
+    assert sandbox.memory_for(98 * 2**20, ceiling_mb=20_000) == 8192 + 80 * 98  # Keras ResNet50: ~16 GB
+    assert sandbox.memory_for(10 * 2**30, ceiling_mb=20_000) == 20_000  # never past the machine's share
+    assert sandbox.memory_for(0, ceiling_mb=4_000) == 4_000  # a small machine: its share, not the floor
+    assert sandbox.memory_ceiling_mb() == int(sandbox.machine_memory_mb() * 0.85)
