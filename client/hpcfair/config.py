@@ -202,7 +202,7 @@ class Config:
     def conversion_options(self, index: int, name: str) -> dict[str, Any]:
         """``convert_file``'s keyword arguments for the ``index``-th model (called ``name``): its ``inputs``,
         its test data (``sample_inputs``, or the task's ``input`` for the first model, the papers' Listing 1),
-        opset, tolerances and memory limit."""
+        opset, tolerances, memory limit and ``metadata.task`` (which head a Hugging Face folder gets)."""
         task = self.task
         inputs = task.inputs.get(name) if isinstance(task.inputs, dict) else task.inputs
         if isinstance(task.inputs, dict) and inputs is None:
@@ -218,6 +218,8 @@ class Config:
                                    "rtol": task.rtol if task.rtol is not None else 1e-3}
         if task.memory_mb:
             options["memory_mb"] = task.memory_mb
+        if isinstance(task.metadata, dict) and isinstance(task.metadata.get("task"), str):
+            options["task"] = task.metadata["task"]  # a Hugging Face folder's head, as on the hub
         return options
 
     def path(self, value: str) -> Path:
