@@ -40,3 +40,15 @@ def test_torchscript_converts_with_the_configs_inputs_and_verifies_on_task_args_
     with pytest.raises(HubError) as caught:
         api.conversion(config)
     assert caught.value.code == "memory_limit" and "memory_mb" in str(caught.value) and name in str(caught.value)
+
+
+def test_a_hugging_face_archive_converts_locally_with_the_task_its_config_names(tmp_path):
+    name, _ = models.hf_classifier_zip(tmp_path)
+    config = {"general_args": {"task": "conversion"},
+              "model_args": {"model_name": "classifier", "model_file": str(tmp_path / name)},
+              "task_args": {"metadata": {"task": "feature-extraction"}},  # the encoder, not its classifier head
+              "out_args": {"export_file": str(tmp_path / "out" / "encoder.onnx")}}
+    [report] = modelAPI("http://127.0.0.1:9").conversion(config)
+    assert report["format"] == "huggingface" and report["verified"] is True
+    assert [o["name"] for o in report["verification"]["runs"][0]["outputs"]] == ["last_hidden_state"]
+    assert (tmp_path / "out" / "tokenizer.json").is_file()  # the tokenizer beside the ONNX file
