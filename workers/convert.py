@@ -22,7 +22,7 @@ from workers.runner import JobContext, JobFailure
 
 # Metadata that describes the source file's framework, not the ONNX copy.
 _SOURCE_ONLY = {"framework", "format", "inputs", "outputs", "sample_inputs", "verification", "conversion",
-                "verified", "optimization", "opset"}
+                "verified", "optimization", "opset", "weights"}
 
 
 def limits() -> Limits:

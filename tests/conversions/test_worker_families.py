@@ -72,6 +72,7 @@ def test_hugging_face_folder_keeps_its_tokenizer_and_embeds_as_sentence_transfor
     assert {"model.onnx", "tokenizer.json", "vocab.txt", "config.json"} <= paths
     meta = converted.metadata
     assert meta["verified"] is True and meta["conversion"]["model.onnx"]["converter"].startswith("torch.onnx")
+    assert "weights" not in meta  # the source's safetensors table describes the source
     assert [i["shape"] for i in meta["inputs"]] == [["batch", "sequence"]] * len(meta["inputs"])
 
     model, tokenizer = fetch(converted, "model.onnx", tmp_path), fetch(converted, "tokenizer.json", tmp_path)
