@@ -38,15 +38,22 @@ def export_lowest(source: Path, fmt: str, opset: int, specs: list[TensorSpec], s
     """Export at ``opset``, or at the lowest higher opset that gives a valid model; returns it, notes that
     say which opset was asked for, which one the model has and why they differ, and ``check``'s result."""
     failures: list[str] = []
+    first: ConversionError | None = None
     for candidate in range(opset, MAX_OPSET + 1):
         try:
             exported = export(source, fmt, candidate, specs, sample, task)
             checks = check(exported.model)
         except ConversionError as exc:
             if exc.code not in RAISE_ON or candidate == MAX_OPSET:
-                if failures:
-                    exc.detail += f" Opsets {opset} to {candidate} were tried."
-                raise
+                if first is None:
+                    raise
+                log_cause(f"opset {candidate} ({exc.code})", exc.cause)
+                # The requested opset's failure says most (an operator's name); a converter that knows no
+                # higher opset fails otherwise there.
+                first.detail += f" Opsets {opset} to {candidate} were tried."
+                first.args = (first.detail,)
+                raise first from None
+            first = first or exc
             log_cause(f"opset {candidate} ({exc.code})", exc.cause)
             failures.append(f"{candidate}: {exc.code}")
             stage(0.1, f"opset {candidate} did not work ({exc.code}); trying {candidate + 1}")
