@@ -276,7 +276,9 @@ HUB_ARCHIVE_INFLATE_MAX_BYTES = int(env("HUB_ARCHIVE_INFLATE_MAX_MB", "4096")) *
 HUB_INFER_THREADS = int(env("HUB_INFER_THREADS", "1"))  # ONNX Runtime intra-op threads unless asked
 HUB_INFER_MAX_THREADS = int(env("HUB_INFER_MAX_THREADS", "16"))
 
-HUB_CONVERT_MEMORY_MB = int(env("HUB_CONVERT_MEMORY_MB", "8192"))
+# A conversion's memory limit: 0 follows the model's size (8 GiB + 80 MB per MB of model, at most 85% of the
+# machine's memory); a number fixes it. A conversion request may ask for more, up to the same 85%.
+HUB_CONVERT_MEMORY_MB = int(env("HUB_CONVERT_MEMORY_MB", "0"))
 HUB_CONVERT_CPU_S = int(env("HUB_CONVERT_CPU_S", "1800"))
 HUB_CONVERT_WALL_S = int(env("HUB_CONVERT_WALL_S", "900"))
 HUB_CONVERT_THREADS = int(env("HUB_CONVERT_THREADS", "2"))

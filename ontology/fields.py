@@ -460,6 +460,8 @@ FIELDS: dict[str, Field] = {f.name: f for f in [
     Field("outputs", signature, "Output tensors: name, shape, dtype.", kinds=MODEL, derived=True),
     Field("opset", integer(1), "ONNX opset of the model.", kinds=MODEL, derived=True),
     Field("parameters", integer(0), "Number of trainable parameters.", kinds=MODEL, derived=True),
+    Field("weights", anything, "The weights' tensor table, read from a safetensors header: tensors, parameters "
+          "per dtype.", kinds=MODEL, derived=True, system=True),
     Field("sample_inputs", text(1024), "A file of this version with sample inputs (.npz or .npy) that "
           "conversions are verified on.", kinds=MODEL),
     Field("model_family", choice(tuple(MODEL_FAMILIES)), "cnn, rnn, mlp, transformer, random-forest, ...",

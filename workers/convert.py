@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from hpcfair.convert import ConversionError, Limits, convert_file, sandbox
+from hpcfair.convert import ConversionError, Limits, convert_file, report_notes, sandbox
+from hpcfair.convert.formats import hf_folders, in_folder
 
 from hub.errors import HubError
 from hub.registry.models import ProvenanceLink, Version
@@ -21,7 +22,7 @@ from workers.runner import JobContext, JobFailure
 
 # Metadata that describes the source file's framework, not the ONNX copy.
 _SOURCE_ONLY = {"framework", "format", "inputs", "outputs", "sample_inputs", "verification", "conversion",
-                "verified", "optimization", "opset"}
+                "verified", "optimization", "opset", "weights"}
 
 
 def limits() -> Limits:
@@ -76,8 +77,10 @@ def convert_work(ctx: JobContext) -> dict[str, Any]:
                     workdir / item["local"], workdir / item["out"], **plan["options"],
                     sample_inputs=workdir / plan["sample"] if plan["sample"] else None, limits=limits(),
                     hide=hidden_paths(), on_line=_reporter(ctx, item["path"], index, len(plan["files"])))
-            except ConversionError as exc:
-                raise JobFailure(exc.code, f"{item['path']}: {exc.detail}")
+            except ConversionError as exc:  # the detail names the file; the version's path says where it is
+                detail = exc.detail if exc.detail.startswith(f"{item['path']}: ") else f"{item['path']}: {exc.detail}"
+                local_name = Path(item["local"]).name
+                raise JobFailure(exc.code, detail.replace(f"{item['path']}: {local_name}: ", f"{item['path']}: ", 1))
             ctx.progress((index + 1) / (len(plan["files"]) + 1))
         return publish_conversion(ctx, source, workdir, plan, reports)
     finally:
@@ -91,13 +94,14 @@ def conversion_plan(ctx: JobContext, source: Version, workdir: Path) -> dict[str
     sample = fetch(source, params["sample_inputs"], workdir) if params.get("sample_inputs") else None
     (workdir / "in").mkdir(exist_ok=True)
     files = []
-    for path in params["files"]:
-        local = fetch(source, path, workdir / "in")
-        onnx_name = str(Path(path).with_suffix(".onnx")) if not path.lower().endswith(".onnx") else path
+    for index, path in enumerate(params["files"]):
+        local, onnx_name = _fetch_model(source, path, workdir / "in" / str(index))
         files.append({"path": path, "local": str(local.relative_to(workdir)), "onnx": onnx_name,
                       "out": f"out/{onnx_name}"})
     options = {"opset": params.get("opset", 17), "atol": params.get("atol", 1e-4), "rtol": params.get("rtol", 1e-3),
-               "inputs": source.metadata.get("inputs") if len(params["files"]) == 1 else None}
+               "inputs": source.metadata.get("inputs") if len(params["files"]) == 1 else None,
+               "memory_mb": min(params["memory_mb"], sandbox.memory_ceiling_mb()) if params.get("memory_mb") else None,
+               "task": source.metadata.get("task")}
     return {"files": files, "options": options, "sample": sample.name if sample else None}
 
 
@@ -109,11 +113,16 @@ def publish_conversion(ctx: JobContext, source: Version, workdir: Path, plan: di
     for item in plan["files"]:
         report = reports[item["onnx"]]
         ctx.log(f"{item['path']}: {sandbox.describe(report['sandbox'])}")
+        for note in report_notes(report):
+            ctx.log(f"{item['path']}: {note}", "warning")
         check = report["verification"]
         ctx.log(f"{item['path']}: {'verified' if check['passed'] else 'NOT verified'}, max abs difference "
                 f"{check['max_abs_diff']:.3g} (atol {check['atol']}, rtol {check['rtol']})",
                 "info" if check["passed"] else "warning")
         outputs.append(staged(workdir / item["out"], item["onnx"]))
+        folder = item["onnx"].rpartition("/")[0]  # a tokenizer and config kept beside the ONNX file
+        outputs += [staged((workdir / item["out"]).parent / kept, f"{folder}/{kept}".lstrip("/"))
+                    for kept in report.get("kept_files", [])]
     verified = all(r["verification"]["passed"] for r in reports.values())
     if ctx.job.kind == "verify":
         _queue_cube(ctx, source, verified)
@@ -123,6 +132,24 @@ def publish_conversion(ctx: JobContext, source: Version, workdir: Path, plan: di
     return {"version": published.label, "pid": published.pid, "verified": verified,
             "files": {name: {"verification": r["verification"], "source": r["source"]}
                       for name, r in reports.items()}}
+
+
+def _fetch_model(source: Version, path: str, dest: Path) -> tuple[Path, str]:
+    """The model ``path`` names, fetched into ``dest``, and the name of its ONNX file: a Hugging Face
+    folder's config.json brings its whole folder (converted to ``<folder>/model.onnx``)."""
+    dest.mkdir(parents=True)
+    paths = [file.path for file in source.files.all()]
+    folder, _, name = path.rpartition("/")
+    if name == "config.json" and folder in hf_folders(paths):
+        local = dest / (Path(folder).name or "model")
+        for member in paths:
+            if in_folder(member, [folder]):
+                relative = member[len(folder) + 1:] if folder else member
+                (local / relative).parent.mkdir(parents=True, exist_ok=True)
+                fetch(source, member, (local / relative).parent)
+        return local, f"{folder}/model.onnx".lstrip("/")
+    local = fetch(source, path, dest)
+    return local, str(Path(path).with_suffix(".onnx")) if not path.lower().endswith(".onnx") else path
 
 
 def _reporter(ctx: JobContext, path: str, index: int, count: int):
@@ -158,7 +185,8 @@ def _publish_conversion(ctx, source: Version, outputs: list[StagedFile], reports
         "verified": verified,
         "job": str(ctx.job.pk),
         "conversion": {name: {key: r[key] for key in ("source", "source_format", "framework", "converter",
-                                                       "libraries", "opset", "ir_version", "parameters", "sandbox")
+                                                       "libraries", "opset", "ir_version", "parameters", "sandbox",
+                                                       "opset_requested", "opset_note", "fixed_axes")
                               if key in r} | ({"pickle_scan": r["pickle_scan"]} if "pickle_scan" in r else {})
                        for name, r in reports.items()},
         "verification": {name: r["verification"] for name, r in reports.items()},

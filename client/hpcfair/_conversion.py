@@ -22,30 +22,25 @@ def convert(client: HubClient, config: Config) -> list[dict[str, Any]]:
     exports = _sources.exports(config, sources, ".onnx")
     backends = _sources.backends(config, sources)
     reports = []
-    for source, export, backend in zip(sources, exports, backends, strict=True):
+    for index, (source, export, backend) in enumerate(zip(sources, exports, backends, strict=True)):
         if source.local and not config.args.general_args.upload:
-            reports.append(convert_here(config, source, export, backend))
+            reports.append(convert_here(config, source, export, backend, index))
         else:
             reports.append(convert_on_hub(client, config, source, export))
     return reports
 
 
-def convert_here(config: Config, source: ModelSource, export: Path, backend: str | None) -> dict[str, Any]:
-    """A local file converted in the sandbox on this machine."""
-    from hpcfair.convert import ConversionError, convert_file, detect
+def convert_here(config: Config, source: ModelSource, export: Path, backend: str | None,
+                 index: int = 0) -> dict[str, Any]:
+    """A local file converted in the sandbox on this machine (the ``index``-th model of the config)."""
+    from hpcfair.convert import ConversionError, convert_file, detect, report_notes
     from hpcfair.convert.formats import check_backend
 
-    task = config.task
-    sample = config.path(task.sample_inputs) if task.sample_inputs else None
-    if sample is not None and not sample.is_file():
-        raise config.error(config.where("sample_inputs"), f"no file {sample}")
+    options = config.conversion_options(index, source.name)
     try:
         fmt = detect(source.local)
         check_backend(fmt, backend, source.local.name)
-        report = convert_file(source.local, export, opset=task.onnx_version or 17, sample_inputs=sample,
-                              atol=task.atol if task.atol is not None else 1e-4,
-                              rtol=task.rtol if task.rtol is not None else 1e-3,
-                              on_line=stage_printer(source.name))
+        report = convert_file(source.local, export, **options, on_line=stage_printer(source.name))
     except ConversionError as exc:
         hint = (" Install the frameworks with: pip install 'hpcfair[convert]'."
                 if "No module named" in exc.detail else "")
@@ -53,7 +48,7 @@ def convert_here(config: Config, source: ModelSource, export: Path, backend: str
     check = report["verification"]
     return {"model": source.name, "source": str(source.local), "format": fmt, "export_file": str(export),
             "where": "local", "opset": report["opset"].get("ai.onnx"), "verified": check["passed"],
-            "max_abs_diff": check["max_abs_diff"], "verification": check}
+            "max_abs_diff": check["max_abs_diff"], "verification": check, "notes": report_notes(report)}
 
 
 def convert_on_hub(client: HubClient, config: Config, source: ModelSource, export: Path) -> dict[str, Any]:

@@ -94,7 +94,14 @@ class TaskArgs(_Group):
         None, description="Per joint of a chain: {input of the next model: output of the one before}.")
     merge: bool = Field(False, description="collaboration: merge the chain into one ONNX model on the hub.")
     outputs: list[str] | None = Field(None, description="Output names to return (default: all).")
-    sample_inputs: str | None = Field(None, description="conversion: test data to verify against.")
+    sample_inputs: str | None = Field(None, description="conversion: test data to verify against (default: input).")
+    inputs: list[dict[str, Any]] | dict[str, list[dict[str, Any]]] | None = Field(
+        None, description="conversion: the model's inputs, [{name, shape, dtype}] with null for dynamic axes (e.g. "
+                          "[{name: x, shape: [null, 3, 224, 224], dtype: float32}]); for several models, a mapping "
+                          "of model_name to such a list.")
+    memory_mb: Annotated[int, Field(ge=256)] | None = Field(
+        None, description="conversion: the sandbox's memory limit in MB (default: from the model's size and the "
+                          "machine's memory).")
     atol: Annotated[float, Field(ge=0)] | None = Field(None, description="conversion: absolute tolerance.")
     rtol: Annotated[float, Field(ge=0)] | None = Field(None, description="conversion: relative tolerance.")
     quantize: bool = Field(True, description="optimize: also make a dynamic int8 copy.")
@@ -211,6 +218,29 @@ class Config:
         """A key that takes one or several values, as a list (empty when unset)."""
         value = getattr(self.task, key) if key in TaskArgs.model_fields else getattr(self.args.out_args, key)
         return [] if value is None else [value] if isinstance(value, str) else list(value)
+
+    def conversion_options(self, index: int, name: str) -> dict[str, Any]:
+        """``convert_file``'s keyword arguments for the ``index``-th model (called ``name``): its ``inputs``,
+        its test data (``sample_inputs``, or the task's ``input`` for the first model, the papers' Listing 1),
+        opset, tolerances, memory limit and ``metadata.task`` (which head a Hugging Face folder gets)."""
+        task = self.task
+        inputs = task.inputs.get(name) if isinstance(task.inputs, dict) else task.inputs
+        if isinstance(task.inputs, dict) and inputs is None:
+            raise self.error(self.where("inputs"), f"names no model {name!r}; the models are named by model_name")
+        key = "sample_inputs" if task.sample_inputs else "input"
+        sample = task.sample_inputs or (task.input if index == 0 and task.input
+                                        and not task.input.startswith("dataset:") else None)
+        sample_path = self.path(sample) if sample else None
+        if sample_path is not None and not sample_path.is_file():
+            raise self.error(self.where(key), f"no file {sample_path}")
+        options: dict[str, Any] = {"opset": task.onnx_version or 17, "inputs": inputs, "sample_inputs": sample_path,
+                                   "atol": task.atol if task.atol is not None else 1e-4,
+                                   "rtol": task.rtol if task.rtol is not None else 1e-3}
+        if task.memory_mb:
+            options["memory_mb"] = task.memory_mb
+        if isinstance(task.metadata, dict) and isinstance(task.metadata.get("task"), str):
+            options["task"] = task.metadata["task"]  # a Hugging Face folder's head, as on the hub
+        return options
 
     def path(self, value: str) -> Path:
         path = Path(value).expanduser()

@@ -22,6 +22,8 @@ class ConvertRequestSerializer(serializers.Serializer):
     opset = serializers.IntegerField(required=False, min_value=7, max_value=21, help_text="Target ONNX opset.")
     atol = serializers.FloatField(required=False, min_value=0, help_text="Absolute tolerance (default 1e-4).")
     rtol = serializers.FloatField(required=False, min_value=0, help_text="Relative tolerance (default 1e-3).")
+    memory_mb = serializers.IntegerField(required=False, min_value=256, help_text=(
+        "The sandbox's memory limit in MB (default: from the model's size; at most 85% of the worker's memory)."))
 
 
 class OptimizeRequestSerializer(serializers.Serializer):

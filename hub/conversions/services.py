@@ -7,18 +7,25 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import QuerySet
-from hpcfair.convert.formats import looks_like_model
+from hpcfair.convert.formats import hf_folders, in_folder, looks_like_model
 
 from hub.errors import HubError
 from hub.jobs.models import Job
 from hub.jobs.services import create_job
 from hub.registry.models import Artifact, File, ProvenanceLink, Version
 
-SAMPLE_INPUT_NAMES = ("sample_inputs.npz", "sample_inputs.npy", "test_data.npz", "test_data.npy")
+SAMPLE_INPUT_NAMES = ("sample_inputs.npz", "sample_inputs.npy", "sample_inputs.csv", "sample_inputs.parquet",
+                      "test_data.npz", "test_data.npy", "test_data.csv", "test_data.parquet")
 
 
 def model_files(version: Version) -> list[File]:
-    return [file for file in version.files.all() if looks_like_model(file.path)]
+    """A version's model files; a Hugging Face folder counts once, by its config.json (the worker fetches
+    the whole folder)."""
+    files = list(version.files.all())
+    folders = hf_folders([file.path for file in files])
+    configs = {f"{folder}/config.json".lstrip("/") for folder in folders}
+    return [file for file in files if file.path in configs
+            or (looks_like_model(file.path) and not in_folder(file.path, folders))]
 
 
 def onnx_files(version: Version) -> list[str]:
@@ -57,7 +64,8 @@ def on_version_published(sender, version: Version, user, **kwargs) -> None:
 
 
 def request_conversion(version: Version, user, *, files: list[str] | None = None, opset: int | None = None,
-                       atol: float | None = None, rtol: float | None = None, auto: bool = False) -> Job:
+                       atol: float | None = None, rtol: float | None = None, memory_mb: int | None = None,
+                       auto: bool = False) -> Job:
     """Queue the conversion of a version's model files (an ensemble when there are several)."""
     candidates = model_files(version)
     if files:
@@ -65,13 +73,16 @@ def request_conversion(version: Version, user, *, files: list[str] | None = None
         unknown = [path for path in files if path not in by_path]
         if unknown:
             raise HubError("invalid", f"{version} has no file {unknown[0]!r}.", errors={"files": ["Unknown path."]})
-        not_models = [path for path in files if not looks_like_model(path)]
+        configs = {f"{folder}/config.json".lstrip("/") for folder in hf_folders(list(by_path))}
+        not_models = [path for path in files if not looks_like_model(path) and path not in configs
+                      and not path.lower().endswith((".json", ".txt", ".zip", ".tar", ".tar.gz", ".tgz"))]
         if not_models:
             raise HubError("unsupported_format", f"{not_models[0]!r} is not a model file the hub can convert.")
         candidates = [by_path[path] for path in files]
     if not candidates:
         raise HubError("unsupported_format", f"{version} has no model file (.pt, .pt2, .keras, .h5, SavedModel "
-                                             "archive, .pkl/.joblib/.skops, .onnx).")
+                                             "archive, .pkl/.joblib/.skops, XGBoost .ubj/.json, LightGBM .txt, a "
+                                             "Hugging Face folder with config.json and weights, .onnx).")
     opset = opset or settings.HUB_CONVERT_OPSET
     if not 7 <= opset <= 21:
         raise HubError("invalid", "opset must be between 7 and 21.", errors={"opset": ["Out of range."]})
@@ -82,6 +93,8 @@ def request_conversion(version: Version, user, *, files: list[str] | None = None
         params["atol"] = atol
     if rtol is not None:
         params["rtol"] = rtol
+    if memory_mb is not None:
+        params["memory_mb"] = memory_mb
     kind = Job.Kind.VERIFY if only_onnx else Job.Kind.CONVERT
     return create_job(kind, user, version=version, params=params, queue="convert")
 

@@ -33,6 +33,7 @@ DATA_FORMATS = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".npy": "np
                 ".jsonl": "jsonl", ".h5": "hdf5", ".hdf5": "hdf5", ".nc": "netcdf", ".tfrecord": "tfrecord",
                 ".txt": "text", ".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".zip": "zip", ".tar": "tar",
                 ".gz": "gzip", ".zarr": "zarr", ".arrow": "arrow"}
+BOOSTER_FORMATS = {".ubj": ("xgboost", "xgboost"), ".json": ("xgboost", "xgboost"), ".txt": ("lightgbm", "other")}
 CARD_NAMES = {"readme.md", "modelcard.md", "model_card.md", "datacard.md"}
 CARD_MAX_BYTES = 1024 * 1024
 CSV_SAMPLE_ROWS = 200
@@ -79,12 +80,15 @@ def derive(kind: str, files: Sequence[FileInfo]) -> dict[str, Any]:
         if primary is not None:
             if primary.suffix in MODEL_FORMATS:
                 out["format"], out["framework"] = MODEL_FORMATS[primary.suffix]
+            elif primary.suffix in BOOSTER_FORMATS:  # xgboost.ubj, model.xgb.json, model.lgb.txt
+                out["format"], out["framework"] = BOOSTER_FORMATS[primary.suffix]
             else:  # a SavedModel archive
                 out["format"], out["framework"] = "savedmodel", "tensorflow"
             if primary.suffix == ".onnx":
                 out.update(onnx_facts(primary))
         elif files:
             out["format"] = _data_format(files[0])
+        out.update(safetensors_facts(files, primary is None))
     elif kind == "project":
         out["mlcube"] = project_cube(files).summary()
     elif kind == "dataset" and files:
@@ -183,6 +187,33 @@ def learned_attribute_values(graph) -> int:
                     count *= d
                 total += len(attribute.floats) + len(attribute.ints) + (count if dims else 0)
     return total
+
+
+def safetensors_facts(files: Sequence[FileInfo], weights_only: bool) -> dict[str, Any]:
+    """Parameter count and dtypes of a model's safetensors weights, from their headers (JSON; nothing is
+    loaded); a Hugging Face folder's shards count together. ``weights_only``: no other model file says
+    what the version's format is, so the weights do (huggingface beside a config.json, else safetensors)."""
+    from hpcfair.convert.tensors import NotSafetensors, facts
+
+    shards = [f for f in files if f.suffix == ".safetensors"]
+    if not shards:
+        return {}
+    total: dict[str, Any] = {"tensors": 0, "dtypes": {}}
+    try:
+        for shard in shards:
+            one = facts(shard.local)
+            total["tensors"] += one["tensors"]
+            for dtype, count in one["dtypes"].items():
+                total["dtypes"][dtype] = total["dtypes"].get(dtype, 0) + count
+    except (NotSafetensors, OSError):
+        log.info("could not read the safetensors header of %s", [s.path for s in shards], exc_info=True)
+        return {}
+    out: dict[str, Any] = {"weights": total}
+    if weights_only:
+        out["parameters"] = sum(total["dtypes"].values())
+        hugging_face = any(f.path.rsplit("/", 1)[-1] == "config.json" for f in files)
+        out["format"], out["framework"] = ("huggingface" if hugging_face else "safetensors"), "pytorch"
+    return out
 
 
 def csv_facts(info: FileInfo) -> dict[str, Any]:

@@ -196,3 +196,138 @@ def decompression_bomb(directory: Path) -> str:
     scaler.mean_ = np.zeros(150_000_000)
     joblib.dump(scaler, directory / "bomb.joblib", compress=("zlib", 3))
     return "bomb.joblib"
+
+
+def _gpt2(seed: int):
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    config = GPT2Config(n_layer=2, n_head=4, n_embd=64, vocab_size=1000, n_positions=128, use_cache=False)
+    model = GPT2LMHeadModel(config).eval()
+
+    class LM(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gpt2 = model
+
+        def forward(self, input_ids):
+            return self.gpt2(input_ids=input_ids, use_cache=False).logits
+
+    return LM().eval()
+
+
+GPT2_INPUTS = [{"name": "input_ids", "shape": [None, None], "dtype": "int64", "high": 1000}]
+
+
+def gpt2_export(directory: Path) -> Built:
+    """GPT-2 (2 layers, random) as a torch.export program with dynamic batch and sequence."""
+    import torch
+
+    ids = torch.randint(0, 1000, (2, 16))
+    batch, seq = torch.export.Dim("batch", min=1, max=32), torch.export.Dim("seq", min=2, max=128)
+    program = torch.export.export(_gpt2(7), (ids,), dynamic_shapes=({0: batch, 1: seq},))
+    torch.export.save(program, str(directory / "gpt2.pt2"))
+    return "gpt2.pt2", {"inputs": GPT2_INPUTS}
+
+
+def gpt2_traced(directory: Path) -> Built:
+    """GPT-2 (2 layers, random) traced to TorchScript, as most tutorials do."""
+    import torch
+
+    with torch.no_grad():
+        traced = torch.jit.trace(_gpt2(8), (torch.randint(0, 1000, (1, 12)),), strict=False)
+    traced.save(str(directory / "gpt2_traced.pt"))
+    return "gpt2_traced.pt", {"inputs": GPT2_INPUTS}
+
+
+def _boosting_data() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(9)
+    features = rng.normal(size=(300, 6)).astype(np.float32)
+    return features, (features[:, 0] > 0).astype(int) + (features[:, 1] > 0.5).astype(int)
+
+
+def xgboost_json(directory: Path) -> Built:
+    """A 3-class XGBoost booster saved as XGBoost documents it: booster.save_model("....json")."""
+    import xgboost
+
+    features, labels = _boosting_data()
+    booster = xgboost.train({"objective": "multi:softprob", "num_class": 3, "max_depth": 3, "seed": 0},
+                            xgboost.DMatrix(features, label=labels), 20)
+    booster.save_model(directory / "xgboost_model.json")
+    return "xgboost_model.json", {}
+
+
+def xgboost_ubj_regressor(directory: Path) -> Built:
+    import xgboost
+
+    features, labels = _boosting_data()
+    model = xgboost.XGBRegressor(n_estimators=20, max_depth=3, random_state=0).fit(features, labels * 1.5)
+    model.save_model(directory / "regressor.ubj")
+    return "regressor.ubj", {}
+
+
+def lightgbm_text(directory: Path) -> Built:
+    """A binary LightGBM classifier's text model (booster_.save_model)."""
+    import lightgbm
+
+    features, labels = _boosting_data()
+    model = lightgbm.LGBMClassifier(n_estimators=20, num_leaves=8, random_state=0, verbose=-1)
+    model.fit(features, (labels > 0).astype(int))
+    model.booster_.save_model(directory / "lightgbm_model.txt")
+    return "lightgbm_model.txt", {}
+
+
+def dataframe_pipeline(directory: Path) -> Built:
+    """Pipeline(ColumnTransformer(numeric + categorical columns), classifier) fitted on a pandas DataFrame,
+    with the CSV of rows it was checked on (what a scientist has beside such a model)."""
+    import joblib
+    import pandas as pd
+    from sklearn.compose import ColumnTransformer
+    from sklearn.ensemble import GradientBoostingClassifier
+    from sklearn.impute import SimpleImputer
+    from sklearn.pipeline import Pipeline, make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    rng = np.random.default_rng(10)
+    rows = 200
+    frame = pd.DataFrame({"age": rng.integers(18, 90, rows).astype(float), "income": rng.normal(50, 15, rows),
+                          "city": rng.choice(["Lyon", "Oslo", "Porto", "Graz"], rows),
+                          "smoker": rng.choice(["yes", "no"], rows)})
+    labels = ((frame["age"] > 50) ^ (frame["city"] == "Oslo")).astype(int)
+    prepare = ColumnTransformer([
+        ("numbers", make_pipeline(SimpleImputer(), StandardScaler()), ["age", "income"]),
+        ("words", OneHotEncoder(handle_unknown="ignore"), ["city", "smoker"]),
+    ])
+    model = Pipeline([("prepare", prepare), ("classify", GradientBoostingClassifier(n_estimators=20, random_state=0))])
+    model.fit(frame, labels)
+    joblib.dump(model, directory / "patients.joblib")
+    frame.head(12).to_csv(directory / "patients.csv", index=False)
+    return "patients.joblib", {"sample_inputs": "patients.csv"}
+
+
+def hf_classifier_zip(directory: Path) -> Built:
+    """A small BERT sequence classifier (random) as Hugging Face saves it, zipped, with a WordPiece tokenizer."""
+    import shutil
+
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    torch.manual_seed(11)
+    folder = directory / "bert_classifier"
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *[f"word{i}" for i in range(200)]]
+    folder.mkdir(exist_ok=True)
+    (folder / "vocab.txt").write_text("\n".join(words) + "\n")
+    BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
+    config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                        vocab_size=len(words), max_position_embeddings=64, num_labels=3)
+    BertForSequenceClassification(config).eval().save_pretrained(folder)
+    shutil.make_archive(str(directory / "bert_classifier"), "zip", folder)
+    return "bert_classifier.zip", {"task": "text-classification"}
+
+
+def hf_gpt2_folder(directory: Path) -> Built:
+    """A 2-layer GPT-2 language model (random) saved with save_pretrained: a folder, task from its config."""
+    folder = directory / "gpt2_hf"
+    _gpt2(12).gpt2.save_pretrained(folder)
+    return "gpt2_hf", {}

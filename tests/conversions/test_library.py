@@ -47,6 +47,7 @@ def test_unsupported_operator_is_named(tmp_path):
     error = convert_error(tmp_path, name, inputs=meta["inputs"])
     assert error.code == "unsupported_operator"
     assert "linalg_lu_factor" in error.detail and "opset" in error.detail
+    assert "at opset 17" in error.detail and "Opsets 17 to 21 were tried" in error.detail  # no opset has it
 
 
 def test_corrupt_file(tmp_path):
@@ -60,10 +61,18 @@ def test_torchscript_without_signature_says_how_to_give_one(tmp_path):
     assert error.code == "signature_required" and "inputs:" in error.detail
 
 
-def test_batch_fixed_inside_the_model_fails_on_the_second_batch_size(tmp_path):
+def test_batch_fixed_inside_the_model_is_recorded_fixed_not_verified_dynamic(tmp_path):
+    import onnx
+
     name, meta = models.fixed_batch(tmp_path)
-    error = convert_error(tmp_path, name, inputs=meta["inputs"])
-    assert error.code == "runtime_failed" and "dynamic" in error.detail
+    lines: list[str] = []
+    report = convert_file(tmp_path / name, tmp_path / "fixed.onnx", inputs=meta["inputs"], on_line=lines.append)
+    assert report["fixed_axes"] == {"x": {"0": 1}}
+    assert report["inputs"][0]["shape"] == [1, 8]  # the signature says what the model really takes
+    dims = onnx.load(tmp_path / "fixed.onnx").graph.input[0].type.tensor_type.shape.dim
+    assert [d.dim_value for d in dims] == [1, 8]
+    assert any("fixed at the exported size" in line and "x[0]=1" in line for line in lines), lines
+    assert [list(run["inputs"].values())[0]["shape"] for run in report["verification"]["runs"]] == [[1, 8]]
 
 
 def test_unbuilt_keras_sequential_is_explained(tmp_path):

@@ -6,6 +6,7 @@ an untrusted file in the calling process. Framework libraries are imported lazil
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 from pathlib import Path
@@ -15,19 +16,37 @@ from hpcfair.convert.errors import ConversionError
 from hpcfair.convert.formats import FORMATS, SNIFFED_SUFFIXES, SUFFIX, detect, looks_like_model
 from hpcfair.convert.sandbox import Limits
 
-__all__ = ["FORMATS", "ConversionError", "Limits", "convert_file", "detect", "looks_like_model"]
+__all__ = ["FORMATS", "ConversionError", "Limits", "convert_file", "detect", "looks_like_model", "report_notes"]
+
+
+def report_notes(report: dict[str, Any]) -> list[str]:
+    """What the user must know beyond "verified": an opset other than the one asked for, axes that are
+    fixed at their exported size."""
+    found = [report["opset_note"]] if report.get("opset_note") else []
+    if report.get("fixed_axes"):
+        axes = ", ".join(f"{name}[{axis}]={size}" for name, sizes in report["fixed_axes"].items()
+                         for axis, size in sizes.items())
+        found.append(f"axes fixed at their exported size (the model fails or differs at another size): {axes}")
+    return found
 
 
 def convert_file(source: str | Path, output: str | Path, *, opset: int = 17, inputs: list | None = None,
                  sample_inputs: str | Path | None = None, atol: float = 1e-4, rtol: float = 1e-3,
-                 limits: Limits | None = None, hide: list[Path] = (), on_line=None) -> dict[str, Any]:
+                 limits: Limits | None = None, memory_mb: int | None = None, hide: list[Path] = (),
+                 task: str | None = None, on_line=None) -> dict[str, Any]:
     """Convert one model file to a verified ONNX file in a sandbox; returns the conversion report.
 
+    The sandbox's memory limit is ``memory_mb``, else ``limits.memory_mb``, else one that follows the
+    model's size and this machine's memory (``sandbox.memory_for``). ``task`` (feature-extraction,
+    text-classification, ...) picks a Hugging Face folder's head; files the runtime needs beside the ONNX
+    file (a tokenizer) are written beside ``output`` and listed in the report's ``kept_files``.
     The file's format comes from its name, or from its content where the name does not say
     (``encoder.ckpt``); the child sees it under a name with the right suffix."""
     from hpcfair.convert import sandbox
 
     source, output = Path(source), Path(output)
+    limits = dataclasses.replace(limits or Limits())
+    limits.memory_mb = memory_mb or limits.memory_mb or sandbox.memory_for(sandbox.model_bytes(source))
     workdir = Path(tempfile.mkdtemp(prefix="hpcfair-convert-"))
     try:
         local = workdir / source.name
@@ -35,14 +54,25 @@ def convert_file(source: str | Path, output: str | Path, *, opset: int = 17, inp
             local = workdir / (source.stem + SUFFIX.get(detect(source), source.suffix))
         (shutil.copytree if source.is_dir() else shutil.copyfile)(source, local)
         request: dict[str, Any] = {"task": "convert", "source": local.name, "output": "model.onnx", "opset": opset,
-                                   "inputs": inputs, "atol": atol, "rtol": rtol}
+                                   "inputs": inputs, "atol": atol, "rtol": rtol, "model_task": task}
         if sample_inputs:
             sample = Path(sample_inputs)
-            shutil.copyfile(sample, workdir / f"sample_inputs{sample.suffix}")
-            request["sample_inputs"] = f"sample_inputs{sample.suffix}"
-        result = sandbox.run(request, workdir, limits, hide=hide, on_line=on_line)
+            (workdir / "samples").mkdir()  # under its own name, which the messages use
+            shutil.copyfile(sample, workdir / "samples" / sample.name)
+            request["sample_inputs"] = f"samples/{sample.name}"
+        try:
+            result = sandbox.run(request, workdir, limits, hide=hide, on_line=on_line)
+        except ConversionError as exc:  # every message names the file it is about
+            if source.name not in exc.detail:
+                exc.detail = f"{source.name}: {exc.detail}"
+                exc.args = (exc.detail,)
+            raise
         output.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(sandbox.output_file(workdir, "model.onnx"), output)
+        for name in result.get("kept_files", []):
+            kept = output.parent / name
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(sandbox.output_file(workdir, f"keep/{name}"), kept)
         return result
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

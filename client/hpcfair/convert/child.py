@@ -8,6 +8,7 @@ tracebacks go to stderr (``child.log``), never into the job's messages.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -21,6 +22,24 @@ def say(message: str) -> None:
     print(LOG_PREFIX + message, flush=True)
 
 
+MEMORY_TEXT = re.compile(r"(can't|cannot) allocate|bad_alloc|failed to map segment|out of memory", re.IGNORECASE)
+
+
+def near_memory_limit(share: float = 0.9) -> bool:
+    """Whether this process's address space came within ``share`` of its limit (RLIMIT_AS): a library that
+    failed there most likely failed to allocate, whatever its message says."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit in (resource.RLIM_INFINITY, -1):
+        return False
+    try:
+        peak = next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("VmPeak"))
+    except (OSError, StopIteration):
+        return False
+    return int(peak.split()[1]) * 1024 >= share * limit
+
+
 def work(request: dict[str, Any]) -> dict[str, Any]:
     task = request.get("task", "convert")
     if task == "convert":
@@ -31,6 +50,7 @@ def work(request: dict[str, Any]) -> dict[str, Any]:
         return convert(Path(request["source"]), Path(request["output"]), opset=int(request.get("opset", 17)),
                        inputs=request.get("inputs"), sample_inputs=Path(sample) if sample else None,
                        atol=float(request.get("atol", 1e-4)), rtol=float(request.get("rtol", 1e-3)),
+                       task=request.get("model_task"),
                        stage=lambda fraction, what: say(stage_line(fraction, what)))
     if task == "optimize":
         from hpcfair.convert.optimize import optimize
@@ -57,12 +77,15 @@ def main() -> int:
     except Exception as exc:  # noqa: BLE001 - the traceback goes to the log, a fixed message to the user
         traceback.print_exc()
         text = str(exc)
-        if "can't allocate memory" in text or "bad_alloc" in text or "Cannot allocate" in text:
+        if MEMORY_TEXT.search(text) or near_memory_limit():  # protobuf's "Failed to serialize proto" when it could
+            # not allocate, a shared library that could not be mapped: each a limit reached, not a bug
             result = {"ok": False, "code": "memory_limit", "detail": "The conversion ran out of its memory limit."}
         else:
             result = {"ok": False, "code": "conversion_failed",
-                      "detail": f"The conversion failed inside the converter ({type(exc).__name__}); the hub's log "
-                                "has the details. Check that the file loads and runs with its own framework."}
+                      "detail": f"{request.get('source')}: the conversion failed inside the converter "
+                                f"({type(exc).__name__}); the hub's log has the details. Check that the file loads "
+                                "and runs with its own framework on the inputs given, or convert it with another "
+                                "opset (onnx_version)."}
     Path("result.json").write_text(json.dumps(result, default=str))
     say("done" if result["ok"] else f"failed: {result['code']}")
     return 0

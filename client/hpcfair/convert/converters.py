@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from hpcfair.convert import pickles
+from hpcfair.convert import pickles, tables
 from hpcfair.convert.errors import ConversionError, token
 from hpcfair.convert.formats import extract_archive
 from hpcfair.convert.signature import TensorSpec, generate_inputs, specs_from_arrays
@@ -80,9 +80,8 @@ def _torch_error(exc: Exception, opset: int) -> ConversionError:
     if op or "UnsupportedOperator" in type(exc).__name__:
         return ConversionError(
             "unsupported_operator",
-            f"The ONNX exporter cannot translate {op or 'an operator'} at opset {opset}. Try a newer opset "
-            "(onnx_version), export the model with torch.export (.pt2) instead of TorchScript, or replace that "
-            "operation.", cause=exc,
+            f"The ONNX exporter cannot translate {op or 'an operator'} at opset {opset}. Export the model with "
+            "torch.export (.pt2) instead of TorchScript, or replace that operation.", cause=exc,
         )
     return ConversionError("conversion_failed", f"torch.onnx.export could not export the model at opset {opset} "
                                                 f"({type(exc).__name__}). Check that the model runs on the given "
@@ -102,9 +101,10 @@ def export_torchscript(path: Path, opset: int, specs: list[TensorSpec], sample: 
     if not specs:
         raise ConversionError(
             "signature_required",
-            "A TorchScript file does not record its input shapes. Give them in the version's metadata, e.g. "
-            "inputs: [{name: x, shape: [null, 3, 224, 224], dtype: float32}], or upload sample inputs "
-            "(sample_inputs.npz keyed by input name).",
+            f"{path.name} is TorchScript, which does not record its input shapes. Give them as inputs: [{{name: x, "
+            "shape: [null, 3, 224, 224], dtype: float32}] (null: a dynamic axis) in the conversion config's task_args "
+            "or the version's metadata, or give sample inputs (task_args.input or sample_inputs: an .npy for one "
+            "input, an .npz keyed by input name).",
         )
     feeds = _example(specs, sample)
     names = [spec.name for spec in specs]
@@ -116,6 +116,9 @@ def export_torchscript(path: Path, opset: int, specs: list[TensorSpec], sample: 
                for spec in specs if spec.dynamic_axes}
     if any(0 in axes for axes in dynamic.values()):
         dynamic.update({name: {0: "batch"} for name in output_names})
+    from hpcfair.convert import torch_ops
+
+    torch_ops.register()
     buffer = io.BytesIO()
     try:
         torch.onnx.export(module, args, buffer, dynamo=False, opset_version=opset, input_names=names,
@@ -169,9 +172,13 @@ def _tf_convert(function, signature: list, opset: int, what: str):
             raise ConversionError(
                 "unsupported_operator",
                 f"tf2onnx cannot convert the TensorFlow operation {op or '(see the log)'} in {what} at opset "
-                f"{opset}. Try a newer opset (onnx_version <= 18) or replace the operation.", cause=exc,
+                f"{opset}. Replace the operation by one tf2onnx supports (see support_status.md in "
+                "github.com/onnx/tensorflow-onnx).",
+                cause=exc,
             )
-        raise ConversionError("conversion_failed", f"tf2onnx could not convert {what} ({type(exc).__name__}).",
+        raise ConversionError("conversion_failed", f"tf2onnx could not convert {what} ({type(exc).__name__}). "
+                                                   "Check that the model runs in TensorFlow on the inputs given, or "
+                                                   "export it as a SavedModel (model.export(path)) and convert that.",
                               cause=exc)
     return model
 
@@ -295,7 +302,6 @@ def load_sklearn(path: Path, fmt: str) -> tuple[Any, dict[str, Any]]:
 
 
 def export_sklearn(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None, fmt: str) -> Exported:
-    from skl2onnx import to_onnx
     from skl2onnx.common.data_types import FloatTensorType
 
     model, scan = load_sklearn(path, fmt)
@@ -303,40 +309,73 @@ def export_sklearn(path: Path, opset: int, specs: list[TensorSpec], sample: dict
         raise ConversionError("unsupported_format", f"{path.name} holds a {type(model).__name__}, not a fitted "
                                                     "scikit-learn estimator.")
     features = getattr(model, "n_features_in_", None)
+    columns = tables.column_specs(model, sample)
+    if columns:
+        return _export_table_model(path, model, scan, columns, opset)
     if not specs:
         if features is None:
-            raise ConversionError("signature_required", "The estimator does not record n_features_in_; give "
-                                                        "inputs: [{name: X, shape: [null, N]}] in the metadata.")
+            raise ConversionError("signature_required", f"{path.name}: the estimator does not record "
+                                                        "n_features_in_; give inputs: [{name: X, shape: [null, N]}] "
+                                                        "in the conversion config or the version's metadata.")
         specs = [TensorSpec("X", [None, int(features)], "float32")]
     specs = [TensorSpec(s.name, s.shape, "float32", s.low, s.high) for s in specs]
-    try:
-        onnx_model = to_onnx(model, initial_types=[(specs[0].name, FloatTensorType(specs[0].shape))],
-                             target_opset={"": opset, "ai.onnx.ml": 3}, options={"zipmap": False})
-    except Exception as exc:  # noqa: BLE001
-        text = str(exc)
-        what = type(model).__name__
-        if "Unable to find a shape calculator" in text or "not supported" in text.lower():
-            raise ConversionError("unsupported_operator", f"skl2onnx cannot convert this {what} (or a part of it); "
-                                                          "use an estimator skl2onnx supports.", cause=exc)
-        raise ConversionError("conversion_failed", f"skl2onnx could not convert this {what} "
-                                                   f"({type(exc).__name__}).", cause=exc)
-    classifier = hasattr(model, "predict_proba") and hasattr(model, "classes_")
-
-    def reference(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        features = feeds[specs[0].name].astype(np.float32)
-        if classifier:
-            return [model.predict(features), model.predict_proba(features)]
-        if hasattr(model, "predict"):
-            prediction = np.asarray(model.predict(features))
-            return [prediction.reshape(len(features), -1)]
-        return [np.asarray(model.transform(features))]
-
+    onnx_model = _skl2onnx(model, [(specs[0].name, FloatTensorType(specs[0].shape))], opset, path.name)
+    reference = _sklearn_reference(model, lambda feeds: feeds[specs[0].name].astype(np.float32))
     return Exported(onnx_model, reference, specs, "skl2onnx.to_onnx", versions("scikit-learn", "skl2onnx", "onnx"),
                     {"pickle_scan": scan})
 
 
-def export(path: Path, fmt: str, opset: int, specs: list[TensorSpec], sample: dict | None) -> Exported:
-    """Dispatch on the format key from ``formats.detect``."""
+def _skl2onnx(model, initial: list, opset: int, name: str):
+    from skl2onnx import to_onnx
+
+    try:
+        return to_onnx(model, initial_types=initial, target_opset={"": opset, "ai.onnx.ml": 3},
+                       options={"zipmap": False})
+    except Exception as exc:  # noqa: BLE001
+        text = str(exc)
+        what = type(model).__name__
+        if "Unable to find a shape calculator" in text or "not supported" in text.lower():
+            raise ConversionError("unsupported_operator", f"{name}: skl2onnx cannot convert this {what} (or a part "
+                                                          "of it); use estimators skl2onnx supports (its documentation "
+                                                          "lists them).", cause=exc)
+        raise ConversionError("conversion_failed", f"{name}: skl2onnx could not convert this {what} "
+                                                   f"({type(exc).__name__}); check that it predicts on the data it "
+                                                   "was fitted on, and that it uses estimators skl2onnx supports.",
+                              cause=exc)
+
+
+def _sklearn_reference(model, features_of) -> Reference:
+    """The estimator's own outputs as skl2onnx lays them out: (label, probabilities) for a classifier, the
+    prediction as a column for a regressor, the transform for a transformer."""
+    classifier = hasattr(model, "predict_proba") and hasattr(model, "classes_")
+
+    def reference(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        features = features_of(feeds)
+        if classifier:
+            return [np.asarray(model.predict(features)), np.asarray(model.predict_proba(features))]
+        if hasattr(model, "predict"):
+            prediction = np.asarray(model.predict(features))
+            return [prediction.reshape(len(prediction), -1)]
+        return [np.asarray(model.transform(features))]
+
+    return reference
+
+
+def _export_table_model(path: Path, model, scan: dict, columns: list[TensorSpec], opset: int) -> Exported:
+    """A model fitted on a DataFrame: one ONNX input per column, the reference fed a DataFrame."""
+    onnx_model = _skl2onnx(model, tables.initial_types(columns), opset, path.name)
+    return Exported(onnx_model, _sklearn_reference(model, lambda feeds: tables.frame(feeds, columns)), columns,
+                    "skl2onnx.to_onnx (one input per DataFrame column)",
+                    versions("scikit-learn", "skl2onnx", "pandas", "onnx"), {"pickle_scan": scan})
+
+
+def export(path: Path, fmt: str, opset: int, specs: list[TensorSpec], sample: dict | None,
+           task: str | None = None) -> Exported:
+    """Dispatch on the format key from ``formats.detect`` (``task``: a Hugging Face folder's)."""
+    if fmt == "huggingface":
+        from hpcfair.convert.huggingface import export_folder
+
+        return export_folder(path, opset, specs, sample, task)
     if fmt == "torchscript":
         return export_torchscript(path, opset, specs, sample)
     if fmt == "torch_export":
@@ -347,4 +386,8 @@ def export(path: Path, fmt: str, opset: int, specs: list[TensorSpec], sample: di
         return export_savedmodel(path, opset, specs, sample)
     if fmt in ("sklearn", "skops"):
         return export_sklearn(path, opset, specs, sample, fmt)
+    if fmt in ("xgboost", "lightgbm"):
+        from hpcfair.convert.boosters import export_booster
+
+        return export_booster(path, fmt, opset, specs, sample)
     raise ConversionError("unsupported_format", f"No converter for format {fmt!r}.")

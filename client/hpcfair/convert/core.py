@@ -8,26 +8,75 @@ from typing import Any
 
 import numpy as np
 
-from hpcfair.convert import formats
-from hpcfair.convert.converters import export, versions
-from hpcfair.convert.errors import ConversionError
+from hpcfair.convert import axes, formats
+from hpcfair.convert.converters import Exported, export, versions
+from hpcfair.convert.errors import ConversionError, log_cause
 from hpcfair.convert.signature import (
     TensorSpec,
+    align_to_inputs,
     generate_inputs,
     load_sample_inputs,
     specs_from_metadata,
     specs_from_onnx,
 )
-from hpcfair.convert.verify import ATOL, RTOL, verify
+from hpcfair.convert.verify import ATOL, RTOL, check, merged, verify
 
 DEFAULT_OPSET = 17
+MAX_OPSET = 21
+# Failures a higher opset may cure: an operator with no translation yet, an exporter's down-conversion that
+# left an invalid graph (torch's dynamo exporter writes 18 and converts down).
+RAISE_ON = {"unsupported_operator", "invalid_onnx"}
 
 
-def _runs(model, user_specs: list[TensorSpec], sample: dict[str, np.ndarray] | None):
-    """Inputs to verify on: the uploader's samples, or two generated sets (the second with other sizes
-    for the dynamic axes)."""
+def _opset_of(model) -> int:
+    return next((e.version for e in model.opset_import if e.domain in ("", "ai.onnx")), 0)
+
+
+def export_lowest(source: Path, fmt: str, opset: int, specs: list[TensorSpec], sample: dict | None,
+                  stage: Callable[[float, str], None], task: str | None = None
+                  ) -> tuple[Exported, dict[str, Any], dict[str, str]]:
+    """Export at ``opset``, or at the lowest higher opset that gives a valid model; returns it, notes that
+    say which opset was asked for, which one the model has and why they differ, and ``check``'s result."""
+    failures: list[str] = []
+    first: ConversionError | None = None
+    for candidate in range(opset, MAX_OPSET + 1):
+        try:
+            exported = export(source, fmt, candidate, specs, sample, task)
+            checks = check(exported.model)
+        except ConversionError as exc:
+            if exc.code not in RAISE_ON or candidate == MAX_OPSET:
+                if first is None:
+                    raise
+                log_cause(f"opset {candidate} ({exc.code})", exc.cause)
+                # The requested opset's failure says most (an operator's name); a converter that knows no
+                # higher opset fails otherwise there.
+                first.detail += f" Opsets {opset} to {candidate} were tried."
+                first.args = (first.detail,)
+                raise first from None
+            first = first or exc
+            log_cause(f"opset {candidate} ({exc.code})", exc.cause)
+            failures.append(f"{candidate}: {exc.code}")
+            stage(0.1, f"opset {candidate} did not work ({exc.code}); trying {candidate + 1}")
+            continue
+        got = _opset_of(exported.model)
+        notes: dict[str, Any] = {"opset_requested": opset}
+        if failures:
+            notes["opset_note"] = (f"opset {opset} was asked for; the model has opset {got}, the lowest that "
+                                   f"worked (failed: {', '.join(failures)}).")
+        elif got > opset:
+            notes["opset_note"] = (f"opset {opset} was asked for; {exported.converter} writes opset {got}, the "
+                                   "lowest it can.")
+        if "opset_note" in notes:
+            stage(0.5, notes["opset_note"])
+        return exported, notes, checks
+    raise AssertionError("unreachable")
+
+
+def _first_run(model, user_specs: list[TensorSpec], sample: dict[str, np.ndarray] | None):
+    """The inputs to verify on first: the uploader's samples, or generated ones; and fresh values for the
+    runs at other sizes (None: resize the sample itself)."""
     if sample:
-        return [(sample, "sample inputs")]
+        return sample, "sample inputs", None
     inputs, _ = specs_from_onnx(model)
     by_name = {spec.name: spec for spec in user_specs}
     if user_specs and not set(by_name) & {s.name for s in inputs} and len(user_specs) == len(inputs):
@@ -35,16 +84,49 @@ def _runs(model, user_specs: list[TensorSpec], sample: dict[str, np.ndarray] | N
     merged = []
     for spec in inputs:
         given = by_name.get(spec.name)
-        low, high = (given.low, given.high) if given else (None, None)
-        merged.append(TensorSpec(spec.name, spec.shape, spec.dtype, low, high))
-    runs = [(generate_inputs(merged, run=0), "generated")]
-    if any(spec.dynamic_axes for spec in merged):
-        runs.append((generate_inputs(merged, run=1), "generated (other sizes for the dynamic axes)"))
-    return runs
+        low, high, values = (given.low, given.high, given.values) if given else (None, None, None)
+        merged.append(TensorSpec(spec.name, spec.shape, spec.dtype, low, high, values))
+    return generate_inputs(merged, run=0), "generated", generate_inputs(merged, run=1)
+
+
+def verify_runs(model, reference, first, label: str, fresh, atol: float, rtol: float, *, can_fix: bool,
+                stage: Callable[[float, str], None], checks: dict[str, str] | None = None
+                ) -> tuple[dict[str, Any], dict[str, dict[int, int]]]:
+    """Verify on the first inputs, then at a second size of every dynamic axis. When the first run agrees
+    with the original, axes that fail at their second size are fixed in ``model`` (``can_fix``: not for an
+    uploaded ONNX file) and returned; a model that differs already at the first size fixes nothing."""
+    checks = checks or check(model)
+    report = verify(model, reference, [(first, label)], atol, rtol, checks)
+    inputs, _ = specs_from_onnx(model)
+    found = axes.groups(inputs, first)
+    every = [member for members in found.values() for member in members]
+    if not every:
+        return report, {}
+    fixed: dict[str, dict[int, int]] = {}
+    if can_fix and report["passed"]:
+        def probe(feeds, what):
+            return verify(model, reference, [(feeds, what)], atol, rtol, checks)
+
+        if not axes.probe(probe, axes.resized(first, every, fresh), "all dynamic axes resized"):
+            for members in found.values():
+                if not axes.probe(probe, axes.resized(first, members, fresh), axes.describe(members, first)):
+                    for name, axis in members:
+                        fixed.setdefault(name, {})[axis] = int(first[name].shape[axis])
+        if fixed:
+            axes.fix(model, fixed)
+            stage(0.7, "fixed at the exported size (the model fails or differs at another size): "
+                       + ", ".join(f"{name}[{axis}]={size}" for name, sizes in fixed.items()
+                                   for axis, size in sizes.items()))
+    dynamic = [member for member in every if member[1] not in fixed.get(member[0], {})]
+    if not dynamic:
+        return report, fixed
+    second = (axes.resized(first, dynamic, fresh), f"{label}, other sizes for the dynamic axes ("
+                                                   f"{axes.describe(dynamic, first)})")
+    return merged(report, verify(model, reference, [second], atol, rtol, checks)), fixed
 
 
 def convert(source: Path, output: Path, *, opset: int = DEFAULT_OPSET, inputs: Any = None,
-            sample_inputs: Path | None = None, atol: float = ATOL, rtol: float = RTOL,
+            sample_inputs: Path | None = None, atol: float = ATOL, rtol: float = RTOL, task: str | None = None,
             stage: Callable[[float, str], None] = lambda fraction, what: None) -> dict[str, Any]:
     """Convert ``source`` to ONNX at ``output`` and verify it; an ONNX source is validated and copied.
     ``stage(fraction, what)`` hears where it is (the job's progress, the client's lines)."""
@@ -62,16 +144,21 @@ def convert(source: Path, output: Path, *, opset: int = DEFAULT_OPSET, inputs: A
             model = onnx.load(str(source))
         except Exception as exc:  # noqa: BLE001
             raise ConversionError("corrupt_file", f"{source.name} is not a readable ONNX file.", cause=exc)
-        reference, converter, libraries, notes = None, None, versions("onnx"), {}
+        reference, converter, libraries, notes, checks = None, None, versions("onnx"), {}, None
     else:
-        exported = export(source, fmt, opset, user_specs, sample)
+        exported, opset_notes, checks = export_lowest(source, fmt, opset, user_specs, sample, stage, task)
         model, reference = exported.model, exported.reference
-        converter, libraries, notes = exported.converter, exported.libraries, exported.notes
+        converter, libraries, notes = exported.converter, exported.libraries, {**exported.notes, **opset_notes}
         user_specs = user_specs or exported.inputs
-    runs = _runs(model, user_specs, sample)
-    stage(0.6, f"checking the ONNX model and comparing its outputs with the original on {len(runs)} input set"
-               + ("s" if len(runs) != 1 else ""))
-    report = verify(model, reference, runs, atol, rtol)
+    if sample:
+        sample = align_to_inputs(sample, specs_from_onnx(model)[0], sample_inputs.name)
+    first, label, fresh = _first_run(model, user_specs, sample)
+    stage(0.6, "checking the ONNX model and comparing its outputs with the original, also at a second size of "
+               "every dynamic axis")
+    report, fixed = verify_runs(model, reference, first, label, fresh, atol, rtol, can_fix=fmt != "onnx",
+                                stage=stage, checks=checks)
+    if fixed:
+        notes["fixed_axes"] = fixed
     model_inputs, model_outputs = specs_from_onnx(model)
     stage(0.95, "verified; writing the ONNX file" if report["passed"] else "outputs differ; writing the ONNX file")
     onnx.save_model(model, str(output))

@@ -18,16 +18,25 @@ FORMATS = {
     "tf_savedmodel": "TensorFlow SavedModel",
     "sklearn": "scikit-learn (pickle/joblib)",
     "skops": "scikit-learn (skops)",
+    "xgboost": "XGBoost (save_model .json/.ubj)",
+    "lightgbm": "LightGBM (text model, save_model)",
+    "huggingface": "Hugging Face folder (config.json + model.safetensors/pytorch_model.bin + tokenizer)",
 }
 FRAMEWORK = {
     "onnx": "onnx", "torchscript": "pytorch", "torch_export": "pytorch", "keras": "keras", "keras_h5": "keras",
-    "tf_savedmodel": "tensorflow", "sklearn": "scikit-learn", "skops": "scikit-learn",
+    "tf_savedmodel": "tensorflow", "sklearn": "scikit-learn", "skops": "scikit-learn", "xgboost": "xgboost",
+    "lightgbm": "lightgbm", "huggingface": "pytorch",
 }
 PICKLE_SUFFIXES = {".pkl", ".pickle", ".joblib", ".sav"}
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
-MODEL_SUFFIXES = {".onnx", ".pt", ".pth", ".pt2", ".keras", ".h5", ".hdf5", ".skops", ".ckpt", *PICKLE_SUFFIXES}
+MODEL_SUFFIXES = {".onnx", ".pt", ".pth", ".pt2", ".keras", ".h5", ".hdf5", ".skops", ".ckpt", ".ubj",
+                  *PICKLE_SUFFIXES}
+# .json and .txt are models only when their name says so (xgboost.json, model.lgb.txt): most are not.
+BOOSTER_WORDS = ("xgb", "xgboost", "lgb", "lgbm", "lightgbm", "booster")
 SUFFIX = {"onnx": ".onnx", "torchscript": ".pt", "torch_export": ".pt2", "keras": ".keras", "keras_h5": ".h5",
-          "skops": ".skops", "sklearn": ".pkl"}
+          "skops": ".skops", "sklearn": ".pkl", "xgboost": ".ubj", "lightgbm": ".txt"}
+HF_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+              "pytorch_model.bin.index.json")
 SNIFFED_SUFFIXES = {".ckpt", ".bin", ".model", ""}  # names that say nothing of the framework
 BACKENDS = {"pt": "pytorch", "pytorch": "pytorch", "torch": "pytorch", "tf": ("tensorflow", "keras"),
             "tensorflow": ("tensorflow", "keras"), "keras": ("keras", "tensorflow"), "sklearn": "scikit-learn",
@@ -41,6 +50,8 @@ def sniff(path: Path) -> str | None:
         head = handle.read(8)
     if head == b"\x89HDF\r\n\x1a\n":
         return "keras_h5"
+    if booster := sniff_booster(path):
+        return booster
     if not head.startswith(b"PK"):
         return "onnx" if head[:1] == b"\x08" else None  # an ONNX ModelProto starts with field 1 (ir_version)
     try:
@@ -57,6 +68,19 @@ def sniff(path: Path) -> str | None:
     return None
 
 
+def sniff_booster(path: Path) -> str | None:
+    """xgboost or lightgbm when the file starts as their ``save_model`` files do: XGBoost's JSON or UBJSON
+    object opening with its "learner", LightGBM's text model with ``tree`` then ``version=``."""
+    with open(path, "rb") as handle:
+        head = handle.read(64)
+    compact = head.replace(b" ", b"").replace(b"\n", b"").replace(b"\r", b"").replace(b"\t", b"")
+    if compact.startswith(b'{"learner"') or (head[:1] == b"{" and b"learner" in head[:24]):
+        return "xgboost"
+    if head.startswith(b"tree\n") or head.startswith(b"tree\r\n"):
+        return "lightgbm"
+    return None
+
+
 def check_backend(fmt: str, backend: str | None, name: str) -> None:
     """A config's ``backend`` (pt, tf, keras, sklearn, onnx) must match what the file is."""
     if not backend or backend not in BACKENDS:
@@ -66,12 +90,27 @@ def check_backend(fmt: str, backend: str | None, name: str) -> None:
         raise ConversionError("backend_mismatch", f"{name} is {FORMATS[fmt]}, not a {backend} model as backend says.")
 
 
+def hf_folders(paths: list[str]) -> list[str]:
+    """The folders ("" for the top) among a version's file paths that hold a Hugging Face model: a
+    config.json beside model.safetensors or pytorch_model.bin (or their shard index)."""
+    by_folder: dict[str, set[str]] = {}
+    for path in paths:
+        folder, _, name = path.rpartition("/")
+        by_folder.setdefault(folder, set()).add(name)
+    return sorted(f for f, names in by_folder.items() if "config.json" in names and names & set(HF_WEIGHTS))
+
+
+def in_folder(path: str, folders: list[str]) -> bool:
+    return any(folder == "" or path.startswith(folder + "/") for folder in folders)
+
+
 def looks_like_model(name: str) -> bool:
     """Cheap check on a file name (the web process uses it; nothing is opened)."""
     lower = name.lower()
-    return Path(lower).suffix in MODEL_SUFFIXES or (
+    base = Path(lower)
+    return base.suffix in MODEL_SUFFIXES or (
         lower.endswith(ARCHIVE_SUFFIXES) and "savedmodel" in lower.replace("_", "").replace("-", "")
-    )
+    ) or (base.suffix in (".json", ".txt") and any(word in base.stem for word in BOOSTER_WORDS))
 
 
 def detect(path: Path) -> str:
@@ -81,13 +120,34 @@ def detect(path: Path) -> str:
     if path.is_dir():
         if (path / "saved_model.pb").exists():
             return "tf_savedmodel"
-        raise ConversionError("unsupported_format", f"{path.name}/ is a directory without saved_model.pb.")
+        if (path / "config.json").is_file() and any((path / w).is_file() for w in HF_WEIGHTS):
+            return "huggingface"
+        raise ConversionError("unsupported_format", f"{path.name}/ is a folder without saved_model.pb (TensorFlow) "
+                                                    "or config.json with model.safetensors/pytorch_model.bin "
+                                                    "(Hugging Face).")
     if lower.endswith(ARCHIVE_SUFFIXES):
-        if "saved_model.pb" in {Path(n).name for n in archive_names(path)}:
+        names = {Path(n).name for n in archive_names(path)}
+        if "saved_model.pb" in names:
             return "tf_savedmodel"
-        raise ConversionError("unsupported_format", f"{path.name} is an archive without a saved_model.pb inside.")
+        if "config.json" in names and names & set(HF_WEIGHTS):
+            return "huggingface"
+        raise ConversionError("unsupported_format", f"{path.name} is an archive without a saved_model.pb "
+                                                    "(TensorFlow) or a config.json with model.safetensors/"
+                                                    "pytorch_model.bin (Hugging Face) inside.")
+    if suffix == ".safetensors":
+        raise ConversionError("weights_only", f"{path.name} holds weights only, not the architecture that uses them; "
+                                               "the hub reads its parameter count and dtypes but cannot run it. "
+                                               "Upload it with its config.json and tokenizer files (a Hugging Face "
+                                               "folder, or an archive of one) to get an ONNX model.")
     if suffix == ".onnx":
         return "onnx"
+    if suffix in (".json", ".ubj", ".txt"):
+        found = sniff_booster(path)
+        if found is None:
+            raise ConversionError("unsupported_format", f"{path.name} is not a model file the hub converts: a {suffix} "
+                                                        "model must be an XGBoost (booster.save_model('m.json' or "
+                                                        "'m.ubj')) or LightGBM (booster.save_model('m.txt')) model.")
+        return found
     if suffix in SNIFFED_SUFFIXES:
         found = sniff(path)
         if found is None:
@@ -145,9 +205,11 @@ def archive_names(path: Path) -> list[str]:
         raise ConversionError("corrupt_file", f"{path.name} is not a readable archive.")
 
 
-def extract_archive(path: Path, dest: Path, max_inflated: int = archives.DEFAULT_MAX_INFLATED) -> Path:
+def extract_archive(path: Path, dest: Path, max_inflated: int = archives.DEFAULT_MAX_INFLATED,
+                    marker: str = "saved_model.pb") -> Path:
     """Unpack safely (no absolute paths, no '..', no links, no more than ``max_inflated`` bytes added by
-    decompression) and return the SavedModel directory."""
+    decompression) and return the directory holding ``marker`` (the SavedModel's, or a Hugging Face
+    folder's config.json)."""
     dest.mkdir(parents=True, exist_ok=True)
     try:
         if path.name.lower().endswith(".zip"):
@@ -165,9 +227,9 @@ def extract_archive(path: Path, dest: Path, max_inflated: int = archives.DEFAULT
                 archive.extractall(dest, filter="data")
     except archives.ArchiveTooLarge as exc:
         raise ConversionError("archive_too_large", str(exc))
-    found = next((p.parent for p in sorted(dest.rglob("saved_model.pb"))), None)
+    found = next((p.parent for p in sorted(dest.rglob(marker), key=lambda p: len(p.parts))), None)
     if found is None:
-        raise ConversionError("unsupported_format", f"{path.name} has no saved_model.pb.")
+        raise ConversionError("unsupported_format", f"{path.name} has no {marker}.")
     return found
 
 

@@ -49,9 +49,46 @@ NOBODY = 65534
 log = logging.getLogger(__name__)
 
 
+# The address-space limit (RLIMIT_AS) of a conversion: TensorFlow alone maps ~2 GB and converters hold the
+# model several times over (framework tensors, the ONNX graph, its serialised copy), so the limit grows with
+# the model; it stays below the machine's memory so that a runaway conversion cannot take the machine.
+MEMORY_FLOOR_MB = 8192
+MEMORY_PER_MODEL_MB = 80  # MB of address space per MB of model file (Keras ResNet50, 98 MB, needs ~16 GB)
+MACHINE_SHARE = 0.85
+
+
+def machine_memory_mb() -> int:
+    """Physical memory of this machine in MB (8 GiB where it cannot be read)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
+    except (ValueError, OSError, AttributeError):
+        return 8192
+
+
+def memory_ceiling_mb() -> int:
+    """The most memory a conversion may be given here: 85% of the machine's."""
+    return int(machine_memory_mb() * MACHINE_SHARE)
+
+
+def model_bytes(path: Path) -> int:
+    """Size of a model file, or of every file in a model folder."""
+    path = Path(path)
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    return path.stat().st_size if path.exists() else 0
+
+
+def memory_for(size_bytes: int, ceiling_mb: int | None = None) -> int:
+    """The memory limit (MB) for converting a model of ``size_bytes``: the floor plus a share per MB of
+    model, at most ``ceiling_mb`` (default: 85% of this machine's memory)."""
+    ceiling = ceiling_mb or memory_ceiling_mb()
+    wanted = MEMORY_FLOOR_MB + MEMORY_PER_MODEL_MB * size_bytes // 2**20
+    return max(min(wanted, ceiling), min(MEMORY_FLOOR_MB, ceiling))
+
+
 @dataclass
 class Limits:
-    memory_mb: int = 8192  # address space (RLIMIT_AS); TensorFlow alone maps ~2 GB
+    memory_mb: int = 0  # address space (RLIMIT_AS); 0: memory_for(the model's size)
     cpu_seconds: int = 1800
     wall_seconds: int = 900
     threads: int = 2
@@ -176,7 +213,7 @@ def isolation_prefix(workdir: Path, hide: Sequence[Path] = ()) -> list[str]:
 
 def _set_limits(limits: Limits) -> Callable[[], None]:
     def apply() -> None:
-        memory = limits.memory_mb * 1024 * 1024
+        memory = (limits.memory_mb or memory_for(0)) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_mb * 1024 * 1024,) * 2)
@@ -304,9 +341,11 @@ def _result(workdir: Path, returncode: int, child_log: str, limits: Limits, elap
     if elapsed >= limits.wall_seconds:
         raise ConversionError("time_limit", f"The conversion ran longer than its limit of {limits.wall_seconds} s "
                                             "and was stopped. Ask for a longer limit or convert a smaller model.")
-    memory_error = ConversionError("memory_limit", f"The conversion needed more than its memory limit of "
-                                                   f"{limits.memory_mb} MB and was stopped. Ask for a larger limit "
-                                                   "or convert a smaller model.")
+    memory_error = ConversionError(
+        "memory_limit", f"The conversion needed more than its memory limit of {limits.memory_mb or memory_for(0)} MB "
+                        "and was stopped. Raise the limit (memory_mb in the conversion config or request; the hub's "
+                        f"HUB_CONVERT_MEMORY_MB) up to this machine's {machine_memory_mb()} MB, or convert a smaller "
+                        "model.")
     if os.path.lexists(workdir / "result.json"):
         try:
             result = json.loads(_read_output(workdir, "result.json"))

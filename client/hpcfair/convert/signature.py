@@ -32,6 +32,7 @@ class TensorSpec:
     dtype: str = "float32"
     low: float | None = None  # value range for generated inputs (token ids need it)
     high: float | None = None
+    values: list | None = None  # the values generated inputs take (a text column's categories)
 
     def to_dict(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value is not None}
@@ -101,7 +102,9 @@ def generate_inputs(specs: list[TensorSpec], run: int = 0, seed: int = 0) -> dic
             else:
                 shape.append(BATCH_SIZES[run] if axis == 0 else OTHER_DYNAMIC[run])
         dtype = np.dtype(spec.dtype)
-        if dtype.kind in "iu":
+        if spec.values:
+            arrays[spec.name] = np.asarray(spec.values, dtype=object)[rng.integers(0, len(spec.values), size=shape)]
+        elif dtype.kind in "iu":
             low = int(spec.low) if spec.low is not None else 0
             high = int(spec.high) if spec.high is not None else 2
             arrays[spec.name] = rng.integers(low, high, size=shape).astype(dtype)
@@ -116,10 +119,23 @@ def generate_inputs(specs: list[TensorSpec], run: int = 0, seed: int = 0) -> dic
 
 def load_sample_inputs(path: Path, specs: list[TensorSpec] | None = None,
                        max_inflated: int = archives.DEFAULT_MAX_INFLATED) -> dict[str, np.ndarray]:
-    """Read ``.npz`` (keys are input names; refused before inflating past ``max_inflated``) or ``.npy`` (the
-    only input); never unpickles."""
+    """Read ``.npz`` (keys are input names; refused before inflating past ``max_inflated``), ``.npy`` (the
+    only input), a table (``.csv``/``.tsv``/``.parquet``: one input per column, a DataFrame model's) or the
+    client's other input files (``.json``, ``.txt``); never unpickles."""
     try:
-        if path.suffix == ".npz":
+        if path.suffix.lower() in TABLES:
+            arrays = read_table(path)
+        elif path.suffix.lower() in (".json", ".txt"):
+            from hpcfair import arrays as client_arrays
+            from hpcfair.errors import ConfigError
+
+            try:
+                found = client_arrays.read_inputs(path, "sample_inputs")
+            except ConfigError as exc:
+                raise ConversionError("invalid_sample_inputs", f"{path.name} could not be read as input arrays.",
+                                      cause=exc)
+            arrays = found if isinstance(found, dict) else {"input": found}
+        elif path.suffix == ".npz":
             arrays = archives.read_npz(path, max_inflated, path.name)
         else:
             array = np.load(path, allow_pickle=False)
@@ -133,9 +149,9 @@ def load_sample_inputs(path: Path, specs: list[TensorSpec] | None = None,
     except archives.ArchiveTooLarge as exc:
         raise ConversionError("invalid_sample_inputs", str(exc))
     except (ValueError, OSError, zipfile.BadZipFile) as exc:
-        raise ConversionError("invalid_sample_inputs", f"{path.name} is not a readable .npy/.npz file of plain "
-                                                       "arrays (np.save/np.savez; object arrays are refused).",
-                              cause=exc)
+        raise ConversionError("invalid_sample_inputs", f"{path.name} is not a readable sample file: use .npy/.npz "
+                                                       "of plain arrays (np.save/np.savez; object arrays are refused) "
+                                                       "or a table (.csv, .parquet) with a header row.", cause=exc)
     if specs:
         missing = [spec.name for spec in specs if spec.name not in arrays]
         if missing and len(arrays) == len(specs):  # positional: the names differ but the count matches
@@ -146,6 +162,63 @@ def load_sample_inputs(path: Path, specs: list[TensorSpec] | None = None,
                 f"{path.name} has arrays {sorted(arrays)} but the model expects inputs {[s.name for s in specs]}.",
             )
     return arrays
+
+
+TABLES = (".csv", ".tsv", ".parquet")
+
+
+def read_table(path: Path) -> dict[str, np.ndarray]:
+    """One array per column of a CSV/TSV (header row) or Parquet file; text columns as strings."""
+    import pandas as pd
+
+    if path.suffix.lower() == ".parquet":
+        try:
+            frame = pd.read_parquet(path)
+        except ImportError as exc:
+            raise ConversionError("invalid_sample_inputs", f"{path.name}: reading Parquet needs pyarrow, which this "
+                                                           "converter lacks; give the sample as CSV.", cause=exc)
+    else:
+        frame = pd.read_csv(path, sep="\t" if path.suffix.lower() == ".tsv" else ",")
+    if frame.empty:
+        raise ConversionError("invalid_sample_inputs", f"{path.name} has no rows.")
+    return {str(column): (frame[column].astype(str).to_numpy(dtype=object) if frame[column].dtype.kind in "OSUT"
+                          or str(frame[column].dtype) in ("string", "str", "category") else frame[column].to_numpy())
+            for column in frame.columns}
+
+
+def align_to_inputs(arrays: dict[str, np.ndarray], inputs: list[TensorSpec], source: str) -> dict[str, np.ndarray]:
+    """Sample arrays keyed as the exported model names its inputs, in the dtypes it takes.
+
+    A single unnamed array (``.npy``, keyed ``input``) feeds a single-input model whatever that input is
+    called (scikit-learn's ``X``); arrays whose names all differ feed the inputs by position when the count
+    matches; float64 data feeds a float32 input (what ``np.save`` of a pandas column gives)."""
+    names = [spec.name for spec in inputs]
+    if not set(names) <= set(arrays):
+        if len(arrays) != len(inputs):
+            raise ConversionError(
+                "invalid_sample_inputs",
+                f"{source} has arrays {sorted(arrays)} but the model takes inputs {names}; save one array per input "
+                "in an .npz keyed by input name (np.savez(path, **{name: array})).")
+        arrays = dict(zip(names, arrays.values(), strict=True))
+    aligned = {}
+    for spec in inputs:
+        array, wanted = np.asarray(arrays[spec.name]), np.dtype(spec.dtype)
+        if array.ndim == 1 and len(spec.shape) == 2 and spec.shape[1] == 1:  # a table's column, a [n, 1] input
+            array = array.reshape(-1, 1)
+        if array.dtype != wanted:
+            if wanted.kind == "O" and array.dtype.kind in "OUS":
+                array = array.astype(object)
+            elif wanted.kind == array.dtype.kind or (wanted.kind == "f" and array.dtype.kind in "iub"):
+                array = array.astype(wanted)
+            elif wanted.kind in "iu" and array.dtype.kind == "f" and np.array_equal(array, np.round(array)):
+                array = array.astype(wanted)  # token ids written as floats
+            else:
+                raise ConversionError(
+                    "invalid_sample_inputs",
+                    f"{source}: input {spec.name!r} is {array.dtype.name}, the model takes {wanted.name}; save the "
+                    f"array as {wanted.name} (array.astype('{wanted.name}')).")
+        aligned[spec.name] = array
+    return aligned
 
 
 def specs_from_arrays(arrays: dict[str, np.ndarray]) -> list[TensorSpec]:

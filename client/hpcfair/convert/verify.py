@@ -20,7 +20,7 @@ def check(model) -> dict[str, str]:
 
     try:
         onnx.checker.check_model(model, full_check=True)
-    except onnx.checker.ValidationError as exc:
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
         text = str(exc)
         op = token(text, r"(?:for operator|op_type:?|Node \()\s*'?(\w+)")
         attribute = token(text, r"[Aa]ttribute:?\s*'?(\w+)")
@@ -89,9 +89,11 @@ def describe_inputs(feeds: dict[str, np.ndarray], source: str) -> dict[str, Any]
 
 
 def verify(model, reference: Reference | None, runs: list[tuple[dict[str, np.ndarray], str]],
-           atol: float = ATOL, rtol: float = RTOL) -> dict[str, Any]:
-    """Run every input set through ONNX Runtime and, when there is one, the original model."""
-    report: dict[str, Any] = {**check(model), "atol": atol, "rtol": rtol, "runtime": versions("onnxruntime")}
+           atol: float = ATOL, rtol: float = RTOL, checks: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run every input set through ONNX Runtime and, when there is one, the original model (``checks``:
+    the result of ``check`` when the caller has it already)."""
+    report: dict[str, Any] = {**(checks or check(model)), "atol": atol, "rtol": rtol,
+                              "runtime": versions("onnxruntime")}
     sess = session(model)
     output_names = [o.name for o in sess.get_outputs()]
     report["runs"] = []
@@ -112,7 +114,9 @@ def verify(model, reference: Reference | None, runs: list[tuple[dict[str, np.nda
             expected = reference(feeds)
             if len(expected) != len(outputs):
                 raise ConversionError("verification_failed", f"The ONNX model has {len(outputs)} outputs, the "
-                                                             f"original {len(expected)}.")
+                                                             f"original {len(expected)}, so they cannot be compared. "
+                                                             "Return a tensor or a tuple of tensors from the model "
+                                                             "(not a dict of optional values) and convert again.")
             for name, got, want in zip(output_names, outputs, expected, strict=True):
                 row = {"name": name, **compare(got, want, atol, rtol)}
                 passed = passed and row["passed"]
@@ -123,6 +127,17 @@ def verify(model, reference: Reference | None, runs: list[tuple[dict[str, np.nda
         report["runs"].append(run)
     report["compared"] = reference is not None
     report["passed"] = passed
+    return summarised(report)
+
+
+def summarised(report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` with its largest difference over every run."""
     report["max_abs_diff"] = max((o.get("max_abs_diff", 0.0) for r in report["runs"] for o in r["outputs"]),
                                  default=0.0)
     return report
+
+
+def merged(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """Two reports of the same model as one: every run, passed when both passed."""
+    return summarised({**first, "runs": first["runs"] + second["runs"],
+                       "passed": first["passed"] and second["passed"]})

@@ -1,0 +1,54 @@
+"""A local conversion config gives what a model file does not record (issue 21): ``inputs`` with null for
+dynamic axes, ``task_args.input`` as the data to verify on, ``memory_mb``; converted in the real sandbox."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hpcfair.api import modelAPI
+from hpcfair.errors import HubError
+
+from tests.conversions import models
+
+pytestmark = pytest.mark.slow
+
+
+def test_torchscript_converts_with_the_configs_inputs_and_verifies_on_task_args_input(tmp_path):
+    name, _ = models.torchscript_cnn(tmp_path)
+    image = np.random.default_rng(3).uniform(size=(2, 1, 28, 28)).astype(np.float32)
+    np.save(tmp_path / "digits.npy", image)
+    config = {"general_args": {"task": "conversion", "backend": "pt"},
+              "model_args": {"model_name": "cnn", "model_file": str(tmp_path / name), "onnx_version": 13},
+              "task_args": {"input": str(tmp_path / "digits.npy"), "memory_mb": 6000,
+                            "inputs": [{"name": "image", "shape": [None, 1, 28, 28], "dtype": "float32"}]},
+              "out_args": {"export_file": str(tmp_path / "cnn.onnx")}}
+    api = modelAPI("http://127.0.0.1:9")
+    [report] = api.conversion(config)
+    assert report["verified"] is True and report["opset"] == 13 and report["notes"] == []
+    runs = report["verification"]["runs"]
+    assert runs[0]["inputs"]["image"] == {"shape": [2, 1, 28, 28], "dtype": "float32", "source": "sample inputs"}
+    assert runs[1]["inputs"]["image"]["shape"] == [4, 1, 28, 28]  # the batch, run at a second size
+
+    without = {**config, "task_args": {"input": str(tmp_path / "digits.npy")}}  # a sample alone gives the shapes
+    assert api.conversion(without)[0]["verified"] is True
+
+    config["task_args"] = {"inputs": {"other": []}}
+    with pytest.raises(HubError) as caught:
+        api.conversion(config)
+    assert "task_args.inputs" in str(caught.value) and "'cnn'" in str(caught.value)
+    config["task_args"] = {"memory_mb": 300}  # far too little for torch: a coded error that says what to do
+    with pytest.raises(HubError) as caught:
+        api.conversion(config)
+    assert caught.value.code == "memory_limit" and "memory_mb" in str(caught.value) and name in str(caught.value)
+
+
+def test_a_hugging_face_archive_converts_locally_with_the_task_its_config_names(tmp_path):
+    name, _ = models.hf_classifier_zip(tmp_path)
+    config = {"general_args": {"task": "conversion"},
+              "model_args": {"model_name": "classifier", "model_file": str(tmp_path / name)},
+              "task_args": {"metadata": {"task": "feature-extraction"}},  # the encoder, not its classifier head
+              "out_args": {"export_file": str(tmp_path / "out" / "encoder.onnx")}}
+    [report] = modelAPI("http://127.0.0.1:9").conversion(config)
+    assert report["format"] == "huggingface" and report["verified"] is True
+    assert [o["name"] for o in report["verification"]["runs"][0]["outputs"]] == ["last_hidden_state"]
+    assert (tmp_path / "out" / "tokenizer.json").is_file()  # the tokenizer beside the ONNX file
