@@ -86,7 +86,7 @@ class InferKind:
         import numpy as np
         from hpcfair import archives
 
-        from hub.registry.api.serializers import file_url
+        from hub.gateway.services import published_file_url
         from workers.infer import publish_outputs, step_versions
 
         parts: dict[str, list[np.ndarray]] = {}
@@ -119,7 +119,7 @@ class InferKind:
         shutil.rmtree(staging_dir(job.pk), ignore_errors=True)
         return {**info, "version": str(published), "pid": published.pid,
                 "outputs": {name: {"shape": list(a.shape), "dtype": a.dtype.name} for name, a in outputs.items()},
-                "file": file_url(published, "outputs.npz")}
+                "file": published_file_url(published, "outputs.npz")}
 
 
 def _provider(folder: Path, tasks: int) -> str:

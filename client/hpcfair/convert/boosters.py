@@ -51,7 +51,7 @@ def export_booster(path: Path, fmt: str, opset: int, specs: list[TensorSpec], sa
     import onnxmltools
     from onnxmltools.convert.common.data_types import FloatTensorType
 
-    from hpcfair.convert.converters import Exported, versions
+    from hpcfair.convert.exported import Exported, versions
 
     library = "xgboost" if fmt == "xgboost" else "lightgbm"
     try:

@@ -9,9 +9,6 @@ from __future__ import annotations
 import io
 import re
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -19,40 +16,9 @@ import numpy as np
 
 from hpcfair.convert import pickles, tables
 from hpcfair.convert.errors import ConversionError, token
+from hpcfair.convert.exported import Exported, Reference, flatten, torch_error, torch_reference, versions
 from hpcfair.convert.formats import extract_archive
 from hpcfair.convert.signature import TensorSpec, generate_inputs, specs_from_arrays
-
-Reference = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
-
-
-@dataclass
-class Exported:
-    model: Any  # onnx.ModelProto
-    reference: Reference | None
-    inputs: list[TensorSpec]
-    converter: str
-    libraries: dict[str, str]
-    notes: dict[str, Any] = field(default_factory=dict)
-
-
-def versions(*names: str) -> dict[str, str]:
-    found = {}
-    for name in names:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    return found
-
-
-def _flatten(value: Any) -> list[Any]:
-    if isinstance(value, dict):
-        return [item for key in sorted(value) for item in _flatten(value[key])]
-    if isinstance(value, list | tuple):
-        return [item for entry in value for item in _flatten(entry)]
-    if hasattr(value, "last_hidden_state"):  # transformers ModelOutput
-        return _flatten(value.to_tuple())
-    return [value]
 
 
 def _example(specs: list[TensorSpec], sample: dict[str, np.ndarray] | None) -> dict[str, np.ndarray]:
@@ -60,32 +26,6 @@ def _example(specs: list[TensorSpec], sample: dict[str, np.ndarray] | None) -> d
 
 
 # --- PyTorch ---------------------------------------------------------------------------------------
-
-
-def _torch_reference(module, input_names: list[str]) -> Reference:
-    import torch
-
-    def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        with torch.no_grad():
-            outputs = module(*[torch.from_numpy(np.ascontiguousarray(feeds[name])) for name in input_names])
-        return [t.detach().cpu().numpy() if hasattr(t, "detach") else np.asarray(t) for t in _flatten(outputs)]
-
-    return run
-
-
-def _torch_error(exc: Exception, opset: int) -> ConversionError:
-    text = str(exc)
-    op = (token(text, r"operator '([^']+)'") or token(text, r"export of operator (\w+)")
-          or token(text, r"(aten::\w+|prim::\w+|torch\.ops\.[\w.]+)"))
-    if op or "UnsupportedOperator" in type(exc).__name__:
-        return ConversionError(
-            "unsupported_operator",
-            f"The ONNX exporter cannot translate {op or 'an operator'} at opset {opset}. Export the model with "
-            "torch.export (.pt2) instead of TorchScript, or replace that operation.", cause=exc,
-        )
-    return ConversionError("conversion_failed", f"torch.onnx.export could not export the model at opset {opset} "
-                                                f"({type(exc).__name__}). Check that the model runs on the given "
-                                                "inputs, or try another opset.", cause=exc)
 
 
 def export_torchscript(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None) -> Exported:
@@ -110,7 +50,7 @@ def export_torchscript(path: Path, opset: int, specs: list[TensorSpec], sample: 
     names = [spec.name for spec in specs]
     args = tuple(torch.from_numpy(feeds[name]) for name in names)
     with torch.no_grad():
-        outputs = _flatten(module(*args))
+        outputs = flatten(module(*args))
     output_names = ["output"] if len(outputs) == 1 else [f"output_{i}" for i in range(len(outputs))]
     dynamic = {spec.name: {axis: (spec.shape[axis] or f"{spec.name}_dim{axis}") for axis in spec.dynamic_axes}
                for spec in specs if spec.dynamic_axes}
@@ -124,10 +64,10 @@ def export_torchscript(path: Path, opset: int, specs: list[TensorSpec], sample: 
         torch.onnx.export(module, args, buffer, dynamo=False, opset_version=opset, input_names=names,
                           output_names=output_names, dynamic_axes=dynamic or None)
     except Exception as exc:  # noqa: BLE001 - mapped to a coded error
-        raise _torch_error(exc, opset)
+        raise torch_error(exc, opset)
     import onnx
 
-    return Exported(onnx.load_from_string(buffer.getvalue()), _torch_reference(module, names), specs,
+    return Exported(onnx.load_from_string(buffer.getvalue()), torch_reference(module, names), specs,
                     "torch.onnx.export (TorchScript exporter)", versions("torch", "onnx"))
 
 
@@ -149,11 +89,11 @@ def export_torch_program(path: Path, opset: int, specs: list[TensorSpec], sample
         onnx_program = torch.onnx.export(program, args, kwargs=kwargs or None, dynamo=True, external_data=False,
                                          opset_version=opset, verbose=False)
     except Exception as exc:  # noqa: BLE001
-        raise _torch_error(exc, opset)
+        raise torch_error(exc, opset)
     model = onnx_program.model_proto
     names = [value.name for value in model.graph.input if value.name not in {i.name for i in model.graph.initializer}]
     module = program.module()
-    return Exported(model, _torch_reference(module, names), specs, "torch.onnx.export (dynamo, torch.export)",
+    return Exported(model, torch_reference(module, names), specs, "torch.onnx.export (dynamo, torch.export)",
                     versions("torch", "onnx", "onnxscript"))
 
 
@@ -226,7 +166,7 @@ def export_keras(path: Path, opset: int, specs: list[TensorSpec], sample: dict |
     def reference(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         args = [feeds[spec.name] for spec in specs]
         outputs = model(args[0] if single else args, training=False)
-        return [np.asarray(t) for t in _flatten(outputs)]
+        return [np.asarray(t) for t in flatten(outputs)]
 
     return Exported(onnx_model, reference, specs, "tf2onnx.convert.from_function (Keras model)",
                     versions("tensorflow-cpu", "tensorflow", "keras", "tf2onnx", "onnx"))
@@ -268,7 +208,7 @@ def export_savedmodel(path: Path, opset: int, specs: list[TensorSpec], sample: d
 
     def reference(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         outputs = function(**{name: tf.constant(feeds[spec.name]) for name, spec in zip(names, specs, strict=True)})
-        return [np.asarray(t) for t in _flatten(outputs)]
+        return [np.asarray(t) for t in flatten(outputs)]
 
     return Exported(onnx_model, reference, specs, "tf2onnx.convert.from_function (SavedModel signature)",
                     versions("tensorflow-cpu", "tensorflow", "tf2onnx", "onnx"))

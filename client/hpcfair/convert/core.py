@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 
 from hpcfair.convert import axes, formats
-from hpcfair.convert.converters import Exported, export, versions
+from hpcfair.convert.converters import export
 from hpcfair.convert.errors import ConversionError, log_cause
+from hpcfair.convert.exported import Exported, versions
 from hpcfair.convert.signature import (
     TensorSpec,
     align_to_inputs,

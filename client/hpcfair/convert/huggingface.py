@@ -135,7 +135,7 @@ def export_folder(path: Path, opset: int, specs: list[TensorSpec], sample: dict 
     import transformers
 
     from hpcfair.convert import torch_ops
-    from hpcfair.convert.converters import Exported, _torch_reference, versions
+    from hpcfair.convert.exported import Exported, torch_reference, versions
 
     folder = path if path.is_dir() else None
     if folder is None:
@@ -186,9 +186,9 @@ def export_folder(path: Path, opset: int, specs: list[TensorSpec], sample: dict 
             torch.onnx.export(wrapper, args, buffer, dynamo=False, opset_version=opset, input_names=names,
                               output_names=outputs, dynamic_axes=dynamic)
     except Exception as exc:  # noqa: BLE001
-        from hpcfair.convert.converters import _torch_error
+        from hpcfair.convert.exported import torch_error
 
-        raise _torch_error(exc, opset)
+        raise torch_error(exc, opset)
     import onnx
 
     exported = onnx.load_from_string(buffer.getvalue())
@@ -208,6 +208,6 @@ def export_folder(path: Path, opset: int, specs: list[TensorSpec], sample: dict 
                                                                       for p in extra.rglob("*") if p.is_file())}
     if pooling:
         notes["pooling"] = {"mode": pooling[0], "normalize": pooling[1]}
-    return Exported(exported, _torch_reference(wrapper, names), specs,
+    return Exported(exported, torch_reference(wrapper, names), specs,
                     "torch.onnx.export (Hugging Face folder, transformers AutoModel)",
                     versions("torch", "transformers", "tokenizers", "onnx"), notes)

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from hpcfair.convert.converters import Reference, versions
 from hpcfair.convert.errors import ConversionError, log_cause, token
+from hpcfair.convert.exported import Reference, versions
 
 ATOL = 1e-4
 RTOL = 1e-3

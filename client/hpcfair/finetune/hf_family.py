@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from hpcfair.convert.converters import versions
+from hpcfair.convert.exported import versions
 from hpcfair.finetune.errors import FinetuneError
 from hpcfair.finetune.loop import Labels
 from hpcfair.finetune.spec import Hyper

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from hpcfair.convert.converters import versions
+from hpcfair.convert.exported import versions
 from hpcfair.finetune.errors import FinetuneError
 from hpcfair.finetune.loop import batches, labels_for_outputs
 from hpcfair.finetune.spec import Hyper

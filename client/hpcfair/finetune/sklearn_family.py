@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from hpcfair.convert.converters import load_sklearn, versions
+from hpcfair.convert.converters import load_sklearn
+from hpcfair.convert.exported import versions
 from hpcfair.finetune.errors import FinetuneError
 from hpcfair.finetune.loop import Labels, batches
 from hpcfair.finetune.spec import Hyper

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from hpcfair.convert.converters import versions
+from hpcfair.convert.exported import versions
 from hpcfair.finetune.errors import FinetuneError
 from hpcfair.finetune.loop import batches, is_probability, labels_for_outputs
 from hpcfair.finetune.spec import Hyper

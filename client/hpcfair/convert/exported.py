@@ -1,0 +1,77 @@
+"""What every exporter hands back (``Exported``), and the helpers exporters of several families share: library
+versions, the PyTorch reference run and the PyTorch exporter's errors. A module of its own so that the
+family exporters (``converters``, ``boosters``, ``huggingface``) import it, not each other."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+
+from hpcfair.convert.errors import ConversionError, token
+from hpcfair.convert.signature import TensorSpec
+
+Reference = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
+
+
+@dataclass
+class Exported:
+    model: Any  # onnx.ModelProto
+    reference: Reference | None
+    inputs: list[TensorSpec]
+    converter: str
+    libraries: dict[str, str]
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+def versions(*names: str) -> dict[str, str]:
+    found = {}
+    for name in names:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def flatten(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [item for key in sorted(value) for item in flatten(value[key])]
+    if isinstance(value, list | tuple):
+        return [item for entry in value for item in flatten(entry)]
+    if hasattr(value, "last_hidden_state"):  # transformers ModelOutput
+        return flatten(value.to_tuple())
+    return [value]
+
+
+
+# --- PyTorch ---------------------------------------------------------------------------------------
+
+
+def torch_reference(module, input_names: list[str]) -> Reference:
+    import torch
+
+    def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        with torch.no_grad():
+            outputs = module(*[torch.from_numpy(np.ascontiguousarray(feeds[name])) for name in input_names])
+        return [t.detach().cpu().numpy() if hasattr(t, "detach") else np.asarray(t) for t in flatten(outputs)]
+
+    return run
+
+
+def torch_error(exc: Exception, opset: int) -> ConversionError:
+    text = str(exc)
+    op = (token(text, r"operator '([^']+)'") or token(text, r"export of operator (\w+)")
+          or token(text, r"(aten::\w+|prim::\w+|torch\.ops\.[\w.]+)"))
+    if op or "UnsupportedOperator" in type(exc).__name__:
+        return ConversionError(
+            "unsupported_operator",
+            f"The ONNX exporter cannot translate {op or 'an operator'} at opset {opset}. Export the model with "
+            "torch.export (.pt2) instead of TorchScript, or replace that operation.", cause=exc,
+        )
+    return ConversionError("conversion_failed", f"torch.onnx.export could not export the model at opset {opset} "
+                                                f"({type(exc).__name__}). Check that the model runs on the given "
+                                                "inputs, or try another opset.", cause=exc)
