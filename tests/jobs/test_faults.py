@@ -39,7 +39,7 @@ class Hub:
         return self.api("GET", "jobs/", params={"page_size": 100}).json()["results"]
 
     def readies(self) -> int:
-        return len(re.findall(r"embedded@\S+ ready\.", self.log.read_text(errors="replace")))
+        return len(re.findall(r"embedded\d*@\S+ ready\.", self.log.read_text(errors="replace")))
 
 
 @pytest.fixture
@@ -164,4 +164,4 @@ def test_killing_the_worker_again_and_again_heals(hub, tmp_path):
         job = next(j for j in jobs if j["version"]["name"] == f"demo/forest-{index}@1")
         assert sorted(labels) == (["1", "1-onnx"] if job["state"] == "succeeded" else ["1"]), (labels, job["state"])
     log = hub.log.read_text(errors="replace")
-    assert log.count("the Celery worker restarted") == KILLS and "exited with signal SIGKILL" in log
+    assert len(re.findall(r"Celery worker \d+ restarted", log)) == KILLS and "exited with signal SIGKILL" in log
