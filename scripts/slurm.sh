@@ -3,6 +3,7 @@
 # its own key and socket), slurmctld and slurmd (as root), all on 127.0.0.1 and their own ports, with every
 # file under $HUB_TEST_RUN_DIR/slurm. Partitions: cpu (the default) and gpu, whose node has a count-only GPU
 # GRES (no device file), so that GPU routing is checked on a machine without a GPU.
+# Needs Debian's slurm-wlm and munge (scripts/debian-packages.txt, installed by scripts/system-deps.sh test|bench).
 #   scripts/slurm.sh start   prints the environment to export (SLURM_CONF)
 #   scripts/slurm.sh stop    stops exactly the daemons it started (by their PID files)
 set -euo pipefail
