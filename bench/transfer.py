@@ -19,6 +19,7 @@ and the files are removed.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import platform
 import shutil
@@ -156,21 +157,35 @@ def start_s3(work: Path) -> tuple[dict[str, str], dict[str, str]]:
     out = subprocess.run([str(ROOT / "scripts" / "services.sh"), "start-s3"], env=env, capture_output=True,
                          text=True, check=True).stdout
     exported = dict(line.removeprefix("export ").split("=", 1) for line in out.splitlines())
+    from minio import Minio
+
+    store = Minio(exported["HUB_TEST_S3_ENDPOINT"], access_key=exported["HUB_TEST_S3_ACCESS_KEY"],
+                  secret_key=exported["HUB_TEST_S3_SECRET_KEY"], secure=False)
+    for bucket in ("raw", "bench"):  # SeaweedFS grows a bucket's first volume on its first write: not timed
+        store.make_bucket(bucket)
+        store.put_object(bucket, "warm-up", io.BytesIO(bytes(1 << 20)), 1 << 20)
+        store.remove_object(bucket, "warm-up")
     return {"HUB_STORAGE": "s3", "HUB_S3_ENDPOINT": exported["HUB_TEST_S3_ENDPOINT"], "HUB_S3_BUCKET": "bench",
             "HUB_S3_ACCESS_KEY": exported["HUB_TEST_S3_ACCESS_KEY"],
             "HUB_S3_SECRET_KEY": exported["HUB_TEST_S3_SECRET_KEY"]}, env
 
 
-def store_run(work: Path, storage: dict[str, str], source: Path, repeat: int) -> tuple[float, float]:
-    """(download s, upload s) of SeaweedFS itself with curl on presigned URLs: the store's own speed."""
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def store_run(work: Path, storage: dict[str, str], source: Path, repeat: int,
+              weed: int) -> tuple[float, float, float]:
+    """(download s, upload s, CPU s of ``weed`` per upload) of SeaweedFS itself with curl on presigned URLs:
+    the store's own speed, and what one upload costs it in CPU (its ceiling on this machine's cores)."""
     from datetime import timedelta
 
     from minio import Minio
 
     store = Minio(storage["HUB_S3_ENDPOINT"], access_key=storage["HUB_S3_ACCESS_KEY"],
                   secret_key=storage["HUB_S3_SECRET_KEY"], secure=False)
-    if not store.bucket_exists("raw"):
-        store.make_bucket("raw")
     put = store.get_presigned_url("PUT", "raw", "file.bin", expires=timedelta(hours=1))
     get = store.get_presigned_url("GET", "raw", "file.bin", expires=timedelta(hours=1))
     out = work / "store.bin"
@@ -179,11 +194,13 @@ def store_run(work: Path, storage: dict[str, str], source: Path, repeat: int) ->
         subprocess.run(["curl", "-sSf", "-o", str(out), get], check=True)
         subprocess.run(["sha256sum", str(out)], check=True, capture_output=True)
 
+    cpu_before = cpu_seconds(weed)
     up = timed(lambda: subprocess.run(["curl", "-sSf", "-T", str(source), "-o", "/dev/null", put], check=True), repeat)
+    cpu = (cpu_seconds(weed) - cpu_before) / repeat
     down = timed(download, repeat, before=lambda: out.unlink(missing_ok=True))
     out.unlink(missing_ok=True)
     store.remove_object("raw", "file.bin")
-    return down, up
+    return down, up, cpu
 
 
 def hub_run(work: Path, name: str, storage: dict[str, str], source: Path, repeat: int) -> tuple[float, float, float]:
@@ -223,7 +240,11 @@ def hub_run(work: Path, name: str, storage: dict[str, str], source: Path, repeat
                 store = Minio(storage["HUB_S3_ENDPOINT"], access_key=storage["HUB_S3_ACCESS_KEY"],
                               secret_key=storage["HUB_S3_SECRET_KEY"], secure=False)
                 sha = uploads[-1]["sha256"]
-                store.remove_object("bench", f"{sha[:2]}/{sha[2:4]}/{sha}")
+                key = f"{sha[:2]}/{sha[2:4]}/{sha}"  # a direct upload's blob: a pointer to its object
+                data = store.stat_object("bench", key).metadata.get("x-amz-meta-hub-data")
+                store.remove_object("bench", key)
+                if data:
+                    store.remove_object("bench", data)
 
         up = timed(lambda: uploads.append(client.upload_file(source)), repeat, before=forget_blob)
         assert all(u["state"] == "completed" for u in uploads)
@@ -261,7 +282,8 @@ def main() -> None:
         base_down, base_up = baseline(work, source, args.repeat)
         fs = hub_run(work, "filesystem", {"HUB_STORAGE": "filesystem"}, source, args.repeat)
         s3_storage, services = start_s3(work)
-        raw = store_run(work, s3_storage, source, args.repeat)
+        weed = int((Path(services["HUB_TEST_RUN_DIR"]) / "s3" / "weed.pid").read_text())
+        raw = store_run(work, s3_storage, source, args.repeat, weed)
         s3 = hub_run(work, "s3", s3_storage, source, args.repeat)
     finally:
         if services is not None:
@@ -282,6 +304,10 @@ def main() -> None:
     for name, seconds, reference in rows:
         print(f"{name:54s} {mb / seconds:8.0f} {reference / seconds:12.0%}")
     print(f"{'web worker peak RSS growth, filesystem / S3':54s} {fs[2]:6.1f} MB / {s3[2]:.1f} MB")
+    cores = os.cpu_count() or 1
+    print(f"hub client's S3 upload: {raw[1] / s3[1]:.0%} of SeaweedFS's own curl -T. SeaweedFS used {raw[2]:.1f} "
+          f"CPU s per upload ({raw[2] / raw[1]:.1f} of {cores} cores), so {cores} cores cap its ingest near "
+          f"{mb * cores / raw[2]:.0f} MB/s ({mb * cores / raw[2] / (mb / base_up):.0%} of the baseline upload)")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
 """Direct uploads on the S3 backend: the client sends parts straight to the object store by presigned
 multipart URLs, and the web workers carry none of the bytes.
 
-The parts land on a staging object (``uploads/<upload id>``) that no download can reach. Completing the
-upload, the hub lists the parts itself (it does not trust the client's list), completes the multipart
+The parts land on an object of their own (``data/<upload id>``) that no download can reach. Completing
+the upload, the hub lists the parts itself (it does not trust the client's list), completes the multipart
 upload, then reads the object back once: it hashes it and keeps a local staged copy for metadata
 derivation, like a resumable upload through the hub. Only when the size and sha256 match does the object
-become the content-addressed blob; otherwise the staging object is deleted and the upload aborted, so
-nothing unchecked is ever published and nothing is left behind. Part URLs live
+become the blob (the store writes the blob's pointer to it: no copy); otherwise it is deleted and the
+upload aborted, so nothing unchecked is ever published and nothing is left behind. Part URLs live
 ``HUB_S3_PRESIGN_SECONDS`` and are issued to the upload's owner only.
 """
 
@@ -31,7 +31,8 @@ CLAIM_TIMEOUT = timedelta(hours=1)
 
 
 def staging_key(upload: Upload) -> str:
-    return f"uploads/{upload.id}"
+    """Where the parts are assembled; once checked, the object stays there and the blob points to it."""
+    return f"data/{upload.id}"
 
 
 def offered() -> bool:
@@ -154,22 +155,15 @@ def _assemble_and_check(upload: Upload, expected: str) -> HubError | None:
     key = staging_key(upload)
     _storage(lambda store: store.complete_multipart(key, upload.direct_id, [(n, parts[n][1]) for n in wanted]))
     store = get_blob_store()
-    found: dict[str, object] = {}
-
-    def check() -> bool:
-        found["sha256"], found["size"] = _read_back(store, key, staged_path(upload))
-        return found["size"] == upload.size and (not expected or found["sha256"] == expected)
-
     try:
-        if expected:  # the copy into the blob runs while the hub reads the object back
-            passed = store.adopt_checked(key, expected, upload.size, check)
-        elif passed := check():  # the blob's name is known only after the read
-            store.adopt_checked(key, str(found["sha256"]), upload.size, lambda: True)
+        actual, size = _read_back(store, key, staged_path(upload))
+        passed = size == upload.size and (not expected or actual == expected)
+        if passed:
+            store.adopt(key, actual)
         else:
             store.remove_key(key)
     except StorageUnavailable:
         raise HubError("storage_unavailable", "The object store is unavailable; try completing again shortly.")
-    actual, size = str(found["sha256"]), found["size"]
     if passed:
         upload.sha256 = actual
         return None
@@ -198,7 +192,10 @@ def _read_back(store, key: str, copy_to) -> tuple[str, int]:
 
 
 def abort(upload: Upload) -> None:
-    """Abort the multipart upload and remove what the store holds of it."""
+    """Abort the multipart upload and remove what the store holds of it. A completed upload's object is a
+    blob's bytes now: the blob collector removes it once nothing references it."""
+    if upload.state != Upload.State.OPEN:
+        return
     store = get_blob_store()
     try:
         store.abort_multipart(staging_key(upload), upload.direct_id)

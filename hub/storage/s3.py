@@ -1,9 +1,15 @@
-"""S3 blob store through the ``minio`` SDK (MinIO in deployment, any S3 API)."""
+"""S3 blob store through the ``minio`` SDK (MinIO in deployment, any S3 API).
+
+A blob's key (``ab/cd/<sha256>``) holds either its bytes (stored through the hub) or, for a direct upload,
+a small *pointer* naming the object the client's parts were assembled into (``data/<upload id>``). S3 cannot
+rename, and copying would cost the store as much work as the upload itself did; the pointer is written only
+after the hub has read the object back and checked its sha256, so a blob key never names unchecked bytes.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+import io
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import BinaryIO
@@ -18,7 +24,8 @@ from hub.storage.base import SHA256_RE, BlobStore, StorageUnavailable, blob_key
 
 _MISSING = {"NoSuchKey", "NoSuchObject", "NotFound", "ResourceNotFound", "NoSuchUpload"}
 _FAILURES = (S3Error, urllib3.exceptions.HTTPError)
-COPY_PART = 512 * 1024 * 1024  # server-side copies in parts (S3 copies at most 5 GiB in one request)
+POINTER_HEADER = "x-amz-meta-hub-data"  # on a blob key that points to a direct upload's object
+POINTER_TYPE = "application/vnd.hpcfair.blob-pointer"
 
 
 class _Body:
@@ -100,24 +107,26 @@ class S3BlobStore(BlobStore):
             raise StorageUnavailable(f"could not store blob {sha256}: {exc}") from exc
         return True
 
-    def open(self, sha256: str, start: int = 0, length: int | None = None) -> BinaryIO:
+    def data_key(self, sha256: str) -> str:
+        """The object holding the blob's bytes: its own key, or the one its pointer names."""
         self._ensure_bucket()
-        try:
-            response = self.client.get_object(self.bucket, blob_key(sha256), offset=start, length=length or 0)
-        except S3Error as exc:
-            if exc.code in _MISSING:
-                raise FileNotFoundError(sha256) from exc
-            raise StorageUnavailable(str(exc)) from exc
-        except urllib3.exceptions.HTTPError as exc:
-            raise StorageUnavailable(str(exc)) from exc
-        return _Body(response)  # type: ignore[return-value]
+        stat = self._call(f"blob {sha256}", self.client.stat_object, self.bucket, blob_key(sha256))
+        return (stat.metadata or {}).get(POINTER_HEADER) or blob_key(sha256)
+
+    def open(self, sha256: str, start: int = 0, length: int | None = None) -> BinaryIO:
+        key = self.data_key(sha256)
+        return _Body(self._call(f"blob {sha256}", self.client.get_object, self.bucket, key,  # type: ignore[return-value]
+                                offset=start, length=length or 0))
 
     def delete(self, sha256: str) -> None:
-        self._ensure_bucket()
+        """Remove the blob: its pointer first, then the object it names (never a pointer to nothing)."""
         try:
-            self.client.remove_object(self.bucket, blob_key(sha256))
-        except (S3Error, urllib3.exceptions.HTTPError) as exc:
-            raise StorageUnavailable(str(exc)) from exc
+            key = self.data_key(sha256)
+        except FileNotFoundError:
+            return
+        self._call("remove", self.client.remove_object, self.bucket, blob_key(sha256))
+        if key != blob_key(sha256):
+            self._call("remove", self.client.remove_object, self.bucket, key)
 
     def iter_blobs(self) -> Iterator[tuple[str, datetime]]:
         self._ensure_bucket()
@@ -130,7 +139,7 @@ class S3BlobStore(BlobStore):
         disposition = f"attachment; filename*=UTF-8''{quote(filename)}"
         return self.public_client.presigned_get_object(
             self.bucket,
-            blob_key(sha256),
+            self.data_key(sha256),
             expires=self.presign_ttl,
             response_headers={"response-content-disposition": disposition, "response-content-type": media_type},
         )
@@ -190,43 +199,15 @@ class S3BlobStore(BlobStore):
     def remove_key(self, key: str) -> None:
         self._call("remove", self.client.remove_object, self.bucket, key)
 
-    def adopt_checked(self, key: str, sha256: str, size: int, check: Callable[[], bool]) -> bool:
-        """Make the object ``key`` the blob ``sha256`` if ``check()`` (which reads ``key`` back and hashes it)
-        says so, and remove ``key`` either way. Returns whether the check passed.
-
-        The copy into the blob runs inside the store while ``check`` reads: parts copied into a pending
-        multipart upload of the blob's key, which only completes (and so only appears) after the check
-        passed, and is aborted otherwise. Unchecked bytes are never visible under a blob's key."""
-        try:
-            if self.exists(sha256):
-                return check()
-            target = blob_key(sha256)
-            upload_id = self._call("start copy", self.client._create_multipart_upload, self.bucket, target, {})
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="s3-copy") as pool:
-                copying = pool.submit(self._copy_parts, key, target, upload_id, size)
-                try:
-                    passed = check()
-                finally:
-                    try:
-                        etags = copying.result()
-                    except BaseException:
-                        self.abort_multipart(target, upload_id)
-                        raise
-            if passed:
-                self.complete_multipart(target, upload_id, etags)
-            else:
-                self.abort_multipart(target, upload_id)
-            return passed
-        finally:
+    def adopt(self, key: str, sha256: str) -> None:
+        """Make the checked object ``key`` the blob ``sha256`` by writing the blob's pointer to it; if the blob
+        exists already, ``key`` is removed instead. Two adoptions of one digest at once both point at checked,
+        identical bytes; the one whose pointer lost removes its own object."""
+        if self.exists(sha256):
             self.remove_key(key)
-
-    def _copy_parts(self, key: str, target: str, upload_id: str, size: int) -> list[tuple[int, str]]:
-        etags = []
-        for number, start in enumerate(range(0, max(size, 1), COPY_PART), start=1):
-            headers = {"x-amz-copy-source": quote(f"/{self.bucket}/{key}")}
-            if size:
-                headers["x-amz-copy-source-range"] = f"bytes={start}-{min(start + COPY_PART, size) - 1}"
-            etag, _ = self._call("copy part", self.client._upload_part_copy, self.bucket, target, upload_id, number,
-                                 headers)
-            etags.append((number, etag))
-        return etags
+            return
+        name = key.encode()
+        self._call("point", self.client.put_object, self.bucket, blob_key(sha256), io.BytesIO(name), len(name),
+                   content_type=POINTER_TYPE, metadata={POINTER_HEADER: key, "x-amz-meta-sha256": sha256})
+        if self.data_key(sha256) != key:
+            self.remove_key(key)

@@ -51,9 +51,17 @@ def hub_client(user, url):
     return client
 
 
+def stored(store) -> dict[str, int]:
+    """Every object in the bucket: key -> size."""
+    return {o.object_name: o.size for o in store.client.list_objects(store.bucket, recursive=True)}
+
+
 def staging_objects(store) -> list[str]:
-    """Objects under uploads/ and multipart uploads still pending: what a finished upload must not leave."""
-    objects = [o.object_name for o in store.client.list_objects(store.bucket, prefix="uploads/", recursive=True)]
+    """Objects under data/ that no blob points to, and multipart uploads still pending: what a finished
+    upload must not leave."""
+    names = stored(store)
+    pointed = {store.data_key(name.rsplit("/", 1)[-1]) for name in names if not name.startswith("data/")}
+    objects = [name for name in names if name.startswith("data/") and name not in pointed]
     pending = [u.object_name for u in store.client._list_multipart_uploads(store.bucket).uploads]
     return objects + pending
 
@@ -88,23 +96,35 @@ def test_a_direct_upload_resumes_part_by_part_after_a_cut(s3, owner, live_server
     assert done["state"] == "completed" and done["sha256"] == SHA
     assert [m for m, _ in sent] == ["PUT"] and "partNumber=2" in sent[0][1]
     assert s3.exists(SHA) and staging_objects(s3) == [], "the checked object is the blob; no staging object left"
+    # The store holds the bytes once: the blob's key is a pointer to the assembled object, not a copy.
+    assert stored(s3) == {f"data/{opened['id']}": len(DATA), blob_key(SHA): len(f"data/{opened['id']}")}
+    with s3.open(SHA, PART - 10, 20) as ranged:
+        assert ranged.read() == DATA[PART - 10:PART + 10]
     # It publishes like any upload, and downloads back (a redirect to the store, ranges in parallel).
     resumed.create_artifact("model", "direct")
     version = resumed.create_version("alice/direct", {"w.bin": path}, metadata=valid_metadata())
     assert version["files"][0]["sha256"] == SHA
     out = resumed.download_file("alice/direct", "1", "w.bin", tmp_path / "back.bin", cache=False)
     assert out.read_bytes() == DATA
+    # Deleting the blob (the collector does, once nothing references it) removes pointer and bytes.
+    s3.delete(SHA)
+    assert not s3.exists(SHA) and stored(s3) == {}
 
 
 def test_the_client_uploads_directly_when_the_hub_offers_it(s3, owner, live_server, tmp_path):
     client = hub_client(owner, live_server.url)
-    stored = []
-    client.bare.hooks["response"].append(lambda r, *a, **k: stored.append(r.request.method))
+    methods = []
+    client.bare.hooks["response"].append(lambda r, *a, **k: methods.append(r.request.method))
     path = tmp_path / "w.bin"
     path.write_bytes(DATA)
     done = client.upload_file(path)
-    assert done["sha256"] == SHA and stored == ["PUT"] * 3
+    assert done["sha256"] == SHA and methods == ["PUT"] * 3
     assert Upload.objects.get(pk=done["id"]).direct_id
+    # Abandoning the completed upload leaves the checked blob's bytes to the collector, not half-deleted.
+    client.request("DELETE", f"uploads/{done['id']}")
+    assert Upload.objects.get(pk=done["id"]).state == Upload.State.ABORTED
+    with s3.open(SHA) as whole:
+        assert whole.read() == DATA
 
 
 def test_a_corrupted_part_is_refused_before_publication(s3, owner, live_server, tmp_path):
@@ -193,9 +213,13 @@ def test_the_collector_removes_expired_direct_uploads_and_keeps_checked_ones(s3,
     path = tmp_path / "w.bin"
     path.write_bytes(DATA)
     checked = client.upload_file(path)  # completed, not in a version yet: its blob must survive
-    assert staging_objects(s3) == [f"uploads/{stale['id']}"], "the stale upload's pending parts"
+    assert staging_objects(s3) == [f"data/{stale['id']}"], "the stale upload's pending parts"
     Upload.objects.filter(pk=stale["id"]).update(expires=timezone.now() - timedelta(hours=1))
     collect(grace_hours=0)
     assert Upload.objects.get(pk=stale["id"]).state == Upload.State.ABORTED
     assert staging_objects(s3) == [], "the expired upload's parts are gone from the store"
     assert s3.exists(checked["sha256"]), "a checked upload waiting for its version keeps its blob"
+    # Once that upload expires unused, its blob goes: the pointer and the bytes it names.
+    Upload.objects.filter(pk=checked["id"]).update(expires=timezone.now() - timedelta(hours=1))
+    collect(grace_hours=0)
+    assert not s3.exists(checked["sha256"]) and stored(s3) == {}
