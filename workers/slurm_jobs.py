@@ -136,11 +136,7 @@ class CubeKind:
     engine; a model's cube (generated and checked against the gateway) stays on Celery."""
 
     def prepare(self, job: Job, folder: Path) -> Plan | None:
-        from hpcfair import archives
-        from hpcfair.cube import CubeError, parse_dir
-        from hpcfair.cube.generate import unzip_cube
-
-        from workers.container import _image_name
+        from workers.container import _image_name, stage_project
 
         source = job.version
         if source is None or source.is_deleted:
@@ -149,25 +145,13 @@ class CubeKind:
         if source.artifact.kind != Artifact.Kind.PROJECT or job.params.get("build") == "no" or not tasks:
             return None
         project = folder / "project"
-        for file in source.files.all():
-            target = project / file.path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            place(file.blob_id, target)
-        zips = list(project.glob("*.zip"))
-        if not (project / "mlcube.yaml").is_file() and len(zips) == 1:
-            try:
-                unpacked = unzip_cube(zips[0], folder / "unpacked", settings.HUB_ARCHIVE_INFLATE_MAX_BYTES)
-            except archives.ArchiveTooLarge as exc:
-                raise SlurmError("archive_too_large", str(exc))
-            shutil.rmtree(project)
-            unpacked.rename(project)
         try:
-            spec = parse_dir(project)
-        except CubeError as exc:
-            raise SlurmError("invalid_mlcube", str(exc))
-        unknown = [task for task in tasks if task not in spec.tasks]
-        if unknown:
-            raise SlurmError("invalid", f"{spec.name} has no task {unknown[0]!r}; its tasks: {', '.join(spec.tasks)}.")
+            cube, spec = stage_project(source, project, lambda file, target: place(file.blob_id, target), tasks)
+        except JobFailure as exc:
+            raise _failure(exc)
+        if cube != project:  # the runner builds folder/project: the unzipped cube takes its place
+            shutil.rmtree(project)
+            cube.rename(project)
         image = _image_name(source)
         return Plan({"kind": "cube", "image": image, "tasks": tasks, "engine": settings.HUB_CUBE_ENGINE,
                      "wheels": str(settings.HUB_CUBE_WHEELS), "build_timeout": settings.HUB_CUBE_BUILD_TIMEOUT_S,
