@@ -321,6 +321,33 @@ def wait_for_job(job_id, timeout: float = 60.0):
     raise TimeoutError(f"job {job_id} still {job.state} after {timeout}s")
 
 
+def doomed_worker_env(root: Path, settings) -> dict[str, str]:
+    """For a test that kills its worker: heartbeats every second and a job stale after 4 s (in this process
+    too, whose API poll reaps it), this process on the worker's blobs and uploads, no messages left queued."""
+    from workers.celery import app
+
+    env = worker_env(root, HUB_JOB_HEARTBEAT_S="1", HUB_JOB_STALE_S="4")
+    settings.HUB_STORAGE = {**settings.HUB_STORAGE, "BACKEND": "filesystem", "DIR": str(root / "blobs")}
+    settings.HUB_UPLOAD_DIR = root / "uploads"
+    settings.HUB_JOB_STALE_S = 4
+    app.control.purge()
+    return env
+
+
+def poll_job_api(api, job_id, timeout: float = 240.0) -> dict:
+    """Poll ``GET /api/v1/jobs/<id>/`` as a client does until the job is final; that poll also reaps a stale
+    job (its worker lost) and queues it again. Returns the job as the API shows it."""
+    from hub.jobs.models import Job
+
+    deadline = time.monotonic() + timeout
+    while True:
+        shown = api.get(f"/api/v1/jobs/{job_id}/").json()
+        if shown["state"] in Job.FINAL_STATES:
+            return shown
+        assert time.monotonic() < deadline, shown
+        time.sleep(0.5)
+
+
 @pytest.fixture
 def shared_storage(settings, worker):
     """Point this test process at the worker's blob and upload directories."""

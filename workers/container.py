@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +23,14 @@ from django.db import transaction
 from hpcfair import archives
 from hpcfair.convert.errors import ConversionError
 from hpcfair.convert.signature import generate_inputs, load_sample_inputs, specs_from_onnx
-from hpcfair.cube import CubeError, CubeInfo, EngineError, build, find_engine, generate, parse_dir, zip_cube
+from hpcfair.cube import CubeError, CubeInfo, CubeSpec, EngineError, build, find_engine, generate, parse_dir, zip_cube
 from hpcfair.cube.engine import BuildResult, engine_problem, image_exists, prepare_context, run_task
 from hpcfair.cube.generate import slug, unzip_cube
 
 from hub.containers.services import CUBE_SUFFIX, cube_of, is_built
 from hub.conversions.services import sample_inputs_path
 from hub.errors import HubError
-from hub.registry.models import Artifact, ProvenanceLink, Version
+from hub.registry.models import Artifact, File, ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef, create_artifact, create_version
 from workers.convert import _source, free_label
 from workers.files import fetch, staged
@@ -285,28 +286,39 @@ def _result(cube: Version) -> dict[str, Any]:
 # --- projects -------------------------------------------------------------------------------------
 
 
-def _project(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
-    """Check a project's MLCube, build its image offline and run the tasks asked for, in order."""
-    folder = workdir / "project"
-    folder.mkdir()
+def stage_project(source: Version, project: Path, put: Callable[[File, Path], object],
+                  tasks: list[str]) -> tuple[Path, CubeSpec]:
+    """A project version's files under ``project`` (``put(file, target)`` writes one), unzipped into the
+    sibling folder ``unpacked`` when they are a lone zip without ``mlcube.yaml``; returns the folder that holds
+    the MLCube and its checked spec, which must have ``tasks``. Shared by the Celery and the Slurm paths;
+    JobFailure when the project is not a cube that can run them."""
+    folder = project
+    folder.mkdir(parents=True, exist_ok=True)
     for file in source.files.all():
         target = folder / file.path
         target.parent.mkdir(parents=True, exist_ok=True)
-        fetch(source, file.path, target.parent)
+        put(file, target)
     zips = list(folder.glob("*.zip"))
     if not (folder / "mlcube.yaml").is_file() and len(zips) == 1:
         try:
-            folder = unzip_cube(zips[0], workdir / "unpacked", settings.HUB_ARCHIVE_INFLATE_MAX_BYTES)
+            folder = unzip_cube(zips[0], project.parent / "unpacked", settings.HUB_ARCHIVE_INFLATE_MAX_BYTES)
         except archives.ArchiveTooLarge as exc:
             raise JobFailure("archive_too_large", str(exc))
     try:
         spec = parse_dir(folder)
     except CubeError as exc:
         raise JobFailure("invalid_mlcube", str(exc))
-    tasks = ctx.job.params.get("tasks") or []
     unknown = [task for task in tasks if task not in spec.tasks]
     if unknown:
         raise JobFailure("invalid", f"{spec.name} has no task {unknown[0]!r}; its tasks: {', '.join(spec.tasks)}.")
+    return folder, spec
+
+
+def _project(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
+    """Check a project's MLCube, build its image offline and run the tasks asked for, in order."""
+    tasks = ctx.job.params.get("tasks") or []
+    folder, spec = stage_project(source, workdir / "project",
+                                 lambda file, target: fetch(source, file.path, target.parent), tasks)
     engine = _engine(ctx, ctx.job.params.get("build", "auto"))
     result: dict[str, Any] = {"mlcube": spec.summary(), "built": False}
     if engine is None:

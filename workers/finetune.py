@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from hpcfair.convert import ConversionError, Limits, sandbox
+from hpcfair.finetune.errors import training_words
 
 from hub.errors import HubError
 from hub.jobs.models import Job
@@ -56,51 +57,65 @@ def _fetch_all(version: Version, paths: list[str], root: Path, strip: str = "") 
 
 
 def finetune_work(ctx: JobContext) -> dict[str, Any]:
-    params = ctx.job.params
-    base = _live(ctx.job.version_id)
-    dataset = _live(params["dataset"]["version_id"])
-    if done := _existing_result(ctx):
+    base, dataset, done = sources(ctx)
+    if done is not None:
         ctx.log(f"already published as {done}")
         return {"version": str(done), "pid": done.pid}
     workdir = Path(tempfile.mkdtemp(prefix="hpcfair-finetune-"))
     try:
-        source = params["source"]
-        if "folder" in source:
-            folder = source["folder"]
-            paths = [f.path for f in base.files.all() if not folder or f.path.startswith(folder + "/")]
-            _fetch_all(base, paths, workdir / "model", folder)
-            model = "model"
-        else:
-            model = fetch(base, source["file"], workdir).name
-        _fetch_all(dataset, params["dataset"]["files"], workdir / "dataset")
-        ctx.log(f"fine-tuning {base} on {dataset} in a sandbox")
-        if ctx.job.device == "gpu":  # the sandbox gives its child no GPU (hpcfair.convert.sandbox.child_env)
-            ctx.log("the sandbox has no GPU: training runs on this worker's CPU", "warning")
-        request = {"task": "finetune", "model": model, "dataset": "dataset", "output": "out",
-                   "hyper": params["hyper"], "data_file": params.get("data_file"),
-                   "inputs": (base.metadata or {}).get("inputs")}
+        request = stage(ctx, base, dataset, workdir)
         try:
             report = sandbox.run(request, workdir, limits(), hide=hidden_paths(), on_line=_reporter(ctx))
         except ConversionError as exc:
-            raise JobFailure(exc.code, _training_words(exc.detail))
-        ctx.log(sandbox.describe(report["sandbox"]))
-        files = [staged(sandbox.output_file(workdir, f"out/{name}"), name) for name in report["files"]]
-        files += [staged(sandbox.output_file(workdir, f"out/{name}"), name) for name in EXTRA_FILES]
-        version = _publish(ctx, base, dataset, files, report)
-        conversion = Job.objects.filter(version=version, kind__in=[Job.Kind.CONVERT, Job.Kind.VERIFY]).order_by(
-            "created").first()
-        return {"version": str(version), "pid": version.pid, "artifact": version.artifact.full_name,
-                "base": {"loss": report["base"]["loss"], report["metric"]: report["base"][report["metric"]]},
-                "final": report["final"], "metric": report["metric"], "epochs": len(report["history"]),
-                "stopped_early": report["stopped_early"], "conversion_job": str(conversion.pk) if conversion else None}
+            raise JobFailure(exc.code, training_words(exc.detail))
+        return publish_finetuned(ctx, base, dataset, workdir, report)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _training_words(detail: str) -> str:
-    """The sandbox's limit messages speak of 'the conversion'; this job trains."""
-    return detail.replace("The conversion", "The fine-tune").replace("convert a smaller model", "train a smaller "
-                                                                                                "model or fewer epochs")
+def sources(ctx: JobContext) -> tuple[Version, Version, Version | None]:
+    """The base model and dataset versions (JobFailure when deleted), and the version an earlier attempt of
+    this job published, if any."""
+    base = _live(ctx.job.version_id)
+    dataset = _live(ctx.job.params["dataset"]["version_id"])
+    return base, dataset, _existing_result(ctx)
+
+
+def stage(ctx: JobContext, base: Version, dataset: Version, workdir: Path) -> dict[str, Any]:
+    """Copy the base model's and the dataset's files into ``workdir``; returns the sandbox's request. Shared by
+    the Celery worker (a private folder) and the Slurm path (a job folder the compute node reads)."""
+    params = ctx.job.params
+    source = params["source"]
+    if "folder" in source:
+        folder = source["folder"]
+        paths = [f.path for f in base.files.all() if not folder or f.path.startswith(folder + "/")]
+        _fetch_all(base, paths, workdir / "model", folder)
+        model = "model"
+    else:
+        model = fetch(base, source["file"], workdir).name
+    _fetch_all(dataset, params["dataset"]["files"], workdir / "dataset")
+    ctx.log(f"fine-tuning {base} on {dataset} in a sandbox")
+    if ctx.job.device == "gpu":  # the sandbox gives its child no GPU (hpcfair.convert.sandbox.child_env)
+        ctx.log("the sandbox has no GPU: training runs on this worker's CPU", "warning")
+    return {"task": "finetune", "model": model, "dataset": "dataset", "output": "out",
+            "hyper": params["hyper"], "data_file": params.get("data_file"),
+            "inputs": (base.metadata or {}).get("inputs")}
+
+
+def publish_finetuned(ctx: JobContext, base: Version, dataset: Version, workdir: Path, report: dict[str, Any],
+                      execution: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Publish what the sandbox's trainer wrote under ``workdir/out`` (``report``: its answer); returns the
+    job's result. ``execution``: where it ran, for a Slurm job (hub.jobs.slurm), kept in the metadata."""
+    ctx.log(sandbox.describe(report["sandbox"]))
+    files = [staged(sandbox.output_file(workdir, f"out/{name}"), name) for name in report["files"]]
+    files += [staged(sandbox.output_file(workdir, f"out/{name}"), name) for name in EXTRA_FILES]
+    version = _publish(ctx, base, dataset, files, report, execution)
+    conversion = Job.objects.filter(version=version, kind__in=[Job.Kind.CONVERT, Job.Kind.VERIFY]).order_by(
+        "created").first()
+    return {"version": str(version), "pid": version.pid, "artifact": version.artifact.full_name,
+            "base": {"loss": report["base"]["loss"], report["metric"]: report["base"][report["metric"]]},
+            "final": report["final"], "metric": report["metric"], "epochs": len(report["history"]),
+            "stopped_early": report["stopped_early"], "conversion_job": str(conversion.pk) if conversion else None}
 
 
 def _reporter(ctx: JobContext):
@@ -112,7 +127,8 @@ def _reporter(ctx: JobContext):
     return report
 
 
-def _metadata(ctx: JobContext, base: Version, dataset: Version, report: dict[str, Any]) -> dict[str, Any]:
+def _metadata(ctx: JobContext, base: Version, dataset: Version, report: dict[str, Any],
+              execution: dict[str, Any] | None) -> dict[str, Any]:
     source = base.metadata or {}
     user = ctx.job.requester
     metric = report["metric"]
@@ -141,6 +157,8 @@ def _metadata(ctx: JobContext, base: Version, dataset: Version, report: dict[str
                        "base": base.pid, "dataset": dataset.pid, "sandbox": report["sandbox"],
                        "worker": ctx.job.worker, "device": ctx.job.device},
     }
+    if execution:
+        meta["execution"] = execution  # where it ran (a Slurm job: node, partition, when)
     if metric == "accuracy":
         meta["accuracy"] = final["accuracy"]
     for key in ("model_family", "subject", "discipline", "target_application"):
@@ -149,7 +167,8 @@ def _metadata(ctx: JobContext, base: Version, dataset: Version, report: dict[str
     return meta
 
 
-def _publish(ctx: JobContext, base: Version, dataset: Version, files, report: dict[str, Any]) -> Version:
+def _publish(ctx: JobContext, base: Version, dataset: Version, files, report: dict[str, Any],
+             execution: dict[str, Any] | None = None) -> Version:
     """The artifact (made on first use) and its version together, or neither."""
     output = ctx.job.params["output"]
     user = ctx.job.requester
@@ -167,7 +186,7 @@ def _publish(ctx: JobContext, base: Version, dataset: Version, files, report: di
                 raise JobFailure("already_exists", f"{artifact.full_name} became a {artifact.kind}; nothing was "
                                                    "published.")
             version = registry.create_version(artifact, user, files=files, metadata=_metadata(ctx, base, dataset,
-                                                                                               report),
+                                                                                               report, execution),
                                               provenance=refs, system=True)
     except HubError as exc:
         if exc.error_code == "duplicate_version":  # the same config and seed ran before: point at its result

@@ -9,7 +9,7 @@ import os
 import shutil
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
@@ -19,6 +19,9 @@ from hub.jobs.slurm import Plan, SlurmError
 from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.storage import StorageUnavailable, get_blob_store
 from workers.runner import JobContext, JobFailure
+
+if TYPE_CHECKING:
+    from hpcfair.convert import Limits
 
 
 def place(blob_id: str, target: Path) -> Path:
@@ -136,11 +139,7 @@ class CubeKind:
     engine; a model's cube (generated and checked against the gateway) stays on Celery."""
 
     def prepare(self, job: Job, folder: Path) -> Plan | None:
-        from hpcfair import archives
-        from hpcfair.cube import CubeError, parse_dir
-        from hpcfair.cube.generate import unzip_cube
-
-        from workers.container import _image_name
+        from workers.container import _image_name, stage_project
 
         source = job.version
         if source is None or source.is_deleted:
@@ -149,25 +148,13 @@ class CubeKind:
         if source.artifact.kind != Artifact.Kind.PROJECT or job.params.get("build") == "no" or not tasks:
             return None
         project = folder / "project"
-        for file in source.files.all():
-            target = project / file.path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            place(file.blob_id, target)
-        zips = list(project.glob("*.zip"))
-        if not (project / "mlcube.yaml").is_file() and len(zips) == 1:
-            try:
-                unpacked = unzip_cube(zips[0], folder / "unpacked", settings.HUB_ARCHIVE_INFLATE_MAX_BYTES)
-            except archives.ArchiveTooLarge as exc:
-                raise SlurmError("archive_too_large", str(exc))
-            shutil.rmtree(project)
-            unpacked.rename(project)
         try:
-            spec = parse_dir(project)
-        except CubeError as exc:
-            raise SlurmError("invalid_mlcube", str(exc))
-        unknown = [task for task in tasks if task not in spec.tasks]
-        if unknown:
-            raise SlurmError("invalid", f"{spec.name} has no task {unknown[0]!r}; its tasks: {', '.join(spec.tasks)}.")
+            cube, spec = stage_project(source, project, lambda file, target: place(file.blob_id, target), tasks)
+        except JobFailure as exc:
+            raise _failure(exc)
+        if cube != project:  # the runner builds folder/project: the unzipped cube takes its place
+            shutil.rmtree(project)
+            cube.rename(project)
         image = _image_name(source)
         return Plan({"kind": "cube", "image": image, "tasks": tasks, "engine": settings.HUB_CUBE_ENGINE,
                      "wheels": str(settings.HUB_CUBE_WHEELS), "build_timeout": settings.HUB_CUBE_BUILD_TIMEOUT_S,
@@ -191,14 +178,17 @@ def _sandboxed(job: Job) -> tuple[JobContext, Version]:
         raise _failure(exc)
 
 
-def _sandbox_plan(runner_kind: str, summary: str, **fields: Any) -> Plan:
-    """A plan for the runner's sandboxed kinds: the hub's limits and the paths the child must not see."""
+def _sandbox_plan(runner_kind: str, summary: str, limits: Limits | None = None, **fields: Any) -> Plan:
+    """A plan for the runner's sandboxed kinds: the hub's limits (a conversion's unless given) and the paths
+    the child must not see."""
     from dataclasses import asdict
 
-    from workers.convert import hidden_paths, limits
+    from workers.convert import hidden_paths
+    from workers.convert import limits as conversion_limits
 
-    return Plan({"kind": runner_kind, "limits": asdict(limits()), "hide": [str(path) for path in hidden_paths()],
-                 **fields}, cpus=max(1, settings.HUB_CONVERT_THREADS), summary=summary)
+    return Plan({"kind": runner_kind, "limits": asdict(limits or conversion_limits()),
+                 "hide": [str(path) for path in hidden_paths()], **fields},
+                cpus=max(1, settings.HUB_CONVERT_THREADS), summary=summary)
 
 
 def _result_of(folder: Path) -> dict[str, Any]:
@@ -255,7 +245,38 @@ class ConvertKind:
             raise _failure(exc)
 
 
+class FinetuneKind:
+    """Fine-tuning in the conversion sandbox on a node (the fine-tune's time limits); the new version is
+    published by the Celery path's own function, with the Slurm job's node, partition and times in its
+    metadata."""
+
+    def prepare(self, job: Job, folder: Path) -> Plan | None:
+        from workers.finetune import limits, sources, stage
+
+        ctx = JobContext(job)
+        try:
+            base, dataset, done = sources(ctx)
+        except JobFailure as exc:
+            raise _failure(exc)
+        if done is not None:
+            return None  # a retried job that published already: Celery's path answers at once
+        (folder / "work").mkdir()
+        request = stage(ctx, base, dataset, folder / "work")
+        return _sandbox_plan("sandbox", f"fine-tune {base} on {dataset}", limits=limits(), request=request)
+
+    def finish(self, job: Job, folder: Path, execution: dict[str, Any]) -> dict[str, Any]:
+        from workers.finetune import publish_finetuned, sources
+
+        ctx = JobContext(job)
+        try:
+            base, dataset, _ = sources(ctx)
+            return publish_finetuned(ctx, base, dataset, folder / "work", _result_of(folder)["report"], execution)
+        except JobFailure as exc:
+            raise _failure(exc)
+
+
 CONVERT = ConvertKind()
+FINETUNE = FinetuneKind()
 INFER = InferKind()
 CUBE = CubeKind()
 OPTIMIZE = OptimizeKind()

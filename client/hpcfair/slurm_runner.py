@@ -166,14 +166,17 @@ def cube(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict[str,
 
 
 def sandboxed(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict[str, Any]:
-    """A request to the conversion sandbox's child (an optimisation), in ``FOLDER/work``, under the hub's limits."""
+    """A request to the conversion sandbox's child (an optimisation, a fine-tune), in ``FOLDER/work``, under
+    the hub's limits."""
     from hpcfair.convert import ConversionError, Limits, sandbox
+    from hpcfair.finetune.errors import training_words
 
     try:
         report = sandbox.run(spec["request"], folder / "work", Limits(**spec["limits"]),
                              hide=[Path(path) for path in spec.get("hide") or []], on_line=say)
     except ConversionError as exc:
-        raise TaskError(exc.code, exc.detail)
+        training = spec["request"].get("task") == "finetune"
+        raise TaskError(exc.code, training_words(exc.detail) if training else exc.detail)
     return {"report": report}
 
 

@@ -48,6 +48,7 @@ KINDS: dict[str, str] = {
     Job.Kind.OPTIMIZE: "workers.slurm_jobs:OPTIMIZE",
     Job.Kind.CONVERT: "workers.slurm_jobs:CONVERT",
     Job.Kind.VERIFY: "workers.slurm_jobs:CONVERT",
+    Job.Kind.FINETUNE: "workers.slurm_jobs:FINETUNE",
 }
 ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
           "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED")

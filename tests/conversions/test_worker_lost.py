@@ -10,7 +10,7 @@ import pytest
 
 from hub.jobs.models import Job
 from hub.registry.models import Version
-from tests.conftest import start_worker, stop_process, worker_env
+from tests.conftest import doomed_worker_env, poll_job_api, start_worker, stop_process
 from tests.conversions.test_worker import conversion_job, publish_model
 
 pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -19,13 +19,7 @@ pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transa
 def test_worker_killed_mid_job_is_requeued_and_finishes(built_models, tmp_path, settings, api):
     """SIGKILL the worker during a conversion: the job's heartbeats stop, the hub queues it again and a
     new worker finishes it (attempts == 2); nothing stays "running"."""
-    env = worker_env(tmp_path, HUB_JOB_HEARTBEAT_S="1", HUB_JOB_STALE_S="4")
-    settings.HUB_STORAGE = {**settings.HUB_STORAGE, "BACKEND": "filesystem", "DIR": str(tmp_path / "blobs")}
-    settings.HUB_UPLOAD_DIR = tmp_path / "uploads"
-    settings.HUB_JOB_STALE_S = 4
-    from workers.celery import app
-
-    app.control.purge()
+    env = doomed_worker_env(tmp_path, settings)
     first = start_worker(tmp_path, env, "doomed")
     try:
         path, metadata = built_models["bert"]
@@ -42,13 +36,7 @@ def test_worker_killed_mid_job_is_requeued_and_finishes(built_models, tmp_path, 
         stop_process(first)
     second = start_worker(tmp_path, env, "rescuer")
     try:
-        deadline = time.monotonic() + 240
-        while True:
-            shown = api.get(f"/api/v1/jobs/{job.pk}/").json()  # the poll also reaps stale jobs
-            if shown["state"] in ("succeeded", "failed"):
-                break
-            assert time.monotonic() < deadline, shown
-            time.sleep(0.5)
+        shown = poll_job_api(api, job.pk)
     finally:
         stop_process(second)
     assert shown["state"] == "succeeded", shown

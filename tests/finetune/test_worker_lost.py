@@ -10,7 +10,7 @@ import pytest
 
 from hub.jobs.models import Job
 from hub.registry.models import Version
-from tests.conftest import start_worker, stop_process, worker_env
+from tests.conftest import doomed_worker_env, poll_job_api, start_worker, stop_process
 from tests.finetune import fixtures
 from tests.finetune.test_worker import publish
 
@@ -20,13 +20,7 @@ pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transa
 def test_worker_killed_mid_training_is_retried_and_publishes_once(tmp_path, settings, api):
     """SIGKILL the worker after the first epoch: the sandboxed trainer dies with it, nothing is published,
     the hub queues the job again and a new worker trains it from the start (attempts == 2); one version."""
-    env = worker_env(tmp_path, HUB_JOB_HEARTBEAT_S="1", HUB_JOB_STALE_S="4")
-    settings.HUB_STORAGE = {**settings.HUB_STORAGE, "BACKEND": "filesystem", "DIR": str(tmp_path / "blobs")}
-    settings.HUB_UPLOAD_DIR = tmp_path / "uploads"
-    settings.HUB_JOB_STALE_S = 4
-    from workers.celery import app
-
-    app.control.purge()
+    env = doomed_worker_env(tmp_path, settings)
     model = fixtures.torchscript_mlp(tmp_path)
     publish(api, "mlp", "model", {"mlp.pt": model.read_bytes()}, task="classification", framework="pytorch")
     publish(api, "blobs", "dataset", {"blobs.csv": fixtures.blobs_csv(tmp_path / "d", rows=1000).read_bytes()})
@@ -47,13 +41,7 @@ def test_worker_killed_mid_training_is_retried_and_publishes_once(tmp_path, sett
     assert not Version.objects.filter(artifact__name="mlp-finetuned").exists()
     second = start_worker(tmp_path, env, "rescuer")
     try:
-        deadline = time.monotonic() + 240
-        while True:
-            shown = api.get(f"/api/v1/jobs/{job_id}/").json()  # the poll also reaps stale jobs
-            if shown["state"] in ("succeeded", "failed", "cancelled"):
-                break
-            assert time.monotonic() < deadline, shown
-            time.sleep(0.5)
+        shown = poll_job_api(api, job_id)
     finally:
         stop_process(second)
     assert shown["state"] == "succeeded", shown

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 MLP = models.mlp(hidden=32)
 SLURM = {"HUB_EXECUTOR": "slurm", "HUB_SLURM_POLL_S": "0.3", "HUB_SLURM_TIME": "5", "HUB_SLURM_MEM": "400M",
-         "HUB_JOB_MAX_ATTEMPTS": "2", "HUB_SLURM_KINDS": "infer,container,optimize,verify"}
+         "HUB_JOB_MAX_ATTEMPTS": "2", "HUB_SLURM_KINDS": "infer,container,optimize,verify,finetune"}
 
 
 def slurm_command(*args: str) -> str:
@@ -125,24 +125,30 @@ def test_batch_inference_as_a_job_array_equals_a_single_run(mlp, owner, publish,
     version = Version.objects.get(pid=single.result["pid"])
     assert version.metadata["execution"]["slurm_job"] == single.slurm["id"]
     assert version.metadata["execution"]["partition"] == "cpu"
-    # ... and in its PROV-O: the generating activity's times and place (node, partition)
+    assert_prov_names_the_slurm_job(api, version, single)  # ... and so does its PROV-O
+    assert not Path(array.slurm["folder"]).parent.exists()  # the job folder went with the job
+
+
+def assert_prov_names_the_slurm_job(api, version: Version, job: Job) -> None:
+    """The version's PROV-O: the generating activity is the hub job, with its times and its place (the Slurm
+    job's node and partition)."""
     from django.urls import reverse
     from rdflib import Graph, URIRef
     from rdflib.namespace import PROV, RDFS
 
-    url = reverse("api:version-metadata", args=["alice", version.artifact.name, version.label, "turtle"])
+    url = reverse("api:version-metadata", args=[version.artifact.owner.username, version.artifact.name,
+                                                 version.label, "turtle"])
     response = api.get(url)
     assert response.status_code == 200, response.content
     graph = Graph().parse(data=b"".join(response.streaming_content) if response.streaming else response.content,
                           format="turtle")
-    activity = next(graph.objects(None, PROV.wasGeneratedBy))
-    assert str(activity).endswith(f"/jobs/{single.pk}/") and isinstance(activity, URIRef)
+    activity = next(a for a in graph.objects(None, PROV.wasGeneratedBy) if isinstance(a, URIRef))
+    assert str(activity).endswith(f"/jobs/{job.pk}/")
     assert {str(t) for t in graph.objects(activity, PROV.startedAtTime)} and \
         {str(t) for t in graph.objects(activity, PROV.endedAtTime)}
     place = next(graph.objects(activity, PROV.atLocation))
-    assert f"slurm job {single.slurm['id']} on node(s) {single.slurm['nodes']}, partition cpu" in \
+    assert f"slurm job {job.slurm['id']} on node(s) {job.slurm['nodes']}, partition {job.slurm['partition']}" in \
         str(next(graph.objects(place, RDFS.label)))
-    assert not Path(array.slurm["folder"]).parent.exists()  # the job folder went with the job
 
 
 def slow_job(api, owner, publish) -> str:
@@ -352,3 +358,44 @@ def test_a_verification_runs_in_the_sandbox_on_a_node(mlp, api):
     assert job.result["verified"] is True and job.result["files"]["mlp.onnx"]["verification"]["passed"]
     messages = [line["message"] for line in job.log]
     assert any(m.startswith("mlp.onnx: verified, max abs difference") for m in messages), messages
+
+
+@pytest.mark.slow
+def test_a_finetune_trains_in_the_sandbox_on_a_node_and_publishes_as_celery_does(hub, api, tmp_path):
+    """The small PyTorch model of tests/finetune trained on a node: the same version the Celery path publishes
+    (better validation accuracy, derived_from the base, trained_on the dataset), and the Slurm job's node and
+    partition in its metadata and PROV-O."""
+    from tests.finetune import fixtures
+    from tests.finetune.test_worker import publish as publish_api
+
+    publish_api(api, "mlp", "model", {"mlp.pt": fixtures.torchscript_mlp(tmp_path).read_bytes()},
+                task="classification", framework="pytorch",
+                inputs=[{"name": "features", "shape": [None, 4], "dtype": "float32"}])
+    publish_api(api, "blobs", "dataset", {"blobs.csv": fixtures.blobs_csv(tmp_path / "data", rows=1000).read_bytes()})
+    response = api.post("/api/v1/artifacts/alice/mlp/versions/1/finetune",
+                        {"dataset": "alice/blobs@1", "target": "label", "epochs": 3, "learning_rate": 0.01,
+                         "seed": 5}, format="json")
+    assert response.status_code == 202, response.content
+    job = wait_for_job(response.json()["id"], timeout=300)
+    assert job.state == "succeeded", (job.error_code, job.error_detail, job.log[-8:])
+    assert job.worker == f"slurm:{job.slurm['id']}" and job.slurm["partition"] == "cpu" and job.slurm["nodes"]
+    messages = [line["message"] for line in job.log]
+    assert any("epoch 3/3" in m and "accuracy" in m for m in messages), messages  # the node's lines, live
+    assert any("sandbox:" in m for m in messages), messages
+    result = job.result
+    assert result["version"] == "alice/mlp-finetuned@1" and result["execution"]["executor"] == "slurm"
+    assert result["final"]["accuracy"] > result["base"]["accuracy"]
+
+    version = Version.objects.get(pid=result["pid"])
+    assert version.artifact.visibility == "private"
+    assert {(link.relation, str(link.target)) for link in version.provenance.all()} == {
+        ("derived_from", "alice/mlp@1"), ("trained_on", "alice/blobs@1")}
+    assert {f.path for f in version.files.all()} == {"model.pt", "sample_inputs.npz", "loss_curve.png"}
+    meta = version.metadata
+    assert meta["metrics"]["validation_accuracy"] > meta["metrics"]["base_validation_accuracy"]
+    assert meta["job"] == str(job.pk) and len(meta["training"]["history"]) == 3
+    execution = meta["execution"]
+    assert execution["slurm_job"] == job.slurm["id"] and execution["partition"] == "cpu"
+    assert execution["nodes"] == job.slurm["nodes"] and execution["started"] and execution["ended"]
+    assert_prov_names_the_slurm_job(api, version, job)
+    assert not Path(job.slurm["folder"]).parent.exists()  # the job folder went with the job

@@ -25,3 +25,10 @@ def untrainable(name: str, fmt: str) -> FinetuneError:
     """The error for a model the hub cannot train, saying why and what to upload instead."""
     why = UNTRAINABLE.get(fmt, f"{fmt} models cannot be trained here")
     return FinetuneError("not_trainable", f"{name} cannot be fine-tuned: {why}. {UPLOAD_INSTEAD}")
+
+
+def training_words(detail: str) -> str:
+    """The sandbox's limit messages speak of 'the conversion'; a fine-tune trains (the hub's Celery worker and
+    its Slurm runner both say so)."""
+    return detail.replace("The conversion", "The fine-tune").replace("convert a smaller model", "train a smaller "
+                                                                                                "model or fewer epochs")
