@@ -233,18 +233,25 @@ def hub_run(work: Path, name: str, storage: dict[str, str], source: Path, repeat
         rss_before = {pid: status_kib(pid, "VmRSS") for pid in workers}
         uploads: list[dict] = []
 
-        def forget_blob() -> None:  # each upload starts from an empty store (no dedup shortcut)
-            if storage.get("HUB_STORAGE") == "s3" and uploads:
-                from minio import Minio
+        def forget_blob() -> None:
+            """Each upload starts from an empty store, as the baseline's receiver deletes its last file: the
+            previous upload's blob and its staged copy go (no dedup shortcut, no pile of unwritten files)."""
+            if not uploads:
+                return
+            sha = uploads[-1]["sha256"]
+            key = f"{sha[:2]}/{sha[2:4]}/{sha}"
+            (var / "uploads" / f"{uploads[-1]['id']}.part").unlink(missing_ok=True)
+            if storage.get("HUB_STORAGE") != "s3":
+                (var / "blobs" / key).unlink(missing_ok=True)  # a blob once a version holds it
+                return
+            from minio import Minio
 
-                store = Minio(storage["HUB_S3_ENDPOINT"], access_key=storage["HUB_S3_ACCESS_KEY"],
-                              secret_key=storage["HUB_S3_SECRET_KEY"], secure=False)
-                sha = uploads[-1]["sha256"]
-                key = f"{sha[:2]}/{sha[2:4]}/{sha}"  # a direct upload's blob: a pointer to its object
-                data = store.stat_object("bench", key).metadata.get("x-amz-meta-hub-data")
-                store.remove_object("bench", key)
-                if data:
-                    store.remove_object("bench", data)
+            store = Minio(storage["HUB_S3_ENDPOINT"], access_key=storage["HUB_S3_ACCESS_KEY"],
+                          secret_key=storage["HUB_S3_SECRET_KEY"], secure=False)
+            data = store.stat_object("bench", key).metadata.get("x-amz-meta-hub-data")  # a direct upload's pointer
+            store.remove_object("bench", key)
+            if data:
+                store.remove_object("bench", data)
 
         up = timed(lambda: uploads.append(client.upload_file(source)), repeat, before=forget_blob)
         assert all(u["state"] == "completed" for u in uploads)
@@ -267,7 +274,7 @@ def hub_run(work: Path, name: str, storage: dict[str, str], source: Path, repeat
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mib", type=int, default=1024)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     size = args.size_mib * 1024 * 1024
     os.environ.setdefault("HPCFAIR_NO_PROGRESS", "1")

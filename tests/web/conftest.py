@@ -25,13 +25,24 @@ SHOTS = Path(os.environ.get("HUB_TEST_OUTPUT", ROOT / "test-output")) / "screens
 
 @pytest.fixture(scope="session")
 def browser():
+    """Chromium through Playwright's sync API. That API keeps an event loop running in the main thread, and
+    Django's ORM refuses to run beside one unless told the thread is synchronous after all (it is): tests
+    that drive pages of a live server in this process use the database too."""
     assert require_program("chromium") == CHROMIUM
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
+    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield launched
+            launched.close()
+    finally:
+        if before is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
 
 
 class Watched:

@@ -165,6 +165,7 @@ const uploads = {
   chunk: 8 * 1024 * 1024,  // bytes per request; tests lower it through window.HUB_UPLOAD_CHUNK
   maxRetries: 8,
   hashLimit: 512 * 1024 * 1024,  // above this the browser does not hash the file (the hub does)
+  parallel: 4,  // parts sent at once, straight to the object store
 
   key(file) { return `hub-upload:${file.name}:${file.size}:${file.lastModified}`; },
 
@@ -185,20 +186,40 @@ const uploads = {
     const chunk = window.HUB_UPLOAD_CHUNK || uploads.chunk;
     let id = localStorage.getItem(uploads.key(file));
     let offset = 0;
+    let multipart = null;
     if (id) {
       const known = await uploads.offset(id).catch(() => null);
-      if (known && known.state === "open") offset = known.offset;
+      if (known && known.state === "open") { offset = known.offset; multipart = known.multipart; }
       else if (known && known.state === "completed") { item.uploadId = id; onProgress(file.size, true); return id; }
       else id = null;
     }
-    if (!id) {
-      const opened = await hub.api("POST", "/api/v1/uploads/", { size: file.size, filename: file.name });
+    const open = async (direct) => {
+      const opened = await hub.api("POST", "/api/v1/uploads/", { size: file.size, filename: file.name, direct });
       if (!opened.ok) throw opened.body;
-      id = opened.body.id;
-      localStorage.setItem(uploads.key(file), id);
+      localStorage.setItem(uploads.key(file), opened.body.id);
+      return opened.body;
+    };
+    if (!id) {
+      const opened = await open(true);  // straight to the object store where the hub offers it (S3)
+      id = opened.id;
+      multipart = opened.multipart;
     }
     item.uploadId = id;
     onProgress(offset, false);
+    if (multipart) {
+      try {
+        await uploads.sendParts(id, file, multipart, onProgress);
+        return await uploads.complete(id, file, onProgress);
+      } catch (error) {
+        if (!error || !error.unreachable) throw error;
+        // The page cannot reach the object store (its address or CORS rules): through the hub instead.
+        await hub.api("DELETE", `/api/v1/uploads/${id}`);
+        id = (await open(false)).id;
+        item.uploadId = id;
+        offset = 0;
+        onProgress(0, false, "through the hub");
+      }
+    }
     let retries = 0;
     while (offset < file.size) {
       const end = Math.min(offset + chunk, file.size);
@@ -233,14 +254,77 @@ const uploads = {
       if (known) offset = known.offset;
       onProgress(offset, false, "resuming");
     }
+    return uploads.complete(id, file, onProgress);
+  },
+
+  /** The hub checks size and sha256 (the page's own, for files it can hash) and keeps the bytes. */
+  async complete(id, file, onProgress) {
     const complete = await hub.api("POST", `/api/v1/uploads/${id}/complete`, { sha256: await uploads.sha256(file) });
-    if (!complete.ok) {
-      localStorage.removeItem(uploads.key(file));
-      throw complete.body;
-    }
     localStorage.removeItem(uploads.key(file));
+    if (!complete.ok) throw complete.body;
     onProgress(file.size, true);
     return id;
+  },
+
+  /** Straight to the object store: parts by presigned URLs (asked for in batches, asked again when one
+   * expires), `parallel` at a time; parts the store holds already are skipped, so a reload resumes. */
+  async sendParts(id, file, multipart, onProgress) {
+    const size = multipart.part_size;
+    const length = (n) => Math.min(size, file.size - (n - 1) * size);
+    const held = new Set(multipart.parts_received || []);
+    const todo = [];
+    for (let n = 1; n <= multipart.part_count; n += 1) if (!held.has(n)) todo.push(n);
+    let sent = [...held].reduce((sum, n) => sum + length(n), 0);
+    let reached = false;  // whether any part got through: before that, a broken connection means unreachable
+    let failed = false;
+    const batches = {};
+    const urlOf = async (n, fresh) => {
+      const index = Math.floor(todo.indexOf(n) / 100);
+      if (fresh || !batches[index]) {
+        const numbers = fresh ? [n] : todo.slice(index * 100, index * 100 + 100);
+        const answer = hub.api("POST", `/api/v1/uploads/${id}/parts`, { numbers }).then((result) => {
+          if (!result.ok) throw result.body;
+          return result.body.urls;
+        });
+        if (fresh) return (await answer)[String(n)];
+        batches[index] = answer;
+      }
+      return (await batches[index])[String(n)];
+    };
+    const sendOne = async (n) => {
+      for (let attempt = 0; ; attempt += 1) {
+        let response = null;
+        try {
+          const start = (n - 1) * size;
+          response = await fetch(await urlOf(n, attempt > 0), { method: "PUT", body: file.slice(start, start + length(n)) });
+        } catch (e) {
+          response = null;
+        }
+        if (response && response.ok) {
+          reached = true;
+          sent += length(n);
+          onProgress(sent, false);
+          return;
+        }
+        if (failed) return;  // another part failed for good: this upload is being given up
+        if (!response && !reached && attempt >= 1) throw { unreachable: true };
+        if (attempt >= uploads.maxRetries) throw { detail: "The upload to the object store kept failing; check the connection and add the file again to resume." };
+        onProgress(sent, false, "resuming");
+        await hub.sleep(Math.min(250 * 2 ** attempt, 8000));
+      }
+    };
+    onProgress(sent, false);
+    const queue = [...todo];
+    const worker = async () => {
+      try {
+        while (queue.length) await sendOne(queue.shift());
+      } catch (error) {
+        failed = true;  // the others stop after their current try
+        queue.length = 0;
+        throw error;
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(uploads.parallel, queue.length) }, worker));
   },
 };
 
