@@ -150,6 +150,21 @@ def use_s3_bucket(settings, server: tuple[str, str, str], **options) -> None:
     }
 
 
+S3_PART = 5 * 1024 * 1024  # S3's smallest part: direct-upload tests use it to have several parts
+
+
+@pytest.fixture
+def s3(settings, s3_server, live_server):
+    """The hub on a fresh bucket of the S3 server, offering direct uploads in ``S3_PART`` parts by URLs
+    that live 60 s; the bucket is dropped afterwards. Yields the blob store."""
+    from hub.storage import get_blob_store
+
+    use_s3_bucket(settings, s3_server, S3_PART_SIZE=S3_PART, S3_PRESIGN_SECONDS=60)
+    settings.HUB_PUBLIC_URL = live_server.url
+    yield get_blob_store()
+    drop_bucket()
+
+
 def drop_bucket() -> None:
     """Remove the test's bucket and what it holds (SeaweedFS frees the bucket's volume with it)."""
     from hub.storage import get_blob_store

@@ -13,22 +13,14 @@ import requests
 
 from hub.accounts.models import ApiToken
 from hub.registry.models import Blob, Upload, Version
-from hub.storage import blob_key, get_blob_store
-from tests.conftest import client_for, drop_bucket, use_s3_bucket, valid_metadata
+from hub.storage import blob_key
+from tests.conftest import S3_PART, client_for, valid_metadata
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PART = 5 * 1024 * 1024  # S3's smallest part
+PART = S3_PART
 DATA = os.urandom(2 * PART + 123_457)  # three parts, the last one short
 SHA = hashlib.sha256(DATA).hexdigest()
-
-
-@pytest.fixture
-def s3(settings, s3_server, live_server):
-    use_s3_bucket(settings, s3_server, S3_PART_SIZE=PART, S3_PRESIGN_SECONDS=60)
-    settings.HUB_PUBLIC_URL = live_server.url
-    yield get_blob_store()
-    drop_bucket()
 
 
 OPENED = []

@@ -11,23 +11,14 @@ from urllib.parse import urlparse
 import pytest
 
 from hub.registry.models import Upload
-from hub.storage import get_blob_store
-from tests.conftest import drop_bucket, use_s3_bucket
+from tests.conftest import S3_PART
 from tests.web.conftest import Watched
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PART = 5 * 1024 * 1024  # S3's smallest part
+PART = S3_PART
 DATA = os.urandom(3 * PART + 4321)  # four parts, the last one short
 SHA = hashlib.sha256(DATA).hexdigest()
-
-
-@pytest.fixture
-def s3(settings, s3_server, live_server):
-    use_s3_bucket(settings, s3_server, S3_PART_SIZE=PART, S3_PRESIGN_SECONDS=60)
-    settings.HUB_PUBLIC_URL = live_server.url
-    yield get_blob_store()
-    drop_bucket()
 
 
 @pytest.fixture
