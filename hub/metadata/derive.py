@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +40,18 @@ CSV_SAMPLE_ROWS = 200
 
 
 class FileInfo:
-    """The part of a staged file that derivation reads."""
+    """The part of a staged file that derivation reads. A file with no local copy (a direct upload's bytes
+    are in the object store) is fetched by ``fetch(local)`` when derivation first reads it, and only then:
+    most large files (weights, archives) are never read here."""
 
-    def __init__(self, path: str, local: Path, size: int) -> None:
-        self.path, self.local, self.size = path, local, size
+    def __init__(self, path: str, local: Path, size: int, fetch: Callable[[Path], None] | None = None) -> None:
+        self.path, self._local, self.size, self._fetch = path, local, size, fetch
+
+    @property
+    def local(self) -> Path:
+        if self._fetch is not None and not self._local.exists():
+            self._fetch(self._local)
+        return self._local
 
     @property
     def suffix(self) -> str:

@@ -3,8 +3,8 @@ multipart URLs, and the web workers carry none of the bytes.
 
 The parts land on an object of their own (``data/<upload id>``) that no download can reach. Completing
 the upload, the hub lists the parts itself (it does not trust the client's list), completes the multipart
-upload, then reads the object back once: it hashes it and keeps a local staged copy for metadata
-derivation, like a resumable upload through the hub. Only when the size and sha256 match does the object
+upload, then reads the object back once to hash it (no local copy: publishing fetches only the files
+metadata derivation reads). Only when the size and sha256 match does the object
 become the blob (the store writes the blob's pointer to it: no copy); otherwise it is deleted and the
 upload aborted, so nothing unchecked is ever published and nothing is left behind. Part URLs live
 ``HUB_S3_PRESIGN_SECONDS`` and are issued to the upload's owner only.
@@ -54,6 +54,7 @@ def start(upload: Upload) -> None:
     upload.part_size = max(size, math.ceil(upload.size / MAX_PARTS / (1024 * 1024)) * 1024 * 1024)
     upload.direct_id = _storage(lambda store: store.start_multipart(staging_key(upload)))
     upload.save(update_fields=["part_size", "direct_id"])
+    staged_path(upload).unlink(missing_ok=True)  # its bytes go to the object store, none to the hub's disk
 
 
 def _storage(call):
@@ -107,7 +108,7 @@ def part_urls(upload: Upload, numbers: list[int]) -> dict[str, str]:
 
 
 def complete(upload: Upload, sha256: str = "") -> Upload:
-    """Assemble the parts, read the object back once (sha256 and a local staged copy), and make it the blob
+    """Assemble the parts, read the object back once (its sha256 and size), and make it the blob
     only if it is what the client announced; a mismatch deletes it and aborts the upload.
 
     No transaction is held while the object is read (SQLite would block every writer meanwhile): the
@@ -156,7 +157,7 @@ def _assemble_and_check(upload: Upload, expected: str) -> HubError | None:
     _storage(lambda store: store.complete_multipart(key, upload.direct_id, [(n, parts[n][1]) for n in wanted]))
     store = get_blob_store()
     try:
-        actual, size = _read_back(store, key, staged_path(upload))
+        actual, size = _read_back(store, key)
         passed = size == upload.size and (not expected or actual == expected)
         if passed:
             store.adopt(key, actual)
@@ -176,15 +177,15 @@ def _assemble_and_check(upload: Upload, expected: str) -> HubError | None:
                                          "upload the file again.", sha256=actual)
 
 
-def _read_back(store, key: str, copy_to) -> tuple[str, int]:
-    """Hash the object (the hash overlapping the reads) while writing the local staged copy."""
+def _read_back(store, key: str) -> tuple[str, int]:
+    """Hash the object (the hash overlapping the reads). No local copy is written: publishing fetches the
+    files metadata derivation reads, and only those (``hub.registry.services``)."""
     hasher = OverlappedHash(hashlib.sha256())
     size = 0
     try:
-        with store.open_key(key) as body, open(copy_to, "wb") as out:
+        with store.open_key(key) as body:
             while block := body.read(READ_CHUNK * 8):
                 hasher.update(block)
-                out.write(block)
                 size += len(block)
     finally:
         digest = hasher.finish()

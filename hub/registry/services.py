@@ -11,8 +11,10 @@ import hashlib
 import logging
 import mimetypes
 import re
+import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -200,8 +202,9 @@ def create_version(
         )
     if artifact.versions.filter(label=label).exists():
         raise HubError("already_exists", f"{artifact.full_name} already has a version {label!r}.")
-    metadata = prepare(artifact, metadata, [FileInfo(p, f.staged, f.size) for f, p in zip(files, paths, strict=True)],
-                       system=system)
+    store = get_blob_store()
+    local = [FileInfo(p, f.staged, f.size, fetch=_fetcher(store, f)) for f, p in zip(files, paths, strict=True)]
+    metadata = prepare(artifact, metadata, local, system=system)
     digest = content_digest(f.sha256 for f in files)
     existing = find_duplicate(user, digest)
     if existing is not None:
@@ -212,7 +215,6 @@ def create_version(
             existing=str(existing),
         )
 
-    store = get_blob_store()
     newly_stored: list[str] = []
     try:
         with transaction.atomic():
@@ -250,8 +252,26 @@ def create_version(
         raise
     for staged in files:
         if staged.upload is not None:
-            transaction.on_commit(staged.staged.unlink)
+            transaction.on_commit(lambda path=staged.staged: path.unlink(missing_ok=True))
     return version
+
+
+def _fetcher(store, staged: StagedFile):
+    """For a file whose bytes are only in the object store (a direct upload, checked when it completed): a
+    function that copies them to the local path derivation reads; None for a file on local disk."""
+    if staged.staged.exists():
+        return None
+    if not store.exists(staged.sha256):
+        raise HubError("upload_not_open", f"The bytes of {staged.path!r} are gone from the hub (the upload expired); "
+                                          "upload the file again.")
+
+    def fetch(local: Path) -> None:
+        partial = local.with_name(f"{local.name}.fetching")
+        with store.open(staged.sha256) as source, open(partial, "wb") as out:
+            shutil.copyfileobj(source, out, 8 * 1024 * 1024)
+        partial.replace(local)
+
+    return fetch
 
 
 def _remove_blobs(sha256s: list[str]) -> None:

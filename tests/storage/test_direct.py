@@ -215,3 +215,32 @@ def test_the_collector_removes_expired_direct_uploads_and_keeps_checked_ones(s3,
     Upload.objects.filter(pk=checked["id"]).update(expires=timezone.now() - timedelta(hours=1))
     collect(grace_hours=0)
     assert not s3.exists(checked["sha256"]) and stored(s3) == {}
+
+
+def test_publishing_direct_uploads_derives_metadata_fetching_only_what_it_reads(s3, owner, live_server, tmp_path,
+                                                                                monkeypatch):
+    from hub.registry.uploads import staged_path
+    from tests.metadata.test_api import onnx_bytes
+
+    client = hub_client(owner, live_server.url)
+    (tmp_path / "m.onnx").write_bytes(onnx_bytes())
+    (tmp_path / "w.bin").write_bytes(DATA)
+    done = {name: client.upload_file(tmp_path / name) for name in ("m.onnx", "w.bin")}
+    uploads = {name: Upload.objects.get(pk=d["id"]) for name, d in done.items()}
+    assert all(u.direct_id and not staged_path(u).exists() for u in uploads.values()), \
+        "completing read the objects back to hash them, and wrote nothing to the hub's disk"
+    fetched = []
+    real_open = type(s3).open
+
+    def counted_open(self, sha256, *args, **kwargs):  # the real store's open, recorded
+        fetched.append(sha256)
+        return real_open(self, sha256, *args, **kwargs)
+
+    monkeypatch.setattr(type(s3), "open", counted_open)
+    client.create_artifact("model", "fetched")
+    version = client.request("POST", "artifacts/alice/fetched/versions/", json={
+        "files": [{"path": name, "upload": d["id"]} for name, d in done.items()], "metadata": valid_metadata()}).json()
+    meta = version["metadata"]
+    assert meta["format"] == "onnx" and meta["opset"] == 17 and meta["parameters"] == 8, "derived from the ONNX file"
+    assert fetched == [done["m.onnx"]["sha256"]], "only the file derivation reads came back from the store"
+    assert not any(staged_path(u).exists() for u in uploads.values()), "the fetched copy is gone after publishing"
