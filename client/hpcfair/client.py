@@ -29,7 +29,7 @@ from hpcfair.errors import ConflictError, HubError, JobError, NotFoundError, Tra
 from hpcfair.progress import bar
 
 DEFAULT_ENDPOINT = settings.DEFAULT_ENDPOINT
-CHUNK_SIZE = 64 * 1024 * 1024
+CHUNK_SIZE = 256 * 1024 * 1024  # per PUT through the hub: a cut keeps what arrived, so big chunks lose nothing
 RETRY_STATUSES = {429, 500, 502, 503, 504}
 DROPPED = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
            urllib3.exceptions.HTTPError)
@@ -320,10 +320,14 @@ class HubClient:
 
     def _send_chunks(self, upload_url: str, handle, size: int, hashed: transfer.PrefixHash, shown,
                      chunk_size: int) -> None:
-        """Through the hub: chunks in order, each streamed from the file with ``Content-Range``."""
+        """Through the hub: chunks in order, each streamed from the file with ``Content-Range``. The hub
+        answers each with the bytes it holds, so it is asked (``GET``) only at the start and after a
+        failure: a cut keeps what arrived, and the next chunk starts there."""
         failures = 0
+        offset = None
         while True:
-            offset = self.request("GET", upload_url).json()["offset"]
+            if offset is None:
+                offset = self.request("GET", upload_url).json()["offset"]
             shown.update(offset - shown.n)
             if offset >= size:
                 return
@@ -336,10 +340,11 @@ class HubClient:
                 if 400 <= response.status_code < 500 and response.status_code != 429:
                     raise from_response(response)
                 if response.status_code < 400:
-                    shown.update(end - shown.n)
+                    offset = int(response.headers.get("Upload-Offset", end))
                     continue
             except DROPPED:
                 pass
+            offset = None
             failures += 1
             if failures > self.retries:
                 raise TransferError(f"upload of {getattr(handle, 'name', 'the file')} failed after {failures} tries; "

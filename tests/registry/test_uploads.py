@@ -113,3 +113,40 @@ def test_resume_after_the_connection_breaks_mid_chunk(live_server, owner, tmp_pa
     path.write_bytes(data)
     done = client.resume_upload(opened["url"], path, chunk_size=1_000_000)
     assert done["state"] == "completed" and done["sha256"] == sha
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_client_resumes_from_what_the_hub_holds_when_its_connection_dies_mid_chunk(live_server, owner, tmp_path,
+                                                                                     settings, monkeypatch):
+    """The client's own connection dies inside a chunk: it asks the hub what arrived and goes on from there,
+    sending each byte once more at most, and the sha256 it announces is the file's."""
+    import requests
+    from hpcfair import HubClient, transfer
+
+    from hub.accounts.models import ApiToken
+
+    settings.HUB_PUBLIC_URL = live_server.url
+    _, token = ApiToken.issue(owner, scope="write")
+    client = HubClient(live_server.url, token, backoff=0.05)
+    data = os.urandom(5_000_000)
+    path = tmp_path / "big.bin"
+    path.write_bytes(data)
+    real_iter = transfer.FileBody.__iter__
+    starts: list[int] = []
+
+    def dies_once(body):
+        starts.append(body.offset)
+        sent = 0
+        for block in real_iter(body):
+            for piece in range(0, len(block), 500_000):
+                if len(starts) == 1 and sent >= 1_500_000:
+                    raise requests.ConnectionError("the network went away")
+                sent += len(block[piece:piece + 500_000])
+                yield block[piece:piece + 500_000]
+
+    monkeypatch.setattr(transfer.FileBody, "__iter__", dies_once)
+    done = client.upload_file(path, chunk_size=4_000_000)
+    client.close()
+    assert done["state"] == "completed" and done["sha256"] == hashlib.sha256(data).hexdigest()
+    assert starts[0] == 0 and 0 < starts[1] <= 1_500_000, starts  # resumed from what the hub held
+    assert starts[2:] == [n for n in [starts[1] + 4_000_000] if n < len(data)], starts  # then on, once each
