@@ -26,6 +26,10 @@ ALIAS_BOMB = "\n".join(  # 9 levels of 9 aliases each: 9**9 = 387 million string
     + [f"{c}: &{c} [" + ", ".join([f"*{p}"] * 9) + "]" for p, c in zip("abcdefgh", "bcdefghi", strict=True)]
 )
 
+# Refused without being read or expanded: a bomb that got through would take minutes or exhaust memory, so this
+# bound catches it and still leaves room for a loaded CI machine.
+QUICK_S = 10
+
 
 def versions_url(name: str = "m") -> str:
     return f"/api/v1/artifacts/alice/{name}/versions/"
@@ -68,7 +72,7 @@ def test_a_40_mb_json_body_is_a_413_before_it_is_read(api, settings):
     started = time.perf_counter()
     response = api.generic("POST", "/api/v1/artifacts/", body, content_type="application/json")
     assert_coded(response, 413, "request_too_large")
-    assert time.perf_counter() - started < 2
+    assert time.perf_counter() - started < QUICK_S
 
 
 def test_oversized_form_fields_are_a_413(api, model, settings):
@@ -105,7 +109,7 @@ def test_bad_yaml_metadata_is_a_400_that_leaves_nothing(api, model, settings, te
     elapsed = time.perf_counter() - started
     assert_coded(response, 400, "invalid")
     assert fragment in response.json()["detail"] and "metadata" in response.json()["errors"]
-    assert elapsed < 1.0, f"refusing took {elapsed:.2f} s"
+    assert elapsed < QUICK_S, f"refusing took {elapsed:.2f} s"
     assert not Version.objects.exists()
     assert staged_files(settings) == []  # the file streamed before the field was read is gone too
 
@@ -141,7 +145,7 @@ def test_model_card_front_matter_is_bounded_too(api, model, settings):
     response = api.post(versions_url(), {"README.md": multipart_file("README.md", card),
                                          "metadata": json.dumps(valid_metadata())}, format="multipart")
     assert response.status_code == 400, response.content
-    assert "aliases expand" in response.content.decode() and time.perf_counter() - started < 1.0
+    assert "aliases expand" in response.content.decode() and time.perf_counter() - started < QUICK_S
     assert staged_files(settings) == []
 
 
@@ -176,7 +180,7 @@ def test_a_put_without_content_range_must_be_the_declared_size(api, settings):
     started = time.perf_counter()
     response = api.generic("PUT", url, b"x" * (40 * 2**20), content_type="application/octet-stream")
     assert_coded(response, 413, "upload_too_large")
-    assert time.perf_counter() - started < 2
+    assert time.perf_counter() - started < QUICK_S
     assert (settings.HUB_UPLOAD_DIR / f"{upload}.part").stat().st_size == 0  # nothing kept
     assert_coded(api.generic("PUT", url, b"x" * 4, content_type="application/octet-stream"), 400,
                  "upload_size_mismatch")
@@ -330,4 +334,4 @@ def test_the_publish_page_reads_its_json_within_the_same_limits(owner, client):
     started = time.perf_counter()
     response = client.post("/publish/", more, content_type="application/json")
     assert response.status_code == 400 and "aliases expand" in response.json()["detail"]
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < QUICK_S
