@@ -7,12 +7,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import QuerySet
-from hpcfair.convert.formats import hf_folders, in_folder, looks_like_model
+from hpcfair.convert.formats import BOOSTER_HEAD, booster_of, hf_folders, in_folder, looks_like_model, maybe_booster
 
 from hub.errors import HubError
 from hub.jobs.models import Job
 from hub.jobs.services import create_job
 from hub.registry.models import Artifact, File, ProvenanceLink, Version
+from hub.storage import StorageUnavailable, get_blob_store
 
 SAMPLE_INPUT_NAMES = ("sample_inputs.npz", "sample_inputs.npy", "sample_inputs.csv", "sample_inputs.parquet",
                       "test_data.npz", "test_data.npy", "test_data.csv", "test_data.parquet")
@@ -25,7 +26,19 @@ def model_files(version: Version) -> list[File]:
     folders = hf_folders([file.path for file in files])
     configs = {f"{folder}/config.json".lstrip("/") for folder in folders}
     return [file for file in files if file.path in configs
-            or (looks_like_model(file.path) and not in_folder(file.path, folders))]
+            or ((looks_like_model(file.path) or _booster_inside(file)) and not in_folder(file.path, folders))]
+
+
+def _booster_inside(file: File) -> bool:
+    """A .json/.txt file whose first bytes are an XGBoost or LightGBM model's (``model.json`` as XGBoost's
+    documentation names it); bytes only, nothing is loaded."""
+    if not maybe_booster(file.path):
+        return False
+    try:
+        with get_blob_store().open(file.blob_id, 0, min(BOOSTER_HEAD, file.size)) as head:
+            return booster_of(head.read()) is not None
+    except (FileNotFoundError, StorageUnavailable):
+        return False
 
 
 def onnx_files(version: Version) -> list[str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from hpcfair.convert.formats import looks_like_model
+from hpcfair.convert.formats import BOOSTER_HEAD, booster_of, looks_like_model, maybe_booster
 from hpcfair.cube.spec import CUBE_FILE, CubeError, CubeSpec, parse_files, parse_zip
 
 from hub.bounded import Unreadable, load_yaml
@@ -33,7 +33,8 @@ DATA_FORMATS = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".npy": "np
                 ".jsonl": "jsonl", ".h5": "hdf5", ".hdf5": "hdf5", ".nc": "netcdf", ".tfrecord": "tfrecord",
                 ".txt": "text", ".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".zip": "zip", ".tar": "tar",
                 ".gz": "gzip", ".zarr": "zarr", ".arrow": "arrow"}
-BOOSTER_FORMATS = {".ubj": ("xgboost", "xgboost"), ".json": ("xgboost", "xgboost"), ".txt": ("lightgbm", "other")}
+BOOSTERS = {"xgboost": ("xgboost", "xgboost"), "lightgbm": ("lightgbm", "other")}  # (format, framework)
+BOOSTER_FORMATS = {".ubj": BOOSTERS["xgboost"], ".json": BOOSTERS["xgboost"], ".txt": BOOSTERS["lightgbm"]}
 CARD_NAMES = {"readme.md", "modelcard.md", "model_card.md", "datacard.md"}
 CARD_MAX_BYTES = 1024 * 1024
 CSV_SAMPLE_ROWS = 200
@@ -44,8 +45,16 @@ class FileInfo:
     are in the object store) is fetched by ``fetch(local)`` when derivation first reads it, and only then:
     most large files (weights, archives) are never read here."""
 
-    def __init__(self, path: str, local: Path, size: int, fetch: Callable[[Path], None] | None = None) -> None:
-        self.path, self._local, self.size, self._fetch = path, local, size, fetch
+    def __init__(self, path: str, local: Path, size: int, fetch: Callable[[Path], None] | None = None,
+                 read_head: Callable[[int], bytes] | None = None) -> None:
+        self.path, self._local, self.size, self._fetch, self._read_head = path, local, size, fetch, read_head
+
+    def head(self, length: int) -> bytes:
+        """The file's first ``length`` bytes, without fetching the rest of a file that is not local."""
+        if self._read_head is not None and not self._local.exists():
+            return self._read_head(length)
+        with self.local.open("rb") as handle:
+            return handle.read(length)
 
     @property
     def local(self) -> Path:
@@ -79,16 +88,24 @@ def read_card(files: Sequence[FileInfo]) -> tuple[dict[str, Any], str]:
     return front, body.lstrip("-").lstrip("\n")
 
 
+def _booster(info: FileInfo) -> str | None:
+    """xgboost or lightgbm when the file's first bytes are such a model's (bytes only, nothing loaded)."""
+    return booster_of(info.head(BOOSTER_HEAD))
+
+
 def derive(kind: str, files: Sequence[FileInfo]) -> dict[str, Any]:
     """Facts about ``files`` for a ``kind`` version; only keys the hub could establish."""
     out: dict[str, Any] = {}
     if kind == "model":
-        models = [f for f in files if looks_like_model(f.path)]
+        boosters = {f.path: booster for f in files if maybe_booster(f.path) and (booster := _booster(f))}
+        models = [f for f in files if looks_like_model(f.path) or f.path in boosters]
         primary = next((f for f in models if f.suffix == ".onnx"), models[0] if models else None)
         if primary is not None:
             if primary.suffix in MODEL_FORMATS:
                 out["format"], out["framework"] = MODEL_FORMATS[primary.suffix]
-            elif primary.suffix in BOOSTER_FORMATS:  # xgboost.ubj, model.xgb.json, model.lgb.txt
+            elif primary.path in boosters:  # model.json, model.lgb.txt: what the bytes say
+                out["format"], out["framework"] = BOOSTERS[boosters[primary.path]]
+            elif primary.suffix in BOOSTER_FORMATS:
                 out["format"], out["framework"] = BOOSTER_FORMATS[primary.suffix]
             else:  # a SavedModel archive
                 out["format"], out["framework"] = "savedmodel", "tensorflow"

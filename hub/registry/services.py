@@ -203,7 +203,8 @@ def create_version(
     if artifact.versions.filter(label=label).exists():
         raise HubError("already_exists", f"{artifact.full_name} already has a version {label!r}.")
     store = get_blob_store()
-    local = [FileInfo(p, f.staged, f.size, fetch=_fetcher(store, f)) for f, p in zip(files, paths, strict=True)]
+    local = [FileInfo(p, f.staged, f.size, fetch=_fetcher(store, f), read_head=_head_reader(store, f))
+             for f, p in zip(files, paths, strict=True)]
     metadata = prepare(artifact, metadata, local, system=system)
     digest = content_digest(f.sha256 for f in files)
     existing = find_duplicate(user, digest)
@@ -272,6 +273,17 @@ def _fetcher(store, staged: StagedFile):
         partial.replace(local)
 
     return fetch
+
+
+def _head_reader(store, staged: StagedFile):
+    """For a file only in the object store: a function reading its first bytes (a ranged read)."""
+    def read_head(length: int) -> bytes:
+        if not staged.size:
+            return b""
+        with store.open(staged.sha256, 0, min(length, staged.size)) as head:
+            return head.read()
+
+    return read_head
 
 
 def _remove_blobs(sha256s: list[str]) -> None:

@@ -131,3 +131,18 @@ def test_memory_limit_follows_the_model_and_the_machine():
     assert sandbox.memory_for(10 * 2**30, ceiling_mb=20_000) == 20_000  # never past the machine's share
     assert sandbox.memory_for(0, ceiling_mb=4_000) == 4_000  # a small machine: its share, not the floor
     assert sandbox.memory_ceiling_mb() == int(sandbox.machine_memory_mb() * 0.85)
+
+
+@pytest.mark.django_db
+def test_a_booster_named_model_json_is_told_by_its_bytes_and_other_json_is_left_alone(tmp_path: Path, owner, publish):
+    from hub.conversions.services import model_files
+    from hub.jobs.models import Job
+
+    name, _ = models.xgboost_json(tmp_path)
+    _, version = publish(owner, "named-plainly", {"model.json": (tmp_path / name).read_bytes(),
+                                                   "notes.json": b'{"learner": "a student", "epochs": 3}',
+                                                   "readme.txt": b"tree\nhouse"})
+    assert [f.path for f in model_files(version)] == ["model.json"]
+    assert version.metadata["format"] == "xgboost"  # derived from the bytes (the framework is what was typed)
+    job = Job.objects.get(version=version, kind=Job.Kind.CONVERT)
+    assert job.params["files"] == ["model.json"] and job.params["auto"] is True

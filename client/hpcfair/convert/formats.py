@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tarfile
 import zipfile
 from pathlib import Path
@@ -31,7 +32,8 @@ PICKLE_SUFFIXES = {".pkl", ".pickle", ".joblib", ".sav"}
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
 MODEL_SUFFIXES = {".onnx", ".pt", ".pth", ".pt2", ".keras", ".h5", ".hdf5", ".skops", ".ckpt", ".ubj",
                   *PICKLE_SUFFIXES}
-# .json and .txt are models only when their name says so (xgboost.json, model.lgb.txt): most are not.
+# .json and .txt are models when their name says so (xgboost.json, model.lgb.txt) or their first bytes do
+# (``booster_of``: the hub reads them for any .json/.txt of a model version); most are not models.
 BOOSTER_WORDS = ("xgb", "xgboost", "lgb", "lgbm", "lightgbm", "booster")
 SUFFIX = {"onnx": ".onnx", "torchscript": ".pt", "torch_export": ".pt2", "keras": ".keras", "keras_h5": ".h5",
           "skops": ".skops", "sklearn": ".pkl", "xgboost": ".ubj", "lightgbm": ".txt"}
@@ -68,15 +70,31 @@ def sniff(path: Path) -> str | None:
     return None
 
 
+BOOSTER_HEAD = 64  # bytes that tell a booster's save_model file
+UBJSON_LENGTHS = (b"i", b"U", b"I", b"l", b"L")  # the integer type of a UBJSON key's length
+
+
 def sniff_booster(path: Path) -> str | None:
-    """xgboost or lightgbm when the file starts as their ``save_model`` files do: XGBoost's JSON or UBJSON
-    object opening with its "learner", LightGBM's text model with ``tree`` then ``version=``."""
+    """xgboost or lightgbm when the file starts as their ``save_model`` files do (``booster_of``)."""
     with open(path, "rb") as handle:
-        head = handle.read(64)
+        return booster_of(handle.read(BOOSTER_HEAD))
+
+
+def maybe_booster(name: str) -> bool:
+    """Whether a file's name leaves it open that it is a booster (.json, .txt): its first bytes tell."""
+    return Path(name.lower()).suffix in (".json", ".txt")
+
+
+def booster_of(head: bytes) -> str | None:
+    """xgboost or lightgbm from a file's first ``BOOSTER_HEAD`` bytes: XGBoost's JSON or UBJSON object
+    opening with its "learner", LightGBM's text model with ``tree`` then ``version=``. Only bytes are read:
+    nothing is parsed as a model."""
     compact = head.replace(b" ", b"").replace(b"\n", b"").replace(b"\r", b"").replace(b"\t", b"")
-    if compact.startswith(b'{"learner"') or (head[:1] == b"{" and b"learner" in head[:24]):
+    if compact.startswith(b'{"learner":{'):  # JSON: the learner is an object
         return "xgboost"
-    if head.startswith(b"tree\n") or head.startswith(b"tree\r\n"):
+    if head[:1] == b"{" and head[1:2] in UBJSON_LENGTHS and b"learner{" in head[:24]:  # UBJSON
+        return "xgboost"
+    if re.match(rb"tree\r?\nversion=v\d", head):
         return "lightgbm"
     return None
 
