@@ -152,8 +152,13 @@ class Watchdog:
         threading.Thread(target=self._loop, name="gateway-watchdog", daemon=True).start()
 
     def watch(self, deadline: float, run_options) -> None:
+        """Stop the run at ``deadline``; one whose deadline has passed already never starts."""
+        if time.time() >= deadline:
+            run_options.terminate = True
+            return
         with self.lock:
             heapq.heappush(self.heap, (deadline, next(self.counter), run_options))
+        self.wake.set()  # the loop may be asleep until a later deadline
 
     def _loop(self) -> None:
         while True:
@@ -162,7 +167,8 @@ class Watchdog:
                 while self.heap and self.heap[0][0] <= now:
                     heapq.heappop(self.heap)[2].terminate = True
                 wait = min(0.05, self.heap[0][0] - now) if self.heap else 0.05
-            time.sleep(max(wait, 0.005))
+            self.wake.wait(max(wait, 0.001))
+            self.wake.clear()
 
 
 _watchdog: Watchdog | None = None
