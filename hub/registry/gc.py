@@ -7,6 +7,7 @@ by a request that died, and blobs that no live version references.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -26,10 +27,11 @@ class Collected:
     uploads: int = 0
     staged_files: int = 0
     blobs: int = 0
+    orphans: int = 0  # direct uploads' objects no blob points to
 
     def __str__(self) -> str:
         return (f"expired uploads: {self.uploads}; stale staged files: {self.staged_files}; "
-                f"unreferenced blobs removed: {self.blobs}")
+                f"unreferenced blobs removed: {self.blobs}; orphaned upload objects removed: {self.orphans}")
 
 
 def collect(grace_hours: float = 1.0) -> Collected:
@@ -60,7 +62,31 @@ def collect(grace_hours: float = 1.0) -> Collected:
             store.delete(sha256)
             done.blobs += 1
     Blob.objects.filter(files__isnull=True, created__lt=cutoff).delete()
+    if store.direct_uploads:
+        done.orphans = _orphaned_direct_objects(store, cutoff)
     return done
+
+
+def _orphaned_direct_objects(store, cutoff) -> int:
+    """Remove the objects of direct uploads that no blob points to: left by two adoptions of one digest at
+    once, or by a crash between removing a blob's pointer and its object. An open upload's object (being
+    checked) is kept, and so is anything younger than the grace period."""
+    removed = 0
+    for key, modified in store.iter_direct():
+        if modified >= cutoff:
+            continue
+        try:
+            upload = Upload.objects.filter(pk=uuid.UUID(key.removeprefix("data/"))).first()
+        except ValueError:
+            upload = None
+        if upload is not None and upload.state == Upload.State.OPEN:
+            continue
+        if upload is not None and upload.sha256 and store.exists(upload.sha256) \
+                and store.data_key(upload.sha256) == key:
+            continue
+        store.remove_key(key)
+        removed += 1
+    return removed
 
 
 def collect_once_across_workers(grace_hours: float = 1.0) -> Collected | None:

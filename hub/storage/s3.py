@@ -191,6 +191,12 @@ class S3BlobStore(BlobStore):
         except FileNotFoundError:
             pass
 
+    def iter_direct(self) -> Iterator[tuple[str, datetime]]:
+        """The objects direct uploads were assembled into (``data/<upload id>``), with their times."""
+        self._ensure_bucket()
+        for obj in self._call("list", self.client.list_objects, self.bucket, prefix="data/", recursive=True):
+            yield obj.object_name, obj.last_modified
+
     def open_key(self, key: str) -> BinaryIO:
         """The object ``key`` (not a blob: a direct upload's staging object) as a stream."""
         self._ensure_bucket()

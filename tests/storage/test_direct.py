@@ -244,3 +244,20 @@ def test_publishing_direct_uploads_derives_metadata_fetching_only_what_it_reads(
     assert meta["format"] == "onnx" and meta["opset"] == 17 and meta["parameters"] == 8, "derived from the ONNX file"
     assert fetched == [done["m.onnx"]["sha256"]], "only the file derivation reads came back from the store"
     assert not any(staged_path(u).exists() for u in uploads.values()), "the fetched copy is gone after publishing"
+
+
+def test_the_collector_removes_upload_objects_no_blob_points_to(s3, owner, live_server, tmp_path):
+    from hub.registry.gc import collect
+
+    client = hub_client(owner, live_server.url)
+    (tmp_path / "kept.bin").write_bytes(DATA)
+    (tmp_path / "lost.bin").write_bytes(DATA[::-1])
+    kept, lost = client.upload_file(tmp_path / "kept.bin"), client.upload_file(tmp_path / "lost.bin")
+    # A crash after a blob's pointer went and before its object did: the object is left, named by nothing.
+    s3.client.remove_object(s3.bucket, blob_key(lost["sha256"]))
+    assert f"data/{lost['id']}" in stored(s3)
+    done = collect(grace_hours=0)
+    assert done.orphans == 1 and "orphaned upload objects removed: 1" in str(done)
+    assert f"data/{lost['id']}" not in stored(s3)
+    with s3.open(kept["sha256"]) as blob:  # a checked upload waiting for its version keeps pointer and bytes
+        assert blob.read() == DATA

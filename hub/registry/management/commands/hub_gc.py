@@ -9,7 +9,8 @@ from hub.registry.gc import collect
 
 
 class Command(BaseCommand):
-    help = "Delete expired upload sessions and their staged bytes, and unreferenced blobs."
+    help = ("Delete expired upload sessions and their staged bytes, unreferenced blobs, and direct uploads' "
+            "objects that no blob points to.")
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--grace-hours", type=float, default=1.0,
