@@ -81,12 +81,19 @@ def _orphaned_direct_objects(store, cutoff) -> int:
             upload = None
         if upload is not None and upload.state == Upload.State.OPEN:
             continue
-        if upload is not None and upload.sha256 and store.exists(upload.sha256) \
-                and store.data_key(upload.sha256) == key:
+        if upload is not None and upload.sha256 and _points_to(store, upload.sha256, key):
             continue
         store.remove_key(key)
         removed += 1
     return removed
+
+
+def _points_to(store, sha256: str, key: str) -> bool:
+    """Whether the blob ``sha256`` exists and its bytes are the object ``key`` (one stat of its pointer)."""
+    try:
+        return store.data_key(sha256) == key
+    except FileNotFoundError:
+        return False
 
 
 def collect_once_across_workers(grace_hours: float = 1.0) -> Collected | None:
