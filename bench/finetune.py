@@ -35,11 +35,7 @@ sys.path.insert(0, str(ROOT / "client"))
 
 import numpy as np  # noqa: E402
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.ports import free_port  # noqa: E402
 
 
 def make_inputs(folder: Path, rows: int) -> tuple[Path, Path]:

@@ -36,19 +36,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "client"))
 
 from hpcfair import HubClient  # noqa: E402
 
+from tests.ports import free_port, free_ports  # noqa: E402
+
 BLOCK = 8 * 1024 * 1024
 METADATA = {"title": "bench blob", "description": "random bytes for bench/transfer.py", "creators": [{"name": "Bench"}],
             "license": "CC0-1.0"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def children_of(pid: int) -> list[int]:
@@ -153,7 +150,7 @@ def baseline(work: Path, source: Path, repeat: int) -> tuple[float, float]:
 
 def start_s3(work: Path) -> tuple[dict[str, str], dict[str, str]]:
     """SeaweedFS through scripts/services.sh: (the hub's S3 settings, the services' environment)."""
-    env = {**os.environ, "HUB_TEST_RUN_DIR": str(work / "services"), "HUB_TEST_S3_PORT": str(free_port())}
+    env = {**os.environ, "HUB_TEST_RUN_DIR": str(work / "services"), "HUB_TEST_S3_PORT": str(free_ports(8))}
     out = subprocess.run([str(ROOT / "scripts" / "services.sh"), "start-s3"], env=env, capture_output=True,
                          text=True, check=True).stdout
     exported = dict(line.removeprefix("export ").split("=", 1) for line in out.splitlines())

@@ -19,7 +19,6 @@ import hashlib
 import os
 import platform
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,13 +28,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from tests.ports import free_port  # noqa: E402
+
 TARGET_MS = 300.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def serve_demo(var: Path, timeout: float = 600) -> None:

@@ -86,8 +86,14 @@ start_s3() {
     echo $! >"$S3_DIR/weed.pid"
   fi
   S3_PORT=$((S3_PORT + 6))
-  for _ in $(seq 300); do s3_listening && break; sleep 0.1; done
-  s3_listening || { echo "SeaweedFS did not start; see $S3_DIR/weed.log" >&2; exit 1; }
+  for _ in $(seq 300); do
+    s3_listening && break
+    kill -0 "$(cat "$S3_DIR/weed.pid")" 2>/dev/null || break  # it exited: no use waiting
+    sleep 0.1
+  done
+  s3_listening || {
+    echo "SeaweedFS did not start: $(sed -n 's/^F[0-9]* [0-9:.]* //p' "$S3_DIR/weed.log" | head -1)" >&2
+    echo "see $S3_DIR/weed.log (its eight ports are $((S3_PORT - 6))-$((S3_PORT + 1)))" >&2; exit 1; }
   echo "export HUB_TEST_S3_ENDPOINT=127.0.0.1:$S3_PORT"
   echo "export HUB_TEST_S3_ACCESS_KEY=hub"
   echo "export HUB_TEST_S3_SECRET_KEY=$(cat "$S3_DIR/secret")"

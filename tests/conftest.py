@@ -20,6 +20,7 @@ from rest_framework.test import APIClient
 from hub.accounts.models import ApiToken
 from hub.registry import services
 from hub.registry.uploads import StagedFile
+from tests.ports import free_port, free_ports
 from tests.system_packages import installed_profile, require_program
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,12 +53,6 @@ def cube_base():
     built = podman_image_ids() - before
     if built:
         subprocess.run(["podman", "rmi", "--force", *sorted(built)], capture_output=True, timeout=300)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for_port(port: int, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
@@ -96,7 +91,7 @@ def s3_server(tmp_path_factory):
                os.environ["HUB_TEST_S3_SECRET_KEY"])
         return
     require_program("weed")
-    env = {**os.environ, "HUB_TEST_RUN_DIR": str(tmp_path_factory.mktemp("s3")), "HUB_TEST_S3_PORT": str(free_port())}
+    env = {**os.environ, "HUB_TEST_RUN_DIR": str(tmp_path_factory.mktemp("s3")), "HUB_TEST_S3_PORT": str(free_ports(8))}
     script = str(ROOT / "scripts" / "services.sh")
     out = subprocess.run([script, "start-s3"], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

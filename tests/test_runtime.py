@@ -14,7 +14,8 @@ from django.urls import get_resolver
 
 from hub.runtime import WithoutProcessEnvironment, settle
 from hub.web.server import web_command
-from tests.conftest import ROOT, free_port, wait_for_port
+from tests.conftest import ROOT, wait_for_port
+from tests.ports import free_port
 
 
 def test_settle_freezes_what_start_up_made():

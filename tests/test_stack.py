@@ -19,7 +19,8 @@ import pytest
 import requests
 from hpcfair import HubClient
 
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT
+from tests.ports import free_port, free_ports
 from tests.system_packages import require_program
 
 pytestmark = pytest.mark.slow
@@ -42,7 +43,7 @@ def test_make_stack_runs_the_full_stack_and_stops_it(tmp_path):
     folder.chmod(0o755)
     for program in ("initdb", "redis-server", "psql", "weed", "pgrep"):
         require_program(program)
-    ports = {"HUB_STACK_PG_PORT": free_port(), "HUB_STACK_REDIS_PORT": free_port(), "HUB_STACK_S3_PORT": free_port()}
+    ports = {"HUB_STACK_PG_PORT": free_port(), "HUB_STACK_REDIS_PORT": free_port(), "HUB_STACK_S3_PORT": free_ports(8)}
     web = free_port()
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("HUB_", "DATABASE_URL"))},
            "HUB_STACK_DIR": str(folder), **{k: str(v) for k, v in ports.items()}}

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import ROOT, free_port, wait_for_port
+from tests.conftest import ROOT, wait_for_port
 from tests.conversions import models
+from tests.ports import free_port
 
 pytestmark = [pytest.mark.slow]
 

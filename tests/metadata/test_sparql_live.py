@@ -11,7 +11,8 @@ import pytest
 import requests
 
 from hub.web.server import web_command
-from tests.conftest import ROOT, free_port, wait_for_port, worker_env
+from tests.conftest import ROOT, wait_for_port, worker_env
+from tests.ports import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
