@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from kombu.exceptions import KombuError
 
 from hub.errors import HubError
 from hub.jobs import slurm
@@ -55,12 +56,26 @@ def create_job(
 
 def dispatch(job: Job) -> None:
     """Send the job's task to its queue, or, for a kind this hub runs on Slurm, the task that submits it
-    there (a worker stages its files and runs sbatch: the web process does neither)."""
+    there (a worker stages its files and runs sbatch: the web process does neither).
+
+    The job is already committed when this runs, so a broker that cannot be reached fails nothing: the job
+    stays queued, its log says why, and ``reap_stale`` sends it again once ``HUB_JOB_QUEUED_STALE_S`` has
+    passed since it was created."""
+    try:
+        if slurm.runs_on_slurm(job.kind):
+            app.send_task("hub.slurm_submit", args=[str(job.pk)], queue=settings.HUB_SLURM_SUBMIT_QUEUE)
+        else:
+            send_to_celery(job)
+    except (KombuError, OSError) as error:
+        log.warning("job %s could not be sent to the broker: %s", job.pk, error)
+        with transaction.atomic():
+            waiting = Job.objects.select_for_update().filter(pk=job.pk, state=Job.State.QUEUED).first()
+            if waiting is not None:
+                waiting.append_log("warning", f"the job queue could not be reached ({error}); the job waits and "
+                                              f"is sent again after {settings.HUB_JOB_QUEUED_STALE_S:g} s")
+                waiting.save(update_fields=["log"])
+        return
     Job.objects.filter(pk=job.pk).update(dispatched=timezone.now())
-    if slurm.runs_on_slurm(job.kind):
-        app.send_task("hub.slurm_submit", args=[str(job.pk)], queue=settings.HUB_SLURM_SUBMIT_QUEUE)
-    else:
-        send_to_celery(job)
 
 
 def send_to_celery(job: Job) -> None:

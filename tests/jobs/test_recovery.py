@@ -17,6 +17,7 @@ from hub.registry.models import Version
 from tests.conftest import start_worker, stop_process, wait_for_job, worker_env
 from tests.conversions.test_worker import conversion_job, publish_model
 from tests.jobs.test_faults import forest
+from tests.ports import free_port
 
 pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -112,6 +113,33 @@ def test_a_queued_job_whose_message_was_lost_is_sent_again(worker_root, api, pub
         time.sleep(3)
         fresh.refresh_from_db()
         assert fresh.state == "queued" and not any("sent again" in line["message"] for line in fresh.log)
+    finally:
+        stop_process(worker)
+
+
+def test_a_broker_down_at_publish_time_loses_nothing_and_the_job_runs_once_it_is_back(worker_root, api, monkeypatch):
+    """The version is committed before its conversion is sent: a broker that cannot be reached then (a real
+    Celery app on a Redis port nothing listens on) must not turn the publish into a 500 with its uploads spent.
+    The job waits, queued, its log says why, and a worker's reaper sends it once the broker answers."""
+    from celery import Celery
+
+    from hub.jobs import services as job_services
+
+    down = Celery("down", broker=f"redis://127.0.0.1:{free_port()}/0")
+    down.conf.broker_connection_timeout = 1
+    monkeypatch.setattr(job_services, "app", down)
+    publish_model(api, "unsent", {"forest.pkl": forest(worker_root, 3).read_bytes()})
+    job = conversion_job("1", "unsent")
+    assert job.state == "queued" and job.dispatched is None
+    assert any("job queue could not be reached" in line["message"] for line in job.log), job.log
+    monkeypatch.undo()
+    time.sleep(2)
+    worker = start_worker(worker_root, worker_env(worker_root, HUB_JOB_QUEUED_STALE_S="2", HUB_JOB_REAP_S="1"),
+                          "unsent")
+    try:
+        done = wait_for_job(job.pk, timeout=180)
+        assert done.state == "succeeded", (done.error_code, done.log)
+        assert any("sent again" in line["message"] for line in done.log)
     finally:
         stop_process(worker)
 
