@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import html
 import os
 import threading
 import uuid
@@ -23,7 +24,12 @@ from typing import BinaryIO
 
 from django.conf import settings
 from django.core.files.uploadhandler import FileUploadHandler
+from django.http import HttpRequest
+from django.http.multipartparser import MultiPartParser as DjangoMultiPartParser
+from django.http.multipartparser import MultiPartParserError
 from django.utils import timezone
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import DataAndFiles, MultiPartParser, get_encoding
 
 from hub.errors import HubError
 from hub.registry.models import Upload
@@ -281,6 +287,41 @@ def abort_upload(upload: Upload) -> None:
     _hashes.pop(str(upload.id))
     upload.state = Upload.State.ABORTED
     upload.save(update_fields=["state"])
+
+
+class FolderMultiPartParser(DjangoMultiPartParser):
+    """Django's multipart parser, keeping the folders in a file part's name: ``filename="1_Pooling/config.json"``
+    becomes that path in the version, where Django's own parser keeps ``config.json`` only and a model
+    folder's two ``config.json`` collide. The name is checked like every version path (``clean_path``): a
+    leading ``/``, a ``..`` or a backslash is refused with ``invalid_path``, not silently cut."""
+
+    def sanitize_file_name(self, file_name: str) -> str | None:
+        file_name = "".join(char for char in html.unescape(file_name) if char.isprintable())
+        return file_name or None
+
+
+class FolderFormParser(MultiPartParser):
+    """DRF's multipart parser with :class:`FolderMultiPartParser` (API clients that send a token)."""
+
+    def parse(self, stream, media_type=None, parser_context=None) -> DataAndFiles:
+        request = parser_context["request"]
+        meta = {**request.META, "CONTENT_TYPE": media_type}
+        try:
+            data, files = FolderMultiPartParser(meta, stream, request.upload_handlers,
+                                                get_encoding(parser_context)).parse()
+        except MultiPartParserError as exc:
+            raise ParseError(f"Multipart form parse error - {exc}") from exc
+        return DataAndFiles(data, files)
+
+
+def keep_folders(request: HttpRequest) -> None:
+    """Make a Django request parse its multipart body with :class:`FolderMultiPartParser` too: a browser
+    session's CSRF check reads ``request.POST`` before DRF's parser ever runs."""
+
+    def parse_file_upload(meta, post_data):
+        return FolderMultiPartParser(meta, post_data, request.upload_handlers, request.encoding).parse()
+
+    request.parse_file_upload = parse_file_upload
 
 
 class StagingUploadHandler(FileUploadHandler):

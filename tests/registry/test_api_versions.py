@@ -7,8 +7,11 @@ import json
 import os
 
 import pytest
+from django.test import Client
+from urllib3 import encode_multipart_formdata
 
 from hub.registry.models import Blob, File, Upload, Version
+from hub.registry.uploads import upload_dir
 from hub.storage import get_blob_store
 from tests.conftest import client_for, multipart_file, staged, valid_metadata
 
@@ -99,6 +102,47 @@ def test_bad_paths_are_refused_and_nothing_is_stored(api, model, path):
     assert response.status_code == 400 and response.json()["code"] == "invalid_path"
     assert Version.objects.count() == 0 and File.objects.count() == 0
     assert not get_blob_store().exists(hashlib.sha256(b"payload for bad path").hexdigest())
+
+
+def form_with_names(files: dict[str, bytes], **fields) -> tuple[bytes, str]:
+    """A multipart body whose file parts carry these names as sent (Django's test client would keep only
+    the base name, as browsers' file pickers do; curl's ``filename=`` and requests keep folders)."""
+    parts = [(key, value) for key, value in fields.items()]
+    parts += [("files", (name, data, "application/octet-stream")) for name, data in files.items()]
+    return encode_multipart_formdata(parts)
+
+
+def test_multipart_file_names_keep_their_folders(backend, api, model):
+    """A model folder sent as form parts named ``1_Pooling/config.json`` and ``config.json`` keeps both."""
+    top, pooling = b'{"hidden_size": 8}', b'{"pooling_mode_mean_tokens": true}'
+    body, content_type = form_with_names({"config.json": top, "1_Pooling/config.json": pooling, "w.bin": b"w"},
+                                         metadata=json.dumps(valid_metadata()))
+    response = api.generic("POST", model + "versions/", body, content_type=content_type)
+    assert response.status_code == 201, response.content
+    files = {item["path"]: item["sha256"] for item in response.json()["files"]}
+    assert files == {"config.json": hashlib.sha256(top).hexdigest(), "w.bin": hashlib.sha256(b"w").hexdigest(),
+                     "1_Pooling/config.json": hashlib.sha256(pooling).hexdigest()}
+
+
+@pytest.mark.parametrize("name", ["../evil.bin", "/etc/evil.bin", "C:\\fakepath\\evil.bin"])
+def test_multipart_names_outside_the_version_are_refused_not_cut(api, model, name):
+    body, content_type = form_with_names({name: b"evil"}, metadata=json.dumps(valid_metadata()))
+    response = api.generic("POST", model + "versions/", body, content_type=content_type)
+    assert response.status_code == 400 and response.json()["code"] == "invalid_path", response.content
+    assert Version.objects.count() == 0 and not get_blob_store().exists(hashlib.sha256(b"evil").hexdigest())
+    assert not list(upload_dir().glob("form-*")), "a refused form leaves no staged file"
+
+
+def test_a_browser_session_form_keeps_folders_too(owner, model):
+    """A signed-in session is CSRF-checked, which reads the form through Django's request, not DRF's parser."""
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(owner)
+    browser.get("/")  # the CSRF cookie
+    token = browser.cookies["csrftoken"].value
+    body, content_type = form_with_names({"1_Pooling/config.json": b"{}"}, metadata=json.dumps(valid_metadata()))
+    response = browser.generic("POST", model + "versions/", body, content_type=content_type, HTTP_X_CSRFTOKEN=token)
+    assert response.status_code == 201, response.content
+    assert [item["path"] for item in response.json()["files"]] == ["1_Pooling/config.json"]
 
 
 def test_failure_after_storing_removes_new_blobs(api, model, owner, tmp_path, monkeypatch):

@@ -8,7 +8,6 @@ from typing import Any
 from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
-from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -31,7 +30,7 @@ from hub.registry.api.serializers import (
     VersionSerializer,
 )
 from hub.registry.models import Artifact, Version
-from hub.registry.uploads import StagedFile, StagingUploadHandler, completed_file
+from hub.registry.uploads import FolderFormParser, StagedFile, StagingUploadHandler, completed_file, keep_folders
 from hub.search.models import FACETS
 from hub.search.services import DERIVED, SORTS, derived_under, search
 
@@ -161,13 +160,14 @@ class VersionListCreate(APIView):
     (``{"files": [{"path": "model.pt", "upload": "<upload id>"}]}``).
     """
 
-    parser_classes = [JSONParser, MultiPartParser]
+    parser_classes = [JSONParser, FolderFormParser]
     serializer_class = VersionSerializer
 
     def initialize_request(self, request, *args, **kwargs):
         # Before anything reads the body (CSRF checks do): multipart files stream to staging, hashed.
         self.staging = StagingUploadHandler(request)
         request.upload_handlers = [self.staging]
+        keep_folders(request)
         return super().initialize_request(request, *args, **kwargs)
 
     def dispatch(self, request, *args, **kwargs):
