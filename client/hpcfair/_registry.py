@@ -4,6 +4,7 @@ downloads, and models and datasets loaded on this machine."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,13 +66,44 @@ def upload(client: HubClient, config: Config | None, *, name: str | None, files:
     if not name or not files:
         raise ConfigError("an upload needs a name (model_name) and files (task_args.files or model_file)",
                           key="task_args.files")
-    paths = [Path(f) if Path(f).is_absolute() else base / f for f in files]
-    for path in paths:
-        if not path.is_file():
-            raise ConfigError(f"no file {path}", key="task_args.files")
+    named = version_files([Path(f) if Path(f).is_absolute() else base / f for f in files])
     meta, card = read_metadata(metadata, base)
-    named = {p.name: p for p in paths} | ({"README.md": card} if card else {})
+    named |= {"README.md": card} if card else {}  # a card given as metadata wins over a folder's README.md
     return client.publish(name, named, meta, kind=kind, visibility=visibility, version=version)
+
+
+SKIPPED_IN_FOLDERS = (".git", ".DS_Store")
+
+
+def version_files(sources: list[Path]) -> dict[str, Path]:
+    """{path in the version: local file}. A file is named by its base name; a folder gives every file under
+    it at its path relative to the folder (a Hugging Face model folder keeps ``1_Pooling/config.json``),
+    following symlinked files (a Hugging Face cache snapshot is made of them) and skipping ``.git/`` and
+    ``.DS_Store``. Two sources that would land on one path are an error, not a silent overwrite."""
+    named: dict[str, Path] = {}
+    for source in sources:
+        if source.is_dir():
+            found = {path.relative_to(source).as_posix(): path for path in sorted(_files_under(source))}
+            if not found:
+                raise ConfigError(f"the folder {source} holds no files", key="task_args.files")
+        elif source.is_file():
+            found = {source.name: source}
+        else:
+            raise ConfigError(f"no file or folder {source}", key="task_args.files")
+        for path, local in found.items():
+            if path in named and named[path].resolve() != local.resolve():
+                raise ConfigError(f"{named[path]} and {local} would both be '{path}' in the version: rename one, "
+                                  "or upload their folder", key="task_args.files")
+            named[path] = local
+    return named
+
+
+def _files_under(folder: Path):
+    for root, folders, names in os.walk(folder):
+        folders[:] = [name for name in folders if name not in SKIPPED_IN_FOLDERS]
+        for name in names:
+            if name not in SKIPPED_IN_FOLDERS and (Path(root) / name).is_file():
+                yield Path(root) / name
 
 
 def download_config(client: HubClient, config: Config) -> list[Path]:

@@ -106,9 +106,11 @@ def show(ref: Annotated[str, typer.Argument(help="A PID or owner/name[@version].
     _print(info, as_json, "\n".join(lines))
 
 
-@app.command(epilog="Example: hpcfair upload my-encoder encoder.pt --metadata card/README.md --private")
+@app.command(epilog="Example: hpcfair upload my-encoder encoder.pt --metadata card/README.md --private; "
+                     "a model folder: hpcfair upload minilm ./all-MiniLM-L6-v2/")
 def upload(name: Annotated[str, typer.Argument(help="The artifact name (yours; created if needed).")],
-           files: Annotated[list[Path], typer.Argument(help="The files of the version.")],
+           files: Annotated[list[Path], typer.Argument(help="The files of the version; a folder gives every file "
+                                                            "under it, at its path inside the folder.")],
            metadata: Annotated[Path | None, typer.Option(help="Metadata: YAML, JSON or a README.md card.")] = None,
            kind: Annotated[str, typer.Option(help="model, dataset or project.")] = "model",
            private: Annotated[bool, typer.Option(help="Only you and your collaborators see it.")] = False,

@@ -107,7 +107,8 @@ class TaskArgs(_Group):
     quantize: bool = Field(True, description="optimize: also make a dynamic int8 copy.")
     query: str | None = Field(None, description="search: words to look for.")
     filters: dict[str, Names] | None = Field(None, description="search: facet filters, e.g. {framework: onnx}.")
-    files: list[str] | None = Field(None, description="upload: files of the version.")
+    files: list[str] | None = Field(None, description=(
+        "upload: files of the version; a folder gives every file under it, at its path inside the folder."))
     kind: Literal["model", "dataset", "project"] = Field("model", description="upload: what the artifact is.")
     metadata: dict[str, Any] | str | None = Field(
         None, description="upload: metadata, or a file (YAML, JSON, or a model card README.md).")

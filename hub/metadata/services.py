@@ -11,6 +11,7 @@ from django.db.models import prefetch_related_objects
 from django.urls import reverse
 
 from hub.errors import HubError
+from hub.metadata.cards import from_hugging_face, title_and_description
 from hub.metadata.derive import FileInfo, derive, read_card
 from hub.registry.access import Viewer, sources
 from hub.registry.api.serializers import absolute, file_url, pid_url
@@ -33,15 +34,18 @@ def prepare(artifact: Artifact, metadata: dict[str, Any], files: Sequence[FileIn
             system: bool = False) -> dict[str, Any]:
     """The metadata to store for a new version of ``artifact``, or a 400 naming every bad field.
 
-    Precedence: the card's front matter < the metadata sent < facts derived from the files; the
-    artifact's title and description fill in when neither the card nor the metadata has them.
+    Precedence: the card's front matter (a Hugging Face card's keys read as the hub's, ``hub.metadata.cards``)
+    < the metadata sent < facts derived from the files. When neither the card's front matter nor the
+    metadata has a title or description, the card's first heading and paragraph fill in, else the artifact's.
     """
     try:
         front, body = read_card(files)
+        front = from_hugging_face(front, artifact.kind)
         merged: dict[str, Any] = {**front, **metadata}
+        opening = title_and_description(body)
         for name in ("title", "description"):
-            if name not in merged and getattr(artifact, name):
-                merged[name] = getattr(artifact, name)
+            if name not in merged and (opening.get(name) or getattr(artifact, name)):
+                merged[name] = opening.get(name) or getattr(artifact, name)
         facts = derive(artifact.kind, files)
         if facts.get("records") and isinstance(merged.get("records"), list):
             merged["records"] = _columns(facts.pop("records"), merged["records"])
