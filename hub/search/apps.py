@@ -1,4 +1,20 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def rebuild_outdated_index(sender, verbosity: int = 1, **kwargs) -> None:
+    """After ``migrate``: rebuild the search index when the code indexes differently from what made it."""
+    from django.db import DatabaseError, transaction
+
+    from hub.search.index import rebuild_if_outdated
+
+    try:
+        with transaction.atomic():
+            count = rebuild_if_outdated()
+    except DatabaseError:  # a partial `migrate` (to an older state) left the index's tables behind
+        return
+    if count is not None and verbosity:
+        print(f"  Search index rebuilt for this version of the hub: {count} artifacts.")
 
 
 class SearchConfig(AppConfig):
@@ -11,3 +27,4 @@ class SearchConfig(AppConfig):
 
         version_published.connect(index.on_version_published, dispatch_uid="search.version_published")
         artifact_changed.connect(index.on_artifact_changed, dispatch_uid="search.artifact_changed")
+        post_migrate.connect(rebuild_outdated_index, sender=self, dispatch_uid="search.rebuild_outdated_index")

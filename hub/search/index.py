@@ -85,6 +85,31 @@ def next_generation() -> int:
     return SearchState.objects.filter(pk=1).values_list("generation", flat=True).get()
 
 
+# Raise it whenever document() or facet_values() change what an entry holds: the next `migrate` rebuilds
+# every entry (hub.search.apps), so an upgrade never leaves artifacts unfindable by what the new code indexes.
+INDEX_FORMAT = 1
+
+
+def rebuild() -> int:
+    """Every live artifact's entry made again and deleted ones' retired; returns how many were indexed."""
+    for artifact in Artifact.objects.filter(deleted_at__isnull=False, search_entry__live=True):
+        reindex(artifact)
+    count = 0
+    for artifact in Artifact.objects.live().select_related("owner").iterator():
+        reindex(artifact)
+        count += 1
+    SearchState.objects.update_or_create(pk=1, defaults={"format": INDEX_FORMAT})
+    return count
+
+
+def rebuild_if_outdated() -> int | None:
+    """``rebuild()`` when the entries were made by an older INDEX_FORMAT (None when they are current)."""
+    state = SearchState.objects.filter(pk=1).first()
+    if state is not None and state.format == INDEX_FORMAT:
+        return None
+    return rebuild()
+
+
 def reindex(artifact: Artifact) -> None:
     """Bring ``artifact``'s entry up to date (or retire it when the artifact is deleted)."""
     with transaction.atomic():

@@ -59,6 +59,8 @@ class SearchState(models.Model):
     generations are handed out in commit order."""
 
     generation = models.BigIntegerField(default=0)
+    # The index.INDEX_FORMAT the entries were built with: `migrate` rebuilds them when the code's differs.
+    format = models.IntegerField(default=0)
 
     def __str__(self) -> str:
         return f"search generation {self.generation}"

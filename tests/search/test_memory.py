@@ -13,7 +13,7 @@ from django.core.management import call_command
 from hub.registry import services
 from hub.registry.models import Artifact
 from hub.search import memory
-from hub.search.index import reindex
+from hub.search.index import INDEX_FORMAT, reindex
 from hub.search.models import SearchEntry, SearchState
 from hub.search.services import parse_tsquery
 from tests.conftest import client_for, staged, valid_metadata
@@ -90,6 +90,20 @@ def test_deleted_artifacts_stay_retired(corpus, api, anon):
     assert not SearchEntry.objects.get(artifact__name="cloud-images").live
     assert "cloud-images" not in names(anon.get("/api/v1/artifacts/", {"q": "cloud"}))
     assert "cloud-images" not in names(api.get("/api/v1/artifacts/"))  # not even for its owner
+
+
+def test_migrate_rebuilds_an_index_made_by_an_older_format_and_leaves_a_current_one(corpus, anon):
+    """An upgrade whose index holds something new needs no hand-run hub_reindex: `migrate` sees the older
+    format and rebuilds; run again, it touches nothing."""
+    SearchEntry.objects.filter(artifact__name="cloud-cnn").delete()  # as if the old code had not indexed it
+    SearchState.objects.update(format=INDEX_FORMAT - 1)
+    assert "cloud-cnn" not in names(anon.get("/api/v1/artifacts/", {"q": "cloud"}))
+    call_command("migrate", verbosity=0)
+    assert SearchState.objects.get().format == INDEX_FORMAT
+    assert "cloud-cnn" in names(anon.get("/api/v1/artifacts/", {"q": "cloud"}))
+    generation = SearchState.objects.get().generation
+    call_command("migrate", verbosity=0)
+    assert SearchState.objects.get().generation == generation, "a current index is not rebuilt"
 
 
 def test_pages_follow_one_order(corpus, api, collaborator, tmp_path):
