@@ -13,7 +13,7 @@ def rebuild_outdated_index(sender, verbosity: int = 1, **kwargs) -> None:
             count = rebuild_if_outdated()
     except DatabaseError:  # a partial `migrate` (to an older state) left the index's tables behind
         return
-    if count is not None and verbosity:
+    if count and verbosity:
         print(f"  Search index rebuilt for this version of the hub: {count} artifacts.")
 
 
