@@ -69,6 +69,7 @@ STATUS: dict[str, int] = {
     "throttled": 429,
     "internal_error": 500,
     "storage_unavailable": 503,
+    "broker_unavailable": 503,
     "no_worker": 503,
     "query_timeout": 503,
     "query_memory": 503,

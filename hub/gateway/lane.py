@@ -23,13 +23,18 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Protocol
 
 from django.conf import settings
 
+from hub.errors import HubError
+
 ALIVE_S = 6.0  # a worker that has not announced itself for this long is gone
+CONNECT_TIMEOUT_S = 3.0
 ANNOUNCE_S = 2.0
 REPLY_TTL_S = 60
 
@@ -55,6 +60,20 @@ class Lane(Protocol):
     def reply(self, request_id: str, message: bytes) -> None: ...
     def generation(self) -> bytes: ...
     def bump(self) -> None: ...
+
+
+@contextmanager
+def reachable() -> Iterator[None]:
+    """Redis that cannot be reached (refused, timed out) as the hub's 503 ``broker_unavailable``: the web
+    process's side of the lane (``alive``, ``call``, ``generation``, ``bump``) never fails as a 500."""
+    import redis
+
+    try:
+        yield
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        raise HubError("broker_unavailable", "The hub's job queue (Redis) cannot be reached, so nothing can "
+                                             "run now. Try again shortly; if it lasts, tell the hub's "
+                                             "administrators.") from exc
 
 
 def new_id() -> str:
@@ -84,8 +103,9 @@ class RedisLane:
         import redis
 
         # redis-py's default socket timeout (5 s) would cut a reply wait short: the longest wait is the
-        # synchronous run-time limit plus the worker's grace.
-        self.redis = redis.Redis.from_url(url, health_check_interval=30, socket_timeout=settings.HUB_INFER_SYNC_S + 30)
+        # synchronous run-time limit plus the worker's grace. Connecting, though, is quick or not at all.
+        self.redis = redis.Redis.from_url(url, health_check_interval=30, socket_timeout=settings.HUB_INFER_SYNC_S + 30,
+                                          socket_connect_timeout=CONNECT_TIMEOUT_S)
 
     @staticmethod
     def _queue(queue: str) -> str:
@@ -100,12 +120,13 @@ class RedisLane:
         return f"hub:gw:r:{request_id}"
 
     def alive(self, queue: str) -> bool:
-        return self.redis.zcount(self._alive(queue), time.time() - ALIVE_S, "+inf") > 0
+        with reachable():
+            return self.redis.zcount(self._alive(queue), time.time() - ALIVE_S, "+inf") > 0
 
     def call(self, queue: str, message: bytes, timeout: float, generation: bytes | None = None) -> bytes | None:
         request_id = new_id()
         reply = self._reply(request_id)
-        with self.redis.pipeline(transaction=False) as pipe:
+        with reachable(), self.redis.pipeline(transaction=False) as pipe:
             pipe.execute_command("EVAL", self.PUSH, 4, self._alive(queue), self._queue(queue), self.GENERATION, reply,
                                  time.time() - ALIVE_S, request_id.encode() + message, generation or b"", REPLY_TTL_S)
             pipe.execute_command("BRPOP", reply, max(timeout, 0.01))
@@ -138,10 +159,12 @@ class RedisLane:
             pipe.execute()
 
     def generation(self) -> bytes:
-        return self.redis.get(self.GENERATION) or b"0"
+        with reachable():
+            return self.redis.get(self.GENERATION) or b"0"
 
     def bump(self) -> None:
-        self.redis.incr(self.GENERATION)
+        with reachable():
+            self.redis.incr(self.GENERATION)
 
 
 class FileLane:

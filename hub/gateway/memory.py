@@ -8,13 +8,15 @@ sends the generation they belong to with its lane message; the lane queues it on
 is still current (in the same Redis call), else answers ``Stale`` and the view authenticates and
 resolves again from the database (``hub.gateway.pipeline.retry_when_stale``). Requests that start jobs
 check the generation first. So a revoked token or a deleted or newly private model is never acted on from
-memory. (Changes made with raw SQL, outside Django, are seen after ``TTL_S`` at most.)
+memory. (Changes made with raw SQL, outside Django, or while the broker was unreachable, are seen after
+``TTL_S`` at most.)
 
 A *grant* (``grant``/``granted``) is the express path's permission: this bearer token ran this model
 (owner, name, version, file) synchronously through Django and was answered 200 in this generation."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -25,10 +27,12 @@ from rest_framework.authentication import get_authorization_header
 
 from hub.accounts.auth import BearerTokenAuthentication
 from hub.accounts.models import ApiToken
+from hub.errors import HubError
 from hub.gateway.lane import Stale, get_lane
 from hub.gateway.protocol import ModelRef
 
 TTL_S = 60.0
+log = logging.getLogger(__name__)
 
 
 class Memory:
@@ -134,8 +138,17 @@ def granted(authorization: str, owner: str, name: str, version: str, file: str) 
 
 
 def bump(**kwargs) -> None:
-    # robust: a broker outage is logged, it does not fail a save that has committed already
-    transaction.on_commit(lambda: get_lane().bump(), robust=True)
+    transaction.on_commit(_announce_change)
+
+
+def _announce_change() -> None:
+    """Bump the generation; with the broker unreachable, a save that has committed already does not fail:
+    nothing can run meanwhile, and remembered answers expire within ``TTL_S`` of it coming back."""
+    try:
+        get_lane().bump()
+    except HubError:
+        log.warning("the gateway's Redis is unreachable: a registry change was not announced; web processes "
+                    "forget their remembered answers within %g s", TTL_S)
 
 
 def connect() -> None:
