@@ -331,3 +331,29 @@ def hf_gpt2_folder(directory: Path) -> Built:
     folder = directory / "gpt2_hf"
     _gpt2(12).gpt2.save_pretrained(folder)
     return "gpt2_hf", {}
+
+
+def hf_tiny_folder(directory: Path, family: str) -> str:
+    """A tiny random Hugging Face folder (save_pretrained, no tokenizer files) of one of the families a
+    scientist brings beyond BERT and GPT-2: DistilBERT (no token types), DeBERTa-v2 without a type vocabulary
+    (token types ignored), T5 (encoder-decoder), ViT (images), Whisper (speech: refused)."""
+    import torch
+    import transformers as hf
+
+    torch.manual_seed(5)
+    tiny = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64}
+    build = {
+        "distilbert": lambda: hf.DistilBertModel(hf.DistilBertConfig(dim=32, n_layers=2, n_heads=4, hidden_dim=64,
+                                                                     vocab_size=200)),
+        "deberta_v2": lambda: hf.DebertaV2Model(hf.DebertaV2Config(vocab_size=200, type_vocab_size=0, **tiny)),
+        "t5": lambda: hf.T5Model(hf.T5Config(vocab_size=200, d_model=32, d_kv=8, d_ff=64, num_layers=2,
+                                             num_heads=4)),
+        "vit": lambda: hf.ViTForImageClassification(hf.ViTConfig(image_size=32, patch_size=8, num_labels=4, **tiny)),
+        "whisper": lambda: hf.WhisperModel(hf.WhisperConfig(
+            vocab_size=200, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+            decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=16,
+            max_source_positions=50, max_target_positions=32, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+            decoder_start_token_id=1)),
+    }[family]
+    build().eval().save_pretrained(directory / family)
+    return family

@@ -146,3 +146,31 @@ def test_a_booster_named_model_json_is_told_by_its_bytes_and_other_json_is_left_
     assert version.metadata["format"] == "xgboost"  # derived from the bytes (the framework is what was typed)
     job = Job.objects.get(version=version, kind=Job.Kind.CONVERT)
     assert job.params["files"] == ["model.json"] and job.params["auto"] is True
+
+
+@pytest.mark.parametrize(("family", "inputs", "output"), [
+    ("distilbert", ["input_ids", "attention_mask"], "last_hidden_state"),
+    ("deberta_v2", ["input_ids", "attention_mask"], "last_hidden_state"),
+    ("t5", ["input_ids", "attention_mask", "decoder_input_ids"], "last_hidden_state"),
+    ("vit", ["pixel_values"], "logits"),
+])
+def test_hugging_face_families_beyond_bert_convert_and_verify(tmp_path: Path, family, inputs, output):
+    """Inputs follow what the model's forward takes (DistilBERT has no token types, whatever transformers'
+    default tokenizer offers; DeBERTa ignores them), an encoder-decoder gets decoder ids, an image model
+    pixel values at its config's size."""
+    name = models.hf_tiny_folder(tmp_path, family)
+    report = convert_file(tmp_path / name, tmp_path / "out" / "model.onnx")
+    assert report["verification"]["passed"] is True and len(report["verification"]["runs"]) == 2
+    assert [i["name"] for i in report["inputs"]] == inputs and [o["name"] for o in report["outputs"]] == [output]
+    if family == "vit":
+        assert report["inputs"][0]["shape"] == ["batch", 3, 32, 32] and report["task"] == "image-classification"
+    if family == "deberta_v2":
+        assert report["unused_inputs"] == ["token_type_ids"]
+
+
+def test_a_speech_model_folder_is_refused_with_what_to_do(tmp_path: Path):
+    name = models.hf_tiny_folder(tmp_path, "whisper")
+    with pytest.raises(ConversionError) as caught:
+        convert_file(tmp_path / name, tmp_path / "out" / "model.onnx")
+    assert caught.value.code == "unsupported_format" and "speech" in caught.value.detail
+    assert "torch.export" in caught.value.detail

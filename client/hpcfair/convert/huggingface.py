@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,13 @@ import numpy as np
 
 from hpcfair.convert.errors import ConversionError
 from hpcfair.convert.formats import HF_WEIGHTS as WEIGHTS
-from hpcfair.convert.signature import TensorSpec
+from hpcfair.convert.signature import TensorSpec, generate_inputs
 
 # Files a runtime needs beside the ONNX model to take text (and to name labels): kept with it.
 KEPT = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
         "vocab.json", "merges.txt", "added_tokens.json", "tokenizer.model", "spiece.model",
         "sentencepiece.bpe.model", "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
-        "1_Pooling/config.json")
+        "1_Pooling/config.json", "preprocessor_config.json", "generation_config.json")
 TASKS = {
     "feature-extraction": "AutoModel",
     "sentence-similarity": "AutoModel",
@@ -37,11 +38,16 @@ TASKS = {
     "fill-mask": "AutoModelForMaskedLM",
     "text-generation": "AutoModelForCausalLM",
     "question-answering": "AutoModelForQuestionAnswering",
+    "text2text-generation": "AutoModelForSeq2SeqLM",
+    "image-classification": "AutoModelForImageClassification",
+    "image-feature-extraction": "AutoModel",
 }
 ARCHITECTURE_TASKS = (("ForSequenceClassification", "text-classification"),
                       ("ForTokenClassification", "token-classification"), ("ForMaskedLM", "fill-mask"),
                       ("ForCausalLM", "text-generation"), ("LMHeadModel", "text-generation"),
-                      ("ForQuestionAnswering", "question-answering"))
+                      ("ForQuestionAnswering", "question-answering"),
+                      ("ForConditionalGeneration", "text2text-generation"),
+                      ("ForImageClassification", "image-classification"))
 
 
 def is_folder(path: Path) -> bool:
@@ -84,16 +90,63 @@ def _pooling(folder: Path) -> tuple[str, bool] | None:
     return mode, any(t.endswith("Normalize") for t in types)
 
 
-def _input_names(folder: Path) -> list[str]:
-    """What the tokenizer gives the model (input_ids, attention_mask, and token_type_ids for BERT)."""
+TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def _input_names(folder: Path, model) -> list[str]:
+    """What the tokenizer gives the model (input_ids, attention_mask, and token_type_ids for BERT), among
+    what the model's ``forward`` names: DistilBERT, RoBERTa-style and decoder models take no token types,
+    whatever a tokenizer (or transformers' default one, for a folder without tokenizer files) offers."""
+    import inspect
+
+    accepted = [n for n in TEXT_INPUTS if n in inspect.signature(model.forward).parameters]
     try:
         from transformers import AutoTokenizer
 
         names = list(AutoTokenizer.from_pretrained(str(folder), local_files_only=True).model_input_names)
     except Exception:  # noqa: BLE001 - no tokenizer: the usual pair
         names = []
-    return [n for n in names if n in ("input_ids", "attention_mask", "token_type_ids")] or ["input_ids",
-                                                                                          "attention_mask"]
+    return [n for n in names if n in accepted] or [n for n in ("input_ids", "attention_mask") if n in accepted]
+
+
+def _input_specs(model, names: list[str]) -> list[TensorSpec]:
+    """The export's inputs: token ids (and a decoder's, for an encoder-decoder such as T5 or BART) with dynamic
+    batch and sequence axes, or an image model's ``pixel_values`` at the size its config names. Speech
+    models are refused with a clear error: their feature extraction is not part of the model."""
+    import inspect
+
+    config = model.config
+    accepted = inspect.signature(model.forward).parameters
+    if "input_ids" not in accepted and "pixel_values" in accepted:
+        size = getattr(config, "image_size", None) or 224
+        height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
+        channels = int(getattr(config, "num_channels", 3) or 3)
+        return [TensorSpec("pixel_values", ["batch", channels, int(height), int(width)], "float32", -1.0, 1.0)]
+    if "input_ids" not in accepted:
+        found = next((n for n in ("input_features", "input_values") if n in accepted), "")
+        raise ConversionError("unsupported_format", f"The folder's {type(model).__name__} takes {found or 'inputs'} "
+                                                    "other than token ids or images (a speech model); the hub converts "
+                                                    "Hugging Face text and image models. Export it with torch.export "
+                                                    "(.pt2) instead.")
+    vocab = int(getattr(config, "vocab_size", 1000) or 1000)
+    bounds = {"input_ids": (0, vocab), "attention_mask": (1, 2), "token_type_ids": (0, 1)}
+    specs = [TensorSpec(n, ["batch", "sequence"], "int64", *bounds[n]) for n in names]
+    if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in accepted:
+        specs.append(TensorSpec("decoder_input_ids", ["batch", "decoder_sequence"], "int64", 0, vocab))
+    return specs
+
+
+def _batch_of_two(spec: TensorSpec) -> TensorSpec:
+    return replace(spec, shape=[2, *spec.shape[1:]]) if spec.shape and not isinstance(spec.shape[0], int) else spec
+
+
+def _feeding_zeros(reference, names: list[str], like: str):
+    """``reference`` given zeros for ``names`` (inputs the ONNX graph dropped as unused), shaped like ``like``."""
+
+    def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return reference({**{name: np.zeros_like(feeds[like]) for name in names}, **feeds})
+
+    return run
 
 
 def _wrapper(model, names: list[str], task: str, pooling: tuple[str, bool] | None):
@@ -163,21 +216,23 @@ def export_folder(path: Path, opset: int, specs: list[TensorSpec], sample: dict 
                                               "transformers ships (custom code is not run).", cause=exc)
     if hasattr(model.config, "use_cache"):
         model.config.use_cache = False
-    names = _input_names(folder)
+    names = _input_names(folder, model)
+    specs = _input_specs(model, names)
+    names = [spec.name for spec in specs]
     pooling = _pooling(folder) if task == "sentence-similarity" else None
     wrapper = _wrapper(model, names, task, pooling)
-    vocab = int(getattr(model.config, "vocab_size", 1000) or 1000)
-    bounds = {"input_ids": (0, vocab), "attention_mask": (1, 2), "token_type_ids": (0, 1)}
-    specs = [TensorSpec(n, ["batch", "sequence"], "int64", *bounds[n]) for n in names]
-    example = sample or {s.name: np.random.default_rng(0).integers(s.low, s.high, size=(2, 8)) for s in specs}
-    args = tuple(torch.from_numpy(np.asarray(example[n], dtype=np.int64)) for n in names)
-    outputs = ["last_hidden_state" if task in ("feature-extraction", "sentence-similarity") else "logits"]
+    example = sample or generate_inputs([_batch_of_two(spec) for spec in specs])  # batch 1 could be baked in
+    args = tuple(torch.from_numpy(np.asarray(example[s.name], dtype=s.dtype)) for s in specs)
+    outputs = ["last_hidden_state" if task in ("feature-extraction", "sentence-similarity",
+                                               "image-feature-extraction") else "logits"]
     if pooling:
         outputs.append("sentence_embedding")
-    dynamic = {n: {0: "batch", 1: "sequence"} for n in names}
-    dynamic.update({outputs[0]: {0: "batch", 1: "sequence"}, **({"sentence_embedding": {0: "batch"}} if pooling
-                                                                 else {})})
-    if task == "text-classification":
+    dynamic = {spec.name: {axis: spec.shape[axis] for axis in spec.dynamic_axes} for spec in specs}
+    follows = "decoder_input_ids" if "decoder_input_ids" in names else names[0]  # the output's sequence axis
+    dynamic[outputs[0]] = {0: "batch", **({1: dynamic[follows][1]} if 1 in dynamic[follows] else {})}
+    if pooling:
+        dynamic["sentence_embedding"] = {0: "batch"}
+    if task in ("text-classification", "image-classification"):
         dynamic[outputs[0]] = {0: "batch"}
     torch_ops.register()
     buffer = io.BytesIO()
@@ -192,6 +247,12 @@ def export_folder(path: Path, opset: int, specs: list[TensorSpec], sample: dict 
     import onnx
 
     exported = onnx.load_from_string(buffer.getvalue())
+    reference = torch_reference(wrapper, names)
+    graph_inputs = {value.name for value in exported.graph.input}
+    unused = [name for name in names if name not in graph_inputs]
+    if unused:  # the exporter drops an input the model ignores (DeBERTa's token types with no type vocabulary)
+        reference = _feeding_zeros(reference, unused, next(n for n in names if n in graph_inputs))
+        specs = [spec for spec in specs if spec.name in graph_inputs]
     width = getattr(model.config, "hidden_size", None)
     for value in exported.graph.output:  # the pooled width is the hidden size, whatever the tracer named it
         if value.name == "sentence_embedding" and isinstance(width, int):
@@ -208,6 +269,8 @@ def export_folder(path: Path, opset: int, specs: list[TensorSpec], sample: dict 
                                                                       for p in extra.rglob("*") if p.is_file())}
     if pooling:
         notes["pooling"] = {"mode": pooling[0], "normalize": pooling[1]}
-    return Exported(exported, torch_reference(wrapper, names), specs,
+    if unused:
+        notes["unused_inputs"] = unused
+    return Exported(exported, reference, specs,
                     "torch.onnx.export (Hugging Face folder, transformers AutoModel)",
                     versions("torch", "transformers", "tokenizers", "onnx"), notes)
