@@ -336,7 +336,8 @@ def hf_gpt2_folder(directory: Path) -> Built:
 def hf_tiny_folder(directory: Path, family: str) -> str:
     """A tiny random Hugging Face folder (save_pretrained, no tokenizer files) of one of the families a
     scientist brings beyond BERT and GPT-2: DistilBERT (no token types), DeBERTa-v2 without a type vocabulary
-    (token types ignored), T5 (encoder-decoder), ViT (images), Whisper (speech: refused)."""
+    (token types ignored), T5 (encoder-decoder), a question-answering head (two outputs), ViT (images),
+    Whisper (speech: refused)."""
     import torch
     import transformers as hf
 
@@ -348,6 +349,7 @@ def hf_tiny_folder(directory: Path, family: str) -> str:
         "deberta_v2": lambda: hf.DebertaV2Model(hf.DebertaV2Config(vocab_size=200, type_vocab_size=0, **tiny)),
         "t5": lambda: hf.T5Model(hf.T5Config(vocab_size=200, d_model=32, d_kv=8, d_ff=64, num_layers=2,
                                              num_heads=4)),
+        "bert_qa": lambda: hf.BertForQuestionAnswering(hf.BertConfig(vocab_size=200, **tiny)),
         "vit": lambda: hf.ViTForImageClassification(hf.ViTConfig(image_size=32, patch_size=8, num_labels=4, **tiny)),
         "whisper": lambda: hf.WhisperModel(hf.WhisperConfig(
             vocab_size=200, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,

@@ -148,20 +148,21 @@ def test_a_booster_named_model_json_is_told_by_its_bytes_and_other_json_is_left_
     assert job.params["files"] == ["model.json"] and job.params["auto"] is True
 
 
-@pytest.mark.parametrize(("family", "inputs", "output"), [
-    ("distilbert", ["input_ids", "attention_mask"], "last_hidden_state"),
-    ("deberta_v2", ["input_ids", "attention_mask"], "last_hidden_state"),
-    ("t5", ["input_ids", "attention_mask", "decoder_input_ids"], "last_hidden_state"),
-    ("vit", ["pixel_values"], "logits"),
+@pytest.mark.parametrize(("family", "inputs", "outputs"), [
+    ("distilbert", ["input_ids", "attention_mask"], ["last_hidden_state"]),
+    ("deberta_v2", ["input_ids", "attention_mask"], ["last_hidden_state"]),
+    ("t5", ["input_ids", "attention_mask", "decoder_input_ids"], ["last_hidden_state"]),
+    ("bert_qa", ["input_ids", "token_type_ids", "attention_mask"], ["start_logits", "end_logits"]),
+    ("vit", ["pixel_values"], ["logits"]),
 ])
-def test_hugging_face_families_beyond_bert_convert_and_verify(tmp_path: Path, family, inputs, output):
+def test_hugging_face_families_beyond_bert_convert_and_verify(tmp_path: Path, family, inputs, outputs):
     """Inputs follow what the model's forward takes (DistilBERT has no token types, whatever transformers'
     default tokenizer offers; DeBERTa ignores them), an encoder-decoder gets decoder ids, an image model
     pixel values at its config's size."""
     name = models.hf_tiny_folder(tmp_path, family)
     report = convert_file(tmp_path / name, tmp_path / "out" / "model.onnx")
     assert report["verification"]["passed"] is True and len(report["verification"]["runs"]) == 2
-    assert [i["name"] for i in report["inputs"]] == inputs and [o["name"] for o in report["outputs"]] == [output]
+    assert [i["name"] for i in report["inputs"]] == inputs and [o["name"] for o in report["outputs"]] == outputs
     if family == "vit":
         assert report["inputs"][0]["shape"] == ["batch", 3, 32, 32] and report["task"] == "image-classification"
     if family == "deberta_v2":

@@ -149,11 +149,25 @@ def _feeding_zeros(reference, names: list[str], like: str):
     return run
 
 
-def _wrapper(model, names: list[str], task: str, pooling: tuple[str, bool] | None):
+def _output_names(model, names: list[str], args: tuple) -> list[str]:
+    """The outputs worth exporting, from one run on the example: ``logits``, else ``last_hidden_state``,
+    else every ``*logits`` (a question-answering head's start and end), else the first tensor."""
+    import torch
+
+    with torch.no_grad():
+        out = model(**dict(zip(names, args, strict=True)))
+    tensors = [key for key, value in out.items() if isinstance(value, torch.Tensor)]
+    for wanted in ("logits", "last_hidden_state"):
+        if wanted in tensors:
+            return [wanted]
+    return [key for key in tensors if key.endswith("logits")] or tensors[:1]
+
+
+def _wrapper(model, names: list[str], outputs: list[str], pooling: tuple[str, bool] | None):
     import torch
 
     class Export(torch.nn.Module):
-        """The model on positional tensors, returning its main output (and the sentence embedding)."""
+        """The model on positional tensors, returning its main outputs (and the sentence embedding)."""
 
         def __init__(self) -> None:
             super().__init__()
@@ -162,9 +176,9 @@ def _wrapper(model, names: list[str], task: str, pooling: tuple[str, bool] | Non
         def forward(self, *args):
             feeds = dict(zip(names, args, strict=True))
             out = self.model(**feeds)
-            main = out.logits if hasattr(out, "logits") else out.last_hidden_state
             if pooling is None:
-                return main
+                return out[outputs[0]] if len(outputs) == 1 else tuple(out[name] for name in outputs)
+            main = out[outputs[0]]
             mode, normalise = pooling
             mask = feeds["attention_mask"].unsqueeze(-1).to(main.dtype)
             if mode == "cls":
@@ -220,20 +234,18 @@ def export_folder(path: Path, opset: int, specs: list[TensorSpec], sample: dict 
     specs = _input_specs(model, names)
     names = [spec.name for spec in specs]
     pooling = _pooling(folder) if task == "sentence-similarity" else None
-    wrapper = _wrapper(model, names, task, pooling)
     example = sample or generate_inputs([_batch_of_two(spec) for spec in specs])  # batch 1 could be baked in
     args = tuple(torch.from_numpy(np.asarray(example[s.name], dtype=s.dtype)) for s in specs)
-    outputs = ["last_hidden_state" if task in ("feature-extraction", "sentence-similarity",
-                                               "image-feature-extraction") else "logits"]
+    outputs = _output_names(model, names, args)
+    wrapper = _wrapper(model, names, outputs, pooling)
+    dynamic = {spec.name: {axis: spec.shape[axis] for axis in spec.dynamic_axes} for spec in specs}
+    follows = "decoder_input_ids" if "decoder_input_ids" in names else names[0]  # the outputs' sequence axis
+    for name in outputs:
+        sequence = task not in ("text-classification", "image-classification") and 1 in dynamic[follows]
+        dynamic[name] = {0: "batch", **({1: dynamic[follows][1]} if sequence else {})}
     if pooling:
         outputs.append("sentence_embedding")
-    dynamic = {spec.name: {axis: spec.shape[axis] for axis in spec.dynamic_axes} for spec in specs}
-    follows = "decoder_input_ids" if "decoder_input_ids" in names else names[0]  # the output's sequence axis
-    dynamic[outputs[0]] = {0: "batch", **({1: dynamic[follows][1]} if 1 in dynamic[follows] else {})}
-    if pooling:
         dynamic["sentence_embedding"] = {0: "batch"}
-    if task in ("text-classification", "image-classification"):
-        dynamic[outputs[0]] = {0: "batch"}
     torch_ops.register()
     buffer = io.BytesIO()
     try:
