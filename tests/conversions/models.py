@@ -359,3 +359,28 @@ def hf_tiny_folder(directory: Path, family: str) -> str:
     }[family]
     build().eval().save_pretrained(directory / family)
     return family
+
+
+def sklearn_family(directory: Path, family: str) -> str:
+    """A fitted scikit-learn estimator beyond classifiers with probabilities, joblib-dumped: a regressor, a
+    classifier with decision scores only, a clusterer, an outlier detector, histogram gradient boosting, soft
+    voting."""
+    import joblib
+    from sklearn import cluster, ensemble, linear_model, svm, tree
+
+    features, labels = _iris_like()
+    model = {
+        "ridge": lambda: linear_model.Ridge().fit(features, features[:, 0]),
+        "forest_regressor": lambda: ensemble.RandomForestRegressor(n_estimators=5, random_state=0).fit(
+            features, features[:, 0]),
+        "svr": lambda: svm.SVR().fit(features, features[:, 0]),
+        "sgd_binary": lambda: linear_model.SGDClassifier(random_state=0).fit(features, labels > 0),
+        "kmeans": lambda: cluster.KMeans(3, n_init=2, random_state=0).fit(features),
+        "isolation_forest": lambda: ensemble.IsolationForest(n_estimators=5, random_state=0).fit(features),
+        "hist_gradient_boosting": lambda: ensemble.HistGradientBoostingClassifier(max_iter=5).fit(features, labels),
+        "soft_voting": lambda: ensemble.VotingClassifier(
+            [("lr", linear_model.LogisticRegression()), ("dt", tree.DecisionTreeClassifier(random_state=0))],
+            voting="soft").fit(features, labels),
+    }[family]()
+    joblib.dump(model, directory / f"{family}.joblib")
+    return f"{family}.joblib"

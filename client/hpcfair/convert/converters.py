@@ -260,17 +260,22 @@ def export_sklearn(path: Path, opset: int, specs: list[TensorSpec], sample: dict
         specs = [TensorSpec("X", [None, int(features)], "float32")]
     specs = [TensorSpec(s.name, s.shape, "float32", s.low, s.high) for s in specs]
     onnx_model = _skl2onnx(model, [(specs[0].name, FloatTensorType(specs[0].shape))], opset, path.name)
-    reference = _sklearn_reference(model, lambda feeds: feeds[specs[0].name].astype(np.float32))
+    # The ONNX model's float32 values, as float64: KMeans fitted on float64 refuses float32 in predict.
+    reference = _sklearn_reference(model, lambda feeds: feeds[specs[0].name].astype(np.float32).astype(np.float64))
     return Exported(onnx_model, reference, specs, "skl2onnx.to_onnx", versions("scikit-learn", "skl2onnx", "onnx"),
                     {"pickle_scan": scan})
 
 
 def _skl2onnx(model, initial: list, opset: int, name: str):
     from skl2onnx import to_onnx
+    from sklearn.base import is_classifier
 
-    try:
+    _cast_tree_missing_flags()
+    if getattr(model, "voting", None) == "soft" and getattr(model, "flatten_transform", False):
+        model.flatten_transform = False  # skl2onnx cannot lay out its transform(); predict is the same either way
+    try:  # a classifier's probabilities as a tensor (ZipMap's list of dicts compares with nothing)
         return to_onnx(model, initial_types=initial, target_opset={"": opset, "ai.onnx.ml": 3},
-                       options={"zipmap": False})
+                       options={"zipmap": False} if is_classifier(model) else None)
     except Exception as exc:  # noqa: BLE001
         text = str(exc)
         what = type(model).__name__
@@ -284,15 +289,49 @@ def _skl2onnx(model, initial: list, opset: int, name: str):
                               cause=exc)
 
 
+def _cast_tree_missing_flags() -> None:
+    """skl2onnx 1.20 hands HistGradientBoosting's ``missing_go_to_left`` (a numpy.uint8) to an ONNX ints
+    attribute, which onnx 1.23 refuses; every HistGradientBoosting model then failed. Cast it to int."""
+    from skl2onnx.common import tree_ensemble
+
+    original = tree_ensemble.add_node
+    if getattr(original, "casts_missing_flags", False):
+        return
+
+    def add_node(*args, nodes_missing_value_tracks_true=0, **kwargs):
+        return original(*args, nodes_missing_value_tracks_true=int(nodes_missing_value_tracks_true), **kwargs)
+
+    add_node.casts_missing_flags = True
+    tree_ensemble.add_node = add_node
+
+
 def _sklearn_reference(model, features_of) -> Reference:
-    """The estimator's own outputs as skl2onnx lays them out: (label, probabilities) for a classifier, the
-    prediction as a column for a regressor, the transform for a transformer."""
-    classifier = hasattr(model, "predict_proba") and hasattr(model, "classes_")
+    """The estimator's own outputs as skl2onnx lays them out:
+    - a classifier: (label, probabilities), or (label, decision scores) without ``predict_proba`` (two
+      columns, ``-d`` and ``d``, for a binary one);
+    - a clusterer: (label, probabilities) or (label, distances from ``transform``);
+    - an outlier detector: (label, decision scores), as columns;
+    - a regressor: the prediction as a column; a transformer: the transform."""
+    from sklearn.base import is_classifier
+
+    kind = "classifier" if is_classifier(model) else getattr(model, "_estimator_type", None)
+    if kind is None and hasattr(model, "__sklearn_tags__"):
+        kind = model.__sklearn_tags__().estimator_type
 
     def reference(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         features = features_of(feeds)
-        if classifier:
-            return [np.asarray(model.predict(features)), np.asarray(model.predict_proba(features))]
+        if kind == "classifier":
+            if hasattr(model, "predict_proba"):
+                return [np.asarray(model.predict(features)), np.asarray(model.predict_proba(features))]
+            scores = np.asarray(model.decision_function(features))
+            scores = np.stack([-scores, scores], axis=1) if scores.ndim == 1 else scores
+            return [np.asarray(model.predict(features)), scores]
+        if kind == "clusterer" and hasattr(model, "predict"):
+            second = model.predict_proba(features) if hasattr(model, "predict_proba") else model.transform(features)
+            return [np.asarray(model.predict(features)), np.asarray(second)]
+        if kind == "outlier_detector":
+            return [np.asarray(model.predict(features)).reshape(-1, 1),
+                    np.asarray(model.decision_function(features)).reshape(-1, 1)]
         if hasattr(model, "predict"):
             prediction = np.asarray(model.predict(features))
             return [prediction.reshape(len(prediction), -1)]
