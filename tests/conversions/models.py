@@ -384,3 +384,14 @@ def sklearn_family(directory: Path, family: str) -> str:
     }[family]()
     joblib.dump(model, directory / f"{family}.joblib")
     return f"{family}.joblib"
+
+
+def keras_gelu(directory: Path) -> str:
+    """A Keras 3 model with the exact GELU (TensorFlow's Erfc, which tf2onnx does not translate by itself)."""
+    import keras
+
+    keras.utils.set_random_seed(3)
+    inputs = keras.Input((6,), name="x")
+    hidden = keras.layers.Dense(8, activation="gelu")(inputs)
+    keras.Model(inputs, keras.layers.Dense(2)(hidden)).save(directory / "gelu.keras")
+    return "gelu.keras"

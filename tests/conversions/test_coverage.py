@@ -194,3 +194,9 @@ def test_scikit_learn_families_beyond_probabilistic_classifiers_convert_and_veri
     assert outputs["ridge"] == outputs["svr"] == ["variable"]
     assert outputs["kmeans"] == ["label", "scores"] and outputs["isolation_forest"] == ["label", "scores"]
     assert outputs["sgd_binary"] == outputs["soft_voting"] == ["label", "probabilities"]
+
+
+def test_a_keras_model_with_exact_gelu_converts(tmp_path: Path):
+    name = models.keras_gelu(tmp_path)
+    report = convert_file(tmp_path / name, tmp_path / "out" / "model.onnx")
+    assert report["verification"]["passed"] is True and report["opset"]["ai.onnx"] == 17

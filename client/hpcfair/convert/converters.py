@@ -100,11 +100,30 @@ def export_torch_program(path: Path, opset: int, specs: list[TensorSpec], sample
 # --- TensorFlow / Keras -----------------------------------------------------------------------------
 
 
+def _erfc(ctx, node, name, args) -> None:
+    """tf2onnx has no translation of TensorFlow's Erfc, which Keras 3's exact GELU uses (every ConvNeXt and
+    transformer block built with keras.activations.gelu): write it as 1 - Erf(x)."""
+    from tf2onnx import utils
+
+    dtype = utils.map_onnx_to_numpy_type(ctx.get_dtype(node.input[0]))
+    erf = ctx.make_node("Erf", [node.input[0]])
+    one = ctx.make_const(utils.make_name(f"{node.name}_one"), np.array(1, dtype=dtype))
+    node.type = "Sub"
+    ctx.replace_inputs(node, [one.output[0], erf.output[0]])
+
+
 def _tf_convert(function, signature: list, opset: int, what: str):
+    import onnx
     import tf2onnx
 
     try:
-        model, _ = tf2onnx.convert.from_function(function, input_signature=signature, opset=opset)
+        model, _ = tf2onnx.convert.from_function(function, input_signature=signature, opset=opset,
+                                                 custom_op_handlers={"Erfc": (_erfc, [])})
+        # tf2onnx leaves a TensorFlow operation it cannot translate in the graph (and only logs it)
+        left = sorted({node.op_type for node in model.graph.node
+                       if node.domain in ("", "ai.onnx") and not onnx.defs.has(node.op_type)})
+        if left:
+            raise ValueError(f"Unsupported ops: {', '.join(left)}")
     except Exception as exc:  # noqa: BLE001
         text = str(exc)
         if re.search(r"Unsupported ops|not supported", text):
@@ -173,8 +192,10 @@ def export_keras(path: Path, opset: int, specs: list[TensorSpec], sample: dict |
 
 
 def _keras_unloadable(path: Path) -> str:
+    legacy = (" Keras 3 reads some models from the legacy .h5 format wrongly (MobileNetV3, ConvNeXt): save it "
+              "as model.keras instead.") if path.suffix.lower() == ".h5" else ""
     return (f"{path.name} could not be loaded by Keras (keras.models.load_model); the file is damaged, uses a "
-            "custom layer the hub does not have, or was saved by an incompatible Keras.")
+            f"custom layer the hub does not have, or was saved by an incompatible Keras.{legacy}")
 
 
 def _clean(name: str, index: int) -> str:
