@@ -333,3 +333,44 @@ def test_an_upload_resumes_after_the_page_is_reloaded(site, tmp_path):
     starts = [int(r.split(" ")[1].split("-")[0]) for r in ranges]
     assert starts[0] >= 16384, ranges  # not from the start: from what the hub holds (at least 2 chunks)
     assert starts == list(range(starts[0], 65536, 8192)), ranges  # then on to the end, once each
+
+
+def test_a_model_folder_keeps_its_structure_when_published_from_the_page(site, tmp_path):
+    """Choosing a folder publishes its files at their paths inside it (the folder's own name left out,
+    .git/ and .DS_Store skipped); a different file on a path already taken is refused on the page."""
+    w = site()
+    w.login(*DEMO)
+    page = w.page
+    page.goto("/publish/")
+    folder = tmp_path / "tiny-sbert"
+    (folder / "1_Pooling").mkdir(parents=True)
+    (folder / ".git").mkdir()
+    contents = {"config.json": b'{"hidden_size": 8}', "1_Pooling/config.json": b'{"pooling_mode_mean_tokens": true}',
+                "model.safetensors": bytes(range(256)) * 4}
+    for path, data in contents.items():
+        (folder / path).write_bytes(data)
+    (folder / ".git" / "HEAD").write_text("ref: refs/heads/main")
+    (folder / ".DS_Store").write_bytes(b"\0\1")
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / "config.json").write_bytes(b'{"hidden_size": 16}')
+
+    page.set_input_files("#f-folder", str(folder))
+    page.wait_for_function("document.querySelectorAll('#file-list li[data-state=\"uploaded\"]').length === 3")
+    assert sorted(page.locator("#file-list .name").all_inner_texts()) == sorted(contents)
+    page.set_input_files("#f-files", str(other / "config.json"))  # a different config.json: refused here
+    assert "'config.json'" in page.locator("#err-files").inner_text()
+    assert page.locator("#file-list li").count() == 3
+
+    page.get_by_label("Name").fill("tiny-sbert-folder")
+    page.get_by_label("Title").fill("A model folder from the browser")
+    page.get_by_label("Description").fill("Three files, one of them in a subfolder.")
+    page.get_by_label("Creators").fill("Ada Lovelace")
+    page.get_by_label("License").fill("MIT")
+    page.get_by_label("Framework").select_option("pytorch")
+    page.get_by_label("Task").fill("sentence-similarity")
+    page.get_by_role("button", name="Publish").click()
+    page.wait_for_url(re.compile(r".*/ark:/.*"), timeout=60_000)
+    version = page.request.get("/api/v1/artifacts/demo/tiny-sbert-folder/versions/latest/").json()
+    assert {f["path"]: f["sha256"] for f in version["files"]} == {
+        path: hashlib.sha256(data).hexdigest() for path, data in contents.items()}

@@ -167,7 +167,9 @@ const uploads = {
   hashLimit: 512 * 1024 * 1024,  // above this the browser does not hash the file (the hub does)
   parallel: 4,  // parts sent at once, straight to the object store
 
-  key(file) { return `hub-upload:${file.name}:${file.size}:${file.lastModified}`; },
+  // A file's path in the version (folders kept: `1_Pooling/config.json`), set when it was added.
+  path(file) { return file.hubPath || file.name; },
+  key(file) { return `hub-upload:${uploads.path(file)}:${file.size}:${file.lastModified}`; },
 
   async sha256(file) {
     if (!window.crypto || !crypto.subtle || file.size > uploads.hashLimit) return "";
@@ -194,7 +196,7 @@ const uploads = {
       else id = null;
     }
     const open = async (direct) => {
-      const opened = await hub.api("POST", "/api/v1/uploads/", { size: file.size, filename: file.name, direct });
+      const opened = await hub.api("POST", "/api/v1/uploads/", { size: file.size, filename: uploads.path(file), direct });
       if (!opened.ok) throw opened.body;
       localStorage.setItem(uploads.key(file), opened.body.id);
       return opened.body;
@@ -328,6 +330,41 @@ const uploads = {
   },
 };
 
+/* ---- folders: a model folder keeps its structure (`1_Pooling/config.json` beside `config.json`) ------ */
+const folders = {
+  skipped: (path) => path.split("/").some((part) => part === ".git" || part === ".DS_Store"),
+
+  /** Files from [file, "folder/a/b"] pairs, each with its path inside the folder; .git/ and .DS_Store left out. */
+  inside(pairs) {
+    return pairs.map(([file, path]) => [file, path.split("/").slice(1).join("/") || file.name])
+      .filter(([, path]) => !folders.skipped(path))
+      .map(([file, path]) => { file.hubPath = path; return file; });
+  },
+
+  /** Every file under dropped entries (directory readers answer in batches of up to 100). */
+  async walk(entries) {
+    const pairs = [];
+    const visit = async (entry, path) => {
+      if (entry.isFile) {
+        pairs.push([await new Promise((ok, fail) => entry.file(ok, fail)), path]);
+        return;
+      }
+      const reader = entry.createReader();
+      for (;;) {
+        const batch = await new Promise((ok, fail) => reader.readEntries(ok, fail));
+        if (!batch.length) break;
+        for (const child of batch) await visit(child, `${path}/${child.name}`);
+      }
+    };
+    const loose = [];
+    for (const entry of entries) {
+      if (entry.isFile) loose.push(await new Promise((ok, fail) => entry.file(ok, fail)));
+      else await visit(entry, entry.name);
+    }
+    return [...loose, ...folders.inside(pairs)];
+  },
+};
+
 function setupPublish() {
   const form = document.getElementById("publish-form");
   if (!form) return;
@@ -352,14 +389,22 @@ function setupPublish() {
   if (kindSelect) kindSelect.addEventListener("change", showKind);
   showKind();
 
+  const filesError = document.getElementById("err-files");
+  /** Add files, each with its path in the version; a second file on a path already taken is refused. */
   const add = (files) => {
+    const clashes = [];
     for (const file of files) {
-      if (items.some((it) => it.file.name === file.name && !it.removed)) continue;
+      const path = uploads.path(file);
+      const taken = items.find((it) => !it.removed && uploads.path(it.file) === path);
+      if (taken) {
+        if (taken.file.size !== file.size || taken.file.lastModified !== file.lastModified) clashes.push(path);
+        continue;
+      }
       const li = document.createElement("li");
       li.innerHTML = '<span class="name"></span> <span class="muted size"></span> <progress max="1" value="0"></progress> <span class="status">waiting</span> <button type="button" class="link remove">remove</button>';
-      li.querySelector(".name").textContent = file.name;
+      li.querySelector(".name").textContent = path;
       li.querySelector(".size").textContent = hub.size(file.size);
-      li.querySelector("progress").setAttribute("aria-label", `upload of ${file.name}`);
+      li.querySelector("progress").setAttribute("aria-label", `upload of ${path}`);
       list.appendChild(li);
       const item = { file, li, done: false, removed: false };
       items.push(item);
@@ -381,12 +426,27 @@ function setupPublish() {
         li.querySelector(".status").classList.add("error");
       });
     }
+    filesError.textContent = clashes.length
+      ? `Two different files would both be ${clashes.map((p) => `'${p}'`).join(", ")} in the version; remove the one you do not want first.`
+      : "";
   };
 
   input.addEventListener("change", () => { add(input.files); input.value = ""; });
+  const folderInput = document.getElementById("f-folder");
+  folderInput.addEventListener("change", () => {
+    // webkitRelativePath is "<chosen folder>/1_Pooling/config.json": paths in the version leave the folder out
+    add(folders.inside([...folderInput.files].map((file) => [file, file.webkitRelativePath || file.name])));
+    folderInput.value = "";
+  });
   drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
   drop.addEventListener("dragleave", () => drop.classList.remove("over"));
-  drop.addEventListener("drop", (e) => { e.preventDefault(); drop.classList.remove("over"); add(e.dataTransfer.files); });
+  drop.addEventListener("drop", async (e) => {
+    e.preventDefault();
+    drop.classList.remove("over");
+    const entries = [...(e.dataTransfer.items || [])].map((it) => it.webkitGetAsEntry && it.webkitGetAsEntry()).filter(Boolean);
+    if (!entries.length || entries.every((entry) => entry.isFile)) { add(e.dataTransfer.files); return; }
+    add(await folders.walk(entries));  // a dropped folder keeps its structure, without its own name
+  });
   drop.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); input.click(); } });
 
   const clearErrors = () => {
@@ -464,7 +524,7 @@ function setupPublish() {
       to: form.dataset.to || "",
       artifact: { kind: kind(), name: value("name"), visibility: visibility ? visibility.value : "public", collaborators: value("collaborators") },
       metadata: metadata(), more: value("more"), version: value("version"),
-      files: live.map((it) => ({ path: it.file.name, upload: it.uploadId })),
+      files: live.map((it) => ({ path: uploads.path(it.file), upload: it.uploadId })),
     };
     const result = await hub.api("POST", form.action || window.location.pathname, body).catch(() => null);
     if (result && result.status === 201) {
