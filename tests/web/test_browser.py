@@ -19,6 +19,13 @@ pytestmark = pytest.mark.slow
 DEMO = ("demo", "demo-password")
 
 
+def fill_model_form(page, **fields: str) -> None:
+    """Fill the publish form's fields by their labels (Framework is a select)."""
+    for label, value in fields.items():
+        field = page.get_by_label(label)
+        field.select_option(value) if label == "Framework" else field.fill(value)
+
+
 def open_demo_model(w) -> None:
     """From the home page to the demo model by searching and filtering, as a visitor would."""
     page = w.page
@@ -107,13 +114,10 @@ def test_user_publishes_a_model_and_watches_its_conversion(site, tmp_path):
     page.route("**/api/v1/uploads/*", break_second_chunk)
     name, _ = models.random_forest(tmp_path)
     model_file = tmp_path / name
-    page.get_by_label("Name").fill("browser-forest")
     page.set_input_files("#f-files", str(model_file))
-    page.get_by_label("Title").fill("A forest published from the browser")
-    page.get_by_label("Description").fill("Ten trees on synthetic tabular data, uploaded through the web form.")
-    page.get_by_label("Creators").fill("Ada Lovelace, 0000-0002-1825-0097")
-    page.get_by_label("Framework").select_option("scikit-learn")
-    page.get_by_label("Task").fill("classification")
+    fill_model_form(page, Name="browser-forest", Title="A forest published from the browser",
+                    Description="Ten trees on synthetic tabular data, uploaded through the web form.",
+                    Creators="Ada Lovelace, 0000-0002-1825-0097", Framework="scikit-learn", Task="classification")
     page.get_by_role("button", name="Publish").click()
     # No license: the message sits beside the field and nothing was created.
     w.page.locator("#err-license").wait_for(state="visible")
@@ -362,13 +366,9 @@ def test_a_model_folder_keeps_its_structure_when_published_from_the_page(site, t
     assert "'config.json'" in page.locator("#err-files").inner_text()
     assert page.locator("#file-list li").count() == 3
 
-    page.get_by_label("Name").fill("tiny-sbert-folder")
-    page.get_by_label("Title").fill("A model folder from the browser")
-    page.get_by_label("Description").fill("Three files, one of them in a subfolder.")
-    page.get_by_label("Creators").fill("Ada Lovelace")
-    page.get_by_label("License").fill("MIT")
-    page.get_by_label("Framework").select_option("pytorch")
-    page.get_by_label("Task").fill("sentence-similarity")
+    fill_model_form(page, Name="tiny-sbert-folder", Title="A model folder from the browser",
+                    Description="Three files, one of them in a subfolder.", Creators="Ada Lovelace", License="MIT",
+                    Framework="pytorch", Task="sentence-similarity")
     page.get_by_role("button", name="Publish").click()
     page.wait_for_url(re.compile(r".*/ark:/.*"), timeout=60_000)
     version = page.request.get("/api/v1/artifacts/demo/tiny-sbert-folder/versions/latest/").json()
