@@ -36,16 +36,19 @@ def prepare(artifact: Artifact, metadata: dict[str, Any], files: Sequence[FileIn
 
     Precedence: the card's front matter (a Hugging Face card's keys read as the hub's, ``hub.metadata.cards``)
     < the metadata sent < facts derived from the files. When neither the card's front matter nor the
-    metadata has a title or description, the card's first heading and paragraph fill in, else the artifact's.
+    metadata has a title or description, the artifact's fill in (a title that is only its name excepted),
+    else the card's first heading and paragraph.
     """
     try:
         front, body = read_card(files)
         front = from_hugging_face(front, artifact.kind)
         merged: dict[str, Any] = {**front, **metadata}
         opening = title_and_description(body)
+        given = {"title": artifact.title if artifact.title != artifact.name else "",  # the name: no title given
+                 "description": artifact.description}
         for name in ("title", "description"):
-            if name not in merged and (opening.get(name) or getattr(artifact, name)):
-                merged[name] = opening.get(name) or getattr(artifact, name)
+            if name not in merged and (given[name] or opening.get(name) or getattr(artifact, name)):
+                merged[name] = given[name] or opening.get(name) or getattr(artifact, name)
         facts = derive(artifact.kind, files)
         if facts.get("records") and isinstance(merged.get("records"), list):
             merged["records"] = _columns(facts.pop("records"), merged["records"])

@@ -72,3 +72,13 @@ def test_a_key_neither_hub_knows_is_still_refused(owner, tmp_path):
     with pytest.raises(HubError) as caught:
         publish_card(owner, tmp_path, card, {"framework": "pytorch", "task": "regression"})
     assert caught.value.error_code == "invalid_metadata" and "licence" in caught.value.message
+
+
+def test_an_artifact_title_given_by_its_author_wins_over_the_card_heading(owner, tmp_path):
+    artifact = services.create_artifact(owner, kind="model", name="titled", title="Chosen title",
+                                        description="Chosen description.")
+    card = b"---\nlicense: MIT\n---\n# Heading of the card\n\nFirst paragraph.\n"
+    version = services.create_version(artifact, owner, files=[staged(tmp_path, "README.md", card),
+                                                              staged(tmp_path, "w.safetensors", b"w")],
+                                      metadata={**CREATORS, "framework": "pytorch", "task": "regression"})
+    assert version.metadata["title"] == "Chosen title" and version.metadata["description"] == "Chosen description."
