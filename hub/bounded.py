@@ -85,14 +85,34 @@ def check_yaml(text: str, max_depth: int, max_nodes: int) -> None:
     """Walk YAML's events without building anything: TooDeep / TooLarge as soon as a limit is passed.
 
     Each collection's size is the sum of its children's, an alias counting as the size of the node its
-    anchor names, so an alias bomb is refused after reading its few hundred bytes."""
+    anchor names, so an alias bomb is refused after reading its few hundred bytes.
+
+    The limits hold whatever limits the parser has of its own: libyaml's scanner reads ahead of the events
+    (up to 1024 characters for a possible key), and PyYAML 6.0.4's libyaml refuses nesting past 1000 levels
+    there, before this walk sees the 65th level. A parse error is therefore looked at again with PyYAML's
+    pure-Python parser, which has no nesting limit and does not recurse: a document that passes the depth
+    limit is TooDeep, whatever the first parser said; any other error is the first parser's."""
+    try:
+        _walk(yaml.parse(text, Loader=_Loader), max_depth, max_nodes)
+    except yaml.YAMLError as first:
+        if _Loader is not yaml.SafeLoader:
+            try:
+                _walk(yaml.parse(text, Loader=yaml.SafeLoader), max_depth, max_nodes)
+            except yaml.YAMLError:
+                pass  # the same document's error, told by the first parser
+        if "nesting depth" in str(getattr(first, "problem", "")):  # a parser's own limit, under a higher setting
+            raise TooDeep("nests deeper than the YAML parser reads") from first
+        raise
+
+
+def _walk(events, max_depth: int, max_nodes: int) -> None:
     sizes: dict[str, int] = {}
     stack: list[list[Any]] = []  # [anchor, expanded size so far] per open collection
     total = 0
-    for event in yaml.parse(text, Loader=_Loader):
+    for event in events:
         if isinstance(event, _START):
             if len(stack) >= max_depth:
-                raise TooDeep(f"nested deeper than {max_depth} levels")
+                raise TooDeep(f"nests deeper than {max_depth} levels")
             stack.append([event.anchor, 1])
             continue
         if isinstance(event, _END):
@@ -144,8 +164,8 @@ def load_yaml(text: str) -> Any:
         return _plain(yaml.load(text, Loader=_Loader))  # noqa: S506 - a safe loader, checked above
     except Unreadable:
         raise
-    except TooDeep:
-        raise Unreadable(f"it nests deeper than {limit} levels (depth limit exceeded)")
+    except TooDeep as exc:
+        raise Unreadable(f"it {exc} (depth limit exceeded)")
     except TooLarge:
         raise Unreadable(f"its aliases expand to more than {settings.HUB_PARSE_MAX_NODES} values")
     except yaml.YAMLError as exc:
