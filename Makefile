@@ -4,15 +4,22 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: install run stack test lint bench clean
+.PHONY: install lock lock-upgrade run stack test test-fast lint bench clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml client/pyproject.toml
-	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q -e '.[test]' -e './client[convert]'
-	$(VENV)/bin/pip install -q --no-deps mlcube==0.0.9 mlcube-docker==0.0.9
+# Exactly the versions requirements/lock.txt pins (sha256 checked); `make lock` refreshes the lock on purpose.
+$(STAMP): requirements/lock.txt requirements/nodeps.txt pyproject.toml client/pyproject.toml scripts/install.sh
+	PYTHON=$(PYTHON) VENV=$(VENV) scripts/install.sh
 	touch $(STAMP)
+
+# Keep today's pins and add what pyproject.toml's ranges now need; `make lock-upgrade`: everything to the newest
+# release the ranges allow. Then `make test`, and commit requirements/ with the code it passed.
+lock:
+	PYTHON=$(PYTHON) scripts/lock.sh keep
+
+lock-upgrade:
+	PYTHON=$(PYTHON) scripts/lock.sh upgrade
 
 run: install
 	scripts/system-deps.sh run
