@@ -10,7 +10,10 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
 TOOL=.venv-lock
 mode=${1:-keep}
-case "$mode" in keep|upgrade|tools) ;; *) echo "usage: $0 [keep|upgrade|tools]" >&2; exit 2 ;; esac
+case "$mode" in
+  keep|upgrade|tools) ;;
+  *) echo "usage: $0 [keep|upgrade|tools]" >&2; exit 2 ;;
+esac
 if [ ! -x "$TOOL/bin/pip-compile" ]; then
   "$PYTHON" -m venv "$TOOL"
   "$TOOL/bin/pip" install -q --require-hashes -r requirements/tools.txt

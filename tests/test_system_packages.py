@@ -74,7 +74,7 @@ def shell_commands(text: str) -> set[str]:
             lines.append(inner.group(1))
             line = line[:inner.start()] + " SUBST " + line[inner.end():]
             inner = SUBSTITUTION.search(line)
-        line = CASE_ARM.sub("", QUOTED.sub(" ", line))
+        line = CASE_ARM.sub("", QUOTED.sub(" QUOTED ", line))  # a quoted command is a path: "$VENV/bin/pip"
         for segment in SEPARATORS.split(line):
             words = [w for w in segment.split() if not ASSIGNMENT.match(w) and w != "$SUDO"]
             if words and re.fullmatch(r"[a-z][\w.+-]*", words[0]):
