@@ -32,6 +32,10 @@ stack: install
 test: install
 	scripts/test.sh
 
+# The logic tier: no server, no worker, no browser; about a minute (README: Tests and benchmarks).
+test-fast: install
+	scripts/test-fast.sh
+
 lint: install
 	$(VENV)/bin/ruff check .
 

@@ -26,6 +26,27 @@ from tests.system_packages import installed_profile, require_program
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# --- tiers ---------------------------------------------------------------------------------------------
+# `make test` runs everything. `make test-fast` runs `-m "not slow and not worker and not services"` on SQLite
+# with no server started: the logic of every app. A test is `services` when it needs a process beyond this one
+# (an S3 server, a Celery worker, the hub as a process, a browser, a container engine); the fixtures say so.
+SERVICE_FIXTURES = {"s3_server", "s3", "worker", "shared_storage", "embedded_hub", "browser", "site", "hub_users",
+                    "cube_base"}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    from django.conf import settings as django_settings
+
+    on_postgres = django_settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+    for item in items:
+        params = getattr(item, "callspec", None)
+        if SERVICE_FIXTURES & set(item.fixturenames) or (params and params.params.get("backend") == "s3"):
+            item.add_marker(pytest.mark.services)
+        if item.get_closest_marker("postgres") and not on_postgres:
+            item.add_marker(pytest.mark.skip(reason="compares with PostgreSQL: run through `make test` (or set "
+                                                    "DATABASE_URL to a PostgreSQL database)"))
+
+
 # MLCube builds: podman's settings for this machine, wheels and the base image kept between runs.
 os.environ.setdefault("CONTAINERS_CONF", str(ROOT / "deploy" / "podman" / "containers.conf"))
 os.environ.setdefault("MLCUBE_SYSTEM_SETTINGS", str(Path(tempfile.gettempdir()) / f"mlcube-{os.getpid()}.yaml"))
@@ -101,6 +122,16 @@ def s3_server(tmp_path_factory):
                exported["HUB_TEST_S3_SECRET_KEY"])
     finally:
         subprocess.run([script, "stop-s3"], env=env, timeout=60)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def quick_password_hashing():
+    """Users' passwords hashed with one round of MD5 in this process: Django's PBKDF2 takes ~0.3 s a user by
+    design, and most tests make three users. Processes the tests start (workers, servers) hash as deployed."""
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
 
 
 @pytest.fixture(autouse=True)

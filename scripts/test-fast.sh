@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# `make test-fast`: the logic of every app (protocol, parsing, access rules, metadata, search, the chain rule,
+# configs, error mapping) in about a minute, for the edit-test loop. No server is started: SQLite in memory,
+# the filesystem store, no Celery worker, sandbox, container or browser (tests marked slow, worker or
+# services are left out; tests that compare with PostgreSQL skip). Both cores, through pytest-xdist.
+# `make test` runs everything, against the real services, and is what CI runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+unset DATABASE_URL HUB_BROKER_URL HUB_STORAGE HUB_SYSTEM_PACKAGES
+exec .venv/bin/python -m pytest -m "not slow and not worker and not services" -n 2 -q "$@"
