@@ -22,7 +22,7 @@ from hpcfair.convert import ConversionError, convert_file, pickle_allowlist, pic
 
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.slow
+# Tests that start the sandbox or build every estimator are slow; the scanner's own tests are the fast tier's.
 
 
 # --- every estimator skl2onnx converts ---------------------------------------------------------------
@@ -87,6 +87,7 @@ def predictions(estimator, X) -> list:
     return found
 
 
+@pytest.mark.slow
 def test_every_convertible_estimator_passes_the_scan_and_loads_equal(tmp_path):
     import joblib
     import skops.io
@@ -127,6 +128,7 @@ def test_every_convertible_estimator_passes_the_scan_and_loads_equal(tmp_path):
           f"allow-list of {len(pickle_allowlist.ALLOWED)} pairs")
 
 
+@pytest.mark.slow
 def test_committed_allowlist_is_what_the_generator_writes():
     out = subprocess.run([sys.executable, "-W", "ignore", str(ROOT / "scripts" / "pickle_allowlist.py"), "--check"],
                          capture_output=True, text=True, timeout=900, cwd=ROOT,
@@ -254,6 +256,7 @@ def test_hostile_pickles_are_refused_and_never_show_what_they_would_read(tmp_pat
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_hostile_pickles_are_refused_in_the_sandbox(tmp_path, secret):
     path, text = secret
     marker = tmp_path / "payload-ran"
@@ -267,6 +270,7 @@ def test_hostile_pickles_are_refused_in_the_sandbox(tmp_path, secret):
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_an_unpickling_error_shows_a_fixed_message_not_the_exception_text(tmp_path):
     """numpy.dtype is allowed; its error would repeat the argument, which a crafted file controls."""
     planted = f"root:$6$SECRET-{uuid.uuid4().hex}"
@@ -299,6 +303,7 @@ def test_allowed_functions_given_a_file_path_do_not_read_it(tmp_path, secret):
         assert "SECRET" not in str(caught.value.cause)  # the file was not read at all
 
 
+@pytest.mark.slow
 def test_gradient_boosting_pickle_converts(tmp_path):
     """Issue 21: a plain GradientBoostingClassifier pickle names __pyx_unpickle_SeedSequence."""
     from sklearn.ensemble import GradientBoostingClassifier

@@ -21,7 +21,7 @@ from tests.conftest import ROOT
 from tests.conversions import models
 from tests.system_packages import require_program
 
-pytestmark = pytest.mark.slow
+# Tests that start a sandboxed child are slow; reading back what it wrote is the fast tier's.
 
 
 @pytest.fixture(autouse=True)
@@ -98,6 +98,7 @@ def planted(tmp_path):
     places["hub_var"].parent.rmdir()
 
 
+@pytest.mark.slow
 def test_a_loose_child_reads_no_secret_writes_only_its_folder_and_has_no_network(tmp_path, planted):
     places, text = planted
     work = tmp_path / "work"
@@ -150,6 +151,7 @@ def test_a_loose_child_reads_no_secret_writes_only_its_folder_and_has_no_network
         assert found["uid"] == found["gid"] == sandbox.NOBODY and found["groups"] in ([], [sandbox.NOBODY])
 
 
+@pytest.mark.slow
 def test_conversion_result_says_which_protections_applied(tmp_path):
     name, _ = models.random_forest(tmp_path)
     report = convert_file(tmp_path / name, tmp_path / "forest.onnx")
@@ -159,6 +161,7 @@ def test_conversion_result_says_which_protections_applied(tmp_path):
     assert protection["user"] == ("nobody (uid 65534)" if os.geteuid() == 0 else f"uid {os.geteuid()}")
 
 
+@pytest.mark.slow
 def test_without_bubblewrap_only_the_limits_apply_and_the_result_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
     name, _ = models.random_forest(tmp_path)

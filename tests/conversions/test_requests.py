@@ -1,0 +1,65 @@
+"""Asking for a conversion or an optimisation (no worker: the job's row and its parameters are what is checked;
+the worker's side is tests/conversions/test_worker.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hub.jobs.models import Job
+from tests.conftest import client_for
+
+pytestmark = pytest.mark.django_db
+
+CONVERT = "/api/v1/artifacts/alice/{name}/versions/1/convert"
+OPTIMIZE = "/api/v1/artifacts/alice/{name}/versions/1/optimize"
+
+
+@pytest.fixture
+def mixed(owner, publish):
+    """A model version with a TorchScript file, a card and a table of sample inputs."""
+    return publish(owner, "mixed", {"model.pt": b"PK\x03\x04 not really", "README.md": b"# Mixed\n",
+                                    "table.csv": b"a,b\n1,2\n"})
+
+
+def test_publishing_a_model_queues_its_conversion_and_a_request_takes_options(api, mixed):
+    _, version = mixed
+    auto = Job.objects.get(version=version)
+    assert (auto.kind, auto.queue, auto.params["files"], auto.params["auto"]) == ("convert", "convert",
+                                                                                   ["model.pt"], True)
+    response = api.post(CONVERT.format(name="mixed"), {"files": ["model.pt"], "opset": 13, "atol": 1e-3},
+                        format="json")
+    assert response.status_code == 202 and response["Location"].endswith(f"/api/v1/jobs/{response.json()['id']}/")
+    job = Job.objects.get(pk=response.json()["id"])
+    assert job.params["opset"] == 13 and job.params["atol"] == 1e-3 and job.params["auto"] is False
+
+
+@pytest.mark.parametrize("body, code, field", [
+    ({"files": ["nope.pt"]}, "invalid", "files"),
+    ({"files": ["table.csv"]}, "unsupported_format", None),
+    ({"opset": 30}, "invalid", "opset"),
+    ({"atol": -1}, "invalid", "atol"),
+    ({"memory_mb": 10}, "invalid", "memory_mb"),
+])
+def test_bad_conversion_requests_are_400s_that_queue_nothing(api, mixed, body, code, field):
+    before = Job.objects.count()
+    response = api.post(CONVERT.format(name="mixed"), body, format="json")
+    assert response.status_code == 400 and response.json()["code"] == code and response["X-Error-Code"] == code
+    if field:
+        assert field in response.json()["errors"]
+    assert Job.objects.count() == before
+
+
+def test_an_onnx_only_version_is_verified_and_optimising_needs_an_onnx_file(api, owner, publish, mixed):
+    _, version = publish(owner, "onnx-only", {"model.onnx": b"\x08\x07 not parsed here"})
+    assert Job.objects.get(version=version).kind == "verify"
+    assert api.post(OPTIMIZE.format(name="onnx-only"), {}, format="json").status_code == 202
+    response = api.post(OPTIMIZE.format(name="mixed"), {}, format="json")
+    assert response.status_code == 400 and response.json()["code"] == "unsupported_format"
+    assert "convert it first" not in response.json()["detail"] and "0 ONNX files" in response.json()["detail"]
+
+
+def test_who_may_ask(owner, other, mixed, anon):
+    url = CONVERT.format(name="mixed")
+    assert client_for(owner, scope="read").post(url, {}, format="json").json()["code"] == "insufficient_scope"
+    assert client_for(other).post(url, {}, format="json").status_code == 403
+    assert anon.post(url, {}, format="json").status_code == 401
