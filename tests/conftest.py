@@ -47,6 +47,15 @@ def pytest_collection_modifyitems(config, items) -> None:
                                                     "DATABASE_URL to a PostgreSQL database)"))
 
 
+# pytest-django's live server is Django's threaded WSGI server, which writes a response's headers and body in
+# two sends: with Nagle's algorithm on, the body waits for the client's delayed ACK, 40 ms on every request of a
+# kept-alive connection (requests.Session, schemathesis), 8x the request itself. The hub's own server (granian)
+# does not do this; the test server must not either.
+from django.core.servers import basehttp  # noqa: E402
+
+basehttp.WSGIRequestHandler.disable_nagle_algorithm = True
+
+
 # MLCube builds: podman's settings for this machine, wheels and the base image kept between runs.
 os.environ.setdefault("CONTAINERS_CONF", str(ROOT / "deploy" / "podman" / "containers.conf"))
 os.environ.setdefault("MLCUBE_SYSTEM_SETTINGS", str(Path(tempfile.gettempdir()) / f"mlcube-{os.getpid()}.yaml"))

@@ -45,8 +45,10 @@ def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(live_serv
     _, token = ApiToken.issue(owner, scope="write")
     (tmp_path / "schemathesis.toml").write_text(CONFIG)
     generated = 0
-    # Deletions last: they remove what the path parameters name.
-    for selection, seconds in ((["--exclude-method", "DELETE"], 150), (["--include-method", "DELETE"], 20)):
+    # Deletions last: they remove what the path parameters name. The fuzzing phase runs until its time is up:
+    # 60 + 10 s give ~5,000 cases here (the live server answers in ~5 ms since it sends without Nagle's delay;
+    # 170 s gave ~3,000 before).
+    for selection, seconds in ((["--exclude-method", "DELETE"], 60), (["--include-method", "DELETE"], 10)):
         run = subprocess.run(
             [st, "--no-color", "--config-file", str(tmp_path / "schemathesis.toml"), "run",
              f"{live_server.url}/api/schema/?format=json", "--checks", CHECKS, *selection,
@@ -60,7 +62,7 @@ def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(live_serv
         assert run.returncode == 0, run.stdout[-15000:] + run.stderr[-3000:]
         cases = re.search(r"(\d+) generated", summary)
         generated += int(cases.group(1)) if cases else 0
-    assert generated >= 300  # it really ran
+    assert generated >= 1000  # it really ran
 
 
 @pytest.mark.django_db
