@@ -263,9 +263,9 @@ def load_sklearn(path: Path, fmt: str) -> tuple[Any, dict[str, Any]]:
 
 
 def export_sklearn(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None, fmt: str) -> Exported:
+    model, scan = load_sklearn(path, fmt)  # scanned first: an unsafe pickle is refused before skl2onnx loads (3 s)
     from skl2onnx.common.data_types import FloatTensorType
 
-    model, scan = load_sklearn(path, fmt)
     if not hasattr(model, "predict") and not hasattr(model, "transform"):
         raise ConversionError("unsupported_format", f"{path.name} holds a {type(model).__name__}, not a fitted "
                                                     "scikit-learn estimator.")
