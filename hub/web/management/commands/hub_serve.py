@@ -25,7 +25,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from hub.supervisor import Supervised
-from hub.web.server import web_command
+from hub.web.server import check_free, web_command
 
 
 class Command(BaseCommand):
@@ -41,8 +41,9 @@ class Command(BaseCommand):
         python = sys.executable
         try:
             web = web_command(python, bind, web_workers, access_log=True)
-        except ValueError as exc:
-            raise CommandError(str(exc))
+            check_free(bind)  # before anything starts: granian would share a taken port (SO_REUSEPORT)
+        except (ValueError, OSError) as exc:
+            raise CommandError(exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc))
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
         # The embedded broker's folders, as hub/settings.py names them (kombu does not make them).
         for key, folder in getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {}).items():
