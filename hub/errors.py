@@ -67,6 +67,7 @@ STATUS: dict[str, int] = {
     "run_failed": 422,
     "request_too_large": 413,
     "throttled": 429,
+    "too_many_attempts": 429,
     "internal_error": 500,
     "storage_unavailable": 503,
     "broker_unavailable": 503,

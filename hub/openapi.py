@@ -20,7 +20,8 @@ DESCRIPTIONS = {
     409: "Conflict with the current state (already exists, not ready, upload offset)", 410: "Gone",
     413: "The request, a file or an archive inside it is larger than the limit",
     415: "Unsupported media type", 416: "The byte range cannot be satisfied", 422: "The model could not run",
-    429: "Too many requests", 503: "The object store or the workers are unavailable", 504: "The run took too long",
+    429: "Too many requests, or too many wrong passwords (Retry-After says how long to wait)",
+    503: "The object store or the workers are unavailable", 504: "The run took too long",
 }
 COMMON = (400, 401, 403, 404, 406)
 WRITES = (409, 413, 415)
@@ -41,6 +42,8 @@ def statuses_for(path: str, method: str) -> list[int]:
         found.update((409, 413))
     if "/artifacts/" in path and method == "get":
         found.add(410)  # a deleted artifact's tombstone
+    if path.rstrip("/").endswith("/tokens"):
+        found.add(429)  # HTTP Basic: sign-in paused after wrong passwords (hub.accounts.throttle)
     return sorted(found)
 
 

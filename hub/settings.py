@@ -72,9 +72,18 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "hub.accounts.middleware.LockedOutMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# Every password (login form, admin, HTTP Basic for tokens) goes through this backend: wrong passwords are
+# counted per account and per address, and past the free allowance sign-in pauses, doubling each time.
+AUTHENTICATION_BACKENDS = ["hub.accounts.backends.ThrottledModelBackend"]
+HUB_LOGIN_ACCOUNT_FREE = int(env("HUB_LOGIN_ACCOUNT_FREE", "5"))  # wrong passwords for one account before a pause
+HUB_LOGIN_ADDRESS_FREE = int(env("HUB_LOGIN_ADDRESS_FREE", "20"))  # ... from one address, over all accounts
+HUB_LOGIN_MAX_PAUSE_S = int(env("HUB_LOGIN_MAX_PAUSE_S", "900"))  # the longest pause
+HUB_LOGIN_FORGET_S = int(env("HUB_LOGIN_FORGET_S", "86400"))  # a count is forgotten after this long without failures
 
 ROOT_URLCONF = "hub.urls"
 WSGI_APPLICATION = "hub.wsgi.application"
@@ -307,7 +316,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env("HUB_LOG_LEVEL", "INFO")},
-    "loggers": {"django.server": {"level": "WARNING"}},
+    "loggers": {"django.server": {"level": "WARNING"}},  # hub.audit: sign-in pauses (hub.accounts.throttle)
 }
 
 # Metadata: ONNX files up to this size are read (protobuf only) to derive opset, signature and parameters.

@@ -17,7 +17,7 @@ from hub.metadata import oai
 from hub.registry import resolver
 from hub.registry.api import transfers
 from hub.registry.api import views as registry
-from hub.web import sparql_page
+from hub.web import login, sparql_page
 
 OWNER_NAME = "artifacts/<str:owner>/<str:name>/"
 VERSION = OWNER_NAME + "versions/<str:version>/"
@@ -66,7 +66,7 @@ urlpatterns = [
     path("linkset/<path:pid>", metadata.linkset, name="linkset"),
     path("oai", oai.endpoint, name="oai"),
     path("sparql", sparql_page.dispatch, name="sparql"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", login.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
 ]

@@ -103,8 +103,9 @@ class HubClient:
 
     def create_token(self, username: str, password: str, *, scope: str = "write", name: str = "hpcfair") -> str:
         """A new API token for ``username`` (their password is sent once, over HTTP Basic)."""
+        # not retried: a 429 here means sign-in is paused, and its detail says for how long
         response = self.request("POST", "tokens/", json={"scope": scope, "name": name}, auth=(username, password),
-                                headers={"Authorization": None})
+                                headers={"Authorization": None}, retry=False)
         return response.json()["token"]
 
     # --- artifacts --------------------------------------------------------------------------------

@@ -62,3 +62,16 @@ class ApiToken(models.Model):
         token.revoked = timezone.now()
         token.save(update_fields=["revoked"])
         return True
+
+
+class LoginFailures(models.Model):
+    """Wrong passwords counted for one account (``account:<username>``) or one client address
+    (``address:<ip>``); see ``hub.accounts.throttle``."""
+
+    key = models.CharField(max_length=200, unique=True)
+    failures = models.PositiveIntegerField(default=0)
+    last_failure = models.DateTimeField()
+    locked_until = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.failures}"

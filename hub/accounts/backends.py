@@ -1,0 +1,28 @@
+"""The authentication backend every password goes through: the web login form, the admin's, and HTTP Basic at
+``/api/v1/tokens/`` (which mints tokens) all call ``django.contrib.auth.authenticate``."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import ModelBackend
+
+from hub.accounts import throttle
+
+
+class ThrottledModelBackend(ModelBackend):
+    """Django's username/password check, refused while the account or the address is paused
+    (``hub.accounts.throttle``), with each wrong password counted."""
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        if username is None:
+            username = kwargs.get(get_user_model().USERNAME_FIELD)
+        if username is None or password is None:
+            return None
+        counters = throttle.keys(str(username), request)
+        throttle.refuse_if_paused(counters)
+        user = super().authenticate(request, username=username, password=password, **kwargs)
+        if user is None:
+            throttle.failed(counters)
+        else:
+            throttle.succeeded(counters)
+        return user
