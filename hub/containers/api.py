@@ -18,9 +18,10 @@ from hub.registry.api.serializers import VersionSerializer
 from hub.registry.api.views import as_seen_by, require_write, versions_queryset
 from hub.registry.models import Artifact
 from hub.registry.services import get_artifact, get_version
+from hub.strict import StrictSerializer
 
 
-class ContainerRequestSerializer(serializers.Serializer):
+class ContainerRequestSerializer(StrictSerializer):
     build = serializers.ChoiceField(services.BUILD_CHOICES, default="auto", help_text=(
         "yes: build the image and check its infer task against the gateway (fails without podman/docker); "
         "auto: build where the worker can; no: only make the cube."))

@@ -14,9 +14,10 @@ from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.api.views import accepted
 from hub.registry.api.views import require_write
 from hub.registry.services import get_artifact, get_version
+from hub.strict import StrictSerializer
 
 
-class ConvertRequestSerializer(serializers.Serializer):
+class ConvertRequestSerializer(StrictSerializer):
     files = serializers.ListField(child=serializers.CharField(), required=False,
                                   help_text="Model files to convert together (default: every model file).")
     opset = serializers.IntegerField(required=False, min_value=7, max_value=21, help_text="Target ONNX opset.")
@@ -26,7 +27,7 @@ class ConvertRequestSerializer(serializers.Serializer):
         "The sandbox's memory limit in MB (default: from the model's size; at most 85% of the worker's memory)."))
 
 
-class OptimizeRequestSerializer(serializers.Serializer):
+class OptimizeRequestSerializer(StrictSerializer):
     file = serializers.CharField(required=False, help_text="The ONNX file (default: the only one).")
     quantize = serializers.BooleanField(required=False, default=True, help_text="Also make a dynamic int8 copy.")
 

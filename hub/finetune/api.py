@@ -14,9 +14,10 @@ from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.api.views import accepted
 from hub.registry.models import Artifact
 from hub.registry.services import get_artifact, get_version
+from hub.strict import StrictSerializer
 
 
-class FinetuneRequestSerializer(serializers.Serializer):
+class FinetuneRequestSerializer(StrictSerializer):
     dataset = serializers.CharField(help_text="The dataset: owner/name[@version] or its PID.")
     target = serializers.CharField(help_text="The column (CSV, Parquet, Croissant field) or NPZ array to learn.")
     features = serializers.ListField(child=serializers.CharField(), required=False,

@@ -120,3 +120,15 @@ def test_a_hugging_face_folder_needs_its_text_column(api, publish, owner, base_a
     refused(post(api, {**body, "text": "review"}, "alice/encoder/versions/1"), 400, "unknown_column")
     assert post(api, {**body, "text": "text"}, "alice/encoder/versions/1").status_code == 202
     assert Job.objects.get(kind="finetune").params["source"] == {"folder": "encoder"}
+
+
+@pytest.mark.parametrize("extra, hint", [
+    ({"partition": "gpu"}, "Unknown field; the fields are "),
+    ({"worker_num": 4}, "Unknown field; the fields are "),
+    ({"epoch": 3}, "did you mean 'epochs'?"),
+])
+def test_unknown_options_are_refused_by_name(api, base_and_data, extra, hint):
+    response = post(api, {"dataset": "alice/blobs", "target": "label", **extra})
+    detail = refused(response, 400, "invalid")
+    (name,) = extra
+    assert detail.startswith(f"{name}: ") and hint in detail and name in response.json()["errors"]

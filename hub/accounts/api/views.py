@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 from hub.accounts.auth import BearerTokenAuthentication
 from hub.accounts.models import ApiToken
 from hub.errors import HubError
+from hub.strict import StrictSerializer
 
 
 class TokenSerializer(serializers.ModelSerializer):
@@ -21,7 +22,7 @@ class TokenSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "prefix", "scope", "created", "last_used", "revoked"]
 
 
-class TokenCreateSerializer(serializers.Serializer):
+class TokenCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
     scope = serializers.ChoiceField(choices=ApiToken.Scope.choices, default=ApiToken.Scope.READ)
 

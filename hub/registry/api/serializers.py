@@ -13,6 +13,7 @@ from rest_framework import serializers
 from hub.registry import access, direct
 from hub.registry.models import LABEL_RE, NAME_RE, Artifact, File, ProvenanceLink, Upload, Version
 from hub.registry.uploads import offset_of
+from hub.strict import StrictFields, StrictSerializer
 
 
 def absolute(path: str) -> str:
@@ -45,7 +46,7 @@ class UsernameListField(serializers.ListField):
         return [user.username for user in data.all()]
 
 
-class ArtifactSerializer(serializers.ModelSerializer):
+class ArtifactSerializer(StrictFields, serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True)
     full_name = serializers.CharField(read_only=True)
     collaborators = UsernameListField(required=False)
@@ -80,7 +81,7 @@ class ArtifactSerializer(serializers.ModelSerializer):
         return latest.label if latest else None
 
 
-class ArtifactUpdateSerializer(serializers.Serializer):
+class ArtifactUpdateSerializer(StrictSerializer):
     title = serializers.CharField(max_length=300, required=False, allow_blank=True)
     description = serializers.CharField(required=False, allow_blank=True)
     visibility = serializers.ChoiceField(choices=Artifact.Visibility.choices, required=False)
@@ -192,24 +193,24 @@ class VersionPublishedSerializer(VersionSerializer):
         fields = [*VersionSerializer.Meta.fields, "warnings"]
 
 
-class ProvenanceInputSerializer(serializers.Serializer):
+class ProvenanceInputSerializer(StrictSerializer):
     relation = serializers.ChoiceField(choices=ProvenanceLink.Relation.choices)
     target = serializers.CharField(help_text="A version PID (ark:/…) or owner/name[@version].")
 
 
-class FileInputSerializer(serializers.Serializer):
+class FileInputSerializer(StrictSerializer):
     path = serializers.CharField(max_length=1024)
     upload = serializers.UUIDField(help_text="The id of a completed upload (POST /api/v1/uploads/).")
 
 
-class NewArtifactSerializer(serializers.Serializer):
+class NewArtifactSerializer(StrictSerializer):
     kind = serializers.ChoiceField(choices=Artifact.Kind.choices)
     visibility = serializers.ChoiceField(choices=Artifact.Visibility.choices, default=Artifact.Visibility.PUBLIC)
     title = serializers.CharField(max_length=300, required=False, allow_blank=True, default="")
     description = serializers.CharField(max_length=20000, required=False, allow_blank=True, default="")
 
 
-class VersionCreateSerializer(serializers.Serializer):
+class VersionCreateSerializer(StrictSerializer):
     """JSON body; with multipart/form-data send the files as parts and these fields as form fields
     (``metadata`` and ``provenance`` as JSON strings)."""
 
@@ -227,7 +228,7 @@ class VersionCreateSerializer(serializers.Serializer):
         return value
 
 
-class UploadSerializer(serializers.ModelSerializer):
+class UploadSerializer(StrictFields, serializers.ModelSerializer):
     sha256 = serializers.CharField(read_only=True)
     expected_sha256 = serializers.RegexField(r"^[0-9a-fA-F]{64}$", required=False, allow_blank=True)
     offset = serializers.SerializerMethodField()
@@ -256,10 +257,10 @@ class UploadSerializer(serializers.ModelSerializer):
         return absolute(reverse("api:upload-detail", args=[upload.id]))
 
 
-class UploadPartsSerializer(serializers.Serializer):
+class UploadPartsSerializer(StrictSerializer):
     numbers = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1,
                                     max_length=direct.URLS_PER_REQUEST)
 
 
-class UploadCompleteSerializer(serializers.Serializer):
+class UploadCompleteSerializer(StrictSerializer):
     sha256 = serializers.RegexField(r"^[0-9a-fA-F]{64}$", required=False, allow_blank=True)

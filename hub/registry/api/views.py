@@ -232,6 +232,9 @@ class VersionListCreate(APIView):
                 if field != "version":
                     value = load_json_or_yaml(value, what=field)
                 body[field] = value
+        for field in request.data:  # any other text field is refused by name (VersionCreateSerializer)
+            if field not in body and field not in request.FILES and field != "csrfmiddlewaretoken":
+                body[field] = request.data[field]
         return body, staged
 
 
