@@ -59,6 +59,7 @@ STATUS: dict[str, int] = {
     "duplicate_version": 409,
     "upload_offset_mismatch": 409,
     "upload_busy": 409,
+    "follows_source": 409,
     "upload_not_open": 409,
     "upload_is_direct": 409,
     "gone": 410,

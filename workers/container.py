@@ -31,7 +31,7 @@ from hub.containers.services import CUBE_SUFFIX, cube_of, is_built
 from hub.conversions.services import sample_inputs_path
 from hub.errors import HubError
 from hub.registry.models import Artifact, File, ProvenanceLink, Version
-from hub.registry.services import ProvenanceRef, create_artifact, create_version
+from hub.registry.services import ProvenanceRef, create_artifact, create_version, update_artifact
 from workers.convert import _source, free_label
 from workers.files import fetch, staged
 from workers.runner import JobContext, JobFailure
@@ -238,14 +238,18 @@ def _cube_artifact(source: Version) -> Artifact:
             if artifact.kind != Artifact.Kind.PROJECT:
                 raise JobFailure("already_exists", f"{owner.username}/{name} exists and is not a project; rename it "
                                                    "so that the cube can be stored there.")
+            if artifact.follows_id != source.artifact_id:  # a cube made before cubes followed their model
+                artifact.follows = source.artifact
+                artifact.save(update_fields=["follows"])
+                update_artifact(artifact, {"visibility": source.artifact.visibility},
+                                list(source.artifact.collaborators.all()))
             return artifact
-        try:
+        try:  # it carries the model's ONNX file: it follows the model's visibility, collaborators and deletion
             return create_artifact(owner, kind=Artifact.Kind.PROJECT, name=name,
                                    title=f"MLCube of {source.metadata.get('title') or source.artifact.name}"[:300],
                                    description=f"The MLCube container of {source.artifact.full_name}: build it offline "
                                                "and run its infer task with Docker, Podman or Apptainer.",
-                                   visibility=source.artifact.visibility,
-                                   collaborators=source.artifact.collaborators.all())
+                                   follows=source.artifact)
         except HubError:  # made meanwhile by another job
             continue
     raise JobFailure("already_exists", f"{owner.username}/{name} could not be created.")

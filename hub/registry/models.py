@@ -65,6 +65,10 @@ class Artifact(models.Model):
     deleted_at = models.DateTimeField(null=True, blank=True)
     deletion_reason = models.CharField(max_length=500, blank=True)
     downloads = models.PositiveBigIntegerField(default=0, help_text="File downloads started (popularity).")
+    follows = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="followers",
+        help_text="The artifact whose bytes this one carries, made by the hub (an MLCube project of a model): it "
+                  "has that artifact's visibility and collaborators, always, and is deleted with it.")
 
     objects = ArtifactQuerySet.as_manager()
 

@@ -101,14 +101,19 @@ def _mint_unique() -> str:
 
 
 def create_artifact(owner, *, kind: str, name: str, title: str = "", description: str = "",
-                    visibility: str = Artifact.Visibility.PUBLIC, collaborators: Iterable = ()) -> Artifact:
+                    visibility: str = Artifact.Visibility.PUBLIC, collaborators: Iterable = (),
+                    follows: Artifact | None = None) -> Artifact:
+    """A new artifact; with ``follows`` (a hub-made artifact carrying another's bytes) it takes that artifact's
+    visibility and collaborators, whatever is given, and keeps following them (``update_artifact``)."""
     if Artifact.objects.live().filter(owner=owner, name=name).exists():
         raise HubError("already_exists", f"You already have an artifact named {owner.username}/{name}.")
+    if follows is not None:
+        visibility, collaborators = follows.visibility, list(follows.collaborators.all())
     try:
         with transaction.atomic():
             artifact = Artifact.objects.create(
                 owner=owner, kind=kind, name=name, title=title or name, description=description,
-                visibility=visibility, pid=_mint_unique(),
+                visibility=visibility, pid=_mint_unique(), follows=follows,
             )
             artifact.collaborators.set(collaborators)
             artifact_changed.send(sender=Artifact, artifact=artifact)
@@ -118,7 +123,16 @@ def create_artifact(owner, *, kind: str, name: str, title: str = "", description
 
 
 def update_artifact(artifact: Artifact, changes: dict[str, Any], collaborators: Iterable | None = None) -> Artifact:
-    """Set ``title``, ``description`` and ``visibility`` from ``changes``, and the collaborators when given."""
+    """Set ``title``, ``description`` and ``visibility`` from ``changes``, and the collaborators when given; the
+    artifacts that follow this one take the same visibility and collaborators. An artifact that follows another
+    cannot be given its own (400 ``follows_source``)."""
+    if artifact.follows_id is not None and ("visibility" in changes or collaborators is not None):
+        source = artifact.follows
+        if changes.get("visibility", artifact.visibility) != source.visibility or (
+                collaborators is not None and set(collaborators) != set(source.collaborators.all())):
+            raise HubError("follows_source", f"{artifact.full_name} was made by the hub from {source.full_name} and "
+                                             f"carries its files: it has {source.full_name}'s visibility and "
+                                             "collaborators. Change them there.")
     with transaction.atomic():
         for field in ("title", "description", "visibility"):
             if field in changes:
@@ -127,11 +141,16 @@ def update_artifact(artifact: Artifact, changes: dict[str, Any], collaborators: 
         if collaborators is not None:
             artifact.collaborators.set(collaborators)
         artifact_changed.send(sender=Artifact, artifact=artifact)
+        if "visibility" in changes or collaborators is not None:
+            shared = list(artifact.collaborators.all())
+            for follower in artifact.followers.filter(deleted_at__isnull=True):
+                update_artifact(follower, {"visibility": artifact.visibility}, shared)
     return artifact
 
 
 def delete_artifact(artifact: Artifact, reason: str = "") -> None:
-    """Tombstone the artifact and all its versions; their PIDs keep resolving to tombstones."""
+    """Tombstone the artifact and all its versions; their PIDs keep resolving to tombstones. The artifacts that
+    follow it (which carry its files) are deleted with it."""
     with transaction.atomic():
         for version in artifact.versions.filter(deleted_at__isnull=True):
             _tombstone(version, reason)
@@ -140,6 +159,8 @@ def delete_artifact(artifact: Artifact, reason: str = "") -> None:
         artifact.save(update_fields=["deleted_at", "deletion_reason"])
         artifact_changed.send(sender=Artifact, artifact=artifact)
     _purge_files_of(artifact.versions.all())
+    for follower in artifact.followers.filter(deleted_at__isnull=True):
+        delete_artifact(follower, f"Made from {artifact.full_name}, which was deleted.")
 
 
 # --- versions -------------------------------------------------------------------------------------

@@ -87,7 +87,8 @@ def next_generation() -> int:
 
 # Raise it whenever document() or facet_values() change what an entry holds: the next `migrate` rebuilds
 # every entry (hub.search.apps), so an upgrade never leaves artifacts unfindable by what the new code indexes.
-INDEX_FORMAT = 1
+# 2: MLCube projects made before cubes followed their model took its visibility in registry 0004, beside the index.
+INDEX_FORMAT = 2
 
 
 def rebuild() -> int:
