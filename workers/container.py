@@ -308,6 +308,8 @@ def stage_project(source: Version, project: Path, put: Callable[[File, Path], ob
             folder = unzip_cube(zips[0], project.parent / "unpacked", settings.HUB_ARCHIVE_INFLATE_MAX_BYTES)
         except archives.ArchiveTooLarge as exc:
             raise JobFailure("archive_too_large", str(exc))
+        except (ValueError, zipfile.BadZipFile) as exc:  # a member outside the folder (published before checks)
+            raise JobFailure("invalid_mlcube", str(exc))
     try:
         spec = parse_dir(folder)
     except CubeError as exc:

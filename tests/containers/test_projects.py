@@ -84,3 +84,30 @@ def test_a_model_without_onnx_has_no_cube_yet(api, hub_dirs):
     for method in (api.get, api.post):
         answer = method("/api/v1/artifacts/alice/weights/versions/1/container")
         assert answer.status_code == 409 and answer.json()["code"] == "not_converted", answer.content
+
+
+def zip_with(extra: zipfile.ZipInfo | str, data: bytes = b"x") -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for path, content in project_files().items():
+            zf.writestr(f"recipe/{path}", content)
+        zf.writestr(extra, data)
+    return buffer.getvalue()
+
+
+def link(name: str, target: str) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name)
+    info.external_attr = (0o120777 << 16)  # a symbolic link, as zip -y stores one
+    return info, target.encode()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("member", [
+    "recipe/../../etc/cron.d/evil", "/etc/passwd", "recipe/..\\..\\evil.bat", "C:/Windows/evil", link(
+        "recipe/workspace/shadow", "/etc/shadow")])
+def test_a_project_archive_with_members_outside_it_is_refused_at_publish(api, hub_dirs, member):
+    info, data = member if isinstance(member, tuple) else (member, b"x")
+    response = upload(api, "slip", {"recipe.zip": zip_with(info, data)})
+    assert response.status_code == 400 and response.json()["code"] == "invalid_mlcube", response.content
+    assert "archive" in response.json()["errors"] and "stay inside its folder" in response.json()["detail"]
+    assert not Version.objects.exists() and not Blob.objects.exists()
