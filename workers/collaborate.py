@@ -129,6 +129,17 @@ def verify(merged_path: Path, steps: list[dict[str, Any]], first_model, prefixes
             "reference": "the models run one after another"}
 
 
+def refuse_external_data(version: Version, model) -> None:
+    """A model whose weights lie in files beside it (ONNX external data; its ``location`` may even point outside
+    the version) is not merged: the merge reads one file per model. 422 ``cannot_merge`` naming it."""
+    from onnx.external_data_helper import uses_external_data
+
+    if any(uses_external_data(tensor) for tensor in model.graph.initializer):
+        raise JobFailure("cannot_merge", f"{version} keeps its weights in external data files beside the .onnx "
+                                         "file; merging reads one file per model. Run the models as a chain "
+                                         "(merge: false), or save the model with its weights inside.")
+
+
 def merge_work(ctx: JobContext) -> dict[str, Any]:
     import onnx
 
@@ -145,6 +156,8 @@ def merge_work(ctx: JobContext) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="hpcfair-merge-"))
     try:
         models = [onnx.load(str(_model_file(s["sha256"], s["size"])), load_external_data=False) for s in steps]
+        for parent, model in zip(parents, models, strict=True):
+            refuse_external_data(parent, model)
         ctx.log(f"merging {' -> '.join(map(str, parents))}")
         models = reconcile(models)
         taken: set[str] = set()
