@@ -20,12 +20,13 @@ def unknown_field(name: str, known: Iterable[str]) -> str:
 
 
 class StrictFields:
-    """A serializer mixin: refuse keys of the body that are none of the serializer's fields."""
+    """A serializer mixin: refuse keys of the body that are none of the serializer's fields (a browser form's
+    CSRF token aside)."""
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):
             known = set(self.fields)
-            unknown = sorted(str(key) for key in data if key not in known)
+            unknown = sorted(str(key) for key in data if key not in known and key != "csrfmiddlewaretoken")
             if unknown:
                 raise serializers.ValidationError({key: [unknown_field(key, known)] for key in unknown})
         return super().to_internal_value(data)
