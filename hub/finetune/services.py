@@ -154,6 +154,9 @@ def request_finetune(base: Version, user, body: dict[str, Any]) -> Job:
                        errors={"dataset": ["Not a dataset."]})
     chosen, files, columns = dataset_files(dataset, hyper, body.get("data_file"))
     name = output_name(user, base, body.get("name"))
+    if body.get("visibility") == Artifact.Visibility.PUBLIC and not base.artifact.is_public:  # as merges do
+        raise HubError("permission_denied", f"A model fine-tuned from {base.artifact.full_name}, which is private, "
+                                            "carries its weights and stays private.")
     device = body.get("device") or "cpu"
     params = {"source": source, "hyper": hyper.to_dict(), "dataset": {"version_id": dataset.pk, "files": files},
               "data_file": chosen,

@@ -132,3 +132,11 @@ def test_unknown_options_are_refused_by_name(api, base_and_data, extra, hint):
     detail = refused(response, 400, "invalid")
     (name,) = extra
     assert detail.startswith(f"{name}: ") and hint in detail and name in response.json()["errors"]
+
+
+def test_a_fine_tune_of_a_private_model_stays_private(api, base_and_data):
+    assert api.patch("/api/v1/artifacts/alice/mlp/", {"visibility": "private"}, format="json").status_code == 200
+    body = {"dataset": "alice/blobs", "target": "label"}
+    detail = refused(post(api, {**body, "visibility": "public"}), 403, "permission_denied")
+    assert "alice/mlp" in detail and "stays private" in detail
+    assert post(api, body).status_code == 202  # private by default
