@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import io
 import math
+import re
+import stat
 import zipfile
 from pathlib import Path
 from typing import BinaryIO
@@ -19,6 +21,15 @@ from numpy.lib import format as npy_format
 
 MAX_MEMBERS = 10_000
 DEFAULT_MAX_INFLATED = 4 * 1024**3  # what the hub's workers allow unless configured (HUB_ARCHIVE_INFLATE_MAX_MB)
+
+
+def unsafe_member(info: zipfile.ZipInfo) -> bool:
+    """Whether a zip member would unpack outside the folder it is unpacked into: an absolute path, a drive
+    letter, '..' (with either slash), or a symbolic link."""
+    name = info.filename.replace("\\", "/")
+    if name.startswith("/") or re.match(r"^[A-Za-z]:", name) or ".." in name.split("/"):
+        return True
+    return stat.S_ISLNK(info.external_attr >> 16)
 
 
 class ArchiveTooLarge(ValueError):

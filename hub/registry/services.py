@@ -125,7 +125,7 @@ def create_artifact(owner, *, kind: str, name: str, title: str = "", description
 def update_artifact(artifact: Artifact, changes: dict[str, Any], collaborators: Iterable | None = None) -> Artifact:
     """Set ``title``, ``description`` and ``visibility`` from ``changes``, and the collaborators when given; the
     artifacts that follow this one take the same visibility and collaborators. An artifact that follows another
-    cannot be given its own (400 ``follows_source``)."""
+    cannot be given its own (409 ``follows_source``)."""
     if artifact.follows_id is not None and ("visibility" in changes or collaborators is not None):
         source = artifact.follows
         if changes.get("visibility", artifact.visibility) != source.visibility or (

@@ -232,8 +232,9 @@ def extract_archive(path: Path, dest: Path, max_inflated: int = archives.DEFAULT
     try:
         if path.name.lower().endswith(".zip"):
             with zipfile.ZipFile(path) as archive:
-                for name in archive.namelist():
-                    _check_member(name, path)
+                for info in archive.infolist():
+                    if archives.unsafe_member(info):
+                        raise ConversionError("corrupt_file", f"{path.name} holds an unsafe path {info.filename!r}.")
                 archives.check_zip(archive, max_inflated, path.name)
                 archive.extractall(dest)  # noqa: S202 - members checked above
         else:
@@ -250,8 +251,3 @@ def extract_archive(path: Path, dest: Path, max_inflated: int = archives.DEFAULT
         raise ConversionError("unsupported_format", f"{path.name} has no {marker}.")
     return found
 
-
-def _check_member(name: str, archive: Path) -> None:
-    parts = Path(name).parts
-    if name.startswith("/") or ".." in parts:
-        raise ConversionError("corrupt_file", f"{archive.name} holds an unsafe path {name!r}.")

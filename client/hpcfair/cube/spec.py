@@ -11,13 +11,14 @@ from __future__ import annotations
 import difflib
 import re
 import shlex
-import stat
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
+
+from hpcfair import archives
 
 CUBE_FILE = "mlcube.yaml"
 MAX_CUBE_BYTES = 256 * 1024
@@ -295,7 +296,7 @@ def parse_zip(archive: Path) -> CubeSpec:
     """Check the ``mlcube.yaml`` inside a zip (at its top or in its only top folder)."""
     try:
         with zipfile.ZipFile(archive) as zf:
-            unsafe = [info.filename for info in zf.infolist() if not _safe_member(info)]
+            unsafe = [info.filename for info in zf.infolist() if archives.unsafe_member(info)]
             if unsafe:
                 raise CubeError({"archive": [f"{archive.name} holds {unsafe[0]!r}: a project's members stay inside "
                                              "its folder (no absolute paths, no '..', no links)."]})
@@ -312,15 +313,6 @@ def parse_zip(archive: Path) -> CubeSpec:
     except zipfile.BadZipFile:
         raise CubeError({"mlcube": [f"{archive.name} is not a readable zip archive."]})
     return parse(text, files, f"{archive.name}:{CUBE_FILE}", texts)
-
-
-def _safe_member(info: zipfile.ZipInfo) -> bool:
-    """A member that unpacks inside the folder it is unpacked into: a relative path without '..' (either
-    slash), not a symbolic link."""
-    name = info.filename.replace("\\", "/")
-    if name.startswith("/") or re.match(r"^[A-Za-z]:", name) or ".." in name.split("/"):
-        return False
-    return not stat.S_ISLNK(info.external_attr >> 16)
 
 
 def _head(zf: zipfile.ZipFile, name: str) -> str:
