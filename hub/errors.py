@@ -66,6 +66,7 @@ STATUS: dict[str, int] = {
     "unsupported_media_type": 415,
     "model_load_failed": 422,
     "run_failed": 422,
+    "memory_limit": 422,
     "request_too_large": 413,
     "throttled": 429,
     "too_many_attempts": 429,

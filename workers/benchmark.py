@@ -16,9 +16,10 @@ from hpcfair.convert.signature import OTHER_DYNAMIC, TensorSpec, generate_inputs
 
 from hub.gateway.models import Benchmark
 from hub.registry.signals import artifact_changed
+from workers.engine import run_steps
 from workers.infer import session_for, step_versions
 from workers.runner import JobContext, JobFailure
-from workers.sessions import RunError, run_model
+from workers.sessions import RunError
 
 ORT_TYPES = {"tensor(float)": "float32", "tensor(double)": "float64", "tensor(float16)": "float16",
              "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int8)": "int8", "tensor(uint8)": "uint8",
@@ -52,16 +53,16 @@ def hardware(device: str) -> dict[str, Any]:
     return {key: value for key, value in info.items() if value not in ("", None)}
 
 
-def feeds_for(session, batch: int) -> dict[str, np.ndarray] | None:
-    """Random inputs with ``batch`` rows; None when the model's batch axis is fixed to another size."""
+def feeds_for(session: dict[str, Any], batch: int) -> dict[str, np.ndarray] | None:
+    """Random inputs with ``batch`` rows for the model ``session`` describes (``workers.engine.describe``);
+    None when the model's batch axis is fixed to another size."""
     specs = []
-    for item in session.get_inputs():
-        shape = list(item.shape)
+    for name, shape, kind in session["inputs"]:
         if shape and isinstance(shape[0], int) and shape[0] > 0 and shape[0] != batch:
             return None
         shape = [batch if axis == 0 else (d if isinstance(d, int) and d > 0 else OTHER_DYNAMIC[0])
                  for axis, d in enumerate(shape)]
-        specs.append(TensorSpec(item.name, shape, ORT_TYPES.get(item.type, "float32")))
+        specs.append(TensorSpec(name, shape, ORT_TYPES.get(kind, "float32")))
     return generate_inputs(specs)
 
 
@@ -79,19 +80,15 @@ def benchmark_work(ctx: JobContext) -> dict[str, Any]:
         if feeds is None:
             ctx.log(f"batch size {batch}: skipped (the model's batch axis is fixed)", "warning")
             continue
-        times = []
         deadline = time.time() + params.get("max_seconds", 120)
-        try:
-            for run in range(params["warmup"] + params["runs"]):
-                started = time.perf_counter()
-                run_model(session, feeds, deadline)
-                if run >= params["warmup"]:
-                    times.append((time.perf_counter() - started) * 1e3)
+        try:  # timed run by run inside the engine, so that passing the inputs is not counted
+            _, info = run_steps([step], feeds, device=ctx.job.device, threads=0, deadline=deadline,
+                                repeat=params["warmup"] + params["runs"])
         except RunError as exc:
             raise JobFailure(exc.code, f"batch size {batch}: {exc.detail}")
-        times.sort()
+        times = sorted(info.get("times_ms", [info["run_ms"]])[params["warmup"]:])
         row = Benchmark.objects.create(
-            version=version, job=ctx.job, hardware=machine, provider=session.hub_provider, batch_size=batch,
+            version=version, job=ctx.job, hardware=machine, provider=session["provider"], batch_size=batch,
             runs=len(times), median_ms=round(statistics.median(times), 4),
             p95_ms=round(times[min(len(times) - 1, int(0.95 * len(times)))], 4))
         results.append(row.as_metadata())

@@ -28,7 +28,8 @@ from hub.registry.services import ProvenanceRef
 from workers.files import staged
 from workers.infer import step_versions
 from workers.runner import JobContext, JobFailure
-from workers.sessions import RunError, _model_file, run_steps
+from workers.engine import run_steps
+from workers.sessions import RunError, _model_file
 
 ATOL, RTOL = 1e-4, 1e-3
 
@@ -106,8 +107,6 @@ def merge(models: list, links: list[dict[str, str]], prefixes: list[str]):
 
 def verify(merged_path: Path, steps: list[dict[str, Any]], first_model, prefixes: list[str]) -> dict[str, Any]:
     """Run the merged model and the chain on the same generated inputs; compare every final output."""
-    import onnxruntime as ort
-
     specs, _ = specs_from_onnx(first_model)
     feeds = generate_inputs(specs)
     try:
@@ -115,9 +114,11 @@ def verify(merged_path: Path, steps: list[dict[str, Any]], first_model, prefixes
                                 deadline_is_long=True)
     except RunError as exc:
         raise JobFailure("cannot_merge", f"The chain itself does not run on generated inputs: {exc.detail}")
-    session = ort.InferenceSession(str(merged_path), providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    actual = dict(zip(names, session.run(None, {prefixes[0] + k: v for k, v in feeds.items()}), strict=True))
+    try:  # the merged graph runs where every uploaded graph runs: in this thread's engine
+        actual, _ = run_steps([{"local": str(merged_path)}], {prefixes[0] + k: v for k, v in feeds.items()},
+                              device="cpu", threads=0, deadline=time.time() + 600, deadline_is_long=True)
+    except RunError as exc:
+        raise JobFailure("cannot_merge", f"The merged model does not run on generated inputs: {exc.detail}")
     outputs = []
     for name, value in expected.items():
         got = actual.get(prefixes[-1] + name)

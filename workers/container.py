@@ -193,7 +193,8 @@ def _build_and_check(ctx: JobContext, engine: str, spec, cube_dir: Path, source:
 
 def _gateway_outputs(source: Version, model_path: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """What the gateway answers for ``feeds``: its own session cache and run code, on this worker's CPU."""
-    from workers.sessions import RunError, run_steps
+    from workers.engine import run_steps
+    from workers.sessions import RunError
 
     file = source.files.get(path=model_path)
     try:

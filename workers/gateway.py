@@ -1,9 +1,11 @@
 """The synchronous gateway inside each Celery worker: threads that take requests from the lanes of the
-worker's device queues (``cpu``, ``gpu``), run them with cached sessions and answer.
+worker's device queues (``cpu``, ``gpu``), have them run and answer.
 
-The threads live in the worker's main process (a bootstep), next to the Celery consumer: a worker
-started with ``-Q convert,cpu`` serves the ``cpu`` lane, one with ``-Q gpu`` the ``gpu`` lane, but only
-when ONNX Runtime offers CUDA there, so GPU work is never run on a CPU by mistake.
+The threads live in the worker's main process (a bootstep), next to the Celery consumer; each hands its
+requests to its own engine process (``workers.engine``), which runs them under a memory bound and a
+deadline (and keeps the cached sessions). A worker started with ``-Q convert,cpu`` serves the ``cpu``
+lane, one with ``-Q gpu`` the ``gpu`` lane, but only when ONNX Runtime offers CUDA there, so GPU work is
+never run on a CPU by mistake.
 ``HUB_GATEWAY_THREADS`` threads per worker (default 2) take requests concurrently.
 """
 
@@ -23,26 +25,21 @@ DEVICE_QUEUES = ("cpu", "gpu")
 
 
 def answer_request(lane, request_id: str, message: bytes, device: str) -> None:
-    """Run one lane request and put its answer (outputs, or a code and a message) on its reply slot."""
-    started = time.perf_counter()
+    """Have this thread's engine (``workers.engine``) run one lane request and put its answer (outputs, or
+    a code and a message) on its reply slot."""
     from hub.gateway import wire
-    from workers.sessions import RunError, run_steps
+    from workers.engine import engine
 
     try:
-        meta, arrays = wire.unpack(message)
-    except (wire.WireError, ValueError, KeyError) as exc:
+        meta, _ = wire.unpack(message)
+        deadline = float(meta.get("deadline", 0))
+    except (wire.WireError, ValueError, KeyError, TypeError) as exc:
         log.warning("gateway: dropped a malformed request: %s", exc)
         return
-    deadline = float(meta.get("deadline", 0))
     if time.time() > deadline + 1:
         return  # its caller has given up already
     try:
-        outputs, info = run_steps(meta["steps"], arrays, device=device, threads=int(meta.get("threads") or 0),
-                                  deadline=deadline, outputs=meta.get("outputs") or None)
-        info["serve_ms"] = round((time.perf_counter() - started) * 1e3, 3)  # from taking it to answering
-        answer = wire.pack({"ok": True, **info}, outputs)
-    except RunError as exc:
-        answer = wire.pack({"ok": False, "code": exc.code, "detail": exc.detail, "device": device})
+        answer = engine().call(message, device=device, deadline=deadline)
     except Exception:  # noqa: BLE001 - logged here with its traceback; the caller gets a code only
         log.error("gateway: request %s failed:\n%s", request_id, traceback.format_exc())
         answer = wire.pack({"ok": False, "code": "internal_error", "detail": "The worker failed unexpectedly."})
@@ -99,7 +96,10 @@ class GatewayServer:
     def _loop(self, queue: str) -> None:
         from django.db import connection
 
+        from workers.engine import engine
+
         try:
+            engine().start()  # ready before the first request (a new one replaces it if it dies)
             while not self.stop_event.is_set():
                 try:
                     found = self.lane.pop([queue], timeout=1.0)
@@ -110,6 +110,7 @@ class GatewayServer:
                 if found is not None:
                     answer_request(self.lane, found[0], found[1], queue)
         finally:
+            engine().close()
             connection.close()
 
 

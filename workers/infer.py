@@ -23,17 +23,19 @@ from hub.registry import services as registry
 from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef
 from workers.files import fetch, staged
+from workers.engine import describe, run_steps
 from workers.runner import JobContext, JobFailure
-from workers.sessions import RunError, cache, gpu_available, run_steps
+from workers.sessions import RunError, gpu_available
 
 
-def session_for(ctx: JobContext, model: dict[str, Any]):
+def session_for(ctx: JobContext, model: dict[str, Any]) -> dict[str, Any]:
+    """The model loaded in this thread's engine: its ``inputs``, ``outputs`` and ``provider``."""
     device = ctx.job.device
     if device == "gpu" and not gpu_available():
         raise JobFailure("gpu_unavailable", "This worker consumes the gpu queue but has no CUDA execution provider; "
                                             "nothing was run.")
     try:
-        return cache().get(model["sha256"], model["size"], device, int(ctx.job.params.get("threads") or 0))
+        return describe(model, device, int(ctx.job.params.get("threads") or 0))
     except RunError as exc:
         raise JobFailure(exc.code, exc.detail)
 
@@ -69,7 +71,7 @@ def _inputs(ctx: JobContext, model_version: Version, folder: Path) -> tuple[dict
         raise JobFailure(exc.error_code, exc.message)
 
 
-def run_batches(ctx: JobContext, session, arrays: dict[str, np.ndarray], batch_size: int,
+def run_batches(ctx: JobContext, session: dict[str, Any], arrays: dict[str, np.ndarray], batch_size: int,
                 outputs: list[str] | None, steps: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     """Run the chain along the first axis in batches; a first model with a fixed first axis gets batches of
     that size."""
@@ -77,7 +79,7 @@ def run_batches(ctx: JobContext, session, arrays: dict[str, np.ndarray], batch_s
     if len(rows) != 1 or any(array.ndim == 0 for array in arrays.values()):
         raise JobFailure("invalid_inputs", "Batch runs need inputs with the same number of rows (first axis).")
     total = rows.pop()
-    first_dims = {i.shape[0] for i in session.get_inputs() if i.shape}
+    first_dims = {shape[0] for _, shape, _ in session["inputs"] if shape}
     if len(first_dims) == 1 and isinstance(fixed := next(iter(first_dims)), int) and fixed > 0:
         batch_size = fixed
     deadline = time.time() + settings.HUB_INFER_JOB_S
@@ -162,7 +164,7 @@ def infer_work(ctx: JobContext) -> dict[str, Any]:
         started = time.perf_counter()
         outputs = run_batches(ctx, sessions[0], arrays, int(params.get("batch_size") or 64),
                               params.get("outputs") or None, steps)
-        info = {"device": ctx.job.device, "provider": sessions[-1].hub_provider,
+        info = {"device": ctx.job.device, "provider": sessions[-1]["provider"],
                 "run_ms": round((time.perf_counter() - started) * 1e3, 3)}
         published = publish_outputs(ctx, models, dataset, outputs, info, folder)
         ctx.log(f"published the outputs as {published} ({published.pid})")

@@ -1,5 +1,7 @@
-"""ONNX Runtime sessions in a worker: loaded once, cached (keyed by blob sha256, provider and thread
-count, bounded in bytes), run with a deadline that aborts the run (``RunOptions.terminate``).
+"""ONNX Runtime sessions in an engine process (``workers.engine``): loaded once, cached (keyed by blob
+sha256, provider and thread count, bounded in bytes), run with a deadline that aborts the run
+(``RunOptions.terminate``) and, once ``bound_memory`` was called, with working memory from one capped arena
+that is given back after each run.
 
 ONNX files are protobuf: loading one runs no Python code. Models with external data are refused (their
 tensors could name any file on the worker); the hub stores self-contained ONNX files.
@@ -12,6 +14,7 @@ import itertools
 import logging
 import os
 import platform
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -25,6 +28,9 @@ from hpcfair import chain
 log = logging.getLogger(__name__)
 
 PROVIDERS = {"cpu": ["CPUExecutionProvider"], "gpu": ["CUDAExecutionProvider", "CPUExecutionProvider"]}
+_bound: int | None = None  # the arena's cap in bytes, once bound_memory ran
+# ONNX Runtime's words for an allocation it could not make (its arena's cap, or the process's RLIMIT_DATA)
+_OUT_OF_MEMORY = ("Available memory of", "bad_alloc", "bad allocation", "Failed to allocate memory")
 
 
 class RunError(Exception):
@@ -73,6 +79,40 @@ def _refuse_external_data(path: Path) -> None:
                                             "self-contained ONNX files only.")
 
 
+def bound_memory(limit: int) -> None:
+    """Give every session created from now on its working memory from one arena of at most ``limit`` bytes
+    (ONNX Runtime's environment allocator), returned to the system after each run. Once per process."""
+    import onnxruntime as ort
+
+    global _bound
+    if _bound is not None:
+        return
+    info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+    ort.create_and_register_allocator(info, ort.OrtArenaCfg({"max_mem": limit, "arena_extend_strategy": 1}))
+    _bound = limit
+
+
+def memory_message(limit: int, asked: int | None = None) -> str:
+    wanted = f" (it asked for {asked / 2**30:.3g} GiB at once)" if asked else ""
+    return (f"The run needed more memory than one model run may use on this hub: {limit / 2**20:.0f} MiB "
+            f"(HUB_INFER_MEMORY_MB){wanted}. Send fewer rows or smaller inputs, or run it where more memory is "
+            "allowed (a Slurm job).")
+
+
+def out_of_memory(text: str) -> RunError | None:
+    """The ``memory_limit`` error for ONNX Runtime's message, when it is about an allocation."""
+    if not any(words in text for words in _OUT_OF_MEMORY):
+        return None
+    limit = _bound or settings.HUB_INFER_MEMORY_BYTES
+    asked = re.search(r"requested bytes of (\d+)", text)
+    return RunError("memory_limit", memory_message(limit, int(asked.group(1)) if asked else None))
+
+
+def sendable(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Outputs in the wire format's types: string tensors (objects) as fixed-width unicode."""
+    return {name: value.astype(str) if value.dtype.hasobject else value for name, value in outputs.items()}
+
+
 class SessionCache:
     """Loaded sessions, least recently used first out when their estimated bytes exceed the bound."""
 
@@ -83,7 +123,11 @@ class SessionCache:
         self.loading: dict[tuple, threading.Lock] = {}
         self.loads = 0
 
-    def get(self, sha256: str, size: int, device: str, threads: int):
+    def get(self, sha256: str, size: int, device: str, threads: int, local: str | None = None):
+        """The session for blob ``sha256`` (or, uncached, for the worker's own file ``local``: a merged
+        model)."""
+        if local:
+            return self._load(sha256, size, device, threads, local)  # a file of this job's: not kept
         key = (sha256, device, threads)
         with self.lock:
             if key in self.entries:
@@ -94,7 +138,13 @@ class SessionCache:
             with self.lock:
                 if key in self.entries:
                     return self.entries[key][0]
-            session = self._load(sha256, size, device, threads)
+            try:
+                session = self._load(sha256, size, device, threads, local)
+            except RunError as exc:
+                if exc.code != "memory_limit" or not self.entries:
+                    raise
+                self.clear()  # the cached models' weights left too little room: load it alone
+                session = self._load(sha256, size, device, threads, local)
             cost = 2 * size + 1024 * 1024  # the weights once in the session, plus working memory
             with self.lock:
                 self.entries[key] = (session, cost)
@@ -105,22 +155,30 @@ class SessionCache:
                     log.info("session cache: evicted %s", evicted[0][:12])
             return session
 
-    def _load(self, sha256: str, size: int, device: str, threads: int):
+    def _load(self, sha256: str, size: int, device: str, threads: int, local: str | None = None):
         import onnxruntime as ort
 
         if device == "gpu" and not gpu_available():
             raise RunError("gpu_unavailable", "This worker has no CUDA execution provider (onnxruntime-gpu and a "
                                               "GPU); nothing was run.")
-        path = _model_file(sha256, size)
+        path = Path(local) if local else _model_file(sha256, size)
         _refuse_external_data(path)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or settings.HUB_INFER_THREADS
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        providers: list[Any] = list(PROVIDERS[device])
+        if _bound is not None:
+            options.add_session_config_entry("session.use_env_allocators", "1")
+            if device == "gpu":
+                providers[0] = ("CUDAExecutionProvider", {"gpu_mem_limit": str(_bound)})
         try:
-            session = ort.InferenceSession(str(path), options, providers=PROVIDERS[device])
+            session = ort.InferenceSession(str(path), options, providers=providers)
+        except MemoryError:
+            raise out_of_memory("bad_alloc")
         except Exception as exc:  # noqa: BLE001 - ONNX Runtime raises its own classes; the text is the news
-            raise RunError("model_load_failed", f"ONNX Runtime could not load the model: {str(exc)[:400]}")
+            raise out_of_memory(str(exc)) or RunError("model_load_failed",
+                                                      f"ONNX Runtime could not load the model: {str(exc)[:400]}")
         # Asked on every run: read once (run_model relies on them).
         session.hub_output_names = [o.name for o in session.get_outputs()]
         session.hub_provider = session.get_providers()[0]
@@ -195,6 +253,8 @@ def run_model(session, feeds: dict[str, np.ndarray], deadline: float, outputs: l
     if unknown:
         raise RunError("invalid_inputs", f"The model has no output {unknown[0]!r}; it has {', '.join(names)}.")
     options = ort.RunOptions()
+    if _bound is not None:
+        options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")  # give it back afterwards
     if watch:
         watchdog().watch(deadline, options)
     try:
@@ -203,6 +263,8 @@ def run_model(session, feeds: dict[str, np.ndarray], deadline: float, outputs: l
         text = str(exc)
         if options.terminate or "terminate" in text.lower():
             raise RunError("overtime", "The run was stopped at its time limit.")
+        if memory := out_of_memory(text):
+            raise memory
         if "INVALID_ARGUMENT" in text or "Invalid Feed" in text or "Got invalid dimensions" in text:
             raise RunError("invalid_inputs", f"ONNX Runtime refused the inputs: {text.split(':', 1)[-1][:400]}")
         raise RunError("run_failed", f"ONNX Runtime failed while running the model: {text[:400]}")
@@ -228,7 +290,7 @@ def run_steps(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], *, dev
     providers = []
     started = time.perf_counter()
     for index, step in enumerate(steps):
-        session = cache().get(step["sha256"], step["size"], device, threads)
+        session = cache().get(step.get("sha256", ""), step.get("size", 0), device, threads, step.get("local"))
         if index:
             feeds = link({**step, "index": index}, feeds, session)
         last = index == len(steps) - 1

@@ -77,3 +77,32 @@ def slow(size: int = 1024, repeats: int = 8) -> bytes:
         previous = out
     return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", size])],
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", size])], [("w", w)], "slow")
+
+
+def fill(value: float = 1.0) -> bytes:
+    """n [2] int64 -> total: ConstantOfShape(n) then ReduceSum, a graph that allocates whatever it is asked."""
+    nodes = [helper.make_node("ConstantOfShape", ["n"], ["big"],
+                              value=helper.make_tensor("v", TensorProto.FLOAT, [1], [value])),
+             helper.make_node("ReduceSum", ["big"], ["total"], keepdims=0)]
+    return _model(nodes, [helper.make_tensor_value_info("n", TensorProto.INT64, [2])],
+                  [helper.make_tensor_value_info("total", TensorProto.FLOAT, [])], [], "fill")
+
+
+def tile_text() -> bytes:
+    """s [1] string, r [1] int64 -> y: Tile of strings, whose characters live outside ONNX Runtime's arena."""
+    nodes = [helper.make_node("Tile", ["s", "r"], ["tiled"]),
+             helper.make_node("Shape", ["tiled"], ["y"])]
+    return _model(nodes, [helper.make_tensor_value_info("s", TensorProto.STRING, [1]),
+                          helper.make_tensor_value_info("r", TensorProto.INT64, [1])],
+                  [helper.make_tensor_value_info("y", TensorProto.INT64, [1])], [], "tile_text")
+
+
+def one_long_kernel(size: int = 6000) -> bytes:
+    """n [2] int64 -> total: one MatMul of two size x size matrices made in the graph: a single kernel that
+    takes seconds and never looks at ``RunOptions.terminate``."""
+    nodes = [helper.make_node("ConstantOfShape", ["n"], ["a"],
+                              value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.5])),
+             helper.make_node("MatMul", ["a", "a"], ["p"]),
+             helper.make_node("ReduceSum", ["p"], ["total"], keepdims=0)]
+    return _model(nodes, [helper.make_tensor_value_info("n", TensorProto.INT64, [2])],
+                  [helper.make_tensor_value_info("total", TensorProto.FLOAT, [])], [], "one_long_kernel")
