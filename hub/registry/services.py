@@ -124,8 +124,15 @@ def create_artifact(owner, *, kind: str, name: str, title: str = "", description
 
 def update_artifact(artifact: Artifact, changes: dict[str, Any], collaborators: Iterable | None = None) -> Artifact:
     """Set ``title``, ``description`` and ``visibility`` from ``changes``, and the collaborators when given; the
-    artifacts that follow this one take the same visibility and collaborators. An artifact that follows another
-    cannot be given its own (409 ``follows_source``)."""
+    artifacts that follow this one take the same visibility and collaborators, and public artifacts derived from
+    it become private when it does (``withdraw_derivatives``). An artifact that follows another cannot be given
+    its own visibility, nor can one derived from a private or deleted source be public (409
+    ``follows_source``)."""
+    if changes.get("visibility") == Artifact.Visibility.PUBLIC and artifact.follows_id is None and (
+            hidden := withheld_sources(artifact)):
+        raise HubError("follows_source", f"{artifact.full_name} carries what its versions were derived or merged "
+                                         f"from, and {hidden[0]} is private or deleted: it can be public only when "
+                                         f"every such source is.")
     if artifact.follows_id is not None and ("visibility" in changes or collaborators is not None):
         source = artifact.follows
         if changes.get("visibility", artifact.visibility) != source.visibility or (
@@ -145,7 +152,52 @@ def update_artifact(artifact: Artifact, changes: dict[str, Any], collaborators: 
             shared = list(artifact.collaborators.all())
             for follower in artifact.followers.filter(deleted_at__isnull=True):
                 update_artifact(follower, {"visibility": artifact.visibility}, shared)
+        if artifact.visibility == Artifact.Visibility.PRIVATE:
+            withdraw_derivatives(artifact.versions.all(), f"{artifact.full_name} was made private")
     return artifact
+
+
+# Relations through which a version the hub made (a job's: its metadata names the job, a field no user may
+# set) carries its target's content: fine-tunes, merges, inference outputs, MLCube projects. A user's own
+# ``derived_from`` (an aggregate table of a private dataset) is a citation, not a copy, and is not followed.
+CARRIES = (ProvenanceLink.Relation.DERIVED_FROM, ProvenanceLink.Relation.MERGED_FROM)
+
+
+def _carrying(**filters):
+    return ProvenanceLink.objects.filter(relation__in=CARRIES, version__metadata__has_key="job",
+                                         version__deleted_at__isnull=True, **filters)
+
+
+def withheld_sources(artifact: Artifact) -> list[str]:
+    """The artifacts (``owner/name``) whose content this artifact's hub-made versions carry and that are not
+    public now: private, deleted, or only the carried version deleted."""
+    links = (_carrying(version__artifact=artifact).exclude(target__artifact=artifact)
+             .select_related("target__artifact__owner"))
+    return sorted({link.target.artifact.full_name for link in links
+                   if link.target.deleted_at is not None or link.target.artifact.deleted_at is not None
+                   or link.target.artifact.visibility != Artifact.Visibility.PUBLIC})
+
+
+def withdraw_derivatives(sources, reason: str) -> None:
+    """What the hub made from the versions ``sources``, after they became private or were deleted: the
+    packaging of a deleted version (an artifact that follows its source, e.g. an MLCube project) is deleted
+    with it; every other public artifact with a version made from them becomes private (its owner keeps it).
+    Logged for the audit trail."""
+    links = (_carrying(target__in=sources)
+             .exclude(version__artifact__in=Artifact.objects.filter(versions__in=sources))
+             .select_related("version__artifact__owner", "target"))
+    for link in links:
+        derived = link.version.artifact
+        if derived.deleted_at is not None:
+            continue
+        if derived.follows_id == link.target.artifact_id:
+            if link.target.deleted_at is not None:
+                delete_version(link.version, f"Made from {link.target}, which was deleted.")
+            continue  # a follower takes its source's visibility itself
+        if derived.visibility == Artifact.Visibility.PUBLIC:
+            log.warning("audit: %s made private: %s, whose content it carries (%s)", derived.full_name, reason,
+                        link.target)
+            update_artifact(derived, {"visibility": Artifact.Visibility.PRIVATE})
 
 
 def delete_artifact(artifact: Artifact, reason: str = "") -> None:
@@ -161,6 +213,7 @@ def delete_artifact(artifact: Artifact, reason: str = "") -> None:
     _purge_files_of(artifact.versions.all())
     for follower in artifact.followers.filter(deleted_at__isnull=True):
         delete_artifact(follower, f"Made from {artifact.full_name}, which was deleted.")
+    withdraw_derivatives(artifact.versions.all(), f"{artifact.full_name} was deleted")
 
 
 # --- versions -------------------------------------------------------------------------------------
@@ -330,6 +383,7 @@ def delete_version(version: Version, reason: str = "") -> None:
         _tombstone(version, reason)
         artifact_changed.send(sender=Artifact, artifact=version.artifact)
     _purge_files_of([version])
+    withdraw_derivatives(Version.objects.filter(pk=version.pk), f"{version} was deleted")
 
 
 def _purge_files_of(versions: Iterable[Version]) -> None:

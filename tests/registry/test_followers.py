@@ -10,7 +10,8 @@ import pytest
 from django.apps import apps
 
 from hub.registry import services
-from hub.registry.models import Artifact
+from hub.registry.models import Artifact, ProvenanceLink
+from hub.registry.services import ProvenanceRef
 from tests.conftest import client_for, staged, valid_metadata
 from tests.containers.test_projects import project_files
 from tests.search.test_search import names
@@ -26,14 +27,15 @@ def model_and_cube(owner, publish, tmp_path):
     cube = _cube_artifact(version)
     files = {**project_files(), "workspace/model.onnx": b"onnx bytes of rf"}
     services.create_version(cube, owner, files=[staged(tmp_path, path, data) for path, data in files.items()],
-                            metadata=valid_metadata("project"), system=True)
+                            metadata=valid_metadata("project", job="1"), system=True,  # as workers.container does
+                            provenance=[ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, version)])
     return model, cube
 
 
 def test_a_cube_is_made_following_its_model(model_and_cube, anon):
     model, cube = model_and_cube
     assert cube.follows == model and cube.visibility == "public"
-    assert anon.get(CUBE).status_code == 200 and "rf-mlcube" in names(anon.get("/api/v1/artifacts/"))
+    assert anon.get(CUBE).status_code == 200 and "alice/rf-mlcube" in anon.get("/api/v1/artifacts/").content.decode()
 
 
 def test_a_model_made_private_takes_its_cube_along(model_and_cube, api, anon, collaborator):

@@ -97,9 +97,9 @@ def test_what_the_hub_made_is_listed_under_its_source(forest, anon):
     assert bad.status_code == 400 and bad.json()["code"] == "invalid"
 
 
-def test_a_derived_artifact_whose_source_is_hidden_stands_on_its_own(forest, api, anon):
+def test_what_a_job_derived_is_hidden_with_its_source(forest, api, anon):
     api.patch("/api/v1/artifacts/alice/iris-forest/", {"visibility": "private"}, format="json")
-    assert "iris-forest-outputs" in names(anon.get("/api/v1/artifacts/"))  # its source is not there to hold it
+    assert "iris-forest-outputs" not in names(anon.get("/api/v1/artifacts/"))  # it carries the model's outputs
     assert "iris-forest-outputs" not in names(api.get("/api/v1/artifacts/"))  # the owner sees it under the model
 
 
