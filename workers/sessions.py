@@ -215,8 +215,10 @@ class Watchdog:
             run_options.terminate = True
             return
         with self.lock:
+            sooner = not self.heap or deadline < self.heap[0][0]
             heapq.heappush(self.heap, (deadline, next(self.counter), run_options))
-        self.wake.set()  # the loop may be asleep until a later deadline
+        if sooner and deadline - time.time() < 0.05:
+            self.wake.set()  # the loop may be asleep past this deadline (it looks every 50 ms at least)
 
     def _loop(self) -> None:
         while True:
