@@ -1,11 +1,20 @@
-"""Where uploaded ONNX graphs run: a child process per caller thread, bounded in memory and stopped at
+"""Where uploaded ONNX graphs run: a child process per worker thread, bounded in memory and stopped at
 its deadline, so that one request cannot take the worker (or the host) down.
 
 A graph decides at run time how much memory it asks for (``ConstantOfShape`` of a shape sent as an
 input, ``Tile`` of strings) and a single kernel does not look at ``RunOptions.terminate``. So the
 worker never runs a graph itself: each lane thread, and each task thread that runs models, owns an
 *engine*, a child process (``python -m workers.engine FD``) that keeps the session cache and runs
-requests one at a time. In the child (``serve``):
+requests one at a time:
+
+- a *lane engine* (``Engine(lane="cpu")``) takes synchronous requests from the lane itself and answers
+  them, so that nothing is added to a request's path; before each run it writes the request's id and
+  deadline into a slot of shared memory (``Slot``), which its lane thread looks at every 0.1 s
+  (``Engine.watch``) to stop a run past its deadline, or to answer for an engine that died;
+- a *call engine* (``engine().call``, ``run_steps``) runs what a job asks, one message at a time over a
+  socket pair.
+
+In the child (``serve``):
 
 - ONNX Runtime's working memory comes from one arena capped at ``HUB_INFER_MEMORY_MB``
   (``workers.sessions.bound_memory``); a run that asks for more fails at once, and the arena gives back
@@ -15,14 +24,15 @@ requests one at a time. In the child (``serve``):
   Runtime takes outside its arena is bounded too;
 - both fail as ``memory_limit``; a child that dies instead is replaced, and its caller answered.
 
-The parent (``Engine.call``) waits for an answer until the deadline plus ``GRACE_S``; then it kills the
-child and answers ``overtime``. Messages are the gateway's wire format (``hub.gateway.wire``): nothing
-the child sends is unpickled.
+A run still going ``GRACE_S`` after its deadline is stopped by killing its engine, and answered
+``overtime``. Messages are the gateway's wire format (``hub.gateway.wire``): nothing the child sends is
+unpickled.
 """
 
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import resource
 import signal
@@ -90,13 +100,56 @@ def _wait_at_most(sock: socket.socket, seconds: float) -> None:
                                                                          max(int((seconds - whole) * 1e6), 1)))
 
 
+class Slot:
+    """What a lane engine is running: a request id and its deadline in 80 bytes of shared memory (a memfd
+    both processes map), written under a sequence number (a seqlock) so that a reader never sees half."""
+
+    FORMAT = struct.Struct("<Qd64s")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.map = mmap.mmap(fd, self.FORMAT.size)
+
+    @classmethod
+    def create(cls) -> Slot:
+        fd = os.memfd_create("hpcfair-engine-slot", 0)  # not close-on-exec: the child inherits it
+        os.ftruncate(fd, cls.FORMAT.size)
+        return cls(fd)
+
+    def write(self, request_id: str, deadline: float) -> None:
+        (sequence,) = struct.unpack_from("<Q", self.map)
+        struct.pack_into("<Q", self.map, 0, sequence + 1)  # odd: being written
+        self.FORMAT.pack_into(self.map, 0, sequence + 1, deadline, request_id.encode())
+        struct.pack_into("<Q", self.map, 0, sequence + 2)
+
+    def clear(self) -> None:
+        self.write("", 0.0)
+
+    def read(self) -> tuple[str, float] | None:
+        """(request id, deadline) of the run in progress, or None when idle (or when a writer was killed in
+        the middle of writing)."""
+        for _ in range(1000):
+            sequence, deadline, raw = self.FORMAT.unpack_from(self.map)
+            if sequence % 2 == 0 and struct.unpack_from("<Q", self.map)[0] == sequence:
+                request_id = raw.rstrip(b"\0").decode(errors="replace")
+                return (request_id, deadline) if request_id else None
+        return None
+
+    def close(self) -> None:
+        self.map.close()
+        os.close(self.fd)
+
+
 # --- the parent's side ---------------------------------------------------------------------------------
 
 
 class Engine:
-    """One child process that runs graphs for one thread of the worker."""
+    """One child process that runs graphs for one thread of the worker: requests sent with ``call``, or,
+    given a ``lane`` (a device queue), the requests it takes from that lane itself."""
 
-    def __init__(self) -> None:
+    def __init__(self, lane: str | None = None) -> None:
+        self.lane = lane
+        self.slot = Slot.create() if lane else None
         self.process: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.starts = 0
@@ -107,10 +160,14 @@ class Engine:
             return
         self.close()
         ours, theirs = socket.socketpair()
+        command, fds = [sys.executable, "-m", "workers.engine", str(theirs.fileno())], [theirs.fileno()]
+        if self.slot is not None:
+            self.slot.clear()
+            command += ["--lane", str(self.lane), "--slot", str(self.slot.fd)]
+            fds.append(self.slot.fd)
         try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "workers.engine", str(theirs.fileno())], pass_fds=[theirs.fileno()],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)  # its logs go to stderr, as ours
+            self.process = subprocess.Popen(command, pass_fds=fds, stdin=subprocess.DEVNULL,
+                                            stdout=subprocess.DEVNULL)  # its logs go to stderr, as ours
         finally:
             theirs.close()
         self.sock = ours
@@ -126,7 +183,8 @@ class Engine:
         self.sock.settimeout(None)  # blocking; each call sets its own limit (_wait_at_most)
 
     def close(self) -> int | None:
-        """Stop the child (killed: it may be in the middle of a run) and return its exit status."""
+        """Stop the child (killed: it may be in the middle of a run) and return its exit status; the slot
+        stays, for ``watch`` to read."""
         if self.sock is not None:
             self.sock.close()
             self.sock = None
@@ -137,9 +195,34 @@ class Engine:
             process.kill()
         return process.wait()
 
+    def stop(self) -> None:
+        """Stop the child for good and free the slot."""
+        self.close()
+        if self.slot is not None:
+            self.slot.close()
+            self.slot = None
+
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
+
+    def watch(self, lane) -> None:
+        """A lane engine's keeper, called every 0.1 s by its thread: answer for an engine that died, or stop
+        one whose run passed its deadline by ``GRACE_S``, and start a new one."""
+        from hub.gateway import wire
+
+        assert self.slot is not None
+        running = self.slot.read()
+        if self.process is not None and self.process.poll() is None:
+            if running is None or time.time() <= running[1] + GRACE_S:
+                return
+            self.close()
+            answer = {"ok": False, "code": "overtime", "detail": "The run was stopped at its time limit."}
+        else:
+            answer = self._died() if self.process is not None else None
+        if running is not None and answer is not None:
+            lane.reply(running[0], wire.pack(answer))
+        self.start()
 
     def call(self, message: bytes, *, device: str, deadline: float, long: bool = False,
              describe: bool = False) -> bytes:
@@ -276,7 +359,49 @@ def serve(control: dict[str, Any], message: bytes) -> bytes:
         return wire.pack({"ok": False, "code": "run_failed", "detail": f"The request could not be run: {exc}"})
 
 
-def main(fd: int) -> None:
+def _parent_gone(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1, socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+
+
+def serve_lane(queue: str, slot: Slot, sock: socket.socket) -> None:
+    """A lane engine's loop: take requests from the lane, run them and answer, until the parent goes."""
+    from hub.gateway import wire
+    from hub.gateway.lane import get_lane
+
+    lane = get_lane()
+    while not _parent_gone(sock):
+        try:
+            found = lane.pop([queue], timeout=1.0)
+        except Exception:  # noqa: BLE001 - the broker went away for a moment
+            log.warning("engine: lane %s unavailable", queue, exc_info=True)
+            time.sleep(1.0)
+            continue
+        if found is None:
+            continue
+        request_id, message = found
+        try:
+            deadline = float(wire.unpack(message)[0].get("deadline", 0))
+        except (wire.WireError, ValueError, KeyError, TypeError) as exc:
+            log.warning("engine: dropped a malformed request: %s", exc)
+            continue
+        if time.time() > deadline + 1:
+            continue  # its caller has given up already
+        slot.write(request_id, deadline)
+        try:
+            answer = serve({"device": queue}, message)
+        except MemoryError:
+            os._exit(EXIT_MEMORY)  # not even the answer could be made: the parent answers for us
+        except Exception:  # noqa: BLE001 - logged with its traceback; the caller gets a code only
+            log.exception("engine: request %s failed", request_id)
+            answer = wire.pack({"ok": False, "code": "internal_error", "detail": "The worker failed unexpectedly."})
+        lane.reply(request_id, answer)
+        slot.clear()
+
+
+def main(fd: int, lane: str | None = None, slot: int | None = None) -> None:
     """The child: bound memory, say ready, answer requests until the parent goes away."""
     import django
 
@@ -291,6 +416,8 @@ def main(fd: int) -> None:
     resource.setrlimit(resource.RLIMIT_DATA, (ceiling, resource.getrlimit(resource.RLIMIT_DATA)[1]))
     sock = socket.socket(fileno=fd)
     _send(sock, {"state": "ready", "pid": os.getpid(), "data_limit": ceiling}, b"")
+    if lane is not None and slot is not None:
+        return serve_lane(lane, Slot(slot), sock)
     while True:
         request = _recv(sock)
         if request is None:
@@ -305,4 +432,6 @@ def main(fd: int) -> None:
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="engine %(process)d: %(message)s")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C stops the worker; its end closes our socket
-    main(int(sys.argv[1]))
+    arguments = sys.argv[1:]
+    main(int(arguments[0]), arguments[arguments.index("--lane") + 1] if "--lane" in arguments else None,
+         int(arguments[arguments.index("--slot") + 1]) if "--slot" in arguments else None)

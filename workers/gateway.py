@@ -1,11 +1,11 @@
-"""The synchronous gateway inside each Celery worker: threads that take requests from the lanes of the
-worker's device queues (``cpu``, ``gpu``), have them run and answer.
+"""The synchronous gateway inside each Celery worker: the lanes of the worker's device queues (``cpu``,
+``gpu``) served by engine processes, one per lane thread.
 
-The threads live in the worker's main process (a bootstep), next to the Celery consumer; each hands its
-requests to its own engine process (``workers.engine``), which runs them under a memory bound and a
-deadline (and keeps the cached sessions). A worker started with ``-Q convert,cpu`` serves the ``cpu``
-lane, one with ``-Q gpu`` the ``gpu`` lane, but only when ONNX Runtime offers CUDA there, so GPU work is
-never run on a CPU by mistake.
+The threads live in the worker's main process (a bootstep), next to the Celery consumer; each keeps an
+engine process (``workers.engine``) that takes the lane's requests, runs them under a memory bound and a
+deadline (and keeps the cached sessions) and answers; the thread answers for it when it dies or overruns.
+A worker started with ``-Q convert,cpu`` serves the ``cpu`` lane, one with ``-Q gpu`` the ``gpu`` lane,
+but only when ONNX Runtime offers CUDA there, so GPU work is never run on a CPU by mistake.
 ``HUB_GATEWAY_THREADS`` threads per worker (default 2) take requests concurrently.
 """
 
@@ -15,35 +15,12 @@ import logging
 import os
 import socket
 import threading
-import time
-import traceback
 
 from celery import bootsteps
 
 log = logging.getLogger(__name__)
 DEVICE_QUEUES = ("cpu", "gpu")
-
-
-def answer_request(lane, request_id: str, message: bytes, device: str) -> None:
-    """Have this thread's engine (``workers.engine``) run one lane request and put its answer (outputs, or
-    a code and a message) on its reply slot."""
-    from hub.gateway import wire
-    from workers.engine import engine
-
-    try:
-        meta, _ = wire.unpack(message)
-        deadline = float(meta.get("deadline", 0))
-    except (wire.WireError, ValueError, KeyError, TypeError) as exc:
-        log.warning("gateway: dropped a malformed request: %s", exc)
-        return
-    if time.time() > deadline + 1:
-        return  # its caller has given up already
-    try:
-        answer = engine().call(message, device=device, deadline=deadline)
-    except Exception:  # noqa: BLE001 - logged here with its traceback; the caller gets a code only
-        log.error("gateway: request %s failed:\n%s", request_id, traceback.format_exc())
-        answer = wire.pack({"ok": False, "code": "internal_error", "detail": "The worker failed unexpectedly."})
-    lane.reply(request_id, answer)
+WATCH_S = 0.1  # how often a lane thread looks at its engine
 
 
 class GatewayServer:
@@ -94,24 +71,24 @@ class GatewayServer:
                 log.warning("gateway: could not announce this worker", exc_info=True)
 
     def _loop(self, queue: str) -> None:
-        from django.db import connection
+        """Keep this thread's lane engine serving: it takes the lane's requests itself; this thread answers
+        for it when it dies or runs past a deadline, and starts another (``workers.engine.Engine.watch``)."""
+        from workers.engine import Engine, EngineError
 
-        from workers.engine import engine
-
+        engine = Engine(lane=queue)
         try:
-            engine().start()  # ready before the first request (a new one replaces it if it dies)
             while not self.stop_event.is_set():
                 try:
-                    found = self.lane.pop([queue], timeout=1.0)
+                    engine.watch(self.lane)
+                except (EngineError, OSError):
+                    log.error("gateway: the engine of lane %s could not start", queue, exc_info=True)
+                    self.stop_event.wait(5.0)
+                    continue
                 except Exception:  # noqa: BLE001 - the broker went away for a moment
                     log.warning("gateway: lane %s unavailable", queue, exc_info=True)
-                    self.stop_event.wait(1.0)
-                    continue
-                if found is not None:
-                    answer_request(self.lane, found[0], found[1], queue)
+                self.stop_event.wait(WATCH_S)
         finally:
-            engine().close()
-            connection.close()
+            engine.stop()
 
 
 def lanes_for(consumed: list[str]) -> list[str]:

@@ -122,3 +122,19 @@ def test_string_outputs_cross_as_text(engine, tmp_path):
     step = model_file(tmp_path, "echo", model.SerializeToString())
     outputs, _ = run(step, {"s": np.array(["setosa", "versicolor"])})
     assert outputs["t"].tolist() == ["setosa", "versicolor"]
+
+
+def test_a_slot_reads_what_was_written_and_idle_when_cleared():
+    from workers.engine import Slot
+
+    slot = Slot.create()
+    try:
+        assert slot.read() is None
+        slot.write("a" * 32, 1234.5)
+        assert slot.read() == ("a" * 32, 1234.5)
+        twin = Slot(slot.fd)  # as the other process maps it
+        assert twin.read() == ("a" * 32, 1234.5)
+        slot.clear()
+        assert twin.read() is None
+    finally:
+        slot.close()
