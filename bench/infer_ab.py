@@ -9,6 +9,9 @@ this tree ("after"). The same requests go to both in alternating blocks of 100, 
 slow periods fall on both alike; p50 and p95 per model and body. Set ``AB_ORDER=after-first`` to send each
 block to this tree first. Useful for a change of the web side that must not slow it down (bench/RESULTS.md,
 issue 28). Needs the lane's message format (``hub/gateway/wire.py``) to be the same in both trees.
+
+With ``--workers-too`` each tree also has its own Celery worker, on a lane of its own (Redis database 5 for
+"before", ``HUB_GATEWAY_URL``): for a change of the worker side (issue 38's engine processes).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("before", type=Path, help="the other tree (with its .venv or this one's)")
     parser.add_argument("--single", type=int, default=1000, help="requests per series")
+    parser.add_argument("--workers-too", action="store_true", help="a worker of each tree, on its own lane")
     args = parser.parse_args()
     from hub.web.server import web_command
 
@@ -48,21 +52,31 @@ def main() -> None:
     procs: list[subprocess.Popen] = []
     try:
         token = bench.setup_hub(here, work)
-        procs.append(subprocess.Popen([python, "-m", "celery", "-A", "workers", "worker", "-Q", "convert,cpu",
-                                       "--concurrency", "1", "--loglevel", "WARNING"], cwd=ROOT, env=here,
-                                      stdout=open(work / "worker.log", "w"), stderr=subprocess.STDOUT))
+        lanes = {"after": env["HUB_BROKER_URL"], "before": env["HUB_BROKER_URL"]}
+        if args.workers_too:
+            lanes["before"] = env["HUB_BROKER_URL"].rsplit("/", 1)[0] + "/5"
+        for side, tree in (("after", ROOT), ("before", before))[:2 if args.workers_too else 1]:
+            procs.append(subprocess.Popen([python, "-m", "celery", "-A", "workers", "worker", "-Q", "convert,cpu",
+                                           "--concurrency", "1", "--loglevel", "WARNING", "--hostname",
+                                           f"{side}@%h"], cwd=tree,
+                                          env={**here, "PYTHONPATH": f"{tree}:{tree / 'client'}",
+                                               "HUB_GATEWAY_URL": lanes[side]},
+                                          stdout=open(work / f"worker-{side}.log", "w"), stderr=subprocess.STDOUT))
         port = 19000 + os.getpid() % 500
         ports = {"after": port, "before": port + 1}
         for tree, web_port in ((ROOT, ports["after"]), (before, ports["before"])):
             procs.append(subprocess.Popen(web_command(python, f"127.0.0.1:{web_port}", 2), cwd=tree,
                                           env={**env, "PYTHONPATH": f"{tree}:{tree / 'client'}",
-                                               "HUB_GATEWAY_EXPRESS": "1"},
+                                               "HUB_GATEWAY_EXPRESS": "1",
+                                               "HUB_GATEWAY_URL": lanes["before" if tree == before else "after"]},
                                           stdout=open(work / f"web-{web_port}.log", "w"), stderr=subprocess.STDOUT))
             bench.wait_port(web_port)
-        bench.wait_worker(env["HUB_BROKER_URL"])
+        for url in set(lanes.values()):
+            bench.wait_worker(url)
         bench.wait_jobs(env)
         order = ["after", "before"] if os.environ.get("AB_ORDER") == "after-first" else ["before", "after"]
-        print(f"# bench/infer_ab.py {time.strftime('%Y-%m-%d %H:%M')}: before {before}, after {ROOT}; "
+        print(f"# bench/infer_ab.py {time.strftime('%Y-%m-%d %H:%M')}: before {before}, after {ROOT}"
+              f"{' (web and worker)' if args.workers_too else ' (web; one worker of this tree)'}; "
               f"{args.single} requests per series, blocks of 100, {order[0]} first; load {os.getloadavg()}")
         print("| model | body | before p50 ms | after p50 ms | before p95 ms | after p95 ms |")
         print("|---|---|---|---|---|---|")
