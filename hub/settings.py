@@ -311,6 +311,7 @@ HUB_CUBE_BASE_IMAGE = env("HUB_CUBE_BASE_IMAGE", "localhost/hpcfair-base:bookwor
 HUB_CUBE_WHEELS = Path(env("HUB_CUBE_WHEELS", str(Path.home() / ".cache" / "hpcfair-hub" / "wheels")))
 HUB_CUBE_BUILD_TIMEOUT_S = float(env("HUB_CUBE_BUILD_TIMEOUT_S", "1800"))
 HUB_CUBE_RUN_TIMEOUT_S = float(env("HUB_CUBE_RUN_TIMEOUT_S", "600"))
+HUB_CUBE_MEMORY_MB = int(env("HUB_CUBE_MEMORY_MB", "4096"))  # each container build step and run (0: no cap)
 HUB_CONTAINERS_CONF = env("CONTAINERS_CONF", str(BASE_DIR / "deploy" / "podman" / "containers.conf"))
 
 LOGGING = {

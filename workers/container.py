@@ -123,7 +123,8 @@ def _build_image(ctx: JobContext, engine: str, folder: Path, build_file: str, im
         context = prepare_context(folder, workdir / "context", settings.HUB_CUBE_WHEELS, on_line=lines.append)
         ctx.log(f"building {image} with {engine} (--network=none)")
         built = build(engine, context, context / build_file, image, network="none",
-                      timeout=settings.HUB_CUBE_BUILD_TIMEOUT_S, on_line=lines.append)
+                      timeout=settings.HUB_CUBE_BUILD_TIMEOUT_S, on_line=lines.append,
+                      memory_mb=settings.HUB_CUBE_MEMORY_MB)
     except EngineError as exc:
         if exc.log:
             ctx.log(exc.log[-4000:], "error")
@@ -170,7 +171,7 @@ def _build_and_check(ctx: JobContext, engine: str, spec, cube_dir: Path, source:
     shutil.copytree(cube_dir / "workspace", run_dir)
     try:
         ran = run_task(engine, spec.image, spec, "infer", run_dir, network="none",
-                       timeout=settings.HUB_CUBE_RUN_TIMEOUT_S)
+                       timeout=settings.HUB_CUBE_RUN_TIMEOUT_S, memory_mb=settings.HUB_CUBE_MEMORY_MB)
     except EngineError as exc:
         raise JobFailure(exc.code, str(exc))
     sample = spec.tasks["infer"].inputs["inputs"].default
@@ -336,7 +337,8 @@ def _project(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
     try:
         for task in tasks:
             ran = run_task(engine, image, spec, task, folder / "workspace", network="none",
-                           timeout=settings.HUB_CUBE_RUN_TIMEOUT_S, on_line=ctx.log)
+                           timeout=settings.HUB_CUBE_RUN_TIMEOUT_S, on_line=ctx.log,
+                           memory_mb=settings.HUB_CUBE_MEMORY_MB)
             result["runs"].append({"task": task, "seconds": round(ran.seconds, 3), "exit": ran.code})
     except EngineError as exc:
         if exc.log:

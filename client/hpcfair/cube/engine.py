@@ -130,16 +130,32 @@ def inspect(engine: str, image: str) -> tuple[str, int]:
     return str(info.get("Digest") or info.get("Id") or ""), int(info.get("Size") or 0)
 
 
+def memory_options(memory_mb: int) -> list[str]:
+    """The engine's options that cap a container's memory, swap included (none for 0)."""
+    return [f"--memory={memory_mb}m", f"--memory-swap={memory_mb}m"] if memory_mb > 0 else []
+
+
+def _over_memory(code: int, memory_mb: int, what: str) -> EngineError | None:
+    """A container killed by its memory cap (the kernel's SIGKILL: exit 137) as ``memory_limit``."""
+    if memory_mb > 0 and code == 137:
+        return EngineError("memory_limit", f"{what} used more than its memory limit of {memory_mb} MiB and was "
+                                           "stopped (HUB_CUBE_MEMORY_MB on a hub).")
+    return None
+
+
 def build(engine: str, context: Path, build_file: Path, image: str, *, network: str = "none",
-          timeout: float = 1800, on_line: Callable[[str], None] | None = None, no_cache: bool = False) -> BuildResult:
-    """Build ``image`` from ``build_file`` in ``context`` with no network (``no_cache``: no layer reuse);
-    EngineError with the log on failure."""
+          timeout: float = 1800, on_line: Callable[[str], None] | None = None, no_cache: bool = False,
+          memory_mb: int = 0) -> BuildResult:
+    """Build ``image`` from ``build_file`` in ``context`` with no network (``no_cache``: no layer reuse;
+    ``memory_mb``: each build step's memory cap); EngineError with the log on failure."""
     if network not in NETWORKS:
         raise EngineError("invalid", f"network must be one of {', '.join(NETWORKS)}, not {network!r}.")
     started = time.perf_counter()
-    command = [engine, "build", f"--network={network}", *(["--no-cache"] if no_cache else []), "-t", image,
-               "-f", str(build_file), str(context)]
+    command = [engine, "build", f"--network={network}", *(["--no-cache"] if no_cache else []),
+               *memory_options(memory_mb), "-t", image, "-f", str(build_file), str(context)]
     code, lines = _run(command, timeout, on_line)
+    if code != 0 and (over := _over_memory(code, memory_mb, f"A build step of {image}")):
+        raise over
     if code != 0:
         raise EngineError("build_failed", f"{engine} build of {image} failed (exit {code}): "
                                           f"{_last_error(lines)}", "\n".join(lines[-LOG_TAIL:]))
@@ -197,15 +213,16 @@ def task_invocation(spec: CubeSpec, task: Task, workspace: Path, overrides: dict
 def run_task(engine: str, image: str, spec: CubeSpec, task_name: str, workspace: Path, *,
              overrides: dict[str, str] | None = None, network: str = "none", gpu: bool = False,
              extra_mounts: dict[Path, str] | None = None, timeout: float = 3600,
-             on_line: Callable[[str], None] | None = None) -> RunResult:
-    """Run one task of the cube in ``image`` as MLCube would; EngineError when it exits non-zero."""
+             on_line: Callable[[str], None] | None = None, memory_mb: int = 0) -> RunResult:
+    """Run one task of the cube in ``image`` as MLCube would (``memory_mb``: the container's memory cap);
+    EngineError when it exits non-zero."""
     if task_name not in spec.tasks:
         raise EngineError("invalid", f"{spec.name} has no task {task_name!r}; its tasks: {', '.join(spec.tasks)}.")
     if network not in NETWORKS:
         raise EngineError("invalid", f"network must be one of {', '.join(NETWORKS)}, not {network!r}.")
     task = spec.tasks[task_name]
     mounts, args = task_invocation(spec, task, workspace, overrides)
-    command = [engine, "run", "--rm", f"--network={network}"]
+    command = [engine, "run", "--rm", f"--network={network}", *memory_options(memory_mb)]
     if gpu:
         command += ["--device", "nvidia.com/gpu=all"] if engine == "podman" else ["--gpus", "all"]
     for host, target in {**mounts, **(extra_mounts or {})}.items():
@@ -218,6 +235,8 @@ def run_task(engine: str, image: str, spec: CubeSpec, task_name: str, workspace:
     started = time.perf_counter()
     code, lines = _run(command, timeout, on_line)
     result = RunResult(code, time.perf_counter() - started, "\n".join(lines), command)
+    if over := _over_memory(code, memory_mb, f"Task {task_name!r} of {spec.name}"):
+        raise EngineError(over.code, str(over), "\n".join(lines[-LOG_TAIL:]))
     if code != 0:
         raise EngineError("task_failed", f"Task {task_name!r} of {spec.name} exited with {code}: "
                                          f"{_last_error(lines)}", "\n".join(lines[-LOG_TAIL:]))
