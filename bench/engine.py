@@ -53,7 +53,6 @@ def main() -> None:
     import onnxruntime as ort
 
     from hub.storage import get_blob_store
-
     from tests.gateway import models
     from workers import engine, sessions
 
@@ -76,11 +75,12 @@ def main() -> None:
         cached = sessions.cache().get(sha256, len(data), "cpu", 1)  # the in-process path's cached session
         series: dict[str, list[float]] = {"bare": [], "in-process": [], "engine": []}
 
-        def in_process() -> None:
-            sessions.run_model(cached, feeds, time.time() + 10)
-
-        calls = {"bare": lambda: bare.run(None, feeds), "in-process": in_process,
-                 "engine": lambda: engine.run_steps(step, feeds, device="cpu", threads=1, deadline=time.time() + 10)}
+        calls = {
+            "bare": lambda bare=bare, feeds=feeds: bare.run(None, feeds),
+            "in-process": lambda cached=cached, feeds=feeds: sessions.run_model(cached, feeds, time.time() + 10),
+            "engine": lambda step=step, feeds=feeds: engine.run_steps(step, feeds, device="cpu", threads=1,
+                                                                       deadline=time.time() + 10),
+        }
         for call in calls.values():
             for _ in range(50):
                 call()  # warm: sessions loaded, the engine started

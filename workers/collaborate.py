@@ -25,10 +25,10 @@ from hub.errors import HubError
 from hub.registry import services as registry
 from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef
+from workers.engine import run_steps
 from workers.files import staged
 from workers.infer import step_versions
 from workers.runner import JobContext, JobFailure
-from workers.engine import run_steps
 from workers.sessions import RunError, _model_file
 
 ATOL, RTOL = 1e-4, 1e-3

@@ -22,8 +22,8 @@ from hub.gateway.tensors import check
 from hub.registry import services as registry
 from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef
-from workers.files import fetch, staged
 from workers.engine import describe, run_steps
+from workers.files import fetch, staged
 from workers.runner import JobContext, JobFailure
 from workers.sessions import RunError, gpu_available
 
