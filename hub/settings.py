@@ -270,6 +270,8 @@ SLURM_CONF = env("SLURM_CONF")  # the cluster's slurm.conf for sbatch & co. (emp
 # Synchronous requests travel on "lanes" (Redis lists, or files under var/gateway in the embedded
 # default) to threads inside the Celery workers; long and batch runs are Celery jobs.
 HUB_GATEWAY_URL = env("HUB_GATEWAY_URL", CELERY_BROKER_URL)
+# The file lane (no Redis) wakes on inotify; 0: look every 2 ms (a var dir on a file system without inotify)
+HUB_FILE_LANE_WAKE = env("HUB_FILE_LANE_WAKE", "1") != "0"
 HUB_GATEWAY_EXPRESS = env("HUB_GATEWAY_EXPRESS", "1") != "0"  # repeated sync /infer calls skip Django's cycle
 HUB_GATEWAY_THREADS = int(env("HUB_GATEWAY_THREADS", "2"))  # lane threads per worker and device queue
 HUB_GATEWAY_CACHE_BYTES = int(env("HUB_GATEWAY_CACHE_MB", "2048")) * 1024 * 1024  # loaded sessions, per engine

@@ -9,7 +9,7 @@ requests one at a time:
 
 - a *lane engine* (``Engine(lane="cpu")``) takes synchronous requests from the lane itself and answers
   them, so that nothing is added to a request's path; before each run it writes the request's id and
-  deadline into a slot of shared memory (``Slot``), which its lane thread looks at every 0.1 s
+  deadline into a slot of shared memory (``Slot``), which its lane thread looks at every 0.25 s
   (``Engine.watch``) to stop a run past its deadline, or to answer for an engine that died;
 - a *call engine* (``engine().call``, ``run_steps``) runs what a job asks, one message at a time over a
   socket pair.
@@ -207,7 +207,7 @@ class Engine:
         return self.process.pid if self.process is not None else None
 
     def watch(self, lane) -> None:
-        """A lane engine's keeper, called every 0.1 s by its thread: answer for an engine that died, or stop
+        """A lane engine's keeper, called every 0.25 s by its thread: answer for an engine that died, or stop
         one whose run passed its deadline by ``GRACE_S``, and start a new one."""
         from hub.gateway import wire
 

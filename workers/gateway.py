@@ -20,7 +20,7 @@ from celery import bootsteps
 
 log = logging.getLogger(__name__)
 DEVICE_QUEUES = ("cpu", "gpu")
-WATCH_S = 0.1  # how often a lane thread looks at its engine
+WATCH_S = 0.25  # how often a lane thread looks at its engine (runs are stopped GRACE_S after their deadline)
 
 
 class GatewayServer:

@@ -200,34 +200,49 @@ def cache() -> SessionCache:
 
 
 class Watchdog:
-    """One thread that sets ``terminate`` on runs whose deadline passed."""
+    """One thread that sets ``terminate`` on runs whose deadline passed; it sleeps until the soonest
+    deadline (indefinitely when there is none), so an idle engine costs no CPU."""
 
     def __init__(self) -> None:
         self.heap: list[tuple[float, int, Any]] = []
         self.lock = threading.Lock()
         self.counter = itertools.count()
+        self.finished: set[int] = set()
         self.wake = threading.Event()
         threading.Thread(target=self._loop, name="gateway-watchdog", daemon=True).start()
 
-    def watch(self, deadline: float, run_options) -> None:
-        """Stop the run at ``deadline``; one whose deadline has passed already never starts."""
+    def watch(self, deadline: float, run_options) -> int | None:
+        """Stop the run at ``deadline``; one whose deadline has passed already never starts. Returns the
+        ticket to hand to ``done`` when the run ends."""
         if time.time() >= deadline:
             run_options.terminate = True
-            return
+            return None
+        ticket = next(self.counter)
         with self.lock:
             sooner = not self.heap or deadline < self.heap[0][0]
-            heapq.heappush(self.heap, (deadline, next(self.counter), run_options))
-        if sooner and deadline - time.time() < 0.05:
-            self.wake.set()  # the loop may be asleep past this deadline (it looks every 50 ms at least)
+            heapq.heappush(self.heap, (deadline, ticket, run_options))
+        if sooner:
+            self.wake.set()  # the loop may be asleep past this deadline
+        return ticket
+
+    def done(self, ticket: int | None) -> None:
+        """The run ended: nothing to stop (its entry goes when it reaches the front)."""
+        if ticket is not None:
+            with self.lock:
+                self.finished.add(ticket)
 
     def _loop(self) -> None:
         while True:
             now = time.time()
             with self.lock:
-                while self.heap and self.heap[0][0] <= now:
-                    heapq.heappop(self.heap)[2].terminate = True
-                wait = min(0.05, self.heap[0][0] - now) if self.heap else 0.05
-            self.wake.wait(max(wait, 0.001))
+                while self.heap and (self.heap[0][1] in self.finished or self.heap[0][0] <= now):
+                    _, ticket, options = heapq.heappop(self.heap)
+                    if ticket in self.finished:
+                        self.finished.discard(ticket)
+                    else:
+                        options.terminate = True
+                wait = self.heap[0][0] - now if self.heap else None
+            self.wake.wait(wait)
             self.wake.clear()
 
 
@@ -257,8 +272,7 @@ def run_model(session, feeds: dict[str, np.ndarray], deadline: float, outputs: l
     options = ort.RunOptions()
     if _bound is not None:
         options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")  # give it back afterwards
-    if watch:
-        watchdog().watch(deadline, options)
+    ticket = watchdog().watch(deadline, options) if watch else None
     try:
         results = session.run(wanted, feeds, options)
     except Exception as exc:  # noqa: BLE001
@@ -270,6 +284,9 @@ def run_model(session, feeds: dict[str, np.ndarray], deadline: float, outputs: l
         if "INVALID_ARGUMENT" in text or "Invalid Feed" in text or "Got invalid dimensions" in text:
             raise RunError("invalid_inputs", f"ONNX Runtime refused the inputs: {text.split(':', 1)[-1][:400]}")
         raise RunError("run_failed", f"ONNX Runtime failed while running the model: {text[:400]}")
+    finally:
+        if ticket is not None:
+            watchdog().done(ticket)
     return dict(zip(wanted, results, strict=True))
 
 

@@ -21,6 +21,7 @@ still runs as Celery tasks with a Job row.
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ from typing import Protocol
 from django.conf import settings
 
 from hub.errors import HubError
+from hub.gateway.wake import Watch
 
 ALIVE_S = 6.0  # a worker that has not announced itself for this long is gone
 CONNECT_TIMEOUT_S = 3.0
@@ -168,13 +170,19 @@ class RedisLane:
 
 
 class FileLane:
-    """Requests as files in ``root/<queue>/``, replies in ``root/replies/``, presence as file times."""
+    """Requests as files in ``root/<queue>/``, replies in ``root/replies/``, presence as file times. A
+    waiting side sleeps until a file is renamed into its folder (``hub.gateway.wake``, inotify; each
+    thread its own watch), looking again at least every ``LOOK_S``; without inotify it looks every
+    ``POLL_S``."""
 
     POLL_S = 0.002
+    LOOK_S = 0.5
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, wake: bool = True) -> None:
         self.root = root
+        self.wake = wake
         self.made: set[str] = set()
+        self.watches = threading.local()
         for sub in ("replies", "claimed", "alive"):
             (root / sub).mkdir(parents=True, exist_ok=True)
 
@@ -184,6 +192,23 @@ class FileLane:
             path.mkdir(parents=True, exist_ok=True)
             self.made.add(queue)
         return path
+
+    def _watch(self, folders: list[Path]) -> Watch:
+        """This thread's watch on ``folders`` (made on first use)."""
+        key = tuple(folders)
+        found = getattr(self.watches, "by_folders", None)
+        if found is None:
+            found = self.watches.by_folders = {}
+        if key not in found:
+            found[key] = Watch(folders if self.wake else [])
+        return found[key]
+
+    def _sleep(self, watch: Watch, deadline: float) -> None:
+        remaining = deadline - time.monotonic()
+        if watch.works:
+            watch.wait(min(remaining, self.LOOK_S))
+        else:
+            time.sleep(min(self.POLL_S, max(remaining, 0)))
 
     def alive(self, queue: str) -> bool:
         limit = time.time() - ALIVE_S
@@ -201,6 +226,7 @@ class FileLane:
         if not self.alive(queue):
             raise NoWorker(queue)
         request_id = new_id()
+        watch = self._watch([self.root / "replies"])  # watching before the request exists: no reply is missed
         self._write(self._dir(queue) / f"{time.time_ns()}-{request_id}", message)
         answer = self.root / "replies" / request_id
         deadline = time.monotonic() + timeout
@@ -208,7 +234,7 @@ class FileLane:
             try:
                 data = answer.read_bytes()
             except FileNotFoundError:
-                time.sleep(self.POLL_S)
+                self._sleep(watch, deadline)
                 continue
             answer.unlink(missing_ok=True)
             return data
@@ -224,6 +250,7 @@ class FileLane:
 
     def pop(self, queues: list[str], timeout: float) -> tuple[str, bytes] | None:
         deadline = time.monotonic() + timeout
+        watch = self._watch([self._dir(queue) for queue in queues])
         while True:
             for queue in queues:
                 for name in sorted(os.listdir(self._dir(queue))):
@@ -239,7 +266,7 @@ class FileLane:
                     return name.split("-", 1)[1], data
             if time.monotonic() >= deadline:
                 return None
-            time.sleep(self.POLL_S)
+            self._sleep(watch, deadline)
 
     def reply(self, request_id: str, message: bytes) -> None:
         self._write(self.root / "replies" / request_id, message)
@@ -258,7 +285,8 @@ class FileLane:
 
 @cache
 def _lane(url: str, root: str) -> Lane:
-    return RedisLane(url) if url.startswith(("redis://", "rediss://")) else FileLane(Path(root))
+    return RedisLane(url) if url.startswith(("redis://", "rediss://")) else FileLane(Path(root),
+                                                                                      settings.HUB_FILE_LANE_WAKE)
 
 
 def get_lane() -> Lane:
