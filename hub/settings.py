@@ -281,6 +281,7 @@ HUB_INFER_MEMORY_BYTES = int(env("HUB_INFER_MEMORY_MB", "2048")) * 1024 * 1024
 HUB_GATEWAY_MODEL_DIR = Path(env("HUB_GATEWAY_MODEL_DIR", str(VAR_DIR / "gateway" / "models")))
 HUB_INFER_SYNC_S = float(env("HUB_INFER_SYNC_S", "10"))  # longer runs become jobs (202)
 HUB_INFER_JOB_S = float(env("HUB_INFER_JOB_S", "3600"))  # a job's run-time limit
+HUB_INFER_BATCH_BYTES = int(env("HUB_INFER_BATCH_MB", "16")) * 1024 * 1024  # inputs per batch unless batch_size
 HUB_INFER_SYNC_MAX_BYTES = int(env("HUB_INFER_SYNC_MAX_MB", "32")) * 1024 * 1024  # larger inputs run as jobs
 HUB_INFER_MAX_BYTES = int(env("HUB_INFER_MAX_MB", "512")) * 1024 * 1024  # request body limit
 # How much an .npz body's compressed members may add when inflated (costs the sender nothing: kept small)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
+from hpcfair.batches import rows_per_batch
 from hpcfair.convert import ConversionError
 from hpcfair.convert.signature import load_sample_inputs, specs_from_metadata
 
@@ -73,12 +74,13 @@ def _inputs(ctx: JobContext, model_version: Version, folder: Path) -> tuple[dict
 
 def run_batches(ctx: JobContext, session: dict[str, Any], arrays: dict[str, np.ndarray], batch_size: int,
                 outputs: list[str] | None, steps: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-    """Run the chain along the first axis in batches; a first model with a fixed first axis gets batches of
-    that size."""
+    """Run the chain along the first axis in batches of ``batch_size`` rows (0: as many as fit
+    ``HUB_INFER_BATCH_MB`` of inputs); a first model with a fixed first axis gets batches of that size."""
     rows = {array.shape[0] if array.ndim else 1 for array in arrays.values()}
     if len(rows) != 1 or any(array.ndim == 0 for array in arrays.values()):
         raise JobFailure("invalid_inputs", "Batch runs need inputs with the same number of rows (first axis).")
     total = rows.pop()
+    batch_size = rows_per_batch(arrays, batch_size, settings.HUB_INFER_BATCH_BYTES)
     first_dims = {shape[0] for _, shape, _ in session["inputs"] if shape}
     if len(first_dims) == 1 and isinstance(fixed := next(iter(first_dims)), int) and fixed > 0:
         batch_size = fixed
@@ -162,7 +164,7 @@ def infer_work(ctx: JobContext) -> dict[str, Any]:
         sessions = [session_for(ctx, step) for step in steps]
         arrays, dataset = _inputs(ctx, models[0], folder)
         started = time.perf_counter()
-        outputs = run_batches(ctx, sessions[0], arrays, int(params.get("batch_size") or 64),
+        outputs = run_batches(ctx, sessions[0], arrays, int(params.get("batch_size") or 0),
                               params.get("outputs") or None, steps)
         info = {"device": ctx.job.device, "provider": sessions[-1]["provider"],
                 "run_ms": round((time.perf_counter() - started) * 1e3, 3)}

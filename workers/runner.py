@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +30,7 @@ from hub.jobs.models import Job, log_line, stale_limit
 
 log = logging.getLogger(__name__)
 MAX_LOG_LINES = 2000
+PROGRESS_S = 1.0  # a job's progress is written at most this often (every batch cost a write before)
 
 
 class JobFailure(Exception):
@@ -50,14 +52,19 @@ class JobContext:
 
     def __init__(self, job: Job) -> None:
         self.job = job
+        self.progress_written = 0.0
 
     def log(self, message: str, level: str = "info") -> None:
         self.job.log = (self.job.log + [log_line(level, message)])[-MAX_LOG_LINES:]
         Job.objects.filter(pk=self.job.pk).update(log=self.job.log)
 
     def progress(self, fraction: float) -> None:
+        """Record how far the job is: in the database at most every ``PROGRESS_S`` (and at the end)."""
         self.job.progress = max(0.0, min(1.0, fraction))
-        Job.objects.filter(pk=self.job.pk).update(progress=self.job.progress)
+        now = time.monotonic()
+        if self.job.progress >= 1.0 or now - self.progress_written >= PROGRESS_S:
+            self.progress_written = now
+            Job.objects.filter(pk=self.job.pk).update(progress=self.job.progress)
 
 
 def _claim(job_id: str) -> Job | None:

@@ -80,7 +80,8 @@ class InferKind:
         tasks = max(1, min(int(params.get("threads") or 1), settings.HUB_SLURM_MAX_ARRAY))
         spec = {"kind": "infer", "steps": steps, "inputs": inputs.name, "device": job.device,
                 "input_specs": (models[0].metadata or {}).get("inputs"), "outputs": params.get("outputs") or [],
-                "batch_size": int(params.get("batch_size") or 64), "threads": 1,
+                "batch_size": int(params.get("batch_size") or 0), "batch_budget": settings.HUB_INFER_BATCH_BYTES,
+                "threads": 1,
                 "inflate_limit": settings.HUB_ARCHIVE_INFLATE_MAX_BYTES}
         chain = " -> ".join(map(str, models))
         return Plan(spec, tasks=tasks, cpus=1, summary=f"{chain} on {what}, {tasks} shard(s)")

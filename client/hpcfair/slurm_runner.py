@@ -87,6 +87,7 @@ def _link(step: dict[str, Any], previous: dict[str, np.ndarray], session) -> dic
 
 def infer(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict[str, Any]:
     """Run the chain of models over this task's shard of the input rows, in batches."""
+    from hpcfair.batches import BUDGET_BYTES, rows_per_batch
     from hpcfair.convert import ConversionError
     from hpcfair.convert.signature import load_sample_inputs, specs_from_metadata
 
@@ -103,7 +104,7 @@ def infer(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict[str
     total = rows.pop()
     start, end = shard(total, task, tasks)
     say(f"task {task + 1} of {tasks}: rows {start}-{end} of {total} on {platform.node()}")
-    batch = int(spec.get("batch_size") or 64)
+    batch = rows_per_batch(arrays, int(spec.get("batch_size") or 0), int(spec.get("batch_budget") or BUDGET_BYTES))
     fixed = {i.shape[0] for i in sessions[0].get_inputs() if i.shape}
     if len(fixed) == 1 and isinstance(size := next(iter(fixed)), int) and size > 0:
         batch = size

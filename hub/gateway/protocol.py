@@ -148,9 +148,12 @@ class Options:
 
 
 def batch_size(options: dict[str, Any]) -> int:
-    """Rows per batch of a run over a dataset (default 64)."""
+    """Rows per batch of a run over a dataset; 0 when not given: the worker fits the batch to
+    ``HUB_INFER_BATCH_MB`` of inputs (``hpcfair.batches``)."""
+    if options.get("batch_size") in (None, ""):
+        return 0
     try:
-        value = int(options.get("batch_size") or 64)
+        value = int(options["batch_size"])
     except (TypeError, ValueError):
         value = 0
     if not 1 <= value <= 1_000_000:

@@ -109,7 +109,7 @@ def _stage_inputs(job: Job, arrays: dict[str, np.ndarray]) -> None:
 
 def start_infer_job(user, models: list[ModelRef], options: Options, *, links: list[dict[str, str]] | None = None,
                     arrays: dict[str, np.ndarray] | None = None, dataset: Version | None = None,
-                    dataset_file: str = "", batch_size: int = 64, reason: str = "") -> Job:
+                    dataset_file: str = "", batch_size: int = 0, reason: str = "") -> Job:
     """A job that runs a model (or a chain) on inputs sent now (staged) or on a dataset version's file, and
     publishes the outputs as a new version of a dataset artifact with provenance."""
     if options.device == "gpu" and options.if_no_worker == "refuse" and not alive("gpu") \

@@ -127,8 +127,8 @@ def test_options_have_defaults_and_threads_may_be_named_worker_num():
     assert code_of(lambda: Options.parse({"if_no_worker": "wait"})) == "invalid"
 
 
-def test_batch_size_defaults_to_64():
-    assert protocol.batch_size({}) == 64 and protocol.batch_size({"batch_size": 5}) == 5
+def test_batch_size_unset_is_left_to_the_worker():
+    assert protocol.batch_size({}) == 0 and protocol.batch_size({"batch_size": 5}) == 5
     assert code_of(lambda: protocol.batch_size({"batch_size": -1})) == "invalid"
 
 
