@@ -53,6 +53,7 @@ GRACE_S = 1.0  # how long past its deadline a run may go before its process is k
 START_S = 120.0  # how long a new child may take to import and get ready
 READY = b"ready"
 _FRAME, _HEAD = struct.Struct("<Q"), struct.Struct("<I")
+_IOV_MAX = 512  # pieces per sendmsg (Linux allows 1024)
 
 
 class EngineError(Exception):
@@ -62,19 +63,25 @@ class EngineError(Exception):
 # --- framing -------------------------------------------------------------------------------------------
 
 
-def _send(sock: socket.socket, control: dict[str, Any], message: bytes) -> None:
-    """One frame: its length, the control header's length, the header (JSON), the message; one system call
-    for small messages."""
+def _send(sock: socket.socket, control: dict[str, Any], message: bytes | list) -> None:
+    """One frame: its length, the control header's length, the header (JSON), the message (bytes, or the
+    pieces ``wire.parts`` makes: arrays are sent from their own memory)."""
     head = orjson.dumps(control)
-    prefix = _FRAME.pack(_HEAD.size + len(head) + len(message)) + _HEAD.pack(len(head)) + head
-    sent = sock.sendmsg([prefix, message])
-    if sent < len(prefix) + len(message):
-        sock.sendall(memoryview(prefix + message)[sent:])
+    pieces = [memoryview(piece).cast("B") for piece in (message if isinstance(message, list) else [message])]
+    total = _HEAD.size + len(head) + sum(len(piece) for piece in pieces)
+    pending = [memoryview(_FRAME.pack(total) + _HEAD.pack(len(head)) + head), *(p for p in pieces if len(p))]
+    while pending:
+        sent = sock.sendmsg(pending[:_IOV_MAX])
+        while sent:
+            if sent >= len(pending[0]):
+                sent -= len(pending.pop(0))
+            else:
+                pending[0], sent = pending[0][sent:], 0
 
 
-def _recv_exact(sock: socket.socket, size: int) -> bytearray | None:
-    buffer = bytearray(size)
-    view, got = memoryview(buffer), 0
+def _recv_exact(sock: socket.socket, size: int, into: bytearray | None = None) -> bytearray | None:
+    buffer = into if into is not None else bytearray(size)
+    view, got = memoryview(buffer)[:size], 0
     while got < size:
         count = sock.recv_into(view[got:], size - got)
         if count == 0:
@@ -83,13 +90,19 @@ def _recv_exact(sock: socket.socket, size: int) -> bytearray | None:
     return buffer
 
 
-def _recv(sock: socket.socket) -> tuple[dict[str, Any], bytes] | None:
+def _recv(sock: socket.socket, reuse: bytearray | None = None) -> tuple[dict[str, Any], memoryview] | None:
+    """The next frame: its control header and its message (a view of the frame's buffer; ``reuse`` is
+    filled when it is large enough, so that a child does not fault in new pages for every batch)."""
     size = _recv_exact(sock, _FRAME.size)
-    body = _recv_exact(sock, _FRAME.unpack(size)[0]) if size is not None else None
+    if size is None:
+        return None
+    (length,) = _FRAME.unpack(size)
+    body = _recv_exact(sock, length, reuse if reuse is not None and len(reuse) >= length else None)
     if body is None:
         return None
-    (length,) = _HEAD.unpack_from(body)
-    return orjson.loads(body[_HEAD.size:_HEAD.size + length]), bytes(body[_HEAD.size + length:])
+    view = memoryview(body)[:length]
+    (head,) = _HEAD.unpack_from(view)
+    return orjson.loads(view[_HEAD.size:_HEAD.size + head]), view[_HEAD.size + head:]
 
 
 def _wait_at_most(sock: socket.socket, seconds: float) -> None:
@@ -224,8 +237,8 @@ class Engine:
             lane.reply(running[0], wire.pack(answer))
         self.start()
 
-    def call(self, message: bytes, *, device: str, deadline: float, long: bool = False,
-             describe: bool = False) -> bytes:
+    def call(self, message: bytes | list, *, device: str, deadline: float, long: bool = False,
+             describe: bool = False) -> bytes | memoryview:
         """Send one wire message (``{"steps", "threads", "outputs", ...}`` and the inputs); return the
         child's wire answer. A child that does not answer by ``deadline + GRACE_S`` is killed (``overtime``);
         one that dies is replaced (``memory_limit`` when it ran out of memory, else ``run_failed``)."""
@@ -250,7 +263,7 @@ class Engine:
             answer = None
         if answer is None:
             return wire.pack(self._died())
-        return answer[1]
+        return answer[1]  # a view of the frame: unpacked arrays use it without a copy
 
     def _died(self) -> dict[str, Any]:
         from django.conf import settings
@@ -288,7 +301,7 @@ def run_steps(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], *, dev
     from workers.sessions import RunError
 
     meta = {"steps": steps, "threads": threads, "deadline": deadline, "outputs": outputs, "repeat": repeat}
-    answer, results = wire.unpack(engine().call(wire.pack(meta, arrays), device=device, deadline=deadline,
+    answer, results = wire.unpack(engine().call(wire.parts(meta, arrays), device=device, deadline=deadline,
                                                 long=deadline_is_long))
     if not answer.get("ok"):
         raise RunError(answer.get("code") or "run_failed", answer.get("detail") or "The run failed.")
@@ -418,8 +431,11 @@ def main(fd: int, lane: str | None = None, slot: int | None = None) -> None:
     _send(sock, {"state": "ready", "pid": os.getpid(), "data_limit": ceiling}, b"")
     if lane is not None and slot is not None:
         return serve_lane(lane, Slot(slot), sock)
+    buffer = bytearray(0)
     while True:
-        request = _recv(sock)
+        request = _recv(sock, buffer)
+        if request is not None and len(request[1]) > len(buffer) and len(request[1]) <= 256 * 2**20:
+            buffer = request[1].obj  # the largest frame so far, kept for the next ones (up to 256 MiB)
         if request is None:
             return
         try:

@@ -23,8 +23,14 @@ class WireError(ValueError):
 
 
 def pack(meta: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> bytes:
+    return b"".join(parts(meta, arrays))
+
+
+def parts(meta: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> list[bytes | memoryview]:
+    """The message in pieces: the header, then each array's own memory (no copy of a C-ordered array), for
+    a socket's ``sendmsg``; ``pack`` joins them."""
     arrays = arrays or {}
-    parts, specs = [], []
+    pieces, specs = [], []
     for name, array in arrays.items():
         array = np.asarray(array)
         if not array.flags.c_contiguous:  # (np.ascontiguousarray would turn a 0-d array into 1-d)
@@ -32,9 +38,9 @@ def pack(meta: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> b
         if array.dtype.hasobject:
             raise WireError(f"array {name!r} holds Python objects; only numeric and bool arrays can be sent.")
         specs.append([name, array.dtype.str, list(array.shape)])
-        parts.append(array.tobytes())
+        pieces.append(memoryview(array.reshape(-1)).cast("B"))
     header = orjson.dumps({"meta": meta, "arrays": specs}, option=orjson.OPT_SERIALIZE_NUMPY)
-    return b"".join([MAGIC, struct.pack("<I", len(header)), header, *parts])
+    return [MAGIC + struct.pack("<I", len(header)) + header, *pieces]
 
 
 def unpack(message: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
