@@ -128,7 +128,8 @@ def main() -> None:
         print(f"# bench/dataset_job.py {time.strftime('%Y-%m-%d %H:%M')} on {platform.node()} ({os.cpu_count()} "
               f"cores): {args.rows} rows x 784 float32 ({data.stat().st_size / 2**20:.0f} MiB), the MLP, best of "
               f"{args.repeats}; load {os.getloadavg()}")
-        print(f"# the unset job's log: {[line for line in job.get('log', []) if 'batches' in str(line)][-1:]}")
+        print("# the unset job's log:", "; ".join(f"{line['time'][11:23]} {line['message'][:60]}"
+                                                 for line in job.get("log", [])))
         print("| path | rows/s | vs the floor |")
         print("|---|---|---|")
         best = {label: max(values) for label, values in rows.items()}

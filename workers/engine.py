@@ -294,13 +294,16 @@ def engine() -> Engine:
 
 def run_steps(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], *, device: str, threads: int,
               deadline: float, outputs: list[str] | None = None, deadline_is_long: bool = False,
-              repeat: int = 1) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+              repeat: int = 1, source: dict[str, Any] | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """``workers.sessions.run_steps`` in this thread's engine: the last step's outputs and what ran where;
-    raises ``RunError``. ``repeat``: run it that many times (``info["times_ms"]``, for benchmarks)."""
+    raises ``RunError``. ``repeat``: run it that many times (``info["times_ms"]``, for benchmarks);
+    ``source``: ``{"path", "name", "rows": [start, stop]}``, inputs the engine maps from a ``.npy`` of this
+    worker's instead of being sent them."""
     from hub.gateway import wire
     from workers.sessions import RunError
 
-    meta = {"steps": steps, "threads": threads, "deadline": deadline, "outputs": outputs, "repeat": repeat}
+    meta = {"steps": steps, "threads": threads, "deadline": deadline, "outputs": outputs, "repeat": repeat,
+            **({"source": source} if source else {})}
     answer, results = wire.unpack(engine().call(wire.parts(meta, arrays), device=device, deadline=deadline,
                                                 long=deadline_is_long))
     if not answer.get("ok"):
@@ -335,6 +338,19 @@ def _data_bytes() -> int:
     return 0
 
 
+_mapped: dict[str, np.ndarray] = {}  # the one .npy a call engine has mapped (a job's inputs)
+
+
+def _mapped_rows(source: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Rows ``source["rows"]`` of the ``.npy`` at ``source["path"]``, mapped once (page cache, no copy)."""
+    path = str(source["path"])
+    if path not in _mapped:
+        _mapped.clear()
+        _mapped[path] = np.load(path, mmap_mode="r", allow_pickle=False)
+    start, stop = (int(row) for row in source["rows"])
+    return {str(source["name"]): _mapped[path][start:stop]}
+
+
 def serve(control: dict[str, Any], message: bytes) -> bytes:
     """One request in the child: run it (or describe the model) and pack the answer."""
     from hub.gateway import wire
@@ -349,6 +365,8 @@ def serve(control: dict[str, Any], message: bytes) -> bytes:
             return wire.pack({"ok": True, "provider": session.hub_provider,
                               "inputs": [[i.name, list(i.shape), i.type] for i in session.get_inputs()],
                               "outputs": [[o.name, list(o.shape), o.type] for o in session.get_outputs()]})
+        if meta.get("source") and control.get("long"):  # a job's batch, read from the worker's own file
+            arrays = _mapped_rows(meta["source"])
         times = []
         for _ in range(max(int(meta.get("repeat") or 1), 1)):
             began = time.perf_counter()

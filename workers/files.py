@@ -10,11 +10,17 @@ from hub.registry.uploads import StagedFile, sha256_of_file
 from hub.storage import get_blob_store
 
 
-def fetch(version: Version, path: str, dest_dir: Path) -> Path:
-    """Copy ``path`` of ``version`` out of the object store into ``dest_dir`` (under its base name)."""
+def fetch(version: Version, path: str, dest_dir: Path, *, link: bool = False) -> Path:
+    """Copy ``path`` of ``version`` out of the object store into ``dest_dir`` (under its base name). With
+    ``link``, for a reader in this process tree only (no sandbox), a store on this machine's disk gives a
+    symbolic link to its blob instead (blobs are never changed in place)."""
     file = version.files.select_related("blob").get(path=path)
     dest = dest_dir / Path(path).name
-    with get_blob_store().open(file.blob_id) as stream, open(dest, "wb") as out:
+    store = get_blob_store()
+    if link and (local := store.local_path(file.blob_id)) is not None and local.exists():
+        dest.symlink_to(local)
+        return dest
+    with store.open(file.blob_id) as stream, open(dest, "wb") as out:
         shutil.copyfileobj(stream, out, 8 * 1024 * 1024)
     return dest
 

@@ -49,7 +49,22 @@ def step_versions(steps: list[dict[str, Any]]) -> list[Version]:
     return [found[s["version_id"]] for s in steps]
 
 
-def _inputs(ctx: JobContext, model_version: Version, folder: Path) -> tuple[dict[str, np.ndarray], Version | None]:
+def mapped_source(path: Path, arrays: dict[str, np.ndarray]) -> dict[str, str] | None:
+    """Where the engine may read the inputs itself, by mapping the file: a one-input ``.npy`` whose checked
+    array is the file's own content (nothing was cast); None otherwise."""
+    if path.suffix != ".npy" or len(arrays) != 1:
+        return None
+    ((name, array),) = arrays.items()
+    try:
+        mapped = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError):
+        return None
+    same = mapped.dtype == array.dtype and mapped.shape == array.shape and mapped.flags.c_contiguous
+    return {"path": str(path), "name": name} if same and array.ndim else None
+
+
+def _inputs(ctx: JobContext, model_version: Version, folder: Path
+            ) -> tuple[dict[str, np.ndarray], Version | None, dict[str, str] | None]:
     params = ctx.job.params
     spec = (model_version.metadata or {}).get("inputs")
     if params.get("inputs"):
@@ -61,11 +76,11 @@ def _inputs(ctx: JobContext, model_version: Version, folder: Path) -> tuple[dict
         dataset = Version.objects.filter(pk=params["dataset"]["version_id"], deleted_at__isnull=True).first()
         if dataset is None:
             raise JobFailure("gone", "The input dataset version was deleted before the job ran.")
-        path = fetch(dataset, params["dataset"]["file"], folder)
+        path = fetch(dataset, params["dataset"]["file"], folder, link=True)  # read here and by the engine
     try:
-        arrays = load_sample_inputs(path, specs_from_metadata(spec) if spec else None,
-                                    settings.HUB_ARCHIVE_INFLATE_MAX_BYTES)
-        return check(arrays, spec), dataset
+        arrays = check(load_sample_inputs(path, specs_from_metadata(spec) if spec else None,
+                                          settings.HUB_ARCHIVE_INFLATE_MAX_BYTES), spec)
+        return arrays, dataset, mapped_source(path, arrays)
     except ConversionError as exc:
         raise JobFailure("invalid_inputs", exc.detail)
     except HubError as exc:
@@ -73,9 +88,11 @@ def _inputs(ctx: JobContext, model_version: Version, folder: Path) -> tuple[dict
 
 
 def run_batches(ctx: JobContext, session: dict[str, Any], arrays: dict[str, np.ndarray], batch_size: int,
-                outputs: list[str] | None, steps: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+                outputs: list[str] | None, steps: list[dict[str, Any]],
+                source: dict[str, str] | None = None) -> dict[str, np.ndarray]:
     """Run the chain along the first axis in batches of ``batch_size`` rows (0: as many as fit
-    ``HUB_INFER_BATCH_MB`` of inputs); a first model with a fixed first axis gets batches of that size."""
+    ``HUB_INFER_BATCH_MB`` of inputs); a first model with a fixed first axis gets batches of that size.
+    With ``source`` (``mapped_source``) the engine reads each batch from the file itself."""
     rows = {array.shape[0] if array.ndim else 1 for array in arrays.values()}
     if len(rows) != 1 or any(array.ndim == 0 for array in arrays.values()):
         raise JobFailure("invalid_inputs", "Batch runs need inputs with the same number of rows (first axis).")
@@ -90,10 +107,11 @@ def run_batches(ctx: JobContext, session: dict[str, Any], arrays: dict[str, np.n
         if time.time() > deadline:
             raise JobFailure("overtime", f"The run passed its limit of {settings.HUB_INFER_JOB_S:g} s after "
                                          f"{start} of {total} rows.")
-        feeds = {name: array[start:start + batch_size] for name, array in arrays.items()}
+        feeds = {} if source else {name: array[start:start + batch_size] for name, array in arrays.items()}
+        rows_source = {**source, "rows": [start, start + batch_size]} if source else None
         try:
             result, _ = run_steps(steps, feeds, device=ctx.job.device, threads=int(ctx.job.params.get("threads") or 0),
-                                  deadline=deadline, outputs=outputs, deadline_is_long=True)
+                                  deadline=deadline, outputs=outputs, deadline_is_long=True, source=rows_source)
         except RunError as exc:
             raise JobFailure(exc.code, f"rows {start}-{start + batch_size}: {exc.detail}")
         for name, value in result.items():
@@ -162,10 +180,10 @@ def infer_work(ctx: JobContext) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="hpcfair-infer-"))
     try:
         sessions = [session_for(ctx, step) for step in steps]
-        arrays, dataset = _inputs(ctx, models[0], folder)
+        arrays, dataset, source = _inputs(ctx, models[0], folder)
         started = time.perf_counter()
         outputs = run_batches(ctx, sessions[0], arrays, int(params.get("batch_size") or 0),
-                              params.get("outputs") or None, steps)
+                              params.get("outputs") or None, steps, source)
         info = {"device": ctx.job.device, "provider": sessions[-1]["provider"],
                 "run_ms": round((time.perf_counter() - started) * 1e3, 3)}
         published = publish_outputs(ctx, models, dataset, outputs, info, folder)

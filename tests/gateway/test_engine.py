@@ -138,3 +138,19 @@ def test_a_slot_reads_what_was_written_and_idle_when_cleared():
         assert twin.read() is None
     finally:
         slot.close()
+
+
+def test_a_jobs_batches_can_be_read_by_the_engine_from_the_npy_itself(engine, tmp_path):
+    from workers.infer import mapped_source
+
+    step = model_file(tmp_path, "mlp", models.mlp())
+    x = np.random.default_rng(5).standard_normal((300, 784)).astype(np.float32)
+    np.save(tmp_path / "rows.npy", x)
+    source = mapped_source(tmp_path / "rows.npy", {"x": np.load(tmp_path / "rows.npy")})
+    assert source == {"path": str(tmp_path / "rows.npy"), "name": "x"}
+    outputs, _ = run(step, {}, deadline_is_long=True, source={**source, "rows": [100, 250]})
+    np.testing.assert_allclose(outputs["logits"], models.reference(models.mlp(), {"x": x[100:250]})["logits"],
+                               rtol=1e-5, atol=1e-6)
+    assert mapped_source(tmp_path / "rows.npy", {"x": x.astype(np.float64)}) is None, "a cast array is sent"
+    np.savez(tmp_path / "rows.npz", x=x)
+    assert mapped_source(tmp_path / "rows.npz", {"x": x}) is None, "only .npy files are mapped"
