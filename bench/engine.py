@@ -30,14 +30,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "client"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
+from bench.infer import percentile  # noqa: E402 - after the path is set
+
 FOLDER = Path(tempfile.mkdtemp(prefix="hub-bench-engine-"))
 os.environ.update({"HUB_STORAGE": "filesystem", "HUB_STORAGE_DIR": str(FOLDER / "blobs"),
                    "HUB_VAR_DIR": str(FOLDER / "var")})  # the engine reads the models from this store
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def main() -> None:

@@ -30,16 +30,12 @@ FOLDER = Path(tempfile.mkdtemp(prefix="hub-bench-file-lane-"))
 os.environ.update({"DJANGO_SETTINGS_MODULE": "hub.settings", "HUB_STORAGE": "filesystem",
                    "HUB_STORAGE_DIR": str(FOLDER / "blobs"), "HUB_BROKER_URL": "filesystem://"})
 os.environ.pop("HUB_GATEWAY_URL", None)
+from bench.infer import percentile  # noqa: E402 - after the path is set
 
 
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def main() -> None:
