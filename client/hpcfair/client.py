@@ -33,9 +33,23 @@ CHUNK_SIZE = 256 * 1024 * 1024  # per PUT through the hub: a cut keeps what arri
 RETRY_STATUSES = {429, 500, 502, 503, 504}
 DROPPED = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
            urllib3.exceptions.HTTPError)
+REFUSED_S = 1.0  # how long a refused connection (nothing listens there) is tried again before giving up
 PARALLEL_FILES = 4  # files of a version downloaded at once (each large one over several connections too)
 FINISHED = {"succeeded", "failed", "cancelled"}
 NPZ = "application/x-npz"
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether a connection failed because nothing listens at the address (not a dropped connection)."""
+    seen: BaseException | None = exc
+    for _ in range(10):
+        if seen is None:
+            return False
+        if isinstance(seen, ConnectionRefusedError):
+            return True
+        seen = seen.__cause__ or seen.__context__ or (seen.args[0] if seen.args and isinstance(
+            seen.args[0], BaseException) else None) or getattr(seen, "reason", None)
+    return False
 
 
 def split_ref(ref: str) -> tuple[str, str]:
@@ -82,15 +96,19 @@ class HubClient:
         return response
 
     def _with_retries(self, send: Callable[[], requests.Response], retry: bool = True) -> requests.Response:
-        attempt = 0
+        """``send()`` again after 429/5xx answers and dropped connections, with exponential backoff; a
+        refused connection (no server at the address) only for ``REFUSED_S``, so that a hub that is down
+        is reported in about a second."""
+        attempt, started = 0, time.monotonic()
         while True:
             try:
                 response = send()
                 if not retry or response.status_code not in RETRY_STATUSES or attempt >= self.retries:
                     return response
                 wait = float(response.headers.get("Retry-After") or 0)
-            except DROPPED:
-                if not retry or attempt >= self.retries:
+            except DROPPED as exc:
+                if not retry or attempt >= self.retries or (
+                        refused(exc) and time.monotonic() - started + self.backoff * 2**attempt > REFUSED_S):
                     raise
                 wait = 0.0
             time.sleep(max(wait, self.backoff * 2**attempt))
