@@ -83,11 +83,14 @@ class HubClient:
     def url(self, path: str) -> str:
         return path if path.startswith("http") else f"{self.endpoint}/api/v1/{path.lstrip('/')}"
 
-    def request(self, method: str, path: str, *, retry: bool = True, **kwargs: Any) -> requests.Response:
-        """One API call; raises the typed ``HubError`` for error answers."""
+    def request(self, method: str, path: str, *, retry: bool = True, patient: bool = False,
+                **kwargs: Any) -> requests.Response:
+        """One API call; raises the typed ``HubError`` for error answers. ``patient``: in the middle of a
+        transfer, a refused connection (the hub restarting) is tried again as long as a dropped one."""
         kwargs.setdefault("timeout", self.timeout)
         try:
-            response = self._with_retries(lambda: self.session.request(method, self.url(path), **kwargs), retry)
+            response = self._with_retries(lambda: self.session.request(method, self.url(path), **kwargs), retry,
+                                          patient)
         except DROPPED as exc:
             raise TransferError(f"Cannot reach the hub at {self.endpoint} ({type(exc).__name__}); is it running?",
                                 code="unreachable")
@@ -95,7 +98,8 @@ class HubClient:
             raise from_response(response)
         return response
 
-    def _with_retries(self, send: Callable[[], requests.Response], retry: bool = True) -> requests.Response:
+    def _with_retries(self, send: Callable[[], requests.Response], retry: bool = True,
+                      patient: bool = False) -> requests.Response:
         """``send()`` again after 429/5xx answers and dropped connections, with exponential backoff; a
         refused connection (no server at the address) only for ``REFUSED_S``, so that a hub that is down
         is reported in about a second."""
@@ -107,8 +111,8 @@ class HubClient:
                     return response
                 wait = float(response.headers.get("Retry-After") or 0)
             except DROPPED as exc:
-                if not retry or attempt >= self.retries or (
-                        refused(exc) and time.monotonic() - started + self.backoff * 2**attempt > REFUSED_S):
+                if not retry or attempt >= self.retries or (not patient and refused(exc) and (
+                        time.monotonic() - started + self.backoff * 2**attempt > REFUSED_S)):
                     raise
                 wait = 0.0
             time.sleep(max(wait, self.backoff * 2**attempt))
@@ -324,7 +328,7 @@ class HubClient:
         """Send what the hub (or its object store) does not hold yet of an open upload, then complete it."""
         path = Path(path)
         size = path.stat().st_size
-        state = self.request("GET", upload_url).json()
+        state = self.request("GET", upload_url, patient=True).json()
         hashed = transfer.PrefixHash(path)
         try:
             with open(path, "rb") as handle, bar(total=size, desc=f"upload {path.name}", unit="B") as shown:
@@ -335,7 +339,7 @@ class HubClient:
             digest = hashed.hexdigest(size)
         finally:
             hashed.hasher.close()
-        return self.request("POST", f"{upload_url}/complete", json={"sha256": digest}).json()
+        return self.request("POST", f"{upload_url}/complete", json={"sha256": digest}, patient=True).json()
 
     def _send_chunks(self, upload_url: str, handle, size: int, hashed: transfer.PrefixHash, shown,
                      chunk_size: int) -> None:
@@ -346,7 +350,7 @@ class HubClient:
         offset = None
         while True:
             if offset is None:
-                offset = self.request("GET", upload_url).json()["offset"]
+                offset = self.request("GET", upload_url, patient=True).json()["offset"]
             shown.update(offset - shown.n)
             if offset >= size:
                 return
@@ -384,7 +388,8 @@ class HubClient:
             with lock:
                 if number not in urls or urls[number] == stale:
                     batch = [n for n in todo if n >= number][:100]
-                    answer = self.request("POST", f"{upload_url}/parts", json={"numbers": batch}).json()
+                    answer = self.request("POST", f"{upload_url}/parts", json={"numbers": batch},
+                                          patient=True).json()
                     urls.update({int(n): url for n, url in answer["urls"].items()})
                 return urls[number]
 

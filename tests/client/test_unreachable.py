@@ -48,3 +48,11 @@ def test_a_dropped_connection_is_still_tried_again():
     thread.join(timeout=5)
     server.close()
     assert len(accepted) == 3, "the first try and two more"
+
+
+def test_in_the_middle_of_a_transfer_a_refused_connection_is_waited_for():
+    client = HubClient(f"http://127.0.0.1:{free_port()}", token="x", retries=3, backoff=0.2)
+    started = time.perf_counter()
+    with pytest.raises(TransferError):
+        client.request("GET", "/api/v1/uploads/x", patient=True)  # the hub restarting mid-upload
+    assert time.perf_counter() - started >= 0.2 + 0.4 + 0.8, "tried again for the whole backoff"
