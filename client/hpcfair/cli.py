@@ -272,9 +272,18 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _array_text(name: str, value: Any) -> str:
+    """``name [shape] dtype: values``, the values as numpy prints them, long ones shortened with ``...``."""
+    import numpy as np
+
+    values = np.array2string(np.asarray(value), threshold=24, edgeitems=3, precision=6, separator=" ",
+                             max_line_width=100).replace("\n", "\n  ")
+    return f"{name} {list(np.shape(value))} {getattr(value, 'dtype', '')}: {values}"
+
+
 def _summary(result: Any) -> str:
     if isinstance(result, dict) and result and all(hasattr(v, "shape") for v in result.values()):
-        return "\n".join(f"{name}: shape {list(v.shape)} {v.dtype}" for name, v in result.items())
+        return "\n".join(_array_text(name, v) for name, v in result.items())
     if isinstance(result, list) and result and isinstance(result[0], dict) and "export_file" in result[0]:
         return "\n".join(f"{r['model']}: {r['export_file']} (verified: {r.get('verified')}, max abs difference "
                          f"{r.get('max_abs_diff')})" for r in result)
