@@ -62,9 +62,13 @@ def test_home_counts_and_lists_downloads_as_popular(owner, publish):
     assert anon.get(url, HTTP_RANGE="bytes=1-").status_code == 206  # a resumed read is not a new download
     artifact.refresh_from_db()
     assert artifact.downloads == 1
+    publish(owner, "one-table", {"t.csv": b"a\n1\n"}, kind="dataset")
     home = anon.get("/")
     assert home.context["counts"]["model"] == 2
     assert [a.name for a in home.context["popular"]] == ["popular-one"]
+    page = home.content.decode()  # counted words agree with their numbers (issue 41: "1 datasets")
+    assert "<strong>2</strong> models</a>" in page and "<strong>1</strong> dataset</a>" in page
+    assert "<strong>0</strong> projects</a>" in page
 
 
 def test_publish_creates_artifact_and_version_together_or_nothing(owner, tmp_path, settings):
