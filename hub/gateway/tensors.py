@@ -142,11 +142,11 @@ def check(arrays: dict[str, Any], spec: list[dict[str, Any]] | None, *, from_jso
         if shape is not None:
             if array.ndim != len(shape):
                 raise _bad(f"Input {name!r} has {array.ndim} dimension(s) {list(array.shape)}; the model expects "
-                           f"{len(shape)}: {_shape_text(shape)}.", expected=describe(spec))
+                           f"{len(shape)}: {shape_text(shape)}.", expected=describe(spec))
             for axis, (dim, size) in enumerate(zip(shape, array.shape, strict=True)):
                 if isinstance(dim, int) and dim != size:
                     raise _bad(f"Input {name!r} has size {size} on axis {axis}; the model expects {dim} "
-                               f"(shape {_shape_text(shape)}).", expected=describe(spec))
+                               f"(shape {shape_text(shape)}).", expected=describe(spec))
                 if isinstance(dim, str):
                     seen = axes.setdefault(dim, (size, name))
                     if seen[0] != size:
@@ -156,7 +156,11 @@ def check(arrays: dict[str, Any], spec: list[dict[str, Any]] | None, *, from_jso
     return out
 
 
-def _shape_text(shape: list[Any]) -> str:
+def shape_text(shape: Any) -> str:
+    """A shape as people read it: ``[batch, 784]``, ``[?, 4]`` for an unnamed dynamic axis (not a Python
+    list's repr with quotes and ``None``)."""
+    if not isinstance(shape, list | tuple):
+        return "[]" if shape is None else str(shape)
     return "[" + ", ".join("?" if dim is None else str(dim) for dim in shape) + "]"
 
 

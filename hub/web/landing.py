@@ -16,6 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from hub.conversions.services import conversions_of
+from hub.gateway.tensors import shape_text
 from hub.jobs.models import Job
 from hub.registry import access
 from hub.registry.access import Viewer
@@ -124,11 +125,16 @@ def verification(version: Version, converted: list[Version]) -> list[dict[str, A
     return reports
 
 
+def shown(signature: Any) -> list[dict[str, Any]]:
+    """Tensor entries (``name``, ``shape``, ``dtype``) with ``shape_text`` for the page."""
+    return [{**t, "shape_text": shape_text(t.get("shape"))} for t in signature or [] if isinstance(t, dict)]
+
+
 def _summary(name: str, made: Version | None, report: dict[str, Any]) -> dict[str, Any]:
     runs = [run for run in report.get("runs") or [] if isinstance(run, dict)]
     rel = [o["max_rel_diff"] for run in runs for o in run.get("outputs") or []
            if isinstance(o, dict) and isinstance(o.get("max_rel_diff"), int | float)]
-    inputs = [f"{key} {info.get('shape')} {info.get('dtype', '')}".strip()
+    inputs = [f"{key} {shape_text(info.get('shape'))} {info.get('dtype', '')}".strip()
               + (f" ({info['source']})" if info.get("source") else "")
               for run in runs for key, info in (run.get("inputs") or {}).items() if isinstance(info, dict)]
     return {**report, "file": name, "version": made,
@@ -252,8 +258,8 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
         "can_write": can_write,
         "can_admin": artifact.can_admin(user),
         "collaborators": artifact.collaborators.all() if can_write else [],
-        "signature_in": metadata.get("inputs") or [],
-        "signature_out": metadata.get("outputs") or [],
+        "signature_in": shown(metadata.get("inputs")),
+        "signature_out": shown(metadata.get("outputs")),
         "people": people(record) if record else [],
     })
     if version is not None:
@@ -274,7 +280,7 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
             "container": metadata.get("container") if isinstance(metadata.get("container"), dict) else None,
             "jobs": jobs_shown(version, user) if can_write else [],
             "use": None if failed else snippets.for_version(artifact, version),
-            "try_signature": signature,
+            "try_signature": shown(signature),
             "try_example": example_inputs(signature),
             "infer_url": f"/api/v1/artifacts/{artifact.owner.username}/{artifact.name}/versions/{version.label}/infer",
         })

@@ -350,3 +350,16 @@ def test_previews_download_all_and_counts(owner, publish):
     artifact.refresh_from_db()
     assert artifact.downloads == 2
     assert anon.get(f"/api/v1/artifacts/{owner.username}/previewed/versions/nope/archive").status_code == 404
+
+
+def test_a_signature_shows_shapes_as_people_write_them(owner, tmp_path):
+    from hub.registry import services
+    from tests.conftest import staged
+
+    artifact = services.create_artifact(owner, kind="model", name="shapes")
+    metadata = valid_metadata("model", inputs=[{"name": "x", "shape": [None, 4], "dtype": "float32"},
+                                               {"name": "m", "shape": ["measurements_dim0", 4], "dtype": "float32"}])
+    version = services.create_version(artifact, owner, files=[staged(tmp_path, "w.bin", b"w")], metadata=metadata)
+    text = Client().get("/" + version.pid, follow=True).content.decode()
+    assert "<code>[?, 4]</code>" in text and "<code>[measurements_dim0, 4]</code>" in text
+    assert "[None, 4]" not in text and "'measurements_dim0'" not in text
