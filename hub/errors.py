@@ -200,3 +200,19 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     headers["X-Error-Code"] = code
     body = error_body(code, detail, getattr(request, "_request", request), **extra)
     return Response(body, status=STATUS[code], headers=headers)
+
+
+def data_not_found(request, message: str):
+    """For a client that asks for data and not for a page (``Accept: text/turtle``, ``application/ld+json``;
+    neither ``text/html`` nor ``*/*``): a 404 in JSON (the API's error) or plain text; None when a page
+    is wanted."""
+    accept = request.META.get("HTTP_ACCEPT", "").lower()
+    if not accept or "html" in accept or "*/*" in accept:
+        return None
+    if "json" in accept:
+        return json_error(request, "not_found", message)
+    from django.http import HttpResponseNotFound
+
+    response = HttpResponseNotFound(f"Not found: {message}\n", content_type="text/plain; charset=utf-8")
+    response["X-Error-Code"] = "not_found"
+    return response

@@ -73,8 +73,11 @@ urlpatterns = [
 
 
 def handler404(request, exception=None):
+    """The API's JSON error under /api/; a short 404 for a client that asks for data; else the page."""
     if request.path.startswith("/api/"):
         return errors.json_error(request, "not_found", f"No API endpoint at {request.path}.")
+    if (answer := errors.data_not_found(request, f"nothing is found at {request.path}.")) is not None:
+        return answer
     from django.views.defaults import page_not_found
 
     return page_not_found(request, exception)

@@ -70,3 +70,17 @@ def test_openapi_schema_and_docs(anon):
     docs = anon.get("/api/docs/")
     assert docs.status_code == 200 and b"swagger" in docs.content.lower()
     assert b"cdn" not in docs.content.lower(), "the docs page must not load anything from a CDN"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("accept", "media_type"), [
+    ("text/turtle", "text/plain"), ("application/ld+json", "application/json"),
+    ("text/html,application/xhtml+xml", "text/html"), ("*/*", "text/html")])
+def test_a_missing_page_answers_in_the_kind_of_media_asked_for(accept, media_type):
+    from django.test import Client
+
+    for path in ("/ark:/99999/fk4nothere", "/nothing/here"):
+        response = Client().get(path, HTTP_ACCEPT=accept)
+        assert response.status_code == 404 and response["Content-Type"].startswith(media_type), (path, accept)
+        if media_type == "application/json":
+            assert response.json()["code"] == "not_found"
