@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 
 GRACE_S = 1.0  # how long past its deadline a run may go before its process is killed (the web waits 2 s)
 START_S = 120.0  # how long a new child may take to import and get ready
-READY = b"ready"
+OVERTIME = {"ok": False, "code": "overtime", "detail": "The run was stopped at its time limit."}
 _FRAME, _HEAD = struct.Struct("<Q"), struct.Struct("<I")
 _IOV_MAX = 512  # pieces per sendmsg (Linux allows 1024)
 
@@ -230,7 +230,7 @@ class Engine:
             if running is None or time.time() <= running[1] + GRACE_S:
                 return
             self.close()
-            answer = {"ok": False, "code": "overtime", "detail": "The run was stopped at its time limit."}
+            answer = OVERTIME
         else:
             answer = self._died() if self.process is not None else None
         if running is not None and answer is not None:
@@ -258,7 +258,7 @@ class Engine:
             answer = _recv(self.sock)
         except (TimeoutError, BlockingIOError):  # SO_RCVTIMEO passed: EAGAIN
             self.close()
-            return wire.pack({"ok": False, "code": "overtime", "detail": "The run was stopped at its time limit."})
+            return wire.pack(OVERTIME)
         except OSError:
             answer = None
         if answer is None:
@@ -354,11 +354,24 @@ def _mapped_rows(source: dict[str, Any]) -> dict[str, np.ndarray]:
 def serve(control: dict[str, Any], message: bytes) -> bytes:
     """One request in the child: run it (or describe the model) and pack the answer."""
     from hub.gateway import wire
-    from workers import sessions
 
     started = time.perf_counter()
     try:
         meta, arrays = wire.unpack(message)
+    except (wire.WireError, KeyError, ValueError, TypeError) as exc:
+        log.warning("engine: a malformed request: %s", exc)
+        return wire.pack({"ok": False, "code": "run_failed", "detail": f"The request could not be run: {exc}"})
+    return serve_unpacked(control, meta, arrays, started)
+
+
+def serve_unpacked(control: dict[str, Any], meta: dict[str, Any], arrays: dict[str, np.ndarray],
+                   started: float) -> bytes:
+    """``serve`` of a message already unpacked (a lane engine reads its deadline first); ``started``: when
+    it was taken, for ``serve_ms``."""
+    from hub.gateway import wire
+    from workers import sessions
+
+    try:
         device, threads = control["device"], int(meta.get("threads") or 0)
         if control.get("describe"):
             session = sessions.cache().get(meta["steps"][0]["sha256"], meta["steps"][0]["size"], device, threads)
@@ -413,8 +426,10 @@ def serve_lane(queue: str, slot: Slot, sock: socket.socket) -> None:
         if found is None:
             continue
         request_id, message = found
+        started = time.perf_counter()
         try:
-            deadline = float(wire.unpack(message)[0].get("deadline", 0))
+            meta, arrays = wire.unpack(message)
+            deadline = float(meta.get("deadline", 0))
         except (wire.WireError, ValueError, KeyError, TypeError) as exc:
             log.warning("engine: dropped a malformed request: %s", exc)
             continue
@@ -422,7 +437,7 @@ def serve_lane(queue: str, slot: Slot, sock: socket.socket) -> None:
             continue  # its caller has given up already
         slot.write(request_id, deadline)
         try:
-            answer = serve({"device": queue}, message)
+            answer = serve_unpacked({"device": queue}, meta, arrays, started)
         except MemoryError:
             os._exit(EXIT_MEMORY)  # not even the answer could be made: the parent answers for us
         except Exception:  # noqa: BLE001 - logged with its traceback; the caller gets a code only

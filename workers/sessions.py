@@ -139,12 +139,12 @@ class SessionCache:
                 if key in self.entries:
                     return self.entries[key][0]
             try:
-                session = self._load(sha256, size, device, threads, local)
+                session = self._load(sha256, size, device, threads)
             except RunError as exc:
                 if exc.code != "memory_limit" or not self.entries:
                     raise
                 self.clear()  # the cached models' weights left too little room: load it alone
-                session = self._load(sha256, size, device, threads, local)
+                session = self._load(sha256, size, device, threads)
             cost = 2 * size + 1024 * 1024  # the weights once in the session, plus working memory
             with self.lock:
                 self.entries[key] = (session, cost)
@@ -225,9 +225,10 @@ class Watchdog:
             self.wake.set()  # the loop may be asleep past this deadline
         return ticket
 
-    def done(self, ticket: int | None) -> None:
-        """The run ended: nothing to stop (its entry goes when it reaches the front)."""
-        if ticket is not None:
+    def done(self, ticket: int | None, run_options) -> None:
+        """The run ended: nothing to stop (its entry goes when it reaches the front; one the loop stopped
+        has gone already)."""
+        if ticket is not None and not run_options.terminate:
             with self.lock:
                 self.finished.add(ticket)
 
@@ -286,7 +287,7 @@ def run_model(session, feeds: dict[str, np.ndarray], deadline: float, outputs: l
         raise RunError("run_failed", f"ONNX Runtime failed while running the model: {text[:400]}")
     finally:
         if ticket is not None:
-            watchdog().done(ticket)
+            watchdog().done(ticket, options)
     return dict(zip(wanted, results, strict=True))
 
 

@@ -22,9 +22,8 @@ from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.utils.safestring import mark_safe
 
-from hub import errors
 from hub.accounts.auth import request_user
-from hub.errors import json_error
+from hub.errors import data_not_found, json_error
 from hub.metadata import signposting
 from hub.metadata.negotiation import choose
 from hub.metadata.services import landing_url, pid_export_url, record_for
@@ -42,7 +41,7 @@ class SeeOther(HttpResponseRedirectBase):
 
 
 def _not_found(request: HttpRequest, pid: str) -> HttpResponse:
-    if (answer := errors.data_not_found(request, f"no artifact or version has the identifier {pid}.")) is not None:
+    if (answer := data_not_found(request, f"no artifact or version has the identifier {pid}.")) is not None:
         return answer
     response = render(request, "registry/pid_not_found.html", {"pid": pid}, status=404)
     response["X-Error-Code"] = "not_found"
