@@ -48,6 +48,7 @@ def main() -> None:
 
     django.setup()
     import onnxruntime as ort
+    from hpcfair.compute import runs
 
     from hub.storage import get_blob_store
     from tests.gateway import models
@@ -74,7 +75,7 @@ def main() -> None:
 
         calls = {
             "bare": lambda bare=bare, feeds=feeds: bare.run(None, feeds),
-            "in-process": lambda cached=cached, feeds=feeds: sessions.run_model(cached, feeds, time.time() + 10),
+            "in-process": lambda cached=cached, feeds=feeds: runs.run_model(cached, feeds, time.time() + 10),
             "engine": lambda step=step, feeds=feeds: engine.run_steps(step, feeds, device="cpu", threads=1,
                                                                        deadline=time.time() + 10),
         }

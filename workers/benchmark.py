@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from hpcfair.compute import CodedError
 from hpcfair.convert.signature import OTHER_DYNAMIC, TensorSpec, generate_inputs
 
 from hub.gateway.models import Benchmark
 from hub.registry.signals import artifact_changed
 from workers.engine import run_steps
 from workers.infer import session_for, step_versions
-from workers.runner import JobContext, JobFailure
-from workers.sessions import RunError
+from workers.runner import JobContext
 
 ORT_TYPES = {"tensor(float)": "float32", "tensor(double)": "float64", "tensor(float16)": "float16",
              "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int8)": "int8", "tensor(uint8)": "uint8",
@@ -84,8 +84,8 @@ def benchmark_work(ctx: JobContext) -> dict[str, Any]:
         try:  # timed run by run inside the engine, so that passing the inputs is not counted
             _, info = run_steps([step], feeds, device=ctx.job.device, threads=0, deadline=deadline,
                                 repeat=params["warmup"] + params["runs"])
-        except RunError as exc:
-            raise JobFailure(exc.code, f"batch size {batch}: {exc.detail}")
+        except CodedError as exc:
+            raise CodedError(exc.code, f"batch size {batch}: {exc.detail}")
         times = sorted(info.get("times_ms", [info["run_ms"]])[params["warmup"]:])
         row = Benchmark.objects.create(
             version=version, job=ctx.job, hardware=machine, provider=session["provider"], batch_size=batch,
@@ -95,7 +95,7 @@ def benchmark_work(ctx: JobContext) -> dict[str, Any]:
         ctx.log(f"batch size {batch}: median {row.median_ms:.3f} ms, p95 {row.p95_ms:.3f} ms over {row.runs} runs")
         ctx.progress((index + 1) / len(sizes))
     if not results:
-        raise JobFailure("invalid_inputs", "No batch size could be run; the model's batch axis is fixed to another "
+        raise CodedError("invalid_inputs", "No batch size could be run; the model's batch axis is fixed to another "
                                            "size.")
     artifact_changed.send(sender=type(version.artifact), artifact=version.artifact)
     return {"version": str(version), "pid": version.pid, "hardware": machine, "results": results}

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from django.db import transaction
 from hpcfair import chain
+from hpcfair.compute import CodedError
 from hpcfair.convert.signature import generate_inputs, specs_from_onnx
 
 from hub.errors import HubError
@@ -28,8 +29,8 @@ from hub.registry.services import ProvenanceRef
 from workers.engine import run_steps
 from workers.files import staged
 from workers.infer import step_versions
-from workers.runner import JobContext, JobFailure
-from workers.sessions import RunError, _model_file
+from workers.runner import JobContext
+from workers.sessions import _model_file
 
 ATOL, RTOL = 1e-4, 1e-3
 
@@ -59,14 +60,14 @@ def reconcile(models: list) -> list:
             try:
                 model = version_converter.convert_version(model, target)
             except Exception as exc:  # noqa: BLE001 - the converter raises plain RuntimeErrors
-                raise JobFailure("cannot_merge", f"A model could not be converted from opset {default_opset(model)} "
+                raise CodedError("cannot_merge", f"A model could not be converted from opset {default_opset(model)} "
                                                  f"to {target}: {str(exc)[:300]}")
         out.append(model)
     other = {}
     for model in out:
         for entry in model.opset_import:
             if entry.domain not in ("", "ai.onnx") and other.setdefault(entry.domain, entry.version) != entry.version:
-                raise JobFailure("cannot_merge", f"The models use different versions of the {entry.domain} operator "
+                raise CodedError("cannot_merge", f"The models use different versions of the {entry.domain} operator "
                                                  "set, which cannot be converted; convert them with the same tools.")
     ir = max(m.ir_version for m in out)
     for model in out:
@@ -85,7 +86,7 @@ def io_map(before, after, mapping: dict[str, str], index: int) -> list[tuple[str
         pairs = chain.joint(mapping, outputs, inputs, before=f"model {index + 1}", after=f"model {index + 2}",
                             where=f"links[{index}]")
     except chain.ChainError as exc:
-        raise JobFailure("cannot_merge", str(exc))
+        raise CodedError("cannot_merge", str(exc))
     return [(source, target) for target, source in pairs]
 
 
@@ -100,7 +101,7 @@ def merge(models: list, links: list[dict[str, str]], prefixes: list[str]):
         try:
             merged = compose.merge_models(merged, models[index], io_map=pairs, prefix2=prefixes[index])
         except (ValueError, onnx.checker.ValidationError) as exc:
-            raise JobFailure("cannot_merge", f"onnx.compose could not merge the models: {str(exc)[:300]}")
+            raise CodedError("cannot_merge", f"onnx.compose could not merge the models: {str(exc)[:300]}")
     onnx.checker.check_model(merged, full_check=True)
     return merged
 
@@ -112,13 +113,13 @@ def verify(merged_path: Path, steps: list[dict[str, Any]], first_model, prefixes
     try:
         expected, _ = run_steps(steps, feeds, device="cpu", threads=0, deadline=time.time() + 600,
                                 deadline_is_long=True)
-    except RunError as exc:
-        raise JobFailure("cannot_merge", f"The chain itself does not run on generated inputs: {exc.detail}")
+    except CodedError as exc:
+        raise CodedError("cannot_merge", f"The chain itself does not run on generated inputs: {exc.detail}")
     try:  # the merged graph runs where every uploaded graph runs: in this thread's engine
         actual, _ = run_steps([{"local": str(merged_path)}], {prefixes[0] + k: v for k, v in feeds.items()},
                               device="cpu", threads=0, deadline=time.time() + 600, deadline_is_long=True)
-    except RunError as exc:
-        raise JobFailure("cannot_merge", f"The merged model does not run on generated inputs: {exc.detail}")
+    except CodedError as exc:
+        raise CodedError("cannot_merge", f"The merged model does not run on generated inputs: {exc.detail}")
     outputs = []
     for name, value in expected.items():
         got = actual.get(prefixes[-1] + name)
@@ -136,7 +137,7 @@ def refuse_external_data(version: Version, model) -> None:
     from onnx.external_data_helper import uses_external_data
 
     if any(uses_external_data(tensor) for tensor in model.graph.initializer):
-        raise JobFailure("cannot_merge", f"{version} keeps its weights in external data files beside the .onnx "
+        raise CodedError("cannot_merge", f"{version} keeps its weights in external data files beside the .onnx "
                                          "file; merging reads one file per model. Run the models as a chain "
                                          "(merge: false), or save the model with its weights inside.")
 
@@ -153,7 +154,7 @@ def merge_work(ctx: JobContext) -> dict[str, Any]:
         done = existing.versions.filter(metadata__job=str(ctx.job.pk)).first()
         if done is not None:  # a retried job published already
             return {"version": str(done), "pid": done.pid, "verified": done.metadata.get("verified")}
-        raise JobFailure("already_exists", f"{user.username}/{params['name']} exists already.")
+        raise CodedError("already_exists", f"{user.username}/{params['name']} exists already.")
     folder = Path(tempfile.mkdtemp(prefix="hpcfair-merge-"))
     try:
         models = [onnx.load(str(_model_file(s["sha256"], s["size"])), load_external_data=False) for s in steps]
@@ -211,4 +212,4 @@ def publish(ctx: JobContext, parents: list[Version], path: Path, report: dict[st
                 artifact, user, files=[staged(path, path.name)], metadata=metadata, system=True,
                 provenance=[ProvenanceRef(ProvenanceLink.Relation.MERGED_FROM, p) for p in dict.fromkeys(parents)])
     except HubError as exc:
-        raise JobFailure(exc.error_code, exc.message)
+        raise CodedError(exc.error_code, exc.message)

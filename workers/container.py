@@ -21,6 +21,7 @@ import onnx
 from django.conf import settings
 from django.db import transaction
 from hpcfair import archives
+from hpcfair.compute import CodedError
 from hpcfair.convert.errors import ConversionError
 from hpcfair.convert.signature import generate_inputs, load_sample_inputs, specs_from_onnx
 from hpcfair.cube import CubeError, CubeInfo, CubeSpec, EngineError, build, find_engine, generate, parse_dir, zip_cube
@@ -34,7 +35,7 @@ from hub.registry.models import Artifact, File, ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef, create_artifact, create_version, update_artifact
 from workers.convert import _source, free_label
 from workers.files import fetch, staged
-from workers.runner import JobContext, JobFailure
+from workers.runner import JobContext
 
 ATOL, RTOL = 1e-5, 1e-4  # the same ONNX Runtime build inside and outside: outputs should agree closely
 CARRIED = ("creators", "license", "keywords", "subject", "discipline", "references", "url")
@@ -53,7 +54,7 @@ def container_work(ctx: JobContext) -> dict[str, Any]:
 
 
 def _engine(ctx: JobContext, build_mode: str) -> str | None:
-    """The container engine to build with, None to only make the cube; JobFailure when a build was
+    """The container engine to build with, None to only make the cube; CodedError when a build was
     required and cannot happen here."""
     if build_mode == "no":
         return None
@@ -70,7 +71,7 @@ def _engine(ctx: JobContext, build_mode: str) -> str | None:
     if problem is None:
         return engine
     if build_mode == "yes":
-        raise JobFailure(*problem)
+        raise CodedError(*problem)
     ctx.log(f"not building the image: {problem[1]}", "warning")
     return None
 
@@ -128,7 +129,7 @@ def _build_image(ctx: JobContext, engine: str, folder: Path, build_file: str, im
     except EngineError as exc:
         if exc.log:
             ctx.log(exc.log[-4000:], "error")
-        raise JobFailure(exc.code, str(exc))
+        raise CodedError(exc.code, str(exc))
     ctx.log(f"built {image}: {built.size / 1e6:.0f} MB in {built.seconds:.1f} s ({built.digest[:19]})")
     return built
 
@@ -173,20 +174,20 @@ def _build_and_check(ctx: JobContext, engine: str, spec, cube_dir: Path, source:
         ran = run_task(engine, spec.image, spec, "infer", run_dir, network="none",
                        timeout=settings.HUB_CUBE_RUN_TIMEOUT_S, memory_mb=settings.HUB_CUBE_MEMORY_MB)
     except EngineError as exc:
-        raise JobFailure(exc.code, str(exc))
+        raise CodedError(exc.code, str(exc))
     sample = spec.tasks["infer"].inputs["inputs"].default
     try:  # what the container wrote is untrusted: read within the archive limits
         feeds = archives.read_npz(run_dir / sample, settings.HUB_ARCHIVE_INFLATE_MAX_BYTES, sample)
         inside = archives.read_npz(run_dir / "outputs.npz", settings.HUB_ARCHIVE_INFLATE_MAX_BYTES, "outputs.npz")
     except (ValueError, OSError, zipfile.BadZipFile) as exc:
-        raise JobFailure("invalid_outputs", f"The container's outputs cannot be read: {exc}")
+        raise CodedError("invalid_outputs", f"The container's outputs cannot be read: {exc}")
     reference = _gateway_outputs(source, model_path, feeds)
     check = _compare(inside, reference)
     ctx.log(f"infer in the container: {ran.seconds:.2f} s from start to output; "
             f"{'matches' if check['passed'] else 'DIFFERS FROM'} the gateway (max abs difference "
             f"{check['max_abs_diff']:.3g})", "info" if check["passed"] else "error")
     if not check["passed"]:
-        raise JobFailure("container_mismatch", f"The container's outputs differ from the gateway's "
+        raise CodedError("container_mismatch", f"The container's outputs differ from the gateway's "
                                                f"(max abs difference {check['max_abs_diff']:.3g}).")
     return {**built.record(), "engine": engine, "built": True, "network": "none",
             "check": {**check, "run_seconds": round(ran.seconds, 3), "inputs": sample}}, log_path
@@ -195,14 +196,14 @@ def _build_and_check(ctx: JobContext, engine: str, spec, cube_dir: Path, source:
 def _gateway_outputs(source: Version, model_path: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """What the gateway answers for ``feeds``: its own session cache and run code, on this worker's CPU."""
     from workers.engine import run_steps
-    from workers.sessions import RunError
+
 
     file = source.files.get(path=model_path)
     try:
         outputs, _ = run_steps([{"sha256": file.blob_id, "size": file.size}], feeds, device="cpu", threads=0,
                                deadline=time.time() + settings.HUB_CUBE_RUN_TIMEOUT_S, deadline_is_long=True)
-    except RunError as exc:
-        raise JobFailure("run_failed", f"The gateway could not run the model on the sample inputs: {exc}")
+    except CodedError as exc:
+        raise CodedError("run_failed", f"The gateway could not run the model on the sample inputs: {exc}")
     return outputs
 
 
@@ -238,7 +239,7 @@ def _cube_artifact(source: Version) -> Artifact:
         artifact = Artifact.objects.live().filter(owner=owner, name=name).first()
         if artifact is not None:
             if artifact.kind != Artifact.Kind.PROJECT:
-                raise JobFailure("already_exists", f"{owner.username}/{name} exists and is not a project; rename it "
+                raise CodedError("already_exists", f"{owner.username}/{name} exists and is not a project; rename it "
                                                    "so that the cube can be stored there.")
             if artifact.follows_id != source.artifact_id:  # a cube made before cubes followed their model
                 artifact.follows = source.artifact
@@ -254,7 +255,7 @@ def _cube_artifact(source: Version) -> Artifact:
                                    follows=source.artifact)
         except HubError:  # made meanwhile by another job
             continue
-    raise JobFailure("already_exists", f"{owner.username}/{name} could not be created.")
+    raise CodedError("already_exists", f"{owner.username}/{name} could not be created.")
 
 
 def _publish(ctx: JobContext, source: Version, files: list, container: dict[str, Any]) -> Version:
@@ -277,7 +278,7 @@ def _publish(ctx: JobContext, source: Version, files: list, container: dict[str,
                                      provenance=[ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, source)],
                                      system=True)
         except HubError as exc:
-            raise JobFailure(exc.error_code, exc.message)
+            raise CodedError(exc.error_code, exc.message)
     ctx.log(f"published {version} ({version.pid})")
     return version
 
@@ -297,7 +298,7 @@ def stage_project(source: Version, project: Path, put: Callable[[File, Path], ob
     """A project version's files under ``project`` (``put(file, target)`` writes one), unzipped into the
     sibling folder ``unpacked`` when they are a lone zip without ``mlcube.yaml``; returns the folder that holds
     the MLCube and its checked spec, which must have ``tasks``. Shared by the Celery and the Slurm paths;
-    JobFailure when the project is not a cube that can run them."""
+    CodedError when the project is not a cube that can run them."""
     folder = project
     folder.mkdir(parents=True, exist_ok=True)
     for file in source.files.all():
@@ -309,16 +310,16 @@ def stage_project(source: Version, project: Path, put: Callable[[File, Path], ob
         try:
             folder = unzip_cube(zips[0], project.parent / "unpacked", settings.HUB_ARCHIVE_INFLATE_MAX_BYTES)
         except archives.ArchiveTooLarge as exc:
-            raise JobFailure("archive_too_large", str(exc))
+            raise CodedError("archive_too_large", str(exc))
         except (ValueError, zipfile.BadZipFile) as exc:  # a member outside the folder (published before checks)
-            raise JobFailure("invalid_mlcube", str(exc))
+            raise CodedError("invalid_mlcube", str(exc))
     try:
         spec = parse_dir(folder)
     except CubeError as exc:
-        raise JobFailure("invalid_mlcube", str(exc))
+        raise CodedError("invalid_mlcube", str(exc))
     unknown = [task for task in tasks if task not in spec.tasks]
     if unknown:
-        raise JobFailure("invalid", f"{spec.name} has no task {unknown[0]!r}; its tasks: {', '.join(spec.tasks)}.")
+        raise CodedError("invalid", f"{spec.name} has no task {unknown[0]!r}; its tasks: {', '.join(spec.tasks)}.")
     return folder, spec
 
 
@@ -343,5 +344,5 @@ def _project(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
     except EngineError as exc:
         if exc.log:
             ctx.log(exc.log[-4000:], "error")
-        raise JobFailure(exc.code, str(exc))
+        raise CodedError(exc.code, str(exc))
     return result

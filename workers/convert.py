@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from hpcfair.compute import CodedError
 from hpcfair.convert import ConversionError, Limits, convert_file, report_notes, sandbox
 from hpcfair.convert.formats import hf_folders, in_folder
 
@@ -18,7 +19,7 @@ from hub.registry.models import ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef, create_version
 from hub.registry.uploads import StagedFile
 from workers.files import fetch, staged
-from workers.runner import JobContext, JobFailure
+from workers.runner import JobContext
 
 # Metadata that describes the source file's framework, not the ONNX copy.
 _SOURCE_ONLY = {"framework", "format", "inputs", "outputs", "sample_inputs", "verification", "conversion",
@@ -39,7 +40,7 @@ def hidden_paths() -> list[Path]:
 def _source(ctx: JobContext) -> Version:
     version = ctx.job.version
     if version is None or version.is_deleted:
-        raise JobFailure("gone", "The version was deleted before it could be processed.")
+        raise CodedError("gone", "The version was deleted before it could be processed.")
     return version
 
 
@@ -80,7 +81,7 @@ def convert_work(ctx: JobContext) -> dict[str, Any]:
             except ConversionError as exc:  # the detail names the file; the version's path says where it is
                 detail = exc.detail if exc.detail.startswith(f"{item['path']}: ") else f"{item['path']}: {exc.detail}"
                 local_name = Path(item["local"]).name
-                raise JobFailure(exc.code, detail.replace(f"{item['path']}: {local_name}: ", f"{item['path']}: ", 1))
+                raise CodedError(exc.code, detail.replace(f"{item['path']}: {local_name}: ", f"{item['path']}: ", 1))
             ctx.progress((index + 1) / (len(plan["files"]) + 1))
         return publish_conversion(ctx, source, workdir, plan, reports)
     finally:
@@ -205,7 +206,7 @@ def _publish(ctx, source: Version, files: list[StagedFile], metadata: dict, suff
         version = create_version(source.artifact, ctx.job.requester, files=files, label=label,
                                  metadata=metadata, provenance=[ProvenanceRef(relation, source)], system=True)
     except HubError as exc:
-        raise JobFailure(exc.error_code, exc.message)
+        raise CodedError(exc.error_code, exc.message)
     ctx.log(f"published {version} ({version.pid})")
     return version
 
@@ -222,7 +223,7 @@ def optimize_work(ctx: JobContext) -> dict[str, Any]:
         try:
             report = sandbox.run(request, workdir, limits(), hide=hidden_paths(), on_line=ctx.log)
         except ConversionError as exc:
-            raise JobFailure(exc.code, exc.detail)
+            raise CodedError(exc.code, exc.detail)
         return publish_optimized(ctx, source, workdir, report)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -17,7 +17,7 @@ requests one at a time:
 In the child (``serve``):
 
 - ONNX Runtime's working memory comes from one arena capped at ``HUB_INFER_MEMORY_MB``
-  (``workers.sessions.bound_memory``); a run that asks for more fails at once, and the arena gives back
+  (``hpcfair.compute.runs.bound_memory``); a run that asks for more fails at once, and the arena gives back
   what a run used when it ends;
 - the kernel caps the process's data (``RLIMIT_DATA``) at what it held when ready plus the session
   cache's bound plus twice the limit (the arena, and copies of inputs and outputs), so memory that ONNX
@@ -46,6 +46,8 @@ from typing import Any
 
 import numpy as np
 import orjson
+from hpcfair.compute import CodedError
+from hpcfair.compute.runs import bound_memory, memory_message
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +270,6 @@ class Engine:
     def _died(self) -> dict[str, Any]:
         from django.conf import settings
 
-        from workers.sessions import memory_message
 
         status = self.close()
         log.warning("engine: the process running a model ended (exit status %s); starting a new one", status)
@@ -296,32 +297,32 @@ def run_steps(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], *, dev
               deadline: float, outputs: list[str] | None = None, deadline_is_long: bool = False,
               repeat: int = 1, source: dict[str, Any] | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """``workers.sessions.run_steps`` in this thread's engine: the last step's outputs and what ran where;
-    raises ``RunError``. ``repeat``: run it that many times (``info["times_ms"]``, for benchmarks);
+    raises ``CodedError``. ``repeat``: run it that many times (``info["times_ms"]``, for benchmarks);
     ``source``: ``{"path", "name", "rows": [start, stop]}``, inputs the engine maps from a ``.npy`` of this
     worker's instead of being sent them."""
     from hub.gateway import wire
-    from workers.sessions import RunError
+
 
     meta = {"steps": steps, "threads": threads, "deadline": deadline, "outputs": outputs, "repeat": repeat,
             **({"source": source} if source else {})}
     answer, results = wire.unpack(engine().call(wire.parts(meta, arrays), device=device, deadline=deadline,
                                                 long=deadline_is_long))
     if not answer.get("ok"):
-        raise RunError(answer.get("code") or "run_failed", answer.get("detail") or "The run failed.")
+        raise CodedError(answer.get("code") or "run_failed", answer.get("detail") or "The run failed.")
     return dict(results), answer
 
 
 def describe(step: dict[str, Any], device: str, threads: int = 0) -> dict[str, Any]:
     """The model's inputs and outputs (``[[name, shape, type], ...]``) and provider, as its session sees
-    them; raises ``RunError`` (``model_load_failed``, ``gpu_unavailable``, ``memory_limit``)."""
+    them; raises ``CodedError`` (``model_load_failed``, ``gpu_unavailable``, ``memory_limit``)."""
     from hub.gateway import wire
-    from workers.sessions import RunError
+
 
     meta = {"steps": [step], "threads": threads}
     answer, _ = wire.unpack(engine().call(wire.pack(meta), device=device, deadline=time.time() + START_S,
                                           describe=True))
     if not answer.get("ok"):
-        raise RunError(answer.get("code") or "run_failed", answer.get("detail") or "The model could not be loaded.")
+        raise CodedError(answer.get("code") or "run_failed", answer.get("detail") or "The model could not be loaded.")
     return answer
 
 
@@ -391,12 +392,12 @@ def serve_unpacked(control: dict[str, Any], meta: dict[str, Any], arrays: dict[s
             info["times_ms"] = times
         info["serve_ms"] = round((time.perf_counter() - started) * 1e3, 3)  # from taking it to answering
         return wire.pack({"ok": True, **info}, sessions.sendable(outputs))
-    except sessions.RunError as exc:
+    except CodedError as exc:
         return wire.pack({"ok": False, "code": exc.code, "detail": exc.detail, "device": control.get("device")})
     except MemoryError:
         from django.conf import settings
 
-        return wire.pack({"ok": False, "code": "memory_limit", "detail": sessions.memory_message(
+        return wire.pack({"ok": False, "code": "memory_limit", "detail": memory_message(
             settings.HUB_INFER_MEMORY_BYTES)})
     except (wire.WireError, KeyError, ValueError, TypeError) as exc:
         log.warning("engine: a malformed request: %s", exc)
@@ -455,9 +456,8 @@ def main(fd: int, lane: str | None = None, slot: int | None = None) -> None:
     django.setup()
     from django.conf import settings
 
-    from workers import sessions
 
-    sessions.bound_memory(settings.HUB_INFER_MEMORY_BYTES)
+    bound_memory(settings.HUB_INFER_MEMORY_BYTES)
     ceiling = _data_bytes() + settings.HUB_GATEWAY_CACHE_BYTES + 2 * settings.HUB_INFER_MEMORY_BYTES
     resource.setrlimit(resource.RLIMIT_DATA, (ceiling, resource.getrlimit(resource.RLIMIT_DATA)[1]))
     sock = socket.socket(fileno=fd)

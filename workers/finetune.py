@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from hpcfair.compute import CodedError
 from hpcfair.convert import ConversionError, Limits, sandbox
 from hpcfair.finetune.errors import training_words
 
@@ -23,7 +24,7 @@ from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef
 from workers.convert import hidden_paths
 from workers.files import fetch, staged
-from workers.runner import JobContext, JobFailure
+from workers.runner import JobContext
 
 EXTRA_FILES = ("sample_inputs.npz", "loss_curve.png")
 
@@ -37,7 +38,7 @@ def limits() -> Limits:
 def _live(version_id) -> Version:
     version = Version.objects.filter(pk=version_id, deleted_at__isnull=True).select_related("artifact__owner").first()
     if version is None:
-        raise JobFailure("gone", "The model or the dataset was deleted before the fine-tune ran.")
+        raise CodedError("gone", "The model or the dataset was deleted before the fine-tune ran.")
     return version
 
 
@@ -67,14 +68,14 @@ def finetune_work(ctx: JobContext) -> dict[str, Any]:
         try:
             report = sandbox.run(request, workdir, limits(), hide=hidden_paths(), on_line=_reporter(ctx))
         except ConversionError as exc:
-            raise JobFailure(exc.code, training_words(exc.detail))
+            raise CodedError(exc.code, training_words(exc.detail))
         return publish_finetuned(ctx, base, dataset, workdir, report)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
 def sources(ctx: JobContext) -> tuple[Version, Version, Version | None]:
-    """The base model and dataset versions (JobFailure when deleted), and the version an earlier attempt of
+    """The base model and dataset versions (CodedError when deleted), and the version an earlier attempt of
     this job published, if any."""
     base = _live(ctx.job.version_id)
     dataset = _live(ctx.job.params["dataset"]["version_id"])
@@ -183,7 +184,7 @@ def _publish(ctx: JobContext, base: Version, dataset: Version, files, report: di
                     title=f"{base.artifact.name} fine-tuned",
                     description=f"Fine-tuned from {base.artifact.full_name} by the hub.")
             elif artifact.kind != Artifact.Kind.MODEL:
-                raise JobFailure("already_exists", f"{artifact.full_name} became a {artifact.kind}; nothing was "
+                raise CodedError("already_exists", f"{artifact.full_name} became a {artifact.kind}; nothing was "
                                                    "published.")
             version = registry.create_version(artifact, user, files=files, metadata=_metadata(ctx, base, dataset,
                                                                                                report, execution),
@@ -193,6 +194,6 @@ def _publish(ctx: JobContext, base: Version, dataset: Version, files, report: di
             ctx.log(f"the fine-tuned files are identical to {exc.extra['existing']} ({exc.extra['existing_pid']}); "
                     "nothing new was published")
             return Version.objects.get(pid=exc.extra["existing_pid"])
-        raise JobFailure(exc.error_code, exc.message)
+        raise CodedError(exc.error_code, exc.message)
     ctx.log(f"published {version} ({version.pid}); its conversion to ONNX is queued")
     return version

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from hpcfair.batches import rows_per_batch
+from hpcfair.compute import CodedError
+from hpcfair.compute.runs import batch_rows, row_count, run_rows
 from hpcfair.convert import ConversionError
 from hpcfair.convert.signature import load_sample_inputs, specs_from_metadata
 
@@ -25,27 +26,27 @@ from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef
 from workers.engine import describe, run_steps
 from workers.files import fetch, staged
-from workers.runner import JobContext, JobFailure
-from workers.sessions import RunError, gpu_available
+from workers.runner import JobContext
+from workers.sessions import gpu_available
 
 
 def session_for(ctx: JobContext, model: dict[str, Any]) -> dict[str, Any]:
     """The model loaded in this thread's engine: its ``inputs``, ``outputs`` and ``provider``."""
     device = ctx.job.device
     if device == "gpu" and not gpu_available():
-        raise JobFailure("gpu_unavailable", "This worker consumes the gpu queue but has no CUDA execution provider; "
+        raise CodedError("gpu_unavailable", "This worker consumes the gpu queue but has no CUDA execution provider; "
                                             "nothing was run.")
     try:
         return describe(model, device, int(ctx.job.params.get("threads") or 0))
-    except RunError as exc:
-        raise JobFailure(exc.code, exc.detail)
+    except CodedError as exc:
+        raise CodedError(exc.code, exc.detail)
 
 
 def step_versions(steps: list[dict[str, Any]]) -> list[Version]:
     found = {v.pk: v for v in Version.objects.filter(pk__in=[s["version_id"] for s in steps], deleted_at__isnull=True)
              .select_related("artifact__owner")}
     if len(found) != len({s["version_id"] for s in steps}):
-        raise JobFailure("gone", "A model version of this job was deleted before the job ran.")
+        raise CodedError("gone", "A model version of this job was deleted before the job ran.")
     return [found[s["version_id"]] for s in steps]
 
 
@@ -70,21 +71,21 @@ def _inputs(ctx: JobContext, model_version: Version, folder: Path
     if params.get("inputs"):
         path = staging_dir(ctx.job.pk) / params["inputs"]
         if not path.exists():
-            raise JobFailure("gone", "The inputs of this job are no longer staged; send the request again.")
+            raise CodedError("gone", "The inputs of this job are no longer staged; send the request again.")
         dataset = None
     else:
         dataset = Version.objects.filter(pk=params["dataset"]["version_id"], deleted_at__isnull=True).first()
         if dataset is None:
-            raise JobFailure("gone", "The input dataset version was deleted before the job ran.")
+            raise CodedError("gone", "The input dataset version was deleted before the job ran.")
         path = fetch(dataset, params["dataset"]["file"], folder, link=True)  # read here and by the engine
     try:
         arrays = check(load_sample_inputs(path, specs_from_metadata(spec) if spec else None,
                                           settings.HUB_ARCHIVE_INFLATE_MAX_BYTES), spec)
         return arrays, dataset, mapped_source(path, arrays)
     except ConversionError as exc:
-        raise JobFailure("invalid_inputs", exc.detail)
+        raise CodedError("invalid_inputs", exc.detail)
     except HubError as exc:
-        raise JobFailure(exc.error_code, exc.message)
+        raise CodedError(exc.error_code, exc.message)
 
 
 def run_batches(ctx: JobContext, session: dict[str, Any], arrays: dict[str, np.ndarray], batch_size: int,
@@ -93,32 +94,23 @@ def run_batches(ctx: JobContext, session: dict[str, Any], arrays: dict[str, np.n
     """Run the chain along the first axis in batches of ``batch_size`` rows (0: as many as fit
     ``HUB_INFER_BATCH_MB`` of inputs); a first model with a fixed first axis gets batches of that size.
     With ``source`` (``mapped_source``) the engine reads each batch from the file itself."""
-    rows = {array.shape[0] if array.ndim else 1 for array in arrays.values()}
-    if len(rows) != 1 or any(array.ndim == 0 for array in arrays.values()):
-        raise JobFailure("invalid_inputs", "Batch runs need inputs with the same number of rows (first axis).")
-    total = rows.pop()
-    batch_size = rows_per_batch(arrays, batch_size, settings.HUB_INFER_BATCH_BYTES)
-    first_dims = {shape[0] for _, shape, _ in session["inputs"] if shape}
-    if len(first_dims) == 1 and isinstance(fixed := next(iter(first_dims)), int) and fixed > 0:
-        batch_size = fixed
+    total = row_count(arrays)
+    batch_size = batch_rows([shape for _, shape, _ in session["inputs"]], arrays, batch_size,
+                            settings.HUB_INFER_BATCH_BYTES)
+    threads = int(ctx.job.params.get("threads") or 0)
     deadline = time.time() + settings.HUB_INFER_JOB_S
-    parts: dict[str, list[np.ndarray]] = {}
-    for start in range(0, max(total, 1), batch_size):
-        if time.time() > deadline:
-            raise JobFailure("overtime", f"The run passed its limit of {settings.HUB_INFER_JOB_S:g} s after "
-                                         f"{start} of {total} rows.")
-        feeds = {} if source else {name: array[start:start + batch_size] for name, array in arrays.items()}
-        rows_source = {**source, "rows": [start, start + batch_size]} if source else None
-        try:
-            result, _ = run_steps(steps, feeds, device=ctx.job.device, threads=int(ctx.job.params.get("threads") or 0),
-                                  deadline=deadline, outputs=outputs, deadline_is_long=True, source=rows_source)
-        except RunError as exc:
-            raise JobFailure(exc.code, f"rows {start}-{start + batch_size}: {exc.detail}")
-        for name, value in result.items():
-            parts.setdefault(name, []).append(value)
-        ctx.progress(0.05 + 0.85 * min(start + batch_size, total) / max(total, 1))
+
+    def run(start: int, stop: int) -> dict[str, np.ndarray]:
+        feeds = {} if source else {name: array[start:stop] for name, array in arrays.items()}
+        rows_source = {**source, "rows": [start, stop]} if source else None
+        result, _ = run_steps(steps, feeds, device=ctx.job.device, threads=threads, deadline=deadline,
+                              outputs=outputs, deadline_is_long=True, source=rows_source)
+        return result
+
+    merged = run_rows(run, 0, total, batch_size, deadline=deadline, limit_s=settings.HUB_INFER_JOB_S,
+                      on_batch=lambda start, stop: ctx.progress(0.05 + 0.85 * stop / total))
     ctx.log(f"ran {total} row(s) in batches of {batch_size}")
-    return {name: np.concatenate(values) if values[0].ndim else values[0] for name, values in parts.items()}
+    return merged
 
 
 def results_artifact(user, model_version: Version) -> Artifact:
@@ -169,7 +161,7 @@ def publish_outputs(ctx: JobContext, models: list[Version], dataset: Version | N
     except HubError as exc:
         if exc.error_code == "duplicate_version":  # the same outputs exist already: point at them
             return Version.objects.get(pid=exc.extra["existing_pid"])
-        raise JobFailure(exc.error_code, exc.message)
+        raise CodedError(exc.error_code, exc.message)
 
 
 def infer_work(ctx: JobContext) -> dict[str, Any]:

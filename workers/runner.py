@@ -1,7 +1,7 @@
 """Runs a job's work once, uniformly: mark running, capture logs, map errors, mark the final state.
 
 A task calls ``execute(job_id, work)``; ``work(ctx)`` returns the job's result (a JSON object) or
-raises. ``JobFailure`` carries a code and a message meant for the scientist; any other exception is
+raises. ``CodedError`` carries a code and a message meant for the scientist; any other exception is
 logged here with its traceback and recorded as ``internal_error`` without its text.
 
 Cancellation: ``hub.jobs.services.cancel_job`` marks the row and revokes the task with SIGUSR2 (Celery
@@ -25,21 +25,13 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from hpcfair.compute import CodedError
 
 from hub.jobs.models import Job, log_line, stale_limit
 
 log = logging.getLogger(__name__)
 MAX_LOG_LINES = 2000
 PROGRESS_S = 1.0  # a job's progress is written at most this often (every batch cost a write before)
-
-
-class JobFailure(Exception):
-    """A failure the requester can act on."""
-
-    def __init__(self, code: str, detail: str) -> None:
-        super().__init__(detail)
-        self.code = code
-        self.detail = detail
 
 
 class JobCancelled(BaseException):
@@ -152,7 +144,7 @@ def execute(job_id: str, work: Callable[[JobContext], dict[str, Any]]) -> None:
     except JobCancelled:
         log.info("job %s (%s) was cancelled", job.pk, job.kind)
         _cancel(job)
-    except JobFailure as exc:
+    except CodedError as exc:
         _fail(job, exc.code, exc.detail)
     except Exception:
         log.exception("job %s (%s) failed unexpectedly", job.pk, job.kind)

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from hpcfair.compute import CodedError
 
 from hub.gateway.services import staging_dir
 from hub.jobs.models import Job
-from hub.jobs.slurm import Plan, SlurmError
+from hub.jobs.slurm import Plan
 from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.storage import StorageUnavailable, get_blob_store
-from workers.runner import JobContext, JobFailure
+from workers.runner import JobContext
 
 if TYPE_CHECKING:
     from hpcfair.convert import Limits
@@ -39,12 +40,12 @@ def place(blob_id: str, target: Path) -> Path:
         with store.open(blob_id) as stream, open(target, "wb") as out:
             shutil.copyfileobj(stream, out, 8 * 1024 * 1024)
     except (FileNotFoundError, StorageUnavailable) as exc:
-        raise SlurmError("storage_unavailable", f"A file of this job could not be read from the object store: {exc}")
+        raise CodedError("storage_unavailable", f"A file of this job could not be read from the object store: {exc}")
     return target
 
 
-def _failure(exc: JobFailure) -> SlurmError:
-    return SlurmError(exc.code, exc.detail)
+def _failure(exc: CodedError) -> CodedError:
+    return CodedError(exc.code, exc.detail)
 
 
 class InferKind:
@@ -57,7 +58,7 @@ class InferKind:
         params = job.params
         try:
             models = step_versions(params["steps"])
-        except JobFailure as exc:
+        except CodedError as exc:
             raise _failure(exc)
         steps = []
         for index, step in enumerate(params["steps"]):
@@ -66,14 +67,14 @@ class InferKind:
         if params.get("inputs"):
             source = staging_dir(job.pk) / params["inputs"]
             if not source.exists():
-                raise SlurmError("gone", "The inputs of this job are no longer staged; send the request again.")
+                raise CodedError("gone", "The inputs of this job are no longer staged; send the request again.")
             inputs = folder / f"inputs{source.suffix}"
             shutil.copyfile(source, inputs)
             what = "inputs sent with the request"
         else:
             dataset = Version.objects.filter(pk=params["dataset"]["version_id"], deleted_at__isnull=True).first()
             if dataset is None:
-                raise SlurmError("gone", "The input dataset version was deleted before the job ran.")
+                raise CodedError("gone", "The input dataset version was deleted before the job ran.")
             file = dataset.files.get(path=params["dataset"]["file"])
             inputs = place(file.blob_id, folder / f"inputs{Path(file.path).suffix}")
             what = f"{dataset} {file.path}"
@@ -101,12 +102,12 @@ class InferKind:
             try:
                 arrays = archives.read_npz(path, settings.HUB_ARCHIVE_INFLATE_MAX_BYTES, path.name)
             except (ValueError, OSError, zipfile.BadZipFile) as exc:
-                raise SlurmError("invalid_outputs", f"Task {index}'s outputs cannot be read: {exc}")
+                raise CodedError("invalid_outputs", f"Task {index}'s outputs cannot be read: {exc}")
             for name, value in arrays.items():
                 parts.setdefault(name, []).append(value)
         outputs = {name: np.concatenate(values) for name, values in parts.items()}
         if not outputs:
-            raise SlurmError("invalid_inputs", "The input dataset has no rows; nothing was computed.")
+            raise CodedError("invalid_inputs", "The input dataset has no rows; nothing was computed.")
         params = job.params
         ctx = JobContext(job)
         try:
@@ -117,7 +118,7 @@ class InferKind:
             info = {"device": job.device, "provider": _provider(folder, job.slurm["tasks"]),
                     "run_ms": round((execution.get("elapsed_s") or 0) * 1e3, 3)}
             published = publish_outputs(ctx, models, dataset, outputs, info, folder / "out", execution=execution)
-        except JobFailure as exc:
+        except CodedError as exc:
             raise _failure(exc)
         ctx.log(f"published the outputs as {published} ({published.pid})")
         shutil.rmtree(staging_dir(job.pk), ignore_errors=True)
@@ -144,14 +145,14 @@ class CubeKind:
 
         source = job.version
         if source is None or source.is_deleted:
-            raise SlurmError("gone", "The version was deleted before it could be processed.")
+            raise CodedError("gone", "The version was deleted before it could be processed.")
         tasks = job.params.get("tasks") or []
         if source.artifact.kind != Artifact.Kind.PROJECT or job.params.get("build") == "no" or not tasks:
             return None
         project = folder / "project"
         try:
             cube, spec = stage_project(source, project, lambda file, target: place(file.blob_id, target), tasks)
-        except JobFailure as exc:
+        except CodedError as exc:
             raise _failure(exc)
         if cube != project:  # the runner builds folder/project: the unzipped cube takes its place
             shutil.rmtree(project)
@@ -175,7 +176,7 @@ def _sandboxed(job: Job) -> tuple[JobContext, Version]:
     ctx = JobContext(job)
     try:
         return ctx, _source(ctx)
-    except JobFailure as exc:
+    except CodedError as exc:
         raise _failure(exc)
 
 
@@ -216,7 +217,7 @@ class OptimizeKind:
         ctx, source = _sandboxed(job)
         try:
             return publish_optimized(ctx, source, folder / "work", _result_of(folder)["report"])
-        except JobFailure as exc:
+        except CodedError as exc:
             raise _failure(exc)
 
 
@@ -242,7 +243,7 @@ class ConvertKind:
         plan = json.loads((folder / "job.json").read_text())["plan"]
         try:
             return publish_conversion(ctx, source, folder / "work", plan, _result_of(folder)["reports"])
-        except JobFailure as exc:
+        except CodedError as exc:
             raise _failure(exc)
 
 
@@ -257,7 +258,7 @@ class FinetuneKind:
         ctx = JobContext(job)
         try:
             base, dataset, done = sources(ctx)
-        except JobFailure as exc:
+        except CodedError as exc:
             raise _failure(exc)
         if done is not None:
             return None  # a retried job that published already: Celery's path answers at once
@@ -272,7 +273,7 @@ class FinetuneKind:
         try:
             base, dataset, _ = sources(ctx)
             return publish_finetuned(ctx, base, dataset, folder / "work", _result_of(folder)["report"], execution)
-        except JobFailure as exc:
+        except CodedError as exc:
             raise _failure(exc)
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from hpcfair.compute import CodedError
+
 from hub.storage import StorageUnavailable, get_blob_store
 from workers import benchmark, collaborate, container, convert, finetune, infer
 from workers.celery import app
-from workers.runner import JobContext, JobFailure, execute
+from workers.runner import JobContext, execute
 
 CHUNK = 8 * 1024 * 1024
 
@@ -22,7 +24,7 @@ def fixity(job_id: str) -> None:
 def fixity_work(ctx: JobContext) -> dict[str, Any]:
     version = ctx.job.version
     if version is None or version.is_deleted:
-        raise JobFailure("gone", "The version was deleted before its fixity could be checked.")
+        raise CodedError("gone", "The version was deleted before its fixity could be checked.")
     store = get_blob_store()
     files = list(version.files.select_related("blob"))
     report = []
@@ -39,7 +41,7 @@ def fixity_work(ctx: JobContext) -> dict[str, Any]:
             ctx.log(f"{file.path}: missing from the object store", "error")
             continue
         except StorageUnavailable as exc:
-            raise JobFailure("storage_unavailable", f"The object store could not be read: {exc}")
+            raise CodedError("storage_unavailable", f"The object store could not be read: {exc}")
         ok = digest.hexdigest() == file.blob_id and size == file.size
         report.append({"path": file.path, "ok": ok, "sha256": digest.hexdigest(), "size": size})
         ctx.log(f"{file.path}: {'ok' if ok else 'CORRUPT'} ({size} bytes)", "info" if ok else "error")

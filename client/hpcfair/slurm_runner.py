@@ -25,13 +25,7 @@ from typing import Any
 
 import numpy as np
 
-
-class TaskError(Exception):
-    """A failure with a hub error code and a message for the scientist."""
-
-    def __init__(self, code: str, detail: str) -> None:
-        super().__init__(detail)
-        self.code, self.detail = code, detail
+from hpcfair.compute import CodedError
 
 
 def say(message: str) -> None:
@@ -59,78 +53,40 @@ def usage() -> dict[str, Any]:
 # --- inference -------------------------------------------------------------------------------------
 
 
-def _session(path: Path, device: str, threads: int):
-    import onnxruntime as ort
-
-    providers = ["CPUExecutionProvider"]
-    if device == "gpu":
-        if "CUDAExecutionProvider" not in ort.get_available_providers():
-            raise TaskError("gpu_unavailable", f"Node {platform.node()} has no CUDA execution provider for ONNX "
-                                               "Runtime; nothing was run.")
-        providers.insert(0, "CUDAExecutionProvider")
-    options = ort.SessionOptions()
-    if threads:
-        options.intra_op_num_threads = threads
-    try:
-        return ort.InferenceSession(str(path), options, providers=providers)
-    except Exception as exc:  # noqa: BLE001 - ONNX Runtime's own errors name the problem
-        raise TaskError("model_load_failed", f"ONNX Runtime could not load {path.name}: {exc}")
-
-
-def _link(step: dict[str, Any], previous: dict[str, np.ndarray], session) -> dict[str, np.ndarray]:
-    """The next model's feeds: explicit links (input -> output of the model before), else by position."""
-    links = step.get("links") or {}
-    if links:
-        return {target: previous[source] for target, source in links.items()}
-    return dict(zip([i.name for i in session.get_inputs()], previous.values(), strict=False))
-
-
 def infer(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict[str, Any]:
-    """Run the chain of models over this task's shard of the input rows, in batches."""
-    from hpcfair.batches import BUDGET_BYTES, rows_per_batch
+    """Run the chain of models over this task's shard of the input rows, in batches: the compute library's
+    runs (``hpcfair.compute.runs``), as the hub's engines run them."""
+    from hpcfair.batches import BUDGET_BYTES
+    from hpcfair.compute.runs import batch_rows, open_session, row_count, run_chain, run_rows
     from hpcfair.convert import ConversionError
     from hpcfair.convert.signature import load_sample_inputs, specs_from_metadata
 
     threads = int(spec.get("threads") or 0)
-    sessions = [_session(folder / step["model"], spec["device"], threads) for step in spec["steps"]]
+    where = f"Node {platform.node()}"
+    sessions = [open_session(folder / step["model"], spec["device"], threads, where=where) for step in spec["steps"]]
     input_specs = specs_from_metadata(spec["input_specs"]) if spec.get("input_specs") else None
     try:
         arrays = load_sample_inputs(folder / spec["inputs"], input_specs, int(spec["inflate_limit"]))
     except ConversionError as exc:
-        raise TaskError("invalid_inputs", exc.detail)
-    rows = {array.shape[0] if array.ndim else -1 for array in arrays.values()}
-    if len(rows) != 1 or -1 in rows:
-        raise TaskError("invalid_inputs", "Batch runs need inputs with the same number of rows (first axis).")
-    total = rows.pop()
+        raise CodedError("invalid_inputs", exc.detail)
+    total = row_count(arrays)
     start, end = shard(total, task, tasks)
     say(f"task {task + 1} of {tasks}: rows {start}-{end} of {total} on {platform.node()}")
-    batch = rows_per_batch(arrays, int(spec.get("batch_size") or 0), int(spec.get("batch_budget") or BUDGET_BYTES))
-    fixed = {i.shape[0] for i in sessions[0].get_inputs() if i.shape}
-    if len(fixed) == 1 and isinstance(size := next(iter(fixed)), int) and size > 0:
-        batch = size
-    outputs: dict[str, list[np.ndarray]] = {}
-    last_names = spec.get("outputs") or None
-    for first in range(start, end, batch):  # an empty shard (more tasks than rows) writes no outputs
-        feeds = {name: array[first:min(first + batch, end)] for name, array in arrays.items()}
-        for index, (step, session) in enumerate(zip(spec["steps"], sessions, strict=True)):
-            if index:
-                feeds = _link(step, feeds, session)
-            names = last_names if index == len(sessions) - 1 else None
-            try:
-                values = session.run(names, feeds)
-            except Exception as exc:  # noqa: BLE001 - ONNX Runtime's message names the input or shape
-                raise TaskError("run_failed", f"rows {first}-{first + batch}: {exc}")
-            feeds = dict(zip(names or [o.name for o in session.get_outputs()], values, strict=True))
-        for name, value in feeds.items():
-            outputs.setdefault(name, []).append(np.asarray(value))
-        say(f"ran rows {first}-{min(first + batch, end)}")
-    merged = {name: np.concatenate(parts) for name, parts in outputs.items()}
-    part = folder / "out" / f"part-{task}.npz"
-    with open(part.with_suffix(".tmp"), "wb") as handle:
-        np.savez(handle, **merged)
-    part.with_suffix(".tmp").replace(part)
-    provider = sessions[-1].get_providers()[0]
-    return {"rows": [start, end], "provider": provider}
+    batch = batch_rows([i.shape for i in sessions[0].get_inputs()], arrays, int(spec.get("batch_size") or 0),
+                       int(spec.get("batch_budget") or BUDGET_BYTES))
+    outputs = spec.get("outputs") or None
+
+    def run(first: int, stop: int) -> dict[str, np.ndarray]:
+        feeds = {name: array[first:stop] for name, array in arrays.items()}
+        return run_chain(sessions, spec["steps"], feeds, deadline=float("inf"), outputs=outputs, watch=False)
+
+    merged = run_rows(run, start, end, batch, on_batch=lambda first, stop: say(f"ran rows {first}-{stop}"))
+    if merged:  # an empty shard (more tasks than rows) writes no outputs
+        part = folder / "out" / f"part-{task}.npz"
+        with open(part.with_suffix(".tmp"), "wb") as handle:
+            np.savez(handle, **merged)
+        part.with_suffix(".tmp").replace(part)
+    return {"rows": [start, end], "provider": sessions[-1].hub_provider}
 
 
 # --- MLCube -----------------------------------------------------------------------------------------
@@ -145,7 +101,7 @@ def cube(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict[str,
         os.environ.setdefault("CONTAINERS_CONF", spec["containers_conf"])  # the hub's podman settings
     engine = find_engine(spec.get("engine") or "")
     if engine is None:
-        raise TaskError("no_container_engine", f"Node {platform.node()} has neither podman nor docker.")
+        raise CodedError("no_container_engine", f"Node {platform.node()} has neither podman nor docker.")
     project = folder / "project"
     try:
         cube_spec = parse_dir(project)
@@ -160,9 +116,9 @@ def cube(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict[str,
                            timeout=float(spec["run_timeout"]), on_line=say)
             runs.append({"task": name, "seconds": round(ran.seconds, 3), "exit": ran.code})
     except CubeError as exc:
-        raise TaskError("invalid_mlcube", str(exc))
+        raise CodedError("invalid_mlcube", str(exc))
     except EngineError as exc:
-        raise TaskError(exc.code, str(exc))
+        raise CodedError(exc.code, str(exc))
     return {**built.record(), "engine": engine, "built": True, "runs": runs}
 
 
@@ -177,7 +133,7 @@ def sandboxed(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict
                              hide=[Path(path) for path in spec.get("hide") or []], on_line=say)
     except ConversionError as exc:
         training = spec["request"].get("task") == "finetune"
-        raise TaskError(exc.code, training_words(exc.detail) if training else exc.detail)
+        raise CodedError(exc.code, training_words(exc.detail) if training else exc.detail)
     return {"report": report}
 
 
@@ -196,7 +152,7 @@ def convert(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict[s
                 hide=[Path(path) for path in spec.get("hide") or []],
                 on_line=lambda line, path=item["path"]: say(f"{path}: {line}"))
         except ConversionError as exc:
-            raise TaskError(exc.code, f"{item['path']}: {exc.detail}")
+            raise CodedError(exc.code, f"{item['path']}: {exc.detail}")
     return {"reports": reports}
 
 
@@ -213,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     try:
         done = KINDS[spec["kind"]](folder, spec, task, tasks)
-    except TaskError as exc:
+    except CodedError as exc:
         say(f"error: {exc.detail}")
         write_json(folder / "out" / f"error-{task}.json", {"code": exc.code, "detail": exc.detail})
         return 1

@@ -34,6 +34,7 @@ import hpcfair
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
+from hpcfair.compute import CodedError
 
 from hub.errors import SLURM_LOST_STATES, SLURM_STATES
 from hub.jobs.models import Job, log_line
@@ -56,14 +57,6 @@ MAX_LOG_LINES = 2000
 LOST = "LOST"  # slurm["state"] of an attempt that was lost, until the next one is submitted
 LOST_AFTER_S = 60  # a submitted job neither squeue nor sacct knows for this long was lost with its cluster
 _POLL_LOCK = 0x48554253  # PostgreSQL advisory lock key: one poller at a time
-
-
-class SlurmError(Exception):
-    """sbatch (or the job's preparation) refused the job: ``code`` and a message for the scientist."""
-
-    def __init__(self, code: str, detail: str) -> None:
-        super().__init__(detail)
-        self.code, self.detail = code, detail
 
 
 @dataclass
@@ -131,7 +124,7 @@ def partitions() -> dict[str, Partition]:
 def partition_for(device: str) -> Partition:
     found = partitions().get(device)
     if found is None:
-        raise SlurmError("slurm_rejected", f"This hub maps no Slurm partition to device {device!r} "
+        raise CodedError("slurm_rejected", f"This hub maps no Slurm partition to device {device!r} "
                                            f"(HUB_SLURM_PARTITIONS maps {', '.join(partitions()) or 'nothing'}).")
     return found
 
@@ -201,12 +194,12 @@ def submit(job: Job) -> bool:
             try:
                 done = command(["sbatch", "--parsable", str(script)], timeout=120)
             except (OSError, subprocess.TimeoutExpired) as exc:
-                raise SlurmError("slurm_rejected", f"Slurm could not be asked to run the job: {exc}")
+                raise CodedError("slurm_rejected", f"Slurm could not be asked to run the job: {exc}")
             if done.returncode != 0:
                 message = done.stderr.strip().removeprefix("sbatch: error: ").splitlines()
-                raise SlurmError("slurm_rejected", f"Slurm refused the job: {'; '.join(message) or 'no reason given'} "
+                raise CodedError("slurm_rejected", f"Slurm refused the job: {'; '.join(message) or 'no reason given'} "
                                                    f"(partition {partition.name}).")
-        except SlurmError as exc:
+        except CodedError as exc:
             shutil.rmtree(folder.parent, ignore_errors=True)
             job.mark_failed(exc.code, exc.detail)
             job.save()
@@ -516,9 +509,9 @@ def _finish(job: Job, tasks: list[Task], folder: Path) -> None:
     info = execution(job, tasks, folder)
     try:
         if kind is None:
-            raise SlurmError("slurm_rejected", "This hub no longer runs this kind of job on Slurm.")
+            raise CodedError("slurm_rejected", "This hub no longer runs this kind of job on Slurm.")
         result = kind.finish(job, folder, info)
-    except SlurmError as exc:
+    except CodedError as exc:
         job.mark_failed(exc.code, exc.detail)
     except Exception:  # noqa: BLE001 - recorded without its text, like the runner's internal errors
         log.exception("slurm job %s: publishing its results failed", job.pk)

@@ -59,7 +59,8 @@ def test_link_at_is_empty_past_the_links_given():
     assert chain.link_at([{"a": "y"}], 1) == {} and chain.link_at(None, 0) == {} and chain.link_at([None], 0) == {}
 
 
-@pytest.mark.parametrize("module", ["client/hpcfair/_inference.py", "workers/sessions.py", "workers/collaborate.py",
+@pytest.mark.parametrize("module", ["client/hpcfair/_inference.py", "client/hpcfair/compute/runs.py",
+                                    "workers/collaborate.py",
                                     "hub/gateway/services.py"])
 def test_every_chain_runs_by_this_rule(module):
     calls = {node.attr for node in ast.walk(ast.parse((ROOT / module).read_text()))

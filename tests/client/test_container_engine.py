@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hpcfair.compute import CodedError
 from hpcfair.cube.engine import EngineError, build, engine_problem
 
 from tests.conftest import ROOT
@@ -89,7 +90,7 @@ def test_hpcfair_run_of_listing_4_says_what_to_install(missing_runtime, tmp_path
 @pytest.mark.django_db
 def test_the_worker_refuses_a_required_build_with_the_same_code(missing_runtime, settings):
     from workers.container import _engine
-    from workers.runner import JobFailure
+
 
     settings.HUB_CUBE_ENGINE = "podman"
     logged: list[str] = []
@@ -98,7 +99,7 @@ def test_the_worker_refuses_a_required_build_with_the_same_code(missing_runtime,
         def log(self, message: str, level: str = "info") -> None:
             logged.append(f"{level}: {message}")
 
-    with pytest.raises(JobFailure) as failed:
+    with pytest.raises(CodedError) as failed:
         _engine(Log(), "yes")
     assert failed.value.code == "no_container_runtime" and "apt install" in failed.value.detail
     assert _engine(Log(), "auto") is None  # auto: the cube is made, not built, and the log says why

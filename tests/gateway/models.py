@@ -106,3 +106,18 @@ def one_long_kernel(size: int = 6000) -> bytes:
              helper.make_node("ReduceSum", ["p"], ["total"], keepdims=0)]
     return _model(nodes, [helper.make_tensor_value_info("n", TensorProto.INT64, [2])],
                   [helper.make_tensor_value_info("total", TensorProto.FLOAT, [])], [], "one_long_kernel")
+
+
+def fan_out(width: int = 10) -> bytes:
+    """h [n, width] -> p = h, q = -h, r = |h|: three outputs, for chains whose joints must say what feeds what."""
+    nodes = [helper.make_node("Identity", ["h"], ["p"]), helper.make_node("Neg", ["h"], ["q"]),
+             helper.make_node("Abs", ["h"], ["r"])]
+    return _model(nodes, [helper.make_tensor_value_info("h", TensorProto.FLOAT, ["n", width])],
+                  [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["n", width]) for name in "pqr"], [], "fan")
+
+
+def add_two(width: int = 10) -> bytes:
+    """a [n, width], b [n, width] -> y = a + b."""
+    nodes = [helper.make_node("Add", ["a", "b"], ["y"])]
+    return _model(nodes, [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["n", width]) for name in "ab"],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", width])], [], "add_two")

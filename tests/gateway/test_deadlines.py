@@ -1,4 +1,4 @@
-"""The worker's run deadline (``workers.sessions.run_model``): a run whose deadline has passed before it
+"""The worker's run deadline (``hpcfair.compute.runs.run_model``): a run whose deadline has passed before it
 starts never runs, and a deadline reached mid-run stops it within a few milliseconds, not at the
 watchdog's next scheduled look."""
 
@@ -9,9 +9,10 @@ import time
 import numpy as np
 import onnxruntime as ort
 import pytest
+from hpcfair.compute import CodedError
+from hpcfair.compute.runs import run_model
 
 from tests.gateway import models
-from workers.sessions import RunError, run_model
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def test_a_run_whose_deadline_passed_before_it_starts_never_runs():
     quick.hub_output_names = [o.name for o in quick.get_outputs()]
     data = {quick.get_inputs()[0].name: np.zeros((1, 784), np.float32)}
     assert run_model(quick, data, deadline=time.time() + 60)  # it runs with time left
-    with pytest.raises(RunError) as refused:
+    with pytest.raises(CodedError) as refused:
         run_model(quick, data, deadline=time.time() - 0.001)
     assert refused.value.code == "overtime"
 
@@ -42,7 +43,7 @@ def test_a_deadline_reached_mid_run_stops_it(slow_session):
     run_model(slow_session, data, deadline=time.time() + 600)
     whole = time.perf_counter() - started
     started = time.perf_counter()
-    with pytest.raises(RunError) as stopped:
+    with pytest.raises(CodedError) as stopped:
         run_model(slow_session, data, deadline=time.time() + whole / 4)
     assert stopped.value.code == "overtime"
     assert time.perf_counter() - started < whole, "stopped before the run would have ended on its own"

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hpcfair.compute import CodedError
 
 from tests.gateway import models
 from workers import engine as engine_module
 from workers.engine import Engine, run_steps
-from workers.sessions import RunError
 
 LIMIT_MB = 512
 
@@ -51,7 +51,7 @@ def test_a_graph_that_asks_for_more_than_the_limit_is_refused_and_the_engine_goe
     outputs, info = run(step, {"n": np.array([100, 1000], np.int64)})
     assert float(outputs["total"]) == 100_000.0 and info["provider"] == "CPUExecutionProvider"
     pid = engine.pid
-    with pytest.raises(RunError) as refused:
+    with pytest.raises(CodedError) as refused:
         run(step, {"n": np.array([20, 268435456], np.int64)})  # 20 GiB of float32
     assert refused.value.code == "memory_limit"
     assert f"{LIMIT_MB} MiB (HUB_INFER_MEMORY_MB)" in refused.value.detail and "20 GiB" in refused.value.detail
@@ -74,7 +74,7 @@ def test_memory_taken_outside_the_arena_is_bounded_by_the_process_limit(engine, 
     text = np.array(["x" * (1 << 20)])  # 1 MiB of characters, tiled 8,000 times: 8 GiB outside the arena
     outputs, _ = run(step, {"s": text, "r": np.array([4], np.int64)})
     assert outputs["y"].tolist() == [4]
-    with pytest.raises(RunError) as refused:
+    with pytest.raises(CodedError) as refused:
         run(step, {"s": text, "r": np.array([8000], np.int64)})
     assert refused.value.code == "memory_limit"
     outputs, _ = run(step, {"s": text, "r": np.array([2], np.int64)})
@@ -86,7 +86,7 @@ def test_a_single_kernel_past_its_deadline_is_stopped_by_killing_its_process(eng
     engine.start()
     first = engine.pid
     started = time.perf_counter()
-    with pytest.raises(RunError) as stopped:
+    with pytest.raises(CodedError) as stopped:
         run(step, {"n": np.array([6000, 6000], np.int64)}, seconds=0.5)
     waited = time.perf_counter() - started
     assert stopped.value.code == "overtime"
@@ -102,7 +102,7 @@ def test_a_process_that_dies_mid_run_is_replaced_and_its_caller_answered(engine,
     step = model_file(tmp_path, "long", models.one_long_kernel())
     engine.start()
     threading.Timer(0.5, engine.process.kill).start()  # as the kernel's OOM killer would
-    with pytest.raises(RunError) as lost:
+    with pytest.raises(CodedError) as lost:
         run(step, {"n": np.array([6000, 6000], np.int64)})
     assert lost.value.code == "run_failed"
     assert "was killed (signal 9, as the system does when memory runs out)" in lost.value.detail

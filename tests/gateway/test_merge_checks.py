@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from hpcfair.compute import CodedError
 from onnx import helper, numpy_helper
 from onnx.external_data_helper import convert_model_to_external_data
 
 from workers.collaborate import refuse_external_data
-from workers.runner import JobFailure
 
 
 def matmul_model(weights: np.ndarray) -> onnx.ModelProto:
@@ -27,7 +27,7 @@ def test_weights_inside_are_merged_and_weights_outside_are_refused(tmp_path):
     refuse_external_data("alice/inside@1", matmul_model(weights))  # nothing to say
     outside = matmul_model(weights)
     convert_model_to_external_data(outside, location="../../elsewhere/weights.bin", size_threshold=0)
-    with pytest.raises(JobFailure) as caught:
+    with pytest.raises(CodedError) as caught:
         refuse_external_data("alice/outside@1", outside)
     assert caught.value.code == "cannot_merge" and "alice/outside@1" in caught.value.detail
     assert "external data" in caught.value.detail and "elsewhere" not in caught.value.detail

@@ -6,9 +6,10 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from hpcfair.compute import CodedError
 
 from hub.jobs.models import Job
-from workers.runner import JobFailure, execute
+from workers.runner import execute
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +34,7 @@ def test_success_records_result_progress_and_logs(job):
 
 def test_coded_failure_keeps_the_scientists_message(job):
     def work(ctx):
-        raise JobFailure("unsupported_operator", "Operator Foo has no ONNX equivalent; try opset 18.")
+        raise CodedError("unsupported_operator", "Operator Foo has no ONNX equivalent; try opset 18.")
 
     execute(str(job.pk), work)
     job.refresh_from_db()

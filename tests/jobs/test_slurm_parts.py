@@ -33,7 +33,7 @@ def test_the_partition_map(settings):
     settings.HUB_SLURM_PARTITIONS = "cpu=short, gpu=gpu:--gres=gpu:a100:1 --constraint=nvlink"
     assert slurm.partition_for("cpu") == slurm.Partition("short", [])
     assert slurm.partition_for("gpu") == slurm.Partition("gpu", ["--gres=gpu:a100:1", "--constraint=nvlink"])
-    with pytest.raises(slurm.SlurmError) as caught:
+    with pytest.raises(slurm.CodedError) as caught:
         slurm.partition_for("npu")
     assert caught.value.code == "slurm_rejected" and "maps cpu, gpu" in caught.value.detail
 

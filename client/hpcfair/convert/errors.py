@@ -6,8 +6,10 @@ import re
 import sys
 import traceback
 
+from hpcfair.compute.errors import CodedError
 
-class ConversionError(Exception):
+
+class ConversionError(CodedError):
     """A conversion or verification that could not be done; ``code`` is machine-readable.
 
     ``detail`` is what the user sees: a fixed text with names we chose. ``cause``, the exception of the
@@ -15,13 +17,8 @@ class ConversionError(Exception):
     library read (a pickle once put /etc/shadow into a ValueError this way)."""
 
     def __init__(self, code: str, detail: str, *, cause: BaseException | str | None = None) -> None:
-        super().__init__(detail)
-        self.code = code
-        self.detail = detail
+        super().__init__(code, detail)
         self.cause = cause
-
-    def to_dict(self) -> dict[str, str]:
-        return {"code": self.code, "detail": self.detail}
 
 
 def token(text: str, pattern: str) -> str | None:

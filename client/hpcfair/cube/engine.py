@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hpcfair.compute.errors import CodedError
 from hpcfair.cube.spec import CubeSpec, Task
 
 ENGINES = ("podman", "docker")
@@ -30,12 +31,12 @@ LOG_TAIL = 200  # lines of a build log kept in a result
 IMAGE_PYTHON = "3.11"  # the base images' Python (Debian 12); wheels are downloaded for it
 
 
-class EngineError(Exception):
+class EngineError(CodedError):
     """A build or run that failed: ``code`` for machines, the message (with the log's tail) for people."""
 
     def __init__(self, code: str, message: str, log: str = "") -> None:
-        super().__init__(message)
-        self.code, self.log = code, log
+        super().__init__(code, message)
+        self.log = log
 
 
 @dataclass
