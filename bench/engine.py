@@ -1,4 +1,4 @@
-"""What running uploaded graphs in an engine process (workers.engine) costs a worker, per request.
+"""What running uploaded graphs in an engine process (hub.gateway.engine) costs a worker, per request.
 
     .venv/bin/python bench/engine.py [--runs 2000]
 
@@ -6,8 +6,8 @@ For the gateway's 784-256-10 MLP and small CNN (tests/gateway/models.py), one ro
 100 calls so that drift hits every series alike, in one run:
 
 - ``bare``: ``session.run`` of ONNX Runtime in this process (the floor);
-- ``in-process``: ``workers.sessions.run_steps`` in this process, as the worker's lane threads ran before;
-- ``engine``: ``workers.engine.run_steps``, the same call through the engine process (wire-packed over a
+- ``in-process``: ``hub.gateway.sessions.run_steps`` in this process, as the worker's lane threads ran before;
+- ``engine``: ``hub.gateway.engine.run_steps``, the same call through the engine process (wire-packed over a
   socket pair, a capped arena given back after each run).
 
 It prints p50/p95 in microseconds and the engine's cost over the in-process path; nothing else is started.
@@ -50,9 +50,9 @@ def main() -> None:
     import onnxruntime as ort
     from hpcfair.compute import runs
 
+    from hub.gateway import engine, sessions
     from hub.storage import get_blob_store
     from tests.gateway import models
-    from workers import engine, sessions
 
     print(f"# bench/engine.py {time.strftime('%Y-%m-%d %H:%M')} on {platform.node()} ({os.cpu_count()} cores), "
           f"{args.runs} calls per series in blocks of 100; load {os.getloadavg()}")

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/file_lane.py [--runs 1000] [--idle 10]
 
-Two lane engines (workers.engine, as a worker's lane thread keeps them) on two file lanes in scratch
+Two lane engines (hub.gateway.engine, as a worker's lane thread keeps them) on two file lanes in scratch
 folders, one with ``HUB_FILE_LANE_WAKE=1`` (inotify) and one with ``0`` (the 2 ms poll); this process sends
 the gateway's MLP one row through each lane's ``call``, alternating blocks of 100, and prints p50/p95 of the
 round trip (lane and run, no HTTP) and the engines' CPU while idle for ``--idle`` seconds.
@@ -48,7 +48,7 @@ def main() -> None:
     for label, var in lanes.items():  # each engine reads its lane's settings from its environment
         os.environ.update({"HUB_VAR_DIR": str(var), "HUB_FILE_LANE_WAKE": "1" if label == "wake" else "0"})
         children[label] = subprocess.Popen(
-            [sys.executable, "-c", "import django; django.setup(); from workers.engine import Engine; "
+            [sys.executable, "-c", "import django; django.setup(); from hub.gateway.engine import Engine; "
              "import time; e = Engine(lane='cpu'); e.start(); print(e.pid, flush=True); time.sleep(10**6)"],
             cwd=ROOT, stdout=subprocess.PIPE, text=True)
     engines = {label: int(child.stdout.readline()) for label, child in children.items()}

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import Http404, HttpRequest, JsonResponse
+from hpcfair.compute import CodedError
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
@@ -100,17 +101,28 @@ SLURM_STATES: dict[str, tuple[str, str]] = {
 # (then worker_lost).
 SLURM_LOST_STATES = ("NODE_FAIL", "PREEMPTED", "BOOT_FAIL")
 
-class HubError(drf.APIException):
-    """An error a client can act on: a code from ``STATUS``, a message, optional extra fields."""
+class HubError(CodedError):
+    """An error a client can act on: a code from ``STATUS``, a message, optional extra fields. A plain coded
+    error (``hpcfair.compute.CodedError``): services and jobs raise it without knowing HTTP; the web layer
+    (``api_exception_handler``) answers it with ``STATUS[code]``."""
 
     def __init__(self, code: str, detail: str, **extra: Any) -> None:
         if code not in STATUS:
             raise ValueError(f"unknown error code {code!r}: add it to hub.errors.STATUS")
-        super().__init__(detail=detail, code=code)
-        self.status_code = STATUS[code]
-        self.error_code = code
-        self.message = detail
+        super().__init__(code, detail)
         self.extra = extra
+
+    @property
+    def status_code(self) -> int:
+        return STATUS[self.code]
+
+    @property
+    def error_code(self) -> str:
+        return self.code
+
+    @property
+    def message(self) -> str:
+        return self.detail
 
 
 def error_body(code: str, detail: str, request: HttpRequest | None, **extra: Any) -> dict[str, Any]:
@@ -190,11 +202,10 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         else:
             log.exception("unhandled error (request %s)", getattr(request, "request_id", "?"))
             code, detail = "internal_error", "Internal error; the administrators can trace it by its request id."
-    if isinstance(exc, drf.APIException):
-        if getattr(exc, "auth_header", None):
-            headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
-        if getattr(exc, "wait", None):
-            headers["Retry-After"] = str(int(exc.wait))  # type: ignore[attr-defined]
+    if getattr(exc, "auth_header", None):
+        headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
+    if getattr(exc, "wait", None):  # DRF's Throttled, and sign-ins paused (hub.accounts.throttle.LockedOut)
+        headers["Retry-After"] = str(int(exc.wait))  # type: ignore[attr-defined]
     if code == "not_authenticated" or code == "invalid_token":
         headers.setdefault("WWW-Authenticate", 'Bearer realm="api"')
     headers["X-Error-Code"] = code

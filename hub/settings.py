@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "hub.search",
     "hub.gateway",
     "hub.containers",
+    "hub.finetune",
     "hub.web",
 ]
 
@@ -276,7 +277,7 @@ HUB_GATEWAY_EXPRESS = env("HUB_GATEWAY_EXPRESS", "1") != "0"  # repeated sync /i
 HUB_GATEWAY_THREADS = int(env("HUB_GATEWAY_THREADS", "2"))  # lane threads per worker and device queue
 HUB_GATEWAY_CACHE_BYTES = int(env("HUB_GATEWAY_CACHE_MB", "2048")) * 1024 * 1024  # loaded sessions, per engine
 # The working memory one model run may use (ONNX Runtime's arena in the engine process that runs it,
-# workers.engine); the engine's process data is capped at its start + the cache + twice this.
+# hub.gateway.engine); the engine's process data is capped at its start + the cache + twice this.
 HUB_INFER_MEMORY_BYTES = int(env("HUB_INFER_MEMORY_MB", "2048")) * 1024 * 1024
 HUB_GATEWAY_MODEL_DIR = Path(env("HUB_GATEWAY_MODEL_DIR", str(VAR_DIR / "gateway" / "models")))
 HUB_INFER_SYNC_S = float(env("HUB_INFER_SYNC_S", "10"))  # longer runs become jobs (202)
@@ -305,7 +306,7 @@ HUB_CONVERT_OPSET = int(env("HUB_CONVERT_OPSET", "17"))
 HUB_FINETUNE_WALL_S = int(env("HUB_FINETUNE_WALL_S", "3600"))
 HUB_FINETUNE_CPU_S = int(env("HUB_FINETUNE_CPU_S", "14400"))
 
-# MLCube containers (hub.containers, workers.container). After a conversion publishes a verified ONNX
+# MLCube containers (hub.containers, hub.containers.jobs). After a conversion publishes a verified ONNX
 # version: "build" makes its cube and builds and checks the image where the worker has podman/docker
 # and the base image (else only makes the cube), "generate" only makes the cube, "off" does nothing.
 HUB_CUBE_ON_CONVERT = env("HUB_CUBE_ON_CONVERT", "build")

@@ -96,7 +96,7 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_sees_imports_inside_functions_and_relative_ones():
     edges = graph()
     assert "hub.jobs.services" in edges["hub.jobs.api.views"]
-    assert "hub.gateway.wire" in edges["workers.engine"]  # imported inside Engine.watch
+    assert "hub.gateway.wire" in edges["hub.gateway.engine"]  # imported inside Engine.watch
     assert "hpcfair.convert.sandbox" in edges["hpcfair.convert"]  # imported inside convert_file
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
@@ -119,3 +119,91 @@ def test_the_workers_do_not_import_the_hub_s_api_layer():
 def test_the_client_s_model_api_stays_a_facade():
     lines = (ROOT / "client" / "hpcfair" / "api.py").read_text().count("\n")
     assert lines < 250, f"client/hpcfair/api.py has {lines} lines: put the work in a module of its task family"
+
+
+def test_nothing_in_the_hub_imports_the_worker_package():
+    """The arrow runs one way: workers (the Celery process) use the hub's apps, never the reverse."""
+    wrong = {name: sorted(t for t in targets if t.split(".")[0] == "workers")
+             for name, targets in graph().items() if name.startswith("hub")}
+    assert not {name: targets for name, targets in wrong.items() if targets}
+
+
+def external_imports(path: Path) -> set[str]:
+    """The top-level names of every module ``path`` imports, anywhere in it."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_the_compute_library_needs_neither_django_nor_an_http_client():
+    """What the compute library (and the Slurm node's runner) reaches, counting imports inside functions:
+    no hub module, no client module that talks HTTP, and neither Django nor an HTTP library."""
+    edges, known = graph(), modules()
+    starts = [name for name in known if name.startswith("hpcfair.compute")] + ["hpcfair.slurm_runner"]
+    reached, todo = set(starts), list(starts)
+    while todo:
+        for target in edges[todo.pop()] - reached:
+            reached.add(target)
+            todo.append(target)
+    assert "hpcfair.compute.runs" in reached and "hpcfair.chain" in reached  # the walk sees what it should
+    assert not {name for name in reached if name.startswith("hub") or name.startswith("workers")}
+    assert not reached & {"hpcfair.client", "hpcfair.api", "hpcfair.transfer", "hpcfair._registry"}
+    libraries = set().union(*(external_imports(known[name]) for name in reached))
+    assert not libraries & {"django", "rest_framework", "requests", "urllib3", "httpx", "celery"}, libraries
+
+
+def test_the_compute_library_imports_without_django_or_requests_loaded():
+    import subprocess
+    import sys
+
+    code = ("import sys; import hpcfair.compute.runs, hpcfair.compute.sandboxed, hpcfair.slurm_runner; "
+            "print(sorted(m for m in ('django', 'requests', 'urllib3', 'rest_framework') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_no_function_reaches_for_another_module_s_private_name():
+    known = modules()
+    wrong = []
+    for name, path in known.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.ImportFrom) and inner.module in known and inner.module != name:
+                    wrong += [f"{name}: from {inner.module} import {a.name}" for a in inner.names
+                              if a.name.startswith("_")]
+    assert not wrong, wrong
+
+
+CODED = {"CodedError", "ConversionError", "FinetuneError", "EngineError", "HubError"}
+
+
+def test_every_error_code_raised_is_in_a_table():
+    """A literal code given to a coded error anywhere in the hub, the workers or the client is a job code
+    (``hpcfair.compute.JOB_CODES``) or an HTTP one (``hub.errors.STATUS``)."""
+    from hpcfair.compute import JOB_CODES
+
+    from hub.errors import STATUS
+
+    unknown = set()
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if name.startswith("hpcfair") and "HubError" in getattr(getattr(node, "func", None), "id", ""):
+                continue  # the client's HubError is an HTTP answer, not a coded error
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CODED
+                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                if node.args[0].value not in JOB_CODES and node.args[0].value not in STATUS:
+                    unknown.add(f"{name}: {node.args[0].value}")
+    assert not unknown, sorted(unknown)
+
+
+def test_the_readme_lists_every_job_code():
+    from hpcfair.compute import JOB_CODES
+
+    readme = (ROOT / "README.md").read_text()
+    assert not [code for code in JOB_CODES if f"| `{code}` |" not in readme]

@@ -1,23 +1,13 @@
-"""The Celery app. Queues: ``convert`` (conversions), ``cpu`` and ``gpu`` (inference, benchmarks).
+"""The Celery worker: the hub's app (``hub.celery``) with the worker's own steps.
 
-Start a worker with ``celery -A workers worker -Q convert,cpu``; settings come from Django's
-(``CELERY_*``), so the broker is ``HUB_BROKER_URL`` or the embedded filesystem broker.
+Start a worker with ``celery -A workers worker -Q convert,cpu``.
 """
 
-import os
+from hub.celery import app
 
-from celery import Celery
-from kombu import Queue
+__all__ = ["app"]
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
-
-app = Celery("hpcfair")
-app.config_from_object("django.conf:settings", namespace="CELERY")
-app.conf.task_queues = [Queue("convert"), Queue("cpu"), Queue("gpu")]
-# Task modules load in worker processes only: the web process sends tasks by name.
-app.conf.imports = ["workers.tasks"]
-# Worker bootsteps are named, as Celery names its own, and loaded when a worker starts: the web process
-# imports this app to send tasks, and the steps' modules use the job services that import it.
+# Worker bootsteps are named, as Celery names its own, and loaded when a worker starts.
 # Each worker also serves the synchronous gateway lanes of its device queues (workers.gateway).
 app.steps["worker"].add("workers.gateway:GatewayStep")
 # Each worker also looks for stuck jobs (workers.reaper).

@@ -2,7 +2,7 @@
 ``gpu``) served by engine processes, one per lane thread.
 
 The threads live in the worker's main process (a bootstep), next to the Celery consumer; each keeps an
-engine process (``workers.engine``) that takes the lane's requests, runs them under a memory bound and a
+engine process (``hub.gateway.engine``) that takes the lane's requests, runs them under a memory bound and a
 deadline (and keeps the cached sessions) and answers; the thread answers for it when it dies or overruns.
 A worker started with ``-Q convert,cpu`` serves the ``cpu`` lane, one with ``-Q gpu`` the ``gpu`` lane,
 but only when ONNX Runtime offers CUDA there, so GPU work is never run on a CPU by mistake.
@@ -72,8 +72,8 @@ class GatewayServer:
 
     def _loop(self, queue: str) -> None:
         """Keep this thread's lane engine serving: it takes the lane's requests itself; this thread answers
-        for it when it dies or runs past a deadline, and starts another (``workers.engine.Engine.watch``)."""
-        from workers.engine import Engine, EngineError
+        for it when it dies or runs past a deadline, and starts another (``hub.gateway.engine.Engine.watch``)."""
+        from hub.gateway.engine import Engine, EngineError
 
         engine = Engine(lane=queue)
         try:
@@ -93,7 +93,7 @@ class GatewayServer:
 
 def lanes_for(consumed: list[str]) -> list[str]:
     """The device lanes a worker consuming these Celery queues serves."""
-    from workers.sessions import gpu_available
+    from hub.gateway.sessions import gpu_available
 
     lanes = [queue for queue in DEVICE_QUEUES if queue in consumed]
     if "gpu" in lanes and not gpu_available():

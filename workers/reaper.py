@@ -50,7 +50,7 @@ class ReaperStep(bootsteps.StartStopStep):
 @worker_process_init.connect
 def listen_for_cancellation(**kwargs) -> None:
     """A pool process stops its running job on SIGUSR2 (a revocation with terminate) instead of dying."""
-    from workers.runner import on_cancel_signal
+    from hub.jobs.runner import on_cancel_signal
 
     signal.signal(signal.SIGUSR2, on_cancel_signal)
 

@@ -125,38 +125,28 @@ def cube(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict[str,
 def sandboxed(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict[str, Any]:
     """A request to the conversion sandbox's child (an optimisation, a fine-tune), in ``FOLDER/work``, under
     the hub's limits."""
-    from hpcfair.convert import ConversionError, Limits, sandbox
-    from hpcfair.finetune.errors import training_words
+    from hpcfair.compute.sandboxed import run_request
+    from hpcfair.convert import Limits
 
-    try:
-        report = sandbox.run(spec["request"], folder / "work", Limits(**spec["limits"]),
-                             hide=[Path(path) for path in spec.get("hide") or []], on_line=say)
-    except ConversionError as exc:
-        training = spec["request"].get("task") == "finetune"
-        raise CodedError(exc.code, training_words(exc.detail) if training else exc.detail)
-    return {"report": report}
+    return {"report": run_request(spec["request"], folder / "work", Limits(**spec["limits"]),
+                                  [Path(path) for path in spec.get("hide") or []], say)}
 
 
 def convert(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict[str, Any]:
     """Convert (or verify) each file of the plan in the conversion sandbox, under the hub's limits."""
-    from hpcfair.convert import ConversionError, Limits, convert_file
+    from hpcfair.compute.sandboxed import convert_plan
+    from hpcfair.convert import Limits
 
-    work, plan = folder / "work", spec["plan"]
-    reports = {}
-    for item in plan["files"]:
-        say(f"{item['path']}: in a sandbox")
-        try:
-            reports[item["onnx"]] = convert_file(
-                work / item["local"], work / item["out"], **plan["options"],
-                sample_inputs=work / plan["sample"] if plan["sample"] else None, limits=Limits(**spec["limits"]),
-                hide=[Path(path) for path in spec.get("hide") or []],
-                on_line=lambda line, path=item["path"]: say(f"{path}: {line}"))
-        except ConversionError as exc:
-            raise CodedError(exc.code, f"{item['path']}: {exc.detail}")
-    return {"reports": reports}
+    def on_line(path: str, index: int):
+        say(f"{path}: in a sandbox")
+        return lambda line: say(f"{path}: {line}")
+
+    return {"reports": convert_plan(folder / "work", spec["plan"], Limits(**spec["limits"]),
+                                    [Path(path) for path in spec.get("hide") or []], on_line)}
 
 
-KINDS = {"infer": infer, "cube": cube, "sandbox": sandboxed, "convert": convert}
+# What a node computes, by the plan's ``compute`` (``hub.jobs.kinds.Plan``): functions of the compute library.
+COMPUTE = {"infer": infer, "cube": cube, "sandbox": sandboxed, "convert": convert}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     (folder / "out").mkdir(exist_ok=True)
     started = time.time()
     try:
-        done = KINDS[spec["kind"]](folder, spec, task, tasks)
+        done = COMPUTE[spec["compute"]](folder, spec, task, tasks)
     except CodedError as exc:
         say(f"error: {exc.detail}")
         write_json(folder / "out" / f"error-{task}.json", {"code": exc.code, "detail": exc.detail})

@@ -1,5 +1,5 @@
 """MLCube containers: which version a cube is made from, where the cube of a version is, and the job
-that makes (and builds) it. The work runs in workers (``workers.container``); nothing here opens a model
+that makes (and builds) it. The work runs in workers (``hub.containers.jobs``); nothing here opens a model
 or starts a container."""
 
 from __future__ import annotations
@@ -61,12 +61,12 @@ def request_container(version: Version, user, *, build: str = "auto", tasks: lis
     if tasks and source.artifact.kind != Artifact.Kind.PROJECT:
         raise HubError("invalid", "tasks name a project's MLCube tasks; a model's cube runs infer.",
                        errors={"tasks": ["Only for projects."]})
-    open_job = Job.objects.filter(kind=Job.Kind.CONTAINER, version=source, params__build=build,
+    open_job = Job.objects.filter(kind="container", version=source, params__build=build,
                                   state__in=(Job.State.QUEUED, Job.State.RUNNING)).first()
     if open_job is not None and not tasks:
         return open_job
     params = {"build": build, "auto": auto, "tasks": list(tasks or [])}
-    return create_job(Job.Kind.CONTAINER, user, version=source, params=params, queue="convert")
+    return create_job("container", user, version=source, params=params, queue="convert")
 
 
 def on_onnx_verified(version: Version, user, verified: bool) -> Job | None:

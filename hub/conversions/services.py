@@ -1,5 +1,5 @@
 """Conversion and optimisation requests: which files, which job, and the automatic conversion of every
-new model version. The work itself runs in workers (``workers.convert``); nothing here opens a model."""
+new model version. The work itself runs in workers (``hub.conversions.jobs``); nothing here opens a model."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def sample_inputs_path(version: Version) -> str | None:
 
 def conversions_of(version: Version) -> QuerySet[Version]:
     """The live versions converted from ``version`` in its own artifact, newest first: where the hub puts
-    them (``workers.convert``). A version elsewhere that says it was converted from this one is its
+    them (``hub.conversions.jobs``). A version elsewhere that says it was converted from this one is its
     publisher's claim; it may be private or anything at all, so it never runs or shows in this one's place."""
     return (Version.objects.filter(artifact_id=version.artifact_id, deleted_at__isnull=True, provenance__target=version,
                                    provenance__relation=ProvenanceLink.Relation.CONVERTED_FROM)
@@ -108,7 +108,7 @@ def request_conversion(version: Version, user, *, files: list[str] | None = None
         params["rtol"] = rtol
     if memory_mb is not None:
         params["memory_mb"] = memory_mb
-    kind = Job.Kind.VERIFY if only_onnx else Job.Kind.CONVERT
+    kind = "verify" if only_onnx else "convert"
     return create_job(kind, user, version=version, params=params, queue="convert")
 
 
@@ -120,5 +120,5 @@ def request_optimization(version: Version, user, *, file: str | None = None, qua
     if file not in found:
         raise HubError("unsupported_format", f"{version} has no ONNX file {file!r} to optimise; convert it first."
                        if file else f"{version} has {len(found)} ONNX files; name one in 'file'.")
-    return create_job(Job.Kind.OPTIMIZE, user, version=version, params={"file": file, "quantize": quantize},
+    return create_job("optimize", user, version=version, params={"file": file, "quantize": quantize},
                       queue="convert")

@@ -1,2 +1,2 @@
 """Fine-tuning (knowledge transfer) as a job: the request is checked here, the work runs in
-``workers.finetune`` with ``hpcfair.finetune`` inside the conversion sandbox."""
+``hub.finetune.jobs`` with ``hpcfair.finetune`` inside the conversion sandbox."""

@@ -1,7 +1,7 @@
 """The gateway's database side: which ONNX file answers for a version (``resolve_model``), whether a chain's
 links fit the models, and the jobs for long runs, batch runs over datasets, merges and benchmarks. The
 synchronous run itself is ``hub.gateway.pipeline``. Nothing here loads a model: the workers do
-(``workers.gateway``, ``workers.infer``)."""
+(``workers.gateway``, ``hub.gateway.jobs.infer``)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def _conversion_of(version: Version) -> Version | None:
 
 
 def _not_converted(version: Version) -> HubError:
-    job = version.jobs.filter(kind=Job.Kind.CONVERT).order_by("-created").first()
+    job = version.jobs.filter(kind="convert").order_by("-created").first()
     if job is None:
         return HubError("not_runnable", f"{version} has no ONNX file and no conversion; request one with "
                                         "POST …/convert.")
@@ -113,7 +113,7 @@ def start_infer_job(user, models: list[ModelRef], options: Options, *, links: li
     """A job that runs a model (or a chain) on inputs sent now (staged) or on a dataset version's file, and
     publishes the outputs as a new version of a dataset artifact with provenance."""
     if options.device == "gpu" and options.if_no_worker == "refuse" and not alive("gpu") \
-            and not runs_on_slurm(Job.Kind.INFER):  # Slurm's gpu partition needs no gpu worker of the hub
+            and not runs_on_slurm("infer"):  # Slurm's gpu partition needs no gpu worker of the hub
         raise no_worker("gpu")
     params: dict[str, Any] = {"steps": steps_of(models, links), "threads": options.threads,
                               "outputs": options.outputs, "batch_size": batch_size, "reason": reason}
@@ -122,7 +122,7 @@ def start_infer_job(user, models: list[ModelRef], options: Options, *, links: li
     staged = False
     try:
         with transaction.atomic():
-            job = create_job(Job.Kind.INFER, user, version=Version.objects.get(pk=models[0].named_id),
+            job = create_job("infer", user, version=Version.objects.get(pk=models[0].named_id),
                              params=params, queue=options.device, device=options.device)
             if arrays is not None:
                 _stage_inputs(job, arrays)
@@ -188,7 +188,7 @@ def start_merge_job(user, models: list[ModelRef], links: list[dict[str, str]], *
                                   "choose the merged model's license.", errors={"license": ["Required."]})
     params = {"steps": steps_of(models, links), "name": name, "title": title, "license": license or licenses.pop(),
               "task": task, "visibility": visibility}
-    return create_job(Job.Kind.COLLABORATE, user, version=Version.objects.get(pk=models[0].named_id), params=params,
+    return create_job("collaborate", user, version=Version.objects.get(pk=models[0].named_id), params=params,
                       queue="convert")
 
 
@@ -215,5 +215,5 @@ def start_benchmark_job(user, model: ModelRef, options: Options, *, batch_sizes:
         raise no_worker(options.device)
     params = {"steps": steps_of([model]), "batch_sizes": batch_sizes, "runs": runs, "warmup": min(10, runs),
               "threads": options.threads}
-    return create_job(Job.Kind.BENCHMARK, user, version=Version.objects.get(pk=model.named_id), params=params,
+    return create_job("benchmark", user, version=Version.objects.get(pk=model.named_id), params=params,
                       queue=options.device, device=options.device)

@@ -11,6 +11,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from hub.jobs import kinds
+
 
 def log_line(level: str, message: str) -> dict[str, str]:
     """One entry of ``Job.log``."""
@@ -38,21 +40,10 @@ class Job(models.Model):
         FAILED = "failed"
         CANCELLED = "cancelled"
 
-    class Kind(models.TextChoices):
-        FIXITY = "fixity", "fixity check"
-        CONVERT = "convert", "conversion to ONNX"
-        VERIFY = "verify", "verification"
-        OPTIMIZE = "optimize", "optimisation"
-        CONTAINER = "container", "container build"
-        INFER = "infer", "inference"
-        COLLABORATE = "collaborate", "collaboration"
-        BENCHMARK = "benchmark", "hardware benchmark"
-        FINETUNE = "finetune", "fine-tuning"
-
     FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    kind = models.CharField(max_length=32, choices=Kind.choices)
+    kind = models.CharField(max_length=32, choices=kinds.choices)  # every registered kind (hub.jobs.kinds)
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED, db_index=True)
     queue = models.CharField(max_length=32, default="cpu")
     device = models.CharField(max_length=16, default="cpu")

@@ -1,5 +1,5 @@
-"""Creating and dispatching jobs. Tasks are sent by name, after the transaction commits, with the
-job id only, so the web process never imports worker code (or the frameworks it loads)."""
+"""Creating and dispatching jobs. Every job is sent as the one task ``hub.job`` (``workers.tasks``), by name,
+after the transaction commits, with the job id only; the worker finds its kind in ``hub.jobs.kinds``."""
 
 from __future__ import annotations
 
@@ -14,26 +14,12 @@ from django.db.models import Q
 from django.utils import timezone
 from kombu.exceptions import KombuError
 
+from hub.celery import app
 from hub.errors import HubError
-from hub.jobs import slurm
+from hub.jobs import kinds, slurm
 from hub.jobs.models import Job, stale_limit
-from workers.celery import app
 
 log = logging.getLogger(__name__)
-
-# Job kind -> Celery task name; the tasks live in ``workers``.
-TASKS: dict[str, str] = {
-    Job.Kind.FIXITY: "hub.fixity",
-    Job.Kind.CONVERT: "hub.convert",
-    Job.Kind.VERIFY: "hub.verify",
-    Job.Kind.OPTIMIZE: "hub.optimize",
-    Job.Kind.INFER: "hub.infer",
-    Job.Kind.COLLABORATE: "hub.collaborate",
-    Job.Kind.BENCHMARK: "hub.benchmark",
-    Job.Kind.CONTAINER: "hub.container",
-    Job.Kind.FINETUNE: "hub.finetune",
-}
-
 
 def create_job(
     kind: str,
@@ -45,8 +31,8 @@ def create_job(
     device: str = "cpu",
 ) -> Job:
     """Store a queued job and dispatch it once the surrounding transaction commits."""
-    if kind not in TASKS:
-        raise ValueError(f"no task for job kind {kind!r}")
+    if kind not in kinds.KINDS:
+        raise ValueError(f"no app registers the job kind {kind!r} (hub.jobs.kinds)")
     job = Job.objects.create(
         kind=kind, requester=requester, version=version, params=params or {}, queue=queue, device=device
     )
@@ -79,8 +65,8 @@ def dispatch(job: Job) -> None:
 
 
 def send_to_celery(job: Job) -> None:
-    """The job's own task; its id is the job's id, so that it can be revoked."""
-    app.send_task(TASKS[job.kind], args=[str(job.pk)], queue=job.queue, task_id=str(job.pk))
+    """The one job task; its id is the job's id, so that it can be revoked."""
+    app.send_task("hub.job", args=[str(job.pk)], queue=job.queue, task_id=str(job.pk))
 
 
 def reap_stale(queryset=None) -> int:
@@ -155,7 +141,7 @@ def cancel_job(job: Job, user) -> Job:
         slurm.cancel(job)
         slurm.remove_folder(job)
         return job
-    try:  # a queued message is dropped when it arrives; a running task gets SIGUSR2 (workers.runner)
+    try:  # a queued message is dropped when it arrives; a running task gets SIGUSR2 (hub.jobs.runner)
         app.control.revoke(str(job.pk), terminate=running, signal="SIGUSR2")
     except Exception:  # noqa: BLE001 - the broker is down: the runner notices at its next heartbeat anyway
         log.warning("could not broadcast the revocation of job %s", job.pk, exc_info=True)

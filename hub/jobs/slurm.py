@@ -4,12 +4,12 @@ The login-node side talks to Slurm with its own commands, ``sbatch``, ``squeue``
 (not slurmrestd: no daemon, no JWT keys to run, and these commands are on every login node already). It
 runs them with a clean environment (PATH, HOME, LANG, SLURM_CONF), so none of the hub's secrets reach a job.
 
-- ``submit(job)`` (from ``hub.jobs.services.dispatch``): the job's kind prepares a job folder on the shared
+- ``submit(job)`` (from ``hub.jobs.services.dispatch``): the job's kind stages a job folder on the shared
   filesystem (``job.json`` and the files it names), the hub writes ``job.sh`` and submits it as a job array
   (one task, or one per shard of a batch inference). A refusal fails the job with ``slurm_rejected``.
 - ``poll()`` (every ``HUB_SLURM_POLL_S`` in each Celery worker, one at a time): squeue's states become the
   job's (``SLURM_STATES`` in ``hub.errors``), the tasks' new log lines its log; when every task completed,
-  the kind's ``finish`` publishes the results with the accounting, and the job succeeds.
+  the kind's ``publish`` publishes the results with the accounting, and the job succeeds.
 - ``cancel(job)``: scancel.
 
 The compute nodes need no database or token: ``python -m hpcfair.slurm_runner FOLDER`` reads the folder
@@ -18,7 +18,6 @@ and writes its outputs, result and error files into it (``client/hpcfair/slurm_r
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import os
@@ -28,7 +27,7 @@ import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import hpcfair
 from django.conf import settings
@@ -37,36 +36,18 @@ from django.utils import timezone
 from hpcfair.compute import CodedError
 
 from hub.errors import SLURM_LOST_STATES, SLURM_STATES
+from hub.jobs import kinds
+from hub.jobs.kinds import JobKind, Plan
 from hub.jobs.models import Job, log_line
 
 log = logging.getLogger(__name__)
 
-# Job kind -> "module:object" with prepare() and finish() (a ``SlurmKind``), imported when first used, so that
-# the web process loads no worker code until it submits such a job. A new kind registers itself here.
-KINDS: dict[str, str] = {
-    Job.Kind.INFER: "workers.slurm_jobs:INFER",
-    Job.Kind.CONTAINER: "workers.slurm_jobs:CUBE",
-    Job.Kind.OPTIMIZE: "workers.slurm_jobs:OPTIMIZE",
-    Job.Kind.CONVERT: "workers.slurm_jobs:CONVERT",
-    Job.Kind.VERIFY: "workers.slurm_jobs:CONVERT",
-    Job.Kind.FINETUNE: "workers.slurm_jobs:FINETUNE",
-}
 ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
           "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED")
 MAX_LOG_LINES = 2000
 LOST = "LOST"  # slurm["state"] of an attempt that was lost, until the next one is submitted
 LOST_AFTER_S = 60  # a submitted job neither squeue nor sacct knows for this long was lost with its cluster
 _POLL_LOCK = 0x48554253  # PostgreSQL advisory lock key: one poller at a time
-
-
-@dataclass
-class Plan:
-    """What a kind asks Slurm for: the runner's ``job.json``, the array size, CPUs per task."""
-
-    spec: dict[str, Any]
-    tasks: int = 1
-    cpus: int = 1
-    summary: str = ""
 
 
 @dataclass
@@ -83,14 +64,6 @@ class Task:
     end: str = ""
 
 
-class SlurmKind(Protocol):
-    def prepare(self, job: Job, folder: Path) -> Plan | None:
-        """Write the job's inputs into ``folder``; None to run this job on Celery instead."""
-
-    def finish(self, job: Job, folder: Path, execution: dict[str, Any]) -> dict[str, Any]:
-        """Publish what the tasks wrote; returns the job's result."""
-
-
 @dataclass
 class Partition:
     name: str
@@ -99,15 +72,13 @@ class Partition:
 
 def runs_on_slurm(kind: str) -> bool:
     """Whether this hub submits jobs of ``kind`` to Slurm (HUB_EXECUTOR, HUB_SLURM_KINDS)."""
-    return settings.HUB_EXECUTOR == "slurm" and kind in settings.HUB_SLURM_KINDS and kind in KINDS
+    return (settings.HUB_EXECUTOR == "slurm" and kind in settings.HUB_SLURM_KINDS and kind in kinds.KINDS
+            and kinds.get(kind).runs_on_nodes())
 
 
-def kind_of(kind: str) -> SlurmKind | None:
-    """The kind's Slurm side when this hub runs it on Slurm, else None."""
-    if not runs_on_slurm(kind):
-        return None
-    module, _, name = KINDS[kind].partition(":")
-    return getattr(importlib.import_module(module), name)
+def kind_of(kind: str) -> JobKind | None:
+    """The kind (``hub.jobs.kinds``) when this hub runs it on Slurm, else None."""
+    return kinds.get(kind) if runs_on_slurm(kind) else None
 
 
 def partitions() -> dict[str, Partition]:
@@ -184,7 +155,7 @@ def submit(job: Job) -> bool:
         folder.mkdir(parents=True)
         try:
             partition = partition_for(job.device)
-            plan = kind.prepare(job, folder)
+            plan = kind.stage(job, folder)
             if plan is None:
                 shutil.rmtree(folder.parent, ignore_errors=True)
                 return False
@@ -510,7 +481,7 @@ def _finish(job: Job, tasks: list[Task], folder: Path) -> None:
     try:
         if kind is None:
             raise CodedError("slurm_rejected", "This hub no longer runs this kind of job on Slurm.")
-        result = kind.finish(job, folder, info)
+        result = kind.publish(job, folder, info)
     except CodedError as exc:
         job.mark_failed(exc.code, exc.detail)
     except Exception:  # noqa: BLE001 - recorded without its text, like the runner's internal errors

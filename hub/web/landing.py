@@ -206,7 +206,7 @@ def failed_conversion(version: Version, files: list, converted: list[Version]) -
     job, if it failed, with what to do next."""
     if converted or any(f.path.lower().endswith(".onnx") for f in files):
         return None
-    job = Job.objects.filter(version=version, kind=Job.Kind.CONVERT).order_by("-created").first()
+    job = Job.objects.filter(version=version, kind="convert").order_by("-created").first()
     if job is None or job.state != Job.State.FAILED:
         return None
     return {"job": job, "code": job.error_code, "next": NEXT_STEPS.get(job.error_code, DEFAULT_NEXT_STEP)}
@@ -227,7 +227,7 @@ def with_previews(files: list) -> list:
 
 
 # Jobs that anyone signed in may start on a version they can read; each is its requester's business.
-PERSONAL_JOBS = (Job.Kind.INFER, Job.Kind.COLLABORATE)
+PERSONAL_JOBS = ("infer", "collaborate")
 
 
 def jobs_shown(version: Version, user) -> list[Job]:

@@ -60,7 +60,7 @@ def test_link_at_is_empty_past_the_links_given():
 
 
 @pytest.mark.parametrize("module", ["client/hpcfair/_inference.py", "client/hpcfair/compute/runs.py",
-                                    "workers/collaborate.py",
+                                    "hub/gateway/jobs/collaborate.py",
                                     "hub/gateway/services.py"])
 def test_every_chain_runs_by_this_rule(module):
     calls = {node.attr for node in ast.walk(ast.parse((ROOT / module).read_text()))

@@ -89,7 +89,7 @@ def test_hpcfair_run_of_listing_4_says_what_to_install(missing_runtime, tmp_path
 
 @pytest.mark.django_db
 def test_the_worker_refuses_a_required_build_with_the_same_code(missing_runtime, settings):
-    from workers.container import _engine
+    from hub.containers.jobs import container_engine
 
 
     settings.HUB_CUBE_ENGINE = "podman"
@@ -100,7 +100,7 @@ def test_the_worker_refuses_a_required_build_with_the_same_code(missing_runtime,
             logged.append(f"{level}: {message}")
 
     with pytest.raises(CodedError) as failed:
-        _engine(Log(), "yes")
+        container_engine(Log(), "yes")
     assert failed.value.code == "no_container_runtime" and "apt install" in failed.value.detail
-    assert _engine(Log(), "auto") is None  # auto: the cube is made, not built, and the log says why
+    assert container_engine(Log(), "auto") is None  # auto: the cube is made, not built, and the log says why
     assert logged and "not building the image" in logged[0] and "OCI runtime" in logged[0]

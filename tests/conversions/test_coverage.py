@@ -144,7 +144,7 @@ def test_a_booster_named_model_json_is_told_by_its_bytes_and_other_json_is_left_
                                                    "readme.txt": b"tree\nhouse"})
     assert [f.path for f in model_files(version)] == ["model.json"]
     assert version.metadata["format"] == "xgboost"  # derived from the bytes (the framework is what was typed)
-    job = Job.objects.get(version=version, kind=Job.Kind.CONVERT)
+    job = Job.objects.get(version=version, kind="convert")
     assert job.params["files"] == ["model.json"] and job.params["auto"] is True
 
 

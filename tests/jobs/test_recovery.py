@@ -91,9 +91,9 @@ def test_a_queued_job_whose_message_was_lost_is_sent_again(worker_root, api, pub
     """A job row says queued but no broker holds its message (lost with a killed worker or a broker restart):
     a worker's reaper sends it again; one whose worker died after taking it is queued again at once."""
     _, version = publish(owner, "lost", {"a.bin": b"lost message"})
-    lost = Job.objects.create(kind=Job.Kind.FIXITY, requester=owner, version=version,
+    lost = Job.objects.create(kind="fixity", requester=owner, version=version,
                               dispatched=timezone.now() - timedelta(seconds=30))
-    dead = Job.objects.create(kind=Job.Kind.FIXITY, requester=owner, version=version, state="running", attempts=1,
+    dead = Job.objects.create(kind="fixity", requester=owner, version=version, state="running", attempts=1,
                               worker=f"{os.uname().nodename}:{2**22 + 7}",  # no such process on this host
                               heartbeat=timezone.now(), started=timezone.now())
     env = worker_env(worker_root, HUB_JOB_QUEUED_STALE_S="20", HUB_JOB_REAP_S="1")
@@ -109,7 +109,7 @@ def test_a_queued_job_whose_message_was_lost_is_sent_again(worker_root, api, pub
         assert any("sent again" in line["message"] for line in lost.log) and lost.attempts == 1
         assert any("was lost" in line["message"] for line in dead.log) and dead.attempts == 2
         # A job queued a moment ago is waiting, not lost: it is not sent twice.
-        fresh = Job.objects.create(kind=Job.Kind.FIXITY, requester=owner, version=version, dispatched=timezone.now())
+        fresh = Job.objects.create(kind="fixity", requester=owner, version=version, dispatched=timezone.now())
         time.sleep(3)
         fresh.refresh_from_db()
         assert fresh.state == "queued" and not any("sent again" in line["message"] for line in fresh.log)

@@ -9,14 +9,14 @@ from django.utils import timezone
 from hpcfair.compute import CodedError
 
 from hub.jobs.models import Job
-from workers.runner import execute
+from hub.jobs.runner import execute
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def job(owner):
-    return Job.objects.create(kind=Job.Kind.FIXITY, requester=owner)
+    return Job.objects.create(kind="fixity", requester=owner)
 
 
 def test_success_records_result_progress_and_logs(job):

@@ -25,7 +25,7 @@ DERIVED, MERGED = ProvenanceLink.Relation.DERIVED_FROM, ProvenanceLink.Relation.
 @pytest.fixture
 def derive(tmp_path):
     """Publish ``owner/name`` (public) with one version a job made that carries ``sources`` through
-    ``relation``, as workers.finetune, workers.collaborate and workers.infer publish theirs."""
+    ``relation``, as hub.finetune.jobs, hub.gateway.jobs.collaborate and hub.gateway.jobs.infer publish theirs."""
 
     def make(owner, name: str, sources: list[Version], relation: str = DERIVED, kind: str = "model",
              by_job: bool = True) -> Artifact:

@@ -9,13 +9,13 @@ import importlib
 import pytest
 from django.apps import apps
 
+from hub.containers.jobs import cube_artifact
 from hub.registry import services
 from hub.registry.models import Artifact, ProvenanceLink
 from hub.registry.services import ProvenanceRef
 from tests.conftest import client_for, staged, valid_metadata
 from tests.containers.test_projects import project_files
 from tests.search.test_search import names
-from workers.container import _cube_artifact
 
 pytestmark = pytest.mark.django_db
 CUBE = "/api/v1/artifacts/alice/rf-mlcube/"
@@ -24,10 +24,10 @@ CUBE = "/api/v1/artifacts/alice/rf-mlcube/"
 @pytest.fixture
 def model_and_cube(owner, publish, tmp_path):
     model, version = publish(owner, "rf", {"model.onnx": b"onnx bytes of rf"})
-    cube = _cube_artifact(version)
+    cube = cube_artifact(version)
     files = {**project_files(), "workspace/model.onnx": b"onnx bytes of rf"}
     services.create_version(cube, owner, files=[staged(tmp_path, path, data) for path, data in files.items()],
-                            metadata=valid_metadata("project", job="1"), system=True,  # as workers.container does
+                            metadata=valid_metadata("project", job="1"), system=True,  # as hub.containers.jobs does
                             provenance=[ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, version)])
     return model, cube
 
@@ -78,6 +78,6 @@ def test_a_cube_made_before_cubes_followed_is_healed(owner, publish, anon):
     old.refresh_from_db()
     assert old.follows == model and old.visibility == "private" and anon.get(CUBE).status_code == 404
     Artifact.objects.filter(pk=old.pk).update(follows=None, visibility="public")
-    assert _cube_artifact(version).pk == old.pk  # and the next cube job, for one missed
+    assert cube_artifact(version).pk == old.pk  # and the next cube job, for one missed
     old.refresh_from_db()
     assert old.follows == model and old.visibility == "private"

@@ -281,7 +281,7 @@ def test_a_failed_conversion_says_what_to_do_and_offers_no_inference(owner, publ
     from hub.jobs.models import Job
 
     artifact, version = publish(owner, "unconvertible", {"model.pt": b"not torchscript"})
-    Job.objects.create(kind=Job.Kind.CONVERT, requester=owner, version=version, state=Job.State.FAILED,
+    Job.objects.create(kind="convert", requester=owner, version=version, state=Job.State.FAILED,
                        error_code="signature_required", error_detail="model.pt: TorchScript needs input shapes.")
     anon = Client().get("/" + version.pid, follow=True).content.decode()
     assert "its conversion to ONNX failed" in anon and "<strong>signature_required</strong>" in anon

@@ -1,6 +1,6 @@
 """Running ONNX models, one or a chain, whole or in batches of rows: the one engine of every executor.
 
-The hub's engine processes (``workers.engine``, which serve the gateway's lanes and Celery jobs) and the
+The hub's engine processes (``hub.gateway.engine``, which serve the gateway's lanes and Celery jobs) and the
 Slurm node's runner (``hpcfair.slurm_runner``) call these, so the same request gives the same answer and the
 same error code wherever it runs. Errors are ``CodedError``: ``invalid_inputs`` (names, shapes, rows, a
 chain's links), ``overtime``, ``memory_limit``, ``model_load_failed``, ``gpu_unavailable``, ``run_failed``.

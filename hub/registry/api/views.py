@@ -17,7 +17,6 @@ from hub.bounded import JSONParser, load_json_or_yaml
 from hub.errors import HubError
 from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.api.views import accepted
-from hub.jobs.models import Job
 from hub.jobs.services import create_job
 from hub.registry import services
 from hub.registry.access import Viewer, publish_warnings, sharing_warnings
@@ -286,5 +285,5 @@ class VersionFixity(APIView):
         require_write(request, artifact)
         found = services.get_version(artifact, version)
         with transaction.atomic():
-            job = create_job(Job.Kind.FIXITY, request.user, version=found)
+            job = create_job("fixity", request.user, version=found)
         return accepted(job)

@@ -22,15 +22,15 @@ from hpcfair import chain
 from hpcfair.compute import CodedError
 from hpcfair.convert.signature import generate_inputs, specs_from_onnx
 
-from hub.errors import HubError
+from hub.gateway.engine import run_steps
+from hub.gateway.jobs.infer import step_versions
+from hub.gateway.sessions import model_file
+from hub.jobs.files import staged
+from hub.jobs.kinds import JobKind, register
+from hub.jobs.runner import JobContext
 from hub.registry import services as registry
 from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef
-from workers.engine import run_steps
-from workers.files import staged
-from workers.infer import step_versions
-from workers.runner import JobContext
-from workers.sessions import _model_file
 
 ATOL, RTOL = 1e-4, 1e-3
 
@@ -142,44 +142,6 @@ def refuse_external_data(version: Version, model) -> None:
                                          "(merge: false), or save the model with its weights inside.")
 
 
-def merge_work(ctx: JobContext) -> dict[str, Any]:
-    import onnx
-
-    params = ctx.job.params
-    steps = params["steps"]
-    parents = step_versions(steps)
-    user = ctx.job.requester
-    existing = Artifact.objects.live().filter(owner=user, name=params["name"]).first()
-    if existing is not None:
-        done = existing.versions.filter(metadata__job=str(ctx.job.pk)).first()
-        if done is not None:  # a retried job published already
-            return {"version": str(done), "pid": done.pid, "verified": done.metadata.get("verified")}
-        raise CodedError("already_exists", f"{user.username}/{params['name']} exists already.")
-    folder = Path(tempfile.mkdtemp(prefix="hpcfair-merge-"))
-    try:
-        models = [onnx.load(str(_model_file(s["sha256"], s["size"])), load_external_data=False) for s in steps]
-        for parent, model in zip(parents, models, strict=True):
-            refuse_external_data(parent, model)
-        ctx.log(f"merging {' -> '.join(map(str, parents))}")
-        models = reconcile(models)
-        taken: set[str] = set()
-        prefixes = [prefix_for(v, i, taken) for i, v in enumerate(parents)]
-        links = [s.get("links") or {} for s in steps[1:]]
-        merged = merge(models, links, prefixes)
-        path = folder / f"{params['name']}.onnx"
-        onnx.save(merged, str(path))
-        ctx.progress(0.5)
-        report = verify(path, steps, models[0], prefixes)
-        ctx.log(f"merged model {'equals' if report['passed'] else 'DIFFERS FROM'} the chain: max abs difference "
-                f"{max(o['max_abs_diff'] for o in report['runs'][0]['outputs']):.3g}",
-                "info" if report["passed"] else "warning")
-        version = publish(ctx, parents, path, report, [p.rstrip("_") for p in prefixes])
-        return {"version": str(version), "pid": version.pid, "verified": report["passed"], "verification": report,
-                "prefixes": prefixes}
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
 def publish(ctx: JobContext, parents: list[Version], path: Path, report: dict[str, Any], names: list[str]) -> Version:
     params = ctx.job.params
     user = ctx.job.requester
@@ -203,13 +165,55 @@ def publish(ctx: JobContext, parents: list[Version], path: Path, report: dict[st
         "verified": report["passed"],
         "verification": {path.name: report},
     }
-    try:
-        with transaction.atomic():  # no artifact without its version
-            artifact = registry.create_artifact(user, kind=Artifact.Kind.MODEL, name=params["name"],
-                                                visibility=params["visibility"], title=metadata["title"],
-                                                description=metadata["description"])
-            return registry.create_version(
-                artifact, user, files=[staged(path, path.name)], metadata=metadata, system=True,
-                provenance=[ProvenanceRef(ProvenanceLink.Relation.MERGED_FROM, p) for p in dict.fromkeys(parents)])
-    except HubError as exc:
-        raise CodedError(exc.error_code, exc.message)
+    with transaction.atomic():  # no artifact without its version
+        artifact = registry.create_artifact(user, kind=Artifact.Kind.MODEL, name=params["name"],
+                                            visibility=params["visibility"], title=metadata["title"],
+                                            description=metadata["description"])
+        return registry.create_version(
+            artifact, user, files=[staged(path, path.name)], metadata=metadata, system=True,
+            provenance=[ProvenanceRef(ProvenanceLink.Relation.MERGED_FROM, p) for p in dict.fromkeys(parents)])
+
+
+@register
+class CollaborateJob(JobKind):
+    """Merge a chain of ONNX models into one, verify it against the chain, publish it with provenance."""
+
+    name = "collaborate"
+    label = "collaboration"
+
+    def run(self, ctx: JobContext) -> dict[str, Any]:
+        import onnx
+
+        params = ctx.job.params
+        steps = params["steps"]
+        parents = step_versions(steps)
+        user = ctx.job.requester
+        existing = Artifact.objects.live().filter(owner=user, name=params["name"]).first()
+        if existing is not None:
+            done = existing.versions.filter(metadata__job=str(ctx.job.pk)).first()
+            if done is not None:  # a retried job published already
+                return {"version": str(done), "pid": done.pid, "verified": done.metadata.get("verified")}
+            raise CodedError("already_exists", f"{user.username}/{params['name']} exists already.")
+        folder = Path(tempfile.mkdtemp(prefix="hpcfair-merge-"))
+        try:
+            models = [onnx.load(str(model_file(s["sha256"], s["size"])), load_external_data=False) for s in steps]
+            for parent, model in zip(parents, models, strict=True):
+                refuse_external_data(parent, model)
+            ctx.log(f"merging {' -> '.join(map(str, parents))}")
+            models = reconcile(models)
+            taken: set[str] = set()
+            prefixes = [prefix_for(v, i, taken) for i, v in enumerate(parents)]
+            links = [s.get("links") or {} for s in steps[1:]]
+            merged = merge(models, links, prefixes)
+            path = folder / f"{params['name']}.onnx"
+            onnx.save(merged, str(path))
+            ctx.progress(0.5)
+            report = verify(path, steps, models[0], prefixes)
+            ctx.log(f"merged model {'equals' if report['passed'] else 'DIFFERS FROM'} the chain: max abs difference "
+                    f"{max(o['max_abs_diff'] for o in report['runs'][0]['outputs']):.3g}",
+                    "info" if report["passed"] else "warning")
+            version = publish(ctx, parents, path, report, [p.rstrip("_") for p in prefixes])
+            return {"version": str(version), "pid": version.pid, "verified": report["passed"], "verification": report,
+                    "prefixes": prefixes}
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""The engine process's session cache (``workers.engine``): ONNX Runtime sessions of the hub's blobs, loaded
+"""The engine process's session cache (``hub.gateway.engine``): ONNX Runtime sessions of the hub's blobs, loaded
 once, cached (keyed by blob sha256, provider and thread count, bounded in bytes). Opening and running them is
 the compute library's (``hpcfair.compute.runs``), the same on a Slurm node.
 """
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 __all__ = ["SessionCache", "cache", "gpu_available", "run_steps", "sendable"]
 
 
-def _model_file(sha256: str, size: int) -> Path:
+def model_file(sha256: str, size: int) -> Path:
     """A local path to the blob: the filesystem store's own file, or a copy in the worker's model dir."""
     from hub.storage import get_blob_store
 
@@ -92,7 +92,7 @@ class SessionCache:
             return session
 
     def _load(self, sha256: str, size: int, device: str, threads: int, local: str | None = None):
-        path = Path(local) if local else _model_file(sha256, size)
+        path = Path(local) if local else model_file(sha256, size)
         return open_session(path, device, threads or settings.HUB_INFER_THREADS)
 
     def clear(self) -> None:

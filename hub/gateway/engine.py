@@ -4,7 +4,7 @@ its deadline, so that one request cannot take the worker (or the host) down.
 A graph decides at run time how much memory it asks for (``ConstantOfShape`` of a shape sent as an
 input, ``Tile`` of strings) and a single kernel does not look at ``RunOptions.terminate``. So the
 worker never runs a graph itself: each lane thread, and each task thread that runs models, owns an
-*engine*, a child process (``python -m workers.engine FD``) that keeps the session cache and runs
+*engine*, a child process (``python -m hub.gateway.engine FD``) that keeps the session cache and runs
 requests one at a time:
 
 - a *lane engine* (``Engine(lane="cpu")``) takes synchronous requests from the lane itself and answers
@@ -175,7 +175,7 @@ class Engine:
             return
         self.close()
         ours, theirs = socket.socketpair()
-        command, fds = [sys.executable, "-m", "workers.engine", str(theirs.fileno())], [theirs.fileno()]
+        command, fds = [sys.executable, "-m", "hub.gateway.engine", str(theirs.fileno())], [theirs.fileno()]
         if self.slot is not None:
             self.slot.clear()
             command += ["--lane", str(self.lane), "--slot", str(self.slot.fd)]
@@ -296,7 +296,7 @@ def engine() -> Engine:
 def run_steps(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], *, device: str, threads: int,
               deadline: float, outputs: list[str] | None = None, deadline_is_long: bool = False,
               repeat: int = 1, source: dict[str, Any] | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """``workers.sessions.run_steps`` in this thread's engine: the last step's outputs and what ran where;
+    """``hub.gateway.sessions.run_steps`` in this thread's engine: the last step's outputs and what ran where;
     raises ``CodedError``. ``repeat``: run it that many times (``info["times_ms"]``, for benchmarks);
     ``source``: ``{"path", "name", "rows": [start, stop]}``, inputs the engine maps from a ``.npy`` of this
     worker's instead of being sent them."""
@@ -369,8 +369,7 @@ def serve_unpacked(control: dict[str, Any], meta: dict[str, Any], arrays: dict[s
                    started: float) -> bytes:
     """``serve`` of a message already unpacked (a lane engine reads its deadline first); ``started``: when
     it was taken, for ``serve_ms``."""
-    from hub.gateway import wire
-    from workers import sessions
+    from hub.gateway import sessions, wire
 
     try:
         device, threads = control["device"], int(meta.get("threads") or 0)

@@ -1,9 +1,9 @@
-"""MLCube jobs. For an ONNX model version: generate its cube, and where this worker has podman/docker and
-the base image, build the image offline, run the cube's ``infer`` with ``--network=none`` on sample
-inputs and compare the outputs with the gateway's; publish the cube (zip, build log) as a version of the
-project ``<name>-mlcube``, linked by provenance. For a project version: check its ``mlcube.yaml``, build its
-image the same way and run the tasks asked for. Models are run only inside the container or by the
-gateway's session code; this process never unpickles anything."""
+"""MLCube jobs (kind ``container``). For an ONNX model version: generate its cube, and where this worker has
+podman/docker and the base image, build the image offline, run the cube's ``infer`` with ``--network=none`` on
+sample inputs and compare the outputs with the gateway's; publish the cube (zip, build log) as a version of the
+project ``<name>-mlcube``, linked by provenance. For a project version: check its ``mlcube.yaml``, build its image
+the same way and run the tasks asked for. Models are run only inside the container or by the gateway's session code;
+this process never unpickles anything."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnx
 from django.conf import settings
 from django.db import transaction
 from hpcfair import archives
@@ -29,31 +28,20 @@ from hpcfair.cube.engine import BuildResult, engine_problem, image_exists, prepa
 from hpcfair.cube.generate import slug, unzip_cube
 
 from hub.containers.services import CUBE_SUFFIX, cube_of, is_built
+from hub.conversions.jobs import free_label, node_result, source_of
 from hub.conversions.services import sample_inputs_path
 from hub.errors import HubError
+from hub.jobs.files import fetch, place, staged
+from hub.jobs.kinds import JobKind, Plan, register
+from hub.jobs.runner import JobContext
 from hub.registry.models import Artifact, File, ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef, create_artifact, create_version, update_artifact
-from workers.convert import _source, free_label
-from workers.files import fetch, staged
-from workers.runner import JobContext
 
 ATOL, RTOL = 1e-5, 1e-4  # the same ONNX Runtime build inside and outside: outputs should agree closely
 CARRIED = ("creators", "license", "keywords", "subject", "discipline", "references", "url")
 
 
-def container_work(ctx: JobContext) -> dict[str, Any]:
-    os.environ.setdefault("CONTAINERS_CONF", settings.HUB_CONTAINERS_CONF)
-    source = _source(ctx)
-    workdir = Path(tempfile.mkdtemp(prefix="hpcfair-cube-"))
-    try:
-        if source.artifact.kind == Artifact.Kind.PROJECT:
-            return _project(ctx, source, workdir)
-        return _model(ctx, source, workdir)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _engine(ctx: JobContext, build_mode: str) -> str | None:
+def container_engine(ctx: JobContext, build_mode: str) -> str | None:
     """The container engine to build with, None to only make the cube; CodedError when a build was
     required and cannot happen here."""
     if build_mode == "no":
@@ -82,7 +70,7 @@ def _model(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
     if existing is not None and (build_mode == "no" or is_built(existing)):
         ctx.log(f"the cube exists already: {existing} ({existing.pid})")
         return _result(existing)
-    engine = _engine(ctx, build_mode)
+    engine = container_engine(ctx, build_mode)
     if existing is not None and engine is None:
         return _result(existing)
     model_path = next(f.path for f in source.files.all() if f.path.lower().endswith(".onnx"))
@@ -93,7 +81,7 @@ def _model(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
     info = CubeInfo(name=f"{artifact.owner.username}-{artifact.name}", title=str(meta.get("title") or artifact.name),
                     description=str(meta.get("description") or ""), authors=_authors(meta.get("creators")),
                     source=source.pid, base_image=settings.HUB_CUBE_BASE_IMAGE)
-    info.image = _image_name(source)
+    info.image = image_name(source)
     cube_dir = generate(workdir / "cube" / slug(info.name), model, info, sample)
     spec = parse_dir(cube_dir)  # our own cube passes our own check
     ctx.log(f"generated the MLCube {spec.name} (image {spec.image}; GPU variant {spec.image}-gpu)")
@@ -111,7 +99,7 @@ def _model(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
     return _result(cube)
 
 
-def _image_name(version: Version) -> str:
+def image_name(version: Version) -> str:
     """The local image reference of a version's cube: ``localhost/hpcfair/<owner>-<name>:<label>``."""
     return f"localhost/hpcfair/{slug(f'{version.artifact.owner.username}-{version.artifact.name}')}:" \
            f"{slug(version.label)}"
@@ -137,6 +125,8 @@ def _build_image(ctx: JobContext, engine: str, folder: Path, build_file: str, im
 def _sample_inputs(ctx: JobContext, source: Version, model: Path, workdir: Path) -> Path:
     """The uploader's sample inputs (of this version or the one it was converted from), keyed by the
     ONNX model's input names; random inputs of the signature when there are none."""
+    import onnx
+
     specs, _ = specs_from_onnx(onnx.load(model, load_external_data=False))
     candidates = [source] + [link.target for link in source.provenance.filter(
         relation=ProvenanceLink.Relation.CONVERTED_FROM).select_related("target")]
@@ -195,7 +185,7 @@ def _build_and_check(ctx: JobContext, engine: str, spec, cube_dir: Path, source:
 
 def _gateway_outputs(source: Version, model_path: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """What the gateway answers for ``feeds``: its own session cache and run code, on this worker's CPU."""
-    from workers.engine import run_steps
+    from hub.gateway.engine import run_steps
 
 
     file = source.files.get(path=model_path)
@@ -233,7 +223,7 @@ def _authors(creators: Any) -> list[dict[str, str]]:
     return out
 
 
-def _cube_artifact(source: Version) -> Artifact:
+def cube_artifact(source: Version) -> Artifact:
     owner, name = source.artifact.owner, f"{source.artifact.name}{CUBE_SUFFIX}"[:100]
     for _ in range(2):
         artifact = Artifact.objects.live().filter(owner=owner, name=name).first()
@@ -271,14 +261,11 @@ def _publish(ctx: JobContext, source: Version, files: list, container: dict[str,
         "job": str(ctx.job.pk),
     })
     with transaction.atomic():
-        artifact = _cube_artifact(source)
-        try:
-            version = create_version(artifact, ctx.job.requester, files=files,
-                                     label=free_label(artifact, source.label), metadata=metadata,
-                                     provenance=[ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, source)],
-                                     system=True)
-        except HubError as exc:
-            raise CodedError(exc.error_code, exc.message)
+        artifact = cube_artifact(source)
+        version = create_version(artifact, ctx.job.requester, files=files,
+                                 label=free_label(artifact, source.label), metadata=metadata,
+                                 provenance=[ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, source)],
+                                 system=True)
     ctx.log(f"published {version} ({version.pid})")
     return version
 
@@ -328,11 +315,11 @@ def _project(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
     tasks = ctx.job.params.get("tasks") or []
     folder, spec = stage_project(source, workdir / "project",
                                  lambda file, target: fetch(source, file.path, target.parent), tasks)
-    engine = _engine(ctx, ctx.job.params.get("build", "auto"))
+    engine = container_engine(ctx, ctx.job.params.get("build", "auto"))
     result: dict[str, Any] = {"mlcube": spec.summary(), "built": False}
     if engine is None:
         return result
-    image = _image_name(source)
+    image = image_name(source)
     built = _build_image(ctx, engine, folder / spec.build_context, spec.build_file, image, workdir, [])
     result.update({**built.record(), "engine": engine, "built": True, "runs": []})
     try:
@@ -346,3 +333,47 @@ def _project(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
             ctx.log(exc.log[-4000:], "error")
         raise CodedError(exc.code, str(exc))
     return result
+
+
+@register
+class ContainerJob(JobKind):
+    """Make a model version's MLCube (build and check its image where possible), or build a project's and
+    run its tasks. On Slurm only a project's run goes to a node (with the node's container engine); a
+    model's cube, checked against the gateway, stays with the hub's workers."""
+
+    name = "container"
+    label = "container build"
+
+    def run(self, ctx: JobContext) -> dict[str, Any]:
+        os.environ.setdefault("CONTAINERS_CONF", settings.HUB_CONTAINERS_CONF)
+        source = source_of(ctx)
+        workdir = Path(tempfile.mkdtemp(prefix="hpcfair-cube-"))
+        try:
+            if source.artifact.kind == Artifact.Kind.PROJECT:
+                return _project(ctx, source, workdir)
+            return _model(ctx, source, workdir)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def stage(self, job, folder: Path) -> Plan | None:
+        source = source_of(JobContext(job))
+        tasks = job.params.get("tasks") or []
+        if source.artifact.kind != Artifact.Kind.PROJECT or job.params.get("build") == "no" or not tasks:
+            return None
+        project = folder / "project"
+        cube, spec = stage_project(source, project, lambda file, target: place(file.blob_id, target), tasks)
+        if cube != project:  # the runner builds folder/project: the unzipped cube takes its place
+            shutil.rmtree(project)
+            cube.rename(project)
+        image = image_name(source)
+        return Plan({"compute": "cube", "image": image, "tasks": tasks, "engine": settings.HUB_CUBE_ENGINE,
+                     "wheels": str(settings.HUB_CUBE_WHEELS), "build_timeout": settings.HUB_CUBE_BUILD_TIMEOUT_S,
+                     "run_timeout": settings.HUB_CUBE_RUN_TIMEOUT_S, "containers_conf": settings.HUB_CONTAINERS_CONF,
+                     "mlcube": spec.summary()},
+                    summary=f"MLCube {spec.name}: build {image}, run {', '.join(tasks)}")
+
+    def publish(self, job, folder: Path, execution: dict[str, Any]) -> dict[str, Any]:
+        import json
+
+        spec = json.loads((folder / "job.json").read_text())
+        return {"mlcube": spec["mlcube"], **{k: v for k, v in node_result(folder).items() if k != "task"}}

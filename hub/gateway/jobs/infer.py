@@ -5,29 +5,34 @@ to the model version and the input dataset."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from django.conf import settings
+from hpcfair import archives
 from hpcfair.compute import CodedError
 from hpcfair.compute.runs import batch_rows, row_count, run_rows
 from hpcfair.convert import ConversionError
 from hpcfair.convert.signature import load_sample_inputs, specs_from_metadata
 
 from hub.errors import HubError
+from hub.gateway.engine import describe, run_steps
 from hub.gateway.services import published_file_url, staging_dir
+from hub.gateway.sessions import gpu_available
 from hub.gateway.tensors import check
+from hub.jobs.files import fetch, place, staged
+from hub.jobs.kinds import JobKind, Plan, register
+from hub.jobs.models import Job
+from hub.jobs.runner import JobContext
 from hub.registry import services as registry
 from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef
-from workers.engine import describe, run_steps
-from workers.files import fetch, staged
-from workers.runner import JobContext
-from workers.sessions import gpu_available
 
 
 def session_for(ctx: JobContext, model: dict[str, Any]) -> dict[str, Any]:
@@ -36,10 +41,7 @@ def session_for(ctx: JobContext, model: dict[str, Any]) -> dict[str, Any]:
     if device == "gpu" and not gpu_available():
         raise CodedError("gpu_unavailable", "This worker consumes the gpu queue but has no CUDA execution provider; "
                                             "nothing was run.")
-    try:
-        return describe(model, device, int(ctx.job.params.get("threads") or 0))
-    except CodedError as exc:
-        raise CodedError(exc.code, exc.detail)
+    return describe(model, device, int(ctx.job.params.get("threads") or 0))
 
 
 def step_versions(steps: list[dict[str, Any]]) -> list[Version]:
@@ -84,8 +86,6 @@ def _inputs(ctx: JobContext, model_version: Version, folder: Path
         return arrays, dataset, mapped_source(path, arrays)
     except ConversionError as exc:
         raise CodedError("invalid_inputs", exc.detail)
-    except HubError as exc:
-        raise CodedError(exc.error_code, exc.message)
 
 
 def run_batches(ctx: JobContext, session: dict[str, Any], arrays: dict[str, np.ndarray], batch_size: int,
@@ -161,28 +161,108 @@ def publish_outputs(ctx: JobContext, models: list[Version], dataset: Version | N
     except HubError as exc:
         if exc.error_code == "duplicate_version":  # the same outputs exist already: point at them
             return Version.objects.get(pid=exc.extra["existing_pid"])
-        raise CodedError(exc.error_code, exc.message)
+        raise
 
 
-def infer_work(ctx: JobContext) -> dict[str, Any]:
-    params = ctx.job.params
-    steps = params["steps"]
-    models = step_versions(steps)
-    ctx.log(f"{params.get('reason') or 'job'}: {' -> '.join(map(str, models))} on {ctx.job.device}")
-    folder = Path(tempfile.mkdtemp(prefix="hpcfair-infer-"))
-    try:
-        sessions = [session_for(ctx, step) for step in steps]
-        arrays, dataset, source = _inputs(ctx, models[0], folder)
-        started = time.perf_counter()
-        outputs = run_batches(ctx, sessions[0], arrays, int(params.get("batch_size") or 0),
-                              params.get("outputs") or None, steps, source)
-        info = {"device": ctx.job.device, "provider": sessions[-1]["provider"],
-                "run_ms": round((time.perf_counter() - started) * 1e3, 3)}
-        published = publish_outputs(ctx, models, dataset, outputs, info, folder)
+@register
+class InferJob(JobKind):
+    """Run a model or a chain over staged inputs or a dataset version's file in batches; publish the outputs
+    as a dataset version. On Slurm: a job array, one shard of the rows per task (``worker_num`` tasks), the
+    parts joined in task order, so the output equals a single run's."""
+
+    name = "infer"
+    label = "inference"
+
+    def run(self, ctx: JobContext) -> dict[str, Any]:
+        params = ctx.job.params
+        steps = params["steps"]
+        models = step_versions(steps)
+        ctx.log(f"{params.get('reason') or 'job'}: {' -> '.join(map(str, models))} on {ctx.job.device}")
+        folder = Path(tempfile.mkdtemp(prefix="hpcfair-infer-"))
+        try:
+            sessions = [session_for(ctx, step) for step in steps]
+            arrays, dataset, source = _inputs(ctx, models[0], folder)
+            started = time.perf_counter()
+            outputs = run_batches(ctx, sessions[0], arrays, int(params.get("batch_size") or 0),
+                                  params.get("outputs") or None, steps, source)
+            info = {"device": ctx.job.device, "provider": sessions[-1]["provider"],
+                    "run_ms": round((time.perf_counter() - started) * 1e3, 3)}
+            published = publish_outputs(ctx, models, dataset, outputs, info, folder)
+            ctx.log(f"published the outputs as {published} ({published.pid})")
+            shutil.rmtree(staging_dir(ctx.job.pk), ignore_errors=True)
+            return _result(info, published, outputs)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def stage(self, job: Job, folder: Path) -> Plan | None:
+        params = job.params
+        models = step_versions(params["steps"])
+        steps = []
+        for index, step in enumerate(params["steps"]):
+            place(step["sha256"], folder / f"model-{index}.onnx")
+            steps.append({"model": f"model-{index}.onnx", "links": step.get("links") or {}})
+        if params.get("inputs"):
+            source = staging_dir(job.pk) / params["inputs"]
+            if not source.exists():
+                raise CodedError("gone", "The inputs of this job are no longer staged; send the request again.")
+            inputs = folder / f"inputs{source.suffix}"
+            shutil.copyfile(source, inputs)
+            what = "inputs sent with the request"
+        else:
+            dataset = Version.objects.filter(pk=params["dataset"]["version_id"], deleted_at__isnull=True).first()
+            if dataset is None:
+                raise CodedError("gone", "The input dataset version was deleted before the job ran.")
+            file = dataset.files.get(path=params["dataset"]["file"])
+            inputs = place(file.blob_id, folder / f"inputs{Path(file.path).suffix}")
+            what = f"{dataset} {file.path}"
+        tasks = max(1, min(int(params.get("threads") or 1), settings.HUB_SLURM_MAX_ARRAY))
+        spec = {"compute": "infer", "steps": steps, "inputs": inputs.name, "device": job.device,
+                "input_specs": (models[0].metadata or {}).get("inputs"), "outputs": params.get("outputs") or [],
+                "batch_size": int(params.get("batch_size") or 0), "batch_budget": settings.HUB_INFER_BATCH_BYTES,
+                "threads": 1, "inflate_limit": settings.HUB_ARCHIVE_INFLATE_MAX_BYTES}
+        chain = " -> ".join(map(str, models))
+        return Plan(spec, tasks=tasks, cpus=1, summary=f"{chain} on {what}, {tasks} shard(s)")
+
+    def publish(self, job: Job, folder: Path, execution: dict[str, Any]) -> dict[str, Any]:
+        parts: dict[str, list[np.ndarray]] = {}
+        for index in range(job.slurm["tasks"]):
+            path = folder / "out" / f"part-{index}.npz"
+            if not path.exists():
+                continue  # a task with no rows (more tasks than rows)
+            try:
+                arrays = archives.read_npz(path, settings.HUB_ARCHIVE_INFLATE_MAX_BYTES, path.name)
+            except (ValueError, OSError, zipfile.BadZipFile) as exc:
+                raise CodedError("invalid_outputs", f"Task {index}'s outputs cannot be read: {exc}")
+            for name, value in arrays.items():
+                parts.setdefault(name, []).append(value)
+        outputs = {name: np.concatenate(values) for name, values in parts.items()}
+        if not outputs:
+            raise CodedError("invalid_inputs", "The inputs have no rows; nothing was computed.")
+        params = job.params
+        ctx = JobContext(job)
+        models = step_versions(params["steps"])
+        dataset = None
+        if params.get("dataset"):
+            dataset = Version.objects.filter(pk=params["dataset"]["version_id"]).first()
+        info = {"device": job.device, "provider": _node_provider(folder, job.slurm["tasks"]),
+                "run_ms": round((execution.get("elapsed_s") or 0) * 1e3, 3)}
+        published = publish_outputs(ctx, models, dataset, outputs, info, folder / "out", execution=execution)
         ctx.log(f"published the outputs as {published} ({published.pid})")
-        shutil.rmtree(staging_dir(ctx.job.pk), ignore_errors=True)
-        return {**info, "version": str(published), "pid": published.pid,
-                "outputs": {name: {"shape": list(a.shape), "dtype": a.dtype.name} for name, a in outputs.items()},
-                "file": published_file_url(published, "outputs.npz")}
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(staging_dir(job.pk), ignore_errors=True)
+        return _result(info, published, outputs)
+
+
+def _result(info: dict[str, Any], published: Version, outputs: dict[str, np.ndarray]) -> dict[str, Any]:
+    return {**info, "version": str(published), "pid": published.pid,
+            "outputs": {name: {"shape": list(a.shape), "dtype": a.dtype.name} for name, a in outputs.items()},
+            "file": published_file_url(published, "outputs.npz")}
+
+
+def _node_provider(folder: Path, tasks: int) -> str:
+    """The execution provider a node's task reported (``out/result-<i>.json``)."""
+    for index in range(tasks):
+        try:
+            return json.loads((folder / "out" / f"result-{index}.json").read_text())["provider"]
+        except (OSError, ValueError, KeyError):
+            continue
+    return "CPUExecutionProvider"

@@ -1,6 +1,7 @@
-"""Conversion, verification and optimisation jobs. The model files are copied out of the object store
-into a private directory and handled by ``hpcfair.convert`` in a sandboxed subprocess; this process
-never loads them. Results are published as a new version linked by provenance to its source."""
+"""Conversion, verification and optimisation jobs (kinds ``convert``, ``verify``, ``optimize``). The model files are
+copied out of the object store into a private directory and handled by ``hpcfair.convert`` in a sandboxed
+subprocess; this process never loads them. Results are published as a new version linked by provenance to its
+source."""
 
 from __future__ import annotations
 
@@ -11,15 +12,17 @@ from typing import Any
 
 from django.conf import settings
 from hpcfair.compute import CodedError
-from hpcfair.convert import ConversionError, Limits, convert_file, report_notes, sandbox
+from hpcfair.compute.sandboxed import convert_plan, run_request
+from hpcfair.convert import Limits, report_notes, sandbox
 from hpcfair.convert.formats import hf_folders, in_folder
 
 from hub.errors import HubError
+from hub.jobs.files import fetch, staged
+from hub.jobs.kinds import JobKind, Plan, register
+from hub.jobs.runner import JobContext
 from hub.registry.models import ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef, create_version
 from hub.registry.uploads import StagedFile
-from workers.files import fetch, staged
-from workers.runner import JobContext
 
 # Metadata that describes the source file's framework, not the ONNX copy.
 _SOURCE_ONLY = {"framework", "format", "inputs", "outputs", "sample_inputs", "verification", "conversion",
@@ -37,7 +40,7 @@ def hidden_paths() -> list[Path]:
     return [Path(p) for p in (settings.VAR_DIR, settings.HUB_STORAGE.get("DIR"), settings.HUB_UPLOAD_DIR) if p]
 
 
-def _source(ctx: JobContext) -> Version:
+def source_of(ctx: JobContext) -> Version:
     version = ctx.job.version
     if version is None or version.is_deleted:
         raise CodedError("gone", "The version was deleted before it could be processed.")
@@ -53,39 +56,12 @@ def free_label(artifact, base: str) -> str:
     return label
 
 
-def _existing_result(ctx: JobContext, source: Version, relation: str) -> Version | None:
+def existing_result(ctx: JobContext, source: Version, relation: str) -> Version | None:
     """A retried job whose first attempt published already: return that version (idempotence)."""
     for link in ProvenanceLink.objects.filter(target=source, relation=relation).select_related("version"):
         if str(link.version.metadata.get("job")) == str(ctx.job.pk) and not link.version.is_deleted:
             return link.version
     return None
-
-
-def convert_work(ctx: JobContext) -> dict[str, Any]:
-    """Convert (or, for ONNX files, verify) each selected file; publish the ONNX version."""
-    source = _source(ctx)
-    if ctx.job.kind != "verify" and (done := _existing_result(ctx, source, ProvenanceLink.Relation.CONVERTED_FROM)):
-        ctx.log(f"already published as {done}")
-        return {"version": done.label, "pid": done.pid, "verified": done.metadata.get("verified")}
-    workdir = Path(tempfile.mkdtemp(prefix="hpcfair-job-"))
-    try:
-        plan = conversion_plan(ctx, source, workdir)
-        reports: dict[str, dict[str, Any]] = {}
-        for index, item in enumerate(plan["files"]):
-            ctx.log(f"{item['path']}: {'verifying' if ctx.job.kind == 'verify' else 'converting'} in a sandbox")
-            try:
-                reports[item["onnx"]] = convert_file(
-                    workdir / item["local"], workdir / item["out"], **plan["options"],
-                    sample_inputs=workdir / plan["sample"] if plan["sample"] else None, limits=limits(),
-                    hide=hidden_paths(), on_line=_reporter(ctx, item["path"], index, len(plan["files"])))
-            except ConversionError as exc:  # the detail names the file; the version's path says where it is
-                detail = exc.detail if exc.detail.startswith(f"{item['path']}: ") else f"{item['path']}: {exc.detail}"
-                local_name = Path(item["local"]).name
-                raise CodedError(exc.code, detail.replace(f"{item['path']}: {local_name}: ", f"{item['path']}: ", 1))
-            ctx.progress((index + 1) / (len(plan["files"]) + 1))
-        return publish_conversion(ctx, source, workdir, plan, reports)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def conversion_plan(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
@@ -201,32 +177,11 @@ def _publish_conversion(ctx, source: Version, outputs: list[StagedFile], reports
 
 
 def _publish(ctx, source: Version, files: list[StagedFile], metadata: dict, suffix: str, relation: str) -> Version:
-    try:
-        label = free_label(source.artifact, f"{source.label}-{suffix}"[:60])
-        version = create_version(source.artifact, ctx.job.requester, files=files, label=label,
-                                 metadata=metadata, provenance=[ProvenanceRef(relation, source)], system=True)
-    except HubError as exc:
-        raise CodedError(exc.error_code, exc.message)
+    label = free_label(source.artifact, f"{source.label}-{suffix}"[:60])
+    version = create_version(source.artifact, ctx.job.requester, files=files, label=label,
+                             metadata=metadata, provenance=[ProvenanceRef(relation, source)], system=True)
     ctx.log(f"published {version} ({version.pid})")
     return version
-
-
-def optimize_work(ctx: JobContext) -> dict[str, Any]:
-    """ONNX Runtime graph optimisation and int8 quantisation, published as one derived version."""
-    source = _source(ctx)
-    if done := _existing_result(ctx, source, ProvenanceLink.Relation.DERIVED_FROM):
-        return {"version": done.label, "pid": done.pid}
-    workdir = Path(tempfile.mkdtemp(prefix="hpcfair-job-"))
-    try:
-        request = optimize_request(ctx, source, workdir)
-        ctx.log(f"{ctx.job.params['file']}: optimising in a sandbox")
-        try:
-            report = sandbox.run(request, workdir, limits(), hide=hidden_paths(), on_line=ctx.log)
-        except ConversionError as exc:
-            raise CodedError(exc.code, exc.detail)
-        return publish_optimized(ctx, source, workdir, report)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def optimize_request(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
@@ -247,3 +202,116 @@ def publish_optimized(ctx: JobContext, source: Version, workdir: Path, report: d
     metadata.update({"job": str(ctx.job.pk), "optimization": {k: v for k, v in report.items() if k != "ok"}})
     version = _publish(ctx, source, files, metadata, "opt", ProvenanceLink.Relation.DERIVED_FROM)
     return {"version": version.label, "pid": version.pid, "optimization": metadata["optimization"]}
+
+
+def sandbox_plan(compute: str, summary: str, limits_: Limits | None = None, **fields: Any) -> Plan:
+    """A Slurm plan for a sandboxed compute of the node's runner: the hub's limits (a conversion's unless
+    given) and the paths the child must not see."""
+    from dataclasses import asdict
+
+    return Plan({"compute": compute, "limits": asdict(limits_ or limits()),
+                 "hide": [str(path) for path in hidden_paths()], **fields},
+                cpus=max(1, settings.HUB_CONVERT_THREADS), summary=summary)
+
+
+def node_result(folder: Path) -> dict[str, Any]:
+    """What the node's task 0 wrote (``out/result-0.json``)."""
+    import json
+
+    return json.loads((folder / "out" / "result-0.json").read_text())
+
+
+@register
+class ConvertJob(JobKind):
+    """Convert each selected file of a version to ONNX in the conversion sandbox, verify it numerically against
+    the original and publish the ONNX version (then queue its cube)."""
+
+    name = "convert"
+    label = "conversion to ONNX"
+    verb = "converting"
+
+    def done_already(self, ctx: JobContext, source: Version) -> Version | None:
+        return existing_result(ctx, source, ProvenanceLink.Relation.CONVERTED_FROM)
+
+    def run(self, ctx: JobContext) -> dict[str, Any]:
+        source = source_of(ctx)
+        if done := self.done_already(ctx, source):
+            ctx.log(f"already published as {done}")
+            return {"version": done.label, "pid": done.pid, "verified": done.metadata.get("verified")}
+        workdir = Path(tempfile.mkdtemp(prefix="hpcfair-job-"))
+        try:
+            plan = conversion_plan(ctx, source, workdir)
+
+            def on_line(path: str, index: int):
+                ctx.log(f"{path}: {self.verb} in a sandbox")
+                return _reporter(ctx, path, index, len(plan["files"]))
+
+            reports = convert_plan(workdir, plan, limits(), hidden_paths(), on_line,
+                                   lambda done, count: ctx.progress(done / (count + 1)))
+            return publish_conversion(ctx, source, workdir, plan, reports)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def stage(self, job, folder: Path) -> Plan | None:
+        ctx = JobContext(job)
+        source = source_of(ctx)
+        if self.done_already(ctx, source):
+            return None  # a retried job that published already: run() answers at once
+        (folder / "work").mkdir()
+        plan = conversion_plan(ctx, source, folder / "work")
+        return sandbox_plan("convert", f"{self.label} of {source}: {', '.join(f['path'] for f in plan['files'])}",
+                            plan=plan)
+
+    def publish(self, job, folder: Path, execution: dict[str, Any]) -> dict[str, Any]:
+        import json
+
+        ctx = JobContext(job)
+        plan = json.loads((folder / "job.json").read_text())["plan"]
+        return publish_conversion(ctx, source_of(ctx), folder / "work", plan, node_result(folder)["reports"])
+
+
+@register
+class VerifyJob(ConvertJob):
+    """Validate uploaded ONNX files (checker, shape inference, a run in ONNX Runtime) in the sandbox."""
+
+    name = "verify"
+    label = "verification"
+    verb = "verifying"
+
+    def done_already(self, ctx: JobContext, source: Version) -> Version | None:
+        return None  # a verification publishes nothing new: it always runs
+
+
+@register
+class OptimizeJob(JobKind):
+    """ONNX Runtime graph optimisation and int8 quantisation in the sandbox, published as one derived
+    version."""
+
+    name = "optimize"
+    label = "optimisation"
+
+    def run(self, ctx: JobContext) -> dict[str, Any]:
+        source = source_of(ctx)
+        if done := existing_result(ctx, source, ProvenanceLink.Relation.DERIVED_FROM):
+            return {"version": done.label, "pid": done.pid}
+        workdir = Path(tempfile.mkdtemp(prefix="hpcfair-job-"))
+        try:
+            request = optimize_request(ctx, source, workdir)
+            ctx.log(f"{ctx.job.params['file']}: optimising in a sandbox")
+            report = run_request(request, workdir, limits(), hidden_paths(), ctx.log)
+            return publish_optimized(ctx, source, workdir, report)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def stage(self, job, folder: Path) -> Plan | None:
+        ctx = JobContext(job)
+        source = source_of(ctx)
+        if existing_result(ctx, source, ProvenanceLink.Relation.DERIVED_FROM):
+            return None  # a retried job that published already: run() answers at once
+        (folder / "work").mkdir()
+        request = optimize_request(ctx, source, folder / "work")
+        return sandbox_plan("sandbox", f"optimise {source} {job.params['file']}", request=request)
+
+    def publish(self, job, folder: Path, execution: dict[str, Any]) -> dict[str, Any]:
+        ctx = JobContext(job)
+        return publish_optimized(ctx, source_of(ctx), folder / "work", node_result(folder)["report"])

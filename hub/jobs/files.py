@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
+from hpcfair.compute import CodedError
+
 from hub.registry.models import Version
 from hub.registry.uploads import StagedFile, sha256_of_file
-from hub.storage import get_blob_store
+from hub.storage import StorageUnavailable, get_blob_store
 
 
 def fetch(version: Version, path: str, dest_dir: Path, *, link: bool = False) -> Path:
@@ -28,3 +31,22 @@ def fetch(version: Version, path: str, dest_dir: Path, *, link: bool = False) ->
 def staged(path: Path, name: str) -> StagedFile:
     """A local file, hashed, ready to become a file ``name`` of a new version."""
     return StagedFile(path=name, staged=path, sha256=sha256_of_file(path), size=path.stat().st_size)
+
+
+def place(blob_id: str, target: Path) -> Path:
+    """A blob as ``target`` (a Slurm job's folder): a hard link where the store is a local filesystem on the
+    same device, else a copy (the job folder must be on a filesystem the compute nodes see)."""
+    store = get_blob_store()
+    local = store.local_path(blob_id)
+    if local is not None:
+        try:
+            os.link(local, target)
+            return target
+        except OSError:
+            pass
+    try:
+        with store.open(blob_id) as stream, open(target, "wb") as out:
+            shutil.copyfileobj(stream, out, 8 * 1024 * 1024)
+    except (FileNotFoundError, StorageUnavailable) as exc:
+        raise CodedError("storage_unavailable", f"A file of this job could not be read from the object store: {exc}")
+    return target

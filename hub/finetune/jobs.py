@@ -1,8 +1,8 @@
-"""Fine-tuning jobs. The base model's files and the dataset's files are copied out of the object store into a
-private folder; ``hpcfair.finetune`` trains in the conversion sandbox (this process never loads the model)
-and streams one line per epoch into the job's log. The result is published, in one transaction, as a new
-version of a model in the requester's namespace (private unless asked), ``derived_from`` the base and
-``trained_on`` the dataset; publishing it queues its conversion to ONNX and verification like any upload."""
+"""Fine-tuning jobs (kind ``finetune``). The base model's files and the dataset's files are copied out of the object
+store into a private folder; ``hpcfair.finetune`` trains in the conversion sandbox (this process never loads the
+model) and streams one line per epoch into the job's log. The result is published, in one transaction, as a new
+version of a model in the requester's namespace (private unless asked), ``derived_from`` the base and ``trained_on``
+the dataset; publishing it queues its conversion to ONNX and verification like any upload."""
 
 from __future__ import annotations
 
@@ -14,17 +14,18 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from hpcfair.compute import CodedError
-from hpcfair.convert import ConversionError, Limits, sandbox
-from hpcfair.finetune.errors import training_words
+from hpcfair.compute.sandboxed import run_request
+from hpcfair.convert import Limits, sandbox
 
+from hub.conversions.jobs import hidden_paths, node_result, sandbox_plan
 from hub.errors import HubError
+from hub.jobs.files import fetch, staged
+from hub.jobs.kinds import JobKind, Plan, register
 from hub.jobs.models import Job
+from hub.jobs.runner import JobContext
 from hub.registry import services as registry
 from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef
-from workers.convert import hidden_paths
-from workers.files import fetch, staged
-from workers.runner import JobContext
 
 EXTRA_FILES = ("sample_inputs.npz", "loss_curve.png")
 
@@ -57,23 +58,6 @@ def _fetch_all(version: Version, paths: list[str], root: Path, strip: str = "") 
         fetched.rename(root / relative)
 
 
-def finetune_work(ctx: JobContext) -> dict[str, Any]:
-    base, dataset, done = sources(ctx)
-    if done is not None:
-        ctx.log(f"already published as {done}")
-        return {"version": str(done), "pid": done.pid}
-    workdir = Path(tempfile.mkdtemp(prefix="hpcfair-finetune-"))
-    try:
-        request = stage(ctx, base, dataset, workdir)
-        try:
-            report = sandbox.run(request, workdir, limits(), hide=hidden_paths(), on_line=_reporter(ctx))
-        except ConversionError as exc:
-            raise CodedError(exc.code, training_words(exc.detail))
-        return publish_finetuned(ctx, base, dataset, workdir, report)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
 def sources(ctx: JobContext) -> tuple[Version, Version, Version | None]:
     """The base model and dataset versions (CodedError when deleted), and the version an earlier attempt of
     this job published, if any."""
@@ -82,7 +66,7 @@ def sources(ctx: JobContext) -> tuple[Version, Version, Version | None]:
     return base, dataset, _existing_result(ctx)
 
 
-def stage(ctx: JobContext, base: Version, dataset: Version, workdir: Path) -> dict[str, Any]:
+def stage_files(ctx: JobContext, base: Version, dataset: Version, workdir: Path) -> dict[str, Any]:
     """Copy the base model's and the dataset's files into ``workdir``; returns the sandbox's request. Shared by
     the Celery worker (a private folder) and the Slurm path (a job folder the compute node reads)."""
     params = ctx.job.params
@@ -111,7 +95,7 @@ def publish_finetuned(ctx: JobContext, base: Version, dataset: Version, workdir:
     files = [staged(sandbox.output_file(workdir, f"out/{name}"), name) for name in report["files"]]
     files += [staged(sandbox.output_file(workdir, f"out/{name}"), name) for name in EXTRA_FILES]
     version = _publish(ctx, base, dataset, files, report, execution)
-    conversion = Job.objects.filter(version=version, kind__in=[Job.Kind.CONVERT, Job.Kind.VERIFY]).order_by(
+    conversion = Job.objects.filter(version=version, kind__in=["convert", "verify"]).order_by(
         "created").first()
     return {"version": str(version), "pid": version.pid, "artifact": version.artifact.full_name,
             "base": {"loss": report["base"]["loss"], report["metric"]: report["base"][report["metric"]]},
@@ -194,6 +178,43 @@ def _publish(ctx: JobContext, base: Version, dataset: Version, files, report: di
             ctx.log(f"the fine-tuned files are identical to {exc.extra['existing']} ({exc.extra['existing_pid']}); "
                     "nothing new was published")
             return Version.objects.get(pid=exc.extra["existing_pid"])
-        raise CodedError(exc.error_code, exc.message)
+        raise
     ctx.log(f"published {version} ({version.pid}); its conversion to ONNX is queued")
     return version
+
+
+@register
+class FinetuneJob(JobKind):
+    """Fine-tune a model on a dataset in the conversion sandbox; publish the result (converted to ONNX after).
+    On Slurm, the new version is published by the same function, with the Slurm job's node, partition and
+    times in its metadata."""
+
+    name = "finetune"
+    label = "fine-tuning"
+
+    def run(self, ctx: JobContext) -> dict[str, Any]:
+        base, dataset, done = sources(ctx)
+        if done is not None:
+            ctx.log(f"already published as {done}")
+            return {"version": str(done), "pid": done.pid}
+        workdir = Path(tempfile.mkdtemp(prefix="hpcfair-finetune-"))
+        try:
+            request = stage_files(ctx, base, dataset, workdir)
+            report = run_request(request, workdir, limits(), hidden_paths(), _reporter(ctx))
+            return publish_finetuned(ctx, base, dataset, workdir, report)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def stage(self, job: Job, folder: Path) -> Plan | None:
+        ctx = JobContext(job)
+        base, dataset, done = sources(ctx)
+        if done is not None:
+            return None  # a retried job that published already: run() answers at once
+        (folder / "work").mkdir()
+        request = stage_files(ctx, base, dataset, folder / "work")
+        return sandbox_plan("sandbox", f"fine-tune {base} on {dataset}", limits(), request=request)
+
+    def publish(self, job: Job, folder: Path, execution: dict[str, Any]) -> dict[str, Any]:
+        ctx = JobContext(job)
+        base, dataset, _ = sources(ctx)
+        return publish_finetuned(ctx, base, dataset, folder / "work", node_result(folder)["report"], execution)

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class FinetuneConfig(AppConfig):
+    name = "hub.finetune"
+    label = "finetune"
