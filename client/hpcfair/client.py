@@ -25,7 +25,14 @@ import urllib3
 
 from hpcfair import settings, transfer
 from hpcfair.cache import Cache
-from hpcfair.errors import ConflictError, HubError, JobError, NotFoundError, TransferError, from_response
+from hpcfair.errors import (
+    ConflictError,
+    JobError,
+    NotAuthenticatedError,
+    NotFoundError,
+    TransferError,
+    from_response,
+)
 from hpcfair.progress import bar
 
 DEFAULT_ENDPOINT = settings.DEFAULT_ENDPOINT
@@ -175,8 +182,8 @@ class HubClient:
         an error."""
         owner = owner or self.me().get("username")
         if not owner:
-            raise HubError("Publishing needs a token: run 'hpcfair login' or set HPCFAIR_TOKEN.",
-                           code="not_authenticated", status=401)
+            raise NotAuthenticatedError("Publishing needs a token: run 'hpcfair login' or set HPCFAIR_TOKEN.",
+                                        code="not_authenticated", status=401)
         full_name = f"{owner}/{name}"
         new = None
         try:
