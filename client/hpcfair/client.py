@@ -30,6 +30,7 @@ from hpcfair.errors import (
     JobError,
     NotAuthenticatedError,
     NotFoundError,
+    OfflineError,
     TransferError,
     from_response,
 )
@@ -59,6 +60,22 @@ def refused(exc: BaseException) -> bool:
     return False
 
 
+def offline_error(what: str) -> OfflineError:
+    return OfflineError(f"HPCFAIR_OFFLINE is set, and {what}. Offline, only pinned versions (owner/name@VERSION "
+                        "or a version's PID) used once online, with their files in the cache, can be used; unset "
+                        "HPCFAIR_OFFLINE to ask the hub.", code="offline")
+
+
+class _Offline(requests.adapters.BaseAdapter):
+    """The transport of an offline client: every request fails at once, before any connection."""
+
+    def send(self, request, **kwargs: Any):  # noqa: ANN201 - requests' adapter interface
+        raise offline_error(f"{request.method} {request.url} needs the network")
+
+    def close(self) -> None:
+        pass
+
+
 def split_ref(ref: str) -> tuple[str, str]:
     """``owner/name[@version]`` -> (``owner/name``, version or ``latest``)."""
     name, _, label = ref.partition("@")
@@ -67,16 +84,25 @@ def split_ref(ref: str) -> tuple[str, str]:
 
 class HubClient:
     """A session with one hub. ``endpoint`` and ``token`` come from arguments, the environment
-    (``HPCFAIR_ENDPOINT``, ``HPCFAIR_TOKEN``) or the login file ``~/.hpcfair``."""
+    (``HPCFAIR_ENDPOINT``, ``HPCFAIR_TOKEN``) or the login file ``~/.hpcfair``.
+
+    ``offline`` (default: ``HPCFAIR_OFFLINE``): no request leaves this machine; pinned versions resolve from
+    the cache's records and their files from its blobs, and anything else raises ``OfflineError`` at once."""
 
     def __init__(self, endpoint: str | None = None, token: str | None = None, *, retries: int = 5,
-                 backoff: float = 0.5, timeout: float = 300.0, cache: Cache | str | Path | None = None) -> None:
+                 backoff: float = 0.5, timeout: float = 300.0, cache: Cache | str | Path | None = None,
+                 offline: bool | None = None) -> None:
         chosen = settings.resolve(endpoint, token)
         self.endpoint, self.token = chosen.endpoint, chosen.token
         self.retries, self.backoff, self.timeout = retries, backoff, timeout
         self.cache = cache if isinstance(cache, Cache) else Cache(cache)
+        self.offline = settings.offline() if offline is None else offline
         self.session = requests.Session()
         self.bare = requests.Session()  # presigned object-store URLs: never the hub's token
+        if self.offline:
+            for session in (self.session, self.bare):
+                session.mount("http://", _Offline())
+                session.mount("https://", _Offline())
         if self.token:
             self.session.headers["Authorization"] = f"Bearer {self.token}"
 
@@ -94,6 +120,8 @@ class HubClient:
                 **kwargs: Any) -> requests.Response:
         """One API call; raises the typed ``HubError`` for error answers. ``patient``: in the middle of a
         transfer, a refused connection (the hub restarting) is tried again as long as a dropped one."""
+        if self.offline:
+            raise offline_error(f"{method} {self.url(path)} needs the hub")
         kwargs.setdefault("timeout", self.timeout)
         try:
             response = self._with_retries(lambda: self.session.request(method, self.url(path), **kwargs), retry,
@@ -154,8 +182,18 @@ class HubClient:
         return data["results"] if isinstance(data, dict) else data
 
     def resolve(self, ref: str) -> dict[str, Any]:
-        """The version a PID (``ark:/…``) or ``owner/name[@version]`` names."""
-        return self.request("GET", "resolve", params={"ref": ref}).json()
+        """The version a PID (``ark:/…``) or ``owner/name[@version]`` names. Its record is kept in the cache
+        (refreshed on each call: derivatives appear later), which is where an offline client reads it."""
+        if self.offline:
+            info = self.cache.version(ref)
+            if info is None:
+                pinned = ref.startswith("ark:") or split_ref(ref)[1] != "latest"
+                raise offline_error(f"{ref} is not in the cache" if pinned else
+                                    f"{ref} names no version (the latest is only known online)")
+            return info
+        info = self.request("GET", "resolve", params={"ref": ref}).json()
+        self.cache.save_version(info)
+        return info
 
     def create_artifact(self, kind: str, name: str, **fields: Any) -> dict[str, Any]:
         return self.request("POST", "artifacts/", json={"kind": kind, "name": name, **fields}).json()
@@ -432,7 +470,8 @@ class HubClient:
 
     def file_info(self, owner_name: str, version: str, path: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """(the version, the file's entry: path, size, sha256, download_url)."""
-        info = self.request("GET", f"artifacts/{owner_name}/versions/{version}/").json()
+        info = (self.resolve(f"{owner_name}@{version}") if self.offline
+                else self.request("GET", f"artifacts/{owner_name}/versions/{version}/").json())
         meta = next((f for f in info["files"] if f["path"] == path), None)
         if meta is None:
             raise NotFoundError(f"{owner_name}@{info['version']} has no file {path!r}; it has "
@@ -478,6 +517,8 @@ class HubClient:
             if progress is not None:
                 progress(size)
             return hit
+        if self.offline:
+            raise offline_error(f"{label or sha256} (sha256 {sha256[:12]}…) is not in the cache ({self.cache.root})")
         return self.transfer(url, sha256, size, self.cache.path(sha256), label=label, progress=progress)
 
     def transfer(self, url: str, sha256: str, size: int, target: Path, *, label: str = "",
