@@ -106,8 +106,9 @@ def show(ref: Annotated[str, typer.Argument(help="A PID or owner/name[@version].
     _print(info, as_json, "\n".join(lines))
 
 
-@app.command(epilog="Example: hpcfair upload my-encoder encoder.pt --metadata card/README.md --private; "
-                     "a model folder: hpcfair upload minilm ./all-MiniLM-L6-v2/")
+@app.command(epilog="Example: hpcfair upload my-encoder encoder.pt --metadata card/README.md --creator "
+                     "'Ada Lovelace, 0000-0002-1825-0097' --private; a model folder: hpcfair upload minilm "
+                     "./all-MiniLM-L6-v2/")
 def upload(name: Annotated[str, typer.Argument(help="The artifact name (yours; created if needed).")],
            files: Annotated[list[Path], typer.Argument(help="The files of the version; a folder gives every file "
                                                             "under it, at its path inside the folder.")],
@@ -115,10 +116,14 @@ def upload(name: Annotated[str, typer.Argument(help="The artifact name (yours; c
            kind: Annotated[str, typer.Option(help="model, dataset or project.")] = "model",
            private: Annotated[bool, typer.Option(help="Only you and your collaborators see it.")] = False,
            version: Annotated[str, typer.Option(help="The version label (default: the next number).")] = "",
+           creator: Annotated[list[str] | None, typer.Option(
+               help="A creator: 'Name' or 'Name, ORCID' (repeatable); wins over the metadata's and the card's "
+                    "creators (a Hugging Face card has none).")] = None,
            as_json: Json = False) -> None:
     """Publish a version of an artifact from files and metadata."""
     info = _api().upload(name=name, files=[str(f.resolve()) for f in files], metadata=metadata and str(metadata),
-                         kind=kind, visibility="private" if private else "public", version=version)
+                         kind=kind, visibility="private" if private else "public", version=version,
+                         creators=creator)
     _print(info, as_json, f"published {info['artifact']}@{info['version']}  {info['pid']}")
 
 
