@@ -207,7 +207,7 @@ def examples(dest: Annotated[Path, typer.Argument(help="The folder to put them i
 
     folder = make_examples(dest)
     typer.echo(f"examples in {folder}: cd {folder} && hpcfair run conversion.yaml (Listing 1), then "
-               "collaboration.yaml (Listing 2) and container.yaml (Listing 4; device: cpu without a GPU)")
+               "collaboration.yaml (Listing 2) and container.yaml (Listing 4; device: gpu where there is a GPU)")
 
 
 @app.command(epilog="Example: hpcfair schema > hpcfair-config.schema.json")

@@ -48,7 +48,36 @@ def has_gpu() -> bool:
     return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
 
 
-def engine_or_fail(preferred: str = "") -> str:
+HUB_CONTAINERS_CONF = Path(__file__).with_name("containers.conf")  # the hub's deploy/podman/containers.conf
+
+
+def containers_conf(cache_root: Path) -> Path:
+    """The podman settings the client runs with when ``CONTAINERS_CONF`` is unset: the hub's, shipped with the
+    package (runc, cgroupfs, file events, host network, ulimits a nested container can set). Where runc is
+    not installed, a copy in the cache without the runtime line, so podman keeps its own (crun)."""
+    if shutil.which("runc"):
+        return HUB_CONTAINERS_CONF
+    text = "".join(line for line in HUB_CONTAINERS_CONF.read_text().splitlines(keepends=True)
+                   if not line.strip().startswith("runtime ="))
+    copy = cache_root / "containers.conf"
+    if not copy.is_file() or copy.read_text() != text:
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(text)
+    return copy
+
+
+def use_hub_settings(cache_root: Path) -> None:
+    """Set ``CONTAINERS_CONF`` to the hub's podman settings unless the user set it (as the hub's worker does)."""
+    if not os.environ.get("CONTAINERS_CONF"):
+        os.environ["CONTAINERS_CONF"] = str(containers_conf(cache_root))
+
+
+def engine_or_fail(preferred: str = "", cache_root: Path | None = None) -> str:
+    """The container engine to use, once it has answered ``info``; podman with the hub's settings (see
+    ``use_hub_settings``) unless ``CONTAINERS_CONF`` is set."""
+    from hpcfair import settings
+
+    use_hub_settings(cache_root or settings.cache_dir())
     engine = find_engine(preferred or os.environ.get("HPCFAIR_CONTAINER_ENGINE", ""))
     if engine is None:
         raise HubError("container: this machine has neither podman nor docker; install one (Debian: apt install "
