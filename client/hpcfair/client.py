@@ -10,6 +10,7 @@ retried with exponential backoff.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import threading
@@ -27,11 +28,13 @@ from hpcfair import settings, transfer
 from hpcfair.cache import Cache
 from hpcfair.errors import (
     ConflictError,
+    DuplicateVersionError,
     JobError,
     NotAuthenticatedError,
     NotFoundError,
     OfflineError,
     TransferError,
+    ValidationError,
     from_response,
 )
 from hpcfair.progress import bar
@@ -74,6 +77,17 @@ class _Offline(requests.adapters.BaseAdapter):
 
     def close(self) -> None:
         pass
+
+
+def content_digest(sha256s) -> str:
+    """A version's content identity, as the hub computes it: the sha256 of its files' sha256s, sorted and
+    joined by newlines (independent of file names and order)."""
+    return hashlib.sha256("\n".join(sorted(sha256s)).encode()).hexdigest()
+
+
+def file_sha256(path: str | Path) -> str:
+    path = Path(path)
+    return transfer.hash_prefix(path, path.stat().st_size).hexdigest()
 
 
 def split_ref(ref: str) -> tuple[str, str]:
@@ -203,12 +217,38 @@ class HubClient:
                        provenance: list[dict[str, str]] | None = None,
                        new_artifact: dict[str, Any] | None = None) -> dict[str, Any]:
         """Publish a version from local files ({path in version: local path}), via resumable uploads;
-        ``new_artifact`` ({kind, visibility, title, description}) creates the artifact with it, or neither."""
-        items = [{"path": name, "upload": self.upload_file(local)["id"]} for name, local in files.items()]
+        ``new_artifact`` ({kind, visibility, title, description}) creates the artifact with it, or neither.
+
+        The files are hashed first and the hub asked whether a version you can see holds exactly them: if so,
+        ``DuplicateVersionError`` (as the hub would answer after the upload) and not a byte is sent."""
+        sha256s = {name: file_sha256(local) for name, local in files.items()}
+        answer = self._by_content(sha256s.values())
+        if answer is not None:
+            found = answer.json()
+            existing = f"{found['artifact']}@{found['version']}"
+            raise DuplicateVersionError(f"These files are identical to {existing} ({found['pid']}); it is already "
+                                        "in the hub.", code="duplicate_version", status=409,
+                                        request_id=answer.headers.get("X-Request-ID"),
+                                        body={"code": "duplicate_version", "existing_pid": found["pid"],
+                                              "existing": existing})
+        items = [{"path": name, "upload": self.upload_file(local, sha256=sha256s[name])["id"]}
+                 for name, local in files.items()]
         body = {"version": version, "metadata": metadata or {}, "files": items, "provenance": provenance or []}
         if new_artifact is not None:
             body["artifact"] = new_artifact
         return self.request("POST", f"artifacts/{owner_name}/versions/", json=body).json()
+
+    def duplicate_of(self, sha256s) -> dict[str, Any] | None:
+        """The version you can see whose files have exactly these sha256s (``resolve?content=``), or None;
+        also None from a hub too old to be asked (it then answers ``duplicate_version`` after the upload)."""
+        answer = self._by_content(sha256s)
+        return answer.json() if answer is not None else None
+
+    def _by_content(self, sha256s) -> requests.Response | None:
+        try:
+            return self.request("GET", "resolve", params={"content": content_digest(sha256s)})
+        except (NotFoundError, ValidationError):
+            return None
 
     def publish(self, name: str, files: dict[str, str | Path], metadata: dict[str, Any], *, kind: str = "model",
                 visibility: str = "public", version: str = "", reuse_duplicate: bool = False,

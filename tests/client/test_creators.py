@@ -55,5 +55,6 @@ def test_cli_upload_of_a_hugging_face_card_with_creators(live_server, owner, tmp
         {"name": "Ada Lovelace", "orcid": "https://orcid.org/0000-0002-1825-0097"}, {"name": "Grace Hopper"}]
     assert version["metadata"]["title"] == "Tiny classifier"  # the rest still comes from the card
 
+    (tmp_path / "model.pt").write_bytes(b"\x80\x02another model" * 10)
     wrong = upload("--creator", "Ada Lovelace, 0000-0002-1825-0098", "--version", "2")
     assert wrong.returncode == 1 and "check digit" in wrong.stderr

@@ -92,11 +92,16 @@ def test_a_live_hub_answers_typed_errors(live_server, owner, tmp_path, settings)
     weights.write_bytes(b"\x01" * 100)
     first = client.publish("typed", {"weights.bin": weights}, valid_metadata())
 
+    # the hub's own answer (the client's publish asks before uploading: tests/client/test_duplicate_upload.py)
+    body = {"files": [{"path": "weights.bin", "upload": client.upload_file(weights)["id"]}],
+            "metadata": valid_metadata()}
     with pytest.raises(DuplicateVersionError) as duplicate:
-        client.publish("typed", {"weights.bin": weights}, valid_metadata())
+        client.request("POST", "artifacts/alice/typed/versions/", json=body)
     assert duplicate.value.existing_pid == first["pid"] and duplicate.value.request_id
+    other = tmp_path / "other.bin"
+    other.write_bytes(b"\x02" * 100)
     with pytest.raises(InvalidMetadataError) as invalid:
-        client.publish("typed", {"weights.bin": tmp_path / "weights.bin"}, {"title": "no license"}, version="9")
+        client.publish("typed", {"weights.bin": other}, {"title": "no license"}, version="9")
     assert invalid.value.code == "invalid_metadata" and invalid.value.status == 400
     with pytest.raises(NotFoundError):
         client.resolve("alice/nothing-here@1")
