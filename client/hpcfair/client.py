@@ -37,7 +37,7 @@ from hpcfair.errors import (
     ValidationError,
     from_response,
 )
-from hpcfair.progress import bar
+from hpcfair.progress import JobLog, bar, say
 
 DEFAULT_ENDPOINT = settings.DEFAULT_ENDPOINT
 CHUNK_SIZE = 256 * 1024 * 1024  # per PUT through the hub: a cut keeps what arrived, so big chunks lose nothing
@@ -310,19 +310,26 @@ class HubClient:
 
     def wait(self, job: str | dict[str, Any], *, timeout: float = 3600.0, poll: float = 0.5,
              raise_on_failure: bool = True) -> dict[str, Any]:
-        """Poll a job until it ends (a progress bar shows its progress); a failed job raises ``JobError``."""
+        """Poll a job until it ends; on a terminal its new log lines (stages, epochs) show as they come, under
+        them a bar of its progress. A failed job raises ``JobError``."""
         job_id = job["id"] if isinstance(job, dict) else job
         deadline = time.monotonic() + timeout
-        with bar(total=100, desc=f"job {str(job_id)[:8]}", unit="%") as shown:
+        current = self.job(job_id)
+        what = f"{current.get('kind') or 'job'} {str(job_id)[:8]}"
+        logged = JobLog(what)
+        with bar(total=100, desc=what, unit="%") as shown:
             while True:
-                current = self.job(job_id)
+                logged.show(current)
                 shown.update(round(100 * (current.get("progress") or 0)) - shown.n)
                 if current["state"] in FINISHED:
+                    took = f" in {current['duration']:.1f} s" if current.get("duration") else ""
+                    say(what, f"{current['state']}{took}")
                     break
                 if time.monotonic() > deadline:
                     raise JobError(f"Job {job_id} did not finish in {timeout:g} s (state {current['state']}).",
                                    code="job_timeout")
                 time.sleep(poll)
+                current = self.job(job_id)
         if raise_on_failure and current["state"] != "succeeded":
             raise JobError(f"Job {job_id} {current['state']}: {current.get('error_detail') or 'no detail'}",
                            code=current.get("error_code") or "job_failed", body=current)

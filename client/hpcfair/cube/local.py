@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcfair import progress
 from hpcfair.cube.engine import EngineError, build, engine_problem, find_engine, image_exists, prepare_context, run_task
 from hpcfair.cube.spec import CubeSpec
 from hpcfair.errors import HubError
@@ -117,13 +118,22 @@ def build_here(engine: str, folder: Path, spec: CubeSpec, image: str, wheels: Pa
                        f"python3-venv ({engine} load / {engine} tag).", code="no_base_image")
     with tempfile.TemporaryDirectory(prefix="hpcfair-build-") as tmp:
         try:
-            context = prepare_context(context_dir, Path(tmp) / "context", wheels, requirements)
+            shown = progress.lines(f"build {image}")
+            context = prepare_context(context_dir, Path(tmp) / "context", wheels, requirements, on_line=shown)
             relative = recipe.resolve().relative_to(context_dir.resolve()) if recipe.resolve().is_relative_to(
                 context_dir.resolve()) else None
             recipe_in_context = context / relative if relative else recipe
-            return build(engine, context, recipe_in_context, image).record()
+            return build(engine, context, recipe_in_context, image, on_line=build_steps(shown)).record()
         except EngineError as exc:
             raise HubError(f"container: {exc}", code=exc.code)
+
+
+def build_steps(shown):
+    """Of a build's output, the lines that say where it is (``STEP 3/6: RUN ...``, ``COMMIT``)."""
+    def step(line: str) -> None:
+        if line.startswith(("STEP ", "COMMIT", "Successfully tagged")):
+            shown(line)
+    return step
 
 
 def run_tasks(engine: str, image: str, spec: CubeSpec, tasks: list[str], workspace: Path, *,
@@ -135,7 +145,7 @@ def run_tasks(engine: str, image: str, spec: CubeSpec, tasks: list[str], workspa
     for task in tasks:
         try:
             ran = run_task(engine, image, spec, task, workspace, overrides=overrides, gpu=gpu, network=network,
-                           extra_mounts=mounts)
+                           extra_mounts=mounts, on_line=progress.lines(f"{spec.name} {task}"))
         except EngineError as exc:
             raise HubError(f"container: {exc}\n{exc.log[-2000:]}".rstrip(), code=exc.code)
         runs.append({"task": task, "seconds": round(ran.seconds, 3), "output": ran.output})
