@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -46,16 +47,20 @@ class Cache:
         return self.root / "versions" / f"{hashlib.sha256(ref.strip().encode()).hexdigest()}.json"
 
     def save_version(self, info: dict[str, Any]) -> None:
-        """Keep a version record under its PID and ``owner/name@version`` (the pinned names of it)."""
+        """Keep a version record under its PID and ``owner/name@version`` (the pinned names of it); a cache
+        that cannot be written (a shared, read-only one) keeps nothing, and nothing fails."""
         if not info.get("pid") or not info.get("artifact") or not info.get("version"):
             return
         data = json.dumps(info, default=str)
         for ref in (info["pid"], f"{info['artifact']}@{info['version']}"):
             path = self._record(ref)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            temporary.write_text(data)
-            temporary.replace(path)
+            temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                temporary.write_text(data)
+                temporary.replace(path)
+            except OSError:
+                return
 
     def version(self, ref: str) -> dict[str, Any] | None:
         """The kept record of a pinned version (its PID or ``owner/name@version``), or None."""

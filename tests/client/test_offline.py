@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pytest
 from hpcfair import HubClient, OfflineError, TransferError, modelAPI
+from hpcfair.cache import Cache
 
 from tests.conftest import valid_metadata
 from tests.gateway.models import mlp, reference
@@ -110,3 +111,15 @@ def test_a_pinned_cached_version_runs_offline_from_the_terminal(live_server, own
         assert len(refused.stderr.strip().splitlines()) == 1
     assert "names no version" in unpinned.stderr
     assert connections(listener) == 0
+
+
+def test_a_cache_that_cannot_be_written_keeps_no_record_and_fails_nothing(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    info = {"pid": "ark:/99999/fk4x", "artifact": "alice/m", "version": "1", "files": []}
+    unwritable = Cache(tmp_path / "a-file" / "cache")  # under a file: nothing can be made there
+    unwritable.save_version(info)
+    assert unwritable.version("alice/m@1") is None
+    kept = Cache(tmp_path / "cache")
+    kept.save_version(info)
+    assert kept.version("alice/m@1") == info == kept.version("ark:/99999/fk4x")
+    assert kept.version("alice/m") is None
