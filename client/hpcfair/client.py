@@ -85,9 +85,14 @@ def content_digest(sha256s) -> str:
     return hashlib.sha256("\n".join(sorted(sha256s)).encode()).hexdigest()
 
 
-def file_sha256(path: str | Path) -> str:
-    path = Path(path)
-    return transfer.hash_prefix(path, path.stat().st_size).hexdigest()
+def file_sha256(path: str | Path, progress: Callable[[int], None] | None = None) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(transfer.READ):
+            digest.update(chunk)
+            if progress is not None:
+                progress(len(chunk))
+    return digest.hexdigest()
 
 
 def split_ref(ref: str) -> tuple[str, str]:
@@ -221,7 +226,9 @@ class HubClient:
 
         The files are hashed first and the hub asked whether a version you can see holds exactly them: if so,
         ``DuplicateVersionError`` (as the hub would answer after the upload) and not a byte is sent."""
-        sha256s = {name: file_sha256(local) for name, local in files.items()}
+        total = sum(Path(local).stat().st_size for local in files.values())
+        with bar(total=total, desc="hash files", unit="B") as shown:
+            sha256s = {name: file_sha256(local, shown.update) for name, local in files.items()}
         answer = self._by_content(sha256s.values())
         if answer is not None:
             found = answer.json()
