@@ -204,7 +204,8 @@ class HubClient:
         """The version a PID (``ark:/…``) or ``owner/name[@version]`` names. Its record is kept in the cache
         (refreshed on each call: derivatives appear later), which is where an offline client reads it."""
         if self.offline:
-            info = self.cache.version(ref)
+            ref = ref.strip()
+            info = self.cache.version("ark:/" + ref[4:].lstrip("/") if ref.lower().startswith("ark:") else ref)
             if info is None:
                 pinned = ref.startswith("ark:") or split_ref(ref)[1] != "latest"
                 raise offline_error(f"{ref} is not in the cache" if pinned else

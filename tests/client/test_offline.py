@@ -94,7 +94,8 @@ def test_a_pinned_cached_version_runs_offline_from_the_terminal(live_server, own
 
     # no hub at all now: the endpoint is a socket that never answers, and nothing may connect to it
     env = {"HPCFAIR_OFFLINE": "1", "HPCFAIR_ENDPOINT": f"http://127.0.0.1:{listener.getsockname()[1]}"}
-    for ref in (f"alice/offline-mlp@{published['version']}", published["pid"]):
+    assert published["pid"].startswith("ark:/")
+    for ref in (f"alice/offline-mlp@{published['version']}", published["pid"], "ark:" + published["pid"][5:]):
         ran = cli("infer", ref, str(tmp_path / "x.npy"), "--device", "local", "--output",
                   str(tmp_path / "y.npz"), env=env)
         assert ran.returncode == 0, ran.stderr
