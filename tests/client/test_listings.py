@@ -160,7 +160,7 @@ def test_cli_from_login_to_inference(embedded_hub, tmp_path):
         got = cli("download", "demo/card-mlp", "--dest", str(tmp_path / attempt), "--file", "mlp.onnx")
         assert got.returncode == 0, got.stderr
         assert (tmp_path / attempt / "mlp.onnx").read_bytes() == mlp(seed=7)
-    assert len([p for p in Path(os.environ["HPCFAIR_CACHE"]).rglob("*") if p.is_file()]) == 1
+    assert len([p for p in (Path(os.environ["HPCFAIR_CACHE"]) / "blobs").rglob("*") if p.is_file()]) == 1
 
     x = np.random.default_rng(1).standard_normal((2, 784)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
