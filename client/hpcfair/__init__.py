@@ -4,23 +4,40 @@
 """
 
 import importlib
+import warnings
 from typing import Any
 
 from hpcfair.errors import (
+    AccessDeniedError,
     ConfigError,
     ConflictError,
+    DuplicateVersionError,
+    GoneError,
     HubError,
+    InsufficientScopeError,
+    InvalidInputsError,
+    InvalidMetadataError,
     JobError,
+    NotAuthenticatedError,
     NotFoundError,
-    PermissionError,
+    NotReadyError,
+    NoWorkerError,
+    OfflineError,
+    RateLimitedError,
+    RunError,
     ServerError,
     TransferError,
+    UploadError,
     ValidationError,
 )
 
+# ``PermissionError`` is not listed: ``from hpcfair import *`` must not shadow the builtin. The old name still
+# imports (deprecated), as ``AccessDeniedError``, which is also a builtin ``PermissionError``.
 __all__ = [
-    "ConfigError", "ConflictError", "Dataset", "HubClient", "HubError", "JobError", "NotFoundError",
-    "PermissionError", "ServerError", "TransferError", "ValidationError", "modelAPI",
+    "AccessDeniedError", "ConfigError", "ConflictError", "Dataset", "DuplicateVersionError", "GoneError",
+    "HubClient", "HubError", "InsufficientScopeError", "InvalidInputsError", "InvalidMetadataError", "JobError",
+    "NoWorkerError", "NotAuthenticatedError", "NotFoundError", "NotReadyError", "OfflineError", "RateLimitedError",
+    "RunError", "ServerError", "TransferError", "UploadError", "ValidationError", "modelAPI",
 ]
 
 # Imported when first used: a program of the package that needs neither (``python -m hpcfair.slurm_runner`` on
@@ -31,4 +48,8 @@ _LAZY = {"Dataset": "hpcfair.api", "modelAPI": "hpcfair.api", "HubClient": "hpcf
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name == "PermissionError":
+        warnings.warn("hpcfair.PermissionError is deprecated: use hpcfair.AccessDeniedError (the old name "
+                      "shadowed the builtin)", DeprecationWarning, stacklevel=2)
+        return AccessDeniedError
     raise AttributeError(f"module 'hpcfair' has no attribute {name!r}")

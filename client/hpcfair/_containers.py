@@ -28,7 +28,7 @@ def container(client: HubClient, config: Config) -> dict[str, Any]:
     if gpu and not local.has_gpu():
         raise HubError("container: device_args.device is 'gpu' but this machine has no NVIDIA GPU (nvidia-smi "
                        "finds none); set device: cpu to run the CPU image.", code="no_gpu")
-    engine = local.engine_or_fail()
+    engine = local.engine_or_fail(cache_root=client.cache.root)
     model = bool(config.names("model_file") or config.names("model_name"))
     signature = None
     if model:

@@ -5,6 +5,7 @@ downloads, and models and datasets loaded on this machine."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,7 @@ from hpcfair import arrays as tensors
 from hpcfair._sources import NAME_RE, ModelSource, version_ref
 from hpcfair.client import HubClient
 from hpcfair.config import Config
-from hpcfair.errors import ConfigError, ConflictError, HubError, JobError, NotFoundError
+from hpcfair.errors import ConfigError, ConflictError, HubError, InvalidMetadataError, JobError, NotFoundError
 
 RUN_COPY_LICENSE = "LicenseRef-not-stated"
 
@@ -53,9 +54,30 @@ class Dataset:
         return self.client.export(self.info, "croissant").json()
 
 
+ORCID_LIKE = re.compile(r"^(https?://)?(orcid\.org/)?[0-9]{4}-[0-9X-]+$", re.IGNORECASE)
+CREATORS_HINT = ("Creators go in --creator 'Name, ORCID' (repeatable; the ORCID iD is optional) on the command "
+                 "line, creators=[...] in api.upload, or a 'creators:' list in the metadata file or in the card's "
+                 "YAML front matter (creators: [{name: Ada Lovelace, orcid: 0000-0002-1825-0097}]).")
+
+
+def parse_creator(value: str | dict[str, Any]) -> dict[str, Any]:
+    """``"Ada Lovelace, 0000-0002-1825-0097"`` -> {name, orcid}; ``"Lovelace, Ada"`` (no ORCID iD after the
+    last comma) is a name as written. The hub checks the ORCID iD's check digit."""
+    if isinstance(value, dict):
+        return value
+    name, comma, tail = str(value).rpartition(",")
+    if comma and ORCID_LIKE.match(tail.strip()) and name.strip():
+        return {"name": name.strip(), "orcid": tail.strip()}
+    if not str(value).strip():
+        raise ConfigError("a creator needs a name: 'Name' or 'Name, ORCID'", key="creators")
+    return {"name": str(value).strip()}
+
+
 def upload(client: HubClient, config: Config | None, *, name: str | None, files: list[str | Path] | None,
-           metadata: dict[str, Any] | str | Path | None, kind: str, visibility: str, version: str) -> dict[str, Any]:
-    """``modelAPI.upload``: what the arguments say, completed from the config when there is one."""
+           metadata: dict[str, Any] | str | Path | None, kind: str, visibility: str, version: str,
+           creators: list[str | dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``modelAPI.upload``: what the arguments say, completed from the config when there is one. ``creators``
+    ("Name, ORCID" or {name, orcid, affiliation}) win over the metadata's and the card's."""
     base = Path.cwd()
     if config is not None:
         task, base = config.task, config.base
@@ -69,7 +91,15 @@ def upload(client: HubClient, config: Config | None, *, name: str | None, files:
     named = version_files([Path(f) if Path(f).is_absolute() else base / f for f in files])
     meta, card = read_metadata(metadata, base)
     named |= {"README.md": card} if card else {}  # a card given as metadata wins over a folder's README.md
-    return client.publish(name, named, meta, kind=kind, visibility=visibility, version=version)
+    if creators:
+        meta["creators"] = [parse_creator(item) for item in creators]
+    try:
+        return client.publish(name, named, meta, kind=kind, visibility=visibility, version=version)
+    except InvalidMetadataError as exc:
+        if "creators" not in (exc.body.get("errors") or {}):
+            raise
+        raise InvalidMetadataError(f"{exc.message} {CREATORS_HINT}", code=exc.code, status=exc.status,
+                                   request_id=exc.request_id, body=exc.body) from None
 
 
 SKIPPED_IN_FOLDERS = (".git", ".DS_Store")

@@ -3,13 +3,20 @@
 A file is fetched once per machine: later downloads of the same content, from any artifact, are local
 copies (not links, so that editing a downloaded file never changes the cache). Partial downloads live
 beside their blob as ``.incomplete`` and are resumed.
+
+Version records (what ``resolve`` answers) are kept too, under their PID and ``owner/name@version``, so that
+a pinned version whose files are cached can be used with no network (``HPCFAIR_OFFLINE=1``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
+import threading
 from pathlib import Path
+from typing import Any
 
 from hpcfair import settings
 
@@ -33,3 +40,32 @@ class Cache:
         shutil.copyfile(self.path(sha256), temporary)
         temporary.replace(dest)
         return dest
+
+    # --- version records ------------------------------------------------------------------------------
+
+    def _record(self, ref: str) -> Path:
+        return self.root / "versions" / f"{hashlib.sha256(ref.strip().encode()).hexdigest()}.json"
+
+    def save_version(self, info: dict[str, Any]) -> None:
+        """Keep a version record under its PID and ``owner/name@version`` (the pinned names of it); a cache
+        that cannot be written (a shared, read-only one) keeps nothing, and nothing fails."""
+        if not info.get("pid") or not info.get("artifact") or not info.get("version"):
+            return
+        data = json.dumps(info, default=str)
+        for ref in (info["pid"], f"{info['artifact']}@{info['version']}"):
+            path = self._record(ref)
+            temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                temporary.write_text(data)
+                temporary.replace(path)
+            except OSError:
+                return
+
+    def version(self, ref: str) -> dict[str, Any] | None:
+        """The kept record of a pinned version (its PID or ``owner/name@version``), or None."""
+        path = self._record(ref)
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None

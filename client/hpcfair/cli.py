@@ -87,8 +87,7 @@ def search(query: Annotated[str, typer.Argument(help="Words to look for.")] = ""
             raise HubError(f"--filter {item!r}: write key=value, e.g. framework=onnx", code="invalid")
         filters.setdefault(key, []).append(value)
     results = _api().search(query, **filters)
-    lines = [f"{r['full_name']:40} {r['kind']:8} {r.get('latest_version') or '-':10} {r['title']}" for r in results]
-    _print(results, as_json, "\n".join(lines) or "nothing found")
+    _print(results, as_json, _search_lines(results))
 
 
 @app.command(epilog="Example: hpcfair show demo/encoder@1   or   hpcfair show ark:/99999/fk4...")
@@ -106,8 +105,9 @@ def show(ref: Annotated[str, typer.Argument(help="A PID or owner/name[@version].
     _print(info, as_json, "\n".join(lines))
 
 
-@app.command(epilog="Example: hpcfair upload my-encoder encoder.pt --metadata card/README.md --private; "
-                     "a model folder: hpcfair upload minilm ./all-MiniLM-L6-v2/")
+@app.command(epilog="Example: hpcfair upload my-encoder encoder.pt --metadata card/README.md --creator "
+                     "'Ada Lovelace, 0000-0002-1825-0097' --private; a model folder: hpcfair upload minilm "
+                     "./all-MiniLM-L6-v2/")
 def upload(name: Annotated[str, typer.Argument(help="The artifact name (yours; created if needed).")],
            files: Annotated[list[Path], typer.Argument(help="The files of the version; a folder gives every file "
                                                             "under it, at its path inside the folder.")],
@@ -115,10 +115,14 @@ def upload(name: Annotated[str, typer.Argument(help="The artifact name (yours; c
            kind: Annotated[str, typer.Option(help="model, dataset or project.")] = "model",
            private: Annotated[bool, typer.Option(help="Only you and your collaborators see it.")] = False,
            version: Annotated[str, typer.Option(help="The version label (default: the next number).")] = "",
+           creator: Annotated[list[str] | None, typer.Option(
+               help="A creator: 'Name' or 'Name, ORCID' (repeatable); wins over the metadata's and the card's "
+                    "creators (a Hugging Face card has none).")] = None,
            as_json: Json = False) -> None:
     """Publish a version of an artifact from files and metadata."""
     info = _api().upload(name=name, files=[str(f.resolve()) for f in files], metadata=metadata and str(metadata),
-                         kind=kind, visibility="private" if private else "public", version=version)
+                         kind=kind, visibility="private" if private else "public", version=version,
+                         creators=creator)
     _print(info, as_json, f"published {info['artifact']}@{info['version']}  {info['pid']}")
 
 
@@ -135,8 +139,11 @@ def download(ref: Annotated[str, typer.Argument(help="A PID or owner/name[@versi
 @app.command(epilog="Example: hpcfair run collaboration.yaml   (see 'hpcfair schema' for every key)")
 def run(config: Annotated[Path, typer.Argument(help="A task config (YAML).")], as_json: Json = False) -> None:
     """Run a task config: conversion, inference, collaboration, container, optimize, search, upload, download."""
-    result = _api().run(config)
-    _print(_jsonable(result), as_json, _summary(result))
+    from hpcfair.config import load
+
+    loaded = load(config)
+    result = _api().run(loaded)
+    _print(_jsonable(result), as_json, _task_text(loaded.args.general_args.task, result))
 
 
 @app.command(epilog="Example: hpcfair infer demo/encoder@1 input.npy --output out.npz --device cpu")
@@ -202,7 +209,7 @@ def examples(dest: Annotated[Path, typer.Argument(help="The folder to put them i
 
     folder = make_examples(dest)
     typer.echo(f"examples in {folder}: cd {folder} && hpcfair run conversion.yaml (Listing 1), then "
-               "collaboration.yaml (Listing 2) and container.yaml (Listing 4; device: cpu without a GPU)")
+               "collaboration.yaml (Listing 2) and container.yaml (Listing 4; device: gpu where there is a GPU)")
 
 
 @app.command(epilog="Example: hpcfair schema > hpcfair-config.schema.json")
@@ -279,6 +286,35 @@ def _array_text(name: str, value: Any) -> str:
     values = np.array2string(np.asarray(value), threshold=24, edgeitems=3, precision=6, separator=" ",
                              max_line_width=100).replace("\n", "\n  ")
     return f"{name} {list(np.shape(value))} {getattr(value, 'dtype', '')}: {values}"
+
+
+def _search_lines(results: list[dict[str, Any]]) -> str:
+    lines = [f"{r['full_name']:40} {r['kind']:8} {r.get('latest_version') or '-':10} {r['title']}" for r in results]
+    return "\n".join(lines) or "nothing found"
+
+
+def _task_text(task: str, result: Any) -> str:
+    """What ``hpcfair run`` prints for each task: lines a person reads (``--json`` gives the whole result)."""
+    if task == "finetune":
+        return _finetune_text(result)
+    if task == "search":
+        return _search_lines(result)
+    if task == "upload":
+        return f"published {result['artifact']}@{result['version']}  {result['pid']}"
+    if task == "download":
+        return "\n".join(str(path) for path in result)
+    if task == "optimize":
+        return "\n".join(f"{r['model']} ({r['where']}): {', '.join(r.get('files') or []) or 'no files'}"
+                         for r in result)
+    if task == "container":
+        built = f"image {result.get('image')} ({result.get('engine')})"
+        body = (result.get("output") or "").rstrip() if "output" in result else _summary(result.get("outputs") or {})
+        saved = f"\nwritten to {result['export_file']}" if result.get("export_file") else ""
+        return f"{built}\n{body}{saved}"
+    if isinstance(result, dict) and "verified" in result and "version" in result:  # a merged chain
+        saved = f", written to {result['export_file']}" if result.get("export_file") else ""
+        return f"merged: {result['version']}  {result['pid']} (verified: {result.get('verified')}{saved})"
+    return _summary(result)
 
 
 def _summary(result: Any) -> str:

@@ -10,6 +10,7 @@ retried with exponential backoff.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import threading
@@ -25,8 +26,18 @@ import urllib3
 
 from hpcfair import settings, transfer
 from hpcfair.cache import Cache
-from hpcfair.errors import ConflictError, HubError, JobError, NotFoundError, TransferError, from_response
-from hpcfair.progress import bar
+from hpcfair.errors import (
+    ConflictError,
+    DuplicateVersionError,
+    JobError,
+    NotAuthenticatedError,
+    NotFoundError,
+    OfflineError,
+    TransferError,
+    ValidationError,
+    from_response,
+)
+from hpcfair.progress import JobLog, bar, say
 
 DEFAULT_ENDPOINT = settings.DEFAULT_ENDPOINT
 CHUNK_SIZE = 256 * 1024 * 1024  # per PUT through the hub: a cut keeps what arrived, so big chunks lose nothing
@@ -52,6 +63,38 @@ def refused(exc: BaseException) -> bool:
     return False
 
 
+def offline_error(what: str) -> OfflineError:
+    return OfflineError(f"HPCFAIR_OFFLINE is set, and {what}. Offline, only pinned versions (owner/name@VERSION "
+                        "or a version's PID) used once online, with their files in the cache, can be used; unset "
+                        "HPCFAIR_OFFLINE to ask the hub.", code="offline")
+
+
+class _Offline(requests.adapters.BaseAdapter):
+    """The transport of an offline client: every request fails at once, before any connection."""
+
+    def send(self, request, **kwargs: Any):  # noqa: ANN201 - requests' adapter interface
+        raise offline_error(f"{request.method} {request.url} needs the network")
+
+    def close(self) -> None:
+        pass
+
+
+def content_digest(sha256s) -> str:
+    """A version's content identity, as the hub computes it: the sha256 of its files' sha256s, sorted and
+    joined by newlines (independent of file names and order)."""
+    return hashlib.sha256("\n".join(sorted(sha256s)).encode()).hexdigest()
+
+
+def file_sha256(path: str | Path, progress: Callable[[int], None] | None = None) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(transfer.READ):
+            digest.update(chunk)
+            if progress is not None:
+                progress(len(chunk))
+    return digest.hexdigest()
+
+
 def split_ref(ref: str) -> tuple[str, str]:
     """``owner/name[@version]`` -> (``owner/name``, version or ``latest``)."""
     name, _, label = ref.partition("@")
@@ -60,16 +103,25 @@ def split_ref(ref: str) -> tuple[str, str]:
 
 class HubClient:
     """A session with one hub. ``endpoint`` and ``token`` come from arguments, the environment
-    (``HPCFAIR_ENDPOINT``, ``HPCFAIR_TOKEN``) or the login file ``~/.hpcfair``."""
+    (``HPCFAIR_ENDPOINT``, ``HPCFAIR_TOKEN``) or the login file ``~/.hpcfair``.
+
+    ``offline`` (default: ``HPCFAIR_OFFLINE``): no request leaves this machine; pinned versions resolve from
+    the cache's records and their files from its blobs, and anything else raises ``OfflineError`` at once."""
 
     def __init__(self, endpoint: str | None = None, token: str | None = None, *, retries: int = 5,
-                 backoff: float = 0.5, timeout: float = 300.0, cache: Cache | str | Path | None = None) -> None:
+                 backoff: float = 0.5, timeout: float = 300.0, cache: Cache | str | Path | None = None,
+                 offline: bool | None = None) -> None:
         chosen = settings.resolve(endpoint, token)
         self.endpoint, self.token = chosen.endpoint, chosen.token
         self.retries, self.backoff, self.timeout = retries, backoff, timeout
         self.cache = cache if isinstance(cache, Cache) else Cache(cache)
+        self.offline = settings.offline() if offline is None else offline
         self.session = requests.Session()
         self.bare = requests.Session()  # presigned object-store URLs: never the hub's token
+        if self.offline:
+            for session in (self.session, self.bare):
+                session.mount("http://", _Offline())
+                session.mount("https://", _Offline())
         if self.token:
             self.session.headers["Authorization"] = f"Bearer {self.token}"
 
@@ -87,6 +139,8 @@ class HubClient:
                 **kwargs: Any) -> requests.Response:
         """One API call; raises the typed ``HubError`` for error answers. ``patient``: in the middle of a
         transfer, a refused connection (the hub restarting) is tried again as long as a dropped one."""
+        if self.offline:
+            raise offline_error(f"{method} {self.url(path)} needs the hub")
         kwargs.setdefault("timeout", self.timeout)
         try:
             response = self._with_retries(lambda: self.session.request(method, self.url(path), **kwargs), retry,
@@ -147,8 +201,19 @@ class HubClient:
         return data["results"] if isinstance(data, dict) else data
 
     def resolve(self, ref: str) -> dict[str, Any]:
-        """The version a PID (``ark:/…``) or ``owner/name[@version]`` names."""
-        return self.request("GET", "resolve", params={"ref": ref}).json()
+        """The version a PID (``ark:/…``) or ``owner/name[@version]`` names. Its record is kept in the cache
+        (refreshed on each call: derivatives appear later), which is where an offline client reads it."""
+        if self.offline:
+            ref = ref.strip()
+            info = self.cache.version("ark:/" + ref[4:].lstrip("/") if ref.lower().startswith("ark:") else ref)
+            if info is None:
+                pinned = ref.startswith("ark:") or split_ref(ref)[1] != "latest"
+                raise offline_error(f"{ref} is not in the cache" if pinned else
+                                    f"{ref} names no version (the latest is only known online)")
+            return info
+        info = self.request("GET", "resolve", params={"ref": ref}).json()
+        self.cache.save_version(info)
+        return info
 
     def create_artifact(self, kind: str, name: str, **fields: Any) -> dict[str, Any]:
         return self.request("POST", "artifacts/", json={"kind": kind, "name": name, **fields}).json()
@@ -158,12 +223,40 @@ class HubClient:
                        provenance: list[dict[str, str]] | None = None,
                        new_artifact: dict[str, Any] | None = None) -> dict[str, Any]:
         """Publish a version from local files ({path in version: local path}), via resumable uploads;
-        ``new_artifact`` ({kind, visibility, title, description}) creates the artifact with it, or neither."""
-        items = [{"path": name, "upload": self.upload_file(local)["id"]} for name, local in files.items()]
+        ``new_artifact`` ({kind, visibility, title, description}) creates the artifact with it, or neither.
+
+        The files are hashed first and the hub asked whether a version you can see holds exactly them: if so,
+        ``DuplicateVersionError`` (as the hub would answer after the upload) and not a byte is sent."""
+        total = sum(Path(local).stat().st_size for local in files.values())
+        with bar(total=total, desc="hash files", unit="B") as shown:
+            sha256s = {name: file_sha256(local, shown.update) for name, local in files.items()}
+        answer = self._by_content(sha256s.values())
+        if answer is not None:
+            found = answer.json()
+            existing = f"{found['artifact']}@{found['version']}"
+            raise DuplicateVersionError(f"These files are identical to {existing} ({found['pid']}); it is already "
+                                        "in the hub.", code="duplicate_version", status=409,
+                                        request_id=answer.headers.get("X-Request-ID"),
+                                        body={"code": "duplicate_version", "existing_pid": found["pid"],
+                                              "existing": existing})
+        items = [{"path": name, "upload": self.upload_file(local, sha256=sha256s[name])["id"]}
+                 for name, local in files.items()]
         body = {"version": version, "metadata": metadata or {}, "files": items, "provenance": provenance or []}
         if new_artifact is not None:
             body["artifact"] = new_artifact
         return self.request("POST", f"artifacts/{owner_name}/versions/", json=body).json()
+
+    def duplicate_of(self, sha256s) -> dict[str, Any] | None:
+        """The version you can see whose files have exactly these sha256s (``resolve?content=``), or None;
+        also None from a hub too old to be asked (it then answers ``duplicate_version`` after the upload)."""
+        answer = self._by_content(sha256s)
+        return answer.json() if answer is not None else None
+
+    def _by_content(self, sha256s) -> requests.Response | None:
+        try:
+            return self.request("GET", "resolve", params={"content": content_digest(sha256s)})
+        except (NotFoundError, ValidationError):
+            return None
 
     def publish(self, name: str, files: dict[str, str | Path], metadata: dict[str, Any], *, kind: str = "model",
                 visibility: str = "public", version: str = "", reuse_duplicate: bool = False,
@@ -175,8 +268,8 @@ class HubClient:
         an error."""
         owner = owner or self.me().get("username")
         if not owner:
-            raise HubError("Publishing needs a token: run 'hpcfair login' or set HPCFAIR_TOKEN.",
-                           code="not_authenticated", status=401)
+            raise NotAuthenticatedError("Publishing needs a token: run 'hpcfair login' or set HPCFAIR_TOKEN.",
+                                        code="not_authenticated", status=401)
         full_name = f"{owner}/{name}"
         new = None
         try:
@@ -225,19 +318,26 @@ class HubClient:
 
     def wait(self, job: str | dict[str, Any], *, timeout: float = 3600.0, poll: float = 0.5,
              raise_on_failure: bool = True) -> dict[str, Any]:
-        """Poll a job until it ends (a progress bar shows its progress); a failed job raises ``JobError``."""
+        """Poll a job until it ends; on a terminal its new log lines (stages, epochs) show as they come, under
+        them a bar of its progress. A failed job raises ``JobError``."""
         job_id = job["id"] if isinstance(job, dict) else job
         deadline = time.monotonic() + timeout
-        with bar(total=100, desc=f"job {str(job_id)[:8]}", unit="%") as shown:
+        current = self.job(job_id)
+        what = f"{current.get('kind') or 'job'} {str(job_id)[:8]}"
+        logged = JobLog(what)
+        with bar(total=100, desc=what, unit="%") as shown:
             while True:
-                current = self.job(job_id)
+                logged.show(current)
                 shown.update(round(100 * (current.get("progress") or 0)) - shown.n)
                 if current["state"] in FINISHED:
+                    took = f" in {current['duration']:.1f} s" if current.get("duration") else ""
+                    say(what, f"{current['state']}{took}")
                     break
                 if time.monotonic() > deadline:
                     raise JobError(f"Job {job_id} did not finish in {timeout:g} s (state {current['state']}).",
                                    code="job_timeout")
                 time.sleep(poll)
+                current = self.job(job_id)
         if raise_on_failure and current["state"] != "succeeded":
             raise JobError(f"Job {job_id} {current['state']}: {current.get('error_detail') or 'no detail'}",
                            code=current.get("error_code") or "job_failed", body=current)
@@ -425,7 +525,8 @@ class HubClient:
 
     def file_info(self, owner_name: str, version: str, path: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """(the version, the file's entry: path, size, sha256, download_url)."""
-        info = self.request("GET", f"artifacts/{owner_name}/versions/{version}/").json()
+        info = (self.resolve(f"{owner_name}@{version}") if self.offline
+                else self.request("GET", f"artifacts/{owner_name}/versions/{version}/").json())
         meta = next((f for f in info["files"] if f["path"] == path), None)
         if meta is None:
             raise NotFoundError(f"{owner_name}@{info['version']} has no file {path!r}; it has "
@@ -471,6 +572,8 @@ class HubClient:
             if progress is not None:
                 progress(size)
             return hit
+        if self.offline:
+            raise offline_error(f"{label or sha256} (sha256 {sha256[:12]}…) is not in the cache ({self.cache.root})")
         return self.transfer(url, sha256, size, self.cache.path(sha256), label=label, progress=progress)
 
     def transfer(self, url: str, sha256: str, size: int, target: Path, *, label: str = "",

@@ -1,7 +1,16 @@
-"""One error hierarchy rooted at ``HubError``, built from the hub's coded error bodies."""
+"""One error hierarchy rooted at ``HubError``, built from the hub's coded error answers.
+
+The hub names every error with a code (``X-Error-Code`` header, repeated as ``code`` in the JSON body; see
+``hub/errors.py``); ``from_response`` picks the class by that code, then by the HTTP status when a proxy or
+an old hub answered without one (as huggingface_hub's ``hf_raise_for_status`` does). Every class below
+subclasses the status class that existing ``except`` clauses name (``ValidationError``, ``ConflictError``,
+…), so catching by status keeps working.
+"""
 
 from __future__ import annotations
 
+import builtins
+import warnings
 from typing import Any
 
 
@@ -26,12 +35,16 @@ class HubError(Exception):
         return f"{self.message} [{', '.join(tags)}]" if tags else self.message
 
 
+# --- by HTTP status ---------------------------------------------------------------------------------
+
+
 class ValidationError(HubError):
-    """The request was refused as invalid (400)."""
+    """The request was refused as invalid (400, 413, 416)."""
 
 
-class PermissionError(HubError):  # noqa: A001 - shadows the builtin inside this namespace only
-    """Not signed in, or not allowed (401/403)."""
+class AccessDeniedError(HubError, builtins.PermissionError):
+    """Not signed in, or not allowed (401/403). Also a builtin ``PermissionError``, so code that catches
+    that (or the deprecated ``hpcfair.PermissionError``) still catches it."""
 
 
 class NotFoundError(HubError):
@@ -42,8 +55,24 @@ class ConflictError(HubError):
     """It exists already, or clashes with the hub's state (409), e.g. a duplicate version."""
 
 
+class RunError(HubError):
+    """The model was found but could not be loaded or run (422: ``model_load_failed``, ``run_failed``,
+    ``memory_limit``)."""
+
+
+class RateLimitedError(HubError):
+    """Too many requests (429); ``retry_after`` is the seconds the hub asked to wait (0 when it did not say)."""
+
+    retry_after: float = 0.0
+
+
 class TransferError(HubError):
-    """A transfer could not be completed (retries exhausted, or size/sha256 mismatch)."""
+    """A transfer could not be completed (retries exhausted, or size/sha256 mismatch), or the hub could not
+    be reached (``unreachable``)."""
+
+
+class OfflineError(TransferError):
+    """``HPCFAIR_OFFLINE=1`` is set and this needs the hub (it was not asked): code ``offline``."""
 
 
 class ServerError(HubError):
@@ -52,6 +81,51 @@ class ServerError(HubError):
 
 class JobError(HubError):
     """A job the client waited for failed, was cancelled, or did not finish in time."""
+
+
+# --- by the hub's error code (each a subclass of its status's class) ----------------------------------
+
+
+class InvalidMetadataError(ValidationError):
+    """The version's metadata does not validate (``invalid_metadata``): ``body["errors"]`` names the fields."""
+
+
+class InvalidInputsError(ValidationError):
+    """The inputs do not fit the model (``invalid_inputs``)."""
+
+
+class UploadError(ValidationError):
+    """An upload did not arrive whole (``upload_incomplete``, ``upload_size_mismatch``,
+    ``checksum_mismatch``) or is too large (``upload_too_large``)."""
+
+
+class NotAuthenticatedError(AccessDeniedError):
+    """No token, or one the hub does not accept (``not_authenticated``, ``invalid_token``)."""
+
+
+class InsufficientScopeError(AccessDeniedError):
+    """The token is read-only and this writes (``insufficient_scope``)."""
+
+
+class GoneError(NotFoundError):
+    """It was deleted; its PID answers with a tombstone (``gone``)."""
+
+
+class DuplicateVersionError(ConflictError):
+    """Files identical to a version you can see exist already (``duplicate_version``): ``existing_pid``."""
+
+    @property
+    def existing_pid(self) -> str:
+        return str(self.body.get("existing_pid") or "")
+
+
+class NotReadyError(ConflictError):
+    """The version is not ready for this yet (``not_ready``, ``not_converted``, ``not_runnable``)."""
+
+
+class NoWorkerError(ServerError):
+    """No worker of the device asked for is up (``no_worker``, ``gpu_unavailable``); queue it as a job, or
+    try again later."""
 
 
 class ConfigError(HubError):
@@ -67,18 +141,68 @@ class ConfigError(HubError):
         return self.args[0]
 
 
-_BY_STATUS: dict[int, type[HubError]] = {400: ValidationError, 401: PermissionError, 403: PermissionError,
-                                         404: NotFoundError, 409: ConflictError, 410: NotFoundError}
+BY_CODE: dict[str, type[HubError]] = {
+    "invalid_metadata": InvalidMetadataError,
+    "invalid_inputs": InvalidInputsError,
+    "upload_incomplete": UploadError, "upload_size_mismatch": UploadError, "checksum_mismatch": UploadError,
+    "upload_too_large": UploadError,
+    "not_authenticated": NotAuthenticatedError, "invalid_token": NotAuthenticatedError,
+    "insufficient_scope": InsufficientScopeError, "permission_denied": AccessDeniedError,
+    "not_found": NotFoundError, "gone": GoneError,
+    "duplicate_version": DuplicateVersionError,
+    "not_ready": NotReadyError, "not_converted": NotReadyError, "not_runnable": NotReadyError,
+    "model_load_failed": RunError, "run_failed": RunError, "memory_limit": RunError,
+    "throttled": RateLimitedError, "too_many_attempts": RateLimitedError,
+    "no_worker": NoWorkerError, "gpu_unavailable": NoWorkerError,
+}
+BY_STATUS: dict[int, type[HubError]] = {400: ValidationError, 401: AccessDeniedError, 403: AccessDeniedError,
+                                        404: NotFoundError, 409: ConflictError, 410: NotFoundError,
+                                        413: ValidationError, 416: ValidationError, 422: RunError,
+                                        429: RateLimitedError}
+
+
+def error_class(code: str, status: int) -> type[HubError]:
+    """The class for a code, else for the status (a code the client does not know yet, or none)."""
+    if code in BY_CODE:
+        return BY_CODE[code]
+    return BY_STATUS.get(status, ServerError if status >= 500 else HubError)
 
 
 def from_response(response) -> HubError:
-    """The typed error for an error response (a ``requests.Response``)."""
+    """The typed error for an error response (a ``requests.Response``): by its ``X-Error-Code`` header (a
+    HEAD or a plain-text answer has no JSON body), else the body's ``code``, else the status."""
     try:
         body = response.json()
     except ValueError:
         body = {}
-    code = body.get("code") or response.headers.get("X-Error-Code", "")
-    message = body.get("detail") or f"HTTP {response.status_code} from {response.url}"
-    cls = _BY_STATUS.get(response.status_code, ServerError if response.status_code >= 500 else HubError)
-    return cls(message, code=code, status=response.status_code,
-               request_id=body.get("request_id") or response.headers.get("X-Request-ID"), body=body)
+    if not isinstance(body, dict):
+        body = {}
+    code = response.headers.get("X-Error-Code") or body.get("code") or ""
+    message = body.get("detail") or _text(response) or f"HTTP {response.status_code} from {response.url}"
+    cls = error_class(code, response.status_code)
+    error = cls(message, code=code, status=response.status_code,
+                request_id=body.get("request_id") or response.headers.get("X-Request-ID"), body=body)
+    if isinstance(error, RateLimitedError):
+        try:
+            error.retry_after = float(response.headers.get("Retry-After") or 0)
+        except ValueError:
+            pass
+    return error
+
+
+def _text(response) -> str:
+    """A short plain-text answer as the message (``Not found: …``); never an HTML page."""
+    if not response.headers.get("Content-Type", "").startswith("text/plain"):
+        return ""
+    try:
+        return response.text.strip()[:500]
+    except (AttributeError, UnicodeDecodeError):
+        return ""
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PermissionError":
+        warnings.warn("hpcfair.errors.PermissionError is deprecated: use AccessDeniedError (it shadowed the "
+                      "builtin)", DeprecationWarning, stacklevel=2)
+        return AccessDeniedError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

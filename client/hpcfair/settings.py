@@ -5,6 +5,8 @@ Environment variables:
 - ``HPCFAIR_ENDPOINT``, ``HPCFAIR_TOKEN``: the hub and an API token.
 - ``HPCFAIR_CONFIG``: the login file (default ``~/.hpcfair``).
 - ``HPCFAIR_CACHE``: the download cache (default ``$XDG_CACHE_HOME/hpcfair`` or ``~/.cache/hpcfair``).
+- ``HPCFAIR_OFFLINE=1``: never ask the hub; pinned versions already in the cache are used from it, and
+  anything else fails at once with ``OfflineError`` (as ``HF_HUB_OFFLINE``).
 - ``HPCFAIR_NO_PROGRESS=1``: no progress bars.
 - ``HPCFAIR_DEBUG=1``: the CLI prints tracebacks.
 """
@@ -32,6 +34,10 @@ def cache_dir() -> Path:
     if os.environ.get("HPCFAIR_CACHE"):
         return Path(os.environ["HPCFAIR_CACHE"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hpcfair"
+
+
+def offline() -> bool:
+    return _flag("HPCFAIR_OFFLINE")
 
 
 def progress_enabled() -> bool:

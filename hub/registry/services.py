@@ -455,6 +455,18 @@ def resolve_version_ref(user, ref: str) -> Version:
     return get_version(get_artifact(user, owner, artifact_name), label or "latest")
 
 
+def resolve_content(user, digest: str) -> Version:
+    """The version ``user`` may see whose files have the content digest ``digest`` (``content_digest``)."""
+    digest = (digest or "").strip().lower()
+    if not re.fullmatch(r"[0-9a-f]{64}", digest):
+        raise HubError("invalid", "content is a content digest: 64 hexadecimal digits.",
+                       errors={"content": ["Expected a sha256 in hex."]})
+    found = find_duplicate(user, digest)
+    if found is None:
+        raise HubError("not_found", "No version you can see holds exactly these files.")
+    return found
+
+
 def visible_versions(user):
     return Version.objects.filter(artifact__in=Artifact.objects.live().visible_to(user))
 
@@ -483,6 +495,7 @@ def readable_pid(user, pid: str) -> tuple[str, Artifact, Version | None] | None:
 
 __all__ = [
     "ProvenanceRef", "StagedFile", "create_artifact", "create_version", "delete_artifact", "delete_version",
-    "find_duplicate", "get_artifact", "get_version", "pid_lookup", "purge_blobs", "readable_pid", "resolve_version_ref",
+    "find_duplicate", "get_artifact", "get_version", "pid_lookup", "purge_blobs", "readable_pid", "resolve_content",
+    "resolve_version_ref",
     "visible_versions",
 ]

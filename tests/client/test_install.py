@@ -30,6 +30,7 @@ from hpcfair import modelAPI, config
 for name in ("django", "torch", "tensorflow", "keras", "onnxruntime"):
     assert importlib.util.find_spec(name) is None, name + " was installed"
 examples = pathlib.Path(config.__file__).with_name("examples")
+assert pathlib.Path(hpcfair.__file__).with_name("cube").joinpath("containers.conf").is_file()  # podman settings
 print(sorted(config.load(p).args.general_args.task for p in examples.glob("*.yaml")))
 print(modelAPI("http://127.0.0.1:9").client.endpoint)
 """], capture_output=True, text=True, timeout=120, cwd=tmp_path)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcfair import progress
 from hpcfair.cube.engine import EngineError, build, engine_problem, find_engine, image_exists, prepare_context, run_task
 from hpcfair.cube.spec import CubeSpec
 from hpcfair.errors import HubError
@@ -48,7 +49,36 @@ def has_gpu() -> bool:
     return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
 
 
-def engine_or_fail(preferred: str = "") -> str:
+HUB_CONTAINERS_CONF = Path(__file__).with_name("containers.conf")  # the hub's deploy/podman/containers.conf
+
+
+def containers_conf(cache_root: Path) -> Path:
+    """The podman settings the client runs with when ``CONTAINERS_CONF`` is unset: the hub's, shipped with the
+    package (runc, cgroupfs, file events, host network, ulimits a nested container can set). Where runc is
+    not installed, a copy in the cache without the runtime line, so podman keeps its own (crun)."""
+    if shutil.which("runc"):
+        return HUB_CONTAINERS_CONF
+    text = "".join(line for line in HUB_CONTAINERS_CONF.read_text().splitlines(keepends=True)
+                   if not line.strip().startswith("runtime ="))
+    copy = cache_root / "containers.conf"
+    if not copy.is_file() or copy.read_text() != text:
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(text)
+    return copy
+
+
+def use_hub_settings(cache_root: Path) -> None:
+    """Set ``CONTAINERS_CONF`` to the hub's podman settings unless the user set it (as the hub's worker does)."""
+    if not os.environ.get("CONTAINERS_CONF"):
+        os.environ["CONTAINERS_CONF"] = str(containers_conf(cache_root))
+
+
+def engine_or_fail(preferred: str = "", cache_root: Path | None = None) -> str:
+    """The container engine to use, once it has answered ``info``; podman with the hub's settings (see
+    ``use_hub_settings``) unless ``CONTAINERS_CONF`` is set."""
+    from hpcfair import settings
+
+    use_hub_settings(cache_root or settings.cache_dir())
     engine = find_engine(preferred or os.environ.get("HPCFAIR_CONTAINER_ENGINE", ""))
     if engine is None:
         raise HubError("container: this machine has neither podman nor docker; install one (Debian: apt install "
@@ -88,13 +118,22 @@ def build_here(engine: str, folder: Path, spec: CubeSpec, image: str, wheels: Pa
                        f"python3-venv ({engine} load / {engine} tag).", code="no_base_image")
     with tempfile.TemporaryDirectory(prefix="hpcfair-build-") as tmp:
         try:
-            context = prepare_context(context_dir, Path(tmp) / "context", wheels, requirements)
+            shown = progress.lines(f"build {image}")
+            context = prepare_context(context_dir, Path(tmp) / "context", wheels, requirements, on_line=shown)
             relative = recipe.resolve().relative_to(context_dir.resolve()) if recipe.resolve().is_relative_to(
                 context_dir.resolve()) else None
             recipe_in_context = context / relative if relative else recipe
-            return build(engine, context, recipe_in_context, image).record()
+            return build(engine, context, recipe_in_context, image, on_line=build_steps(shown)).record()
         except EngineError as exc:
             raise HubError(f"container: {exc}", code=exc.code)
+
+
+def build_steps(shown):
+    """Of a build's output, the lines that say where it is (``STEP 3/6: RUN ...``, ``COMMIT``)."""
+    def step(line: str) -> None:
+        if line.startswith(("STEP ", "COMMIT", "Successfully tagged")):
+            shown(line)
+    return step
 
 
 def run_tasks(engine: str, image: str, spec: CubeSpec, tasks: list[str], workspace: Path, *,
@@ -106,7 +145,7 @@ def run_tasks(engine: str, image: str, spec: CubeSpec, tasks: list[str], workspa
     for task in tasks:
         try:
             ran = run_task(engine, image, spec, task, workspace, overrides=overrides, gpu=gpu, network=network,
-                           extra_mounts=mounts)
+                           extra_mounts=mounts, on_line=progress.lines(f"{spec.name} {task}"))
         except EngineError as exc:
             raise HubError(f"container: {exc}\n{exc.log[-2000:]}".rstrip(), code=exc.code)
         runs.append({"task": task, "seconds": round(ran.seconds, 3), "output": ran.output})

@@ -260,19 +260,26 @@ class VersionDetail(APIView):
 
 
 class Resolve(APIView):
-    """The version a PID (``ark:/…``, version or concept) or ``owner/name[@version]`` names."""
+    """The version a PID (``ark:/…``, version or concept) or ``owner/name[@version]`` names; or, by
+    ``content``, the version you can see that holds exactly the files of that content digest (what a new
+    version of them would be refused as ``duplicate_version`` for), so a client asks before uploading."""
 
     serializer_class = VersionSerializer
 
-    @extend_schema(parameters=[OpenApiParameter("ref", str, required=True,
-                                                description="ark:/… or owner/name[@version]")],
+    @extend_schema(parameters=[
+        OpenApiParameter("ref", str, description="ark:/… or owner/name[@version] (this or content)"),
+        OpenApiParameter("content", str, description="A content digest (this or ref): the sha256 of the files' "
+                                                     "sha256s (hex), sorted and joined by newlines; 404 when no "
+                                                     "version you can see holds those files")],
                    responses=VersionSerializer)
     def get(self, request: Request) -> Response:
         ref = request.query_params.get("ref", "")
-        if not ref:
-            raise HubError("invalid", "Give ref: a PID (ark:/…) or owner/name[@version].",
-                           errors={"ref": ["Required."]})
-        found = services.resolve_version_ref(request.user, ref)
+        content = request.query_params.get("content", "")
+        if bool(ref) == bool(content):
+            raise HubError("invalid", "Give ref: a PID (ark:/…) or owner/name[@version]; or content: a content "
+                                      "digest.", errors={"ref": ["Give ref or content, not both."]})
+        found = (services.resolve_version_ref(request.user, ref) if ref
+                 else services.resolve_content(request.user, content))
         return Response(VersionSerializer(versions_queryset().get(pk=found.pk), context=as_seen_by(request)).data)
 
 
