@@ -207,3 +207,10 @@ def test_the_readme_lists_every_job_code():
 
     readme = (ROOT / "README.md").read_text()
     assert not [code for code in JOB_CODES if f"| `{code}` |" not in readme]
+
+
+def test_services_do_not_import_the_api_layer():
+    """Services are what the API, the pages and the jobs call; they never reach up into an API module."""
+    wrong = {name: sorted(t for t in targets if "api" in t.split("."))
+             for name, targets in graph().items() if name.split(".")[-1] == "services"}
+    assert not {name: targets for name, targets in wrong.items() if targets}

@@ -22,7 +22,7 @@ from django.conf import settings
 from hub.errors import HubError
 from hub.gateway import memory, protocol, services, wire
 from hub.gateway.lane import NoWorker, Stale, get_lane
-from hub.gateway.protocol import ModelRef, Options
+from hub.gateway.protocol import InferRequest, ModelRef, Options
 from hub.jobs.models import Job
 
 GRACE_S = 2.0  # a worker answers this long after a deadline at the latest (it aborts the run at the deadline)
@@ -136,29 +136,29 @@ def run_or_queue(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], opt
     return meta, outputs
 
 
-def run(user, models: list[ModelRef], links: list[dict[str, str]] | None, options: Options,
-        options_raw: dict[str, Any], raw: Any, sent: str, fmt: str, batch_size: int, *,
+def run(user, models: list[ModelRef], request: InferRequest, *, links: list[dict[str, str]] | None = None,
         info: dict[str, Any] | None = None, earlier: EarlierAnswer | None = None) -> Encoded | Job:
-    """Run a model or a chain: a batch job over a dataset, or the inputs sent now (at once, or as a job).
-    Returns the encoded answer, or the job that will run it."""
-    if options_raw.get("dataset"):
+    """Run a model or a chain (``links``): a batch job over a dataset, or the inputs sent now (at once, or as
+    a job). Returns the encoded answer, or the job that will run it."""
+    options = request.options
+    if request.dataset:
         memory.answers.validate()
-        dataset, path = services.dataset_input(user, str(options_raw["dataset"]),
-                                               str(options_raw.get("dataset_file") or ""))
+        dataset, path = services.dataset_input(user, request.dataset, request.dataset_file)
         return services.start_infer_job(user, models, options, links=links, dataset=dataset, dataset_file=path,
-                                        batch_size=batch_size, reason="batch run")
-    arrays = protocol.input_arrays(raw, sent, models[0])
+                                        batch_size=request.batch_size, reason="batch run")
+    arrays = request.arrays(models[0])
 
     def start_job(reason: str) -> Job:
         memory.answers.validate()
-        return services.start_infer_job(user, models, options, links=links, arrays=arrays, batch_size=batch_size,
-                                        reason=reason)
+        return services.start_infer_job(user, models, options, links=links, arrays=arrays,
+                                        batch_size=request.batch_size, reason=reason)
 
     result = run_or_queue(protocol.steps_of(models, links), arrays, options, start_job, earlier)
     if isinstance(result, Job):
         return result
     meta, outputs = result
-    return protocol.encode_answer(outputs, fmt, {**protocol.timings(meta), **(info or {})}, models[-1])
+    return protocol.encode_answer(outputs, request.answer_format, {**protocol.timings(meta), **(info or {})},
+                                  models[-1])
 
 
 def retry_when_stale(request, attempt: Callable[[], Any]) -> Any:

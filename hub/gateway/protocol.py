@@ -219,6 +219,45 @@ def parse_body(query: Mapping[str, str], body: bytes, kind: str, fields: tuple[s
     return check(options), data.get("inputs"), "json"
 
 
+@dataclass(frozen=True)
+class InferRequest:
+    """One inference (or chain) request, parsed once from its query, body and headers: the WSGI express path,
+    the DRF views and the pipeline all take it (as MLflow's ``invocations`` parses once)."""
+
+    options: Options
+    fields: dict[str, Any]  # every option as sent (a chain's models, links, merge, name…)
+    raw: Any  # the inputs as sent (JSON values, or the .npy/.npz arrays)
+    sent: str  # json, npy or npz
+    answer_format: str  # json, npy or npz
+    batch_size: int  # rows per batch of a run over a dataset; 0: fitted by the worker
+
+    @classmethod
+    def parse(cls, query: Mapping[str, str], body: bytes, content_type: str | None, accept: str,
+              fields: tuple[str, ...] = OPTION_NAMES) -> InferRequest:
+        """The request, or the coded error (400/415) of its first problem: the body, then the options."""
+        values, raw, sent = parse_body(query, body, base_media_type(content_type), fields)
+        return cls(options=Options.parse(values), fields=values, raw=raw, sent=sent,
+                   answer_format=output_format(accept, values, sent), batch_size=batch_size(values))
+
+    @property
+    def file(self) -> str:
+        """The ONNX file of the version asked for, when it has several."""
+        return str(self.fields.get("file") or "")
+
+    @property
+    def dataset(self) -> str:
+        """A dataset version to run over (a batch run, always a job), or empty."""
+        return str(self.fields.get("dataset") or "")
+
+    @property
+    def dataset_file(self) -> str:
+        return str(self.fields.get("dataset_file") or "")
+
+    def arrays(self, model: ModelRef) -> dict[str, np.ndarray]:
+        """The inputs, checked against ``model``'s signature."""
+        return input_arrays(self.raw, self.sent, model)
+
+
 def raw_arrays(raw: Any, sent: str, model: ModelRef) -> dict[str, Any]:
     """The inputs keyed by the model's input names (a bare .npy or JSON array feeds a one-input model)."""
     names = [item["name"] for item in model.inputs or []]

@@ -22,7 +22,7 @@ from hub.gateway.protocol import ModelRef, Options, no_worker, steps_of
 from hub.jobs.models import Job
 from hub.jobs.services import create_job
 from hub.jobs.slurm import runs_on_slurm
-from hub.registry.api.serializers import file_url
+from hub.registry.links import file_url
 from hub.registry.models import Version
 from hub.registry.services import resolve_version_ref
 

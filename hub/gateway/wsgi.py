@@ -99,28 +99,26 @@ class Express:
 
     def _run(self, environ: dict[str, Any], match: re.Match, body: bytes) -> Answer | pipeline.EarlierAnswer | None:
         try:
-            options_raw, raw, sent = protocol.parse_body(QueryDict(environ.get("QUERY_STRING", "")), body,
-                                                         protocol.base_media_type(environ.get("CONTENT_TYPE")))
-            file = str(options_raw.get("file") or "")
-            found = memory.granted(environ["HTTP_AUTHORIZATION"], *match.groups(), file)
+            asked = protocol.InferRequest.parse(QueryDict(environ.get("QUERY_STRING", "")), body,
+                                                environ.get("CONTENT_TYPE"), environ.get("HTTP_ACCEPT", ""))
+            found = memory.granted(environ["HTTP_AUTHORIZATION"], *match.groups(), asked.file)
             if found is None:
                 return None
             generation, model = found
-            options = protocol.Options.parse(options_raw)
-            if options.mode == "async" or options_raw.get("dataset"):
+            if asked.options.mode == "async" or asked.dataset:
                 return None
-            fmt = protocol.output_format(environ.get("HTTP_ACCEPT", ""), options_raw, sent)
-            arrays = protocol.input_arrays(raw, sent, model)
+            arrays = asked.arrays(model)
         except HubError:
             return None  # Django says what is wrong, with its coded error
         if sum(array.nbytes for array in arrays.values()) > settings.HUB_INFER_SYNC_MAX_BYTES:
             return None
-        result = pipeline.run_or_hand_over(model, arrays, options, generation)
+        result = pipeline.run_or_hand_over(model, arrays, asked.options, generation)
         if not isinstance(result, tuple):
             return result  # nothing sent (None), or an answer for Django to finish
         meta, outputs = result
         try:
-            content, content_type, extra = protocol.encode_answer(outputs, fmt, protocol.timings(meta), model)
+            content, content_type, extra = protocol.encode_answer(outputs, asked.answer_format, protocol.timings(meta),
+                                                                  model)
         except HubError:
             return pipeline.EarlierAnswer(protocol.steps_of([model]), result)
         headers = [("Content-Type", content_type), ("Content-Length", str(len(content))), *extra.items(),

@@ -14,7 +14,7 @@ from hub.errors import HubError
 from hub.metadata.cards import from_hugging_face, title_and_description
 from hub.metadata.derive import FileInfo, derive, read_card
 from hub.registry.access import Viewer, sources
-from hub.registry.api.serializers import absolute, file_url, pid_url
+from hub.registry.links import absolute, file_url, pid_url
 from hub.registry.models import Artifact, Version
 from ontology import shapes
 from ontology.exports import FORMATS

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from django.urls import reverse
 
-from hub.registry.api.serializers import absolute
+from hub.registry.links import absolute
 from ontology.exports import FORMATS, SCHEMA_TYPES
 from ontology.record import Record
 

@@ -21,6 +21,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from hub.errors import HubError
+from hub.metadata.derive import FileInfo
+from hub.metadata.services import prepare
 from hub.registry import pids
 from hub.registry.models import (
     LABEL_RE,
@@ -254,9 +256,6 @@ def create_version(
 
     The metadata is validated and completed by ``hub.metadata`` (``system``: the hub itself publishes,
     e.g. a conversion result, and may write the fields users cannot)."""
-    from hub.metadata.derive import FileInfo
-    from hub.metadata.services import prepare
-
     metadata = metadata or {}
     if not isinstance(metadata, dict):
         raise HubError("invalid", "metadata must be a JSON object.", errors={"metadata": ["Expected an object."]})

@@ -4,8 +4,6 @@ benchmarks answer 202 with a job."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -20,7 +18,7 @@ from hub.bounded import JSONParser
 from hub.errors import HubError
 from hub.gateway import memory, pipeline, protocol, services, tensors
 from hub.gateway.memory import CachedBearerAuthentication
-from hub.gateway.protocol import COLLABORATE_FIELDS, OPTION_NAMES, Options
+from hub.gateway.protocol import COLLABORATE_FIELDS, OPTION_NAMES, InferRequest, Options
 from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.api.views import accepted
 from hub.jobs.models import Job
@@ -63,10 +61,10 @@ def read_body(request: Request) -> bytes:
     return request._request.read() if length else b""
 
 
-def parse_request(request: Request, fields: tuple[str, ...] = OPTION_NAMES) -> tuple[dict[str, Any], Any, str]:
-    """(options, raw inputs, the request's format); options come from the query and, for JSON, the body."""
-    return protocol.parse_body(request.query_params, read_body(request),
-                               protocol.base_media_type(request.META.get("CONTENT_TYPE")), fields)
+def parse_request(request: Request, fields: tuple[str, ...] = OPTION_NAMES) -> InferRequest:
+    """The request, parsed once: options come from the query and, for JSON, the body."""
+    return InferRequest.parse(request.query_params, read_body(request), request.META.get("CONTENT_TYPE"),
+                              request.META.get("HTTP_ACCEPT", ""), fields)
 
 
 def respond(result: pipeline.Encoded | Job) -> HttpResponse | Response:
@@ -99,21 +97,15 @@ class Infer(ForceNegotiation, APIView):
         responses={200: OpenApiResponse(description="Outputs as JSON, .npy or .npz"), 202: JobSerializer},
     )
     def post(self, request: Request, owner: str, name: str, version: str):
-        options_raw, raw, sent = parse_request(request)
-        return pipeline.retry_when_stale(request, lambda: self.run(request, owner, name, version, options_raw, raw,
-                                                                    sent))
+        asked = parse_request(request)
+        return pipeline.retry_when_stale(request, lambda: self.run(request, owner, name, version, asked))
 
-    def run(self, request: Request, owner: str, name: str, version: str, options_raw: dict[str, Any], raw: Any,
-            sent: str):
-        options = Options.parse(options_raw)
-        fmt = protocol.output_format(request.META.get("HTTP_ACCEPT", ""), options_raw, sent)
-        file = str(options_raw.get("file") or "")
-        batch_size = protocol.batch_size(options_raw)
+    def run(self, request: Request, owner: str, name: str, version: str, asked: InferRequest):
+        file = asked.file
         model = memory.remembered(("model", request.user.pk, owner, name, version, file),
                                   lambda: services.resolve_model(get_version(get_artifact(request.user, owner, name),
                                                                              version), file))
-        response = respond(pipeline.run(request.user, [model], None, options, options_raw, raw, sent, fmt, batch_size,
-                                        earlier=pipeline.earlier_answer(request.META)))
+        response = respond(pipeline.run(request.user, [model], asked, earlier=pipeline.earlier_answer(request.META)))
         if response.status_code == 200:
             memory.grant(request, owner, name, version, file, model)
         return response
@@ -144,24 +136,22 @@ class Collaborate(ForceNegotiation, APIView):
         responses={200: OpenApiResponse(description="The last model's outputs"), 202: JobSerializer},
     )
     def post(self, request: Request):
-        options_raw, raw, sent = parse_request(request, COLLABORATE_FIELDS)
-        if sent != "json":
+        if protocol.base_media_type(request.META.get("CONTENT_TYPE")) in tensors.NPY_TYPES | tensors.NPZ_TYPES:
             raise HubError("unsupported_media_type", "Send a chain as a JSON body: {\"models\": [...], "
                                                      "\"inputs\": {...}}.")
-        refs = options_raw.get("models")
+        asked = parse_request(request, COLLABORATE_FIELDS)
+        refs = asked.fields.get("models")
         if not isinstance(refs, list) or len(refs) < 2 or not all(isinstance(r, str) and r for r in refs):
             raise HubError("invalid", "models is a list of two or more models (owner/name[@version] or PIDs).",
                            errors={"models": ["Expected two or more models."]})
-        return pipeline.retry_when_stale(request, lambda: self.run(request, refs, options_raw, raw))
+        return pipeline.retry_when_stale(request, lambda: self.run(request, refs, asked))
 
-    def run(self, request: Request, refs: list[str], options_raw: dict[str, Any], raw: Any):
+    def run(self, request: Request, refs: list[str], asked: InferRequest):
         user = request.user
-        options = Options.parse(options_raw)
-        fmt = protocol.output_format(request.META.get("HTTP_ACCEPT", ""), options_raw, "json")
+        options_raw = asked.fields
         models = [memory.remembered(("ref", user.pk, ref), lambda ref=ref: services.model_for(user, ref))
                   for ref in refs]
         links = services.check_links(models, options_raw.get("links"))
-        batch_size = protocol.batch_size(options_raw)
         if options_raw.get("merge"):
             memory.answers.validate()
             return accepted(services.start_merge_job(
@@ -169,8 +159,8 @@ class Collaborate(ForceNegotiation, APIView):
                 license=str(options_raw.get("license") or ""), task=str(options_raw.get("task") or ""),
                 visibility=str(options_raw.get("visibility") or "")))
         steps = [{"pid": m.pid, "version": m.name, "file": m.path} for m in models]
-        return respond(pipeline.run(user, models, links, options, options_raw, raw, "json", fmt, batch_size,
-                                    info={"steps": steps}, earlier=pipeline.earlier_answer(request.META)))
+        return respond(pipeline.run(user, models, asked, links=links, info={"steps": steps},
+                                    earlier=pipeline.earlier_answer(request.META)))
 
 
 class VersionBenchmark(APIView):

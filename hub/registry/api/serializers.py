@@ -2,33 +2,16 @@
 
 from __future__ import annotations
 
-from urllib.parse import quote
-
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from hub.registry import access, direct
+from hub.registry.links import absolute, file_url, pid_url
 from hub.registry.models import LABEL_RE, NAME_RE, Artifact, File, ProvenanceLink, Upload, Version
 from hub.registry.uploads import offset_of
 from hub.strict import StrictFields, StrictSerializer
-
-
-def absolute(path: str) -> str:
-    return settings.HUB_PUBLIC_URL + path
-
-
-def pid_url(pid: str) -> str:
-    return absolute("/" + pid)
-
-
-def file_url(version: Version, path: str) -> str:
-    """The download URL of ``path`` in ``version``."""
-    artifact = version.artifact
-    base = reverse("api:file-download", args=[artifact.owner.username, artifact.name, version.label, "x"])
-    return absolute(base[:-1] + quote(path))
 
 
 class UsernameListField(serializers.ListField):
