@@ -269,8 +269,8 @@ def _list(root: ET.Element, args: dict[str, str], verb: str) -> None:
                  "until": args.get("until", ""), "set": args.get("set", ""), "after": 0, "cursor": 0}
     versions = _harvestable()
     if state["set"]:
-        if state["set"] not in SETS:
-            raise OaiError("badArgument", f"Sets are {', '.join(SETS)}; not {state['set']!r}.")
+        if state["set"] not in SETS:  # a set the repository does not have holds no records (OAI-PMH 4.6)
+            raise OaiError("noRecordsMatch", f"No set {state['set']!r}; the sets are {', '.join(SETS)}.")
         versions = versions.filter(artifact__kind=state["set"].split(":", 1)[1])
     if state["from"]:
         start = _parse_date(state["from"], "from", end=False)

@@ -101,6 +101,8 @@ def test_selective_harvesting(anon, records):
     ({"verb": "GetRecord", "identifier": "oai:h-127-0-0-1.local:ark:/99999/fk4nope", "metadataPrefix": "oai_dc"},
      "idDoesNotExist"),
     ({"verb": "Identify", "extra": "1"}, "badArgument"),
+    ({"verb": "ListRecords", "metadataPrefix": "oai_dc", "set": "kind:workflow"}, "noRecordsMatch"),
+    ({"verb": "ListIdentifiers", "metadataPrefix": "oai_dc", "set": "community:nope"}, "noRecordsMatch"),
 ])
 def test_errors_are_oai_errors(anon, records, params, code):
     assert error_code(oai(anon, **params)) == code
