@@ -73,6 +73,13 @@ def export(record: Record, name: str) -> str:
 
 # --- schema.org --------------------------------------------------------------------------------------
 
+# A self-contained context: harvesters without network parse the record too (the remote https://schema.org/
+# context would be fetched). Properties whose values are links are typed as IRIs, as schema.org's own context does.
+SCHEMA_CONTEXT: dict[str, Any] = {
+    "@vocab": "https://schema.org/",
+    **{name: {"@id": f"https://schema.org/{name}", "@type": "@id"}
+       for name in ("url", "contentUrl", "codeRepository", "license", "sameAs")},
+}
 SCHEMA_DATATYPES = {"sc:Integer": "https://schema.org/Integer", "sc:Float": "https://schema.org/Float",
                     "sc:Boolean": "https://schema.org/Boolean", "sc:Text": "https://schema.org/Text"}
 
@@ -135,11 +142,11 @@ def variables(record: Record) -> list[dict[str, Any]]:
 def schema_org(record: Record) -> dict[str, Any]:
     """The plain schema.org record that landing pages embed (what search engines and FAIR checkers read)."""
     meta = record.metadata
-    files = [{"@type": "DataDownload" if record.kind == "dataset" else "MediaObject", "name": f.path,
-              "contentUrl": f.url, "encodingFormat": f.media_type, "contentSize": f"{f.size} B", "sha256": f.sha256}
+    files = [{"@type": "DataDownload", "@id": f.url, "name": f.path, "contentUrl": f.url,
+              "encodingFormat": f.media_type, "contentSize": f"{f.size} B", "sha256": f.sha256}
              for f in record.files]
     out: dict[str, Any] = {
-        "@context": "https://schema.org/",
+        "@context": SCHEMA_CONTEXT,
         "@type": SCHEMA_TYPES[record.kind],
         "@id": record.iri,
         "name": record.title,
@@ -151,9 +158,13 @@ def schema_org(record: Record) -> dict[str, Any]:
         "datePublished": record.published.date().isoformat(),
         "isAccessibleForFree": True,
     }
-    # schema.org defines distribution (DataDownload) for datasets; other works list their files as media.
-    if files:
-        out["distribution" if record.kind == "dataset" else "associatedMedia"] = files
+    # schema.org defines distribution (DataDownload) for datasets. Other works list their files as parts
+    # (hasPart, where F-UJI and most harvesters look for a creative work's content) and as media.
+    if files and record.kind == "dataset":
+        out["distribution"] = files
+    elif files:
+        out["hasPart"] = files
+        out["associatedMedia"] = files
     if record.is_withdrawn:
         out["creativeWorkStatus"] = "Withdrawn"
         out["conditionsOfAccess"] = record.withdrawal
@@ -194,8 +205,9 @@ def schema_org(record: Record) -> dict[str, Any]:
         out["variableMeasured"] = variables(record)
     if record.concept_iri and record.concept_iri != record.iri:
         out["isPartOf"] = {"@id": record.concept_iri, "identifier": record.concept_pid}
-    if record.versions:
-        out["hasPart"] = [{"@id": link.iri, "identifier": link.pid, "name": link.name} for link in record.versions]
+    if record.versions:  # a concept's versions are parts too, after its latest files
+        out["hasPart"] = [*out.get("hasPart", []),
+                          *({"@id": link.iri, "identifier": link.pid, "name": link.name} for link in record.versions)]
     return out
 
 

@@ -146,7 +146,7 @@ def to_graph(record: Record) -> Graph:
     for item in meta.get("benchmarks") or []:
         _benchmark(g, s, item)
     for entry in record.files:
-        _file(g, s, entry, SDO.distribution if record.kind == "dataset" else SDO.associatedMedia)
+        _file(g, s, entry, [SDO.distribution] if record.kind == "dataset" else [SDO.hasPart, SDO.associatedMedia])
     job = URIRef(record.job_url) if record.job_url else None
     if job is not None:
         g.add((s, PROV.wasGeneratedBy, job))
@@ -306,11 +306,14 @@ def _benchmark(g: Graph, s: Node, item: dict[str, Any]) -> None:
         g.add((hardware, HPC.memorySize, Literal(f"{info['memory_gb']} GB")))
 
 
-def _file(g: Graph, s: Node, entry, predicate: URIRef) -> None:
-    """A file: a dataset's ``distribution`` (DataDownload), another work's ``associatedMedia``."""
+def _file(g: Graph, s: Node, entry, predicates: list[URIRef]) -> None:
+    """A file (a DataDownload): a dataset's ``distribution``, another work's ``hasPart`` and ``associatedMedia``."""
     node = BNode()
-    g.add((s, predicate, node))
-    g.add((node, RDF.type, SDO.DataDownload if predicate == SDO.distribution else SDO.MediaObject))
+    for predicate in predicates:
+        g.add((s, predicate, node))
+    g.add((node, RDF.type, SDO.DataDownload))
+    if SDO.associatedMedia in predicates:
+        g.add((node, RDF.type, SDO.MediaObject))
     g.add((node, RDF.type, HPC.File))
     g.add((node, SDO.name, Literal(entry.path)))
     g.add((node, SDO.contentUrl, URIRef(entry.url)))
