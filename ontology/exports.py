@@ -1,5 +1,6 @@
 """Exports of a record: RDF (JSON-LD, Turtle, RDF/XML, N-Triples), the schema.org record embedded in
-landing pages, DataCite (JSON and XML, kernel 4), Croissant (datasets) and citations (BibTeX, text)."""
+landing pages, DataCite (JSON and XML, kernel 4), Croissant (datasets) and citations (BibTeX, CSL-JSON,
+RIS and formatted references, ``ontology.citations``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from ontology import citations
 from ontology.graph import to_graph
 from ontology.record import Link, Record, affiliations
 from ontology.related import RelatedWork, related_works
@@ -24,8 +26,13 @@ FORMATS: dict[str, tuple[str, str | None]] = {
     "croissant": ("application/ld+json", None),
     "schemaorg": ("application/ld+json", None),
     "bibtex": ("application/x-bibtex", None),
-    "citation": ("text/plain", None),
+    "csl-json": ("application/vnd.citationstyles.csl+json", None),
+    "ris": ("application/x-research-info-systems", None),
+    "citation": ("text/plain", None),  # a reference in a named style (?style=, APA by default)
 }
+# The profile each format conforms to, where one names it (signposting's and content negotiation's ``profile``).
+PROFILES = {"datacite-json": "http://datacite.org/schema/kernel-4", "datacite-xml": "http://datacite.org/schema/kernel-4",
+            "schemaorg": "https://schema.org/", "croissant": "http://mlcommons.org/croissant/1.0"}
 RESTRICTED_ACCESS = "Restricted: its owner has not made it public."
 SCHEMA_TYPES = {"model": "SoftwareSourceCode", "dataset": "Dataset", "project": "SoftwareSourceCode"}
 DATACITE_TYPES = {"model": ("Model", "AI model"), "dataset": ("Dataset", "Dataset"),
@@ -56,8 +63,9 @@ CROISSANT_TYPES = {"int8": "sc:Integer", "int16": "sc:Integer", "int32": "sc:Int
                    "bool": "sc:Boolean", "string": "sc:Text"}
 
 
-def export(record: Record, name: str) -> str:
-    """The record in export format ``name`` (a key of ``FORMATS``) as text."""
+def export(record: Record, name: str, style: str | None = None) -> str:
+    """The record in export format ``name`` (a key of ``FORMATS``) as text; ``style`` names the citation
+    style of ``citation`` (``ontology.citations.STYLES``; raises ``citations.UnknownStyle``)."""
     media_type, serializer = FORMATS[name]
     if serializer == "json-ld":
         return to_graph(record).serialize(format="json-ld", context={k: str(v) for k, v in PREFIXES.items()},
@@ -66,8 +74,9 @@ def export(record: Record, name: str) -> str:
         return to_graph(record).serialize(format=serializer)
     producers = {"datacite-json": lambda r: json.dumps(datacite(r), indent=2), "datacite-xml": datacite_xml,
                  "croissant": lambda r: json.dumps(croissant(r), indent=2),
-                 "schemaorg": lambda r: json.dumps(schema_org(r), indent=2), "bibtex": bibtex,
-                 "citation": citation}
+                 "schemaorg": lambda r: json.dumps(schema_org(r), indent=2), "bibtex": citations.bibtex,
+                 "csl-json": citations.csl_json, "ris": citations.ris,
+                 "citation": lambda r: citations.formatted(r, style)}
     return producers[name](record)
 
 
@@ -193,9 +202,9 @@ def schema_org(record: Record) -> dict[str, Any]:
     based_on += [_work(w) for w in works if w.relation == "IsDerivedFrom"]
     if based_on:
         out["isBasedOn"] = based_on
-    citations = [_work(w) for w in works if w.relation in ("References", "Cites")]
-    if citations:
-        out["citation"] = citations
+    cited = [_work(w) for w in works if w.relation in ("References", "Cites")]
+    if cited:
+        out["citation"] = cited
     if meta.get("url"):
         if record.kind == "dataset":
             out["subjectOf"] = {"@type": "WebPage", "url": meta["url"]}
@@ -435,7 +444,7 @@ def croissant(record: Record) -> dict[str, Any]:
         "license": record.license_uri,
         "creator": [_person(p) for p in record.creators],
         "datePublished": record.published.date().isoformat(),
-        "citeAs": bibtex(record),
+        "citeAs": citations.bibtex(record),
         "distribution": [
             {"@type": "cr:FileObject", "@id": _croissant_id(f.path), "name": _croissant_id(f.path),
              "description": f.path, "contentUrl": f.url, "encodingFormat": f.media_type,
@@ -466,34 +475,3 @@ def _semver(label: str) -> str:
     """Croissant wants MAJOR.MINOR.PATCH; hub labels are freer (``1``, ``1.0``, ``1-onnx``)."""
     numbers = re.findall(r"\d+", label)[:3]
     return ".".join((numbers + ["0", "0", "0"])[:3]) if numbers else "0.0.0"
-
-
-# --- citations ---------------------------------------------------------------------------------------
-
-
-def _bibtex_escape(text: str) -> str:
-    return re.sub(r"([{}%&$#_])", r"\\\1", text)
-
-
-def bibtex(record: Record) -> str:
-    key = re.sub(r"[^a-z0-9]", "", record.creators[0]["name"].split()[-1].lower()) or "hub"
-    key = f"{key}{record.year}{re.sub(r'[^a-z0-9]', '', record.pid.rsplit('/', 1)[-1].lower())}"
-    fields = {
-        "author": " and ".join(_bibtex_escape(p["name"]) for p in record.creators),
-        "title": "{" + _bibtex_escape(record.title) + "}",
-        "year": str(record.year),
-        "publisher": _bibtex_escape(record.publisher),
-        "version": _bibtex_escape(record.label) if record.label else "",
-        "howpublished": f"\\url{{{record.iri}}}",
-        "note": f"{record.kind.capitalize()}, {record.pid}",
-    }
-    body = ",\n".join(f"  {name} = {{{value}}}" for name, value in fields.items() if value)
-    return f"@misc{{{key},\n{body}\n}}\n"
-
-
-def citation(record: Record) -> str:
-    names = record.creators
-    authors = ", ".join(p["name"] for p in names[:-1]) + (" and " if len(names) > 1 else "") + names[-1]["name"]
-    version = f" (Version {record.label})" if record.label else ""
-    return f"{authors} ({record.year}). {record.title}{version} [{record.kind.capitalize()}]. " \
-           f"{record.publisher}. {record.iri}\n"

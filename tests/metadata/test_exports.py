@@ -168,11 +168,11 @@ def test_schema_org_of_a_dataset_and_of_a_concept(offline):
 
 def test_citations():
     bib = exports.export(model_record(), "bibtex")
-    assert bib.startswith("@misc{lovelace2026fk4model1,") and "author = {Ada Lovelace and Alan Turing}" in bib
+    assert bib.startswith("@misc{lovelace2026fk4model1,") and "author = {Lovelace, Ada and Turing, Alan}" in bib
     assert "title = {{Cloud mask CNN}}" in bib and "version = {1-onnx}" in bib
-    text = exports.export(model_record(), "citation")
-    assert text == ("Ada Lovelace and Alan Turing (2026). Cloud mask CNN (Version 1-onnx) [Model]. HPCFair Hub. "
-                    f"{BASE}/ark:/99999/fk4model1\n")
+    text = exports.export(model_record(), "citation")  # APA 7th unless a style is named
+    assert text == ("Lovelace, A., & Turing, A. (2026). Cloud mask CNN (Version 1-onnx) [Machine learning model]. "
+                    f"HPCFair Hub. {BASE}/ark:/99999/fk4model1\n")
 
 
 @pytest.mark.parametrize("name", list(exports.FORMATS))
