@@ -452,8 +452,8 @@ def croissant(record: Record) -> dict[str, Any]:
             for f in record.files
         ],
     }
-    if record.label:
-        out["version"] = _semver(record.label)
+    if record.label or record.latest_label:  # a concept: the version it resolves to
+        out["version"] = _semver(record.label or record.latest_label)
     if meta.get("keywords"):
         out["keywords"] = meta["keywords"]
     table = next((f for f in record.files if f.media_type == "text/csv"), None)

@@ -153,7 +153,8 @@ LINKSET_TYPES = ["application/linkset+json", "application/linkset", "application
 
 def with_collection(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """A file download view whose successful answers link back to their version's landing page
-    (``collection``) and PID (``cite-as``): FAIR Signposting level 2 for content resources."""
+    (``collection``) and PID (``cite-as``): FAIR Signposting level 2 for content resources. A file under
+    ``latest`` is the concept's (its record lists those URLs): it leads back to the concept's page and PID."""
 
     @wraps(view)
     def wrapped(request: HttpRequest, owner: str, name: str, version: str, **kwargs: Any) -> HttpResponse:
@@ -163,7 +164,8 @@ def with_collection(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
             found = (artifact.latest_version() if version == "latest" else
                      artifact.versions.filter(label=version).first()) if artifact else None
             if found is not None:
-                links = signposting.back_links(found.pid, landing_url(found.pid), "collection")
+                pid = artifact.pid if version == "latest" else found.pid
+                links = signposting.back_links(pid, landing_url(pid), "collection")
                 response["Link"] = f"{response['Link']} , {links}" if response.get("Link") else links
         return response
 

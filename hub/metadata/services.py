@@ -4,6 +4,7 @@ the SHACL shapes) before a version is stored, and turned into records for the RD
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -194,9 +195,12 @@ def concept_record(artifact: Artifact, viewer: Viewer) -> Record:
         return Record(metadata=metadata, published=artifact.created, **common)
     record = version_record(latest, viewer)
     own = {v.pid for v in versions}
+    # The concept's files are its latest version's, at the URLs that always give the latest (their Link
+    # headers lead back to the concept's page, as its linkset says).
+    files = [replace(f, url=file_url(latest, f.path, "latest")) for f in record.files]
     return Record(metadata=record.metadata, published=versions[0].created,
-                  updated=latest.created if len(versions) > 1 else None,
-                  files=record.files if not artifact.deleted_at else [],
+                  updated=latest.created if len(versions) > 1 else None, latest_label=latest.label,
+                  files=files if not artifact.deleted_at else [],
                   provenance=[link for link in record.provenance if link.pid not in own], **common)
 
 

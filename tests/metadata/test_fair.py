@@ -426,3 +426,35 @@ def test_the_identifier_in_a_related_work(text, kind, identifier, iri):
 
     work = identify(text, "References")
     assert (work.identifier_type, work.identifier, work.iri, work.typed) == (kind, identifier, iri, bool(kind))
+
+
+def test_a_concept_pages_files_lead_back_to_it_and_its_croissant_has_a_version(anon, api):
+    """Issue 40, point 5: what a concept's linkset says of its files (collection: the concept's page) is what
+    the files' own Link headers say; a version's files lead back to the version's page."""
+    import mlcroissant as mlc
+
+    first = publish_api(api, "series", {"data.csv": CSV}, RICH)
+    response = api.post("/api/v1/artifacts/alice/series/versions/", {
+        "files": [multipart_file("data.csv", CSV + b"2,273.0,c\n")], "metadata": json.dumps(RICH), "version": "2.1"},
+        format="multipart")
+    assert response.status_code == 201, response.content
+    latest = response.json()
+    concept = services.get_artifact(None, "alice", "series").pid
+    for pid, other in ((concept, latest["pid"]), (latest["pid"], concept), (first["pid"], concept)):
+        landing = f"{HOST}/landing/{pid}"
+        context, *backs = anon.get(f"/linkset/{pid}").json()["linkset"]
+        items = [t["href"] for t in context["item"]]
+        assert items and {b["anchor"] for b in backs if "collection" in b} == set(items)
+        for back in backs:
+            if "collection" in back:
+                assert back["collection"] == [{"href": landing, "type": "text/html"}]
+                header = anon.get(back["anchor"].replace(HOST, ""))["Link"]
+                assert f'<{landing}> ; rel="collection" ; type="text/html"' in header, (pid, header)
+                assert f'<{HOST}/{pid}> ; rel="cite-as"' in header
+                assert f"/landing/{other}>" not in header
+    download = anon.get("/api/v1/artifacts/alice/series/versions/latest/files/data.csv")
+    assert download.getvalue().endswith(b"2,273.0,c\n")  # the concept's file is the latest's
+    croissant = get(anon, concept, 'application/ld+json; profile="http://mlcommons.org/croissant/1.0"').json()
+    assert croissant["version"] == "2.1.0"
+    dataset = mlc.Dataset(jsonld=croissant)
+    assert not dataset.metadata.ctx.issues.errors, dataset.metadata.ctx.issues.report()
