@@ -193,10 +193,10 @@ def schema_org(record: Record) -> dict[str, Any]:
     if meta.get("funding"):
         out["funding"] = [_grant(grant) for grant in meta["funding"]]
     dates = meta.get("dates") or {}
-    if dates.get("created"):
-        out["dateCreated"] = dates["created"]
+    if dates.get("created"):  # schema.org's dates are single dates: a range's start, or its end
+        out["dateCreated"] = dates["created"].split("/")[0]
     if dates.get("updated") or record.updated:
-        out["dateModified"] = dates.get("updated") or record.updated.date().isoformat()
+        out["dateModified"] = (dates.get("updated") or record.updated.date().isoformat()).split("/")[-1]
     works = related_works(meta)
     based_on = [_based_on(link) for link in record.provenance]
     based_on += [_work(w) for w in works if w.relation == "IsDerivedFrom"]

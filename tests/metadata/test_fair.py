@@ -36,7 +36,8 @@ RICH = {
                      {"name": "OLCF", "type": "organization", "role": "HostingInstitution"}],
     "funding": [{"funder": "U.S. Department of Energy", "funder_id": "https://ror.org/01bj3aw27",
                  "award_number": "DE-SC0021293", "award_title": "HPC-FAIR"}],
-    "dates": {"created": "2024-05-01", "available": "2024-06"},
+    "dates": {"created": "2024-05-01", "available": "2024-06", "collected": "2020-01-01/2021-06-30",
+              "valid": "2024-05-01 12:30+0100"},
     "references": ["Lovelace, A. (2024). Clouds. Nature 1, doi:10.1038/s41586-024-00001-x.",
                    "A paper without an identifier"],
     "sources": ["ark:/12345/x5data", "arXiv:2401.00001"],
@@ -102,7 +103,8 @@ def test_people_funding_dates_and_related_works_in_datacite(anon, rich):
     assert record["fundingReferences"] == [{
         "funderName": "U.S. Department of Energy", "funderIdentifier": "https://ror.org/01bj3aw27",
         "funderIdentifierType": "ROR", "awardNumber": "DE-SC0021293", "awardTitle": "HPC-FAIR"}]
-    assert {d["dateType"] for d in record["dates"]} == {"Issued", "Created", "Available"}
+    assert {d["dateType"] for d in record["dates"]} == {"Issued", "Created", "Available", "Collected", "Valid"}
+    assert {"date": "2020-01-01/2021-06-30", "dateType": "Collected"} in record["dates"]  # a range, as DataCite has
     related = {(r["relatedIdentifier"], r["relatedIdentifierType"], r["relationType"])
                for r in record["relatedIdentifiers"]}
     assert {("10.1038/s41586-024-00001-x", "DOI", "References"), ("ark:/12345/x5data", "ARK", "IsDerivedFrom"),
@@ -194,12 +196,32 @@ def test_schema_org_and_rdf_carry_the_same_relations_as_resolvable_links(anon, r
     [temperature] = [v for v in graph.objects(s, SDO.variableMeasured)
                      if graph.value(v, SDO.name) == Literal("temperature")]
     assert graph.value(temperature, SDO.unitText) == Literal("K")
-    assert (s, DCTERMS.created, Literal("2024-05-01")) in graph
+    # Dates are typed literals of their precision; a range is a period with DCAT's start and end.
+    from rdflib.namespace import DCAT, XSD  # here: pytest's collection trips over closed namespaces
+
+    assert (s, DCTERMS.created, Literal("2024-05-01", datatype=XSD.date)) in graph
+    assert (s, SDO.dateCreated, Literal("2024-05-01", datatype=XSD.date)) in graph
+    assert (s, DCTERMS.available, Literal("2024-06", datatype=XSD.gYearMonth)) in graph
+    assert (s, DCTERMS.valid, Literal("2024-05-01T12:30:00+01:00", datatype=XSD.dateTime)) in graph
+    assert graph.value(s, DCTERMS.valid).toPython().utcoffset().total_seconds() == 3600
+    [period] = graph.objects(s, DCTERMS.date)  # collected: DCTERMS has no term of its own
+    assert (period, RDF.type, DCTERMS.PeriodOfTime) in graph
+    assert graph.value(period, DCAT.startDate) == Literal("2020-01-01", datatype=XSD.date)
+    assert graph.value(period, DCAT.endDate) == Literal("2021-06-30", datatype=XSD.date)
+    assert all(o.datatype is not None for o in graph.objects(s, None)
+               if isinstance(o, Literal) and re.fullmatch(r"\d{4}(-\d{2})*", str(o)))
 
 
 def test_old_metadata_still_validates_and_new_fields_are_checked(api):
     old = {"title": "T", "description": "D", "license": "MIT",
            "creators": [{"name": "Ada", "orcid": "0000-0002-1825-0097", "affiliation": "ORNL"}, "Bob"]}
+    for ok in ("2020-01-01/2021-06-30", "2020/2021", "2020-01/2020-01-15", "2020-01-01T10:00Z/2020-01-01T11:00Z"):
+        assert validate({**old, "dates": {"collected": ok}}, "project")["dates"] == {"collected": ok}
+    for wrong, says in (("2021-06-30/2020-01-01", "ends before it starts"), ("2020/2021/2022", "range of two"),
+                        ("2020-01-01/", "range of two"), ("yesterday/today", "range of two")):
+        with pytest.raises(MetadataError) as caught:
+            validate({**old, "dates": {"collected": wrong}}, "project")
+        assert says in caught.value.errors["dates"][0], wrong
     assert validate(old, "project")["creators"] == [
         {"name": "Ada", "orcid": "https://orcid.org/0000-0002-1825-0097", "affiliation": "ORNL"}, {"name": "Bob"}]
     bad = {"creators": [{"name": "X", "type": "organization", "ror": "01qz5mb57"}],  # checksum off by one
