@@ -9,7 +9,7 @@ import re
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from ontology import citations
+from ontology import citations, crosswalks
 from ontology.graph import to_graph
 from ontology.record import Link, Record, affiliations
 from ontology.related import RelatedWork, related_works
@@ -29,10 +29,18 @@ FORMATS: dict[str, tuple[str, str | None]] = {
     "csl-json": ("application/vnd.citationstyles.csl+json", None),
     "ris": ("application/x-research-info-systems", None),
     "citation": ("text/plain", None),  # a reference in a named style (?style=, APA by default)
+    "dublin-core": ("application/x-dc+xml", None),
+    "codemeta": ("application/vnd.codemeta.ld+json", None),  # models and projects
+    "cff": ("application/yaml", None),  # CITATION.cff
+    "dcat": ("application/rdf+xml", None),  # DCAT-AP (the profile tells it from the metadata graph)
 }
 # The profile each format conforms to, where one names it (signposting's and content negotiation's ``profile``).
 PROFILES = {"datacite-json": "http://datacite.org/schema/kernel-4", "datacite-xml": "http://datacite.org/schema/kernel-4",
-            "schemaorg": "https://schema.org/", "croissant": "http://mlcommons.org/croissant/1.0"}
+            "schemaorg": "https://schema.org/", "croissant": "http://mlcommons.org/croissant/1.0",
+            "codemeta": "https://w3id.org/codemeta/3.0", "cff": "https://citation-file-format.github.io/1.2.0/",
+            "dcat": crosswalks.DCAT_AP}
+# Formats for some kinds only (the others: every kind).
+KINDS = {"croissant": {"dataset"}, "codemeta": {"model", "project"}}
 RESTRICTED_ACCESS = "Restricted: its owner has not made it public."
 SCHEMA_TYPES = {"model": "SoftwareSourceCode", "dataset": "Dataset", "project": "SoftwareSourceCode"}
 DATACITE_TYPES = {"model": ("Model", "AI model"), "dataset": ("Dataset", "Dataset"),
@@ -75,7 +83,8 @@ def export(record: Record, name: str, style: str | None = None) -> str:
     producers = {"datacite-json": lambda r: json.dumps(datacite(r), indent=2), "datacite-xml": datacite_xml,
                  "croissant": lambda r: json.dumps(croissant(r), indent=2),
                  "schemaorg": lambda r: json.dumps(schema_org(r), indent=2), "bibtex": citations.bibtex,
-                 "csl-json": citations.csl_json, "ris": citations.ris,
+                 "csl-json": citations.csl_json, "ris": citations.ris, "dublin-core": crosswalks.dublin_core,
+                 "codemeta": crosswalks.codemeta_json, "cff": crosswalks.citation_cff, "dcat": crosswalks.dcat,
                  "citation": lambda r: citations.formatted(r, style)}
     return producers[name](record)
 

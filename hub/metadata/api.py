@@ -33,8 +33,9 @@ def export_response(record, name: str, artifact: Artifact, request: HttpRequest 
     ``?style=`` or the ``Accept`` header's ``style`` parameter."""
     if name not in exports.FORMATS:
         raise HubError("unsupported_format", f"No export {name!r}; choose one of {', '.join(exports.FORMATS)}.")
-    if name == "croissant" and artifact.kind != "dataset":
-        raise HubError("unsupported_format", f"Croissant describes datasets; {artifact} is a {artifact.kind}.")
+    if artifact.kind not in exports.KINDS.get(name, {artifact.kind}):
+        kinds = " and ".join(f"{kind}s" for kind in sorted(exports.KINDS[name]))
+        raise HubError("unsupported_format", f"{name} describes {kinds}; {artifact} is a {artifact.kind}.")
     media_type, asked = accepted(request, name) if request is not None else (exports.FORMATS[name][0], None)
     style = request.GET.get("style") if request is not None else None
     style = style or (asked.params.get("style") if asked else None)
@@ -43,7 +44,8 @@ def export_response(record, name: str, artifact: Artifact, request: HttpRequest 
     except UnknownStyle as exc:
         raise HubError("unknown_style", str(exc))
     profile = exports.PROFILES.get(name, "")
-    parameters = f'; profile="{profile}"' if profile and media_type.endswith("+json") else ""
+    # The profile in the type where the type alone does not say it (not DataCite's own types).
+    parameters = f'; profile="{profile}"' if profile and "vnd." not in media_type else ""
     charset = "" if media_type.endswith("json") else "; charset=utf-8"
     response = HttpResponse(text, content_type=media_type + parameters + charset)
     if profile:
@@ -89,7 +91,8 @@ def check_accept(request: Request, export: str) -> None:
 SUFFIXES = {"jsonld": ".jsonld", "turtle": ".ttl", "rdfxml": ".rdf", "ntriples": ".nt",
             "datacite-json": ".datacite.json", "datacite-xml": ".datacite.xml", "croissant": ".croissant.json",
             "schemaorg": ".schemaorg.json", "bibtex": ".bib", "csl-json": ".csl.json", "ris": ".ris",
-            "citation": ".txt"}
+            "citation": ".txt", "dublin-core": ".dc.xml", "codemeta": ".codemeta.json", "cff": ".cff",
+            "dcat": ".dcat.rdf"}
 
 
 class VersionMetadata(OwnMediaType, APIView):

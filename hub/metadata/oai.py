@@ -24,8 +24,8 @@ from django.views.decorators.csrf import csrf_exempt
 from hub.metadata.services import version_record
 from hub.registry.access import Viewer
 from hub.registry.models import Artifact, Version
+from ontology.crosswalks import dublin_core_element
 from ontology.exports import DATACITE_NS, datacite_xml
-from ontology.related import related_works
 
 OAI = "http://www.openarchives.org/OAI/2.0/"
 OAI_DC = "http://www.openarchives.org/OAI/2.0/oai_dc/"
@@ -221,33 +221,7 @@ def _metadata(parent: ET.Element, version: Version, prefix: str) -> None:
         payload = ET.SubElement(wrapper, _q(OAI_DATACITE, "payload"))
         payload.append(ET.fromstring(datacite_xml(record).encode()))  # noqa: S314 - our own XML
         return
-    dc = ET.SubElement(holder, _q(OAI_DC, "dc"), {_q(XSI, "schemaLocation"): FORMATS["oai_dc"][0]})
-    meta = record.metadata
-
-    def add(tag: str, text: str) -> None:
-        if text:
-            ET.SubElement(dc, _q(DC, tag)).text = text
-
-    add("title", record.title)
-    for person in record.creators:
-        add("creator", person["name"])
-    for agent in meta.get("contributors") or []:
-        add("contributor", agent["name"])
-    for word in [*meta.get("keywords", []), meta.get("subject", ""), meta.get("discipline", "")]:
-        add("subject", word)
-    add("description", meta.get("description", ""))
-    add("publisher", record.publisher)
-    add("date", record.published.date().isoformat())
-    add("type", "Dataset" if record.kind == "dataset" else "Software")
-    for media_type in sorted({f.media_type for f in record.files}):
-        add("format", media_type)
-    add("identifier", record.iri)
-    add("identifier", record.pid)
-    add("rights", record.license_uri)
-    for link in record.provenance:
-        add("relation", link.words if link.restricted else link.iri)
-    for work in related_works(meta):  # a typed one as its resolvable IRI, free text as given
-        add("source" if work.relation == "IsDerivedFrom" else "relation", work.iri or work.text)
+    dublin_core_element(holder, record)  # the same record as the dublin-core export
 
 
 def _get_record(root: ET.Element, args: dict[str, str]) -> None:

@@ -14,9 +14,10 @@ from ontology.exports import FORMATS, PROFILES, SCHEMA_TYPES
 from ontology.record import Record
 
 # The metadata formats a landing page announces with rel="describedby" (with the profile each conforms to,
-# ``ontology.exports.PROFILES``): the graph, DataCite, schema.org, Croissant, and the citation formats.
+# ``ontology.exports.PROFILES``): the graph, DataCite, schema.org, Croissant, the citation formats, Dublin
+# Core, CodeMeta, CITATION.cff and DCAT-AP (each where the record's kind has it).
 DESCRIBED_BY = ["jsonld", "turtle", "rdfxml", "ntriples", "datacite-json", "datacite-xml", "schemaorg", "croissant",
-                "bibtex", "csl-json", "ris"]
+                "bibtex", "csl-json", "ris", "dublin-core", "codemeta", "cff", "dcat"]
 
 
 class Signpost(NamedTuple):
