@@ -33,12 +33,13 @@ FORMATS: dict[str, tuple[str, str | None]] = {
     "codemeta": ("application/vnd.codemeta.ld+json", None),  # models and projects
     "cff": ("application/yaml", None),  # CITATION.cff
     "dcat": ("application/rdf+xml", None),  # DCAT-AP (the profile tells it from the metadata graph)
+    "ro-crate": ("application/ld+json", None),  # RO-Crate metadata, detached (the zip holds it attached)
 }
 # The profile each format conforms to, where one names it (signposting's and content negotiation's ``profile``).
 PROFILES = {"datacite-json": "http://datacite.org/schema/kernel-4", "datacite-xml": "http://datacite.org/schema/kernel-4",
             "schemaorg": "https://schema.org/", "croissant": "http://mlcommons.org/croissant/1.0",
             "codemeta": "https://w3id.org/codemeta/3.0", "cff": "https://citation-file-format.github.io/1.2.0/",
-            "dcat": crosswalks.DCAT_AP}
+            "dcat": crosswalks.DCAT_AP, "ro-crate": crosswalks.RO_CRATE}
 # Formats for some kinds only (the others: every kind).
 KINDS = {"croissant": {"dataset"}, "codemeta": {"model", "project"}}
 RESTRICTED_ACCESS = "Restricted: its owner has not made it public."
@@ -85,6 +86,7 @@ def export(record: Record, name: str, style: str | None = None) -> str:
                  "schemaorg": lambda r: json.dumps(schema_org(r), indent=2), "bibtex": citations.bibtex,
                  "csl-json": citations.csl_json, "ris": citations.ris, "dublin-core": crosswalks.dublin_core,
                  "codemeta": crosswalks.codemeta_json, "cff": crosswalks.citation_cff, "dcat": crosswalks.dcat,
+                 "ro-crate": crosswalks.ro_crate_json,
                  "citation": lambda r: citations.formatted(r, style)}
     return producers[name](record)
 

@@ -92,7 +92,7 @@ SUFFIXES = {"jsonld": ".jsonld", "turtle": ".ttl", "rdfxml": ".rdf", "ntriples":
             "datacite-json": ".datacite.json", "datacite-xml": ".datacite.xml", "croissant": ".croissant.json",
             "schemaorg": ".schemaorg.json", "bibtex": ".bib", "csl-json": ".csl.json", "ris": ".ris",
             "citation": ".txt", "dublin-core": ".dc.xml", "codemeta": ".codemeta.json", "cff": ".cff",
-            "dcat": ".dcat.rdf"}
+            "dcat": ".dcat.rdf", "ro-crate": ".ro-crate-metadata.json"}
 
 
 class VersionMetadata(OwnMediaType, APIView):

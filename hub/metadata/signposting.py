@@ -15,9 +15,9 @@ from ontology.record import Record
 
 # The metadata formats a landing page announces with rel="describedby" (with the profile each conforms to,
 # ``ontology.exports.PROFILES``): the graph, DataCite, schema.org, Croissant, the citation formats, Dublin
-# Core, CodeMeta, CITATION.cff and DCAT-AP (each where the record's kind has it).
+# Core, CodeMeta, CITATION.cff, DCAT-AP and RO-Crate (each where the record's kind has it).
 DESCRIBED_BY = ["jsonld", "turtle", "rdfxml", "ntriples", "datacite-json", "datacite-xml", "schemaorg", "croissant",
-                "bibtex", "csl-json", "ris", "dublin-core", "codemeta", "cff", "dcat"]
+                "bibtex", "csl-json", "ris", "dublin-core", "codemeta", "cff", "dcat", "ro-crate"]
 
 
 class Signpost(NamedTuple):

@@ -160,3 +160,60 @@ def test_each_by_its_own_url_by_negotiation_and_as_describedby(anon, owner, publ
     _, table = publish(owner, "t", {"t.csv": b"a\n1\n"}, kind="dataset")
     assert anon.get("/api/v1/artifacts/alice/t/versions/1/metadata/codemeta").json()["code"] == "unsupported_format"
     assert anon.get("/" + table.pid, HTTP_ACCEPT="application/vnd.codemeta.ld+json").status_code == 406
+
+
+def assert_ro_crate(crate: dict, root_id: str) -> dict:
+    """RO-Crate 1.1's rules: the metadata descriptor conforms to 1.1 and is about the root data entity, a
+    Dataset with a name, description, datePublished and license; every entity it names locally (its parts,
+    authors, publisher, license) is described in the graph; files are Files."""
+    assert crate["@context"][0] == "https://w3id.org/ro/crate/1.1/context"
+    entities = {e["@id"]: e for e in crate["@graph"]}
+    assert len(entities) == len(crate["@graph"])  # no @id twice
+    descriptor = entities["ro-crate-metadata.json"]
+    assert descriptor["@type"] == "CreativeWork" and descriptor["conformsTo"] == {"@id": "https://w3id.org/ro/crate/1.1"}
+    assert descriptor["about"] == {"@id": root_id}
+    root = entities[root_id]
+    assert root["@type"] == "Dataset" and all(root.get(k) for k in ("name", "description", "datePublished", "license"))
+    for ref in [*root["hasPart"], *root["author"], root["publisher"], root["license"]]:
+        assert ref["@id"] in entities, ref
+    assert all(entities[part["@id"]]["@type"] == "File" for part in root["hasPart"])
+    graph = Graph().parse(data=json.dumps({**crate, "@context": [
+        {"@vocab": "https://schema.org/"}, crate["@context"][1]]}), format="json-ld")
+    assert len(graph) > 10
+    return root
+
+
+def test_ro_crate_metadata_attached_and_detached():
+    record = model_record()
+    root = assert_ro_crate(crosswalks.ro_crate(record), "./")
+    assert root["hasPart"] == [{"@id": "cnn.onnx"}] and root["hpc:machineLearningFramework"] == "onnx"
+    assert root["isBasedOn"] == [{"@id": f"{BASE}/ark:/99999/fk4src"}, {"@id": f"{BASE}/ark:/99999/fk4data"}]
+    crate = crosswalks.ro_crate(record)
+    action = next(e for e in crate["@graph"] if e["@type"] == "CreateAction")
+    assert action["@id"] == f"{BASE}/api/v1/jobs/1/" and action["result"] == {"@id": "./"}
+    detached = json.loads(exports.export(record, "ro-crate"))
+    assert assert_ro_crate(detached, record.iri)["hasPart"] == [{"@id": f"{BASE}/files/cnn.onnx"}]
+
+
+@pytest.mark.django_db
+def test_a_versions_zip_is_an_ro_crate(anon, owner, publish):
+    import io
+    import zipfile
+
+    _, version = publish(owner, "crated", {"a.csv": b"x\n1\n", "sub/b.bin": b"\x00\x01"}, kind="dataset")
+    archive = anon.get("/api/v1/artifacts/alice/crated/versions/1/archive")
+    with zipfile.ZipFile(io.BytesIO(b"".join(archive.streaming_content))) as held:
+        crate = json.loads(held.read("ro-crate-metadata.json"))
+        names = set(held.namelist())
+    root = assert_ro_crate(crate, "./")
+    assert {part["@id"] for part in root["hasPart"]} == names - {"ro-crate-metadata.json"} == {"a.csv", "sub/b.bin"}
+    assert root["identifier"][0] == version.pid
+    detached = get(anon, version.pid, 'application/ld+json; profile="https://w3id.org/ro/crate/1.1"')
+    assert detached["Content-Type"].startswith("application/ld+json") and "ro/crate" in detached["Content-Type"]
+    assert_ro_crate(detached.json(), f"http://127.0.0.1:8000/{version.pid}")
+    _, own = publish(owner, "own-crate", {"ro-crate-metadata.json": b'{"mine": true}', "c.txt": b"c"},
+                     kind="dataset")
+    archive = anon.get("/api/v1/artifacts/alice/own-crate/versions/1/archive")
+    with zipfile.ZipFile(io.BytesIO(b"".join(archive.streaming_content))) as held:
+        assert held.read("ro-crate-metadata.json") == b'{"mine": true}'  # the version's own file, once
+        assert sorted(held.namelist()) == ["c.txt", "ro-crate-metadata.json"]

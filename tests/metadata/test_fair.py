@@ -356,8 +356,8 @@ def test_back_links_and_a_linkset_that_lists_every_describedby(anon, rich):
     described = {(t["href"], t["type"], t.get("profile", "")) for t in context["describedby"]}
     in_header = set(re.findall(r'<([^>]+)> ; rel="describedby" ; type="([^"]+)"(?: ; profile="([^"]+)")?',
                                page["Link"]))
-    # the graph (4), DataCite (2), schema.org, Croissant, citations (3), Dublin Core, CITATION.cff, DCAT-AP
-    assert described == in_header and len(described) == 14
+    # the graph (4), DataCite (2), schema.org, Croissant, citations (3), Dublin Core, CITATION.cff, DCAT-AP, RO-Crate
+    assert described == in_header and len(described) == 15
     croissant = [t for t in context["describedby"] if t["href"].endswith("/croissant")]
     assert croissant == [{"href": croissant[0]["href"], "type": "application/ld+json",
                           "profile": "http://mlcommons.org/croissant/1.0"}]

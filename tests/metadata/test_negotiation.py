@@ -132,7 +132,7 @@ def test_linkset_in_json_and_in_rfc_9264_text_form(anon, table):
     assert found == expected
     parsed = find_signposting_http_link([text.replace("\n", " ")], f"{HOST}/linkset/{table.pid}")
     landing = parsed.for_context(f"{HOST}/landing/{table.pid}")  # the signposting package's own reading
-    assert str(landing.citeAs.target) == f"{HOST}/{table.pid}" and len(landing.describedBy) == 14
+    assert str(landing.citeAs.target) == f"{HOST}/{table.pid}" and len(landing.describedBy) == 15
     assert anon.get(f"/linkset/{table.pid}", HTTP_ACCEPT="image/png")["X-Error-Code"] == "not_acceptable"
 
 
