@@ -13,6 +13,7 @@ from ontology import citations, crosswalks
 from ontology.graph import to_graph
 from ontology.record import Link, Record, affiliations
 from ontology.related import RelatedWork, related_works
+from ontology.subjects import Term, fields_of_science
 from ontology.vocab import PREFIXES
 
 # format name -> (media type, rdflib serializer or None)
@@ -145,6 +146,11 @@ def _grant(grant: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+def _defined_term(term: Term) -> dict[str, Any]:
+    return {"@type": "DefinedTerm", "name": term.label, "termCode": term.code,
+            "inDefinedTermSet": {"@type": "DefinedTermSet", "name": term.scheme, "url": term.scheme_uri}}
+
+
 def variables(record: Record) -> list[dict[str, Any]]:
     """A dataset's derived columns as schema.org ``variableMeasured``: name, type, description, unit."""
     out = []
@@ -196,6 +202,9 @@ def schema_org(record: Record) -> dict[str, Any]:
         out["version"] = record.label
     if meta.get("keywords"):
         out["keywords"] = meta["keywords"]
+    about = [_defined_term(term) for term in fields_of_science(meta)]
+    if about:
+        out["about"] = about
     if record.license_uri:
         out["license"] = record.license_uri
     if meta.get("contributors"):
@@ -302,8 +311,10 @@ def datacite(record: Record) -> dict[str, Any]:
                      for w in works if not w.typed]
     if record.is_withdrawn:
         descriptions.append({"description": record.withdrawal, "descriptionType": "Other"})
-    subjects = [{"subject": word} for word in meta.get("keywords", [])]
-    subjects += [{"subject": meta[name]} for name in ("subject", "discipline") if meta.get(name)]
+    subjects = [{"subject": word} for word in meta.get("keywords", [])]  # free keywords: no scheme
+    subjects += [{"subject": meta[name]} for name in ("subject", "discipline") if meta.get(name)]  # as given
+    subjects += [{"subject": term.label, "subjectScheme": term.scheme, "schemeUri": term.scheme_uri,
+                  "classificationCode": term.code} for term in fields_of_science(meta)]  # and as FOS fields
     related = [_related(link.pid, "ARK", DATACITE_RELATIONS.get(link.relation, "IsDerivedFrom"))
                for link in record.provenance if not link.restricted]
     if record.concept_pid and record.concept_pid != record.pid:
@@ -388,7 +399,8 @@ def datacite_xml(record: Record) -> str:
     if data["subjects"]:
         subjects = sub(root, "subjects")
         for subject in data["subjects"]:
-            sub(subjects, "subject", subject["subject"])
+            sub(subjects, "subject", subject["subject"], subjectScheme=subject.get("subjectScheme", ""),
+                schemeURI=subject.get("schemeUri", ""), classificationCode=subject.get("classificationCode", ""))
     if data["contributors"]:
         contributors = sub(root, "contributors")
         for person in data["contributors"]:

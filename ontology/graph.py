@@ -14,6 +14,7 @@ from rdflib.term import Node
 from ontology.fields import MODEL_FAMILIES
 from ontology.record import Record, affiliations
 from ontology.related import related_works
+from ontology.subjects import fields_of_science
 from ontology.vocab import DCAT, DCTERMS, HPC, HUB, PROV, RDF, RDFS, SDO, XSD, bind
 
 KIND_CLASSES = {
@@ -138,6 +139,14 @@ def to_graph(record: Record) -> Graph:
     for word in meta.get("keywords", []):
         g.add((s, SDO.keywords, Literal(word)))
         g.add((s, HPC.keyword, Literal(word)))
+    for term in fields_of_science(meta):  # a subject or discipline that names an OECD FOS field, as that term
+        node = BNode()
+        g.add((s, SDO.about, node))
+        g.add((s, DCTERMS.subject, node))
+        g.add((node, RDF.type, SDO.DefinedTerm))
+        g.add((node, SDO.name, Literal(term.label)))
+        g.add((node, SDO.termCode, Literal(term.code)))
+        g.add((node, SDO.inDefinedTermSet, URIRef(term.scheme_uri)))
     for work in related_works(meta):
         target = URIRef(work.iri) if work.typed else Literal(work.text)
         for predicate in WORK_RELATIONS[work.relation]:

@@ -196,3 +196,22 @@ def test_a_restricted_source_keeps_its_relation_and_nothing_that_names_it(name):
     elif name == "schemaorg":
         assert json.loads(text)["isBasedOn"][0] == {"@type": "CreativeWork", "name": "a restricted dataset",
                                                     "conditionsOfAccess": exports.RESTRICTED_ACCESS}
+
+
+@pytest.mark.parametrize(("text", "code"), [
+    ("earth sciences", "1.5"), ("Earth and related environmental sciences", "1.5"), ("climate science", "1.5"),
+    ("Computer science", "1.2"), ("computer and information sciences", "1.2"), ("physics", "1.3"), ("1.6", "1.6"),
+    ("Mathematics", "1.1"), ("machine learning", None), ("sciences", None), ("other", None),
+])
+def test_subjects_that_name_a_field_of_science(text, code):
+    from ontology.subjects import fos_term
+
+    term = fos_term(text)
+    assert (term.code if term else None) == code
+    record = model_record()
+    record.metadata = {**record.metadata, "discipline": text}
+    data = exports.datacite(record)
+    schemed = [s for s in data["subjects"] if s.get("subjectScheme")]
+    assert [s["classificationCode"] for s in schemed] == ([code] if code else [])
+    assert {"subject": text} in data["subjects"]  # the words as given stay
+    assert {"subject": "climate"} in data["subjects"]  # a keyword is a free subject, no scheme

@@ -105,6 +105,12 @@ def test_people_funding_dates_and_related_works_in_datacite(anon, rich):
         "funderIdentifierType": "ROR", "awardNumber": "DE-SC0021293", "awardTitle": "HPC-FAIR"}]
     assert {d["dateType"] for d in record["dates"]} == {"Issued", "Created", "Available", "Collected", "Valid"}
     assert {"date": "2020-01-01/2021-06-30", "dateType": "Collected"} in record["dates"]  # a range, as DataCite has
+    # Keywords are free subjects; the subject and discipline as given, and the OECD FOS field they name.
+    assert record["subjects"] == [
+        {"subject": "climate science"}, {"subject": "earth sciences"},
+        {"subject": "Earth and related environmental sciences",
+         "subjectScheme": "Fields of Science and Technology (FOS)",
+         "schemeUri": "http://www.oecd.org/science/inno/38235147.pdf", "classificationCode": "1.5"}]
     related = {(r["relatedIdentifier"], r["relatedIdentifierType"], r["relationType"])
                for r in record["relatedIdentifiers"]}
     assert {("10.1038/s41586-024-00001-x", "DOI", "References"), ("ark:/12345/x5data", "ARK", "IsDerivedFrom"),
@@ -160,7 +166,11 @@ def test_datacite_xml_uses_only_the_kernel_4_6_elements_and_vocabularies(anon, r
 
 def test_datacite_xml_validates_against_the_kernel_4_6_schema(anon, rich):
     schema = xmlschema.XMLSchema(str(SCHEMAS / "datacite-kernel-4.6" / "metadata.xsd"))
-    schema.validate(get(anon, rich["pid"], "application/vnd.datacite.datacite+xml").content.decode())
+    text = get(anon, rich["pid"], "application/vnd.datacite.datacite+xml").content.decode()
+    schema.validate(text)
+    fos = [s for s in ET.fromstring(text).iter(f"{DATACITE}subject") if s.get("subjectScheme")]  # noqa: S314
+    assert [(s.text, s.get("classificationCode"), s.get("schemeURI")) for s in fos] == [
+        ("Earth and related environmental sciences", "1.5", "http://www.oecd.org/science/inno/38235147.pdf")]
 
 
 def test_schema_org_and_rdf_carry_the_same_relations_as_resolvable_links(anon, rich):
@@ -178,6 +188,10 @@ def test_schema_org_and_rdf_carry_the_same_relations_as_resolvable_links(anon, r
                                       "contributor": {"@type": "Person", "name": "Grace Hopper"}}
     assert data["funding"][0]["funder"]["@id"] == "https://ror.org/01bj3aw27"
     assert data["dateCreated"] == "2024-05-01" and data["distribution"][0]["@type"] == "DataDownload"
+    assert data["about"] == [{"@type": "DefinedTerm", "name": "Earth and related environmental sciences",
+                              "termCode": "1.5", "inDefinedTermSet": {
+                                  "@type": "DefinedTermSet", "name": "Fields of Science and Technology (FOS)",
+                                  "url": "http://www.oecd.org/science/inno/38235147.pdf"}}]
     columns = {v["name"]: v for v in data["variableMeasured"]}
     assert set(columns) == {"time", "temperature", "station"}  # the derived columns, with what was said of them
     assert columns["temperature"]["unitText"] == "K"
@@ -204,6 +218,10 @@ def test_schema_org_and_rdf_carry_the_same_relations_as_resolvable_links(anon, r
     assert (s, DCTERMS.available, Literal("2024-06", datatype=XSD.gYearMonth)) in graph
     assert (s, DCTERMS.valid, Literal("2024-05-01T12:30:00+01:00", datatype=XSD.dateTime)) in graph
     assert graph.value(s, DCTERMS.valid).toPython().utcoffset().total_seconds() == 3600
+    [field] = graph.objects(s, DCTERMS.subject)  # a vocabulary term, not words
+    assert (s, SDO.about, field) in graph and (field, RDF.type, SDO.DefinedTerm) in graph
+    assert graph.value(field, SDO.termCode) == Literal("1.5")
+    assert graph.value(field, SDO.inDefinedTermSet) == URIRef("http://www.oecd.org/science/inno/38235147.pdf")
     [period] = graph.objects(s, DCTERMS.date)  # collected: DCTERMS has no term of its own
     assert (period, RDF.type, DCTERMS.PeriodOfTime) in graph
     assert graph.value(period, DCAT.startDate) == Literal("2020-01-01", datatype=XSD.date)
