@@ -56,11 +56,30 @@ def test_profiles_and_parameters_are_read():
     assert same_profile("https://schema.org/", "http://schema.org") and not same_profile("", "")
 
 
-@pytest.mark.parametrize("kind", ["model", "dataset"])
-def test_every_offered_type_and_profile_answers_exactly_that_type(anon, model, table, kind):
-    version = model if kind == "model" else table
+@pytest.mark.parametrize("which", ["model", "dataset", "project", "concept", "tombstone"])
+def test_every_offered_type_and_profile_answers_exactly_that_type(anon, owner, publish, model, table, which):
+    from hub.registry import services
+
+    kind = which if which in ("model", "dataset", "project") else "model"
+    pid = {"model": model.pid, "dataset": table.pid, "concept": model.artifact.pid}.get(which)
+    if which == "project":
+        from hub.registry.management.commands.hub_demo import EXAMPLE_PROJECT
+
+        files = {path: (EXAMPLE_PROJECT / path).read_bytes() for path in
+                 ("mlcube.yaml", "Containerfile", "requirements.txt", "main.py", "workspace/parameters.yaml")}
+        pid = publish(owner, "p", files, kind="project")[1].pid
+    elif which == "tombstone":
+        _, gone = publish(owner, "gone")
+        services.delete_version(gone, reason="withdrawn")
+        pid = gone.pid
     for offer, _ in offers(kind):
-        answer = get(anon, version.pid, accept_of(offer))
+        if which == "tombstone" and offer.media == "application/json":  # its last JSON record, at the PID
+            assert anon.get("/" + pid, HTTP_ACCEPT=offer.media).status_code == 410
+            continue
+        answer = get(anon, pid, accept_of(offer))
+        if which == "tombstone" and offer.media in ("text/html", "application/xhtml+xml"):
+            assert answer.status_code == 410 and answer["Content-Type"].split(";")[0] == offer.media, offer
+            continue
         assert answer.status_code == 200, (offer, answer.status_code)
         content_type = answer["Content-Type"]
         assert content_type.split(";")[0] == offer.media, (offer, content_type)
