@@ -98,7 +98,7 @@ SUFFIXES = {"jsonld": ".jsonld", "turtle": ".ttl", "rdfxml": ".rdf", "ntriples":
 class VersionMetadata(OwnMediaType, APIView):
     """A version's metadata in one format: jsonld, turtle, rdfxml, ntriples, datacite-json, datacite-xml,
     croissant (datasets), schemaorg, bibtex, csl-json, ris, citation (``?style=`` apa, chicago, ieee or
-    harvard; APA by default)."""
+    harvard; APA by default), dublin-core, codemeta (models and projects), cff, dcat, ro-crate."""
 
     @extend_schema(responses={(200, "*/*"): str})
     def get(self, request: Request, owner: str, name: str, version: str, export: str) -> HttpResponse:
