@@ -44,6 +44,8 @@ FORMATS = {
 }
 SETS = {f"kind:{kind}": f"{kind.capitalize()}s" for kind in ("model", "dataset", "project")}
 OWNER_SET = "owner:"
+# What a setSpec part may hold (OAI-PMH's setSpecType); a username with other characters (@, +) has no set.
+SET_PART_RE = re.compile(r"^[A-Za-z0-9\-_.!~*'()]+$")
 VERB_ARGUMENTS = {
     "Identify": (set(), set()),
     "ListMetadataFormats": (set(), {"identifier"}),
@@ -190,7 +192,8 @@ def _list_sets(root: ET.Element, args: dict[str, str]) -> None:
         raise OaiError("badResumptionToken", "ListSets is never paged.")
     node = _sub(root, "ListSets")
     owners = (_harvestable().order_by().values_list("artifact__owner__username", flat=True).distinct())
-    named = [*SETS.items(), *((f"{OWNER_SET}{owner}", f"Records of {owner}") for owner in sorted(owners))]
+    named = [*SETS.items(), *((f"{OWNER_SET}{owner}", f"Records of {owner}") for owner in sorted(owners)
+                              if SET_PART_RE.match(owner))]
     for spec, name in named:
         item = _sub(node, "set")
         _sub(item, "setSpec", spec)
@@ -217,7 +220,8 @@ def _header(parent: ET.Element, version: Version) -> None:
     _sub(header, "identifier", oai_identifier(version))
     _sub(header, "datestamp", _stamp(_datestamp(version)))
     _sub(header, "setSpec", f"kind:{version.artifact.kind}")
-    _sub(header, "setSpec", f"{OWNER_SET}{version.artifact.owner.username}")
+    if SET_PART_RE.match(version.artifact.owner.username):
+        _sub(header, "setSpec", f"{OWNER_SET}{version.artifact.owner.username}")
 
 
 def _metadata(parent: ET.Element, version: Version, prefix: str) -> None:

@@ -3,6 +3,7 @@ resumption tokens, errors, deleted and private records."""
 
 from __future__ import annotations
 
+import re
 from xml.etree import ElementTree as ET
 
 import pytest
@@ -91,6 +92,16 @@ def test_sets_per_owner_and_dcat_records(anon, records, other, publish):
     [header] = mine.findall(".//o:header", NS)
     assert [s.text for s in header.findall("o:setSpec", NS)] == ["kind:model", f"owner:{other.username}"]
     assert error_code(oai(anon, verb="ListRecords", metadataPrefix="oai_dc", set="owner:nobody")) == "noRecordsMatch"
+    from django.contrib.auth import get_user_model
+
+    odd = get_user_model().objects.create_user("odd@example.org", password="x")  # @ is not in a setSpec
+    _, odd_version = publish(odd, "odd", {"o.bin": b"odd"})
+    specs = [s.text for s in oai(anon, verb="ListSets").findall(".//o:setSpec", NS)]
+    assert all(re.fullmatch(r"[A-Za-z0-9\-_.!~*'()]+(:[A-Za-z0-9\-_.!~*'()]+)*", spec) for spec in specs)
+    assert "owner:odd@example.org" not in specs
+    odd_record = oai(anon, verb="GetRecord", identifier=f"oai:h-127-0-0-1.local:{odd_version.pid}",
+                     metadataPrefix="oai_dc")
+    assert [s.text for s in odd_record.findall(".//o:header/o:setSpec", NS)] == ["kind:model"]
     from rdflib import Graph, URIRef
 
     identifier = header.find("o:identifier", NS).text
