@@ -292,7 +292,8 @@ def _related(identifier: str, kind: str, relation: str) -> dict[str, str]:
 
 def datacite(record: Record) -> dict[str, Any]:
     """DataCite metadata in the kernel 4.6 REST API form (``types``, ``creators[].nameType``, ``titles``,
-    ``relatedIdentifiers[].relatedIdentifierType``, ...), the PID under ``identifiers``."""
+    ``relatedIdentifiers[].relatedIdentifierType``, ...), the PID under ``identifiers``, its URL as ``id``
+    and its registration agency as ``agency``."""
     meta = record.metadata
     general, specific = DATACITE_TYPES[record.kind]
     works = related_works(meta)
@@ -326,6 +327,10 @@ def datacite(record: Record) -> dict[str, Any]:
     related += [_related(link.pid, "ARK", "HasVersion") for link in record.versions]
     related += [_related(w.identifier, w.identifier_type, w.relation) for w in works if w.typed]
     out: dict[str, Any] = {
+        # As DOI resolvers' DataCite JSON has them: the identifier as a URL (``id``, what F-UJI reads) and
+        # the agency that registered it (for an ARK the hub minted, the hub).
+        "id": record.iri,
+        "agency": record.publisher,
         "schemaVersion": DATACITE_NS,
         "identifiers": [_identifier(record.pid)],
         "url": record.iri,

@@ -49,11 +49,14 @@ RICH = {
 
 def datacite_schema() -> jsonschema.Draft201909Validator:
     """DataCite 4.6 (tests/metadata/schemas/README.md) plus the REST API's ``identifiers``, which carries the
-    ARK, as DataCite's own JSON schema defines it."""
+    ARK, as DataCite's own JSON schema defines it, and the ``id`` and ``agency`` of resolvers' DataCite JSON."""
     schema = json.loads((SCHEMAS / "datacite-v4.6.json").read_text())
     schema["properties"]["identifiers"] = {"type": "array", "uniqueItems": True, "items": {
         "type": "object", "additionalProperties": False, "required": ["identifier", "identifierType"],
         "properties": {"identifier": {"type": "string"}, "identifierType": {"type": "string"}}}}
+    # DataCite JSON as DOI resolvers serve it (crosscite's form) also has the identifier as a URL and its agency.
+    schema["properties"]["id"] = {"type": "string", "format": "uri"}
+    schema["properties"]["agency"] = {"type": "string", "minLength": 1}
     return jsonschema.Draft201909Validator(schema)
 
 
@@ -92,6 +95,7 @@ def rich(api):
 def test_people_funding_dates_and_related_works_in_datacite(anon, rich):
     record = get(anon, rich["pid"], "application/vnd.datacite.datacite+json").json()
     assert_valid_datacite(record)
+    assert record["id"] == rich["pid_url"] and record["agency"] == "HPCFair Hub"  # who registered the ARK
     org, person = record["creators"]
     assert org["nameType"] == "Organizational"
     assert org["nameIdentifiers"] == [{"nameIdentifier": "https://ror.org/01qz5mb56", "nameIdentifierScheme": "ROR",
