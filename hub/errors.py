@@ -32,6 +32,7 @@ STATUS: dict[str, int] = {
     "invalid_inputs": 400,
     "invalid_mlcube": 400,
     "unsupported_format": 400,
+    "unknown_style": 400,
     "invalid_config": 400,
     "unknown_column": 400,
     "not_trainable": 400,

@@ -1,5 +1,6 @@
 """Exports of a record: RDF (JSON-LD, Turtle, RDF/XML, N-Triples), the schema.org record embedded in
-landing pages, DataCite (JSON and XML, kernel 4), Croissant (datasets) and citations (BibTeX, text)."""
+landing pages, DataCite (JSON and XML, kernel 4), Croissant (datasets) and citations (BibTeX, CSL-JSON,
+RIS and formatted references, ``ontology.citations``)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import re
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from ontology import citations, crosswalks
 from ontology.graph import to_graph
 from ontology.record import Link, Record, affiliations
 from ontology.related import RelatedWork, related_works
+from ontology.subjects import Term, fields_of_science
 from ontology.vocab import PREFIXES
 
 # format name -> (media type, rdflib serializer or None)
@@ -24,8 +27,22 @@ FORMATS: dict[str, tuple[str, str | None]] = {
     "croissant": ("application/ld+json", None),
     "schemaorg": ("application/ld+json", None),
     "bibtex": ("application/x-bibtex", None),
-    "citation": ("text/plain", None),
+    "csl-json": ("application/vnd.citationstyles.csl+json", None),
+    "ris": ("application/x-research-info-systems", None),
+    "citation": ("text/plain", None),  # a reference in a named style (?style=, APA by default)
+    "dublin-core": ("application/x-dc+xml", None),
+    "codemeta": ("application/vnd.codemeta.ld+json", None),  # models and projects
+    "cff": ("application/yaml", None),  # CITATION.cff
+    "dcat": ("application/rdf+xml", None),  # DCAT-AP (the profile tells it from the metadata graph)
+    "ro-crate": ("application/ld+json", None),  # RO-Crate metadata, detached (the zip holds it attached)
 }
+# The profile each format conforms to, where one names it (signposting's and content negotiation's ``profile``).
+PROFILES = {"datacite-json": "http://datacite.org/schema/kernel-4", "datacite-xml": "http://datacite.org/schema/kernel-4",
+            "schemaorg": "https://schema.org/", "croissant": "http://mlcommons.org/croissant/1.0",
+            "codemeta": "https://w3id.org/codemeta/3.0", "cff": "https://citation-file-format.github.io/1.2.0/",
+            "dcat": crosswalks.DCAT_AP, "ro-crate": crosswalks.RO_CRATE}
+# Formats for some kinds only (the others: every kind).
+KINDS = {"croissant": {"dataset"}, "codemeta": {"model", "project"}}
 RESTRICTED_ACCESS = "Restricted: its owner has not made it public."
 SCHEMA_TYPES = {"model": "SoftwareSourceCode", "dataset": "Dataset", "project": "SoftwareSourceCode"}
 DATACITE_TYPES = {"model": ("Model", "AI model"), "dataset": ("Dataset", "Dataset"),
@@ -56,8 +73,9 @@ CROISSANT_TYPES = {"int8": "sc:Integer", "int16": "sc:Integer", "int32": "sc:Int
                    "bool": "sc:Boolean", "string": "sc:Text"}
 
 
-def export(record: Record, name: str) -> str:
-    """The record in export format ``name`` (a key of ``FORMATS``) as text."""
+def export(record: Record, name: str, style: str | None = None) -> str:
+    """The record in export format ``name`` (a key of ``FORMATS``) as text; ``style`` names the citation
+    style of ``citation`` (``ontology.citations.STYLES``; raises ``citations.UnknownStyle``)."""
     media_type, serializer = FORMATS[name]
     if serializer == "json-ld":
         return to_graph(record).serialize(format="json-ld", context={k: str(v) for k, v in PREFIXES.items()},
@@ -66,13 +84,23 @@ def export(record: Record, name: str) -> str:
         return to_graph(record).serialize(format=serializer)
     producers = {"datacite-json": lambda r: json.dumps(datacite(r), indent=2), "datacite-xml": datacite_xml,
                  "croissant": lambda r: json.dumps(croissant(r), indent=2),
-                 "schemaorg": lambda r: json.dumps(schema_org(r), indent=2), "bibtex": bibtex,
-                 "citation": citation}
+                 "schemaorg": lambda r: json.dumps(schema_org(r), indent=2), "bibtex": citations.bibtex,
+                 "csl-json": citations.csl_json, "ris": citations.ris, "dublin-core": crosswalks.dublin_core,
+                 "codemeta": crosswalks.codemeta_json, "cff": crosswalks.citation_cff, "dcat": crosswalks.dcat,
+                 "ro-crate": crosswalks.ro_crate_json,
+                 "citation": lambda r: citations.formatted(r, style)}
     return producers[name](record)
 
 
 # --- schema.org --------------------------------------------------------------------------------------
 
+# A self-contained context: harvesters without network parse the record too (the remote https://schema.org/
+# context would be fetched). Properties whose values are links are typed as IRIs, as schema.org's own context does.
+SCHEMA_CONTEXT: dict[str, Any] = {
+    "@vocab": "https://schema.org/",
+    **{name: {"@id": f"https://schema.org/{name}", "@type": "@id"}
+       for name in ("url", "contentUrl", "codeRepository", "license", "sameAs")},
+}
 SCHEMA_DATATYPES = {"sc:Integer": "https://schema.org/Integer", "sc:Float": "https://schema.org/Float",
                     "sc:Boolean": "https://schema.org/Boolean", "sc:Text": "https://schema.org/Text"}
 
@@ -118,6 +146,11 @@ def _grant(grant: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+def _defined_term(term: Term) -> dict[str, Any]:
+    return {"@type": "DefinedTerm", "name": term.label, "termCode": term.code,
+            "inDefinedTermSet": {"@type": "DefinedTermSet", "name": term.scheme, "url": term.scheme_uri}}
+
+
 def variables(record: Record) -> list[dict[str, Any]]:
     """A dataset's derived columns as schema.org ``variableMeasured``: name, type, description, unit."""
     out = []
@@ -135,11 +168,11 @@ def variables(record: Record) -> list[dict[str, Any]]:
 def schema_org(record: Record) -> dict[str, Any]:
     """The plain schema.org record that landing pages embed (what search engines and FAIR checkers read)."""
     meta = record.metadata
-    files = [{"@type": "DataDownload" if record.kind == "dataset" else "MediaObject", "name": f.path,
-              "contentUrl": f.url, "encodingFormat": f.media_type, "contentSize": f"{f.size} B", "sha256": f.sha256}
+    files = [{"@type": "DataDownload", "@id": f.url, "name": f.path, "contentUrl": f.url,
+              "encodingFormat": f.media_type, "contentSize": f"{f.size} B", "sha256": f.sha256}
              for f in record.files]
     out: dict[str, Any] = {
-        "@context": "https://schema.org/",
+        "@context": SCHEMA_CONTEXT,
         "@type": SCHEMA_TYPES[record.kind],
         "@id": record.iri,
         "name": record.title,
@@ -151,9 +184,13 @@ def schema_org(record: Record) -> dict[str, Any]:
         "datePublished": record.published.date().isoformat(),
         "isAccessibleForFree": True,
     }
-    # schema.org defines distribution (DataDownload) for datasets; other works list their files as media.
-    if files:
-        out["distribution" if record.kind == "dataset" else "associatedMedia"] = files
+    # schema.org defines distribution (DataDownload) for datasets. Other works list their files as parts
+    # (hasPart, where F-UJI and most harvesters look for a creative work's content) and as media.
+    if files and record.kind == "dataset":
+        out["distribution"] = files
+    elif files:
+        out["hasPart"] = files
+        out["associatedMedia"] = files
     if record.is_withdrawn:
         out["creativeWorkStatus"] = "Withdrawn"
         out["conditionsOfAccess"] = record.withdrawal
@@ -165,6 +202,9 @@ def schema_org(record: Record) -> dict[str, Any]:
         out["version"] = record.label
     if meta.get("keywords"):
         out["keywords"] = meta["keywords"]
+    about = [_defined_term(term) for term in fields_of_science(meta)]
+    if about:
+        out["about"] = about
     if record.license_uri:
         out["license"] = record.license_uri
     if meta.get("contributors"):
@@ -173,18 +213,18 @@ def schema_org(record: Record) -> dict[str, Any]:
     if meta.get("funding"):
         out["funding"] = [_grant(grant) for grant in meta["funding"]]
     dates = meta.get("dates") or {}
-    if dates.get("created"):
-        out["dateCreated"] = dates["created"]
+    if dates.get("created"):  # schema.org's dates are single dates: a range's start, or its end
+        out["dateCreated"] = dates["created"].split("/")[0]
     if dates.get("updated") or record.updated:
-        out["dateModified"] = dates.get("updated") or record.updated.date().isoformat()
+        out["dateModified"] = (dates.get("updated") or record.updated.date().isoformat()).split("/")[-1]
     works = related_works(meta)
     based_on = [_based_on(link) for link in record.provenance]
     based_on += [_work(w) for w in works if w.relation == "IsDerivedFrom"]
     if based_on:
         out["isBasedOn"] = based_on
-    citations = [_work(w) for w in works if w.relation in ("References", "Cites")]
-    if citations:
-        out["citation"] = citations
+    cited = [_work(w) for w in works if w.relation in ("References", "Cites")]
+    if cited:
+        out["citation"] = cited
     if meta.get("url"):
         if record.kind == "dataset":
             out["subjectOf"] = {"@type": "WebPage", "url": meta["url"]}
@@ -194,8 +234,9 @@ def schema_org(record: Record) -> dict[str, Any]:
         out["variableMeasured"] = variables(record)
     if record.concept_iri and record.concept_iri != record.iri:
         out["isPartOf"] = {"@id": record.concept_iri, "identifier": record.concept_pid}
-    if record.versions:
-        out["hasPart"] = [{"@id": link.iri, "identifier": link.pid, "name": link.name} for link in record.versions]
+    if record.versions:  # a concept's versions are parts too, after its latest files
+        out["hasPart"] = [*out.get("hasPart", []),
+                          *({"@id": link.iri, "identifier": link.pid, "name": link.name} for link in record.versions)]
     return out
 
 
@@ -251,7 +292,8 @@ def _related(identifier: str, kind: str, relation: str) -> dict[str, str]:
 
 def datacite(record: Record) -> dict[str, Any]:
     """DataCite metadata in the kernel 4.6 REST API form (``types``, ``creators[].nameType``, ``titles``,
-    ``relatedIdentifiers[].relatedIdentifierType``, ...), the PID under ``identifiers``."""
+    ``relatedIdentifiers[].relatedIdentifierType``, ...), the PID under ``identifiers``, its URL as ``id``
+    and its registration agency as ``agency``."""
     meta = record.metadata
     general, specific = DATACITE_TYPES[record.kind]
     works = related_works(meta)
@@ -270,8 +312,10 @@ def datacite(record: Record) -> dict[str, Any]:
                      for w in works if not w.typed]
     if record.is_withdrawn:
         descriptions.append({"description": record.withdrawal, "descriptionType": "Other"})
-    subjects = [{"subject": word} for word in meta.get("keywords", [])]
-    subjects += [{"subject": meta[name]} for name in ("subject", "discipline") if meta.get(name)]
+    subjects = [{"subject": word} for word in meta.get("keywords", [])]  # free keywords: no scheme
+    subjects += [{"subject": meta[name]} for name in ("subject", "discipline") if meta.get(name)]  # as given
+    subjects += [{"subject": term.label, "subjectScheme": term.scheme, "schemeUri": term.scheme_uri,
+                  "classificationCode": term.code} for term in fields_of_science(meta)]  # and as FOS fields
     related = [_related(link.pid, "ARK", DATACITE_RELATIONS.get(link.relation, "IsDerivedFrom"))
                for link in record.provenance if not link.restricted]
     if record.concept_pid and record.concept_pid != record.pid:
@@ -283,6 +327,10 @@ def datacite(record: Record) -> dict[str, Any]:
     related += [_related(link.pid, "ARK", "HasVersion") for link in record.versions]
     related += [_related(w.identifier, w.identifier_type, w.relation) for w in works if w.typed]
     out: dict[str, Any] = {
+        # As DOI resolvers' DataCite JSON has them: the identifier as a URL (``id``, what F-UJI reads) and
+        # the agency that registered it (for an ARK the hub minted, the hub).
+        "id": record.iri,
+        "agency": record.publisher,
         "schemaVersion": DATACITE_NS,
         "identifiers": [_identifier(record.pid)],
         "url": record.iri,
@@ -356,7 +404,8 @@ def datacite_xml(record: Record) -> str:
     if data["subjects"]:
         subjects = sub(root, "subjects")
         for subject in data["subjects"]:
-            sub(subjects, "subject", subject["subject"])
+            sub(subjects, "subject", subject["subject"], subjectScheme=subject.get("subjectScheme", ""),
+                schemeURI=subject.get("schemeUri", ""), classificationCode=subject.get("classificationCode", ""))
     if data["contributors"]:
         contributors = sub(root, "contributors")
         for person in data["contributors"]:
@@ -423,7 +472,7 @@ def croissant(record: Record) -> dict[str, Any]:
         "license": record.license_uri,
         "creator": [_person(p) for p in record.creators],
         "datePublished": record.published.date().isoformat(),
-        "citeAs": bibtex(record),
+        "citeAs": citations.bibtex(record),
         "distribution": [
             {"@type": "cr:FileObject", "@id": _croissant_id(f.path), "name": _croissant_id(f.path),
              "description": f.path, "contentUrl": f.url, "encodingFormat": f.media_type,
@@ -431,8 +480,8 @@ def croissant(record: Record) -> dict[str, Any]:
             for f in record.files
         ],
     }
-    if record.label:
-        out["version"] = _semver(record.label)
+    if record.label or record.latest_label:  # a concept: the version it resolves to
+        out["version"] = _semver(record.label or record.latest_label)
     if meta.get("keywords"):
         out["keywords"] = meta["keywords"]
     table = next((f for f in record.files if f.media_type == "text/csv"), None)
@@ -454,34 +503,3 @@ def _semver(label: str) -> str:
     """Croissant wants MAJOR.MINOR.PATCH; hub labels are freer (``1``, ``1.0``, ``1-onnx``)."""
     numbers = re.findall(r"\d+", label)[:3]
     return ".".join((numbers + ["0", "0", "0"])[:3]) if numbers else "0.0.0"
-
-
-# --- citations ---------------------------------------------------------------------------------------
-
-
-def _bibtex_escape(text: str) -> str:
-    return re.sub(r"([{}%&$#_])", r"\\\1", text)
-
-
-def bibtex(record: Record) -> str:
-    key = re.sub(r"[^a-z0-9]", "", record.creators[0]["name"].split()[-1].lower()) or "hub"
-    key = f"{key}{record.year}{re.sub(r'[^a-z0-9]', '', record.pid.rsplit('/', 1)[-1].lower())}"
-    fields = {
-        "author": " and ".join(_bibtex_escape(p["name"]) for p in record.creators),
-        "title": "{" + _bibtex_escape(record.title) + "}",
-        "year": str(record.year),
-        "publisher": _bibtex_escape(record.publisher),
-        "version": _bibtex_escape(record.label) if record.label else "",
-        "howpublished": f"\\url{{{record.iri}}}",
-        "note": f"{record.kind.capitalize()}, {record.pid}",
-    }
-    body = ",\n".join(f"  {name} = {{{value}}}" for name, value in fields.items() if value)
-    return f"@misc{{{key},\n{body}\n}}\n"
-
-
-def citation(record: Record) -> str:
-    names = record.creators
-    authors = ", ".join(p["name"] for p in names[:-1]) + (" and " if len(names) > 1 else "") + names[-1]["name"]
-    version = f" (Version {record.label})" if record.label else ""
-    return f"{authors} ({record.year}). {record.title}{version} [{record.kind.capitalize()}]. " \
-           f"{record.publisher}. {record.iri}\n"

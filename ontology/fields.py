@@ -305,8 +305,24 @@ def funding(value: Any) -> list[dict[str, str]]:
     return out
 
 
+def _date_or_range(text: str, key: str) -> str:
+    """An ISO 8601 date (YYYY, YYYY-MM, YYYY-MM-DD or a date-time), or a range of two (RKMS-ISO8601, as DataCite
+    writes them: ``2020-01-01/2021-06-30``), the start not after the end."""
+    parts = text.split("/")
+    if len(parts) > 2 or not all(_DATE_RE.match(part) for part in parts):
+        raise Invalid(f"{key}: {text!r} is not an ISO 8601 date (YYYY, YYYY-MM, YYYY-MM-DD or a date-time) or a "
+                      f"range of two (2020-01-01/2021-06-30).")
+    if len(parts) == 2:
+        start, end = parts
+        common = min(len(start), len(end), 10)  # compare what both name, up to the day
+        if start[:common] > end[:common]:
+            raise Invalid(f"{key}: the range {text!r} ends before it starts.")
+    return text
+
+
 def dates(value: Any) -> dict[str, str]:
-    """Dates beyond publication, by DataCite dateType: {created: 2024-05-01, available: 2024-06}."""
+    """Dates beyond publication, by DataCite dateType: {created: 2024-05-01, available: 2024-06,
+    collected: 2020-01-01/2021-06-30 (a range)}."""
     if not isinstance(value, dict) or not value:
         raise Invalid(f"Expected a mapping such as {{created: 2024-05-01}}; keys: {', '.join(DATE_TYPES)}.")
     out = {}
@@ -315,9 +331,9 @@ def dates(value: Any) -> dict[str, str]:
         if name not in DATE_TYPES:
             raise Invalid(f"{key!r} is not one of {', '.join(DATE_TYPES)} (the hub sets issued itself).")
         when = when.isoformat() if hasattr(when, "isoformat") else when  # YAML reads 2024-05-01 as a date
-        if not isinstance(when, str) or not _DATE_RE.match(when.strip()):
+        if not isinstance(when, str):
             raise Invalid(f"{key}: {when!r} is not an ISO 8601 date (YYYY, YYYY-MM, YYYY-MM-DD or a date-time).")
-        out[name] = when.strip()
+        out[name] = _date_or_range(when.strip(), key)
     return out
 
 
@@ -437,7 +453,8 @@ FIELDS: dict[str, Field] = {f.name: f for f in [
           "award_number, award_title, award_uri.", example=[{"funder": "U.S. Department of Energy",
                                                              "funder_id": "https://ror.org/01bj3aw27",
                                                              "award_number": "DE-SC0021293"}]),
-    Field("dates", dates, "Dates besides publication: created, updated, available, collected, valid, ...",
+    Field("dates", dates, "Dates besides publication: created, updated, available, collected, valid, ...; "
+          "a range as start/end (collected: 2020-01-01/2021-06-30)",
           example={"created": "2024-05-01"}),
     Field("license", spdx_license, "An SPDX license identifier.", required=ALL, example="Apache-2.0"),
     Field("kind", choice(KINDS), "model, dataset or project (set by the artifact).", derived=True),

@@ -5,6 +5,7 @@ FAIR tools understand the record."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from rdflib import BNode, Graph, Literal, URIRef
@@ -13,7 +14,8 @@ from rdflib.term import Node
 from ontology.fields import MODEL_FAMILIES
 from ontology.record import Record, affiliations
 from ontology.related import related_works
-from ontology.vocab import DCTERMS, HPC, HUB, PROV, RDF, RDFS, SDO, XSD, bind
+from ontology.subjects import fields_of_science
+from ontology.vocab import DCAT, DCTERMS, HPC, HUB, PROV, RDF, RDFS, SDO, XSD, bind
 
 KIND_CLASSES = {
     "model": [HPC.AIModel, SDO.SoftwareSourceCode],
@@ -65,6 +67,37 @@ DATE_PREDICATES = {"created": [SDO.dateCreated, DCTERMS.created], "updated": [SD
                    "valid": [DCTERMS.valid]}
 
 
+def date_literal(text: str) -> Literal:
+    """An ISO 8601 date as the XSD type its precision names: ``xsd:gYear``, ``xsd:gYearMonth``, ``xsd:date``
+    or ``xsd:dateTime`` (seconds added where only minutes are given, as ``xsd:dateTime`` needs them)."""
+    text = text.strip().replace(" ", "T", 1)
+    for pattern, datatype in ((r"\d{4}", XSD.gYear), (r"\d{4}-\d{2}", XSD.gYearMonth),
+                              (r"\d{4}-\d{2}-\d{2}", XSD.date)):
+        if re.fullmatch(pattern, text):
+            return Literal(text, datatype=datatype)
+    match = re.fullmatch(r"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2})(:\d{2}(?:\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?", text)
+    if match is None:
+        return Literal(text)
+    zone = match.group(3) or ""
+    if len(zone) == 5:  # +0100 -> +01:00
+        zone = f"{zone[:3]}:{zone[3:]}"
+    return Literal(f"{match.group(1)}{match.group(2) or ':00'}{zone}", datatype=XSD.dateTime)
+
+
+def date_term(g: Graph, text: str) -> Node:
+    """A date as a typed literal; a range (``start/end``) as a ``dcterms:PeriodOfTime`` with DCAT's
+    ``startDate`` and ``endDate``."""
+    if "/" not in text:
+        return date_literal(text)
+    start, end = text.split("/", 1)
+    period = BNode()
+    g.add((period, RDF.type, DCTERMS.PeriodOfTime))
+    g.add((period, DCAT.startDate, date_literal(start)))
+    g.add((period, DCAT.endDate, date_literal(end)))
+    g.add((period, RDFS.label, Literal(text)))
+    return period
+
+
 def _literal(value: Any, datatype: URIRef | None) -> Literal:
     return Literal(value, datatype=datatype) if datatype else Literal(str(value))
 
@@ -106,6 +139,14 @@ def to_graph(record: Record) -> Graph:
     for word in meta.get("keywords", []):
         g.add((s, SDO.keywords, Literal(word)))
         g.add((s, HPC.keyword, Literal(word)))
+    for term in fields_of_science(meta):  # a subject or discipline that names an OECD FOS field, as that term
+        node = BNode()
+        g.add((s, SDO.about, node))
+        g.add((s, DCTERMS.subject, node))
+        g.add((node, RDF.type, SDO.DefinedTerm))
+        g.add((node, SDO.name, Literal(term.label)))
+        g.add((node, SDO.termCode, Literal(term.code)))
+        g.add((node, SDO.inDefinedTermSet, URIRef(term.scheme_uri)))
     for work in related_works(meta):
         target = URIRef(work.iri) if work.typed else Literal(work.text)
         for predicate in WORK_RELATIONS[work.relation]:
@@ -125,8 +166,9 @@ def to_graph(record: Record) -> Graph:
     for grant in meta.get("funding") or []:
         _grant(g, s, grant)
     for name, when in (meta.get("dates") or {}).items():
+        term = date_term(g, when)
         for predicate in DATE_PREDICATES.get(name, [DCTERMS.date]):
-            g.add((s, predicate, Literal(when)))
+            g.add((s, predicate, term))
     if record.updated:
         g.add((s, SDO.dateModified, Literal(record.updated.isoformat(timespec="seconds"), datatype=XSD.dateTime)))
     if record.withdrawn:
@@ -146,7 +188,7 @@ def to_graph(record: Record) -> Graph:
     for item in meta.get("benchmarks") or []:
         _benchmark(g, s, item)
     for entry in record.files:
-        _file(g, s, entry, SDO.distribution if record.kind == "dataset" else SDO.associatedMedia)
+        _file(g, s, entry, [SDO.distribution] if record.kind == "dataset" else [SDO.hasPart, SDO.associatedMedia])
     job = URIRef(record.job_url) if record.job_url else None
     if job is not None:
         g.add((s, PROV.wasGeneratedBy, job))
@@ -306,11 +348,14 @@ def _benchmark(g: Graph, s: Node, item: dict[str, Any]) -> None:
         g.add((hardware, HPC.memorySize, Literal(f"{info['memory_gb']} GB")))
 
 
-def _file(g: Graph, s: Node, entry, predicate: URIRef) -> None:
-    """A file: a dataset's ``distribution`` (DataDownload), another work's ``associatedMedia``."""
+def _file(g: Graph, s: Node, entry, predicates: list[URIRef]) -> None:
+    """A file (a DataDownload): a dataset's ``distribution``, another work's ``hasPart`` and ``associatedMedia``."""
     node = BNode()
-    g.add((s, predicate, node))
-    g.add((node, RDF.type, SDO.DataDownload if predicate == SDO.distribution else SDO.MediaObject))
+    for predicate in predicates:
+        g.add((s, predicate, node))
+    g.add((node, RDF.type, SDO.DataDownload))
+    if SDO.associatedMedia in predicates:
+        g.add((node, RDF.type, SDO.MediaObject))
     g.add((node, RDF.type, HPC.File))
     g.add((node, SDO.name, Literal(entry.path)))
     g.add((node, SDO.contentUrl, URIRef(entry.url)))

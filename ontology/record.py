@@ -82,6 +82,7 @@ class Record:
     previous: Link | None = None  # the version before this one (of the same artifact)
     next: Link | None = None  # the version after it
     updated: datetime | None = None  # a concept record: when its latest version was published
+    latest_label: str = ""  # a concept record: its latest version's label
     withdrawn: datetime | None = None  # a tombstone's record: when it was deleted
     withdrawn_reason: str = ""
 

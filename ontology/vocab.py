@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rdflib import Graph, Namespace
-from rdflib.namespace import DCTERMS, PROV, RDF, RDFS, XSD
+from rdflib.namespace import DCAT, DCTERMS, PROV, RDF, RDFS, XSD
 
 HPC_NAMESPACE = "https://hpc-fair.github.io/ontology#"
 HUB_NAMESPACE = "https://w3id.org/hpcfair-hub/terms#"
@@ -19,7 +19,7 @@ SPDX_LICENSES = "https://spdx.org/licenses/"
 LICENSE_REFS = HUB_NAMESPACE.rstrip("#") + "/license/"
 ORCID = "https://orcid.org/"
 
-PREFIXES = {"hpc": HPC, "hub": HUB, "schema": SDO, "prov": PROV, "dcterms": DCTERMS, "rdf": RDF,
+PREFIXES = {"hpc": HPC, "hub": HUB, "schema": SDO, "prov": PROV, "dcterms": DCTERMS, "dcat": DCAT, "rdf": RDF,
             "rdfs": RDFS, "xsd": XSD}
 
 TERMS_FILE = Path(__file__).with_name("hub-terms.ttl")
@@ -36,5 +36,5 @@ def hub_terms() -> Graph:
     return bind(Graph()).parse(TERMS_FILE, format="turtle")
 
 
-__all__ = ["DCTERMS", "HPC", "HUB", "ORCID", "PROV", "RDF", "RDFS", "SDO", "SPDX_LICENSES", "XSD", "bind",
+__all__ = ["DCAT", "DCTERMS", "HPC", "HUB", "ORCID", "PROV", "RDF", "RDFS", "SDO", "SPDX_LICENSES", "XSD", "bind",
            "hub_terms"]

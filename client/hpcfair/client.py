@@ -42,6 +42,7 @@ from hpcfair.progress import JobLog, bar, say
 DEFAULT_ENDPOINT = settings.DEFAULT_ENDPOINT
 CHUNK_SIZE = 256 * 1024 * 1024  # per PUT through the hub: a cut keeps what arrived, so big chunks lose nothing
 RETRY_STATUSES = {429, 500, 502, 503, 504}
+CITATION_STYLES = ("apa", "chicago", "ieee", "harvard")  # the hub's formatted references (?style=)
 DROPPED = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
            urllib3.exceptions.HTTPError)
 REFUSED_S = 1.0  # how long a refused connection (nothing listens there) is tried again before giving up
@@ -292,14 +293,19 @@ class HubClient:
                 return self.resolve(exc.body["existing_pid"])
             raise
 
-    def export(self, info: dict[str, Any], name: str) -> requests.Response:
+    def export(self, info: dict[str, Any], name: str, **params: str) -> requests.Response:
         """A version's metadata export (``info`` as ``resolve`` returns it): jsonld, croissant, bibtex, …"""
-        return self.request("GET", f"artifacts/{info['artifact']}/versions/{info['version']}/metadata/{name}")
+        return self.request("GET", f"artifacts/{info['artifact']}/versions/{info['version']}/metadata/{name}",
+                            params=params or None)
 
     def cite(self, ref: str, style: str = "citation") -> str:
-        """``citation`` (plain text) or ``bibtex`` of a version, or any other export by name (``datacite``
-        stands for ``datacite-json``)."""
-        return self.export(self.resolve(ref), {"datacite": "datacite-json"}.get(style, style)).text
+        """A reference to a version in a named style (``apa``, ``chicago``, ``ieee``, ``harvard``; ``citation``
+        is APA), or any export by name (``bibtex``, ``csl-json``, ``ris``, …; ``datacite`` stands for
+        ``datacite-json``)."""
+        info = self.resolve(ref)
+        if style in CITATION_STYLES:
+            return self.export(info, "citation", style=style).text
+        return self.export(info, {"datacite": "datacite-json"}.get(style, style)).text
 
     # --- jobs, conversion, inference ----------------------------------------------------------------
 

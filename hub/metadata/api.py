@@ -17,24 +17,39 @@ from hub.accounts.auth import request_user
 from hub.api import OwnMediaType
 from hub.errors import HubError, json_error
 from hub.metadata import signposting
-from hub.metadata.negotiation import choose
+from hub.metadata.negotiation import Offer, Wanted, choose, choose_offer
 from hub.metadata.services import landing_url, record_for, version_record
 from hub.registry import services
 from hub.registry.access import Viewer
 from hub.registry.models import Artifact
 from ontology import exports
+from ontology.citations import UnknownStyle
 from ontology.fields import describe
 
 
-def export_response(record, name: str, artifact: Artifact) -> HttpResponse:
-    """The export ``name`` of ``record``, with its way back to the landing page (``describes``)."""
+def export_response(record, name: str, artifact: Artifact, request: HttpRequest | None = None) -> HttpResponse:
+    """The export ``name`` of ``record``, with its way back to the landing page (``describes``). Its media
+    type is the one the request's ``Accept`` chose (``accepted``); ``citation`` takes a style from
+    ``?style=`` or the ``Accept`` header's ``style`` parameter."""
     if name not in exports.FORMATS:
         raise HubError("unsupported_format", f"No export {name!r}; choose one of {', '.join(exports.FORMATS)}.")
-    if name == "croissant" and artifact.kind != "dataset":
-        raise HubError("unsupported_format", f"Croissant describes datasets; {artifact} is a {artifact.kind}.")
-    media_type = exports.FORMATS[name][0]
+    if artifact.kind not in exports.KINDS.get(name, {artifact.kind}):
+        kinds = " and ".join(f"{kind}s" for kind in sorted(exports.KINDS[name]))
+        raise HubError("unsupported_format", f"{name} describes {kinds}; {artifact} is a {artifact.kind}.")
+    media_type, asked = accepted(request, name) if request is not None else (exports.FORMATS[name][0], None)
+    style = request.GET.get("style") if request is not None else None
+    style = style or (asked.params.get("style") if asked else None)
+    try:
+        text = exports.export(record, name, style=style)
+    except UnknownStyle as exc:
+        raise HubError("unknown_style", str(exc))
+    profile = exports.PROFILES.get(name, "")
+    # The profile in the type where the type alone does not say it (not DataCite's own types).
+    parameters = f'; profile="{profile}"' if profile and "vnd." not in media_type else ""
     charset = "" if media_type.endswith("json") else "; charset=utf-8"
-    response = HttpResponse(exports.export(record, name), content_type=media_type + charset)
+    response = HttpResponse(text, content_type=media_type + parameters + charset)
+    if profile:
+        response["Content-Profile"] = f"<{profile}>"
     label = getattr(record, "label", "") or ""
     stem = f"{artifact.name}-{label}" if label else artifact.name
     # Shown where the browser can; saved under a name that says what it is (not "bibtex").
@@ -44,31 +59,53 @@ def export_response(record, name: str, artifact: Artifact) -> HttpResponse:
     return response
 
 
+# Media types an export also answers besides its own: JSON ones application/json (answered with their own
+# type), a formatted citation text/x-bibliography (what DOI resolvers answer).
+ALSO = {"citation": ["text/x-bibliography"]}
+
+
+def accepted(request: HttpRequest, export: str) -> tuple[str, Wanted | None]:
+    """The media type export ``export`` answers ``request`` with (its own, or one of ``ALSO``), and the
+    ``Accept`` range that chose it; an ``Accept`` it cannot answer, or a profile it does not conform to, is
+    a coded 406."""
+    media_type = exports.FORMATS[export][0]
+    accept = request.headers.get("Accept", "").strip()
+    if not accept:
+        return media_type, None
+    offers = [Offer(media_type, exports.PROFILES.get(export, "")), *(Offer(m) for m in ALSO.get(export, [])),
+              *([Offer("application/json")] if media_type.endswith("json") else [])]
+    found = choose_offer(accept, offers)
+    if found is None:
+        profile = f" (profile {exports.PROFILES[export]})" if export in exports.PROFILES else ""
+        raise HubError("not_acceptable", f"The {export} export is {media_type}{profile}; ask for that (or */*).")
+    offer, asked = found
+    return (media_type if offer.media == "application/json" else offer.media), asked
+
+
 def check_accept(request: Request, export: str) -> None:
     """An export answers its own media type (JSON ones also application/json) and */*; else a coded 406."""
-    accept = request.headers.get("Accept", "").strip()
-    if export in exports.FORMATS and accept:
-        media_type = exports.FORMATS[export][0]
-        offered = [media_type, *(["application/json"] if media_type.endswith("json") else [])]
-        if choose(accept, offered) is None:
-            raise HubError("not_acceptable", f"The {export} export is {media_type}; ask for that (or */*).")
+    if export in exports.FORMATS:
+        accepted(request, export)
 
 
 SUFFIXES = {"jsonld": ".jsonld", "turtle": ".ttl", "rdfxml": ".rdf", "ntriples": ".nt",
             "datacite-json": ".datacite.json", "datacite-xml": ".datacite.xml", "croissant": ".croissant.json",
-            "schemaorg": ".schemaorg.json", "bibtex": ".bib", "citation": ".txt"}
+            "schemaorg": ".schemaorg.json", "bibtex": ".bib", "csl-json": ".csl.json", "ris": ".ris",
+            "citation": ".txt", "dublin-core": ".dc.xml", "codemeta": ".codemeta.json", "cff": ".cff",
+            "dcat": ".dcat.rdf", "ro-crate": ".ro-crate-metadata.json"}
 
 
 class VersionMetadata(OwnMediaType, APIView):
     """A version's metadata in one format: jsonld, turtle, rdfxml, ntriples, datacite-json, datacite-xml,
-    croissant (datasets), schemaorg, bibtex, citation."""
+    croissant (datasets), schemaorg, bibtex, csl-json, ris, citation (``?style=`` apa, chicago, ieee or
+    harvard; APA by default), dublin-core, codemeta (models and projects), cff, dcat, ro-crate."""
 
     @extend_schema(responses={(200, "*/*"): str})
     def get(self, request: Request, owner: str, name: str, version: str, export: str) -> HttpResponse:
         artifact = services.get_artifact(request.user, owner, name)
         found = services.get_version(artifact, version, allow_deleted=True)  # a tombstone keeps its record
         check_accept(request, export)
-        return export_response(version_record(found, Viewer(request.user)), export, artifact)
+        return export_response(version_record(found, Viewer(request.user)), export, artifact, request)
 
 
 class PidMetadata(OwnMediaType, APIView):
@@ -82,7 +119,7 @@ class PidMetadata(OwnMediaType, APIView):
             raise HubError("not_found", f"No record for {pid} (or you may not see it).")
         check_accept(request, export)
         _, artifact, version = readable
-        return export_response(record_for(version or artifact, Viewer(request.user)), export, artifact)
+        return export_response(record_for(version or artifact, Viewer(request.user)), export, artifact, request)
 
 
 class MetadataFields(APIView):
@@ -94,19 +131,33 @@ class MetadataFields(APIView):
 
 
 def linkset(request: HttpRequest, pid: str) -> HttpResponse:
-    """The signposting linkset of a PID's landing page (``application/linkset+json``)."""
+    """The signposting linkset of a PID's landing page: ``application/linkset+json`` (also for
+    ``application/json``), or RFC 9264's text form for ``application/linkset``."""
     user = request_user(request)
     readable = services.readable_pid(user, pid)
     if readable is None:
         return json_error(request, "not_found", f"No landing page for {pid} (or you may not see it).")
+    media_type = choose(request.headers.get("Accept", ""), LINKSET_TYPES)
+    if media_type is None:
+        return json_error(request, "not_acceptable", f"A linkset is {' or '.join(LINKSET_TYPES)}.")
     record = record_for(readable[2] or readable[1], Viewer(user))
     body = signposting.linkset(record, landing_url(record.pid))
-    return JsonResponse(body, content_type="application/linkset+json", json_dumps_params={"indent": 2})
+    if media_type == "application/linkset":
+        response = HttpResponse(signposting.linkset_text(body), content_type=media_type)
+    else:
+        response = JsonResponse(body, content_type=media_type, json_dumps_params={"indent": 2})
+    patch_vary_headers(response, ["Accept", "Authorization", "Cookie"])
+    return response
+
+
+# RFC 9264: the JSON form first (the default), then the text form (the Link header's syntax).
+LINKSET_TYPES = ["application/linkset+json", "application/linkset", "application/json"]
 
 
 def with_collection(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """A file download view whose successful answers link back to their version's landing page
-    (``collection``) and PID (``cite-as``): FAIR Signposting level 2 for content resources."""
+    (``collection``) and PID (``cite-as``): FAIR Signposting level 2 for content resources. A file under
+    ``latest`` is the concept's (its record lists those URLs): it leads back to the concept's page and PID."""
 
     @wraps(view)
     def wrapped(request: HttpRequest, owner: str, name: str, version: str, **kwargs: Any) -> HttpResponse:
@@ -116,7 +167,8 @@ def with_collection(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
             found = (artifact.latest_version() if version == "latest" else
                      artifact.versions.filter(label=version).first()) if artifact else None
             if found is not None:
-                links = signposting.back_links(found.pid, landing_url(found.pid), "collection")
+                pid = artifact.pid if version == "latest" else found.pid
+                links = signposting.back_links(pid, landing_url(pid), "collection")
                 response["Link"] = f"{response['Link']} , {links}" if response.get("Link") else links
         return response
 

@@ -1,7 +1,8 @@
 """OAI-PMH 2.0 at ``/oai``: institutional harvesters collect the public versions of the hub.
 
 Verbs: Identify, ListMetadataFormats, ListSets, ListIdentifiers, ListRecords, GetRecord. Formats:
-``oai_dc`` and ``oai_datacite``. Sets: ``kind:model``, ``kind:dataset``, ``kind:project``. Deleted
+``oai_dc``, ``oai_datacite`` and ``dcat`` (DCAT-AP, RDF/XML). Sets: ``kind:model``, ``kind:dataset``,
+``kind:project``, and ``owner:{username}`` for each owner with public records. Deleted
 versions stay as deleted records (``deletedRecord`` is persistent); private artifacts never appear.
 Lists page with resumption tokens that carry their own state (no server-side session).
 """
@@ -24,8 +25,8 @@ from django.views.decorators.csrf import csrf_exempt
 from hub.metadata.services import version_record
 from hub.registry.access import Viewer
 from hub.registry.models import Artifact, Version
+from ontology.crosswalks import dcat, dublin_core_element
 from ontology.exports import DATACITE_NS, datacite_xml
-from ontology.related import related_works
 
 OAI = "http://www.openarchives.org/OAI/2.0/"
 OAI_DC = "http://www.openarchives.org/OAI/2.0/oai_dc/"
@@ -33,12 +34,18 @@ DC = "http://purl.org/dc/elements/1.1/"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
 OAI_DATACITE = "http://schema.datacite.org/oai/oai-1.1/"
 OAI_IDENTIFIER = "http://www.openarchives.org/OAI/2.0/oai-identifier"
+RDF_NS = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
 FORMATS = {
     "oai_dc": (f"{OAI_DC} http://www.openarchives.org/OAI/2.0/oai_dc.xsd", OAI_DC),
     "oai_datacite": ("http://schema.datacite.org/oai/oai-1.1/ http://schema.datacite.org/oai/oai-1.1/oai.xsd",
                      OAI_DATACITE),
+    # DCAT-AP as RDF/XML (an rdf:RDF element); RDF/XML has no XML Schema, so the schema named is DCAT's own.
+    "dcat": (f"{RDF_NS} https://www.w3.org/ns/dcat.rdf", RDF_NS),
 }
 SETS = {f"kind:{kind}": f"{kind.capitalize()}s" for kind in ("model", "dataset", "project")}
+OWNER_SET = "owner:"
+# What a setSpec part may hold (OAI-PMH's setSpecType); a username with other characters (@, +) has no set.
+SET_PART_RE = re.compile(r"^[A-Za-z0-9\-_.!~*'()]+$")
 VERB_ARGUMENTS = {
     "Identify": (set(), set()),
     "ListMetadataFormats": (set(), {"identifier"}),
@@ -48,6 +55,8 @@ VERB_ARGUMENTS = {
     "GetRecord": ({"identifier", "metadataPrefix"}, set()),
 }
 PREFIXES = {"oai_dc": OAI_DC, "dc": DC, "xsi": XSI, "oai_datacite": OAI_DATACITE, "datacite": DATACITE_NS,
+            "rdf": RDF_NS, "dcat": "http://www.w3.org/ns/dcat#", "dct": "http://purl.org/dc/terms/",
+            "foaf": "http://xmlns.com/foaf/0.1/", "spdx": "http://spdx.org/rdf/terms#",
             "oai-identifier": OAI_IDENTIFIER}
 
 
@@ -182,7 +191,10 @@ def _list_sets(root: ET.Element, args: dict[str, str]) -> None:
     if "resumptionToken" in args:
         raise OaiError("badResumptionToken", "ListSets is never paged.")
     node = _sub(root, "ListSets")
-    for spec, name in SETS.items():
+    owners = (_harvestable().order_by().values_list("artifact__owner__username", flat=True).distinct())
+    named = [*SETS.items(), *((f"{OWNER_SET}{owner}", f"Records of {owner}") for owner in sorted(owners)
+                              if SET_PART_RE.match(owner))]
+    for spec, name in named:
         item = _sub(node, "set")
         _sub(item, "setSpec", spec)
         _sub(item, "setName", name)
@@ -208,6 +220,8 @@ def _header(parent: ET.Element, version: Version) -> None:
     _sub(header, "identifier", oai_identifier(version))
     _sub(header, "datestamp", _stamp(_datestamp(version)))
     _sub(header, "setSpec", f"kind:{version.artifact.kind}")
+    if SET_PART_RE.match(version.artifact.owner.username):
+        _sub(header, "setSpec", f"{OWNER_SET}{version.artifact.owner.username}")
 
 
 def _metadata(parent: ET.Element, version: Version, prefix: str) -> None:
@@ -221,33 +235,10 @@ def _metadata(parent: ET.Element, version: Version, prefix: str) -> None:
         payload = ET.SubElement(wrapper, _q(OAI_DATACITE, "payload"))
         payload.append(ET.fromstring(datacite_xml(record).encode()))  # noqa: S314 - our own XML
         return
-    dc = ET.SubElement(holder, _q(OAI_DC, "dc"), {_q(XSI, "schemaLocation"): FORMATS["oai_dc"][0]})
-    meta = record.metadata
-
-    def add(tag: str, text: str) -> None:
-        if text:
-            ET.SubElement(dc, _q(DC, tag)).text = text
-
-    add("title", record.title)
-    for person in record.creators:
-        add("creator", person["name"])
-    for agent in meta.get("contributors") or []:
-        add("contributor", agent["name"])
-    for word in [*meta.get("keywords", []), meta.get("subject", ""), meta.get("discipline", "")]:
-        add("subject", word)
-    add("description", meta.get("description", ""))
-    add("publisher", record.publisher)
-    add("date", record.published.date().isoformat())
-    add("type", "Dataset" if record.kind == "dataset" else "Software")
-    for media_type in sorted({f.media_type for f in record.files}):
-        add("format", media_type)
-    add("identifier", record.iri)
-    add("identifier", record.pid)
-    add("rights", record.license_uri)
-    for link in record.provenance:
-        add("relation", link.words if link.restricted else link.iri)
-    for work in related_works(meta):  # a typed one as its resolvable IRI, free text as given
-        add("source" if work.relation == "IsDerivedFrom" else "relation", work.iri or work.text)
+    if prefix == "dcat":
+        holder.append(ET.fromstring(dcat(record).encode()))  # noqa: S314 - our own XML
+        return
+    dublin_core_element(holder, record)  # the same record as the dublin-core export
 
 
 def _get_record(root: ET.Element, args: dict[str, str]) -> None:
@@ -268,9 +259,12 @@ def _list(root: ET.Element, args: dict[str, str], verb: str) -> None:
         state = {"prefix": _prefix(args["metadataPrefix"]), "from": args.get("from", ""),
                  "until": args.get("until", ""), "set": args.get("set", ""), "after": 0, "cursor": 0}
     versions = _harvestable()
-    if state["set"]:
-        if state["set"] not in SETS:
-            raise OaiError("badArgument", f"Sets are {', '.join(SETS)}; not {state['set']!r}.")
+    if state["set"].startswith(OWNER_SET):  # an owner without public records: no records match
+        versions = versions.filter(artifact__owner__username=state["set"][len(OWNER_SET):])
+    elif state["set"]:
+        if state["set"] not in SETS:  # a set the repository does not have holds no records (OAI-PMH 4.6)
+            raise OaiError("noRecordsMatch", f"No set {state['set']!r}; the sets are {', '.join(SETS)} and "
+                                             f"{OWNER_SET}{{username}}.")
         versions = versions.filter(artifact__kind=state["set"].split(":", 1)[1])
     if state["from"]:
         start = _parse_date(state["from"], "from", end=False)

@@ -4,6 +4,7 @@ the SHACL shapes) before a version is stored, and turned into records for the RD
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,7 +18,7 @@ from hub.registry.access import Viewer, sources
 from hub.registry.links import absolute, file_url, pid_url
 from hub.registry.models import Artifact, Version
 from ontology import shapes
-from ontology.exports import FORMATS
+from ontology.exports import FORMATS, KINDS
 from ontology.fields import FIELDS, MetadataError, validate
 from ontology.graph import to_graph
 from ontology.record import FileEntry, Link, Record
@@ -95,7 +96,7 @@ def _provisional(artifact: Artifact, metadata: dict[str, Any], files: Sequence[F
 
 
 def export_names(kind: str) -> list[str]:
-    return [n for n in FORMATS if n != "croissant" or kind == "dataset"]
+    return [n for n in FORMATS if kind in KINDS.get(n, {kind})]
 
 
 def export_urls(version: Version) -> dict[str, str]:
@@ -194,9 +195,12 @@ def concept_record(artifact: Artifact, viewer: Viewer) -> Record:
         return Record(metadata=metadata, published=artifact.created, **common)
     record = version_record(latest, viewer)
     own = {v.pid for v in versions}
+    # The concept's files are its latest version's, at the URLs that always give the latest (their Link
+    # headers lead back to the concept's page, as its linkset says).
+    files = [replace(f, url=file_url(latest, f.path, "latest")) for f in record.files]
     return Record(metadata=record.metadata, published=versions[0].created,
-                  updated=latest.created if len(versions) > 1 else None,
-                  files=record.files if not artifact.deleted_at else [],
+                  updated=latest.created if len(versions) > 1 else None, latest_label=latest.label,
+                  files=files if not artifact.deleted_at else [],
                   provenance=[link for link in record.provenance if link.pid not in own], **common)
 
 

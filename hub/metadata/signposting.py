@@ -10,13 +10,14 @@ from typing import Any, NamedTuple
 from django.urls import reverse
 
 from hub.registry.links import absolute
-from ontology.exports import FORMATS, SCHEMA_TYPES
+from ontology.exports import FORMATS, PROFILES, SCHEMA_TYPES
 from ontology.record import Record
 
-# The metadata formats a landing page announces with rel="describedby", and the profile each conforms to.
-DESCRIBED_BY = ["jsonld", "turtle", "rdfxml", "ntriples", "datacite-json", "datacite-xml", "schemaorg", "croissant"]
-PROFILES = {"datacite-json": "http://datacite.org/schema/kernel-4", "datacite-xml": "http://datacite.org/schema/kernel-4",
-            "schemaorg": "https://schema.org/", "croissant": "http://mlcommons.org/croissant/1.0"}
+# The metadata formats a landing page announces with rel="describedby" (with the profile each conforms to,
+# ``ontology.exports.PROFILES``): the graph, DataCite, schema.org, Croissant, the citation formats, Dublin
+# Core, CodeMeta, CITATION.cff, DCAT-AP and RO-Crate (each where the record's kind has it).
+DESCRIBED_BY = ["jsonld", "turtle", "rdfxml", "ntriples", "datacite-json", "datacite-xml", "schemaorg", "croissant",
+                "bibtex", "csl-json", "ris", "dublin-core", "codemeta", "cff", "dcat", "ro-crate"]
 
 
 class Signpost(NamedTuple):
@@ -98,3 +99,18 @@ def linkset(record: Record, landing: str) -> dict[str, Any]:
     described = [{"anchor": url, "describes": home}
                  for name, url in record.export_urls.items() if name in DESCRIBED_BY]
     return {"linkset": [context, *items, *described]}
+
+
+def linkset_text(body: dict[str, Any]) -> str:
+    """A JSON linkset (``linkset``) in RFC 9264's text form, ``application/linkset``: the ``Link`` header's
+    syntax, every link with its ``anchor``, one link a line."""
+    lines = []
+    for context in body["linkset"]:
+        for rel, targets in context.items():
+            if rel == "anchor":
+                continue
+            for target in targets:
+                line = f'<{target["href"]}> ; rel="{rel}" ; anchor="{context["anchor"]}"'
+                line += "".join(f' ; {key}="{target[key]}"' for key in ("type", "profile") if target.get(key))
+                lines.append(line)
+    return ",\n".join(lines) + "\n"

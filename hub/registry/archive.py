@@ -33,12 +33,18 @@ class _Pipe(io.RawIOBase):
         return data
 
 
-def zip_stream(version: Version) -> Iterator[bytes]:
-    """The bytes of a zip holding every file of ``version`` under its path."""
+def zip_stream(version: Version, extra: dict[str, bytes] | None = None) -> Iterator[bytes]:
+    """The bytes of a zip holding every file of ``version`` under its path, after the ``extra`` members
+    (name -> bytes; one the version has a file of the same name for is left out)."""
     store = get_blob_store()
     pipe = _Pipe()
     stamp = version.created.timetuple()[:6]
+    paths = set(version.files.values_list("path", flat=True))
     with zipfile.ZipFile(pipe, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, data in (extra or {}).items():
+            if name not in paths:
+                archive.writestr(zipfile.ZipInfo(name, date_time=stamp), data)
+                yield pipe.take()
         for file in version.files.order_by("path"):
             info = zipfile.ZipInfo(file.path, date_time=stamp)
             info.file_size = file.size

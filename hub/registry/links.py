@@ -18,8 +18,8 @@ def pid_url(pid: str) -> str:
     return absolute("/" + pid)
 
 
-def file_url(version: Version, path: str) -> str:
-    """The download URL of ``path`` in ``version``."""
+def file_url(version: Version, path: str, label: str = "") -> str:
+    """The download URL of ``path`` in ``version`` (under ``label`` instead of its own, e.g. ``latest``)."""
     artifact = version.artifact
-    base = reverse("api:file-download", args=[artifact.owner.username, artifact.name, version.label, "x"])
+    base = reverse("api:file-download", args=[artifact.owner.username, artifact.name, label or version.label, "x"])
     return absolute(base[:-1] + quote(path))

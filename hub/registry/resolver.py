@@ -1,11 +1,12 @@
 """The PID resolver: ``/ark:/{NAAN}/{name}`` and ``/pid/{pid}``.
 
 The PID URL behaves like a resolver: it answers 303 See Other to the representation content negotiation
-chose. HTML goes to the landing page (``/landing/{pid}``: FAIR signposting ``Link`` headers and ``<link>``
-elements, an embedded schema.org record; a tombstone, 410, for deleted ones); ``application/json`` to the
-API record; ``application/ld+json``, ``text/turtle``, ``application/rdf+xml``, ``application/n-triples``
-(the metadata graph) and ``application/vnd.datacite.datacite+json`` / ``+xml`` (DataCite) to the PID's
-export (``/api/v1/records/{format}/{pid}``), which a deleted one keeps, marked withdrawn. ``?info`` answers
+chose. HTML and XHTML go to the landing page (``/landing/{pid}``: FAIR signposting ``Link`` headers and
+``<link>`` elements, an embedded schema.org record; a tombstone, 410, for deleted ones); ``application/json``
+to the API record; the linkset types to ``/linkset/{pid}``; every export's media type (``offers``: the
+metadata graph, DataCite, the Croissant and schema.org profiles of JSON-LD, BibTeX, CSL-JSON, RIS, and
+formatted references as ``text/x-bibliography`` with a ``style``) to the PID's export
+(``/api/v1/records/{format}/{pid}``), which a deleted one keeps, marked withdrawn. ``?info`` answers
 a short ERC record here (ARK convention). Private artifacts answer 404 to anyone who may not read them, exactly as
 unknown PIDs do; every representation names sources and derivatives as the reader may see them
 (``hub.registry.access``), so answers vary on who asks as well as on ``Accept``.
@@ -25,13 +26,16 @@ from django.utils.safestring import mark_safe
 from hub.accounts.auth import request_user
 from hub.errors import data_not_found, json_error
 from hub.metadata import signposting
-from hub.metadata.negotiation import choose
-from hub.metadata.services import landing_url, pid_export_url, record_for
+from hub.metadata.negotiation import Offer, choose, choose_offer
+from hub.metadata.services import export_names, landing_url, pid_export_url, record_for
 from hub.registry.access import Viewer
 from hub.registry.api.serializers import ArtifactSerializer, VersionSerializer, absolute, pid_url
 from hub.registry.models import Artifact, Version
 from hub.registry.services import readable_pid
 from hub.web import landing as landing_page
+from hub.web import xhtml
+from ontology.citations import UnknownStyle, style_name
+from ontology.exports import FORMATS, PROFILES
 
 
 class SeeOther(HttpResponseRedirectBase):
@@ -48,28 +52,34 @@ def _not_found(request: HttpRequest, pid: str) -> HttpResponse:
     return response
 
 
-# media type -> export format name (None: the API's JSON record). The first is the default.
-OFFERED = {
-    "text/html": "html",
-    "application/xhtml+xml": "html",
-    "application/json": None,
-    "application/ld+json": "jsonld",
-    "text/turtle": "turtle",
-    "application/rdf+xml": "rdfxml",
-    "application/n-triples": "ntriples",
-    "application/vnd.datacite.datacite+json": "datacite-json",
-    "application/vnd.datacite.datacite+xml": "datacite-xml",
-}
+# What the PID offers besides its exports (``hub.metadata.services.export_names``), first the default:
+# (media type, profile) -> what answers it (None: the API's JSON record).
+PAGES = [
+    (Offer("text/html"), "html"),
+    (Offer("application/xhtml+xml"), "html"),  # the landing page answers it as XHTML
+    (Offer("application/json"), None),
+]
+LINKSETS = [(Offer("application/linkset+json"), "linkset"), (Offer("application/linkset"), "linkset")]
+# A formatted reference: what DOI resolvers answer for text/x-bibliography (a ``style`` parameter names it).
+BIBLIOGRAPHY = [(Offer("text/x-bibliography"), "citation")]
+
+
+def offers(kind: str) -> list[tuple[Offer, str | None]]:
+    """Every (media type, profile) a PID of ``kind`` answers, and what answers it. JSON-LD without a profile
+    is the metadata graph; with the Croissant (datasets) or schema.org profile, that document."""
+    exported = [(Offer(FORMATS[name][0], PROFILES.get(name, "")), name) for name in export_names(kind)]
+    return [*PAGES, *exported, *LINKSETS, *BIBLIOGRAPHY]
+
+
+def _described(offered: list[tuple[Offer, str | None]]) -> str:
+    return ", ".join(offer.media + (f' (profile "{offer.profile}")' if offer.profile else "") for offer, _ in offered)
 
 
 def _embedded_jsonld(record) -> str:
     """The schema.org record for a ``<script type="application/ld+json">``, safe inside HTML."""
     from ontology.exports import schema_org
 
-    data = schema_org(record)
-    if data.get("@context") == "https://schema.org/":  # self-contained: harvesters without network parse it too
-        data["@context"] = {"@vocab": "https://schema.org/"}
-    text = json.dumps(data, indent=2)
+    text = json.dumps(schema_org(record), indent=2)  # its context is self-contained: it parses offline
     return mark_safe(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))  # noqa: S308
 
 
@@ -105,14 +115,24 @@ def resolve(request: HttpRequest, pid: str) -> HttpResponse:
     canonical, artifact, version = readable
     if "info" in request.GET:
         return HttpResponse(_erc(artifact, version, canonical), content_type="text/plain; charset=utf-8")
-    media_type = choose(request.headers.get("Accept", ""), list(OFFERED))
-    if media_type is None:
-        response = json_error(request, "not_acceptable", f"{canonical} is available as: {', '.join(OFFERED)}.")
+    offered = offers(artifact.kind)
+    found = choose_offer(request.headers.get("Accept", ""), [offer for offer, _ in offered])
+    if found is None:
+        response = json_error(request, "not_acceptable", f"{canonical} is available as: {_described(offered)}.")
         return _vary(response)
-    wanted = OFFERED[media_type]
+    offer, asked = found
+    wanted = next(name for o, name in offered if o == offer)
     gone = artifact.deleted_at is not None or (version is not None and version.is_deleted)
     if wanted == "html":
         target = landing_url(canonical)
+    elif wanted == "linkset":
+        target = signposting.linkset_url(canonical)
+    elif wanted == "citation":
+        try:
+            style = style_name(asked.params["style"]) if asked.params.get("style") else ""
+        except UnknownStyle as exc:
+            return _vary(json_error(request, "not_acceptable", str(exc)))
+        target = pid_export_url(canonical, wanted) + (f"?style={style}" if style else "")
     elif wanted is not None:
         target = pid_export_url(canonical, wanted)
     elif gone:  # the API has no URL for a deleted one: its last JSON record answers here
@@ -153,6 +173,9 @@ def landing(request: HttpRequest, pid: str) -> HttpResponse:
         response = render(request, "registry/tombstone.html", context, status=410)
     else:
         response = landing_page.page(request, viewer, context)
+    if choose(request.headers.get("Accept", ""), ["text/html", xhtml.MEDIA_TYPE]) == xhtml.MEDIA_TYPE:
+        response.content = xhtml.to_xhtml(response.content.decode())
+        response["Content-Type"] = f"{xhtml.MEDIA_TYPE}; charset=utf-8"
     response["Link"] = signposting.link_header(record)
     return _vary(response)
 

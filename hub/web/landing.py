@@ -35,7 +35,10 @@ LABELS = {"opset": "ONNX opset", "parameters": "Parameters", "url": "Home page",
           "learning_type": "Learning type", "model_family": "Model family", "sample_inputs": "Sample inputs",
           "container_image": "Container image", "target_machine": "Target machine",
           "target_application": "Target application", "license": "License", "keywords": "Keywords"}
-CITATIONS = (("BibTeX", "bibtex"), ("Plain text", "citation"), ("DataCite JSON", "datacite-json"))
+# The page's "Cite" box: (label, export, citation style).
+CITATIONS = (("APA", "citation", "apa"), ("BibTeX", "bibtex", None), ("Chicago", "citation", "chicago"),
+             ("IEEE", "citation", "ieee"), ("Harvard", "citation", "harvard"), ("RIS", "ris", None),
+             ("CSL-JSON", "csl-json", None), ("DataCite JSON", "datacite-json", None))
 
 
 @dataclass
@@ -273,7 +276,8 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
             "schema": metadata.get("records") if artifact.kind == "dataset" else None,
             "mlcube": metadata.get("mlcube") if artifact.kind == "project" else None,
             "files": with_previews(files),
-            "citations": [(label, exports.export(record, name)) for label, name in CITATIONS] if record else [],
+            "citations": [(label, exports.export(record, name, style)) for label, name, style in CITATIONS]
+            if record else [],
             "graph": provenance_graph(version, viewer),
             "reports": verification(version, converted),
             "latency": latency_rows(metadata),

@@ -187,6 +187,9 @@ def test_cli_errors_are_one_line_with_the_code(embedded_hub, tmp_path):
     assert "'framwork'" in misspelt.stderr and "did you mean 'framework'?" in misspelt.stderr
     cited = cli("cite", "demo/iris-classifier", "--style", "datacite", env=env)
     assert cited.returncode == 0 and json.loads(cited.stdout)["types"]["resourceTypeGeneral"], cited.stderr
+    ieee = cli("cite", "demo/iris-classifier", "--style", "ieee", env=env)
+    assert ieee.returncode == 0 and "[Online]. Available: " in ieee.stdout, ieee.stderr
+    assert cli("cite", "demo/iris-classifier", "--style", "ris", env=env).stdout.startswith("TY  - COMP")
     assert len(missing.stderr.strip().splitlines()) == 1 and "Traceback" not in missing.stderr
     (tmp_path / "bad.yaml").write_text("general_args:\n  task: inference\ndevice_args:\n  device: tpu\n")
     bad = cli("run", str(tmp_path / "bad.yaml"), env=env)

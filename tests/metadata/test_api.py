@@ -208,6 +208,9 @@ def test_landing_page_embeds_schema_org_and_sends_signposting(anon, published):
     assert record["license"] == "https://spdx.org/licenses/Apache-2.0"
     assert record["creator"][0]["@id"] == "https://orcid.org/0000-0002-1825-0097"
     assert {d["name"] for d in record["associatedMedia"]} == {"README.md", "cnn.onnx"}
+    assert record["hasPart"] == record["associatedMedia"]  # where harvesters look for a work's files
+    assert {d["encodingFormat"] for d in record["hasPart"]} >= {"application/onnx"}
+    assert all(d["contentSize"].endswith(" B") for d in record["hasPart"])
     assert all(d["contentUrl"].startswith("http://127.0.0.1:8000/api/v1/") for d in record["associatedMedia"])
     link = response["Link"]
     assert f'<{model["pid_url"]}> ; rel="cite-as"' in link
@@ -233,7 +236,7 @@ def test_landing_page_signposts_in_html_and_parses_offline(anon, published):
     in_header = set(re.findall(r'<([^>]+)> ; rel="([^"]+)"(?: ; type="([^"]+)")?', response["Link"]))
     assert {(href, rel, kind) for rel, href, kind in in_head} == in_header
     [embedded] = re.findall(r'<script type="application/ld\+json">(.*?)</script>', html, re.S)
-    assert json.loads(embedded)["@context"] == {"@vocab": "https://schema.org/"}
+    assert json.loads(embedded)["@context"]["@vocab"] == "https://schema.org/"
     graph = Graph().parse(data=embedded, format="json-ld")  # a remote context would need the network
     assert (None, URIRef("https://schema.org/name"), Literal("Cloud mask CNN")) in graph
     described = [(href, kind) for href, rel, kind in in_header if rel == "describedby"]

@@ -72,8 +72,11 @@ def test_rdf_exports_parse_back_with_the_expected_terms(name, rdflib_format):
     bench = graph.value(s, HUB.benchmark)
     assert (graph.value(bench, HUB.onHardware), HPC.gpuModel, Literal("A100")) in graph
     assert graph.value(s, SDO.distribution) is None  # schema.org's distribution is a dataset's
-    download = graph.value(s, SDO.associatedMedia)
-    assert (download, RDF.type, SDO.MediaObject) in graph
+    download = graph.value(s, SDO.hasPart)  # a creative work's content, where harvesters look for it
+    assert graph.value(s, SDO.associatedMedia) == download
+    assert (download, RDF.type, SDO.DataDownload) in graph and (download, RDF.type, SDO.MediaObject) in graph
+    assert graph.value(download, SDO.contentSize) == Literal("4096 B")
+    assert graph.value(download, SDO.encodingFormat) == Literal("application/onnx")
     assert graph.value(download, HUB.sha256) == Literal("a" * 64)
     assert graph.value(download, SDO.contentUrl) == URIRef(f"{BASE}/files/cnn.onnx")
 
@@ -116,24 +119,60 @@ def test_croissant_loads_with_mlcroissant():
     assert dataset.metadata.distribution[0].content_url == f"{BASE}/files/data.csv"
 
 
-def test_schema_org_record_for_landing_pages():
-    data = json.loads(exports.export(model_record(), "schemaorg"))
+@pytest.fixture
+def offline(monkeypatch):
+    """No network: a JSON-LD context that had to be fetched fails the test instead of being read."""
+    import socket
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"network used: {args}")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+
+
+def test_schema_org_record_for_landing_pages(offline):
+    text = exports.export(model_record(), "schemaorg")
+    data = json.loads(text)
     assert data["@type"] == "SoftwareSourceCode" and data["license"] == "https://spdx.org/licenses/Apache-2.0"
     assert data["identifier"][0] == "ark:/99999/fk4model1" and data["version"] == "1-onnx"
-    assert "distribution" not in data and data["associatedMedia"][0]["@type"] == "MediaObject"
-    assert data["associatedMedia"][0]["contentSize"] == "4096 B" and data["isAccessibleForFree"] is True
+    assert "distribution" not in data and data["isAccessibleForFree"] is True
+    [part] = data["hasPart"]  # files as parts (F-UJI reads hasPart of a creative work), and still as media
+    assert data["associatedMedia"] == [part]
+    assert part == {"@type": "DataDownload", "@id": f"{BASE}/files/cnn.onnx", "name": "cnn.onnx",
+                    "contentUrl": f"{BASE}/files/cnn.onnx", "encodingFormat": "application/onnx",
+                    "contentSize": "4096 B", "sha256": "a" * 64}
     assert {item["identifier"] for item in data["isBasedOn"]} == {"ark:/99999/fk4src", "ark:/99999/fk4data"}
-    graph = Graph().parse(data=json.dumps({**data, "@context": {"@vocab": "https://schema.org/"}}), format="json-ld")
-    assert (URIRef(data["@id"]), SDO.name, Literal("Cloud mask CNN")) in graph
+    assert isinstance(data["@context"], dict) and data["@context"]["@vocab"] == "https://schema.org/"
+    graph = Graph().parse(data=text, format="json-ld")  # the export as it is: no remote context to fetch
+    s = URIRef(data["@id"])
+    assert (s, SDO.name, Literal("Cloud mask CNN")) in graph
+    assert (s, SDO.license, URIRef("https://spdx.org/licenses/Apache-2.0")) in graph
+    download = URIRef(f"{BASE}/files/cnn.onnx")
+    assert (s, SDO.hasPart, download) in graph and (download, RDF.type, SDO.DataDownload) in graph
+    assert (download, SDO.contentUrl, download) in graph
+    assert (download, SDO.contentSize, Literal("4096 B")) in graph
+
+
+def test_schema_org_of_a_dataset_and_of_a_concept(offline):
+    data = json.loads(exports.export(dataset_record(), "schemaorg"))
+    assert [d["@type"] for d in data["distribution"]] == ["DataDownload"] and "hasPart" not in data
+    assert Graph().parse(data=json.dumps(data), format="json-ld").value(
+        URIRef(dataset_record().iri), SDO.distribution) == URIRef(f"{BASE}/files/data.csv")
+    concept = model_record()
+    concept.versions = [Link("version", f"{BASE}/ark:/99999/fk4model1", "ark:/99999/fk4model1", "alice/cnn@1")]
+    parts = json.loads(exports.export(concept, "schemaorg"))["hasPart"]
+    assert [p.get("contentUrl") for p in parts] == [f"{BASE}/files/cnn.onnx", None]  # its files, then versions
+    assert parts[1]["identifier"] == "ark:/99999/fk4model1"
 
 
 def test_citations():
     bib = exports.export(model_record(), "bibtex")
-    assert bib.startswith("@misc{lovelace2026fk4model1,") and "author = {Ada Lovelace and Alan Turing}" in bib
+    assert bib.startswith("@misc{lovelace2026fk4model1,") and "author = {Lovelace, Ada and Turing, Alan}" in bib
     assert "title = {{Cloud mask CNN}}" in bib and "version = {1-onnx}" in bib
-    text = exports.export(model_record(), "citation")
-    assert text == ("Ada Lovelace and Alan Turing (2026). Cloud mask CNN (Version 1-onnx) [Model]. HPCFair Hub. "
-                    f"{BASE}/ark:/99999/fk4model1\n")
+    text = exports.export(model_record(), "citation")  # APA 7th unless a style is named
+    assert text == ("Lovelace, A., & Turing, A. (2026). Cloud mask CNN (Version 1-onnx) [Machine learning model]. "
+                    f"HPCFair Hub. {BASE}/ark:/99999/fk4model1\n")
 
 
 @pytest.mark.parametrize("name", list(exports.FORMATS))
@@ -157,3 +196,22 @@ def test_a_restricted_source_keeps_its_relation_and_nothing_that_names_it(name):
     elif name == "schemaorg":
         assert json.loads(text)["isBasedOn"][0] == {"@type": "CreativeWork", "name": "a restricted dataset",
                                                     "conditionsOfAccess": exports.RESTRICTED_ACCESS}
+
+
+@pytest.mark.parametrize(("text", "code"), [
+    ("earth sciences", "1.5"), ("Earth and related environmental sciences", "1.5"), ("climate science", "1.5"),
+    ("Computer science", "1.2"), ("computer and information sciences", "1.2"), ("physics", "1.3"), ("1.6", "1.6"),
+    ("Mathematics", "1.1"), ("machine learning", None), ("sciences", None), ("other", None),
+])
+def test_subjects_that_name_a_field_of_science(text, code):
+    from ontology.subjects import fos_term
+
+    term = fos_term(text)
+    assert (term.code if term else None) == code
+    record = model_record()
+    record.metadata = {**record.metadata, "discipline": text}
+    data = exports.datacite(record)
+    schemed = [s for s in data["subjects"] if s.get("subjectScheme")]
+    assert [s["classificationCode"] for s in schemed] == ([code] if code else [])
+    assert {"subject": text} in data["subjects"]  # the words as given stay
+    assert {"subject": "climate"} in data["subjects"]  # a keyword is a free subject, no scheme

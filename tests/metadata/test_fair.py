@@ -36,7 +36,8 @@ RICH = {
                      {"name": "OLCF", "type": "organization", "role": "HostingInstitution"}],
     "funding": [{"funder": "U.S. Department of Energy", "funder_id": "https://ror.org/01bj3aw27",
                  "award_number": "DE-SC0021293", "award_title": "HPC-FAIR"}],
-    "dates": {"created": "2024-05-01", "available": "2024-06"},
+    "dates": {"created": "2024-05-01", "available": "2024-06", "collected": "2020-01-01/2021-06-30",
+              "valid": "2024-05-01 12:30+0100"},
     "references": ["Lovelace, A. (2024). Clouds. Nature 1, doi:10.1038/s41586-024-00001-x.",
                    "A paper without an identifier"],
     "sources": ["ark:/12345/x5data", "arXiv:2401.00001"],
@@ -48,11 +49,14 @@ RICH = {
 
 def datacite_schema() -> jsonschema.Draft201909Validator:
     """DataCite 4.6 (tests/metadata/schemas/README.md) plus the REST API's ``identifiers``, which carries the
-    ARK, as DataCite's own JSON schema defines it."""
+    ARK, as DataCite's own JSON schema defines it, and the ``id`` and ``agency`` of resolvers' DataCite JSON."""
     schema = json.loads((SCHEMAS / "datacite-v4.6.json").read_text())
     schema["properties"]["identifiers"] = {"type": "array", "uniqueItems": True, "items": {
         "type": "object", "additionalProperties": False, "required": ["identifier", "identifierType"],
         "properties": {"identifier": {"type": "string"}, "identifierType": {"type": "string"}}}}
+    # DataCite JSON as DOI resolvers serve it (crosscite's form) also has the identifier as a URL and its agency.
+    schema["properties"]["id"] = {"type": "string", "format": "uri"}
+    schema["properties"]["agency"] = {"type": "string", "minLength": 1}
     return jsonschema.Draft201909Validator(schema)
 
 
@@ -91,6 +95,7 @@ def rich(api):
 def test_people_funding_dates_and_related_works_in_datacite(anon, rich):
     record = get(anon, rich["pid"], "application/vnd.datacite.datacite+json").json()
     assert_valid_datacite(record)
+    assert record["id"] == rich["pid_url"] and record["agency"] == "HPCFair Hub"  # who registered the ARK
     org, person = record["creators"]
     assert org["nameType"] == "Organizational"
     assert org["nameIdentifiers"] == [{"nameIdentifier": "https://ror.org/01qz5mb56", "nameIdentifierScheme": "ROR",
@@ -102,7 +107,14 @@ def test_people_funding_dates_and_related_works_in_datacite(anon, rich):
     assert record["fundingReferences"] == [{
         "funderName": "U.S. Department of Energy", "funderIdentifier": "https://ror.org/01bj3aw27",
         "funderIdentifierType": "ROR", "awardNumber": "DE-SC0021293", "awardTitle": "HPC-FAIR"}]
-    assert {d["dateType"] for d in record["dates"]} == {"Issued", "Created", "Available"}
+    assert {d["dateType"] for d in record["dates"]} == {"Issued", "Created", "Available", "Collected", "Valid"}
+    assert {"date": "2020-01-01/2021-06-30", "dateType": "Collected"} in record["dates"]  # a range, as DataCite has
+    # Keywords are free subjects; the subject and discipline as given, and the OECD FOS field they name.
+    assert record["subjects"] == [
+        {"subject": "climate science"}, {"subject": "earth sciences"},
+        {"subject": "Earth and related environmental sciences",
+         "subjectScheme": "Fields of Science and Technology (FOS)",
+         "schemeUri": "http://www.oecd.org/science/inno/38235147.pdf", "classificationCode": "1.5"}]
     related = {(r["relatedIdentifier"], r["relatedIdentifierType"], r["relationType"])
                for r in record["relatedIdentifiers"]}
     assert {("10.1038/s41586-024-00001-x", "DOI", "References"), ("ark:/12345/x5data", "ARK", "IsDerivedFrom"),
@@ -158,7 +170,11 @@ def test_datacite_xml_uses_only_the_kernel_4_6_elements_and_vocabularies(anon, r
 
 def test_datacite_xml_validates_against_the_kernel_4_6_schema(anon, rich):
     schema = xmlschema.XMLSchema(str(SCHEMAS / "datacite-kernel-4.6" / "metadata.xsd"))
-    schema.validate(get(anon, rich["pid"], "application/vnd.datacite.datacite+xml").content.decode())
+    text = get(anon, rich["pid"], "application/vnd.datacite.datacite+xml").content.decode()
+    schema.validate(text)
+    fos = [s for s in ET.fromstring(text).iter(f"{DATACITE}subject") if s.get("subjectScheme")]  # noqa: S314
+    assert [(s.text, s.get("classificationCode"), s.get("schemeURI")) for s in fos] == [
+        ("Earth and related environmental sciences", "1.5", "http://www.oecd.org/science/inno/38235147.pdf")]
 
 
 def test_schema_org_and_rdf_carry_the_same_relations_as_resolvable_links(anon, rich):
@@ -176,6 +192,10 @@ def test_schema_org_and_rdf_carry_the_same_relations_as_resolvable_links(anon, r
                                       "contributor": {"@type": "Person", "name": "Grace Hopper"}}
     assert data["funding"][0]["funder"]["@id"] == "https://ror.org/01bj3aw27"
     assert data["dateCreated"] == "2024-05-01" and data["distribution"][0]["@type"] == "DataDownload"
+    assert data["about"] == [{"@type": "DefinedTerm", "name": "Earth and related environmental sciences",
+                              "termCode": "1.5", "inDefinedTermSet": {
+                                  "@type": "DefinedTermSet", "name": "Fields of Science and Technology (FOS)",
+                                  "url": "http://www.oecd.org/science/inno/38235147.pdf"}}]
     columns = {v["name"]: v for v in data["variableMeasured"]}
     assert set(columns) == {"time", "temperature", "station"}  # the derived columns, with what was said of them
     assert columns["temperature"]["unitText"] == "K"
@@ -194,12 +214,36 @@ def test_schema_org_and_rdf_carry_the_same_relations_as_resolvable_links(anon, r
     [temperature] = [v for v in graph.objects(s, SDO.variableMeasured)
                      if graph.value(v, SDO.name) == Literal("temperature")]
     assert graph.value(temperature, SDO.unitText) == Literal("K")
-    assert (s, DCTERMS.created, Literal("2024-05-01")) in graph
+    # Dates are typed literals of their precision; a range is a period with DCAT's start and end.
+    from rdflib.namespace import DCAT, XSD  # here: pytest's collection trips over closed namespaces
+
+    assert (s, DCTERMS.created, Literal("2024-05-01", datatype=XSD.date)) in graph
+    assert (s, SDO.dateCreated, Literal("2024-05-01", datatype=XSD.date)) in graph
+    assert (s, DCTERMS.available, Literal("2024-06", datatype=XSD.gYearMonth)) in graph
+    assert (s, DCTERMS.valid, Literal("2024-05-01T12:30:00+01:00", datatype=XSD.dateTime)) in graph
+    assert graph.value(s, DCTERMS.valid).toPython().utcoffset().total_seconds() == 3600
+    [field] = graph.objects(s, DCTERMS.subject)  # a vocabulary term, not words
+    assert (s, SDO.about, field) in graph and (field, RDF.type, SDO.DefinedTerm) in graph
+    assert graph.value(field, SDO.termCode) == Literal("1.5")
+    assert graph.value(field, SDO.inDefinedTermSet) == URIRef("http://www.oecd.org/science/inno/38235147.pdf")
+    [period] = graph.objects(s, DCTERMS.date)  # collected: DCTERMS has no term of its own
+    assert (period, RDF.type, DCTERMS.PeriodOfTime) in graph
+    assert graph.value(period, DCAT.startDate) == Literal("2020-01-01", datatype=XSD.date)
+    assert graph.value(period, DCAT.endDate) == Literal("2021-06-30", datatype=XSD.date)
+    assert all(o.datatype is not None for o in graph.objects(s, None)
+               if isinstance(o, Literal) and re.fullmatch(r"\d{4}(-\d{2})*", str(o)))
 
 
 def test_old_metadata_still_validates_and_new_fields_are_checked(api):
     old = {"title": "T", "description": "D", "license": "MIT",
            "creators": [{"name": "Ada", "orcid": "0000-0002-1825-0097", "affiliation": "ORNL"}, "Bob"]}
+    for ok in ("2020-01-01/2021-06-30", "2020/2021", "2020-01/2020-01-15", "2020-01-01T10:00Z/2020-01-01T11:00Z"):
+        assert validate({**old, "dates": {"collected": ok}}, "project")["dates"] == {"collected": ok}
+    for wrong, says in (("2021-06-30/2020-01-01", "ends before it starts"), ("2020/2021/2022", "range of two"),
+                        ("2020-01-01/", "range of two"), ("yesterday/today", "range of two")):
+        with pytest.raises(MetadataError) as caught:
+            validate({**old, "dates": {"collected": wrong}}, "project")
+        assert says in caught.value.errors["dates"][0], wrong
     assert validate(old, "project")["creators"] == [
         {"name": "Ada", "orcid": "https://orcid.org/0000-0002-1825-0097", "affiliation": "ORNL"}, {"name": "Bob"}]
     bad = {"creators": [{"name": "X", "type": "organization", "ror": "01qz5mb57"}],  # checksum off by one
@@ -334,7 +378,8 @@ def test_back_links_and_a_linkset_that_lists_every_describedby(anon, rich):
     described = {(t["href"], t["type"], t.get("profile", "")) for t in context["describedby"]}
     in_header = set(re.findall(r'<([^>]+)> ; rel="describedby" ; type="([^"]+)"(?: ; profile="([^"]+)")?',
                                page["Link"]))
-    assert described == in_header and len(described) == 8
+    # the graph (4), DataCite (2), schema.org, Croissant, citations (3), Dublin Core, CITATION.cff, DCAT-AP, RO-Crate
+    assert described == in_header and len(described) == 15
     croissant = [t for t in context["describedby"] if t["href"].endswith("/croissant")]
     assert croissant == [{"href": croissant[0]["href"], "type": "application/ld+json",
                           "profile": "http://mlcommons.org/croissant/1.0"}]
@@ -426,3 +471,35 @@ def test_the_identifier_in_a_related_work(text, kind, identifier, iri):
 
     work = identify(text, "References")
     assert (work.identifier_type, work.identifier, work.iri, work.typed) == (kind, identifier, iri, bool(kind))
+
+
+def test_a_concept_pages_files_lead_back_to_it_and_its_croissant_has_a_version(anon, api):
+    """Issue 40, point 5: what a concept's linkset says of its files (collection: the concept's page) is what
+    the files' own Link headers say; a version's files lead back to the version's page."""
+    import mlcroissant as mlc
+
+    first = publish_api(api, "series", {"data.csv": CSV}, RICH)
+    response = api.post("/api/v1/artifacts/alice/series/versions/", {
+        "files": [multipart_file("data.csv", CSV + b"2,273.0,c\n")], "metadata": json.dumps(RICH), "version": "2.1"},
+        format="multipart")
+    assert response.status_code == 201, response.content
+    latest = response.json()
+    concept = services.get_artifact(None, "alice", "series").pid
+    for pid, other in ((concept, latest["pid"]), (latest["pid"], concept), (first["pid"], concept)):
+        landing = f"{HOST}/landing/{pid}"
+        context, *backs = anon.get(f"/linkset/{pid}").json()["linkset"]
+        items = [t["href"] for t in context["item"]]
+        assert items and {b["anchor"] for b in backs if "collection" in b} == set(items)
+        for back in backs:
+            if "collection" in back:
+                assert back["collection"] == [{"href": landing, "type": "text/html"}]
+                header = anon.get(back["anchor"].replace(HOST, ""))["Link"]
+                assert f'<{landing}> ; rel="collection" ; type="text/html"' in header, (pid, header)
+                assert f'<{HOST}/{pid}> ; rel="cite-as"' in header
+                assert f"/landing/{other}>" not in header
+    download = anon.get("/api/v1/artifacts/alice/series/versions/latest/files/data.csv")
+    assert download.getvalue().endswith(b"2,273.0,c\n")  # the concept's file is the latest's
+    croissant = get(anon, concept, 'application/ld+json; profile="http://mlcommons.org/croissant/1.0"').json()
+    assert croissant["version"] == "2.1.0"
+    dataset = mlc.Dataset(jsonld=croissant)
+    assert not dataset.metadata.ctx.issues.errors, dataset.metadata.ctx.issues.report()

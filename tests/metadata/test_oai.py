@@ -1,7 +1,9 @@
-"""OAI-PMH: every verb, both formats, paging with resumption tokens, errors, deleted and private records."""
+"""OAI-PMH: every verb, every format (oai_dc, oai_datacite, dcat), sets by kind and owner, paging with
+resumption tokens, errors, deleted and private records."""
 
 from __future__ import annotations
 
+import re
 from xml.etree import ElementTree as ET
 
 import pytest
@@ -42,9 +44,9 @@ def test_identify_formats_and_sets(anon, records):
     assert identify.find("o:deletedRecord", NS).text == "persistent"
     assert identify.find("o:baseURL", NS).text.endswith("/oai")
     formats = oai(anon, verb="ListMetadataFormats").findall(".//o:metadataPrefix", NS)
-    assert [f.text for f in formats] == ["oai_dc", "oai_datacite"]
+    assert [f.text for f in formats] == ["oai_dc", "oai_datacite", "dcat"]
     sets = oai(anon, verb="ListSets").findall(".//o:setSpec", NS)
-    assert [s.text for s in sets] == ["kind:model", "kind:dataset", "kind:project"]
+    assert [s.text for s in sets] == ["kind:model", "kind:dataset", "kind:project", "owner:alice"]
 
 
 def test_list_records_pages_with_resumption_tokens(anon, records):
@@ -82,6 +84,34 @@ def test_records_in_both_formats_and_deleted_headers(anon, records):
     assert header.get("status") == "deleted" and deleted.find(".//o:metadata", NS) is None
 
 
+def test_sets_per_owner_and_dcat_records(anon, records, other, publish):
+    publish(other, "theirs", {"x.bin": b"theirs"})
+    sets = [s.text for s in oai(anon, verb="ListSets").findall(".//o:setSpec", NS)]
+    assert sets[3:] == sorted(["owner:alice", f"owner:{other.username}"])
+    mine = oai(anon, verb="ListIdentifiers", metadataPrefix="oai_dc", set=f"owner:{other.username}")
+    [header] = mine.findall(".//o:header", NS)
+    assert [s.text for s in header.findall("o:setSpec", NS)] == ["kind:model", f"owner:{other.username}"]
+    assert error_code(oai(anon, verb="ListRecords", metadataPrefix="oai_dc", set="owner:nobody")) == "noRecordsMatch"
+    from django.contrib.auth import get_user_model
+
+    odd = get_user_model().objects.create_user("odd@example.org", password="x")  # @ is not in a setSpec
+    _, odd_version = publish(odd, "odd", {"o.bin": b"odd"})
+    specs = [s.text for s in oai(anon, verb="ListSets").findall(".//o:setSpec", NS)]
+    assert all(re.fullmatch(r"[A-Za-z0-9\-_.!~*'()]+(:[A-Za-z0-9\-_.!~*'()]+)*", spec) for spec in specs)
+    assert "owner:odd@example.org" not in specs
+    odd_record = oai(anon, verb="GetRecord", identifier=f"oai:h-127-0-0-1.local:{odd_version.pid}",
+                     metadataPrefix="oai_dc")
+    assert [s.text for s in odd_record.findall(".//o:header/o:setSpec", NS)] == ["kind:model"]
+    from rdflib import Graph, URIRef
+
+    identifier = header.find("o:identifier", NS).text
+    found = oai(anon, verb="GetRecord", identifier=identifier, metadataPrefix="dcat")
+    rdf = found.find(".//o:metadata/{http://www.w3.org/1999/02/22-rdf-syntax-ns#}RDF", NS)
+    graph = Graph().parse(data=ET.tostring(rdf), format="xml")
+    [subject] = graph.subjects(None, URIRef("http://www.w3.org/ns/dcat#Dataset"))
+    assert str(subject).endswith("/" + identifier.split(":", 2)[2])  # the PID URL of the record's PID
+
+
 def test_selective_harvesting(anon, records):
     datasets = oai(anon, verb="ListIdentifiers", metadataPrefix="oai_dc", set="kind:dataset")
     assert len(datasets.findall(".//o:header", NS)) == 1
@@ -101,6 +131,8 @@ def test_selective_harvesting(anon, records):
     ({"verb": "GetRecord", "identifier": "oai:h-127-0-0-1.local:ark:/99999/fk4nope", "metadataPrefix": "oai_dc"},
      "idDoesNotExist"),
     ({"verb": "Identify", "extra": "1"}, "badArgument"),
+    ({"verb": "ListRecords", "metadataPrefix": "oai_dc", "set": "kind:workflow"}, "noRecordsMatch"),
+    ({"verb": "ListIdentifiers", "metadataPrefix": "oai_dc", "set": "community:nope"}, "noRecordsMatch"),
 ])
 def test_errors_are_oai_errors(anon, records, params, code):
     assert error_code(oai(anon, **params)) == code

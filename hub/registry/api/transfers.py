@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 from django.db.models import F
@@ -15,11 +16,14 @@ from rest_framework.views import APIView
 from hub.accounts.permissions import IsAuthenticatedReader
 from hub.api import OwnMediaType
 from hub.errors import HubError
+from hub.metadata.services import version_record
 from hub.registry import direct, services, uploads
+from hub.registry.access import Viewer
 from hub.registry.api.serializers import UploadCompleteSerializer, UploadPartsSerializer, UploadSerializer
 from hub.registry.archive import zip_stream
 from hub.registry.models import Artifact, File, Upload
 from hub.storage import StorageUnavailable, get_blob_store
+from ontology.crosswalks import RO_CRATE_METADATA, ro_crate
 
 _RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
@@ -109,14 +113,17 @@ class FileDownload(OwnMediaType, APIView):
 
 
 class VersionArchive(OwnMediaType, APIView):
-    """All of a version's files as one zip (``{name}-{version}.zip``), streamed; counted as one download."""
+    """All of a version's files as one zip (``{name}-{version}.zip``), streamed; counted as one download. The
+    zip is an RO-Crate: its ``ro-crate-metadata.json`` describes the version and its files."""
 
     @extend_schema(responses={(200, "application/zip"): OpenApiResponse(description="The version's files.")})
     def get(self, request: Request, owner: str, name: str, version: str) -> HttpResponse:
         artifact = services.get_artifact(request.user, owner, name)
         found = services.get_version(artifact, version)
         _count_download(artifact, None)
-        response = StreamingHttpResponse(zip_stream(found), content_type="application/zip")
+        crate = ro_crate(version_record(found, Viewer(request.user)), attached=True)
+        extra = {RO_CRATE_METADATA: json.dumps(crate, indent=2, ensure_ascii=False).encode()}
+        response = StreamingHttpResponse(zip_stream(found, extra), content_type="application/zip")
         response["Content-Disposition"] = f'attachment; filename="{artifact.name}-{found.label}.zip"'
         return response
 
