@@ -8,7 +8,7 @@ The database ``hpcfair_bench`` (on the server of DATABASE_URL) is dropped and re
 vocabulary, so some words are common and most are rare, as in real catalogues. The query mix: full
 text (1-2 words), full text + a facet filter, facet filters only, a tag filter, and plain browsing;
 every query also computes the facet counts. Printed: p50/p95/max per kind and over all queries, and the
-time and memory it takes to build the in-memory search index (``hub.search.memory``) before the queries,
+time and memory it takes to build the in-memory search index (``hub.search.index_copy``) before the queries,
 and what the first query after 1, 100 and 500 changed entries costs (it loads them as a delta).
 """
 
@@ -220,13 +220,13 @@ def main() -> None:
         weights = [1 / (rank + 1) for rank in range(len(words))]
     print(f"corpus ready in {time.perf_counter() - started:.0f} s", flush=True)
     from hub.runtime import settle
-    from hub.search import memory
+    from hub.search import index_copy
 
     settle()  # as hub/wsgi.py does in every web worker
     reset_peak_rss()
     rss_before = rss_mb("VmRSS")
     t0 = time.perf_counter()
-    memory.current()
+    index_copy.current()
     build_s = time.perf_counter() - t0
     gc.collect()
     index_figures = (f"in-memory index: built in {build_s:.1f} s; process RSS +{rss_mb('VmRSS') - rss_before:.0f} MB "

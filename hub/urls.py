@@ -7,13 +7,13 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from hub import errors
 from hub.accounts.api import views as accounts
-from hub.containers import api as containers
-from hub.conversions import api as conversions
-from hub.finetune import api as finetune
+from hub.containers.api import views as containers
+from hub.conversions.api import views as conversions
+from hub.finetune.api import views as finetune
 from hub.gateway.api import views as gateway
 from hub.jobs.api import views as jobs
-from hub.metadata import api as metadata
 from hub.metadata import oai
+from hub.metadata.api import views as metadata
 from hub.registry import resolver
 from hub.registry.api import transfers
 from hub.registry.api import views as registry

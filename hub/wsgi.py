@@ -9,8 +9,8 @@ django_application = get_wsgi_application()
 
 from hub.gateway.wsgi import Express  # noqa: E402 - needs the settings configured above
 from hub.runtime import WithoutProcessEnvironment, settle  # noqa: E402
-from hub.search import memory  # noqa: E402
+from hub.search import index_copy  # noqa: E402
 
 application = WithoutProcessEnvironment(Express(django_application))
 settle()
-memory.warm()
+index_copy.warm()

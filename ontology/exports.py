@@ -42,7 +42,7 @@ PROFILES = {"datacite-json": "http://datacite.org/schema/kernel-4", "datacite-xm
             "codemeta": "https://w3id.org/codemeta/3.0", "cff": "https://citation-file-format.github.io/1.2.0/",
             "dcat": crosswalks.DCAT_AP, "ro-crate": crosswalks.RO_CRATE}
 # Formats for some kinds only (the others: every kind).
-KINDS = {"croissant": {"dataset"}, "codemeta": {"model", "project"}}
+FORMAT_KINDS = {"croissant": {"dataset"}, "codemeta": {"model", "project"}}
 RESTRICTED_ACCESS = "Restricted: its owner has not made it public."
 SCHEMA_TYPES = {"model": "SoftwareSourceCode", "dataset": "Dataset", "project": "SoftwareSourceCode"}
 DATACITE_TYPES = {"model": ("Model", "AI model"), "dataset": ("Dataset", "Dataset"),

@@ -16,8 +16,8 @@ from typing import Any
 
 from ontology.vocab import ORCID
 
-KINDS = ("model", "dataset", "project")
-ALL = frozenset(KINDS)
+ARTIFACT_KINDS = ("model", "dataset", "project")
+ALL = frozenset(ARTIFACT_KINDS)
 
 FRAMEWORKS = ("pytorch", "tensorflow", "keras", "scikit-learn", "onnx", "jax", "xgboost", "other")
 FRAMEWORK_ALIASES = {"pt": "pytorch", "torch": "pytorch", "tf": "tensorflow", "sklearn": "scikit-learn",
@@ -457,7 +457,7 @@ FIELDS: dict[str, Field] = {f.name: f for f in [
           "a range as start/end (collected: 2020-01-01/2021-06-30)",
           example={"created": "2024-05-01"}),
     Field("license", spdx_license, "An SPDX license identifier.", required=ALL, example="Apache-2.0"),
-    Field("kind", choice(KINDS), "model, dataset or project (set by the artifact).", derived=True),
+    Field("kind", choice(ARTIFACT_KINDS), "model, dataset or project (set by the artifact).", derived=True),
     Field("keywords", texts(), "Words people search for.", example=["climate", "segmentation"]),
     Field("subject", text(200), "The scientific subject, e.g. climate science."),
     Field("discipline", text(200), "The discipline, e.g. earth sciences."),

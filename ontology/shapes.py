@@ -8,7 +8,7 @@ from functools import lru_cache
 from rdflib import BNode, Graph, Literal, Namespace, URIRef
 from rdflib.namespace import SH
 
-from ontology.fields import FIELDS, KINDS, MetadataError
+from ontology.fields import ARTIFACT_KINDS, FIELDS, MetadataError
 from ontology.graph import KIND_CLASSES, LITERALS
 from ontology.vocab import HPC, HUB, LICENSE_REFS, RDF, SDO, SPDX_LICENSES, XSD, bind
 
@@ -33,7 +33,7 @@ def shapes_graph() -> Graph:
     g.add((person, RDF.type, SH.NodeShape))
     _property(g, person, "creators", SDO.name, minCount=Literal(1), datatype=XSD.string,
               message=Literal("Every creator needs a name."))
-    for kind in KINDS:
+    for kind in ARTIFACT_KINDS:
         shape = SHAPES[kind.capitalize()]
         g.add((shape, RDF.type, SH.NodeShape))
         g.add((shape, SH.targetClass, KIND_CLASSES[kind][0]))

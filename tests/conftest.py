@@ -155,11 +155,11 @@ def hub_dirs(settings, tmp_path):
 def fresh_search_index():
     """The in-memory search index trusts that committed entries only change through reindexing; each
     test's database is rolled back or flushed, so each test starts with a fresh copy."""
-    from hub.search import memory
+    from hub.search import index_copy
 
-    memory.forget()
+    index_copy.forget()
     yield
-    memory.forget()
+    index_copy.forget()
 
 
 _bucket_counter = iter(range(10**6))

@@ -18,7 +18,7 @@ from hub.registry.access import Viewer, sources
 from hub.registry.links import absolute, file_url, pid_url
 from hub.registry.models import Artifact, Version
 from ontology import shapes
-from ontology.exports import FORMATS, KINDS
+from ontology.exports import FORMAT_KINDS, FORMATS
 from ontology.fields import FIELDS, MetadataError, validate
 from ontology.graph import to_graph
 from ontology.record import FileEntry, Link, Record
@@ -96,7 +96,7 @@ def _provisional(artifact: Artifact, metadata: dict[str, Any], files: Sequence[F
 
 
 def export_names(kind: str) -> list[str]:
-    return [n for n in FORMATS if kind in KINDS.get(n, {kind})]
+    return [n for n in FORMATS if kind in FORMAT_KINDS.get(n, {kind})]
 
 
 def export_urls(version: Version) -> dict[str, str]:

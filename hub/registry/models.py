@@ -18,7 +18,7 @@ RESERVED_LABELS = {"latest"}
 
 def readable_by(user) -> Q:
     """Who reads what: public artifacts, plus private ones the user owns or collaborates on (all for a
-    superuser). The search index applies the same rule in memory (``hub.search.memory``)."""
+    superuser). The search index applies the same rule in memory (``hub.search.index_copy``)."""
     if user is None or not user.is_authenticated:
         return Q(visibility=Artifact.Visibility.PUBLIC)
     if user.is_superuser:

@@ -3,7 +3,7 @@
 PostgreSQL keeps a weighted ``tsvector`` in ``search_vector`` (GIN-indexed by migration 0002); other
 databases leave it empty and search the text columns instead. Every change to an entry takes the next
 ``SearchState.generation`` as its ``seq`` (a deleted artifact's entry stays, with ``live`` off), so that
-each process's in-memory copy (``hub.search.memory``) can load exactly what changed since it last looked.
+each process's in-memory copy (``hub.search.index_copy``) can load exactly what changed since it last looked.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Search: full text with ranking (PostgreSQL's text search; word matching elsewhere), facet filters,
 and facet counts over the results. Private artifacts appear only to those who may read them.
 
-Filters, counts, access and ordering run over the in-memory index (``hub.search.memory``). Words are
+Filters, counts, access and ordering run over the in-memory index (``hub.search.index_copy``). Words are
 turned into lexemes by PostgreSQL (``websearch_to_tsquery``) and matched against the index's copy of the
 stored vectors; a phrase is matched by PostgreSQL itself, as is everything under the word-matching engine.
 """
@@ -22,7 +22,7 @@ from django.db.models import Case, F, IntegerField, Q, QuerySet, Value, When
 
 from hub.errors import HubError
 from hub.registry.models import Artifact, shared_with
-from hub.search import memory
+from hub.search import index_copy
 from hub.search.models import FACETS, SearchEntry
 from ontology.fields import FRAMEWORK_ALIASES
 
@@ -36,7 +36,7 @@ DERIVED = ("collapse", "include")
 
 @dataclass
 class SearchResult:
-    entries: memory.Hits  # SearchEntry rows in result order (sliced on demand, with ``artifact`` loaded)
+    entries: index_copy.Hits  # SearchEntry rows in result order (sliced on demand, with ``artifact`` loaded)
     facets: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     suggestion: str = ""  # for a query that found nothing: the same words spelt as the index has them
 
@@ -62,10 +62,10 @@ def search(user, q: str = "", filters: dict[str, list[str]] | None = None, sort:
     matcher = _matcher(q) if q else None
     sort = sort or ("relevance" if q else "new")
     shared = _shared(user)
-    hits = memory.search(user, shared, filters, visibility, matcher, sort, collapse=derived == "collapse")
+    hits = index_copy.search(user, shared, filters, visibility, matcher, sort, collapse=derived == "collapse")
     suggestion = ""
     if q and not hits.count():
-        suggestion = _suggest(q, lambda words: memory.search(user, shared, filters, visibility, _matcher(words),
+        suggestion = _suggest(q, lambda words: index_copy.search(user, shared, filters, visibility, _matcher(words),
                                                              sort, collapse=derived == "collapse").count())
     return SearchResult(hits, hits.facet_counts() if with_facets else {}, suggestion)
 
@@ -84,7 +84,7 @@ def derived_under(user, artifact_ids: list[int]) -> dict[int, list[Artifact]]:
 def _suggest(q: str, count: Callable[[str], int]) -> str:
     """``q`` with each word the index does not know replaced by the closest one it does (public titles,
     keywords and facet values), if that finds anything; else ''."""
-    vocabulary = memory.vocabulary()
+    vocabulary = index_copy.vocabulary()
     words, changed = [], False
     for word in q.split():
         plain = word.strip('"').lower()
@@ -105,7 +105,7 @@ def _shared(user) -> np.ndarray:
     return np.sort(np.fromiter(shared_with(user).values_list("artifact_id", flat=True), dtype=np.int64))
 
 
-def _matcher(q: str) -> memory.Matcher:
+def _matcher(q: str) -> index_copy.Matcher:
     if connection.vendor == "postgresql" and settings.HUB_SEARCH_ENGINE != "words":
         with connection.cursor() as cursor:
             cursor.execute("SELECT websearch_to_tsquery('english', %s)::text", [q])
@@ -118,13 +118,13 @@ def _matcher(q: str) -> memory.Matcher:
     return _matched_by_database(_match_words(q))
 
 
-def _matched_by_database(matches: QuerySet) -> memory.Matcher:
+def _matched_by_database(matches: QuerySet) -> index_copy.Matcher:
     rows = sorted(matches.values_list("artifact_id", "rank"))
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     ranks = np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows))
 
-    def matcher(snapshot: memory.Snapshot) -> tuple[np.ndarray, np.ndarray]:
-        pos, found = memory.locate(snapshot.ids, ids)
+    def matcher(snapshot: index_copy.Snapshot) -> tuple[np.ndarray, np.ndarray]:
+        pos, found = index_copy.locate(snapshot.ids, ids)
         mask, scores = np.zeros(snapshot.size, dtype=bool), np.zeros(snapshot.size, dtype=np.float64)
         mask[pos[found]], scores[pos[found]] = True, ranks[found]
         return mask, scores
@@ -208,7 +208,7 @@ def _unary(tokens: list) -> tuple[tuple, list]:
     raise ValueError(f"unexpected {head!r}")
 
 
-def evaluate(tree: tuple | None, snapshot: memory.Snapshot) -> tuple[np.ndarray, np.ndarray]:
+def evaluate(tree: tuple | None, snapshot: index_copy.Snapshot) -> tuple[np.ndarray, np.ndarray]:
     """Entries of ``snapshot`` that match ``tree``, and a score per entry: the sum of the best weight
     (title 1.0, keywords 0.4, text 0.2) of each matched word."""
     size = snapshot.size

@@ -9,7 +9,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from hub.errors import HubError
-from hub.finetune.api import FinetuneRequestSerializer
+from hub.finetune.api.views import FinetuneRequestSerializer
 from hub.finetune.services import request_finetune
 from hub.registry import services
 

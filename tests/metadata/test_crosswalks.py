@@ -105,7 +105,7 @@ def test_codemeta_uses_codemeta_terms_and_parses():
     # CodeMeta's terms are schema.org's: with schema.org as the vocabulary it reads offline as RDF.
     graph = Graph().parse(data=json.dumps({**data, "@context": {"@vocab": "https://schema.org/"}}), format="json-ld")
     assert (URIRef(data["@id"]), URIRef("https://schema.org/name"), Literal("Cloud mask CNN")) in graph
-    assert "codemeta" in exports.KINDS and "dataset" not in exports.KINDS["codemeta"]
+    assert "codemeta" in exports.FORMAT_KINDS and "dataset" not in exports.FORMAT_KINDS["codemeta"]
 
 
 def test_citation_cff_follows_the_citation_file_format():

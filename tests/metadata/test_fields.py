@@ -8,7 +8,7 @@ import pytest
 from rdflib import URIRef
 
 from ontology import shapes
-from ontology.fields import FIELDS, KINDS, MetadataError, validate
+from ontology.fields import ARTIFACT_KINDS, FIELDS, MetadataError, validate
 from ontology.graph import to_graph
 from ontology.record import FileEntry, Record
 from ontology.vocab import HUB, hub_terms
@@ -28,7 +28,7 @@ def errors_of(metadata: dict, kind: str) -> dict[str, list[str]]:
     return caught.value.errors
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", ARTIFACT_KINDS)
 def test_every_required_field_is_named_when_missing(kind):
     assert validate(COMPLETE[kind], kind)["kind"] == kind
     required = [name for name, spec in FIELDS.items() if kind in spec.required]

@@ -12,7 +12,7 @@ from django.core.management import call_command
 
 from hub.registry import services
 from hub.registry.models import Artifact
-from hub.search import memory
+from hub.search import index_copy
 from hub.search.index import INDEX_FORMAT, reindex
 from hub.search.models import SearchEntry, SearchState
 from hub.search.services import parse_tsquery
@@ -48,7 +48,7 @@ def test_tsquery_reader():
 
 def test_changes_after_the_index_was_built_are_seen(corpus, api, anon, tmp_path):
     assert names(anon.get("/api/v1/artifacts/", {"q": "protein"})) == ["protein-mlp"]  # builds the base
-    base_generation = memory.current().base_generation
+    base_generation = index_copy.current().base_generation
     api.patch("/api/v1/artifacts/alice/protein-mlp/", {"title": "Folding maps"}, format="json")
     artifact = services.get_artifact(None, "alice", "protein-mlp")
     services.create_version(artifact, artifact.owner, files=[staged(tmp_path, "w.bin", b"folding")], metadata={
@@ -59,17 +59,17 @@ def test_changes_after_the_index_was_built_are_seen(corpus, api, anon, tmp_path)
     assert names(response) == ["protein-mlp"]
     # Both live versions count: the new one's keyword, and the first one's (the base had only that).
     assert {f["value"]: f["count"] for f in response.json()["facets"]["keyword"]} == {"structure": 1, "biology": 1}
-    assert memory.current().base_generation == base_generation  # served from base + delta, not rebuilt
-    assert memory.current().parts[1][0].size == 1
+    assert index_copy.current().base_generation == base_generation  # served from base + delta, not rebuilt
+    assert index_copy.current().parts[1][0].size == 1
 
 
 def test_a_delta_past_its_limit_rebuilds_the_base(corpus, api, anon, monkeypatch):
     anon.get("/api/v1/artifacts/")
-    monkeypatch.setattr(memory, "DELTA_LIMIT", 1)
+    monkeypatch.setattr(index_copy, "DELTA_LIMIT", 1)
     api.delete("/api/v1/artifacts/alice/storm-rnn/")
     api.patch("/api/v1/artifacts/alice/cloud-cnn/", {"visibility": "private"}, format="json")
     assert set(names(anon.get("/api/v1/artifacts/"))) == {"protein-mlp", "cloud-images"}
-    view = memory.current()  # rebuilt here: a test runs inside a transaction
+    view = index_copy.current()  # rebuilt here: a test runs inside a transaction
     assert len(view.parts) == 1 and view.base_generation == SearchState.objects.get().generation
     assert SearchEntry.objects.get(artifact__name="storm-rnn").pk not in view.parts[0][0].ids  # live ones only
     assert set(names(api.get("/api/v1/artifacts/"))) == {"protein-mlp", "cloud-images", "cloud-cnn", "secret-cloud"}
@@ -80,7 +80,7 @@ def test_a_generation_that_goes_back_rebuilds(corpus, anon):
     SearchState.objects.update(generation=0)  # as after restoring an older database
     SearchEntry.objects.filter(artifact__name="cloud-cnn").update(title="Zebras, renamed behind the index")
     assert names(anon.get("/api/v1/artifacts/", {"sort": "name"}))[-1] == "cloud-cnn"  # "Zebras" sorts last
-    assert memory.current().base_generation == 0
+    assert index_copy.current().base_generation == 0
 
 
 def test_deleted_artifacts_stay_retired(corpus, api, anon):
@@ -139,27 +139,27 @@ def test_background_rebuild_serves_the_old_view_until_the_new_base_is_ready(owne
         artifact = services.create_artifact(owner, kind="model", name=f"m{i}")
         services.create_version(artifact, owner, files=[staged(tmp_path, "w.bin", f"{i}".encode())],
                                 metadata={**valid_metadata("model"), "title": f"Model number {i}"})
-    first = memory.current()
-    monkeypatch.setattr(memory, "DELTA_LIMIT", 1)
+    first = index_copy.current()
+    monkeypatch.setattr(index_copy, "DELTA_LIMIT", 1)
     for i in range(3):
         services.update_artifact(services.get_artifact(owner, "alice", f"m{i}"), {"title": f"Renamed {i}"}, None)
-    view = memory.current()  # delta of 3 > 1: answers at once, rebuild started
+    view = index_copy.current()  # delta of 3 > 1: answers at once, rebuild started
     assert view.base_generation == first.base_generation and len(view.parts) == 2
     deadline = time.monotonic() + 30
-    while memory._rebuilding.is_set() and time.monotonic() < deadline:
+    while index_copy._rebuilding.is_set() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [t for t in threading.enumerate() if t.name == "search-index-rebuild"]
-    rebuilt = memory.current()
+    rebuilt = index_copy.current()
     assert rebuilt.base_generation > first.base_generation and len(rebuilt.parts) <= 2
     assert sorted(rebuilt.parts[0][0].titles) == [f"Model number {i}" for i in range(3)]  # titles come from versions
 
 
 def test_a_delta_read_in_chunks_counts_each_value_once(corpus, anon, monkeypatch):
     before = anon.get("/api/v1/artifacts/").json()["facets"]
-    monkeypatch.setattr(memory, "IN_CHUNK", 1)  # every entry's facet values come in a query of their own
+    monkeypatch.setattr(index_copy, "IN_CHUNK", 1)  # every entry's facet values come in a query of their own
     for artifact in Artifact.objects.all():
         reindex(artifact)  # the same content, now all of it in the delta
     after = anon.get("/api/v1/artifacts/").json()["facets"]
-    assert memory.current().parts[1][0].size == 5
+    assert index_copy.current().parts[1][0].size == 5
     assert after == before and {f["value"]: f["count"] for f in after["keyword"]} == {
         "climate": 3, "satellite": 2, "biology": 1}

@@ -33,8 +33,8 @@ def export_response(record, name: str, artifact: Artifact, request: HttpRequest 
     ``?style=`` or the ``Accept`` header's ``style`` parameter."""
     if name not in exports.FORMATS:
         raise HubError("unsupported_format", f"No export {name!r}; choose one of {', '.join(exports.FORMATS)}.")
-    if artifact.kind not in exports.KINDS.get(name, {artifact.kind}):
-        kinds = " and ".join(f"{kind}s" for kind in sorted(exports.KINDS[name]))
+    if artifact.kind not in exports.FORMAT_KINDS.get(name, {artifact.kind}):
+        kinds = " and ".join(f"{kind}s" for kind in sorted(exports.FORMAT_KINDS[name]))
         raise HubError("unsupported_format", f"{name} describes {kinds}; {artifact} is a {artifact.kind}.")
     media_type, asked = accepted(request, name) if request is not None else (exports.FORMATS[name][0], None)
     style = request.GET.get("style") if request is not None else None

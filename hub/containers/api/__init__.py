@@ -1,0 +1,1 @@
+"""The containers API (views.py)."""

@@ -1,0 +1,1 @@
+"""The conversions API (views.py)."""

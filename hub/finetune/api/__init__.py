@@ -1,0 +1,1 @@
+"""The finetune API (views.py)."""

@@ -1,0 +1,1 @@
+"""The metadata API (views.py)."""
