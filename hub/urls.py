@@ -17,7 +17,7 @@ from hub.metadata.api import views as metadata
 from hub.registry import resolver
 from hub.registry.api import transfers
 from hub.registry.api import views as registry
-from hub.web import login, sparql_page
+from hub.web import landing, login, sparql_page
 
 OWNER_NAME = "artifacts/<str:owner>/<str:name>/"
 VERSION = OWNER_NAME + "versions/<str:version>/"
@@ -62,7 +62,7 @@ urlpatterns = [
          name="api-docs"),
     re_path(r"^ark:/?(?P<naan>[0-9a-z]+)/(?P<name>[^?#]+)$", resolver.resolve_ark, name="ark"),
     path("pid/<path:pid>", resolver.resolve, name="pid"),
-    path("landing/<path:pid>", resolver.landing, name="landing"),
+    path("landing/<path:pid>", landing.view, name="landing"),
     path("linkset/<path:pid>", metadata.linkset, name="linkset"),
     path("oai", oai.endpoint, name="oai"),
     path("sparql", sparql_page.dispatch, name="sparql"),

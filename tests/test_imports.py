@@ -214,3 +214,9 @@ def test_services_do_not_import_the_api_layer():
     wrong = {name: sorted(t for t in targets if "api" in t.split("."))
              for name, targets in graph().items() if name.split(".")[-1] == "services"}
     assert not {name: targets for name, targets in wrong.items() if targets}
+
+
+def test_the_registry_does_not_import_the_pages():
+    wrong = {name: sorted(t for t in targets if t.startswith("hub.web"))
+             for name, targets in graph().items() if name.startswith("hub.registry")}
+    assert not {name: targets for name, targets in wrong.items() if targets}

@@ -14,26 +14,21 @@ unknown PIDs do; every representation names sources and derivatives as the reade
 
 from __future__ import annotations
 
-import json
-
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseRedirectBase
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
-from django.utils.safestring import mark_safe
 
 from hub.accounts.auth import request_user
 from hub.errors import data_not_found, json_error
 from hub.metadata import signposting
-from hub.metadata.negotiation import Offer, choose, choose_offer
-from hub.metadata.services import export_names, landing_url, pid_export_url, record_for
+from hub.metadata.negotiation import Offer, choose_offer
+from hub.metadata.services import export_names, landing_url, pid_export_url
 from hub.registry.access import Viewer
 from hub.registry.api.serializers import ArtifactSerializer, VersionSerializer, absolute, pid_url
 from hub.registry.models import Artifact, Version
 from hub.registry.services import readable_pid
-from hub.web import landing as landing_page
-from hub.web import xhtml
 from ontology.citations import UnknownStyle, style_name
 from ontology.exports import FORMATS, PROFILES
 
@@ -44,7 +39,7 @@ class SeeOther(HttpResponseRedirectBase):
     status_code = 303
 
 
-def _not_found(request: HttpRequest, pid: str) -> HttpResponse:
+def not_found(request: HttpRequest, pid: str) -> HttpResponse:
     if (answer := data_not_found(request, f"no artifact or version has the identifier {pid}.")) is not None:
         return answer
     response = render(request, "registry/pid_not_found.html", {"pid": pid}, status=404)
@@ -75,14 +70,6 @@ def _described(offered: list[tuple[Offer, str | None]]) -> str:
     return ", ".join(offer.media + (f' (profile "{offer.profile}")' if offer.profile else "") for offer, _ in offered)
 
 
-def _embedded_jsonld(record) -> str:
-    """The schema.org record for a ``<script type="application/ld+json">``, safe inside HTML."""
-    from ontology.exports import schema_org
-
-    text = json.dumps(schema_org(record), indent=2)  # its context is self-contained: it parses offline
-    return mark_safe(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))  # noqa: S308
-
-
 def _erc(artifact: Artifact, version: Version | None, pid: str) -> str:
     """An ARK ``?info`` record in ERC (Electronic Resource Citation) form."""
     subject = version or artifact.latest_version()
@@ -111,7 +98,7 @@ def resolve(request: HttpRequest, pid: str) -> HttpResponse:
     user = request_user(request)
     readable = readable_pid(user, pid)
     if readable is None:
-        return _not_found(request, pid)
+        return not_found(request, pid)
     canonical, artifact, version = readable
     if "info" in request.GET:
         return HttpResponse(_erc(artifact, version, canonical), content_type="text/plain; charset=utf-8")
@@ -119,7 +106,7 @@ def resolve(request: HttpRequest, pid: str) -> HttpResponse:
     found = choose_offer(request.headers.get("Accept", ""), [offer for offer, _ in offered])
     if found is None:
         response = json_error(request, "not_acceptable", f"{canonical} is available as: {_described(offered)}.")
-        return _vary(response)
+        return vary(response)
     offer, asked = found
     wanted = next(name for o, name in offered if o == offer)
     gone = artifact.deleted_at is not None or (version is not None and version.is_deleted)
@@ -131,56 +118,24 @@ def resolve(request: HttpRequest, pid: str) -> HttpResponse:
         try:
             style = style_name(asked.params["style"]) if asked.params.get("style") else ""
         except UnknownStyle as exc:
-            return _vary(json_error(request, "not_acceptable", str(exc)))
+            return vary(json_error(request, "not_acceptable", str(exc)))
         target = pid_export_url(canonical, wanted) + (f"?style={style}" if style else "")
     elif wanted is not None:
         target = pid_export_url(canonical, wanted)
     elif gone:  # the API has no URL for a deleted one: its last JSON record answers here
         data = VersionSerializer(version, context={"viewer": Viewer(user)}).data if version else \
             ArtifactSerializer(artifact).data
-        return _vary(JsonResponse(data, status=410))
+        return vary(JsonResponse(data, status=410))
     else:
         owner = artifact.owner.username
         target = absolute(reverse("api:version-detail", args=[owner, artifact.name, version.label]) if version
                           else reverse("api:artifact-detail", args=[owner, artifact.name]))
     response = SeeOther(target)
     response["Link"] = f'<{pid_url(canonical)}> ; rel="cite-as"'
-    return _vary(response)
+    return vary(response)
 
 
-def landing(request: HttpRequest, pid: str) -> HttpResponse:
-    """The landing page of a PID (where the resolver sends browsers): the page with its signposts, or the
-    tombstone (410) of a deleted one, which keeps its signposts to the withdrawn record."""
-    user = request_user(request)
-    readable = readable_pid(user, pid)
-    if readable is None:
-        return _not_found(request, pid)
-    canonical, artifact, version = readable
-    viewer = Viewer(user)
-    gone = artifact.deleted_at is not None or (version is not None and version.is_deleted)
-    record = record_for(version or artifact, viewer)
-    context = {
-        "artifact": artifact,
-        "version": version or artifact.latest_version(),
-        "is_concept": version is None,
-        "pid": canonical,
-        "versions": artifact.versions.all(),
-        "jsonld": _embedded_jsonld(record),
-        "record": record,
-        "signposts": signposting.links(record),
-    }
-    if gone:
-        response = render(request, "registry/tombstone.html", context, status=410)
-    else:
-        response = landing_page.page(request, viewer, context)
-    if choose(request.headers.get("Accept", ""), ["text/html", xhtml.MEDIA_TYPE]) == xhtml.MEDIA_TYPE:
-        response.content = xhtml.to_xhtml(response.content.decode())
-        response["Content-Type"] = f"{xhtml.MEDIA_TYPE}; charset=utf-8"
-    response["Link"] = signposting.link_header(record)
-    return _vary(response)
-
-
-def _vary(response: HttpResponse) -> HttpResponse:
+def vary(response: HttpResponse) -> HttpResponse:
     """Every representation depends on the media type and on who asks (what they may see)."""
     patch_vary_headers(response, ["Accept", "Authorization", "Cookie"])
     return response

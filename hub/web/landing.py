@@ -14,14 +14,20 @@ from typing import Any
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.safestring import mark_safe
 
+from hub.accounts.auth import request_user
 from hub.conversions.services import conversions_of
 from hub.gateway.tensors import shape_text
 from hub.jobs.models import Job
-from hub.registry import access
+from hub.metadata import signposting
+from hub.metadata.negotiation import choose
+from hub.metadata.services import record_for
+from hub.registry import access, resolver
 from hub.registry.access import Viewer
 from hub.registry.models import Artifact, Version
-from hub.web import markdown, preview, snippets
+from hub.registry.services import readable_pid
+from hub.web import markdown, preview, snippets, xhtml
 from ontology import exports
 from ontology.graph import LITERALS
 from ontology.record import RELATION_WORDS, Record, affiliations
@@ -289,3 +295,43 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
             "infer_url": f"/api/v1/artifacts/{artifact.owner.username}/{artifact.name}/versions/{version.label}/infer",
         })
     return render(request, "web/landing.html", context)
+
+
+def embedded_jsonld(record) -> str:
+    """The schema.org record for a ``<script type="application/ld+json">``, safe inside HTML."""
+    from ontology.exports import schema_org
+
+    text = json.dumps(schema_org(record), indent=2)  # its context is self-contained: it parses offline
+    return mark_safe(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))  # noqa: S308
+
+
+def view(request: HttpRequest, pid: str) -> HttpResponse:
+    """The landing page of a PID (where the resolver sends browsers): the page with its signposts, or the
+    tombstone (410) of a deleted one, which keeps its signposts to the withdrawn record."""
+    user = request_user(request)
+    readable = readable_pid(user, pid)
+    if readable is None:
+        return resolver.not_found(request, pid)
+    canonical, artifact, version = readable
+    viewer = Viewer(user)
+    gone = artifact.deleted_at is not None or (version is not None and version.is_deleted)
+    record = record_for(version or artifact, viewer)
+    context = {
+        "artifact": artifact,
+        "version": version or artifact.latest_version(),
+        "is_concept": version is None,
+        "pid": canonical,
+        "versions": artifact.versions.all(),
+        "jsonld": embedded_jsonld(record),
+        "record": record,
+        "signposts": signposting.links(record),
+    }
+    if gone:
+        response = render(request, "registry/tombstone.html", context, status=410)
+    else:
+        response = page(request, viewer, context)
+    if choose(request.headers.get("Accept", ""), ["text/html", xhtml.MEDIA_TYPE]) == xhtml.MEDIA_TYPE:
+        response.content = xhtml.to_xhtml(response.content.decode())
+        response["Content-Type"] = f"{xhtml.MEDIA_TYPE}; charset=utf-8"
+    response["Link"] = signposting.link_header(record)
+    return resolver.vary(response)
