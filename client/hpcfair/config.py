@@ -30,7 +30,8 @@ from hpcfair.errors import ConfigError
 
 TASKS = ("conversion", "inference", "collaboration", "container", "optimize", "search", "upload", "download",
          "finetune")
-BACKENDS = ("pt", "pytorch", "torch", "tf", "tensorflow", "keras", "sklearn", "onnx", "mlcube")
+BACKENDS = ("pt", "pytorch", "torch", "tf", "tensorflow", "keras", "sklearn", "scikit-learn", "xgboost", "lightgbm",
+            "huggingface", "transformers", "onnx", "mlcube")
 Names = str | list[str]
 # Whitespace at either end of a file name or beside a dot or slash: a wrapped line ("decoder.\n onnx" in a
 # folded YAML scalar reads "decoder. onnx"), never a name anybody meant.
@@ -58,8 +59,8 @@ class GeneralArgs(_Group):
 
     task: Literal[TASKS] = Field(description="The task: " + ", ".join(TASKS) + ".")
     backend: Literal[BACKENDS] | list[Literal[BACKENDS]] | None = Field(
-        None, description="Framework of each model file (pt, tf, keras, sklearn, onnx), or mlcube for containers; "
-                          "checked against the files.")
+        None, description="Framework of each model file (pt, tf, keras, sklearn, xgboost, lightgbm, huggingface, "
+                          "onnx), or mlcube for containers; checked against the files.")
     tag: str | None = Field(None, description="A label for the run; 'collaboration' with inference runs a chain.")
     upload: bool = Field(False, description="conversion: convert on the hub (the files are published first).")
 

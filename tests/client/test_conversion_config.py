@@ -52,3 +52,25 @@ def test_a_hugging_face_archive_converts_locally_with_the_task_its_config_names(
     assert report["format"] == "huggingface" and report["verified"] is True
     assert [o["name"] for o in report["verification"]["runs"][0]["outputs"]] == ["last_hidden_state"]
     assert (tmp_path / "out" / "tokenizer.json").is_file()  # the tokenizer beside the ONNX file
+
+
+@pytest.mark.parametrize(("backend", "fmt"), [("xgboost", "xgboost"), ("lightgbm", "lightgbm"),
+                                              ("huggingface", "huggingface"), ("transformers", "huggingface"),
+                                              ("scikit-learn", "sklearn"), ("onnx", "onnx")])
+def test_every_family_the_converter_takes_has_a_backend_name(backend, fmt):
+    from hpcfair import config
+    from hpcfair.convert.formats import check_backend
+
+    loaded = config.load({"general_args": {"task": "conversion", "backend": backend},
+                          "model_args": {"model_file": "m.bin"}})
+    assert loaded.args.general_args.backend == backend
+    check_backend(fmt, backend, "m")  # the file's family matches: nothing to say
+
+
+def test_a_huggingface_backend_wants_a_folder_not_any_pytorch_file():
+    from hpcfair.convert import ConversionError
+    from hpcfair.convert.formats import check_backend
+
+    with pytest.raises(ConversionError) as caught:
+        check_backend("torchscript", "huggingface", "model.pt")
+    assert caught.value.code == "backend_mismatch"

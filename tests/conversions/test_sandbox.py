@@ -187,3 +187,25 @@ def test_what_the_child_wrote_is_read_only_when_it_is_a_plain_file_inside_its_fo
         with pytest.raises(ConversionError) as caught:
             sandbox.output_file(work, relative)
         assert caught.value.code == "conversion_crashed" and "SECRET" not in caught.value.detail, relative
+
+
+@pytest.mark.slow
+def test_python_started_by_a_path_with_dots_still_runs_the_sandbox(tmp_path, monkeypatch):
+    """``cd papers && ../.venv/bin/python listing3.py``: sys.executable holds ``..``, which the sandbox's view
+    cannot follow; the child is started by the normalised path (the venv's link kept)."""
+    papers = tmp_path / "papers"  # a folder of the user's that the sandbox does not show
+    papers.mkdir()
+    monkeypatch.setattr(sys, "executable", str(papers / os.path.relpath(sys.executable, papers)))
+    assert ".." in sys.executable and ".." not in sandbox.interpreter()
+    name, _ = models.random_forest(tmp_path)
+    report = convert_file(tmp_path / name, tmp_path / "forest.onnx")
+    assert report["verification"]["passed"] is True
+
+
+def test_a_sandbox_that_cannot_start_python_is_not_blamed_on_the_model(tmp_path, monkeypatch):
+    monkeypatch.setattr(sandbox, "interpreter", lambda: str(tmp_path / "no-such-python"))
+    (tmp_path / "model.pkl").write_bytes(b"whatever")
+    with pytest.raises(ConversionError) as caught:
+        sandbox.run({"task": "convert", "source": "model.pkl"}, tmp_path, hide=[])
+    assert caught.value.code == "sandbox_failed"
+    assert "not of the model" in caught.value.detail and "damaged" not in caught.value.detail

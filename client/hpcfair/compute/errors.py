@@ -60,6 +60,7 @@ JOB_CODES: dict[str, str] = {
     "invalid_sample_inputs": "sample inputs that cannot be read or used",
     "invalid_signature": "a declared input signature that cannot be used",
     "opset_unsupported": "the ONNX opset asked for is not supported",
+    "sandbox_failed": "the conversion's sandbox could not start Python (the installation, not the model)",
     "runtime_failed": "the converted model fails in ONNX Runtime on the sample inputs",
     "runtime_load_failed": "the converted model does not load in ONNX Runtime",
     "save_failed": "the converted model could not be written",

@@ -8,6 +8,7 @@ tracebacks go to stderr (``child.log``), never into the job's messages.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import traceback
@@ -66,6 +67,7 @@ def work(request: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> int:
     """Run the request; a failure becomes a code and a fixed message, its text goes to stderr only."""
+    Path("started").write_text(str(os.getpid()))  # Python runs here: a crash from now on is the work's
     request = json.loads(Path(sys.argv[1]).read_text())
     try:
         result = {"ok": True, **work(request)}

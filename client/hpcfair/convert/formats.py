@@ -40,9 +40,12 @@ SUFFIX = {"onnx": ".onnx", "torchscript": ".pt", "torch_export": ".pt2", "keras"
 HF_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
               "pytorch_model.bin.index.json")
 SNIFFED_SUFFIXES = {".ckpt", ".bin", ".model", ""}  # names that say nothing of the framework
+# A config's backend -> the frameworks (FRAMEWORK) its files may be; every family the converter takes has a name.
 BACKENDS = {"pt": "pytorch", "pytorch": "pytorch", "torch": "pytorch", "tf": ("tensorflow", "keras"),
             "tensorflow": ("tensorflow", "keras"), "keras": ("keras", "tensorflow"), "sklearn": "scikit-learn",
-            "onnx": "onnx"}
+            "scikit-learn": "scikit-learn", "xgboost": "xgboost", "lightgbm": "lightgbm", "huggingface": "pytorch",
+            "transformers": "pytorch", "onnx": "onnx"}
+BACKEND_FORMATS = {"huggingface": {"huggingface"}, "transformers": {"huggingface"}}  # a folder, not any .pt
 
 
 def sniff(path: Path) -> str | None:
@@ -100,11 +103,13 @@ def booster_of(head: bytes) -> str | None:
 
 
 def check_backend(fmt: str, backend: str | None, name: str) -> None:
-    """A config's ``backend`` (pt, tf, keras, sklearn, onnx) must match what the file is."""
+    """A config's ``backend`` (``BACKENDS``: pt, tf, keras, sklearn, xgboost, lightgbm, huggingface, onnx…) must
+    match what the file is."""
     if not backend or backend not in BACKENDS:
         return
     wanted = BACKENDS[backend]
-    if FRAMEWORK[fmt] not in (wanted if isinstance(wanted, tuple) else (wanted,)):
+    if FRAMEWORK[fmt] not in (wanted if isinstance(wanted, tuple) else (wanted,)) or (
+            backend in BACKEND_FORMATS and fmt not in BACKEND_FORMATS[backend]):
         raise ConversionError("backend_mismatch", f"{name} is {FORMATS[fmt]}, not a {backend} model as backend says.")
 
 

@@ -293,6 +293,16 @@ def execute(argv: list[str], workdir: Path, limits: Limits | None = None, *, hid
     return subprocess.CompletedProcess(argv, process.returncode, out, err)
 
 
+STARTED = "started"  # the child writes it before it reads anything of the request's files
+
+
+def interpreter() -> str:
+    """This Python, as an absolute path without ``..`` (``../.venv/bin/python`` started in another folder gives
+    ``/work/papers/../.venv/bin/python``, which the sandbox, whose view has no ``papers``, cannot follow). The
+    virtual environment's link is kept, not resolved: its site-packages come with it."""
+    return os.path.normpath(os.path.abspath(sys.executable))
+
+
 def run(request: dict[str, Any], workdir: Path, limits: Limits | None = None, *, hide: Sequence[Path] = (),
         on_line: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run ``python -m hpcfair.convert.child`` on ``request`` in ``workdir``; returns the child's result.
@@ -307,7 +317,8 @@ def run(request: dict[str, Any], workdir: Path, limits: Limits | None = None, *,
     workdir = Path(workdir)
     (workdir / "request.json").write_text(json.dumps(request))
     (workdir / "result.json").unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "hpcfair.convert.child", "request.json"]
+    (workdir / STARTED).unlink(missing_ok=True)
+    argv = [interpreter(), "-m", "hpcfair.convert.child", "request.json"]
     started = time.monotonic()
     with tempfile.TemporaryFile("w+", errors="replace") as stderr:  # outside the child's reach
         process, confined = _popen(argv, workdir, limits, hide, stdout=subprocess.PIPE, stderr=stderr, text=True,
@@ -360,6 +371,11 @@ def _result(workdir: Path, returncode: int, child_log: str, limits: Limits, elap
             code = code if re.fullmatch(r"[a-z_]{1,40}", code) else "conversion_failed"
             raise ConversionError(code, str(result.get("detail", "The conversion failed."))[:2000])
         return result
+    if not os.path.lexists(workdir / STARTED):
+        raise ConversionError("sandbox_failed", f"The conversion's sandbox could not start Python "
+                                                f"({interpreter()}; status {returncode}). The model file was not "
+                                                "read: this is a problem of this installation (the interpreter, "
+                                                "bubblewrap or the limits), not of the model.")
     text = "\n".join(child_log.splitlines()[-20:]).lower()
     if returncode in (-signal.SIGXCPU, -signal.SIGKILL) and "memory" not in text:
         raise ConversionError("time_limit", f"The conversion used more than {limits.cpu_seconds} s of CPU time "
