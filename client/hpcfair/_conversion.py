@@ -21,22 +21,24 @@ def convert(client: HubClient, config: Config) -> list[dict[str, Any]]:
     sources = _sources.sources(config)
     exports = _sources.exports(config, sources, ".onnx")
     backends = _sources.backends(config, sources)
+    config.check_models_named([source.name for source in sources])
+    options = [config.conversion_options(index, source.name) for index, source in enumerate(sources)]  # all checked
     reports = []
     for index, (source, export, backend) in enumerate(zip(sources, exports, backends, strict=True)):
         if source.local and not config.args.general_args.upload:
-            reports.append(convert_here(config, source, export, backend, index))
+            reports.append(convert_here(config, source, export, backend, index, options[index]))
         else:
             reports.append(convert_on_hub(client, config, source, export))
     return reports
 
 
 def convert_here(config: Config, source: ModelSource, export: Path, backend: str | None,
-                 index: int = 0) -> dict[str, Any]:
+                 index: int = 0, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """A local file converted in the sandbox on this machine (the ``index``-th model of the config)."""
     from hpcfair.convert import ConversionError, convert_file, detect, report_notes
     from hpcfair.convert.formats import check_backend
 
-    options = config.conversion_options(index, source.name)
+    options = options if options is not None else config.conversion_options(index, source.name)
     try:
         fmt = detect(source.local)
         check_backend(fmt, backend, source.local.name)

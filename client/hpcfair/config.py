@@ -226,9 +226,7 @@ class Config:
         its test data (``sample_inputs``, or the task's ``input`` for the first model, the papers' Listing 1),
         opset, tolerances, memory limit and ``metadata.task`` (which head a Hugging Face folder gets)."""
         task = self.task
-        inputs = task.inputs.get(name) if isinstance(task.inputs, dict) else task.inputs
-        if isinstance(task.inputs, dict) and inputs is None:
-            raise self.error(self.where("inputs"), f"names no model {name!r}; the models are named by model_name")
+        inputs = task.inputs.get(name) if isinstance(task.inputs, dict) else task.inputs  # a model not named: none
         key = "sample_inputs" if task.sample_inputs else "input"
         sample = task.sample_inputs or (task.input if index == 0 and task.input
                                         and not task.input.startswith("dataset:") else None)
@@ -243,6 +241,15 @@ class Config:
         if isinstance(task.metadata, dict) and isinstance(task.metadata.get("task"), str):
             options["task"] = task.metadata["task"]  # a Hugging Face folder's head, as on the hub
         return options
+
+    def check_models_named(self, names: list[str]) -> None:
+        """Keys of a per-model ``inputs`` mapping must each name a model (``model_name``); checked before any
+        work, so that a typo does not surface after the first model has converted."""
+        inputs = self.task.inputs
+        unknown = [key for key in inputs if key not in names] if isinstance(inputs, dict) else []
+        if unknown:
+            raise self.error(self.where("inputs"), f"{unknown[0]!r} is not one of the models ({', '.join(names)}, "
+                                                   "from model_name); name the models there as in model_name")
 
     def path(self, value: str) -> Path:
         path = Path(value).expanduser()

@@ -74,3 +74,30 @@ def test_a_huggingface_backend_wants_a_folder_not_any_pytorch_file():
     with pytest.raises(ConversionError) as caught:
         check_backend("torchscript", "huggingface", "model.pt")
     assert caught.value.code == "backend_mismatch"
+
+
+def test_a_typo_in_per_model_inputs_is_refused_before_any_model_converts(tmp_path, monkeypatch):
+    from hpcfair import _conversion, config
+
+    for name in ("a.pt", "b.pt"):
+        (tmp_path / name).write_bytes(b"not converted: the config is refused first")
+    ran = []
+    monkeypatch.setattr(_conversion, "convert_here", lambda *args, **kwargs: ran.append(args))
+    loaded = config.load({"general_args": {"task": "conversion"},
+                          "model_args": {"model_name": ["encoder", "decoder"],
+                                         "model_file": [str(tmp_path / "a.pt"), str(tmp_path / "b.pt")]},
+                          "task_args": {"inputs": {"encoder": [{"name": "x", "shape": [1, 4]}],
+                                                   "decodr": [{"name": "h", "shape": [1, 8]}]}}})
+    with pytest.raises(HubError, match="'decodr' is not one of the models \\(encoder, decoder"):
+        _conversion.convert(None, loaded)
+    assert ran == []
+
+
+def test_a_model_left_out_of_per_model_inputs_simply_has_none(tmp_path):
+    from hpcfair import config
+
+    loaded = config.load({"general_args": {"task": "conversion"},
+                          "model_args": {"model_name": ["encoder", "decoder"], "model_file": ["a.pt", "b.pt"]},
+                          "task_args": {"inputs": {"encoder": [{"name": "x", "shape": [1, 4]}]}}})
+    assert loaded.conversion_options(1, "decoder")["inputs"] is None
+    assert loaded.conversion_options(0, "encoder")["inputs"] == [{"name": "x", "shape": [1, 4]}]
