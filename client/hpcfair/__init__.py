@@ -4,6 +4,7 @@
 """
 
 import importlib
+import logging
 import warnings
 from typing import Any
 
@@ -39,6 +40,11 @@ __all__ = [
     "NoWorkerError", "NotAuthenticatedError", "NotFoundError", "NotReadyError", "OfflineError", "RateLimitedError",
     "RunError", "ServerError", "TransferError", "UploadError", "ValidationError", "modelAPI",
 ]
+
+# A library's logs are its user's to show: nothing prints them unless logging is configured (the hub's workers
+# do; the CLI does with HPCFAIR_DEBUG=1). The sandbox's child's stderr is logged, so a local conversion that
+# fails prints its one-line error only, not the child's tracebacks.
+logging.getLogger("hpcfair").addHandler(logging.NullHandler())
 
 # Imported when first used: a program of the package that needs neither (``python -m hpcfair.slurm_runner`` on
 # a compute node, ``hpcfair.convert`` in the hub's workers) does not pay for pydantic and requests (~1.3 s).

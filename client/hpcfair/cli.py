@@ -328,7 +328,12 @@ def _summary(result: Any) -> str:
 
 
 def entry() -> None:
-    """The console script: one-line errors unless HPCFAIR_DEBUG is set."""
+    """The console script: one-line errors unless HPCFAIR_DEBUG is set (then also the library's logs: the
+    sandbox's child's tracebacks)."""
+    if settings.debug():
+        import logging
+
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         app(standalone_mode=False)
     except HubError as exc:

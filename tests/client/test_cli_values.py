@@ -4,6 +4,7 @@ whole, large ones shortened as numpy does."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hpcfair.cli import _summary
 
 
@@ -16,3 +17,27 @@ def test_small_outputs_show_their_values_and_large_ones_are_shortened():
     assert lines[1].startswith("probabilities [2, 3] float32: [[0.9  0.05 0.05]")
     assert "[0.1  0.2  0.7 ]]" in text
     assert "embedding [1000] float32: [  0.   1.   2. ... 997. 998. 999.]" in text
+
+
+@pytest.mark.slow
+def test_a_failed_local_conversion_prints_one_line_not_the_sandbox_s_tracebacks(tmp_path):
+    """The README promises one line (tracebacks with HPCFAIR_DEBUG=1); the sandbox's child's stderr, logged by
+    the library, is not printed unless logging is configured."""
+    import os
+    import subprocess
+    import sys
+    import zipfile
+
+    broken = tmp_path / "broken.pt"  # a TorchScript archive by its members: the sandbox's child fails loading it
+    with zipfile.ZipFile(broken, "w") as archive:
+        archive.writestr("m/data.pkl", b"\x80\x02}q\x00.")
+        archive.writestr("m/version", "3\n")
+        archive.writestr("m/code/__torch__.py", "garbage(")
+        archive.writestr("m/constants.pkl", b"\x80\x02)q\x00.")
+    env = {k: v for k, v in os.environ.items() if k != "HPCFAIR_DEBUG"}
+    done = subprocess.run([sys.executable, "-m", "hpcfair.cli", "convert", str(broken), "--output",
+                           str(tmp_path / "out.onnx")], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error ["), done.stderr
+    assert "Traceback" not in done.stderr and lines[0].startswith("error [corrupt_file]")
