@@ -7,7 +7,17 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import QuerySet
-from hpcfair.convert.formats import BOOSTER_HEAD, booster_of, hf_folders, in_folder, looks_like_model, maybe_booster
+from hpcfair.convert.formats import (
+    ARCHIVE_SUFFIXES,
+    BOOSTER_HEAD,
+    archive_format,
+    booster_of,
+    hf_folders,
+    in_folder,
+    looks_like_model,
+    maybe_booster,
+    zip_names_from_tail,
+)
 
 from hub.errors import HubError
 from hub.jobs.models import Job
@@ -26,7 +36,8 @@ def model_files(version: Version) -> list[File]:
     folders = hf_folders([file.path for file in files])
     configs = {f"{folder}/config.json".lstrip("/") for folder in folders}
     return [file for file in files if file.path in configs
-            or ((looks_like_model(file.path) or _booster_inside(file)) and not in_folder(file.path, folders))]
+            or ((looks_like_model(file.path) or _booster_inside(file) or _model_archive(file))
+                and not in_folder(file.path, folders))]
 
 
 def _booster_inside(file: File) -> bool:
@@ -39,6 +50,37 @@ def _booster_inside(file: File) -> bool:
             return booster_of(head.read()) is not None
     except (FileNotFoundError, StorageUnavailable):
         return False
+
+
+ARCHIVE_TAIL = 1024 * 1024  # a zip's central directory is read from this many last bytes
+TAR_HEAD = 16 * 1024 * 1024  # a tar's first members are listed from this many bytes (decompressed)
+
+
+def _model_archive(file: File) -> bool:
+    """An archive (.zip, .tar, .tar.gz) whose member names are a SavedModel's or a Hugging Face folder's,
+    whatever it is called: a zip's names from its central directory (its last bytes), a tar's from the headers
+    in its first ``TAR_HEAD`` bytes. Names only; nothing is extracted (the worker's ``detect`` reads it whole)."""
+    import tarfile
+
+    if not file.path.lower().endswith(ARCHIVE_SUFFIXES) or looks_like_model(file.path):
+        return False
+    store = get_blob_store()
+    try:
+        if file.path.lower().endswith(".zip"):
+            start = max(0, file.size - ARCHIVE_TAIL)
+            with store.open(file.blob_id, start, file.size - start) as tail:
+                names = zip_names_from_tail(tail.read())
+            return names is not None and archive_format(names) is not None
+        names = []
+        with store.open(file.blob_id, 0, min(file.size, TAR_HEAD)) as head, \
+                tarfile.open(fileobj=head, mode="r|*") as archive:
+            for member in archive:
+                names.append(member.name)
+                if archive_format(names):
+                    return True
+    except (FileNotFoundError, StorageUnavailable, tarfile.TarError, EOFError, OSError):
+        return False
+    return False
 
 
 def onnx_files(version: Version) -> list[str]:

@@ -94,3 +94,13 @@ def test_hugging_face_folder_keeps_its_tokenizer_and_embeds_as_sentence_transfor
     np.testing.assert_allclose(hub, reference, atol=1e-4)
     similarity = hub @ hub.T
     assert similarity[0, 2] > similarity[0, 1]  # two sentences about clusters are closer than one about a cat
+
+
+def test_a_hugging_face_folder_zipped_under_any_name_converts_on_the_hub(tmp_path, shared_storage, api):
+    """Archives are told by their members (a config.json beside the weights), not by a name with
+    "savedmodel" in it: before, this zip was published as a plain file with no conversion."""
+    name, metadata = models.hf_classifier_zip(tmp_path)
+    publish_model(api, "zipped-bert", {"my-classifier-v3.zip": (tmp_path / name).read_bytes()}, metadata)
+    job = wait_for_job(conversion_job("1", "zipped-bert").pk, timeout=300)
+    assert job.state == "succeeded", (job.error_code, job.error_detail, job.log[-5:])
+    assert Version.objects.get(artifact__name="zipped-bert", label="1-onnx").metadata["verified"] is True

@@ -123,6 +123,29 @@ def hf_folders(paths: list[str]) -> list[str]:
     return sorted(f for f, names in by_folder.items() if "config.json" in names and names & set(HF_WEIGHTS))
 
 
+def archive_format(names: list[str]) -> str | None:
+    """What an archive with these member names holds: ``tf_savedmodel`` (a saved_model.pb), ``huggingface`` (a
+    config.json beside model weights), or None. Names only: nothing is extracted."""
+    base = {Path(name).name for name in names}
+    if "saved_model.pb" in base:
+        return "tf_savedmodel"
+    if "config.json" in base and base & set(HF_WEIGHTS):
+        return "huggingface"
+    return None
+
+
+def zip_names_from_tail(tail: bytes) -> list[str] | None:
+    """A zip's member names from the last bytes of the file, when they hold its whole central directory (the
+    hub reads a blob's tail, not the blob); None when they do not, or it is no zip."""
+    import io
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(tail)) as archive:  # zipfile allows data missing before the directory
+            return archive.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return None
+
+
 def in_folder(path: str, folders: list[str]) -> bool:
     return any(folder == "" or path.startswith(folder + "/") for folder in folders)
 
@@ -149,11 +172,8 @@ def detect(path: Path) -> str:
                                                     "or config.json with model.safetensors/pytorch_model.bin "
                                                     "(Hugging Face).")
     if lower.endswith(ARCHIVE_SUFFIXES):
-        names = {Path(n).name for n in archive_names(path)}
-        if "saved_model.pb" in names:
-            return "tf_savedmodel"
-        if "config.json" in names and names & set(HF_WEIGHTS):
-            return "huggingface"
+        if found := archive_format(archive_names(path)):
+            return found
         raise ConversionError("unsupported_format", f"{path.name} is an archive without a saved_model.pb "
                                                     "(TensorFlow) or a config.json with model.safetensors/"
                                                     "pytorch_model.bin (Hugging Face) inside.")
