@@ -28,7 +28,7 @@ def convert(client: HubClient, config: Config) -> list[dict[str, Any]]:
         if source.local and not config.args.general_args.upload:
             reports.append(convert_here(config, source, export, backend, index, options[index]))
         else:
-            reports.append(convert_on_hub(client, config, source, export))
+            reports.append(convert_on_hub(client, config, source, export, options[index]))
     return reports
 
 
@@ -53,10 +53,14 @@ def convert_here(config: Config, source: ModelSource, export: Path, backend: str
             "max_abs_diff": check["max_abs_diff"], "verification": check, "notes": report_notes(report)}
 
 
-def convert_on_hub(client: HubClient, config: Config, source: ModelSource, export: Path) -> dict[str, Any]:
-    """A hub model (or a local file published first) converted by the hub, its ONNX file fetched."""
+def convert_on_hub(client: HubClient, config: Config, source: ModelSource, export: Path,
+                   options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A hub model (or a local file or folder published first, with the config's declared inputs and sample
+    data) converted by the hub, its ONNX file fetched."""
     task = config.task
-    info = _registry.hub_version(client, config, source, private=task.visibility != "public", metadata=task.metadata)
+    options = options or {}
+    info = _registry.hub_version(client, config, source, private=task.visibility != "public", metadata=task.metadata,
+                                 inputs=options.get("inputs"), sample=options.get("sample_inputs"))
     onnx = _registry.onnx_version(client, info, task.onnx_version)
     _registry.export(client, _registry.onnx_item(onnx), export)
     meta = onnx.get("metadata") or {}

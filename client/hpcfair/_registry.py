@@ -234,8 +234,10 @@ def named_copy(client: HubClient, item: dict[str, Any]) -> Path:
 
 
 def hub_version(client: HubClient, config: Config, source: ModelSource, *, private: bool = True,
-                metadata: dict[str, Any] | str | None = None) -> dict[str, Any]:
-    """The hub version of a source: resolved, or the local file published as a model of yours."""
+                metadata: dict[str, Any] | str | None = None, inputs: list[dict[str, Any]] | None = None,
+                sample: Path | None = None) -> dict[str, Any]:
+    """The hub version of a source: resolved, or the local file (or folder: a Hugging Face model) published as
+    a model of yours, with the config's declared ``inputs`` and ``sample`` data for its conversion."""
     if source.ref:
         try:
             return client.resolve(source.ref)
@@ -251,7 +253,12 @@ def hub_version(client: HubClient, config: Config, source: ModelSource, *, priva
     me = client.me()
     meta, card = (read_metadata(metadata, config.base) if metadata
                   else (run_copy_metadata(source, me.get("name") or me.get("username") or ""), None))
-    files = {source.local.name: source.local} | ({"README.md": card} if card else {})
+    files = version_files([source.local]) | ({"README.md": card} if card else {})
+    if inputs and not meta.get("inputs"):
+        meta["inputs"] = inputs  # what the config declares: the hub's conversion needs no signature_required
+    if sample is not None and not meta.get("sample_inputs"):
+        files[sample.name] = sample
+        meta["sample_inputs"] = sample.name
     try:
         return client.publish(name, files, meta, visibility="private" if private else "public",
                               reuse_duplicate=True, owner=me.get("username"))

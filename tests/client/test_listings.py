@@ -271,3 +271,24 @@ def test_a_failed_upload_creates_nothing_and_a_retry_may_choose_visibility(embed
                   "--private", "--json", env=env)
     assert retried.returncode == 0, retried.stderr
     assert modelAPI(url, token=token).client.artifact("demo/half-made")["visibility"] == "private"
+
+
+@pytest.mark.slow
+def test_upload_true_sends_folders_and_the_config_s_inputs_to_the_hub(signed_in, tmp_path):
+    """``general_args.upload: true`` (issue 37, point 5): a Hugging Face folder is published whole (it crashed
+    with IsADirectoryError), and a TorchScript file goes with the inputs the config declares (its hub job
+    failed signature_required, asking for exactly them)."""
+    from tests.conversions import models
+
+    api = modelAPI()
+    name, meta = models.torchscript_cnn(tmp_path)
+    export = tmp_path / "cnn.onnx"
+    (report,) = api.conversion({"general_args": {"task": "conversion", "upload": True},
+                                "model_args": {"model_name": "uploaded-cnn", "model_file": str(tmp_path / name)},
+                                "task_args": {"inputs": meta["inputs"]}, "out_args": {"export_file": str(export)}})
+    assert report["where"] == "hub" and report["verified"] is True and export.stat().st_size > 0
+    folder, _ = models.hf_gpt2_folder(tmp_path)
+    (report,) = api.conversion({"general_args": {"task": "conversion", "upload": True},
+                                "model_args": {"model_name": "uploaded-gpt2", "model_file": str(tmp_path / folder)},
+                                "out_args": {"export_file": str(tmp_path / "gpt2.onnx")}})
+    assert report["where"] == "hub" and report["verified"] is True
