@@ -73,7 +73,9 @@ def conversion_plan(ctx: JobContext, source: Version, workdir: Path) -> dict[str
     files = []
     for index, path in enumerate(params["files"]):
         local, onnx_name = _fetch_model(source, path, workdir / "in" / str(index))
-        files.append({"path": path, "local": str(local.relative_to(workdir)), "onnx": onnx_name,
+        folder = path.rpartition("/")[0]
+        label = (f"{folder}/" if folder else "the Hugging Face folder") if local.is_dir() else path
+        files.append({"path": path, "label": label, "local": str(local.relative_to(workdir)), "onnx": onnx_name,
                       "out": f"out/{onnx_name}"})
     options = {"opset": params.get("opset", 17), "atol": params.get("atol", 1e-4), "rtol": params.get("rtol", 1e-3),
                "inputs": source.metadata.get("inputs") if len(params["files"]) == 1 else None,

@@ -26,15 +26,16 @@ def convert_plan(work: Path, plan: dict[str, Any], limits: Limits, hide: list[Pa
     reports = {}
     count = len(plan["files"])
     for index, item in enumerate(plan["files"]):
+        shown = item.get("label") or item["path"]  # a Hugging Face folder by its folder, not its config.json
         try:
             reports[item["onnx"]] = convert_file(
                 work / item["local"], work / item["out"], **plan["options"],
                 sample_inputs=work / plan["sample"] if plan["sample"] else None, limits=limits, hide=hide,
-                on_line=on_line(item["path"], index) if on_line else None)
+                on_line=on_line(shown, index) if on_line else None)
         except ConversionError as exc:  # the detail names the file; the version's path says where it is
-            detail = exc.detail if exc.detail.startswith(f"{item['path']}: ") else f"{item['path']}: {exc.detail}"
+            detail = exc.detail if exc.detail.startswith(f"{shown}: ") else f"{shown}: {exc.detail}"
             local_name = Path(item["local"]).name
-            raise CodedError(exc.code, detail.replace(f"{item['path']}: {local_name}: ", f"{item['path']}: ", 1))
+            raise CodedError(exc.code, detail.replace(f"{shown}: {local_name}: ", f"{shown}: ", 1))
         if on_file is not None:
             on_file(index + 1, count)
     return reports

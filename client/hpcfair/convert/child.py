@@ -84,8 +84,10 @@ def main() -> int:
             result = {"ok": False, "code": "memory_limit", "detail": "The conversion ran out of its memory limit."}
         else:
             result = {"ok": False, "code": "conversion_failed",
-                      "detail": f"{request.get('source')}: the conversion failed inside the converter "
-                                f"({type(exc).__name__}); the hub's log has the details. Check that the file loads "
+                      "detail": f"{request.get('source')}: the conversion failed inside "
+                                f"{type(exc).__module__.split('.')[0]} ({type(exc).__name__}); its traceback is in the "
+                                "conversion's log (the hub worker's log, or locally with HPCFAIR_DEBUG=1). Check that "
+                                "the file loads "
                                 "and runs with its own framework on the inputs given, or convert it with another "
                                 "opset (onnx_version)."}
     Path("result.json").write_text(json.dumps(result, default=str))

@@ -26,5 +26,6 @@ def work(request: dict[str, Any], say: Callable[[str], None]) -> dict[str, Any]:
         raise
     except Exception as exc:  # noqa: BLE001 - the framework's text goes to the log, a fixed message to the user
         raise FinetuneError("training_failed", f"Training failed inside {type(exc).__module__.split('.')[0]} "
-                                               f"({type(exc).__name__}); the hub's log has the details. Check that "
+                                               f"({type(exc).__name__}); its traceback is in the training's log "
+                                               "(the hub worker's log, or locally with HPCFAIR_DEBUG=1). Check that "
                                                "the model runs on the dataset's features.", cause=exc)
