@@ -395,3 +395,30 @@ def keras_gelu(directory: Path) -> str:
     hidden = keras.layers.Dense(8, activation="gelu")(inputs)
     keras.Model(inputs, keras.layers.Dense(2)(hidden)).save(directory / "gelu.keras")
     return "gelu.keras"
+
+
+def message_passing(directory: Path) -> tuple[str, str, dict]:
+    """A message-passing graph layer (TorchScript): node features x [nodes, 4] and an edge list
+    edge_index [2, edges] whose values must stay below the node count; each node sums its neighbours'
+    transformed features. Returns the model, a sample .npz (10 nodes, 20 edges) and its declared inputs."""
+    import numpy as np
+    import torch
+
+    class MessagePassing(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.message = torch.nn.Linear(4, 8)
+
+        def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+            messages = self.message(x.index_select(0, edge_index[0]))  # [edges, 8]
+            nodes = torch.arange(x.shape[0], dtype=edge_index.dtype)
+            incoming = (edge_index[1].unsqueeze(0) == nodes.unsqueeze(1)).to(x.dtype)  # [nodes, edges]
+            return torch.relu(incoming @ messages)
+
+    torch.manual_seed(3)
+    torch.jit.script(MessagePassing().eval()).save(str(directory / "gnn.pt"))
+    rng = np.random.default_rng(3)
+    np.savez(directory / "graph.npz", x=rng.standard_normal((10, 4)).astype(np.float32),
+             edge_index=rng.integers(0, 10, (2, 20)).astype(np.int64))
+    return "gnn.pt", "graph.npz", {"inputs": [{"name": "x", "shape": ["nodes", 4], "dtype": "float32"},
+                                              {"name": "edge_index", "shape": [2, "edges"], "dtype": "int64"}]}

@@ -146,3 +146,30 @@ def test_opset_the_runtime_cannot_run(tmp_path):
     onnx.save(model, tmp_path / "future_ir.onnx")
     error = convert_error(tmp_path, "future_ir.onnx")
     assert error.code == "opset_unsupported" and "IR version 14" in error.detail
+
+
+def test_coupled_inputs_keep_their_axes_dynamic_when_the_original_refuses_other_sizes(tmp_path):
+    """Issue 37, point 2: resizing the node axis of a graph network's sample without its edges gives edges to
+    nodes that do not exist; the original refuses them, which says nothing of the export. The node axis is
+    checked again with the edges kept below the new node count and stays dynamic (it was fixed at 10
+    before); the report says how it was checked, and the ONNX model runs on a graph of another size as the
+    original does."""
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+    from hpcfair.convert import report_notes
+
+    name, sample, meta = models.message_passing(tmp_path)
+    report = convert_file(tmp_path / name, tmp_path / "gnn.onnx", inputs=meta["inputs"],
+                          sample_inputs=tmp_path / sample)
+    assert report["verification"]["passed"] is True and not report.get("fixed_axes")
+    assert "x[0]" in report["coupled_axes"]
+    assert any("integer inputs kept below it" in note for note in report_notes(report))
+    runs = [list(run["inputs"].values())[0]["shape"] for run in report["verification"]["runs"]]
+    assert [7, 4] in runs  # a run at another node count, compared with the original
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((6, 4)).astype(np.float32)  # another node count, with edges that fit it
+    edges = rng.integers(0, 6, (2, 9)).astype(np.int64)
+    (got,) = ort.InferenceSession(str(tmp_path / "gnn.onnx")).run(None, {"x": x, "edge_index": edges})
+    want = torch.jit.load(str(tmp_path / name))(torch.from_numpy(x), torch.from_numpy(edges)).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -27,6 +27,9 @@ def report_notes(report: dict[str, Any]) -> list[str]:
         axes = ", ".join(f"{name}[{axis}]={size}" for name, sizes in report["fixed_axes"].items()
                          for axis, size in sizes.items())
         found.append(f"axes fixed at their exported size (the model fails or differs at another size): {axes}")
+    if report.get("coupled_axes"):
+        found.append("axes checked at another size with the integer inputs kept below it, because the model "
+                     f"refused them otherwise (they index it): {', '.join(report['coupled_axes'])}")
     return found
 
 

@@ -92,25 +92,44 @@ def _first_run(model, user_specs: list[TensorSpec], sample: dict[str, np.ndarray
 
 def verify_runs(model, reference, first, label: str, fresh, atol: float, rtol: float, *, can_fix: bool,
                 stage: Callable[[float, str], None], checks: dict[str, str] | None = None
-                ) -> tuple[dict[str, Any], dict[str, dict[int, int]]]:
+                ) -> tuple[dict[str, Any], dict[str, dict[int, int]], list[str]]:
     """Verify on the first inputs, then at a second size of every dynamic axis. When the first run agrees
     with the original, axes that fail at their second size are fixed in ``model`` (``can_fix``: not for an
-    uploaded ONNX file) and returned; a model that differs already at the first size fixes nothing."""
+    uploaded ONNX file) and returned; a model that differs already at the first size fixes nothing.
+
+    A failure on inputs the converter made is not evidence by itself: when the original model refuses an
+    axis's other size and the model has integer inputs (edge lists, indices), the axis is tried again with
+    those values kept below the new size (``axes.wrapped``); it is fixed only when the model fails then too.
+    Axes verified that way are returned (third) and their runs are part of the report."""
     checks = checks or check(model)
     report = verify(model, reference, [(first, label)], atol, rtol, checks)
     inputs, _ = specs_from_onnx(model)
     found = axes.groups(inputs, first)
     every = [member for members in found.values() for member in members]
     if not every:
-        return report, {}
+        return report, {}, []
     fixed: dict[str, dict[int, int]] = {}
+    coupled: list[tuple[dict[str, np.ndarray], str]] = []  # runs of axes checked with related values
+    coupled_members: list[tuple[str, int]] = []
+    related = any(np.issubdtype(array.dtype, np.integer) for array in first.values())
     if can_fix and report["passed"]:
         def probe(feeds, what):
             return verify(model, reference, [(feeds, what)], atol, rtol, checks)
 
-        if not axes.probe(probe, axes.resized(first, every, fresh), "all dynamic axes resized"):
+        original = reference if related else None  # with integer inputs, ask the original first
+        if axes.probe(probe, axes.resized(first, every, fresh), "all dynamic axes resized", original) is not True:
             for members in found.values():
-                if not axes.probe(probe, axes.resized(first, members, fresh), axes.describe(members, first)):
+                what = axes.describe(members, first)
+                verdict = axes.probe(probe, axes.resized(first, members, fresh), what, original)
+                if verdict is None:  # the original refuses them: keep integer values below the new size
+                    feeds = axes.wrapped(first, members, fresh)
+                    what = f"{label}, other sizes ({what}) with integer inputs kept below them"
+                    verdict = axes.probe(probe, feeds, what, reference)
+                    if verdict:
+                        coupled.append((feeds, what))
+                        coupled_members += members
+                        continue
+                if not verdict:
                     for name, axis in members:
                         fixed.setdefault(name, {})[axis] = int(first[name].shape[axis])
         if fixed:
@@ -118,12 +137,17 @@ def verify_runs(model, reference, first, label: str, fresh, atol: float, rtol: f
             stage(0.7, "fixed at the exported size (the model fails or differs at another size): "
                        + ", ".join(f"{name}[{axis}]={size}" for name, sizes in fixed.items()
                                    for axis, size in sizes.items()))
-    dynamic = [member for member in every if member[1] not in fixed.get(member[0], {})]
-    if not dynamic:
-        return report, fixed
-    second = (axes.resized(first, dynamic, fresh), f"{label}, other sizes for the dynamic axes ("
-                                                   f"{axes.describe(dynamic, first)})")
-    return merged(report, verify(model, reference, [second], atol, rtol, checks)), fixed
+        if coupled_members:
+            stage(0.7, "checked at another size with the integer inputs kept below it (they index it): "
+                       + axes.describe(coupled_members, first))
+    dynamic = [member for member in every
+               if member[1] not in fixed.get(member[0], {}) and member not in coupled_members]
+    named = [f"{name}[{axis}]" for name, axis in coupled_members]
+    runs = coupled + ([(axes.resized(first, dynamic, fresh), f"{label}, other sizes for the dynamic axes ("
+                                                             f"{axes.describe(dynamic, first)})")] if dynamic else [])
+    if not runs:
+        return report, fixed, named
+    return merged(report, verify(model, reference, runs, atol, rtol, checks)), fixed, named
 
 
 def convert(source: Path, output: Path, *, opset: int = DEFAULT_OPSET, inputs: Any = None,
@@ -156,10 +180,12 @@ def convert(source: Path, output: Path, *, opset: int = DEFAULT_OPSET, inputs: A
     first, label, fresh = _first_run(model, user_specs, sample)
     stage(0.6, "checking the ONNX model and comparing its outputs with the original, also at a second size of "
                "every dynamic axis")
-    report, fixed = verify_runs(model, reference, first, label, fresh, atol, rtol, can_fix=fmt != "onnx",
-                                stage=stage, checks=checks)
+    report, fixed, coupled = verify_runs(model, reference, first, label, fresh, atol, rtol,
+                                         can_fix=fmt != "onnx", stage=stage, checks=checks)
     if fixed:
         notes["fixed_axes"] = fixed
+    if coupled:
+        notes["coupled_axes"] = coupled
     model_inputs, model_outputs = specs_from_onnx(model)
     stage(0.95, "verified; writing the ONNX file" if report["passed"] else "outputs differ; writing the ONNX file")
     onnx.save_model(model, str(output))
