@@ -422,3 +422,17 @@ def message_passing(directory: Path) -> tuple[str, str, dict]:
              edge_index=rng.integers(0, 10, (2, 20)).astype(np.int64))
     return "gnn.pt", "graph.npz", {"inputs": [{"name": "x", "shape": ["nodes", 4], "dtype": "float32"},
                                               {"name": "edge_index", "shape": [2, "edges"], "dtype": "int64"}]}
+
+
+def hf_clip_folder(directory: Path) -> str:
+    """A tiny random CLIP (text and image towers) saved with save_pretrained: a multimodal Hugging Face folder."""
+    import torch
+    from transformers import CLIPConfig, CLIPModel
+
+    torch.manual_seed(0)
+    tower = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2}
+    config = CLIPConfig(text_config={**tower, "vocab_size": 100, "max_position_embeddings": 32,
+                                     "bos_token_id": 0, "eos_token_id": 1},
+                        vision_config={**tower, "image_size": 32, "patch_size": 8}, projection_dim=16)
+    CLIPModel(config).eval().save_pretrained(directory / "clip_tiny")
+    return "clip_tiny"

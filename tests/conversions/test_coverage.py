@@ -200,3 +200,29 @@ def test_a_keras_model_with_exact_gelu_converts(tmp_path: Path):
     name = models.keras_gelu(tmp_path)
     report = convert_file(tmp_path / name, tmp_path / "out" / "model.onnx")
     assert report["verification"]["passed"] is True and report["opset"]["ai.onnx"] == 17
+
+
+def test_a_text_and_image_model_is_fed_both_and_each_output_follows_its_batch(tmp_path: Path):
+    """Issue 37, point 3: a CLIP-style folder was exported with its text inputs only (AttributeError); both
+    towers' inputs are fed now, and the similarities follow the texts' and the images' batches."""
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+    from transformers import CLIPModel
+
+    folder = models.hf_clip_folder(tmp_path)
+    report = convert_file(tmp_path / folder, tmp_path / "clip.onnx")
+    assert report["verification"]["passed"] is True and report["verification"]["compared"] is True
+    assert [spec["name"] for spec in report["inputs"]] == ["input_ids", "attention_mask", "pixel_values"]
+    shapes = {spec["name"]: spec["shape"] for spec in report["outputs"]}
+    assert shapes["logits_per_image"] == ["images", "batch"] and shapes["image_embeds"] == ["images", 16]
+    rng = np.random.default_rng(1)  # 2 texts, 5 images: the batches are independent
+    feeds = {"input_ids": rng.integers(2, 100, (2, 7)), "attention_mask": np.ones((2, 7), np.int64),
+             "pixel_values": rng.standard_normal((5, 3, 32, 32)).astype(np.float32)}
+    session = ort.InferenceSession(str(tmp_path / "clip.onnx"))
+    got = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True))
+    with torch.no_grad():
+        want = CLIPModel.from_pretrained(str(tmp_path / folder)).eval()(
+            **{name: torch.from_numpy(value) for name, value in feeds.items()})
+    np.testing.assert_allclose(got["logits_per_image"], want.logits_per_image.numpy(), rtol=1e-3, atol=1e-4)
+    assert got["logits_per_text"].shape == (2, 5)

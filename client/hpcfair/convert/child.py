@@ -65,6 +65,13 @@ def work(request: dict[str, Any]) -> dict[str, Any]:
     raise ConversionError("invalid_request", f"unknown task {task!r}")
 
 
+def _library(exc: BaseException) -> str:
+    """Which library raised ``exc``: its top-level module, or the model's or the exporter's code for a builtin
+    exception (an IndexError in an embedding)."""
+    module = type(exc).__module__.split(".")[0]
+    return "the model's or the exporter's code" if module == "builtins" else module
+
+
 def main() -> int:
     """Run the request; a failure becomes a code and a fixed message, its text goes to stderr only."""
     Path("started").write_text(str(os.getpid()))  # Python runs here: a crash from now on is the work's
@@ -85,7 +92,7 @@ def main() -> int:
         else:
             result = {"ok": False, "code": "conversion_failed",
                       "detail": f"{request.get('source')}: the conversion failed inside "
-                                f"{type(exc).__module__.split('.')[0]} ({type(exc).__name__}); its traceback is in the "
+                                f"{_library(exc)} ({type(exc).__name__}); its traceback is in the "
                                 "conversion's log (the hub worker's log, or locally with HPCFAIR_DEBUG=1). Check that "
                                 "the file loads "
                                 "and runs with its own framework on the inputs given, or convert it with another "

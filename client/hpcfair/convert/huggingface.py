@@ -91,6 +91,9 @@ def _pooling(folder: Path) -> tuple[str, bool] | None:
 
 
 TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+# A text and image model's outputs (CLIP-style): which batch each axis follows, texts' ("batch") or images'.
+MULTIMODAL_AXES = {"logits_per_image": {0: "images", 1: "batch"}, "logits_per_text": {0: "batch", 1: "images"},
+                   "image_embeds": {0: "images"}, "text_embeds": {0: "batch"}}
 
 
 def _input_names(folder: Path, model) -> list[str]:
@@ -118,22 +121,31 @@ def _input_specs(model, names: list[str]) -> list[TensorSpec]:
     config = model.config
     accepted = inspect.signature(model.forward).parameters
     if "input_ids" not in accepted and "pixel_values" in accepted:
-        size = getattr(config, "image_size", None) or 224
-        height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
-        channels = int(getattr(config, "num_channels", 3) or 3)
-        return [TensorSpec("pixel_values", ["batch", channels, int(height), int(width)], "float32", -1.0, 1.0)]
+        return [_image_spec(config, "batch")]
     if "input_ids" not in accepted:
         found = next((n for n in ("input_features", "input_values") if n in accepted), "")
         raise ConversionError("unsupported_format", f"The folder's {type(model).__name__} takes {found or 'inputs'} "
                                                     "other than token ids or images (a speech model); the hub converts "
                                                     "Hugging Face text and image models. Export it with torch.export "
                                                     "(.pt2) instead.")
-    vocab = int(getattr(config, "vocab_size", 1000) or 1000)
+    text = getattr(config, "text_config", None)  # a text and image model keeps its vocabulary there
+    vocab = int(getattr(config, "vocab_size", None) or getattr(text, "vocab_size", None) or 1000)
     bounds = {"input_ids": (0, vocab), "attention_mask": (1, 2), "token_type_ids": (0, 1)}
     specs = [TensorSpec(n, ["batch", "sequence"], "int64", *bounds[n]) for n in names]
     if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in accepted:
         specs.append(TensorSpec("decoder_input_ids", ["batch", "decoder_sequence"], "int64", 0, vocab))
+    if "pixel_values" in accepted:  # a text and image model (CLIP-style): both are fed, each with its batch
+        specs.append(_image_spec(config, "images"))
     return specs
+
+
+def _image_spec(config, batch: str) -> TensorSpec:
+    """``pixel_values`` at the size the (vision) config names, with the batch axis ``batch``."""
+    vision = getattr(config, "vision_config", None) or config
+    size = getattr(vision, "image_size", None) or 224
+    height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
+    channels = int(getattr(vision, "num_channels", 3) or 3)
+    return TensorSpec("pixel_values", [batch, channels, int(height), int(width)], "float32", -1.0, 1.0)
 
 
 def _batch_of_two(spec: TensorSpec) -> TensorSpec:
@@ -151,7 +163,8 @@ def _feeding_zeros(reference, names: list[str], like: str):
 
 def _output_names(model, names: list[str], args: tuple) -> list[str]:
     """The outputs worth exporting, from one run on the example: ``logits``, else ``last_hidden_state``,
-    else every ``*logits`` (a question-answering head's start and end), else the first tensor."""
+    else every ``*logits``/``logits_*`` and ``*_embeds`` (a question-answering head's start and end; a text and
+    image model's similarities and embeddings), else the first tensor."""
     import torch
 
     with torch.no_grad():
@@ -160,7 +173,8 @@ def _output_names(model, names: list[str], args: tuple) -> list[str]:
     for wanted in ("logits", "last_hidden_state"):
         if wanted in tensors:
             return [wanted]
-    return [key for key in tensors if key.endswith("logits")] or tensors[:1]
+    return [key for key in tensors if key.endswith("logits") or key.startswith("logits_") or key.endswith("_embeds")
+            ] or tensors[:1]
 
 
 def _wrapper(model, names: list[str], outputs: list[str], pooling: tuple[str, bool] | None):
@@ -243,6 +257,8 @@ def export_folder(path: Path, opset: int, specs: list[TensorSpec], sample: dict 
     for name in outputs:
         sequence = task not in ("text-classification", "image-classification") and 1 in dynamic[follows]
         dynamic[name] = {0: "batch", **({1: dynamic[follows][1]} if sequence else {})}
+    if "pixel_values" in names and "input_ids" in names:  # text and images: each output follows its own batch
+        dynamic.update({name: MULTIMODAL_AXES.get(name, {0: "batch"}) for name in outputs})
     if pooling:
         outputs.append("sentence_embedding")
         dynamic["sentence_embedding"] = {0: "batch"}
