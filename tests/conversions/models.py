@@ -436,3 +436,41 @@ def hf_clip_folder(directory: Path) -> str:
                         vision_config={**tower, "image_size": 32, "patch_size": 8}, projection_dim=16)
     CLIPModel(config).eval().save_pretrained(directory / "clip_tiny")
     return "clip_tiny"
+
+
+def fno(directory: Path, kind: str = "torchscript") -> Built:
+    """A small Fourier Neural Operator (one spectral layer: rfft2, an einsum over complex weights, irfft2), as
+    TorchScript (``fno.pt``) or a torch.export program (``fno.pt2``)."""
+    import torch
+
+    class SpectralConv2d(torch.nn.Module):
+        def __init__(self, channels: int, modes: int) -> None:
+            super().__init__()
+            self.modes, self.channels = modes, channels
+            self.weights = torch.nn.Parameter(torch.rand(channels, channels, modes, modes, dtype=torch.cfloat) / 64)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            b, h, w = x.shape[0], x.shape[2], x.shape[3]
+            x_ft = torch.fft.rfft2(x)
+            out_ft = torch.zeros(b, self.channels, h, w // 2 + 1, dtype=torch.cfloat)
+            out_ft[:, :, :self.modes, :self.modes] = torch.einsum(
+                "bixy,ioxy->boxy", x_ft[:, :, :self.modes, :self.modes], self.weights)
+            return torch.fft.irfft2(out_ft, s=(h, w))
+
+    class FNO(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lift, self.project = torch.nn.Conv2d(1, 8, 1), torch.nn.Conv2d(8, 1, 1)
+            self.spectral = SpectralConv2d(8, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.project(torch.nn.functional.gelu(self.spectral(self.lift(x))))
+
+    torch.manual_seed(2)
+    model = FNO().eval()
+    x = torch.randn(2, 1, 16, 16)
+    if kind == "torchscript":
+        torch.jit.trace(model, x).save(str(directory / "fno.pt"))
+        return "fno.pt", {"inputs": [{"name": "x", "shape": [None, 1, 16, 16], "dtype": "float32"}]}
+    torch.export.save(torch.export.export(model, (x,)), str(directory / "fno.pt2"))
+    return "fno.pt2", {}

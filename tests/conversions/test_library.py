@@ -173,3 +173,15 @@ def test_coupled_inputs_keep_their_axes_dynamic_when_the_original_refuses_other_
     (got,) = ort.InferenceSession(str(tmp_path / "gnn.onnx")).run(None, {"x": x, "edge_index": edges})
     want = torch.jit.load(str(tmp_path / name))(torch.from_numpy(x), torch.from_numpy(edges)).detach().numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["torchscript", "pt2"])
+def test_a_fourier_neural_operator_is_refused_with_its_true_cause_and_a_way_out(tmp_path, kind):
+    """Issue 37, point 1: both exporters fail on complex spectral layers; the refusal says so (it advised the
+    .pt2 export that also fails) and names a rewrite that converts."""
+    name, meta = models.fno(tmp_path, kind)
+    with pytest.raises(ConversionError) as caught:
+        convert_file(tmp_path / name, tmp_path / "fno.onnx", inputs=meta.get("inputs"))
+    assert caught.value.code == "unsupported_operator"
+    assert "complex-valued spectral layers" in caught.value.detail and "real arithmetic" in caught.value.detail
+    assert "Export the model with torch.export" not in caught.value.detail

@@ -16,7 +16,15 @@ import numpy as np
 
 from hpcfair.convert import pickles, tables
 from hpcfair.convert.errors import ConversionError, token
-from hpcfair.convert.exported import Exported, Reference, flatten, torch_error, torch_reference, versions
+from hpcfair.convert.exported import (
+    Exported,
+    Reference,
+    flatten,
+    holds_complex,
+    torch_error,
+    torch_reference,
+    versions,
+)
 from hpcfair.convert.formats import extract_archive
 from hpcfair.convert.signature import TensorSpec, generate_inputs, specs_from_arrays
 
@@ -64,7 +72,7 @@ def export_torchscript(path: Path, opset: int, specs: list[TensorSpec], sample: 
         torch.onnx.export(module, args, buffer, dynamo=False, opset_version=opset, input_names=names,
                           output_names=output_names, dynamic_axes=dynamic or None)
     except Exception as exc:  # noqa: BLE001 - mapped to a coded error
-        raise torch_error(exc, opset)
+        raise torch_error(exc, opset, holds_complex([*module.parameters(), *module.buffers()]))
     import onnx
 
     return Exported(onnx.load_from_string(buffer.getvalue()), torch_reference(module, names), specs,
@@ -89,7 +97,7 @@ def export_torch_program(path: Path, opset: int, specs: list[TensorSpec], sample
         onnx_program = torch.onnx.export(program, args, kwargs=kwargs or None, dynamo=True, external_data=False,
                                          opset_version=opset, verbose=False)
     except Exception as exc:  # noqa: BLE001
-        raise torch_error(exc, opset)
+        raise torch_error(exc, opset, holds_complex([*program.state_dict.values(), *program.constants.values()]))
     model = onnx_program.model_proto
     names = [value.name for value in model.graph.input if value.name not in {i.name for i in model.graph.initializer}]
     module = program.module()

@@ -62,10 +62,21 @@ def torch_reference(module, input_names: list[str]) -> Reference:
     return run
 
 
-def torch_error(exc: Exception, opset: int) -> ConversionError:
+SPECTRAL = ("complex-valued spectral layers (torch.fft with complex weights, as in Fourier Neural Operators) have "
+            "no ONNX export with this torch's exporters (TorchScript: no aten::fft_rfft2; torch.export: complex "
+            "slices and einsums do not decompose), and ONNX Runtime runs no complex tensors. A way out that "
+            "converts: write the spectral convolution in real arithmetic (the truncated DFT as matrix products with "
+            "cos/sin tables, each complex weight as a real and an imaginary tensor), which every exporter takes")
+
+
+def torch_error(exc: Exception, opset: int, complex_weights: bool = False) -> ConversionError:
+    """The coded error of a failed torch export (``complex_weights``: the model holds complex tensors)."""
     text = str(exc)
     op = (token(text, r"operator '([^']+)'") or token(text, r"export of operator (\w+)")
           or token(text, r"(aten::\w+|prim::\w+|torch\.ops\.[\w.]+)"))
+    if complex_weights or (op and "fft" in op):
+        return ConversionError("unsupported_operator", f"The model cannot be exported to ONNX at opset {opset}: "
+                                                       f"{SPECTRAL}.", cause=exc)
     if op or "UnsupportedOperator" in type(exc).__name__:
         return ConversionError(
             "unsupported_operator",
@@ -75,3 +86,8 @@ def torch_error(exc: Exception, opset: int) -> ConversionError:
     return ConversionError("conversion_failed", f"torch.onnx.export could not export the model at opset {opset} "
                                                 f"({type(exc).__name__}). Check that the model runs on the given "
                                                 "inputs, or try another opset.", cause=exc)
+
+
+def holds_complex(tensors) -> bool:
+    """Whether any of ``tensors`` (a module's parameters and buffers, a program's state) is complex."""
+    return any(getattr(getattr(tensor, "dtype", None), "is_complex", False) for tensor in tensors)
