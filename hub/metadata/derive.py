@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from hpcfair.convert.formats import BOOSTER_HEAD, booster_of, looks_like_model, maybe_booster
+from hpcfair.convert.formats import (
+    BOOSTER_HEAD,
+    archive_format,
+    booster_of,
+    looks_like_model,
+    maybe_booster,
+    zip_names_from_tail,
+)
 from hpcfair.cube.spec import CUBE_FILE, CubeError, CubeSpec, parse_files, parse_zip
 
 from hub.bounded import Unreadable, load_yaml
@@ -46,15 +53,25 @@ class FileInfo:
     most large files (weights, archives) are never read here."""
 
     def __init__(self, path: str, local: Path, size: int, fetch: Callable[[Path], None] | None = None,
-                 read_head: Callable[[int], bytes] | None = None) -> None:
-        self.path, self._local, self.size, self._fetch, self._read_head = path, local, size, fetch, read_head
+                 read_range: Callable[[int, int], bytes] | None = None) -> None:
+        self.path, self._local, self.size, self._fetch, self._read_range = path, local, size, fetch, read_range
+
+    def read(self, start: int, length: int) -> bytes:
+        """``length`` bytes from ``start``, without fetching the rest of a file that is not local."""
+        if self._read_range is not None and not self._local.exists():
+            return self._read_range(start, length)
+        with self.local.open("rb") as handle:
+            handle.seek(start)
+            return handle.read(length)
 
     def head(self, length: int) -> bytes:
-        """The file's first ``length`` bytes, without fetching the rest of a file that is not local."""
-        if self._read_head is not None and not self._local.exists():
-            return self._read_head(length)
-        with self.local.open("rb") as handle:
-            return handle.read(length)
+        """The file's first ``length`` bytes."""
+        return self.read(0, length)
+
+    def tail(self, length: int) -> bytes:
+        """The file's last ``length`` bytes (a zip's central directory)."""
+        start = max(0, self.size - length)
+        return self.read(start, self.size - start)
 
     @property
     def local(self) -> Path:
@@ -93,18 +110,34 @@ def _booster(info: FileInfo) -> str | None:
     return booster_of(info.head(BOOSTER_HEAD))
 
 
+ARCHIVE_TAIL = 1024 * 1024  # a zip's central directory is read from this many last bytes
+ARCHIVE_FORMATS = {"huggingface": ("huggingface", "pytorch"), "tf_savedmodel": ("savedmodel", "tensorflow")}
+
+
+def _archive(info: FileInfo) -> str | None:
+    """What a zip that its name does not tell holds (a Hugging Face folder, a SavedModel), from its central
+    directory's member names; None for other files and archives (a tar is told by the worker)."""
+    if not info.path.lower().endswith(".zip") or looks_like_model(info.path):
+        return None
+    names = zip_names_from_tail(info.tail(ARCHIVE_TAIL))
+    return archive_format(names) if names else None
+
+
 def derive(kind: str, files: Sequence[FileInfo]) -> dict[str, Any]:
     """Facts about ``files`` for a ``kind`` version; only keys the hub could establish."""
     out: dict[str, Any] = {}
     if kind == "model":
         boosters = {f.path: booster for f in files if maybe_booster(f.path) and (booster := _booster(f))}
-        models = [f for f in files if looks_like_model(f.path) or f.path in boosters]
+        archived = {f.path: found for f in files if (found := _archive(f))}
+        models = [f for f in files if looks_like_model(f.path) or f.path in boosters or f.path in archived]
         primary = next((f for f in models if f.suffix == ".onnx"), models[0] if models else None)
         if primary is not None:
             if primary.suffix in MODEL_FORMATS:
                 out["format"], out["framework"] = MODEL_FORMATS[primary.suffix]
             elif primary.path in boosters:  # model.json, model.lgb.txt: what the bytes say
                 out["format"], out["framework"] = BOOSTERS[boosters[primary.path]]
+            elif primary.path in archived:  # a zip of a Hugging Face folder or a SavedModel: its members say
+                out["format"], out["framework"] = ARCHIVE_FORMATS[archived[primary.path]]
             elif primary.suffix in BOOSTER_FORMATS:
                 out["format"], out["framework"] = BOOSTER_FORMATS[primary.suffix]
             else:  # a SavedModel archive

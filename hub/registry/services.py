@@ -276,7 +276,7 @@ def create_version(
     if artifact.versions.filter(label=label).exists():
         raise HubError("already_exists", f"{artifact.full_name} already has a version {label!r}.")
     store = get_blob_store()
-    local = [FileInfo(p, f.staged, f.size, fetch=_fetcher(store, f), read_head=_head_reader(store, f))
+    local = [FileInfo(p, f.staged, f.size, fetch=_fetcher(store, f), read_range=_range_reader(store, f))
              for f, p in zip(files, paths, strict=True)]
     metadata = prepare(artifact, metadata, local, system=system)
     digest = content_digest(f.sha256 for f in files)
@@ -348,15 +348,16 @@ def _fetcher(store, staged: StagedFile):
     return fetch
 
 
-def _head_reader(store, staged: StagedFile):
-    """For a file only in the object store: a function reading its first bytes (a ranged read)."""
-    def read_head(length: int) -> bytes:
-        if not staged.size:
+def _range_reader(store, staged: StagedFile):
+    """For a file only in the object store: a function reading ``length`` bytes from ``start`` (a ranged read)."""
+    def read_range(start: int, length: int) -> bytes:
+        length = min(length, staged.size - start)
+        if length <= 0:
             return b""
-        with store.open(staged.sha256, 0, min(length, staged.size)) as head:
-            return head.read()
+        with store.open(staged.sha256, start, length) as part:
+            return part.read()
 
-    return read_head
+    return read_range
 
 
 def _remove_blobs(sha256s: list[str]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import tarfile
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +46,16 @@ HF = {"bert/config.json": b"{}", "bert/model.safetensors": b"\0" * 2_000_000, "b
 def test_archives_are_models_by_their_members_not_their_names(owner, publish, name, data, model):
     _, version = publish(owner, "m", {name: data, "README.md": b"# m\n"})
     assert [f.path for f in model_files(version)] == ([name] if model else [])
+
+
+def test_a_zipped_folder_s_framework_is_derived_from_its_members():
+    from hub.metadata.derive import FileInfo, derive
+
+    for name, data, facts in (("my-classifier.zip", zipped(HF), ("huggingface", "pytorch")),
+                              ("export.zip", zipped({"saved_model.pb": b"x", "variables/v.index": b"x"}),
+                               ("savedmodel", "tensorflow"))):
+        # read through a range reader, as a direct upload's bytes are (no local copy)
+        info = FileInfo(name, Path("/nonexistent") / name, len(data),
+                        read_range=lambda start, length, data=data: data[start:start + length])
+        found = derive("model", [info])
+        assert (found["format"], found["framework"]) == facts
