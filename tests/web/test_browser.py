@@ -374,3 +374,26 @@ def test_a_model_folder_keeps_its_structure_when_published_from_the_page(site, t
     version = page.request.get("/api/v1/artifacts/demo/tiny-sbert-folder/versions/latest/").json()
     assert {f["path"]: f["sha256"] for f in version["files"]} == {
         path: hashlib.sha256(data).hexdigest() for path, data in contents.items()}
+
+
+def test_a_model_page_leads_with_what_was_uploaded_and_offers_the_onnx_beside_it(site):
+    """Issue 41, point 1: the demo model's page shows the uploaded pickle, its card and "trained on", and
+    links its verified ONNX conversion, rather than opening on the ONNX version."""
+    w = site()
+    open_demo_model(w)
+    wait_for_converted(w)
+    page = w.page
+    assert "model.pkl" in page.locator("#files").inner_text()
+    assert "model.onnx" not in page.locator("#files").inner_text()
+    assert "scikit-learn" in page.locator("#metadata").inner_text()
+    assert page.locator("#card").is_visible()
+    assert "Synthetic Iris-like measurements" in page.locator("#provenance").inner_text()  # trained on
+    offer = page.locator("#onnx-conversion")
+    assert "✓ verified" in offer.inner_text()
+    w.shot("landing-model-original")
+    offer.get_by_role("link", name="1.0-onnx").click()
+    page.wait_for_url(re.compile(r".*/ark:/.*"))
+    assert "model.onnx" in page.locator("#files").inner_text()
+    page.locator("#converted-from").get_by_role("link", name="1.0").click()
+    page.wait_for_url(re.compile(r".*/ark:/.*"))
+    assert "model.pkl" in page.locator("#files").inner_text()

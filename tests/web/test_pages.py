@@ -363,3 +363,45 @@ def test_a_signature_shows_shapes_as_people_write_them(owner, tmp_path):
     text = Client().get("/" + version.pid, follow=True).content.decode()
     assert "<code>[?, 4]</code>" in text and "<code>[measurements_dim0, 4]</code>" in text
     assert "[None, 4]" not in text and "'measurements_dim0'" not in text
+
+
+def _converted(owner, artifact, source, tmp_path, verified=True):
+    """An ONNX version of ``source`` as the hub's conversion publishes it (issue 41)."""
+    from hub.registry import services
+    from hub.registry.models import ProvenanceLink
+    from hub.registry.services import ProvenanceRef
+    from tests.conftest import staged
+
+    return services.create_version(
+        artifact, owner, label=f"{source.label}-onnx", files=[staged(tmp_path, "model.onnx", b"onnx bytes")],
+        metadata=valid_metadata("model", verified=verified, framework="onnx", format="onnx"),
+        provenance=[ProvenanceRef(ProvenanceLink.Relation.CONVERTED_FROM, source)], system=True)
+
+
+def test_a_model_page_leads_with_the_upload_and_offers_its_onnx_conversion(owner, publish, tmp_path):
+    """Issue 41, point 1: the artifact's page opens on what was uploaded (its files, card, provenance), not on
+    the hub's ONNX version; the conversion is offered beside it, and is not "a newer version" of it."""
+    card = b"---\ntitle: Uploaded MLP\n---\n# Uploaded MLP\nThe original TorchScript file.\n"
+    artifact, source = publish(owner, "lead-upload", {"model.pt": b"torchscript bytes", "README.md": card})
+    onnx = _converted(owner, artifact, source, tmp_path)
+    assert artifact.latest_version() == onnx  # the concept PID still resolves to the newest version
+    page = Client().get("/" + artifact.pid, follow=True)
+    text = page.content.decode()
+    assert page.context["version"] == source
+    files = text[text.index('<section id="files">'):text.index('<section id="versions">')]
+    assert "model.pt" in files and "model.onnx" not in files
+    assert '<section id="card"' in text and "The original TorchScript file." in text
+    offer = text[text.index('<tr id="onnx-conversion">'):]
+    offer = offer[:offer.index("</tr>")]
+    assert f'<a href="/{onnx.pid}">{onnx.label}</a>' in offer and "<code>model.onnx</code>" in offer
+    assert "✓ verified" in offer
+    assert "a newer version exists" not in text
+    own = Client().get("/" + source.pid, follow=True).content.decode()
+    assert "a newer version exists" not in own and 'id="onnx-conversion"' in own
+    converted = Client().get("/" + onnx.pid, follow=True).content.decode()
+    assert f'<tr id="converted-from"><th scope="row">Converted from</th><td><a href="/{source.pid}">' in converted
+    assert "a newer version exists" not in converted
+    _, second = publish(owner, "lead-upload", {"model.pt": b"torchscript, retrained"}, label="2")
+    assert Client().get("/" + artifact.pid, follow=True).context["version"] == second  # newest upload leads
+    assert f'a newer version exists: <a href="/{second.pid}">2</a>' in \
+        Client().get("/" + onnx.pid, follow=True).content.decode()
