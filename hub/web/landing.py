@@ -168,24 +168,6 @@ def runnable_signature(version: Version, converted: list[Version]) -> list[dict[
     return (converted[0].metadata.get("inputs") or []) if converted else []
 
 
-def example_inputs(signature: list[dict[str, Any]]) -> str:
-    """A JSON body the model accepts: zeros, dynamic axes as 1 (only for small tensors)."""
-    example = {}
-    for item in signature:
-        shape = [d if isinstance(d, int) and d > 0 else 1 for d in (item.get("shape") or [])]
-        size = 1
-        for d in shape:
-            size *= d
-        if size > 64:
-            return ""
-        zero = 0 if "int" in str(item.get("dtype", "")) else 0.0
-        value: Any = zero
-        for d in reversed(shape):
-            value = [value] * d
-        example[item.get("name", "input")] = value
-    return json.dumps(example) if example else ""
-
-
 # What to do after a failed conversion, by its code: the page says this instead of leaving people with the
 # error alone (the job's own message, for those who may write, says what exactly went wrong).
 NEXT_STEPS = {
@@ -308,9 +290,9 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
             "latency": latency_rows(metadata),
             "container": metadata.get("container") if isinstance(metadata.get("container"), dict) else None,
             "jobs": jobs_shown(version, user) if can_write else [],
-            "use": None if failed else snippets.for_version(artifact, version),
+            "use": None if failed else snippets.for_version(artifact, version, signature),
             "try_signature": shown(signature),
-            "try_example": example_inputs(signature),
+            "try_example": json.dumps(example) if (example := snippets.example_inputs(signature)) else "",
             "infer_url": f"/api/v1/artifacts/{artifact.owner.username}/{artifact.name}/versions/{version.label}/infer",
         })
     return render(request, "web/landing.html", context)

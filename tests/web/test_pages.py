@@ -405,3 +405,31 @@ def test_a_model_page_leads_with_the_upload_and_offers_its_onnx_conversion(owner
     assert Client().get("/" + artifact.pid, follow=True).context["version"] == second  # newest upload leads
     assert f'a newer version exists: <a href="/{second.pid}">2</a>' in \
         Client().get("/" + onnx.pid, follow=True).content.decode()
+
+
+def test_a_model_page_snippets_write_every_output_and_load_the_model(owner, publish, tmp_path):
+    """Issue 41, point 3: outputs go to an .npz (a model may have several; .npy holds one), the input file the
+    config and the command read is shown with an example of the right shape, and api.load_model has a
+    snippet; the page shows them all."""
+    from hpcfair.config import load
+
+    signature = [{"name": "X", "shape": [None, 4], "dtype": "float32"}]
+    artifact, version = publish(owner, "two-outputs", {"model.pt": b"torchscript bytes"})
+    use = snippets.for_version(artifact, version, signature)
+    assert "output.npy" not in use.yaml + use.python + use.cli
+    (tmp_path / use.config_name).write_text(use.yaml)
+    config = load(tmp_path / use.config_name)
+    assert config.names("export_file") == ["outputs.npz"] and config.task.input == use.input_name == "input.json"
+    assert json.loads(use.input_text) == {"X": [[0.0, 0.0, 0.0, 0.0]]}
+    assert use.cli.endswith(f"{use.input_name} --output outputs.npz")
+    assert f'api.load_model("{artifact.full_name}@{version.label}")' in use.load_python
+    assert '"X": np.zeros((1, 4), dtype="float32")' in use.load_python
+    compile(use.load_python, "load", "exec")
+    compile(use.python, "python", "exec")
+    big = snippets.for_version(artifact, version, [{"name": "image", "shape": [None, 3, 224, 224], "dtype": "float32"}])
+    assert big.input_name == "input.npy" and big.input_text == "" and "np.zeros((1, 3, 224, 224)" in big.load_python
+    version.metadata["inputs"] = signature
+    version.save(update_fields=["metadata"])
+    page = Client().get("/" + version.pid, follow=True).content.decode()
+    for block in ('id="use-input"', 'id="use-yaml"', 'id="use-python"', 'id="use-load"', 'id="use-cli"'):
+        assert block in page, block
