@@ -397,3 +397,34 @@ def test_a_model_page_leads_with_what_was_uploaded_and_offers_the_onnx_beside_it
     page.locator("#converted-from").get_by_role("link", name="1.0").click()
     page.wait_for_url(re.compile(r".*/ark:/.*"))
     assert "model.pkl" in page.locator("#files").inner_text()
+
+
+def test_publishing_a_folder_with_a_hugging_face_card_shows_what_it_read(site, tmp_path):
+    """Issue 41, point 2: after a folder with a Hugging Face README.md is chosen, the form shows the title,
+    description, license and task it read; published, the artifact is named by the card, not by its slug."""
+    w = site()
+    w.login(*DEMO)
+    page = w.page
+    page.goto("/publish/")
+    folder = tmp_path / "wine"
+    folder.mkdir()
+    name, _ = models.random_forest(folder)
+    (folder / "README.md").write_text(
+        "---\nlicense: apache-2.0\npipeline_tag: tabular-classification\ntags: [wine]\n---\n"
+        "# Wine quality forest\n\nTells good wines from bad ones by their measurements.\n")
+    page.set_input_files("#f-folder", str(folder))
+    page.locator("#card-note").wait_for(state="visible")
+    assert "Read from README.md" in page.locator("#card-note").inner_text()
+    assert page.get_by_label("Title").input_value() == "Wine quality forest"
+    assert page.get_by_label("Description").input_value() == "Tells good wines from bad ones by their measurements."
+    assert page.get_by_label("License").input_value() == "apache-2.0"
+    assert page.get_by_label("Task").input_value() == "tabular-classification"
+    w.shot("publish-card-read")
+    page.wait_for_function("document.querySelectorAll('#file-list li[data-state=\"uploaded\"]').length === 2")
+    fill_model_form(page, Name="wine-1795625527", Creators="Ada Lovelace", Framework="scikit-learn")
+    page.get_by_role("button", name="Publish").click()
+    page.wait_for_url(re.compile(r".*/ark:/.*"), timeout=60_000)
+    assert page.locator("h1").inner_text() == "Wine quality forest"
+    assert page.title().startswith("Wine quality forest")
+    page.goto("/browse/?q=wine")
+    assert "Wine quality forest" in page.locator("ul.cards").inner_text()

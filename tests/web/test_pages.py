@@ -433,3 +433,46 @@ def test_a_model_page_snippets_write_every_output_and_load_the_model(owner, publ
     page = Client().get("/" + version.pid, follow=True).content.decode()
     for block in ('id="use-input"', 'id="use-yaml"', 'id="use-python"', 'id="use-load"', 'id="use-cli"'):
         assert block in page, block
+
+
+HF_CARD = ("---\nlicense: apache-2.0\npipeline_tag: text-classification\ntags: [wine, tabular]\nlibrary_name: sklearn\n"
+           "---\n# Wine quality classifier\n\nTells good wines from bad ones by eleven measurements.\n\n## Training\n")
+
+
+def test_the_publish_form_reads_a_card_and_the_artifact_takes_its_title(owner, tmp_path):
+    """Issue 41, point 2: the form asks the hub what a README.md gives (a Hugging Face card's keys read as the
+    hub's) and shows it; published without a title or description, the artifact takes the card's, so its
+    heading and search show them, not the slug."""
+    from hub.registry import services
+    from tests.conftest import staged
+
+    client = signed_in(owner)
+    read = client.post("/publish/card", {"text": HF_CARD, "kind": "model"}, content_type="application/json")
+    assert read.status_code == 200, read.content
+    fields = read.json()["fields"]
+    assert fields["title"] == "Wine quality classifier" and fields["license"] == "apache-2.0"
+    assert fields["description"] == "Tells good wines from bad ones by eleven measurements."
+    assert fields["task"] == "text-classification" and fields["keywords"] == ["wine", "tabular"]
+    assert "extra" not in fields  # only what the form has fields for
+    bad = client.post("/publish/card", {"text": "---\n: [\n---\n"}, content_type="application/json")
+    assert bad.status_code == 400 and bad.json()["code"] == "invalid_metadata"
+    assert Client().post("/publish/card", {"text": HF_CARD}, content_type="application/json").status_code == 302
+    assert 'id="card-note"' in client.get("/publish/").content.decode()
+
+    artifact = services.create_artifact(owner, kind="model", name="wine-1795625527")  # no title: the slug
+    services.create_version(artifact, owner, files=[staged(tmp_path, "README.md", HF_CARD.encode()),
+                                                    staged(tmp_path, "weights.bin", b"w" * 32)],
+                            metadata={"creators": [{"name": "Ada Lovelace"}], "framework": "scikit-learn"})
+    artifact.refresh_from_db()
+    assert artifact.title == "Wine quality classifier"
+    assert artifact.description == "Tells good wines from bad ones by eleven measurements."
+    page = Client().get("/" + artifact.pid, follow=True).content.decode()
+    assert "<h1>Wine quality classifier</h1>" in page and "<title>Wine quality classifier" in page
+    listed = Client().get("/api/v1/artifacts/", {"q": "wine"}).json()
+    results = listed["results"] if isinstance(listed, dict) else listed
+    assert [r["title"] for r in results] == ["Wine quality classifier"]
+    titled = services.create_artifact(owner, kind="model", name="own-title", title="My own title")
+    services.create_version(titled, owner, files=[staged(tmp_path, "README.md", HF_CARD.encode() + b"\n")],
+                            metadata={"creators": [{"name": "Ada Lovelace"}], "framework": "scikit-learn"})
+    titled.refresh_from_db()
+    assert titled.title == "My own title"  # a title of its own stays
