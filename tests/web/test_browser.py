@@ -428,3 +428,45 @@ def test_publishing_a_folder_with_a_hugging_face_card_shows_what_it_read(site, t
     assert page.title().startswith("Wine quality forest")
     page.goto("/browse/?q=wine")
     assert "Wine quality forest" in page.locator("ul.cards").inner_text()
+
+
+def test_the_sparql_box_spans_the_page(site):
+    """Issue 41, point 5: the query box was ~195 px wide on a 1280 px page."""
+    w = site(viewport={"width": 1280, "height": 800})
+    w.page.goto("/sparql")
+    box, main = w.page.evaluate("""[document.getElementById('sparql-query').getBoundingClientRect().width,
+                                     document.querySelector('main').getBoundingClientRect().width]""")
+    assert box >= main - 40, (box, main)
+
+
+def test_on_a_phone_jobs_and_tokens_fit_and_the_header_keeps_to_one_row(site, hub_users):
+    """Issue 41, point 6: at 390x844 the Jobs and token tables were cut at the right edge (Revoke out of view)
+    and, signed in, the header's links wrapped onto a second row."""
+    w = site(viewport={"width": 390, "height": 844})
+    page = w.page
+    page.goto("/")
+    rows_out = page.evaluate("document.querySelector('header.top').getBoundingClientRect().height")
+    w.login("bob", hub_users["bob"])
+    page.goto("/account/")
+    page.get_by_label("Name").fill("phone")
+    page.get_by_role("button", name="Create token").click()
+    page.locator("#new-token").wait_for()
+    header = page.evaluate("""() => {
+        const visible = [...document.querySelectorAll('header.top .brand, header.top nav > *')]
+            .filter(el => el.getClientRects().length);
+        return {tops: visible.map(el => Math.round(el.getBoundingClientRect().top)),
+                height: document.querySelector('header.top').getBoundingClientRect().height};
+    }""")
+    assert max(header["tops"]) - min(header["tops"]) <= 8, header  # the brand and the links on one row
+    assert header["height"] <= rows_out + 4, (header, rows_out)  # no taller than signed out
+    revoke = page.get_by_role("button", name=re.compile("Revoke token")).first
+    fits = page.evaluate("""el => [el.getBoundingClientRect().right, window.innerWidth,
+                                   document.documentElement.scrollWidth]""", revoke.element_handle())
+    assert fits[0] <= fits[1] and fits[2] <= fits[1], fits
+    w.shot("account-phone")
+    page.locator("details.menu summary").click()  # the rest of the links, in one menu
+    page.locator("details.menu").get_by_role("link", name="Jobs").click()
+    page.wait_for_url("**/jobs/")
+    widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert widths[0] <= widths[1], widths
+    w.shot("jobs-phone")

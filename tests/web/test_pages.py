@@ -374,7 +374,8 @@ def _converted(owner, artifact, source, tmp_path, verified=True):
 
     return services.create_version(
         artifact, owner, label=f"{source.label}-onnx", files=[staged(tmp_path, "model.onnx", b"onnx bytes")],
-        metadata=valid_metadata("model", verified=verified, framework="onnx", format="onnx"),
+        metadata=valid_metadata("model", title=f"Title of {artifact.name}", verified=verified, framework="onnx",
+                                format="onnx"),
         provenance=[ProvenanceRef(ProvenanceLink.Relation.CONVERTED_FROM, source)], system=True)
 
 
@@ -476,3 +477,24 @@ def test_the_publish_form_reads_a_card_and_the_artifact_takes_its_title(owner, t
                             metadata={"creators": [{"name": "Ada Lovelace"}], "framework": "scikit-learn"})
     titled.refresh_from_db()
     assert titled.title == "My own title"  # a title of its own stays
+
+
+def test_the_sparql_examples_list_each_model_once(owner, publish, tmp_path):
+    """Issue 41, point 5: the page's first example and the README's list a model as uploaded, not again as the
+    hub's ONNX conversion of it; the query box spans the page (a browser test measures it)."""
+    import re
+    from pathlib import Path
+
+    from hub.web.sparql_page import EXAMPLES
+
+    artifact, source = publish(owner, "listed-once", {"model.pt": b"torchscript bytes"})
+    _converted(owner, artifact, source, tmp_path)
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    from_readme = re.search(r"--data-urlencode 'query=(.*?)' \\", readme, re.S).group(1)
+    for query in (EXAMPLES[0][1], from_readme):
+        page = Client().get("/sparql", {"query": query}, HTTP_ACCEPT=BROWSER_ACCEPT).content.decode()
+        assert 'id="sparql-error"' not in page
+        assert page.count("<td>Title of listed-once</td>") == 1, query
+    everything = "SELECT ?t WHERE { ?s a hpc:AIModel ; schema:name ?t }"
+    assert Client().get("/sparql", {"query": everything}, HTTP_ACCEPT=BROWSER_ACCEPT).content.decode() \
+        .count("<td>Title of listed-once</td>") == 2  # what the filter leaves out
