@@ -21,6 +21,7 @@ from hub.metadata.services import card_fields, invalid
 from hub.registry import services
 from hub.registry.models import NAME_RE, Artifact
 from hub.registry.uploads import completed_file
+from hub.strict import unknown_field
 from hub.web.account import users_named
 from ontology.fields import FIELDS, FRAMEWORKS, LEARNING_TYPES, MODEL_FAMILIES, MetadataError
 
@@ -29,6 +30,7 @@ FORM_FIELDS = ("title", "description", "creators", "license", "keywords", "frame
                "learning_type", "model_family", "subject", "discipline", "url")
 LICENSES = ("Apache-2.0", "MIT", "BSD-3-Clause", "GPL-3.0-only", "CC-BY-4.0", "CC-BY-SA-4.0", "CC0-1.0")
 MAX_BODY = 2 * 1024 * 1024
+CARD_REQUEST_FIELDS = {"text", "kind", "name"}
 MAX_FILES = 200
 
 
@@ -75,6 +77,10 @@ def card(request: HttpRequest) -> HttpResponse:
         body = load_json(request.body or b"{}", what="The card")
         if not isinstance(body, dict) or not isinstance(body.get("text"), str):
             raise HubError("malformed_request", "Send {\"text\": the card's text, \"kind\": model|dataset|project}.")
+        unknown = sorted(set(body) - CARD_REQUEST_FIELDS)
+        if unknown:
+            raise HubError("invalid", unknown_field(unknown[0], CARD_REQUEST_FIELDS),
+                           errors={key: [unknown_field(key, CARD_REQUEST_FIELDS)] for key in unknown})
         fields = card_fields(body["text"], str(body.get("kind") or "model"), str(body.get("name") or "README.md"))
     except MetadataError as exc:
         exc = invalid(exc)

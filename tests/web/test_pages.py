@@ -457,6 +457,8 @@ def test_the_publish_form_reads_a_card_and_the_artifact_takes_its_title(owner, t
     assert "extra" not in fields  # only what the form has fields for
     bad = client.post("/publish/card", {"text": "---\n: [\n---\n"}, content_type="application/json")
     assert bad.status_code == 400 and bad.json()["code"] == "invalid_metadata"
+    typo = client.post("/publish/card", {"text": HF_CARD, "knd": "model"}, content_type="application/json")
+    assert typo.status_code == 400 and "kind" in typo.json()["detail"]
     assert Client().post("/publish/card", {"text": HF_CARD}, content_type="application/json").status_code == 302
     assert 'id="card-note"' in client.get("/publish/").content.decode()
 

@@ -436,7 +436,7 @@ function setupPublish() {
       }
       const li = document.createElement("li");
       li.innerHTML = '<span class="name"></span> <span class="muted size"></span> <progress max="1" value="0"></progress> <span class="status">waiting</span> <button type="button" class="link remove">remove</button>';
-      readCard(file, path);
+      readCard(file, path).catch(() => {});
       li.querySelector(".name").textContent = path;
       li.querySelector(".size").textContent = hub.size(file.size);
       li.querySelector("progress").setAttribute("aria-label", `upload of ${path}`);
