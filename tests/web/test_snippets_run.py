@@ -33,7 +33,8 @@ def test_the_use_it_snippets_of_a_model_page_run_as_shown(embedded_hub, tmp_path
     while requests.get(f"{api}/versions/1.0-onnx/", timeout=30).status_code != 200:  # converted at start
         assert time.monotonic() < deadline, "the demo model was not converted in time"
         time.sleep(2)
-    page = requests.get(f"{base}/{requests.get(f'{api}/', timeout=30).json()['pid']}", timeout=30).text
+    pid = requests.get(f"{api}/", timeout=30).json()["pid"]
+    page = requests.get(f"{base}/{pid}", headers={"Accept": "text/html"}, timeout=30).text
     names = re.search(r"With a config \(<code>(.*?)</code>\)", page).group(1)
     input_name = re.search(r"The input \(<code>(.*?)</code>\)", page).group(1)
     (tmp_path / names).write_text(shown(page, "use-yaml"))
