@@ -61,7 +61,8 @@ def test_the_tour_runs_as_one_pasted_block_and_its_try_it_input_fits_the_demo_mo
               + "\n".join(block.splitlines()[1:]).replace("http://127.0.0.1:8000", base))
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "HUB_BROKER_URL", "HUB_STORAGE"}}
     env["HUB_VAR_DIR"] = str(var)
-    done = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    done = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, errors="replace",
+                          timeout=400)
     answers = re.findall(r"^=> (\d{3}) (\S+)$", done.stdout, re.M)
     assert answers, done.stdout[-3000:] + done.stderr[-3000:]
     onnx = [status for status, url in answers if url.endswith("/versions/1-onnx/")]
