@@ -252,7 +252,8 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
     artifact: Artifact = context["artifact"]
     version: Version | None = context["version"]
     record = concept = context["record"]
-    if context.get("is_concept") and version is not None and record is not None and not version.is_deleted:
+    if (context.get("is_concept") and version is not None and record is not None and not version.is_deleted
+            and getattr(record, "latest_label", None) != version.label):
         # The concept's page shows the version it leads with (``latest_original``), not the newest one's
         # description (often the hub's ONNX conversion); it keeps the concept's exports and citations.
         record = replace(version_record(version, viewer), export_urls=concept.export_urls)
