@@ -106,6 +106,23 @@ def conversions_of(version: Version) -> QuerySet[Version]:
             .select_related("artifact__owner").order_by("-created", "-id"))
 
 
+def latest_original(artifact: Artifact) -> Version | None:
+    """The artifact's newest live version that was published, not converted by the hub from another of its
+    versions: what its page leads with (the uploaded files, card and provenance). The newest live version
+    when every one is a conversion."""
+    live = artifact.versions.filter(deleted_at__isnull=True).order_by("-created", "-id")
+    converted = ProvenanceLink.objects.filter(relation=ProvenanceLink.Relation.CONVERTED_FROM,
+                                              target__artifact_id=artifact.pk).values("version_id")
+    return live.exclude(pk__in=converted).first() or live.first()
+
+
+def converted_from(version: Version) -> Version | None:
+    """The version of the same artifact the hub converted ``version`` from, if it is such a conversion."""
+    link = (version.provenance.filter(relation=ProvenanceLink.Relation.CONVERTED_FROM,
+                                      target__artifact_id=version.artifact_id).select_related("target").first())
+    return link.target if link else None
+
+
 def is_conversion_result(version: Version) -> bool:
     return version.provenance.filter(relation=ProvenanceLink.Relation.CONVERTED_FROM).exists()
 

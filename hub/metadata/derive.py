@@ -89,7 +89,12 @@ def read_card(files: Sequence[FileInfo]) -> tuple[dict[str, Any], str]:
     card = next((f for f in files if f.path.lower() in CARD_NAMES), None)
     if card is None or card.size > CARD_MAX_BYTES:
         return {}, ""
-    text = card.local.read_bytes().decode("utf-8", errors="replace")
+    return split_card(card.local.read_bytes().decode("utf-8", errors="replace"), card.path)
+
+
+def split_card(text: str, name: str = "README.md") -> tuple[dict[str, Any], str]:
+    """A card's text as its YAML front matter and its Markdown body; a ``MetadataError`` (under ``name``)
+    when the front matter cannot be read or is not a mapping."""
     if not text.startswith("---"):
         return {}, text
     head, sep, body = text[3:].partition("\n---")
@@ -98,10 +103,10 @@ def read_card(files: Sequence[FileInfo]) -> tuple[dict[str, Any], str]:
     try:
         front = load_yaml(head) or {}
     except Unreadable as exc:
-        raise MetadataError({card.path: [f"The YAML front matter cannot be read: {exc} (lines counted after "
-                                         "the first ---)."]})
+        raise MetadataError({name: [f"The YAML front matter cannot be read: {exc} (lines counted after "
+                                    "the first ---)."]})
     if not isinstance(front, dict):
-        raise MetadataError({card.path: ["The YAML front matter must be a mapping of field: value."]})
+        raise MetadataError({name: ["The YAML front matter must be a mapping of field: value."]})
     return front, body.lstrip("-").lstrip("\n")
 
 

@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from hub.errors import HubError
 from hub.metadata.cards import from_hugging_face, title_and_description
-from hub.metadata.derive import FileInfo, derive, read_card
+from hub.metadata.derive import FileInfo, derive, read_card, split_card
 from hub.registry.access import Viewer, sources
 from hub.registry.links import absolute, file_url, pid_url
 from hub.registry.models import Artifact, Version
@@ -67,6 +67,17 @@ def prepare(artifact: Artifact, metadata: dict[str, Any], files: Sequence[FileIn
     except MetadataError as exc:
         raise invalid(exc)
     return clean
+
+
+def card_fields(text: str, kind: str, name: str = "README.md") -> dict[str, Any]:
+    """What ``prepare`` takes from a card's text (Hugging Face keys read as the hub's; the first heading and
+    paragraph as title and description where the front matter has none): for a form to show before
+    publishing. A ``MetadataError`` when the front matter cannot be read."""
+    front, body = split_card(text, name)
+    fields = from_hugging_face(front, kind)
+    for key, value in title_and_description(body).items():
+        fields.setdefault(key, value)
+    return fields
 
 
 def _columns(found: list[dict[str, Any]], given: list[Any]) -> list[dict[str, Any]]:

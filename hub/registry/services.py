@@ -311,7 +311,10 @@ def create_version(
                         raise HubError("upload_not_open", f"Upload {staged.upload.pk} was used meanwhile.")
             for ref in provenance or []:
                 ProvenanceLink.objects.create(version=version, relation=ref.relation, target=ref.target)
-            Artifact.objects.filter(pk=artifact.pk).update(updated=timezone.now())
+            named = named_by(artifact, metadata)
+            Artifact.objects.filter(pk=artifact.pk).update(updated=timezone.now(), **named)
+            for key, value in named.items():
+                setattr(artifact, key, value)
             version_published.send(sender=Version, version=version, user=user)
     except IntegrityError as exc:
         _remove_blobs(newly_stored)
@@ -328,6 +331,19 @@ def create_version(
         if staged.upload is not None:
             transaction.on_commit(lambda path=staged.staged: path.unlink(missing_ok=True))
     return version
+
+
+def named_by(artifact: Artifact, metadata: dict[str, Any]) -> dict[str, str]:
+    """The title and description ``artifact`` takes from a new version's metadata (its card's, say) where it has
+    none of its own (a title that is only its name counts as none), so that its heading, search results and
+    the API name it as the card does, not by its slug."""
+    out = {}
+    title, description = metadata.get("title"), metadata.get("description")
+    if isinstance(title, str) and title.strip() and artifact.title in ("", artifact.name):
+        out["title"] = title.strip()[:300]
+    if isinstance(description, str) and description.strip() and not artifact.description:
+        out["description"] = description.strip()[:20000]
+    return out
 
 
 def _fetcher(store, staged: StagedFile):

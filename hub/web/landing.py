@@ -8,7 +8,7 @@ latency, jobs, "use it" snippets, the try-it form) and renders it.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db.models import Q
@@ -17,12 +17,12 @@ from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
 from hub.accounts.auth import request_user
-from hub.conversions.services import conversions_of
+from hub.conversions.services import conversions_of, converted_from, latest_original
 from hub.gateway.tensors import shape_text
 from hub.jobs.models import Job
 from hub.metadata import signposting
 from hub.metadata.negotiation import choose
-from hub.metadata.services import record_for
+from hub.metadata.services import record_for, version_record
 from hub.registry import access, resolver
 from hub.registry.access import Viewer
 from hub.registry.models import Artifact, Version
@@ -168,24 +168,6 @@ def runnable_signature(version: Version, converted: list[Version]) -> list[dict[
     return (converted[0].metadata.get("inputs") or []) if converted else []
 
 
-def example_inputs(signature: list[dict[str, Any]]) -> str:
-    """A JSON body the model accepts: zeros, dynamic axes as 1 (only for small tensors)."""
-    example = {}
-    for item in signature:
-        shape = [d if isinstance(d, int) and d > 0 else 1 for d in (item.get("shape") or [])]
-        size = 1
-        for d in shape:
-            size *= d
-        if size > 64:
-            return ""
-        zero = 0 if "int" in str(item.get("dtype", "")) else 0.0
-        value: Any = zero
-        for d in reversed(shape):
-            value = [value] * d
-        example[item.get("name", "input")] = value
-    return json.dumps(example) if example else ""
-
-
 # What to do after a failed conversion, by its code: the page says this instead of leaving people with the
 # error alone (the job's own message, for those who may write, says what exactly went wrong).
 NEXT_STEPS = {
@@ -222,9 +204,21 @@ def failed_conversion(version: Version, files: list, converted: list[Version]) -
 
 
 def newer_version(artifact: Artifact, version: Version) -> Version | None:
-    """The artifact's latest live version when it is not ``version``."""
-    latest = artifact.latest_version()
-    return latest if latest is not None and latest.pk != version.pk else None
+    """The artifact's latest published version (``latest_original``) when it is neither ``version`` nor the
+    version ``version`` was converted from: a version's own ONNX conversion is not a newer version of it."""
+    latest = latest_original(artifact)
+    if latest is None or latest.pk == version.pk or latest.pk == getattr(converted_from(version), "pk", None):
+        return None
+    return latest
+
+
+def onnx_offer(converted: list[Version]) -> dict[str, Any] | None:
+    """The ONNX conversion a model version's page offers beside it: the newest, whether it was verified."""
+    if not converted:
+        return None
+    made = converted[0]
+    return {"version": made, "verified": made.metadata.get("verified"),
+            "files": [f.path for f in made.files.order_by("path") if f.path.lower().endswith(".onnx")]}
 
 
 def with_previews(files: list) -> list:
@@ -257,7 +251,13 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
     user = viewer.user
     artifact: Artifact = context["artifact"]
     version: Version | None = context["version"]
-    record = context["record"]
+    record = concept = context["record"]
+    if (context.get("is_concept") and version is not None and record is not None and not version.is_deleted
+            and getattr(record, "latest_label", None) != version.label):
+        # The concept's page shows the version it leads with (``latest_original``), not the newest one's
+        # description (often the hub's ONNX conversion); it keeps the concept's exports and citations.
+        record = replace(version_record(version, viewer), export_urls=concept.export_urls)
+        context["record"] = record
     metadata = record.metadata if record else {}
     can_write = artifact.can_write(user)
     context.update({
@@ -278,20 +278,22 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
         signature = runnable_signature(version, converted) if artifact.kind == "model" and not failed else []
         context.update({
             "failed_conversion": failed,
+            "onnx": onnx_offer(converted),
+            "source": converted_from(version) if artifact.kind == "model" else None,
             "newer": None if context.get("is_concept") else newer_version(artifact, version),
             "schema": metadata.get("records") if artifact.kind == "dataset" else None,
             "mlcube": metadata.get("mlcube") if artifact.kind == "project" else None,
             "files": with_previews(files),
-            "citations": [(label, exports.export(record, name, style)) for label, name, style in CITATIONS]
-            if record else [],
+            "citations": [(label, exports.export(concept, name, style)) for label, name, style in CITATIONS]
+            if concept else [],
             "graph": provenance_graph(version, viewer),
             "reports": verification(version, converted),
             "latency": latency_rows(metadata),
             "container": metadata.get("container") if isinstance(metadata.get("container"), dict) else None,
             "jobs": jobs_shown(version, user) if can_write else [],
-            "use": None if failed else snippets.for_version(artifact, version),
+            "use": None if failed else snippets.for_version(artifact, version, signature),
             "try_signature": shown(signature),
-            "try_example": example_inputs(signature),
+            "try_example": json.dumps(example) if (example := snippets.example_inputs(signature)) else "",
             "infer_url": f"/api/v1/artifacts/{artifact.owner.username}/{artifact.name}/versions/{version.label}/infer",
         })
     return render(request, "web/landing.html", context)
@@ -318,7 +320,7 @@ def view(request: HttpRequest, pid: str) -> HttpResponse:
     record = record_for(version or artifact, viewer)
     context = {
         "artifact": artifact,
-        "version": version or artifact.latest_version(),
+        "version": version or latest_original(artifact),  # the upload leads; its ONNX conversion is offered
         "is_concept": version is None,
         "pid": canonical,
         "versions": artifact.versions.all(),

@@ -16,17 +16,21 @@ from django.views.decorators.http import require_http_methods
 from hub.bounded import load_json, load_json_or_yaml
 from hub.errors import HubError, json_error
 from hub.jobs.models import Job
+from hub.metadata.derive import CARD_MAX_BYTES
+from hub.metadata.services import card_fields, invalid
 from hub.registry import services
 from hub.registry.models import NAME_RE, Artifact
 from hub.registry.uploads import completed_file
+from hub.strict import unknown_field
 from hub.web.account import users_named
-from ontology.fields import FIELDS, FRAMEWORKS, LEARNING_TYPES, MODEL_FAMILIES
+from ontology.fields import FIELDS, FRAMEWORKS, LEARNING_TYPES, MODEL_FAMILIES, MetadataError
 
 # The form's metadata fields, in order; the rest can be given as YAML ("more fields").
 FORM_FIELDS = ("title", "description", "creators", "license", "keywords", "framework", "task", "format",
                "learning_type", "model_family", "subject", "discipline", "url")
 LICENSES = ("Apache-2.0", "MIT", "BSD-3-Clause", "GPL-3.0-only", "CC-BY-4.0", "CC-BY-SA-4.0", "CC0-1.0")
 MAX_BODY = 2 * 1024 * 1024
+CARD_REQUEST_FIELDS = {"text", "kind", "name"}
 MAX_FILES = 200
 
 
@@ -59,6 +63,34 @@ def publish(request: HttpRequest) -> HttpResponse:
         "licenses": LICENSES, "kinds": Artifact.Kind.values,
     }
     return render(request, "web/publish.html", context)
+
+
+@login_required
+@require_http_methods(["POST"])
+def card(request: HttpRequest) -> HttpResponse:
+    """The form's fields as a card file gives them (``{"text", "kind", "name"}`` in; ``{"fields"}`` out), so
+    that the page shows what publishing will take from a README.md (a Hugging Face card's keys read as the
+    hub's) before it is sent. Nothing is stored."""
+    if int(request.META.get("CONTENT_LENGTH") or 0) > CARD_MAX_BYTES + 4096:
+        return json_error(request, "request_too_large", "The card is larger than 1 MiB; the hub reads no larger card.")
+    try:
+        body = load_json(request.body or b"{}", what="The card")
+        if not isinstance(body, dict) or not isinstance(body.get("text"), str):
+            raise HubError("malformed_request", "Send {\"text\": the card's text, \"kind\": model|dataset|project}.")
+        unknown = sorted(set(body) - CARD_REQUEST_FIELDS)
+        if unknown:
+            raise HubError("invalid", unknown_field(unknown[0], CARD_REQUEST_FIELDS),
+                           errors={key: [unknown_field(key, CARD_REQUEST_FIELDS)] for key in unknown})
+        fields = card_fields(body["text"], str(body.get("kind") or "model"), str(body.get("name") or "README.md"))
+    except MetadataError as exc:
+        exc = invalid(exc)
+        return json_error(request, exc.error_code, exc.message, **exc.extra)
+    except HubError as exc:
+        return json_error(request, exc.error_code, exc.message, **exc.extra)
+    shown = {key: value for key, value in fields.items() if key in FORM_FIELDS}
+    if isinstance(fields.get("creators"), list):
+        shown["creators"] = [c if isinstance(c, dict) else {"name": str(c)} for c in fields["creators"]]
+    return JsonResponse({"fields": shown})
 
 
 def _prefill(metadata: dict[str, Any]) -> dict[str, Any]:

@@ -1,14 +1,25 @@
-""""Use it" snippets for a landing page: the client's YAML config, its three lines of Python, the CLI line.
+""""Use it" snippets for a landing page: the client's YAML config, its Python, the CLI line, and for a model
+the input file they read and ``api.load_model`` in ONNX Runtime.
 
-The YAML follows the papers' listings (``general_args``, ``device_args``, ``task_args``, ``out_args``) and
-is valid for ``hpcfair.config`` as written (a test loads each kind's config with it).
+Each runs as shown (a test runs them against a live hub): the YAML follows the papers' listings
+(``general_args``, ``device_args``, ``task_args``, ``out_args``) and is valid for ``hpcfair.config``; a
+model's outputs go to ``outputs.npz``, which holds any number of them (``.npy`` holds one, and the client
+refuses it for a model with several outputs).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from hub.registry.models import Artifact, Version
+
+# Where a model's snippets write its outputs: an .npz holds every output by name.
+OUTPUTS_FILE = "outputs.npz"
+# NumPy's names for the signature dtypes the page may meet; others get no example.
+NUMERIC = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "bool"}
+MAX_EXAMPLE_VALUES = 64
 
 
 @dataclass
@@ -17,19 +28,68 @@ class Snippets:
     yaml: str
     python: str
     cli: str
+    input_name: str = ""  # the input file the YAML and the CLI line read (models)
+    input_text: str = ""  # its contents, when the page can give an example ("" when not)
+    load_python: str = ""  # api.load_model(...) and one run in ONNX Runtime (models)
 
 
-def for_version(artifact: Artifact, version: Version) -> Snippets:
+def example_inputs(signature: list[dict[str, Any]]) -> dict[str, Any]:
+    """Inputs the model accepts, keyed by input name: zeros, dynamic axes as 1; {} when a tensor is large or
+    not numeric (then people bring their own)."""
+    example: dict[str, Any] = {}
+    for item in signature:
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in (item.get("shape") or [])]
+        size = 1
+        for d in shape:
+            size *= d
+        if size > MAX_EXAMPLE_VALUES or str(item.get("dtype", "float32")) not in NUMERIC:
+            return {}
+        zero: Any = 0 if "int" in str(item.get("dtype", "")) else False if item.get("dtype") == "bool" else 0.0
+        value: Any = zero
+        for d in reversed(shape):
+            value = [value] * d
+        example[str(item.get("name", "input"))] = value
+    return example
+
+
+def _load_model(ref: str, signature: list[dict[str, Any]]) -> str:
+    """``api.load_model`` and one run on zeros of the signature's shapes (the verified ONNX conversion)."""
+    lines = ["import numpy as np", "from hpcfair import modelAPI", "api = modelAPI()",
+             f'session = api.load_model("{ref}")  # its ONNX version, in ONNX Runtime on this machine']
+    feeds = []
+    for item in signature:
+        shape = tuple(d if isinstance(d, int) and d > 0 else 1 for d in (item.get("shape") or []))
+        dtype = str(item.get("dtype") or "float32")
+        if dtype not in NUMERIC:
+            return ""
+        feeds.append(f'"{item.get("name", "input")}": np.zeros({shape!r}, dtype="{dtype}")')
+    if not feeds:
+        lines.append("print([i.name for i in session.get_inputs()])  # then session.run(None, {name: array})")
+        return "\n".join(lines)
+    lines.append("names = [o.name for o in session.get_outputs()]")
+    lines.append(f"outputs = dict(zip(names, session.run(None, {{{', '.join(feeds)}}})))")
+    lines.append("print(outputs)")
+    return "\n".join(lines)
+
+
+def for_version(artifact: Artifact, version: Version, signature: list[dict[str, Any]] | None = None) -> Snippets:
+    """The snippets of ``version``; for a model, ``signature`` is the inputs of what runs (its ONNX version)."""
     ref = f"{artifact.full_name}@{version.label}"
     if artifact.kind == "model":
         name = "inference.yaml"
+        example = example_inputs(signature or [])
+        input_name = "input.json" if example else "input.npy"
         yaml = (f'general_args:\n  task: "inference"\n  backend: "onnx"\n'
                 f'device_args:\n  device: "cpu"\n  worker_num: 1\n'
-                f'task_args:\n  model_file: ["{ref}"]\n  input: "input.npy"\n'
-                f'out_args:\n  export_file: "output.npy"\n')
-        python = f'from hpcfair import modelAPI\napi = modelAPI()\noutputs = api.inference("{name}")'
-        cli = f"hpcfair infer {ref} input.npy --output output.npy"
-    elif artifact.kind == "project":
+                f'task_args:\n  model_file: ["{ref}"]\n  input: "{input_name}"\n'
+                f'out_args:\n  export_file: "{OUTPUTS_FILE}"\n')
+        python = (f'from hpcfair import modelAPI\napi = modelAPI()\n'
+                  f'outputs = api.inference("{name}")  # {{output name: array}}, also saved in {OUTPUTS_FILE}\n'
+                  f'print(outputs)')
+        cli = f"hpcfair infer {ref} {input_name} --output {OUTPUTS_FILE}"
+        return Snippets(name, yaml, python, cli, input_name, json.dumps(example) if example else "",
+                        _load_model(ref, signature or []))
+    if artifact.kind == "project":
         name = "container.yaml"
         yaml = (f'general_args:\n  task: "container"\n  backend: "mlcube"\n'
                 f'device_args:\n  device: "cpu"\n'
@@ -37,11 +97,11 @@ def for_version(artifact: Artifact, version: Version) -> Snippets:
                 f'out_args:\n  export_file: "out.txt"\n')
         python = f'from hpcfair import modelAPI\napi = modelAPI()\napi.container("{name}")'
         cli = f"hpcfair run {name}"
-    else:
-        name = "download.yaml"
-        yaml = (f'general_args:\n  task: "download"\n'
-                f'task_args:\n  model_file: ["{ref}"]\n'
-                f'out_args:\n  export_dir: "data"\n')
-        python = f'from hpcfair import modelAPI\napi = modelAPI()\ndataset = api.load_dataset("{ref}")'
-        cli = f"hpcfair download {ref} --dest data"
+        return Snippets(name, yaml, python, cli)
+    name = "download.yaml"
+    yaml = (f'general_args:\n  task: "download"\n'
+            f'task_args:\n  model_file: ["{ref}"]\n'
+            f'out_args:\n  export_dir: "data"\n')
+    python = f'from hpcfair import modelAPI\napi = modelAPI()\ndataset = api.load_dataset("{ref}")'
+    cli = f"hpcfair download {ref} --dest data"
     return Snippets(name, yaml, python, cli)

@@ -15,9 +15,10 @@ from hub.metadata.negotiation import choose
 from ontology.vocab import PREFIXES
 
 EXAMPLES = [
-    ("Models and their frameworks",
+    ("Models and their frameworks",  # as uploaded: the hub's ONNX conversions (hub:convertedFrom) left out
      "SELECT ?model ?title ?framework WHERE {\n  ?model a hpc:AIModel ; schema:name ?title .\n"
-     "  OPTIONAL { ?model hpc:machineLearningFramework ?framework }\n} LIMIT 50"),
+     "  OPTIONAL { ?model hpc:machineLearningFramework ?framework }\n"
+     "  FILTER NOT EXISTS { ?model hub:convertedFrom ?original }  # the hub's ONNX conversions\n} LIMIT 50"),
     ("Datasets and their licenses",
      "SELECT ?dataset ?title ?license WHERE {\n  ?dataset a hpc:Dataset ; schema:name ?title .\n"
      "  OPTIONAL { ?dataset schema:license ?license }\n} LIMIT 50"),

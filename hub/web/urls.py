@@ -9,6 +9,7 @@ urlpatterns = [
     path("browse/", views.browse, name="browse"),
     path("owners/<str:username>/", views.owner, name="owner"),
     path("publish/", publish.publish, name="publish"),
+    path("publish/card", publish.card, name="publish-card"),
     path("jobs/", account.jobs, name="jobs"),
     path("jobs/<uuid:pk>/", account.job, name="job"),
     path("jobs/<uuid:pk>/cancel", account.cancel, name="job-cancel"),

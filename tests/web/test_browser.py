@@ -374,3 +374,99 @@ def test_a_model_folder_keeps_its_structure_when_published_from_the_page(site, t
     version = page.request.get("/api/v1/artifacts/demo/tiny-sbert-folder/versions/latest/").json()
     assert {f["path"]: f["sha256"] for f in version["files"]} == {
         path: hashlib.sha256(data).hexdigest() for path, data in contents.items()}
+
+
+def test_a_model_page_leads_with_what_was_uploaded_and_offers_the_onnx_beside_it(site):
+    """Issue 41, point 1: the demo model's page shows the uploaded pickle, its card and "trained on", and
+    links its verified ONNX conversion, rather than opening on the ONNX version."""
+    w = site()
+    open_demo_model(w)
+    wait_for_converted(w)
+    page = w.page
+    assert "model.pkl" in page.locator("#files").inner_text()
+    assert "model.onnx" not in page.locator("#files").inner_text()
+    assert "scikit-learn" in page.locator("#metadata").inner_text()
+    assert page.locator("#card").is_visible()
+    assert "trained on demo/synthetic-iris@1.0" in page.locator("#provenance").inner_text()
+    offer = page.locator("#onnx-conversion")
+    assert "✓ verified" in offer.inner_text()
+    w.shot("landing-model-original")
+    offer.get_by_role("link", name="1.0-onnx").click()
+    page.wait_for_url(re.compile(r".*/ark:/.*"))
+    assert "model.onnx" in page.locator("#files").inner_text()
+    page.locator("#converted-from").get_by_role("link", name="1.0").click()
+    page.wait_for_url(re.compile(r".*/ark:/.*"))
+    assert "model.pkl" in page.locator("#files").inner_text()
+
+
+def test_publishing_a_folder_with_a_hugging_face_card_shows_what_it_read(site, tmp_path):
+    """Issue 41, point 2: after a folder with a Hugging Face README.md is chosen, the form shows the title,
+    description, license and task it read; published, the artifact is named by the card, not by its slug."""
+    w = site()
+    w.login(*DEMO)
+    page = w.page
+    page.goto("/publish/")
+    folder = tmp_path / "wine"
+    folder.mkdir()
+    name, _ = models.random_forest(folder)
+    (folder / "README.md").write_text(
+        "---\nlicense: apache-2.0\npipeline_tag: tabular-classification\ntags: [wine]\n---\n"
+        "# Wine quality forest\n\nTells good wines from bad ones by their measurements.\n")
+    page.set_input_files("#f-folder", str(folder))
+    page.locator("#card-note").wait_for(state="visible")
+    assert "Read from README.md" in page.locator("#card-note").inner_text()
+    assert page.get_by_label("Title").input_value() == "Wine quality forest"
+    assert page.get_by_label("Description").input_value() == "Tells good wines from bad ones by their measurements."
+    assert page.get_by_label("License").input_value() == "apache-2.0"
+    assert page.get_by_label("Task").input_value() == "tabular-classification"
+    w.shot("publish-card-read")
+    page.wait_for_function("document.querySelectorAll('#file-list li[data-state=\"uploaded\"]').length === 2")
+    fill_model_form(page, Name="wine-1795625527", Creators="Ada Lovelace", Framework="scikit-learn")
+    page.get_by_role("button", name="Publish").click()
+    page.wait_for_url(re.compile(r".*/ark:/.*"), timeout=60_000)
+    assert page.locator("h1").first.inner_text() == "Wine quality forest"  # the heading; the card has one too
+    assert page.title().startswith("Wine quality forest")
+    page.goto("/browse/?q=wine")
+    assert "Wine quality forest" in page.locator("ul.cards").inner_text()
+
+
+def test_the_sparql_box_spans_the_page(site):
+    """Issue 41, point 5: the query box was ~195 px wide on a 1280 px page."""
+    w = site(viewport={"width": 1280, "height": 800})
+    w.page.goto("/sparql")
+    box, main = w.page.evaluate("""[document.getElementById('sparql-query').getBoundingClientRect().width,
+                                     document.querySelector('main').getBoundingClientRect().width]""")
+    assert box >= main - 40, (box, main)
+
+
+def test_on_a_phone_jobs_and_tokens_fit_and_the_header_keeps_to_one_row(site, hub_users):
+    """Issue 41, point 6: at 390x844 the Jobs and token tables were cut at the right edge (Revoke out of view)
+    and, signed in, the header's links wrapped onto a second row."""
+    w = site(viewport={"width": 390, "height": 844})
+    page = w.page
+    page.goto("/")
+    rows_out = page.evaluate("document.querySelector('header.top').getBoundingClientRect().height")
+    w.login("bob", hub_users["bob"])
+    page.goto("/account/")
+    page.get_by_label("Name").fill("phone")
+    page.get_by_role("button", name="Create token").click()
+    page.locator("#new-token").wait_for()
+    header = page.evaluate("""() => {
+        const visible = [...document.querySelectorAll('header.top .brand, header.top nav > *')]
+            .filter(el => el.getClientRects().length);
+        return {tops: visible.map(el => Math.round(el.getBoundingClientRect().top)),
+                height: document.querySelector('header.top').getBoundingClientRect().height};
+    }""")
+    assert max(header["tops"]) - min(header["tops"]) <= 8, header  # the brand and the links on one row
+    assert header["height"] <= rows_out + 4, (header, rows_out)  # no taller than signed out
+    revoke = page.get_by_role("button", name=re.compile("Revoke token")).first
+    fits = page.evaluate("""el => [el.getBoundingClientRect().right, window.innerWidth,
+                                   document.documentElement.scrollWidth]""", revoke.element_handle())
+    assert fits[0] <= fits[1] and fits[2] <= fits[1], fits
+    w.shot("account-phone")
+    page.locator("details.menu summary").click()  # the rest of the links, in one menu
+    page.locator("details.menu").get_by_role("link", name="Jobs").click()
+    page.wait_for_url("**/jobs/")
+    widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert widths[0] <= widths[1], widths
+    w.shot("jobs-phone")

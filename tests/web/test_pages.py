@@ -363,3 +363,140 @@ def test_a_signature_shows_shapes_as_people_write_them(owner, tmp_path):
     text = Client().get("/" + version.pid, follow=True).content.decode()
     assert "<code>[?, 4]</code>" in text and "<code>[measurements_dim0, 4]</code>" in text
     assert "[None, 4]" not in text and "'measurements_dim0'" not in text
+
+
+def _converted(owner, artifact, source, tmp_path, verified=True):
+    """An ONNX version of ``source`` as the hub's conversion publishes it (issue 41)."""
+    from hub.registry import services
+    from hub.registry.models import ProvenanceLink
+    from hub.registry.services import ProvenanceRef
+    from tests.conftest import staged
+
+    return services.create_version(
+        artifact, owner, label=f"{source.label}-onnx", files=[staged(tmp_path, "model.onnx", b"onnx bytes")],
+        metadata=valid_metadata("model", title=f"Title of {artifact.name}", verified=verified, framework="onnx",
+                                format="onnx"),
+        provenance=[ProvenanceRef(ProvenanceLink.Relation.CONVERTED_FROM, source)], system=True)
+
+
+def test_a_model_page_leads_with_the_upload_and_offers_its_onnx_conversion(owner, publish, tmp_path):
+    """Issue 41, point 1: the artifact's page opens on what was uploaded (its files, card, provenance), not on
+    the hub's ONNX version; the conversion is offered beside it, and is not "a newer version" of it."""
+    card = b"---\ntitle: Uploaded MLP\n---\n# Uploaded MLP\nThe original TorchScript file.\n"
+    artifact, source = publish(owner, "lead-upload", {"model.pt": b"torchscript bytes", "README.md": card})
+    onnx = _converted(owner, artifact, source, tmp_path)
+    assert artifact.latest_version() == onnx  # the concept PID still resolves to the newest version
+    page = Client().get("/" + artifact.pid, follow=True)
+    text = page.content.decode()
+    assert page.context["version"] == source
+    files = text[text.index('<section id="files">'):text.index('<section id="versions">')]
+    assert "model.pt" in files and "model.onnx" not in files
+    assert '<section id="card"' in text and "The original TorchScript file." in text
+    offer = text[text.index('<tr id="onnx-conversion">'):]
+    offer = offer[:offer.index("</tr>")]
+    assert f'<a href="/{onnx.pid}">{onnx.label}</a>' in offer and "<code>model.onnx</code>" in offer
+    assert "✓ verified" in offer
+    assert "a newer version exists" not in text
+    own = Client().get("/" + source.pid, follow=True).content.decode()
+    assert "a newer version exists" not in own and 'id="onnx-conversion"' in own
+    converted = Client().get("/" + onnx.pid, follow=True).content.decode()
+    assert f'<tr id="converted-from"><th scope="row">Converted from</th><td><a href="/{source.pid}">' in converted
+    assert "a newer version exists" not in converted
+    _, second = publish(owner, "lead-upload", {"model.pt": b"torchscript, retrained"}, label="2")
+    assert Client().get("/" + artifact.pid, follow=True).context["version"] == second  # newest upload leads
+    assert f'a newer version exists: <a href="/{second.pid}">2</a>' in \
+        Client().get("/" + onnx.pid, follow=True).content.decode()
+
+
+def test_a_model_page_snippets_write_every_output_and_load_the_model(owner, publish, tmp_path):
+    """Issue 41, point 3: outputs go to an .npz (a model may have several; .npy holds one), the input file the
+    config and the command read is shown with an example of the right shape, and api.load_model has a
+    snippet; the page shows them all."""
+    from hpcfair.config import load
+
+    signature = [{"name": "X", "shape": [None, 4], "dtype": "float32"}]
+    artifact, version = publish(owner, "two-outputs", {"model.pt": b"torchscript bytes"})
+    use = snippets.for_version(artifact, version, signature)
+    assert "output.npy" not in use.yaml + use.python + use.cli
+    (tmp_path / use.config_name).write_text(use.yaml)
+    config = load(tmp_path / use.config_name)
+    assert config.names("export_file") == ["outputs.npz"] and config.task.input == use.input_name == "input.json"
+    assert json.loads(use.input_text) == {"X": [[0.0, 0.0, 0.0, 0.0]]}
+    assert use.cli.endswith(f"{use.input_name} --output outputs.npz")
+    assert f'api.load_model("{artifact.full_name}@{version.label}")' in use.load_python
+    assert '"X": np.zeros((1, 4), dtype="float32")' in use.load_python
+    compile(use.load_python, "load", "exec")
+    compile(use.python, "python", "exec")
+    big = snippets.for_version(artifact, version, [{"name": "image", "shape": [None, 3, 224, 224], "dtype": "float32"}])
+    assert big.input_name == "input.npy" and big.input_text == "" and "np.zeros((1, 3, 224, 224)" in big.load_python
+    version.metadata["inputs"] = signature
+    version.save(update_fields=["metadata"])
+    page = Client().get("/" + version.pid, follow=True).content.decode()
+    for block in ('id="use-input"', 'id="use-yaml"', 'id="use-python"', 'id="use-load"', 'id="use-cli"'):
+        assert block in page, block
+
+
+HF_CARD = ("---\nlicense: apache-2.0\npipeline_tag: text-classification\ntags: [wine, tabular]\nlibrary_name: sklearn\n"
+           "---\n# Wine quality classifier\n\nTells good wines from bad ones by eleven measurements.\n\n## Training\n")
+
+
+def test_the_publish_form_reads_a_card_and_the_artifact_takes_its_title(owner, tmp_path):
+    """Issue 41, point 2: the form asks the hub what a README.md gives (a Hugging Face card's keys read as the
+    hub's) and shows it; published without a title or description, the artifact takes the card's, so its
+    heading and search show them, not the slug."""
+    from hub.registry import services
+    from tests.conftest import staged
+
+    client = signed_in(owner)
+    read = client.post("/publish/card", {"text": HF_CARD, "kind": "model"}, content_type="application/json")
+    assert read.status_code == 200, read.content
+    fields = read.json()["fields"]
+    assert fields["title"] == "Wine quality classifier" and fields["license"] == "apache-2.0"
+    assert fields["description"] == "Tells good wines from bad ones by eleven measurements."
+    assert fields["task"] == "text-classification" and fields["keywords"] == ["wine", "tabular"]
+    assert "extra" not in fields  # only what the form has fields for
+    bad = client.post("/publish/card", {"text": "---\n: [\n---\n"}, content_type="application/json")
+    assert bad.status_code == 400 and bad.json()["code"] == "invalid_metadata"
+    typo = client.post("/publish/card", {"text": HF_CARD, "knd": "model"}, content_type="application/json")
+    assert typo.status_code == 400 and "kind" in typo.json()["detail"]
+    assert Client().post("/publish/card", {"text": HF_CARD}, content_type="application/json").status_code == 302
+    assert 'id="card-note"' in client.get("/publish/").content.decode()
+
+    artifact = services.create_artifact(owner, kind="model", name="wine-1795625527")  # no title: the slug
+    services.create_version(artifact, owner, files=[staged(tmp_path, "README.md", HF_CARD.encode()),
+                                                    staged(tmp_path, "weights.bin", b"w" * 32)],
+                            metadata={"creators": [{"name": "Ada Lovelace"}], "framework": "scikit-learn"})
+    artifact.refresh_from_db()
+    assert artifact.title == "Wine quality classifier"
+    assert artifact.description == "Tells good wines from bad ones by eleven measurements."
+    page = Client().get("/" + artifact.pid, follow=True).content.decode()
+    assert "<h1>Wine quality classifier</h1>" in page and "<title>Wine quality classifier" in page
+    listed = Client().get("/api/v1/artifacts/", {"q": "wine"}).json()
+    results = listed["results"] if isinstance(listed, dict) else listed
+    assert [r["title"] for r in results] == ["Wine quality classifier"]
+    titled = services.create_artifact(owner, kind="model", name="own-title", title="My own title")
+    services.create_version(titled, owner, files=[staged(tmp_path, "README.md", HF_CARD.encode() + b"\n")],
+                            metadata={"creators": [{"name": "Ada Lovelace"}], "framework": "scikit-learn"})
+    titled.refresh_from_db()
+    assert titled.title == "My own title"  # a title of its own stays
+
+
+def test_the_sparql_examples_list_each_model_once(owner, publish, tmp_path):
+    """Issue 41, point 5: the page's first example and the README's list a model as uploaded, not again as the
+    hub's ONNX conversion of it; the query box spans the page (a browser test measures it)."""
+    import re
+    from pathlib import Path
+
+    from hub.web.sparql_page import EXAMPLES
+
+    artifact, source = publish(owner, "listed-once", {"model.pt": b"torchscript bytes"})
+    _converted(owner, artifact, source, tmp_path)
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    from_readme = re.search(r"--data-urlencode 'query=(.*?)' \\", readme, re.S).group(1)
+    for query in (EXAMPLES[0][1], from_readme):
+        page = Client().get("/sparql", {"query": query}, HTTP_ACCEPT=BROWSER_ACCEPT).content.decode()
+        assert 'id="sparql-error"' not in page
+        assert page.count("<td>Title of listed-once</td>") == 1, query
+    everything = "SELECT ?t WHERE { ?s a hpc:AIModel ; schema:name ?t }"
+    assert Client().get("/sparql", {"query": everything}, HTTP_ACCEPT=BROWSER_ACCEPT).content.decode() \
+        .count("<td>Title of listed-once</td>") == 2  # what the filter leaves out

@@ -376,14 +376,48 @@ function setupPublish() {
   const kindSelect = document.getElementById("f-kind");
   const kind = () => (kindSelect ? kindSelect.value : form.dataset.kind);
 
-  const prefill = JSON.parse(document.getElementById("prefill").textContent || "{}");
-  Object.entries(prefill).forEach(([name, value]) => {
+  /** Put a metadata value in its field (creators as "Name, ORCID" lines, lists joined by commas); a select
+   * takes only a value it offers. Returns whether the field now shows it. */
+  const fill = (name, value) => {
     const field = form.querySelector(`[name="${name}"]`);
-    if (!field) return;
-    if (name === "creators") field.value = value.map((c) => [c.name, c.orcid || ""].filter(Boolean).join(", ")).join("\n");
-    else if (Array.isArray(value)) field.value = value.join(", ");
-    else field.value = value;
-  });
+    if (!field || value === null || value === undefined || typeof value === "object" && !Array.isArray(value)) return false;
+    let text;
+    if (name === "creators") text = [].concat(value).map((c) => (typeof c === "string" ? c : [c.name, c.orcid || ""].filter(Boolean).join(", "))).join("\n");
+    else if (Array.isArray(value)) text = value.join(", ");
+    else text = String(value);
+    if (field.tagName === "SELECT" && ![...field.options].some((o) => o.value === text)) return false;
+    field.value = text;
+    return true;
+  };
+  const prefill = JSON.parse(document.getElementById("prefill").textContent || "{}");
+  Object.entries(prefill).forEach(([name, value]) => fill(name, value));
+
+  /** A README.md card at the top of the files: the hub reads it as publishing will, and the empty fields show
+   * what it found (a Hugging Face card's license, pipeline_tag, tags; its first heading and paragraph). */
+  const cardNames = new Set(["readme.md", "modelcard.md", "model_card.md", "datacard.md"]);
+  const cardNote = document.getElementById("card-note");
+  const readCard = async (file, path) => {
+    if (!cardNames.has(path.toLowerCase()) || file.size > 1024 * 1024) return;
+    const result = await hub.api("POST", "/publish/card", { text: await file.text(), kind: kind(), name: path }).catch(() => null);
+    if (!result || !result.ok) {
+      cardNote.textContent = `${path}: ${hub.message(result && result.body)}`;
+      cardNote.hidden = false;
+      return;
+    }
+    const filled = [];
+    Object.entries(result.body.fields || {}).forEach(([name, value]) => {
+      const field = form.querySelector(`[name="${name}"][data-meta]`);
+      if (!field || field.value.trim() || field.closest("[hidden]")) return;
+      if (!fill(name, value)) return;
+      field.dataset.fromCard = path;
+      const label = form.querySelector(`label[for="f-${name}"]`);
+      filled.push(label ? label.textContent.replace("*", "").trim() : name);
+    });
+    cardNote.textContent = filled.length
+      ? `Read from ${path}: ${filled.join(", ")}. Check them; what you change here wins over the card.`
+      : `${path} is a card; the fields you filled in win over it.`;
+    cardNote.hidden = false;
+  };
 
   const showKind = () => form.querySelectorAll(".model-only").forEach((el) => { el.hidden = kind() !== "model"; });
   if (kindSelect) kindSelect.addEventListener("change", showKind);
@@ -402,6 +436,7 @@ function setupPublish() {
       }
       const li = document.createElement("li");
       li.innerHTML = '<span class="name"></span> <span class="muted size"></span> <progress max="1" value="0"></progress> <span class="status">waiting</span> <button type="button" class="link remove">remove</button>';
+      readCard(file, path).catch(() => {});
       li.querySelector(".name").textContent = path;
       li.querySelector(".size").textContent = hub.size(file.size);
       li.querySelector("progress").setAttribute("aria-label", `upload of ${path}`);
