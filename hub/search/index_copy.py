@@ -315,14 +315,34 @@ def _rebuild_in_background() -> None:
         connection.close()
 
 
+_warming = threading.Event()
+
+
+def loaded() -> bool:
+    """Whether this process holds a copy (of some generation) to answer from (``/readyz``)."""
+    return _view is not None
+
+
+def held_generation() -> int | None:
+    """The generation this process's copy answers for (None before it is loaded): ``/metrics``."""
+    view = _view
+    return None if view is None else view.generation
+
+
 def warm() -> None:
-    """Build this process's copy in the background (the web server calls this as it starts)."""
+    """Build this process's copy in the background (the web server calls this as it starts; ``/readyz`` too,
+    while none is loaded); a call while a build runs starts no other."""
+    if _warming.is_set():
+        return
+    _warming.set()
+
     def build() -> None:
         try:
             current()
         except Exception:  # e.g. a database that is not migrated yet: the first search builds it
             logger.warning("could not build the search index ahead of time", exc_info=True)
         finally:
+            _warming.clear()
             connection.close()
     threading.Thread(target=build, name="search-index-warm", daemon=True).start()
 
