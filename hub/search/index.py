@@ -111,6 +111,21 @@ def rebuild_if_outdated() -> int | None:
     return rebuild()
 
 
+def heal() -> int:
+    """Index the live artifacts that have no live entry and retire the entries of deleted ones: what
+    ``hub_serve`` does as it starts (an older ``var/``, an entry lost some other way), in two indexed queries when
+    nothing is missing, instead of rebuilding every entry (``rebuild``: about 8 minutes at 100k artifacts).
+    Returns how many entries it changed."""
+    changed = 0
+    for artifact in Artifact.objects.filter(deleted_at__isnull=False, search_entry__live=True):
+        reindex(artifact)
+        changed += 1
+    for artifact in Artifact.objects.live().exclude(search_entry__live=True).select_related("owner").iterator():
+        reindex(artifact)
+        changed += 1
+    return changed
+
+
 def reindex(artifact: Artifact) -> None:
     """Bring ``artifact``'s entry up to date (or retire it when the artifact is deleted)."""
     with transaction.atomic():
