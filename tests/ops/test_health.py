@@ -86,6 +86,12 @@ def test_a_dependency_that_hangs_is_not_ready_within_the_timeout(probe, ready, s
     assert took < 1.5, took
 
 
+def test_readyz_on_every_store(backend, probe, ready):
+    """The filesystem store and the real S3 server (SeaweedFS under `make test`) both answer ready."""
+    answer = probe.get("/readyz")
+    assert answer.status_code == 200 and answer.json()["checks"]["store"]["ok"], answer.content
+
+
 def test_readyz_names_an_object_store_that_is_down(probe, ready, settings, tmp_path):
     settings.HUB_STORAGE = {**settings.HUB_STORAGE, "BACKEND": "s3", "S3_ENDPOINT": f"127.0.0.1:{free_port()}",
                             "S3_ACCESS_KEY": "k", "S3_SECRET_KEY": "s"}

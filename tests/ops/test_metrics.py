@@ -120,3 +120,36 @@ def test_probes_and_scrapes_stay_out_of_the_access_log():
 
     assert not access.filter(record("/readyz")) and not access.filter(record("/metrics"))
     assert access.filter(record("/api/v1/artifacts/"))
+
+
+@pytest.mark.services
+def test_granian_access_log_leaves_probes_out(tmp_path):
+    """The hub as hub_serve serves it (granian with --access-log): people's requests are logged, probes not."""
+    import os
+    import subprocess
+    import sys
+    import urllib.error
+    import urllib.request
+
+    from hub.web.server import web_command
+    from tests.conftest import ROOT, stop_process, wait_for_port
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "HUB_BROKER_URL", "HUB_STORAGE"}}
+    env.update(HUB_VAR_DIR=str(tmp_path / "var"))
+    log = open(tmp_path / "web.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(web_command(sys.executable, f"127.0.0.1:{port}", 1, access_log=True), cwd=ROOT, env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for_port(port, timeout=60, proc=proc)
+        for path in ("/healthz", "/readyz", "/metrics", "/no-such-page", "/healthz"):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10)
+            except urllib.error.HTTPError:
+                pass  # /readyz: 503 on this unmigrated var; the page: 404
+    finally:
+        stop_process(proc)
+        log.close()
+    text = (tmp_path / "web.log").read_text()
+    assert '"GET /no-such-page' in text, text
+    assert not any(f'"GET {path} ' in text for path in ("/healthz", "/readyz", "/metrics")), text
