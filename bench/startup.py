@@ -47,6 +47,7 @@ def main() -> None:
     parser.add_argument("--versions", type=int, default=10_000)
     parser.add_argument("--reuse", action="store_true", help="keep an existing bench database")
     parser.add_argument("--no-rebuild", dest="rebuild", action="store_false", help="skip timing the full rebuild")
+    parser.add_argument("--jobs", type=int, default=100_000, help="Job rows for timing a /metrics scrape")
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith("postgres"):
@@ -97,6 +98,26 @@ def main() -> None:
         after, new = timed(index_copy.vocabulary)
         assert old == new, "the two ways agree"
         print(f"vocabulary after a write of {changed} entries: before {before:.0f} ms, now {after:.1f} ms")
+    scrape(args.jobs)
+
+
+def scrape(jobs: int) -> None:
+    """A /metrics scrape's cost over ``jobs`` Job rows (its grouped count scans the table)."""
+    from django.test import Client
+
+    from hub.jobs import kinds
+    from hub.jobs.models import Job
+
+    if Job.objects.count() < jobs:
+        rng = random.Random(3)
+        names = [name for name, _ in kinds.choices()]
+        states = [state for state, _ in Job.State.choices]
+        Job.objects.bulk_create([Job(kind=rng.choice(names), state=rng.choices(states, [1, 1, 90, 6, 2])[0])
+                                 for _ in range(jobs - Job.objects.count())], batch_size=5000)
+    client = Client()
+    times = sorted(timed(lambda: client.get("/metrics"))[0] for _ in range(7))
+    assert client.get("/metrics").status_code == 200
+    print(f"/metrics scrape over {Job.objects.count()} jobs: median {times[3]:.0f} ms, max {times[-1]:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -103,12 +103,10 @@ def rebuild() -> int:
     return count
 
 
-def rebuild_if_outdated() -> int | None:
-    """``rebuild()`` when the entries were made by an older INDEX_FORMAT (None when they are current)."""
+def outdated() -> bool:
+    """Whether the entries were made by another INDEX_FORMAT than this code's (or never)."""
     state = SearchState.objects.filter(pk=1).first()
-    if state is not None and state.format == INDEX_FORMAT:
-        return None
-    return rebuild()
+    return state is None or state.format != INDEX_FORMAT
 
 
 def heal() -> int:

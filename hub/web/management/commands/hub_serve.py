@@ -33,7 +33,8 @@ from hub.web.server import check_free, web_command
 
 
 class Command(BaseCommand):
-    help = "Serve the hub with a Celery worker (embedded default: SQLite, files under var/)."
+    help = ("Serve the hub: the web server and its Celery workers (none with --celery-workers 0); embedded default: "
+            "SQLite, files under var/.")
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--bind", default="127.0.0.1:8000")
