@@ -24,11 +24,16 @@ class Requests:
         self._lock = threading.Lock()
         self.counts: dict[tuple[str, str], int] = {}
         self.histograms: dict[tuple[str, str], list[float]] = {}  # per bucket, then +Inf count, then sum
+        self.errors: dict[str, int] = {}  # by the answer's X-Error-Code (hub.errors.STATUS: a bounded set)
         self._flushed = 0.0
 
-    def observe(self, route: str, status: int, seconds: float) -> None:
+    def observe(self, route: str, status: int, seconds: float, error_code: str = "") -> None:
         code = str(status)
         with self._lock:
+            if error_code:
+                if error_code not in self.errors and len(self.errors) >= MAX_SERIES:
+                    error_code = "other"
+                self.errors[error_code] = self.errors.get(error_code, 0) + 1
             if (route, code) not in self.counts and len(self.counts) >= MAX_SERIES:
                 route = "other"
             self.counts[(route, code)] = self.counts.get((route, code), 0) + 1
@@ -42,7 +47,8 @@ class Requests:
     def snapshot(self) -> dict:
         with self._lock:
             return {"counts": [[*key, n] for key, n in self.counts.items()],
-                    "histograms": [[*key, list(series)] for key, series in self.histograms.items()]}
+                    "histograms": [[*key, list(series)] for key, series in self.histograms.items()],
+                    "errors": [[code, n] for code, n in self.errors.items()]}
 
     def flush(self, folder: Path, force: bool = False) -> bool:
         """Write this process's counts to ``folder`` (at most every FLUSH_S unless ``force``); False when
@@ -76,7 +82,10 @@ def merged(folder: Path, own: dict) -> dict:
                 snapshots.append(json.loads(path.read_text()))
     counts: dict[tuple[str, str], int] = {}
     histograms: dict[tuple[str, str], list[float]] = {}
+    errors: dict[str, int] = {}
     for snapshot in snapshots:
+        for code, n in snapshot.get("errors", []):
+            errors[code] = errors.get(code, 0) + n
         for route, code, n in snapshot.get("counts", []):
             counts[(route, code)] = counts.get((route, code), 0) + n
         for route, klass, series in snapshot.get("histograms", []):
@@ -85,7 +94,7 @@ def merged(folder: Path, own: dict) -> dict:
             total = histograms.setdefault((route, klass), [0.0] * len(series))
             for i, value in enumerate(series):
                 total[i] += value
-    return {"counts": counts, "histograms": histograms}
+    return {"counts": counts, "histograms": histograms, "errors": errors}
 
 
 REQUESTS = Requests()  # this process's counts (the web server's; a test client's in tests)

@@ -53,7 +53,10 @@ def requests_part() -> list[str]:
         histogram += [sample("hub_http_request_duration_seconds_bucket", {**labels, "le": "+Inf"}, series[-2]),
                       sample("hub_http_request_duration_seconds_count", labels, series[-2]),
                       sample("hub_http_request_duration_seconds_sum", labels, round(series[-1], 6))]
-    return [*family("hub_http_requests_total", "counter", "HTTP requests answered by the web processes of this "
+    errors = [sample("hub_http_errors_total", {"code": code}, n) for code, n in sorted(data["errors"].items())]
+    return [*family("hub_http_errors_total", "counter", "Coded error answers (X-Error-Code) of the web processes "
+                    "of this host: storage_unavailable, broker_unavailable, throttled, ...", errors),
+            *family("hub_http_requests_total", "counter", "HTTP requests answered by the web processes of this "
                     "host, by route name and status.", counts),
             *family("hub_http_request_duration_seconds", "histogram", "Time until the response started, by route "
                     "name and status class.", histogram)]

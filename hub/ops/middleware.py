@@ -107,6 +107,7 @@ class OperationsMiddleware:
             return response
         started = time.perf_counter()
         response = self.get_response(request)
-        REQUESTS.observe(route_of(request), response.status_code, time.perf_counter() - started)
+        REQUESTS.observe(route_of(request), response.status_code, time.perf_counter() - started,
+                         response.get("X-Error-Code", ""))
         REQUESTS.flush(settings.HUB_METRICS_DIR)
         return response

@@ -58,6 +58,7 @@ def test_requests_are_counted_by_route_name_never_by_path(owner, anon):
                  status_class="4xx") == 5
     assert value(text, "hub_http_request_duration_seconds_bucket", route="api:artifact-detail", status_class="4xx",
                  le="+Inf") == 5
+    assert value(text, "hub_http_errors_total", code="not_found") == 5, "by the answers' codes"
 
 
 def test_the_host_web_processes_are_merged(anon, settings):
