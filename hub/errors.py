@@ -80,6 +80,7 @@ STATUS: dict[str, int] = {
     "query_memory": 503,
     "sparql_busy": 503,
     "gpu_unavailable": 503,
+    "unready": 503,
     "worker_timeout": 504,
 }
 

@@ -67,6 +67,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "hub.middleware.RequestIdMiddleware",
+    "hub.ops.middleware.OperationsMiddleware",  # /healthz, /readyz, /metrics; times every other request
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -340,6 +341,13 @@ HUB_OAI_PAGE_SIZE = int(env("HUB_OAI_PAGE_SIZE", "100"))
 # The repositoryIdentifier of OAI identifiers (oai:{this}:{pid}); a domain name. Empty: the public host when
 # it is one, else a valid name made from it (an IP address is not).
 HUB_OAI_REPOSITORY_ID = env("HUB_OAI_REPOSITORY_ID", "")
+
+# Operations (hub.ops): /readyz gives each dependency this long to answer; /metrics answers a request with
+# `Authorization: Bearer <HUB_METRICS_TOKEN>`, or, with no token set, one from the host itself (loopback, not
+# forwarded by a proxy). Each web process's request counts are merged per host through HUB_METRICS_DIR.
+HUB_READY_TIMEOUT_S = float(env("HUB_READY_TIMEOUT_S", "2"))
+HUB_METRICS_TOKEN = env("HUB_METRICS_TOKEN")
+HUB_METRICS_DIR = Path(env("HUB_METRICS_DIR", str(VAR_DIR / "run" / "metrics")))
 
 # SPARQL: each query runs in a forked child, killed after this many seconds; answers are capped.
 HUB_SPARQL_TIMEOUT_S = float(env("HUB_SPARQL_TIMEOUT_S", "10"))

@@ -1,5 +1,6 @@
 """WSGI entry point (granian ``hub.wsgi:application``): Django, behind the gateway's express path for ``/infer``.
-Each worker builds its in-memory search index in the background as it starts."""
+Each worker builds its in-memory search index in the background as it starts (``/readyz`` says when it is
+loaded)."""
 import os
 
 from django.core.wsgi import get_wsgi_application
@@ -8,9 +9,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
 django_application = get_wsgi_application()
 
 from hub.gateway.wsgi import Express  # noqa: E402 - needs the settings configured above
+from hub.ops.logs import quiet_probes  # noqa: E402
 from hub.runtime import WithoutProcessEnvironment, settle  # noqa: E402
 from hub.search import index_copy  # noqa: E402
 
 application = WithoutProcessEnvironment(Express(django_application))
+quiet_probes()  # /healthz, /readyz and /metrics stay out of granian's access log
 settle()
 index_copy.warm()

@@ -148,6 +148,7 @@ def hub_dirs(settings, tmp_path):
     """Each test gets its own blob and upload directories (filesystem backend)."""
     settings.HUB_STORAGE = {**settings.HUB_STORAGE, "BACKEND": "filesystem", "DIR": str(tmp_path / "blobs")}
     settings.HUB_UPLOAD_DIR = tmp_path / "uploads"
+    settings.HUB_METRICS_DIR = tmp_path / "metrics"
     return tmp_path
 
 

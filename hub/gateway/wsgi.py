@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 import re
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -35,6 +36,7 @@ from django.http.request import split_domain_port, validate_host
 from hub.errors import HubError
 from hub.gateway import memory, pipeline, protocol
 from hub.middleware import request_id_for
+from hub.ops.counters import REQUESTS
 
 INFER = re.compile(r"^/api/v1/artifacts/(?P<owner>[^/]+)/(?P<name>[^/]+)/versions/(?P<version>[^/]+)/infer$")
 
@@ -71,11 +73,14 @@ class Express:
             match = INFER.match(environ.get("PATH_INFO", ""))
         if match is None:
             return self.app(environ, start_response)
+        started = time.perf_counter()
         answer = self.try_answer(environ, match)
         if answer is None:
             return self.app(environ, start_response)
         status, headers, body = answer
         start_response(status, headers)
+        REQUESTS.observe("api:version-infer", int(status[:3]), time.perf_counter() - started)  # as Django's would
+        REQUESTS.flush(settings.HUB_METRICS_DIR)
         return [body]
 
     def try_answer(self, environ: dict[str, Any], match: re.Match) -> Answer | None:

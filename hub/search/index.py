@@ -103,12 +103,25 @@ def rebuild() -> int:
     return count
 
 
-def rebuild_if_outdated() -> int | None:
-    """``rebuild()`` when the entries were made by an older INDEX_FORMAT (None when they are current)."""
+def outdated() -> bool:
+    """Whether the entries were made by another INDEX_FORMAT than this code's (or never)."""
     state = SearchState.objects.filter(pk=1).first()
-    if state is not None and state.format == INDEX_FORMAT:
-        return None
-    return rebuild()
+    return state is None or state.format != INDEX_FORMAT
+
+
+def heal() -> int:
+    """Index the live artifacts that have no live entry and retire the entries of deleted ones: what
+    ``hub_serve`` does as it starts (an older ``var/``, an entry lost some other way), in two indexed queries when
+    nothing is missing, instead of rebuilding every entry (``rebuild``: about 8 minutes at 100k artifacts).
+    Returns how many entries it changed."""
+    changed = 0
+    for artifact in Artifact.objects.filter(deleted_at__isnull=False, search_entry__live=True):
+        reindex(artifact)
+        changed += 1
+    for artifact in Artifact.objects.live().exclude(search_entry__live=True).select_related("owner").iterator():
+        reindex(artifact)
+        changed += 1
+    return changed
 
 
 def reindex(artifact: Artifact) -> None:

@@ -254,9 +254,10 @@ _view: View | None = None
 
 def forget() -> None:
     """Drop this process's copy (tests do, after rolling the database back)."""
-    global _view
+    global _view, _vocabulary
     with _lock:
-        _view = None
+        _view, _vocabulary = None, None
+        _spelling.clear()
 
 
 def current() -> View:
@@ -314,14 +315,34 @@ def _rebuild_in_background() -> None:
         connection.close()
 
 
+_warming = threading.Event()
+
+
+def loaded() -> bool:
+    """Whether this process holds a copy (of some generation) to answer from (``/readyz``)."""
+    return _view is not None
+
+
+def held_generation() -> int | None:
+    """The generation this process's copy answers for (None before it is loaded): ``/metrics``."""
+    view = _view
+    return None if view is None else view.generation
+
+
 def warm() -> None:
-    """Build this process's copy in the background (the web server calls this as it starts)."""
+    """Build this process's copy in the background (the web server calls this as it starts; ``/readyz`` too,
+    while none is loaded); a call while a build runs starts no other."""
+    if _warming.is_set():
+        return
+    _warming.set()
+
     def build() -> None:
         try:
             current()
         except Exception:  # e.g. a database that is not migrated yet: the first search builds it
             logger.warning("could not build the search index ahead of time", exc_info=True)
         finally:
+            _warming.clear()
             connection.close()
     threading.Thread(target=build, name="search-index-warm", daemon=True).start()
 
@@ -449,29 +470,64 @@ def search(user, shared: np.ndarray, filters: dict[str, list[str]], visibility: 
 
 
 WORD = re.compile(r"[^\W\d_]{4,}")
-_spelling: dict[int, tuple[Snapshot, np.ndarray, frozenset[str]]] = {}  # id(snapshot) -> its words
+SPELLING_FACETS = ("keyword", "framework", "format", "task")
+
+
+@dataclass(frozen=True)
+class _Words:
+    """A snapshot's spelling words over its public, live entries, with how many (entry, title or facet value)
+    pairs give each, so that leaving some entries out costs only their own words."""
+
+    snapshot: Snapshot
+    words: frozenset[str]
+    counts: dict[str, int]
+
+
+_spelling: dict[int, _Words] = {}  # id(snapshot) -> its words
+_vocabulary: tuple[View, frozenset[str]] | None = None
+
+
+def _words_of(snapshot: Snapshot, mask: np.ndarray) -> dict[str, int]:
+    """The spelling words of the entries in ``mask``: each title's words once per entry, each facet value's
+    once per entry that carries it."""
+    found: dict[str, int] = {}
+    for o in np.flatnonzero(mask):
+        for word in set(WORD.findall(snapshot.titles[o].lower())):
+            found[word] = found.get(word, 0) + 1
+    for name in SPELLING_FACETS:
+        for value, n in snapshot.facets[name].counts(mask).items():
+            for word in set(WORD.findall(value.lower())):
+                found[word] = found.get(word, 0) + n
+    return found
 
 
 def vocabulary() -> frozenset[str]:
     """The words a spelling suggestion may offer: from the titles, keywords and facet values of public,
     live entries only (a private artifact's words never reach anyone), lower case, four letters or more.
-    Kept per snapshot, so that a new delta does not make the base's words again."""
-    words: set[str] = set()
+
+    Kept per snapshot, and per view: a change (a new delta, which overrides a few base entries) reads only the
+    words of the entries it touches, never every public title again (9-13 s at 1M entries)."""
+    global _vocabulary
     view = current()
-    kept = {}
+    cached = _vocabulary
+    if cached is not None and cached[0] is view:
+        return cached[1]
+    kept, parts = {}, []
     for snapshot, counted in view.parts:
-        public = counted & snapshot.public & snapshot.live
-        cached = _spelling.get(id(snapshot))
-        if cached is None or cached[0] is not snapshot or not np.array_equal(cached[1], public):
-            found: set[str] = set()
-            for o in np.flatnonzero(public):
-                found.update(WORD.findall(snapshot.titles[o].lower()))
-            for name in ("keyword", "framework", "format", "task"):
-                for value in snapshot.facets[name].counts(public):
-                    found.update(WORD.findall(value.lower()))
-            cached = (snapshot, public, frozenset(found))
-        kept[id(snapshot)] = cached
-        words |= cached[2]
+        whole = snapshot.public & snapshot.live
+        entry = _spelling.get(id(snapshot))
+        if entry is None or entry.snapshot is not snapshot:
+            counts = _words_of(snapshot, whole)
+            entry = _Words(snapshot, frozenset(counts), counts)
+        kept[id(snapshot)] = entry
+        left_out = whole & ~counted
+        words = entry.words
+        if left_out.any():
+            gone = _words_of(snapshot, left_out)
+            words = words - {word for word, n in gone.items() if entry.counts.get(word, 0) <= n}
+        parts.append(words)
     _spelling.clear()
     _spelling.update(kept)
-    return frozenset(words)
+    words = frozenset().union(*parts)
+    _vocabulary = (view, words)
+    return words

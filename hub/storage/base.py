@@ -53,6 +53,11 @@ class BlobStore(ABC):
     def iter_blobs(self) -> Iterator[tuple[str, datetime]]:
         """Every stored blob as (sha256, last modified), for garbage collection."""
 
+    @abstractmethod
+    def check(self, timeout: float) -> None:
+        """Raise StorageUnavailable unless the store answers within about ``timeout`` seconds and could
+        take a blob (``/readyz``)."""
+
     def local_path(self, sha256: str) -> Path | None:
         """A path the web server can send from directly, if the store is a local filesystem."""
         return None

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from hub.storage.base import SHA256_RE, BlobStore, blob_key
+from hub.storage.base import SHA256_RE, BlobStore, StorageUnavailable, blob_key
 from hub.storage.ranges import RangeFile
 
 
@@ -50,6 +50,14 @@ class FileSystemBlobStore(BlobStore):
 
     def delete(self, sha256: str) -> None:
         self._path(sha256).unlink(missing_ok=True)
+
+    def check(self, timeout: float) -> None:
+        """The root (or, before the first blob, the nearest folder that would hold it) is writable."""
+        folder = self.root
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if not (folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)):
+            raise StorageUnavailable("the blob folder is not a writable directory")
 
     def iter_blobs(self) -> Iterator[tuple[str, datetime]]:
         if not self.root.is_dir():

@@ -63,6 +63,8 @@ class S3BlobStore(BlobStore):
         presign_seconds: int = 300,
     ) -> None:
         self.bucket = bucket
+        self._probe_args = {"endpoint": endpoint, "access_key": access_key, "secret_key": secret_key,
+                            "secure": secure, "region": region}
         self.presign_ttl = timedelta(seconds=presign_seconds)
         self.client = Minio(endpoint, access_key=access_key, secret_key=secret_key, secure=secure, region=region)
         # Presigned URLs are signed for the host clients will use.
@@ -127,6 +129,18 @@ class S3BlobStore(BlobStore):
         self._call("remove", self.client.remove_object, self.bucket, blob_key(sha256))
         if key != blob_key(sha256):
             self._call("remove", self.client.remove_object, self.bucket, key)
+
+    def check(self, timeout: float) -> None:
+        """One HEAD of the bucket by a client that gives up after ``timeout`` (the store's own client waits
+        minutes and retries). A missing bucket is fine: the first blob makes it."""
+        http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=timeout, read=timeout),
+                                   retries=urllib3.Retry(total=0))
+        try:
+            Minio(**self._probe_args, http_client=http).bucket_exists(self.bucket)
+        except _FAILURES as exc:
+            raise StorageUnavailable(f"S3 bucket {self.bucket!r} unavailable: {exc}") from exc
+        finally:
+            http.clear()
 
     def iter_blobs(self) -> Iterator[tuple[str, datetime]]:
         self._ensure_bucket()
