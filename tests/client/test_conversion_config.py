@@ -35,7 +35,7 @@ def test_torchscript_converts_with_the_configs_inputs_and_verifies_on_task_args_
     config["task_args"] = {"inputs": {"other": []}}
     with pytest.raises(HubError) as caught:
         api.conversion(config)
-    assert "task_args.inputs" in str(caught.value) and "'cnn'" in str(caught.value)
+    assert "task_args.inputs" in str(caught.value) and "'other' is not one of the models (cnn" in str(caught.value)
     config["task_args"] = {"memory_mb": 300}  # far too little for torch: a coded error that says what to do
     with pytest.raises(HubError) as caught:
         api.conversion(config)
