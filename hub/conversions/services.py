@@ -10,13 +10,14 @@ from django.db.models import QuerySet
 from hpcfair.convert.formats import (
     ARCHIVE_SUFFIXES,
     BOOSTER_HEAD,
+    ZIP_TAIL,
     archive_format,
     booster_of,
     hf_folders,
     in_folder,
     looks_like_model,
     maybe_booster,
-    zip_names_from_tail,
+    zip_format_from_tail,
 )
 
 from hub.errors import HubError
@@ -52,7 +53,6 @@ def _booster_inside(file: File) -> bool:
         return False
 
 
-ARCHIVE_TAIL = 1024 * 1024  # a zip's central directory is read from this many last bytes
 TAR_HEAD = 16 * 1024 * 1024  # a tar's first members are listed from this many bytes (decompressed)
 
 
@@ -67,10 +67,9 @@ def _model_archive(file: File) -> bool:
     store = get_blob_store()
     try:
         if file.path.lower().endswith(".zip"):
-            start = max(0, file.size - ARCHIVE_TAIL)
+            start = max(0, file.size - ZIP_TAIL)
             with store.open(file.blob_id, start, file.size - start) as tail:
-                names = zip_names_from_tail(tail.read())
-            return names is not None and archive_format(names) is not None
+                return zip_format_from_tail(tail.read()) is not None
         names = []
         with store.open(file.blob_id, 0, min(file.size, TAR_HEAD)) as head, \
                 tarfile.open(fileobj=head, mode="r|*") as archive:

@@ -17,11 +17,11 @@ from typing import Any
 from django.conf import settings
 from hpcfair.convert.formats import (
     BOOSTER_HEAD,
-    archive_format,
+    ZIP_TAIL,
     booster_of,
     looks_like_model,
     maybe_booster,
-    zip_names_from_tail,
+    zip_format_from_tail,
 )
 from hpcfair.cube.spec import CUBE_FILE, CubeError, CubeSpec, parse_files, parse_zip
 
@@ -115,7 +115,6 @@ def _booster(info: FileInfo) -> str | None:
     return booster_of(info.head(BOOSTER_HEAD))
 
 
-ARCHIVE_TAIL = 1024 * 1024  # a zip's central directory is read from this many last bytes
 ARCHIVE_FORMATS = {"huggingface": ("huggingface", "pytorch"), "tf_savedmodel": ("savedmodel", "tensorflow")}
 
 
@@ -124,8 +123,7 @@ def _archive(info: FileInfo) -> str | None:
     directory's member names; None for other files and archives (a tar is told by the worker)."""
     if not info.path.lower().endswith(".zip") or looks_like_model(info.path):
         return None
-    names = zip_names_from_tail(info.tail(ARCHIVE_TAIL))
-    return archive_format(names) if names else None
+    return zip_format_from_tail(info.tail(ZIP_TAIL))
 
 
 def derive(kind: str, files: Sequence[FileInfo]) -> dict[str, Any]:

@@ -134,14 +134,17 @@ def archive_format(names: list[str]) -> str | None:
     return None
 
 
-def zip_names_from_tail(tail: bytes) -> list[str] | None:
-    """A zip's member names from the last bytes of the file, when they hold its whole central directory (the
-    hub reads a blob's tail, not the blob); None when they do not, or it is no zip."""
+ZIP_TAIL = 1024 * 1024  # a zip's central directory is read from this many last bytes
+
+
+def zip_format_from_tail(tail: bytes) -> str | None:
+    """``archive_format`` of a zip from the last bytes of the file (``ZIP_TAIL``), when they hold its whole
+    central directory (the hub reads a blob's tail, not the blob); None when they do not, or it is no zip."""
     import io
 
     try:
         with zipfile.ZipFile(io.BytesIO(tail)) as archive:  # zipfile allows data missing before the directory
-            return archive.namelist()
+            return archive_format(archive.namelist())
     except (zipfile.BadZipFile, OSError, ValueError):
         return None
 
