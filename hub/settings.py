@@ -357,3 +357,7 @@ HUB_SPARQL_MEMORY_MB = int(env("HUB_SPARQL_MEMORY_MB", "256"))  # what a query's
 HUB_SPARQL_CONCURRENCY = int(env("HUB_SPARQL_CONCURRENCY", "2"))  # query children at once, per host
 HUB_SPARQL_WAIT_S = float(env("HUB_SPARQL_WAIT_S", "5"))  # wait this long for a free slot, then 503
 HUB_SPARQL_SLOT_DIR = Path(env("HUB_SPARQL_SLOT_DIR", str(VAR_DIR / "run" / "sparql")))
+# The RDF store the endpoint queries (hub.metadata.rdfstore): an Oxigraph server shared by every web node
+# (`oxigraph serve --location ... --bind ...`; the full stack), or, when empty, pyoxigraph's store in a folder.
+HUB_SPARQL_STORE_URL = env("HUB_SPARQL_STORE_URL", "")
+HUB_SPARQL_STORE_DIR = Path(env("HUB_SPARQL_STORE_DIR", str(VAR_DIR / "sparql")))

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Start or stop the test services: a private PostgreSQL cluster, a private Redis and a private SeaweedFS S3
-# server, all on 127.0.0.1 and on their own ports, so nothing else on the machine is touched; and a private
-# Slurm cluster (scripts/slurm.sh, HUB_TEST_SLURM_PORT) where Slurm is installed.
+# Start or stop the test services: a private PostgreSQL cluster, a private Redis, a private SeaweedFS S3 server
+# and a private Oxigraph SPARQL server, all on 127.0.0.1 and on their own ports, so nothing else on the machine
+# is touched; and a private Slurm cluster (scripts/slurm.sh, HUB_TEST_SLURM_PORT) where Slurm is installed.
 #   scripts/services.sh start   prints the environment to export (eval "$(scripts/services.sh start)")
 #   scripts/services.sh stop    stops exactly the servers it started (by their PID files)
 #   scripts/services.sh start-s3 | stop-s3   the S3 server alone
+#   scripts/services.sh start-sparql | stop-sparql   the Oxigraph SPARQL server alone
 set -euo pipefail
 RUN_DIR=${HUB_TEST_RUN_DIR:-/tmp/hpcfair-test-services}
 PG_PORT=${HUB_TEST_PG_PORT:-55432}
@@ -110,10 +111,42 @@ stop_s3() {  # weed takes its time over SIGTERM (its filer keeps reconnecting): 
 }
 # --- end of SeaweedFS S3 ---------------------------------------------------------------------------------
 
+# --- Oxigraph SPARQL server (`oxigraph` from the virtual environment: PyPI oxigraph) ---------------------------
+# The shared RDF store of the full stack (hub.metadata.rdfstore.Server), data under $RUN_DIR/sparql. Its port:
+# HUB_TEST_SPARQL_PORT (default: derived from the Redis port, as SeaweedFS's).
+SPARQL_PORT=${HUB_TEST_SPARQL_PORT:-$((30000 + REDIS_PORT % 1000 * 10))}
+SPARQL_DIR=$RUN_DIR/sparql
+
+start_sparql() {
+  mkdir -p "$SPARQL_DIR/data"
+  if [ ! -f "$SPARQL_DIR/oxigraph.pid" ] || ! kill -0 "$(cat "$SPARQL_DIR/oxigraph.pid")" 2>/dev/null; then
+    "$VENV_BIN/oxigraph" serve --location "$SPARQL_DIR/data" --bind "127.0.0.1:$SPARQL_PORT" --union-default-graph \
+      --timeout-s 60 >"$SPARQL_DIR/oxigraph.log" 2>&1 </dev/null &
+    echo $! >"$SPARQL_DIR/oxigraph.pid"
+  fi
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$SPARQL_PORT") 2>/dev/null && break
+    kill -0 "$(cat "$SPARQL_DIR/oxigraph.pid")" 2>/dev/null || break
+    sleep 0.1
+  done
+  (exec 3<>"/dev/tcp/127.0.0.1/$SPARQL_PORT") 2>/dev/null || {
+    echo "Oxigraph did not start: see $SPARQL_DIR/oxigraph.log" >&2; exit 1; }
+  echo "export HUB_TEST_SPARQL_URL=http://127.0.0.1:$SPARQL_PORT"
+}
+
+stop_sparql() {
+  if [ -f "$SPARQL_DIR/oxigraph.pid" ]; then
+    kill "$(cat "$SPARQL_DIR/oxigraph.pid")" 2>/dev/null || true
+    rm -f "$SPARQL_DIR/oxigraph.pid"
+  fi
+}
+
 case "${1:-}" in
-  start) start; start_s3 ;;
-  stop) stop; stop_s3 ;;
+  start) start; start_s3; start_sparql ;;
+  stop) stop; stop_s3; stop_sparql ;;
   start-s3) start_s3 ;;
   stop-s3) stop_s3 ;;
-  *) echo "usage: $0 start|stop|start-s3|stop-s3" >&2; exit 2 ;;
+  start-sparql) start_sparql ;;
+  stop-sparql) stop_sparql ;;
+  *) echo "usage: $0 start|stop|start-s3|stop-s3|start-sparql|stop-sparql" >&2; exit 2 ;;
 esac

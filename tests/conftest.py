@@ -149,6 +149,7 @@ def hub_dirs(settings, tmp_path):
     settings.HUB_STORAGE = {**settings.HUB_STORAGE, "BACKEND": "filesystem", "DIR": str(tmp_path / "blobs")}
     settings.HUB_UPLOAD_DIR = tmp_path / "uploads"
     settings.HUB_METRICS_DIR = tmp_path / "metrics"
+    settings.HUB_SPARQL_STORE_DIR = tmp_path / "sparql"
     return tmp_path
 
 
@@ -322,6 +323,7 @@ def worker_env(root: Path, **extra: str) -> dict[str, str]:
         "HUB_STORAGE": "filesystem",
         "HUB_STORAGE_DIR": str(root / "blobs"),
         "HUB_UPLOAD_DIR": str(root / "uploads"),
+        "HUB_SPARQL_STORE_DIR": str(root / "sparql"),
         "HUB_CUBE_ON_CONVERT": "off",  # tests/containers turn it on for their own worker
         **extra,
     }

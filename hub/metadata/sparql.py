@@ -1,12 +1,15 @@
-"""SPARQL 1.1 protocol at ``/sparql`` over the metadata graph of public, live versions.
+"""SPARQL 1.1 protocol at ``/sparql`` over the metadata graphs of public, live versions.
 
-Queries only (no updates, no ``SERVICE`` federation: the hub never fetches other endpoints). The graph
-is rebuilt when the registry changes. Each query runs in a forked child process with a wall-clock limit,
-a memory cap and a cap on the size of its answer, so a runaway query is killed, not left holding a web
-worker; at most ``HUB_SPARQL_CONCURRENCY`` children run at once on a host (slots are file locks, so all web
-workers share them and a dead process frees its slot).
+Queries only (no updates, no ``SERVICE`` federation: the hub never fetches other endpoints). They run on an
+Oxigraph store that is kept current per change (``hub.metadata.rdfstore``): the union of one named graph per
+public, live version. On the embedded store each query runs in a forked child process with a wall-clock limit,
+a memory cap and a cap on the size of its answer, so a runaway query is killed, not left holding a web worker;
+on a shared Oxigraph server the same limits bound what is read from it. At most ``HUB_SPARQL_CONCURRENCY``
+queries run at once on a host (slots are file locks, so all web workers share them and a dead process frees
+its slot).
 
-Queries are parsed under one lock per process: pyparsing (rdflib's SPARQL grammar) is not thread-safe.
+Queries are parsed first by rdflib (what the query asks for, and refusing ``SERVICE`` before Oxigraph, which
+would follow it, sees the query), under one lock per process: pyparsing (rdflib's SPARQL grammar) is not thread-safe.
 Its parse actions learn their arity on first call by catching ``TypeError`` in unsynchronised state
 (``pyparsing.core._trim_arity``), and ``streamline`` rewrites the grammar in place; two threads that first
 parse at once leave wrong arities behind, and from then on every query that uses those actions fails to
@@ -16,6 +19,7 @@ parse ("missing 1 required positional argument") for the life of the process.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import resource
 import select
@@ -25,24 +29,23 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
+import requests
 from django.conf import settings
-from django.db.models import Count, Max
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from rdflib import BNode, Graph, Literal, Namespace, URIRef, Variable
 from rdflib.namespace import DCTERMS, RDF
 from rdflib.plugins.sparql import prepareQuery
 from rdflib.plugins.sparql.sparql import Query
+from rdflib.query import Result
 
 from hub.errors import json_error
+from hub.metadata import rdfstore
 from hub.metadata.negotiation import choose
-from hub.metadata.services import version_record
-from hub.registry.access import Viewer
-from hub.registry.models import Artifact, Version
-from ontology.graph import to_graph
 from ontology.vocab import PREFIXES, bind
 
 RESULT_TYPES = {  # SELECT / ASK
@@ -55,35 +58,18 @@ GRAPH_TYPES = {  # CONSTRUCT / DESCRIBE
 }
 MAX_QUERY_CHARS = 10_000
 
-_lock = threading.Lock()
 _parse_lock = threading.Lock()
-_cache: dict[str, Any] = {"key": None, "graph": None}
+log = logging.getLogger(__name__)
 
 
-def _public_versions():
-    return Version.objects.filter(deleted_at__isnull=True, artifact__deleted_at__isnull=True,
-                                  artifact__visibility=Artifact.Visibility.PUBLIC)
-
-
-def _generation() -> tuple:
-    """Changes whenever a public version appears or goes, or an artifact is edited."""
-    versions = _public_versions().aggregate(n=Count("pk"), last=Max("pk"))
-    artifacts = Artifact.objects.aggregate(updated=Max("updated"), n=Count("pk"))
-    return versions["n"], versions["last"], artifacts["updated"], artifacts["n"]
-
-
-def public_graph() -> Graph:
-    """The union of every public live version's graph (cached until the registry changes)."""
-    key = _generation()
-    with _lock:
-        if _cache["key"] != key:
-            graph, public = bind(Graph()), Viewer.public()  # one graph for everyone: what the public sees
-            versions = _public_versions().select_related("artifact__owner").prefetch_related(
-                "files", "provenance__target__artifact__owner")
-            for version in versions.iterator(chunk_size=500):
-                graph += to_graph(version_record(version, public))
-            _cache.update(key=key, graph=graph)
-        return _cache["graph"]
+def _synced(store: rdfstore.RdfStore) -> None:
+    """Apply the registry's changes since the store's last sync (one indexed read when there are none). A store
+    that cannot be written now (busy with long queries, a server away) answers from what it holds."""
+    try:
+        if rdfstore.pending(store):
+            rdfstore.sync(store)
+    except rdfstore.StoreError as exc:
+        log.warning("SPARQL store not synced: %s", exc)
 
 
 def _has_service(node: Any) -> bool:
@@ -148,21 +134,63 @@ def _cap_memory() -> None:
     sys.unraisablehook = lambda unraisable: None  # generators closed while out of memory: not for the server log
 
 
-def _run(graph: Graph, query: Query, result_format: str) -> bytes:
-    """In the child: evaluate and serialise, with at most HUB_SPARQL_MAX_ROWS rows."""
-    result = graph.query(query)
-    if result.type in ("CONSTRUCT", "DESCRIBE"):
+OXIGRAPH_PREFIXES = {name: str(namespace) for name, namespace in PREFIXES.items()}
+# The hub's prefixes, declared for the server as pyoxigraph is given them (the query's own come after and win).
+PROLOGUE = "".join(f"PREFIX {name}: <{iri}>\n" for name, iri in OXIGRAPH_PREFIXES.items())
+XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
+LANG_STRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
+
+
+def _term(term: Any) -> Any:
+    """An Oxigraph term as rdflib's (whose serialisers write the answers)."""
+    import pyoxigraph
+
+    if isinstance(term, pyoxigraph.NamedNode):
+        return URIRef(term.value)
+    if isinstance(term, pyoxigraph.BlankNode):
+        return BNode(term.value)
+    if isinstance(term, pyoxigraph.Literal):
+        if term.language:
+            return Literal(term.value, lang=term.language)
+        datatype = term.datatype.value
+        return Literal(term.value, datatype=None if datatype in (XSD_STRING, LANG_STRING) else URIRef(datatype))
+    return Literal(str(term))  # a quoted triple (RDF-star): shown as its text
+
+
+def serialize(result: Any, result_format: str) -> bytes:
+    """Oxigraph's answer (solutions, a boolean, or triples) in ``result_format``, with at most
+    HUB_SPARQL_MAX_ROWS rows or triples."""
+    import pyoxigraph
+
+    limit = settings.HUB_SPARQL_MAX_ROWS
+    if isinstance(result, pyoxigraph.QueryBoolean):
+        answer = Result("ASK")
+        answer.askAnswer = bool(result)
+    elif isinstance(result, pyoxigraph.QuerySolutions):
+        names = [variable.value for variable in result.variables]
+        answer = Result("SELECT")
+        answer.vars = [Variable(name) for name in names]
+        answer.bindings = [{Variable(name): _term(row[name]) for name in names if row[name] is not None}
+                           for row in islice(result, limit)]
+    else:
         limited = Graph()
-        for index, triple in enumerate(result.graph or []):
-            if index >= settings.HUB_SPARQL_MAX_ROWS:
-                break
-            limited.add(triple)
+        for triple in islice(result, limit):
+            limited.add((_term(triple.subject), _term(triple.predicate), _term(triple.object)))
         return limited.serialize(format=result_format).encode()
-    if result.type == "SELECT" and len(result.bindings) > settings.HUB_SPARQL_MAX_ROWS:
-        result.bindings = result.bindings[: settings.HUB_SPARQL_MAX_ROWS]
     if result_format == "tsv":  # rdflib has no TSV serializer
-        return _tsv(result)
-    return result.serialize(format=result_format)
+        return _tsv(answer)
+    return answer.serialize(format=result_format)
+
+
+def _run(store: rdfstore.Embedded, query: str, result_format: str) -> bytes:
+    """In the child: open the store read-only (the parent holds its shared lock), then cap the memory the query
+    may add (RocksDB's own reservations on opening are not the query's), evaluate and serialise."""
+    import pyoxigraph
+
+    opened = pyoxigraph.Store.read_only(str(store.folder))
+    _cap_memory()
+    result = opened.query(query, use_default_graph_as_union=True, prefixes=OXIGRAPH_PREFIXES)
+    return serialize(result, result_format)
 
 
 def _tsv(result) -> bytes:
@@ -191,15 +219,68 @@ def _tsv_term(term) -> str:
     return term.n3()
 
 
-def run_limited(graph: Graph, query: Query, result_format: str) -> tuple[str, bytes]:
-    """("ok", body) or ("error" | "timeout" | "too_large" | "memory", message), from a forked child."""
+def run_limited(store: rdfstore.RdfStore, query: str, result_format: str) -> tuple[str, bytes]:
+    """("ok", body) or ("error" | "timeout" | "too_large" | "memory" | "unavailable", message): on a server, by
+    HTTP; on the embedded store, from a forked child."""
+    if isinstance(store, rdfstore.Server):
+        return run_on_server(store, query, result_format)
+    if not (store.folder / "CURRENT").exists():  # RocksDB's own file: never written yet, so make it empty
+        with store.writing():
+            pass
+    with store.locked(fcntl.LOCK_SH, settings.HUB_SPARQL_WAIT_S) as taken:
+        if not taken:
+            return "unavailable", b""
+        return _fork(store, query, result_format)
+
+
+def run_on_server(store: rdfstore.Server, query: str, result_format: str) -> tuple[str, bytes]:
+    """Ask the shared Oxigraph server (union of the public graphs), reading at most HUB_SPARQL_MAX_BYTES within
+    HUB_SPARQL_TIMEOUT_S, then write the answer as the embedded store would."""
+    import pyoxigraph
+
+    graph = result_format in GRAPH_TYPES.values()
+    accept = "application/n-triples" if graph else "application/sparql-results+json"
+    deadline = time.monotonic() + settings.HUB_SPARQL_TIMEOUT_S
+    chunks, size = [], 0
+    try:
+        with requests.post(f"{store.url}/query", data={"query": PROLOGUE + query, "union-default-graph": ""},
+                           headers={"Accept": accept}, stream=True,
+                           timeout=(5, settings.HUB_SPARQL_TIMEOUT_S)) as response:
+            for chunk in response.iter_content(1 << 16):
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > settings.HUB_SPARQL_MAX_BYTES * 4:  # N-Triples and JSON run larger than what we send
+                    return "too_large", b""
+                if time.monotonic() > deadline:
+                    return "timeout", b""
+            status = response.status_code
+    except requests.Timeout:
+        return "timeout", b""
+    except requests.RequestException:
+        return "unavailable", b""
+    data = b"".join(chunks)
+    if status == 400:
+        return "error", data[:2000]
+    if status >= 300:
+        return ("timeout" if b"timeout" in data.lower() else "unavailable"), b""
+    try:
+        if graph:
+            result = (quad.triple for quad in pyoxigraph.parse(data, format=pyoxigraph.RdfFormat.N_TRIPLES))
+        else:
+            result = pyoxigraph.parse_query_results(data, format=pyoxigraph.QueryResultsFormat.JSON)
+        body = serialize(result, result_format)
+    except (SyntaxError, ValueError) as exc:
+        return "error", str(exc).encode()[:2000]
+    return ("too_large", b"") if len(body) > settings.HUB_SPARQL_MAX_BYTES else ("ok", body)
+
+
+def _fork(store: rdfstore.Embedded, query: str, result_format: str) -> tuple[str, bytes]:
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: no database, no Django teardown, just the query
         os.close(read_end)
         try:
-            _cap_memory()
-            body, status = _run(graph, query, result_format), b"O"
+            body, status = _run(store, query, result_format), b"O"
         except MemoryError:
             body, status = b"", b"M"
         except Exception as exc:  # the message of a query error is for the user (it is about their query)
@@ -312,14 +393,15 @@ def endpoint(request: HttpRequest, accept: str | None = None) -> HttpResponse:
     media_type = choose(request.headers.get("Accept", "") if accept is None else accept, list(offered))
     if media_type is None:
         return json_error(request, "not_acceptable", f"This query's results come as: {', '.join(offered)}.")
-    graph = public_graph()
+    store = rdfstore.current()
+    _synced(store)
     with query_slot() as free:
         if not free:
             response = json_error(request, "sparql_busy", f"{settings.HUB_SPARQL_CONCURRENCY} queries are running "
                                                           "already; try again in a few seconds.")
             response["Retry-After"] = "5"
             return response
-        status, body = run_limited(graph, prepared, offered[media_type])
+        status, body = run_limited(store, query, offered[media_type])
     if status == "memory":
         return json_error(request, "query_memory", f"The query needed more than {settings.HUB_SPARQL_MEMORY_MB} MB "
                                                    "and was stopped; add a LIMIT or narrow its patterns.")
@@ -329,6 +411,11 @@ def endpoint(request: HttpRequest, accept: str | None = None) -> HttpResponse:
     if status == "too_large":
         return json_error(request, "query_too_large", f"The answer is larger than {settings.HUB_SPARQL_MAX_BYTES} "
                                                       "bytes; add a LIMIT.")
+    if status == "unavailable":
+        response = json_error(request, "sparql_busy", "The SPARQL store cannot answer just now; try again in a few "
+                                                      "seconds.")
+        response["Retry-After"] = "5"
+        return response
     if status == "error":
         return _bad(request, f"The query failed: {body.decode('utf-8', errors='replace')}")
     charset = "" if media_type.endswith("json") else "; charset=utf-8"

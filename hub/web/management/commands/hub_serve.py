@@ -2,9 +2,10 @@
 
 Migrates (unless ``--no-migrate``: a web node of a deployment whose migrations ran as a one-shot step), indexes
 for search only the artifacts that have no entry (``hub.search.index.heal``; ``migrate`` rebuilds the index when
-its format changed), adds the demo content, then runs Celery workers (none with ``--celery-workers 0``: a
-web-only node) and the web server (granian) as child processes on 127.0.0.1, restarts each when it exits
-(``hub.supervisor``: a killed worker does not take the site down), and stops them (by their PIDs) on Ctrl-C.
+its format changed), adds the demo content, brings the SPARQL store up to date in a thread, then runs Celery
+workers (none with ``--celery-workers 0``: a web-only node) and the web server (granian) as child processes on
+127.0.0.1, restarts each when it exits (``hub.supervisor``: a killed worker does not take the site down), and
+stops them (by their PIDs) on Ctrl-C.
 
 On the embedded filesystem broker the worker uses Celery's solo pool: kombu's filesystem transport has no
 event loop, so prefork would run billiard's blocking pool, whose pool processes share one lock on the task
@@ -19,14 +20,16 @@ import os
 import shutil
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
 
+from hub.metadata import rdfstore
 from hub.search import index
 from hub.supervisor import Supervised
 from hub.web.server import check_free, web_command
@@ -108,6 +111,21 @@ class Command(BaseCommand):
                 self.say(f"search index: {healed} entries were missing or stale and were made again")
         if demo:
             call_command("hub_demo")
+        threading.Thread(target=self.sync_sparql, name="sparql-sync", daemon=True).start()
+
+    def sync_sparql(self) -> None:
+        """The SPARQL store brought up to the registry while the site starts serving: usually a few changes, but
+        a first build renders every public version (minutes at 100k), and queries answer from what it holds
+        (or 503 ``sparql_busy``) meanwhile, rather than one request doing it all."""
+        try:
+            count = rdfstore.sync()
+        except (rdfstore.StoreError, DatabaseError) as exc:
+            self.say(f"SPARQL store not synced ({exc}); the next query tries again")
+        else:
+            if count:
+                self.say(f"SPARQL store: {count} artifacts rendered")
+        finally:
+            connection.close()
 
     def say(self, message: str) -> None:
         self.stderr.write(f"hub_serve: {message}")

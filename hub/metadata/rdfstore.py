@@ -1,0 +1,245 @@
+"""The SPARQL endpoint's RDF store (Oxigraph), kept current per change instead of rebuilt.
+
+Each public, live version's metadata graph (as the public sees it) is one named graph,
+``urn:hpcfair:graph:<version pk>``, so a version that goes private or is deleted leaves the store exactly.
+What changed comes from the registry's ordered changes: every change to an artifact (publish, edit,
+visibility, deletion, a benchmark) gives its search entry the next generation, in commit order
+(``hub.search.index.next_generation``). ``sync`` renders again the versions of the artifacts changed since the
+store's last generation, and of the artifacts whose versions name one of them as a source (a source that goes
+private loses its name in their records), as one SPARQL Update per batch. Queries sync first, which costs one
+indexed read when nothing changed, so a publish is answered by the very next query; nothing is held per
+process and nothing is counted over the catalogue.
+
+Two backends, chosen by ``HUB_SPARQL_STORE_URL``:
+- ``Embedded`` (empty URL: ``make run``): pyoxigraph's RocksDB store in ``HUB_SPARQL_STORE_DIR``. One writer
+  at a time on the host (an exclusive ``flock``); queries open it read-only in their own child process under a
+  shared lock, so a sync never writes under a reader. The generation it holds is a file in its folder, so a
+  store that is removed is built again.
+- ``Server``: an ``oxigraph serve`` that every web node shares (the full stack). Syncs take a database row's
+  lock (``SparqlState``), which also keeps the generation; queries are sent over HTTP with the hub's limits.
+  The server accepts updates: bind it where only the hub reaches it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import requests
+from django.conf import settings
+from django.db import transaction
+
+from hub.metadata.services import version_record
+from hub.registry.access import Viewer
+from hub.registry.models import Artifact, ProvenanceLink, Version
+
+GRAPH = "urn:hpcfair:graph:"  # + a version's pk: that version's named graph
+BATCH = 200  # artifacts rendered per SPARQL Update
+
+
+def graph_name(version_pk: int) -> str:
+    return f"{GRAPH}{version_pk}"
+
+
+class StoreError(Exception):
+    """The store could not be read or written (the server is down, the folder is not writable)."""
+
+
+class RdfStore(ABC):
+    """Where the public metadata graphs live: written by ``sync``, read by the endpoint."""
+
+    @abstractmethod
+    @contextmanager
+    def writing(self) -> Iterator[list[int]]:
+        """One writer at a time: yields ``[generation]`` (what the store holds); the writer sets it to what it
+        applied, which is kept when the block ends without an error."""
+
+    @abstractmethod
+    def update(self, sparql_update: str) -> None:
+        """Apply one SPARQL Update (one transaction)."""
+
+    @abstractmethod
+    def clear(self) -> None:
+        """Remove every graph (the store followed another database, or is built again)."""
+
+
+class Embedded(RdfStore):
+    """pyoxigraph's store in a folder of this host (see the module's docstring)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.lock_path = self.folder.with_name(self.folder.name + ".lock")
+        self.state_path = self.folder / "hub-generation"
+
+    def generation(self) -> int:
+        try:
+            return int(self.state_path.read_text())
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    @contextmanager
+    def locked(self, mode: int, wait_s: float) -> Iterator[bool]:
+        """Hold the store's lock (``LOCK_SH`` to read, ``LOCK_EX`` to write) waiting up to ``wait_s``; yields
+        whether it was taken."""
+        self.folder.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.lock_path, "a") as handle:
+            deadline = time.monotonic() + wait_s
+            while True:
+                try:
+                    fcntl.flock(handle, mode | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        yield False
+                        return
+                    time.sleep(0.02)
+            try:
+                yield True
+            finally:
+                # Explicitly: a query child forked meanwhile by another thread shares this open file.
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    @contextmanager
+    def writing(self) -> Iterator[list[int]]:
+        from pyoxigraph import Store
+
+        with self.locked(fcntl.LOCK_EX, settings.HUB_SPARQL_WAIT_S) as taken:
+            if not taken:
+                raise StoreError("the store is busy with long queries")
+            try:
+                self._store = Store(str(self.folder))
+            except OSError as exc:
+                raise StoreError(str(exc)) from exc
+            try:
+                state = [self.generation()]
+                yield state
+                self._store.flush()
+                temporary = self.state_path.with_suffix(".new")
+                temporary.write_text(str(state[0]))
+                temporary.replace(self.state_path)
+            finally:
+                del self._store  # closes RocksDB before the lock is released
+
+    def update(self, sparql_update: str) -> None:
+        self._store.update(sparql_update)
+
+    def clear(self) -> None:
+        self._store.clear()
+
+
+class Server(RdfStore):
+    """An ``oxigraph serve`` shared by every web node (see the module's docstring)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+
+    @contextmanager
+    def writing(self) -> Iterator[list[int]]:
+        from hub.metadata.models import SparqlState
+
+        SparqlState.objects.get_or_create(pk=1)
+        deadline = time.monotonic() + settings.HUB_SPARQL_WAIT_S
+        with transaction.atomic():
+            # Not blocking: another node's long sync (a first build) must not hold this request.
+            while (row := SparqlState.objects.select_for_update(skip_locked=True).filter(pk=1).first()) is None:
+                if time.monotonic() >= deadline:
+                    raise StoreError("another web node is syncing the store")
+                time.sleep(0.05)
+            state = [row.generation]
+            yield state
+            SparqlState.objects.filter(pk=1).update(generation=state[0])
+
+    def update(self, sparql_update: str) -> None:
+        try:
+            response = requests.post(f"{self.url}/update", data=sparql_update.encode(), timeout=120,
+                                     headers={"Content-Type": "application/sparql-update"})
+        except requests.RequestException as exc:
+            raise StoreError(f"the SPARQL store at {self.url} did not answer ({type(exc).__name__})") from exc
+        if response.status_code >= 300:
+            raise StoreError(f"the SPARQL store refused an update: {response.status_code} {response.text[:300]}")
+
+    def clear(self) -> None:
+        self.update("CLEAR ALL")
+
+
+def current() -> RdfStore:
+    """The store these settings name."""
+    if settings.HUB_SPARQL_STORE_URL:
+        return Server(settings.HUB_SPARQL_STORE_URL)
+    return Embedded(settings.HUB_SPARQL_STORE_DIR)
+
+
+def registry_generation() -> int:
+    """The generation of the registry's latest committed change (one row)."""
+    from hub.search.models import SearchState
+
+    return SearchState.objects.filter(pk=1).values_list("generation", flat=True).first() or 0
+
+
+def pending(store: RdfStore) -> bool:
+    """Whether the registry changed since the store last synced (without taking the store's lock)."""
+    held = store.generation() if isinstance(store, Embedded) else _server_generation()
+    return held != registry_generation()
+
+
+def _server_generation() -> int:
+    from hub.metadata.models import SparqlState
+
+    return SparqlState.objects.filter(pk=1).values_list("generation", flat=True).first() or 0
+
+
+def sync(store: RdfStore | None = None) -> int:
+    """Bring the store up to the registry's latest change; returns how many artifacts were rendered again."""
+    from hub.search.models import SearchEntry
+
+    store = store or current()
+    with store.writing() as state:
+        now, held = registry_generation(), state[0]
+        if now == held:
+            return 0
+        if now < held or held == 0:  # built afresh, or it followed another database (restored, rolled back)
+            store.clear()
+            changed = list(Artifact.objects.values_list("pk", flat=True))
+        else:
+            changed = list(SearchEntry.objects.filter(seq__gt=held, seq__lte=now).values_list("artifact_id", flat=True))
+            changed = sorted(set(changed) | _citing(changed))
+        for start in range(0, len(changed), BATCH):
+            store.update(render(changed[start:start + BATCH]))
+        state[0] = now
+        return len(changed)
+
+
+def _citing(artifact_ids: list[int]) -> set[int]:
+    """The artifacts with a version that names a version of one of ``artifact_ids`` as a source."""
+    found: set[int] = set()
+    for start in range(0, len(artifact_ids), 500):
+        found.update(ProvenanceLink.objects.filter(target__artifact_id__in=artifact_ids[start:start + 500])
+                     .values_list("version__artifact_id", flat=True))
+    return found
+
+
+def render(artifact_ids: Iterable[int]) -> str:
+    """One SPARQL Update that drops the graphs of every version of these artifacts and inserts again those of
+    their public, live versions, as the public sees them."""
+    from ontology.graph import to_graph
+
+    public = Viewer.public()
+    drops, inserts = [], []
+    versions = (Version.objects.filter(artifact_id__in=list(artifact_ids)).select_related("artifact__owner")
+                .prefetch_related("files", "provenance__target__artifact__owner").order_by("pk"))
+    for version in versions:
+        name = graph_name(version.pk)
+        drops.append(f"DROP SILENT GRAPH <{name}>")
+        artifact = version.artifact
+        if version.deleted_at or artifact.deleted_at or artifact.visibility != Artifact.Visibility.PUBLIC:
+            continue
+        triples = to_graph(version_record(version, public)).serialize(format="nt")
+        inserts.append(f"GRAPH <{name}> {{\n{triples}}}")
+    text = ";\n".join(drops)
+    if inserts:
+        text += (";\n" if text else "") + "INSERT DATA {\n" + "\n".join(inserts) + "\n}"
+    return text or "CLEAR SILENT GRAPH <urn:hpcfair:nothing>"
