@@ -59,6 +59,7 @@ class Command(BaseCommand):
         except (ValueError, OSError) as exc:
             raise CommandError(exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc))
         self.prepare(migrate=not no_migrate, demo=not no_demo)
+        threading.Thread(target=self.sync_sparql, name="sparql-sync", daemon=True).start()
         # Links the hub hands out (PIDs, download URLs) point at this server unless configured.
         env = {"HUB_PUBLIC_URL": f"http://{bind}", **os.environ}
         pool = "solo" if settings.CELERY_BROKER_URL.startswith("filesystem://") else "prefork"
@@ -111,7 +112,6 @@ class Command(BaseCommand):
                 self.say(f"search index: {healed} entries were missing or stale and were made again")
         if demo:
             call_command("hub_demo")
-        threading.Thread(target=self.sync_sparql, name="sparql-sync", daemon=True).start()
 
     def sync_sparql(self) -> None:
         """The SPARQL store brought up to the registry while the site starts serving: usually a few changes, but
@@ -119,8 +119,8 @@ class Command(BaseCommand):
         (or 503 ``sparql_busy``) meanwhile, rather than one request doing it all."""
         try:
             count = rdfstore.sync()
-        except (rdfstore.StoreError, DatabaseError) as exc:
-            self.say(f"SPARQL store not synced ({exc}); the next query tries again")
+        except Exception as exc:  # noqa: BLE001 - said, not raised: the site serves, and the next query syncs
+            self.say(f"SPARQL store not synced ({type(exc).__name__}: {exc}); the next query tries again")
         else:
             if count:
                 self.say(f"SPARQL store: {count} artifacts rendered")
