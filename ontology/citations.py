@@ -231,34 +231,60 @@ def _style_path(name: str) -> str | None:
         return None
 
 
+_CSL = "{http://purl.org/net/xbiblio/csl}"
+_rendering: dict[str, Any] = {}  # the macros of the style being rendered (one rendering at a time: _RENDER)
+
+
 @functools.lru_cache(maxsize=16)
-def _parsed_style(path: str) -> CitationStylesStyle:
-    _honour_initialize_false()
-    return CitationStylesStyle(path, validate=False)
+def _parsed_style(path: str) -> tuple[CitationStylesStyle, dict[str, Any]]:
+    """A CSL style as citeproc-py reads it, and its macros by name."""
+    _teach_citeproc()
+    style = CitationStylesStyle(path, validate=False)
+    return style, {macro.get("name"): macro for macro in style.root.iterfind(f"{_CSL}macro")}
 
 
 @functools.cache
-def _honour_initialize_false() -> None:
-    """CSL 1.0.1's ``initialize="false"`` on a name (Chicago: "Lovelace, Ada", not "Lovelace, A.") keeps given
-    names whole; citeproc-py 0.11.1 does not read it and initialises them anyway. Taught once, here."""
-    inherited = citeproc.model.Name.get_option
+def _teach_citeproc() -> None:
+    """Two things citeproc-py 0.11.1 lacks, taught once, here:
+    - CSL 1.0.1's ``initialize="false"`` on a name (Chicago: "Lovelace, Ada", not "Lovelace, A.") keeps given
+      names whole; citeproc-py initialises them anyway;
+    - it finds each macro by an XPath search of the whole style, thousands of times a reference (most of its
+      time): the macros of the style being rendered are looked up by name instead."""
+    inherited_option = citeproc.model.Name.get_option
+    inherited_macro = citeproc.model.CitationStylesElement.get_macro
 
     def get_option(self: citeproc.model.Name, name: str, *args: Any, **kwargs: Any) -> Any:
         if name == "initialize-with" and self.get("initialize") == "false":
             return None
-        return inherited(self, name, *args, **kwargs)
+        return inherited_option(self, name, *args, **kwargs)
+
+    def get_macro(self: citeproc.model.CitationStylesElement, name: str) -> Any:
+        found = _rendering.get(name)
+        return found if found is not None else inherited_macro(self, name)
 
     citeproc.model.Name.get_option = get_option
+    citeproc.model.CitationStylesElement.get_macro = get_macro
 
 
 def formatted(record: Record, style: str | None = None) -> str:
     """The reference to ``record`` in the CSL style ``style`` (APA when none is named), one line of plain
     text, rendered by citeproc-py from the record's CSL-JSON. (Not its HTML output: citeproc-py 0.11.1 does
     not escape the item's text there.)"""
-    item = csl(record)
+    return _render(_style_path(style_name(style)), json.dumps(csl(record), sort_keys=True))
+
+
+# A landing page shows four references: the ones last rendered are kept, by style and CSL item (a version's
+# never changes), bounded.
+@functools.lru_cache(maxsize=2048)
+def _render(path: str, item_json: str) -> str:
+    item = json.loads(item_json)
     with _RENDER:
-        bibliography = CitationStylesBibliography(_parsed_style(_style_path(style_name(style))),
-                                                  CiteProcJSON([item]), formatter.plain)
-        bibliography.register(Citation([CitationItem(item["id"])]))
-        text = str(bibliography.bibliography()[0])
+        style, macros = _parsed_style(path)
+        _rendering.update(macros)
+        try:
+            bibliography = CitationStylesBibliography(style, CiteProcJSON([item]), formatter.plain)
+            bibliography.register(Citation([CitationItem(item["id"])]))
+            text = str(bibliography.bibliography()[0])
+        finally:
+            _rendering.clear()
     return " ".join(text.split()) + "\n"

@@ -196,3 +196,17 @@ def test_long_author_lists_in_the_other_styles():
 def test_a_style_the_csl_repository_lacks_is_refused(style):
     with pytest.raises(citations.UnknownStyle, match="CSL styles repository"):
         exports.export(model_record(), "citation", style)
+
+
+def test_references_rendered_at_once_in_threads_are_each_their_own_styles():
+    """Web threads render at once: each reference is its style's, whatever the others render meanwhile (the
+    kept references and citeproc-py's macro look-up are per style)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [(with_creators(f"Given Family{i}", kind="dataset" if i % 2 else "model"), style)
+            for i in range(6) for style in ("apa", "ieee", "chicago", "nature", "harvard")]
+    expected = [citations.formatted(record, style) for record, style in jobs]
+    citations._render.cache_clear()
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(lambda job: citations.formatted(*job), jobs)) == expected
+    assert len(set(expected)) == len(jobs)
