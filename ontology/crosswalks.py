@@ -10,7 +10,7 @@ from xml.etree import ElementTree as ET
 
 import yaml
 from rdflib import BNode, Graph, Literal, URIRef
-from rdflib.namespace import DCAT, DCTERMS, FOAF, RDF, XSD
+from rdflib.namespace import DCAT, DCMITYPE, DCTERMS, FOAF, PROV, RDF, SKOS, XSD
 
 from ontology.citations import GENRES, split_name
 from ontology.graph import date_term
@@ -207,7 +207,7 @@ def dcat_graph(record: Record) -> Graph:
     ``dcat:Distribution`` per file."""
     g = Graph()
     for prefix, ns in (("dcat", DCAT), ("dct", DCTERMS), ("foaf", FOAF), ("adms", ADMS), ("spdx", SPDX),
-                       ("xsd", XSD)):
+                       ("xsd", XSD), ("prov", PROV), ("skos", SKOS)):
         g.bind(prefix, ns)
     s = URIRef(record.iri)
     meta = record.metadata
@@ -216,8 +216,17 @@ def dcat_graph(record: Record) -> Graph:
     g.add((s, DCTERMS.description, Literal(meta.get("description") or record.title)))
     g.add((s, DCTERMS.identifier, Literal(record.pid)))
     g.add((s, DCTERMS.issued, Literal(record.published.isoformat(timespec="seconds"), datatype=XSD.dateTime)))
-    g.add((s, DCAT.landingPage, s))
-    g.add((s, DCTERMS.type, Literal(GENRES[record.kind])))
+    # DCAT-AP 3's ranges, typed in the graph itself (its shapes check them without inference): the landing
+    # page a foaf:Document, the type a skos:Concept (DCMI's type vocabulary), agents foaf:Agents, media types
+    # dct:MediaTypes, the checksum's algorithm an spdx:ChecksumAlgorithm.
+    page = URIRef(record.landing_url or record.iri)
+    g.add((s, DCAT.landingPage, page))
+    g.add((page, RDF.type, FOAF.Document))
+    kind = DCMITYPE.Dataset if record.kind == "dataset" else DCMITYPE.Software
+    g.add((s, DCTERMS.type, kind))
+    g.add((kind, RDF.type, SKOS.Concept))
+    g.add((kind, SKOS.inScheme, URIRef(str(DCMITYPE).rstrip("/"))))
+    g.add((kind, SKOS.prefLabel, Literal("Dataset" if record.kind == "dataset" else "Software", lang="en")))
     if record.updated:
         g.add((s, DCTERMS.modified, Literal(record.updated.isoformat(timespec="seconds"), datatype=XSD.dateTime)))
     if record.label:
@@ -230,6 +239,7 @@ def dcat_graph(record: Record) -> Graph:
         node = URIRef(agent.get("orcid") or agent.get("ror")) if agent.get("orcid") or agent.get("ror") else BNode()
         g.add((s, DCTERMS.creator, node))
         g.add((node, RDF.type, FOAF.Organization if agent.get("type") == "organization" else FOAF.Person))
+        g.add((node, RDF.type, FOAF.Agent))
         g.add((node, FOAF.name, Literal(agent["name"])))
     for word in [*(meta.get("keywords") or []), meta.get("subject"), meta.get("discipline")]:
         if word:
@@ -246,7 +256,10 @@ def dcat_graph(record: Record) -> Graph:
         g.add((s, DCTERMS.hasVersion, URIRef(link.iri)))
     for link in record.provenance:
         if not link.restricted:
-            g.add((s, DCTERMS.source, URIRef(link.iri)))
+            # Not dct:source: DCAT-AP 3 would have each source described in full as a dcat:Dataset here (a
+            # title and a description); its own record, at its PID, does that.
+            g.add((s, PROV.wasDerivedFrom, URIRef(link.iri)))
+            g.add((s, DCTERMS.relation, URIRef(link.iri)))
     for work in related_works(meta):
         if work.typed:
             g.add((s, DCTERMS.relation, URIRef(work.iri)))
@@ -257,7 +270,9 @@ def dcat_graph(record: Record) -> Graph:
         g.add((dist, DCTERMS.title, Literal(entry.path)))
         g.add((dist, DCAT.accessURL, dist))
         g.add((dist, DCAT.downloadURL, dist))
-        g.add((dist, DCAT.mediaType, URIRef(IANA_MEDIA + entry.media_type)))
+        media = URIRef(IANA_MEDIA + entry.media_type)
+        g.add((dist, DCAT.mediaType, media))
+        g.add((media, RDF.type, DCTERMS.MediaType))
         g.add((dist, DCAT.byteSize, Literal(entry.size, datatype=XSD.nonNegativeInteger)))
         if license_ is not None:
             g.add((dist, DCTERMS.license, license_))
@@ -265,6 +280,7 @@ def dcat_graph(record: Record) -> Graph:
         g.add((dist, URIRef(SPDX + "checksum"), checksum))
         g.add((checksum, RDF.type, URIRef(SPDX + "Checksum")))
         g.add((checksum, URIRef(SPDX + "algorithm"), URIRef(SPDX + "checksumAlgorithm_sha256")))
+        g.add((URIRef(SPDX + "checksumAlgorithm_sha256"), RDF.type, URIRef(SPDX + "ChecksumAlgorithm")))
         g.add((checksum, URIRef(SPDX + "checksumValue"), Literal(entry.sha256, datatype=XSD.hexBinary)))
     return g
 

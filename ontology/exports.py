@@ -29,7 +29,7 @@ FORMATS: dict[str, tuple[str, str | None]] = {
     "bibtex": ("application/x-bibtex", None),
     "csl-json": ("application/vnd.citationstyles.csl+json", None),
     "ris": ("application/x-research-info-systems", None),
-    "citation": ("text/plain", None),  # a reference in a named style (?style=, APA by default)
+    "citation": ("text/plain", None),  # a reference in any CSL style (?style=, APA by default)
     "dublin-core": ("application/x-dc+xml", None),
     "codemeta": ("application/vnd.codemeta.ld+json", None),  # models and projects
     "cff": ("application/yaml", None),  # CITATION.cff
@@ -75,7 +75,7 @@ CROISSANT_TYPES = {"int8": "sc:Integer", "int16": "sc:Integer", "int32": "sc:Int
 
 def export(record: Record, name: str, style: str | None = None) -> str:
     """The record in export format ``name`` (a key of ``FORMATS``) as text; ``style`` names the citation
-    style of ``citation`` (``ontology.citations.STYLES``; raises ``citations.UnknownStyle``)."""
+    style of ``citation`` (any CSL style, e.g. ``ontology.citations.STYLES``; raises ``citations.UnknownStyle``)."""
     media_type, serializer = FORMATS[name]
     if serializer == "json-ld":
         return to_graph(record).serialize(format="json-ld", context={k: str(v) for k, v in PREFIXES.items()},

@@ -85,6 +85,7 @@ class Record:
     latest_label: str = ""  # a concept record: its latest version's label
     withdrawn: datetime | None = None  # a tombstone's record: when it was deleted
     withdrawn_reason: str = ""
+    landing_url: str = ""  # the HTML landing page (where the PID sends browsers); "" where unknown
 
     @property
     def title(self) -> str:

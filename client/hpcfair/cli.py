@@ -195,8 +195,9 @@ def _finetune_text(result: dict[str, Any]) -> str:
 
 @app.command(epilog="Example: hpcfair cite demo/encoder@1 --style bibtex")
 def cite(ref: Annotated[str, typer.Argument(help="A PID or owner/name[@version].")],
-         style: Annotated[str, typer.Option(help="apa, chicago, ieee, harvard (citation is apa), bibtex, csl-json, "
-                                                 "ris, datacite-json, datacite-xml, jsonld, turtle, rdfxml, ntriples, "
+         style: Annotated[str, typer.Option(help="any CSL style (apa, chicago, ieee, harvard, nature, …; "
+                                                 "citation is apa), bibtex, csl-json, ris, datacite-json, "
+                                                 "datacite-xml, jsonld, turtle, rdfxml, ntriples, "
                                                  "schemaorg, croissant (datasets); datacite means datacite-json")
                           ] = "citation") -> None:
     """How to cite a version."""

@@ -42,7 +42,9 @@ from hpcfair.progress import JobLog, bar, say
 DEFAULT_ENDPOINT = settings.DEFAULT_ENDPOINT
 CHUNK_SIZE = 256 * 1024 * 1024  # per PUT through the hub: a cut keeps what arrived, so big chunks lose nothing
 RETRY_STATUSES = {429, 500, 502, 503, 504}
-CITATION_STYLES = ("apa", "chicago", "ieee", "harvard")  # the hub's formatted references (?style=)
+# The hub's exports by name; any other name given to ``cite`` is a CSL style (a formatted reference, ?style=).
+EXPORT_NAMES = ("jsonld", "turtle", "rdfxml", "ntriples", "datacite-json", "datacite-xml", "croissant", "schemaorg",
+                "bibtex", "csl-json", "ris", "citation", "dublin-core", "codemeta", "cff", "dcat", "ro-crate")
 DROPPED = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
            urllib3.exceptions.HTTPError)
 REFUSED_S = 1.0  # how long a refused connection (nothing listens there) is tried again before giving up
@@ -299,13 +301,14 @@ class HubClient:
                             params=params or None)
 
     def cite(self, ref: str, style: str = "citation") -> str:
-        """A reference to a version in a named style (``apa``, ``chicago``, ``ieee``, ``harvard``; ``citation``
-        is APA), or any export by name (``bibtex``, ``csl-json``, ``ris``, …; ``datacite`` stands for
-        ``datacite-json``)."""
+        """A reference to a version in any CSL style by its name (``apa``, ``chicago-author-date`` or
+        ``chicago``, ``ieee``, ``harvard``, ``nature``, …; ``citation`` is APA), or any export by name
+        (``bibtex``, ``csl-json``, ``ris``, …; ``datacite`` stands for ``datacite-json``)."""
         info = self.resolve(ref)
-        if style in CITATION_STYLES:
-            return self.export(info, "citation", style=style).text
-        return self.export(info, {"datacite": "datacite-json"}.get(style, style)).text
+        name = {"datacite": "datacite-json"}.get(style, style)
+        if name in EXPORT_NAMES:
+            return self.export(info, name).text
+        return self.export(info, "citation", style=style).text
 
     # --- jobs, conversion, inference ----------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from hub.errors import HubError
 from hub.jobs.files import fetch, staged
 from hub.jobs.kinds import JobKind, Plan, register
 from hub.jobs.runner import JobContext
+from hub.metadata.derive import CARD_NAMES
 from hub.registry.models import ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef, create_version
 from hub.registry.uploads import StagedFile
@@ -106,11 +107,24 @@ def publish_conversion(ctx: JobContext, source: Version, workdir: Path, plan: di
     if ctx.job.kind == "verify":
         _queue_cube(ctx, source, verified)
         return {"verified": verified, "files": reports}
+    outputs += _source_cards(source, workdir, {output.path for output in outputs})
     published = _publish_conversion(ctx, source, outputs, reports, verified)
     _queue_cube(ctx, published, verified)
     return {"version": published.label, "pid": published.pid, "verified": verified,
             "files": {name: {"verification": r["verification"], "source": r["source"]}
                       for name, r in reports.items()}}
+
+
+def _source_cards(source: Version, workdir: Path, taken: set[str]) -> list[StagedFile]:
+    """The source's model card (README.md and the like at its root), carried into its ONNX version: what the
+    model is for, how it was trained and its limits hold for the conversion too (issue 40, point 6)."""
+    folder = workdir / "source-card"
+    cards = []
+    for file in source.files.all():
+        if "/" not in file.path and file.path.lower() in CARD_NAMES and file.path not in taken:
+            folder.mkdir(exist_ok=True)
+            cards.append(staged(fetch(source, file.path, folder), file.path))
+    return cards
 
 
 def _fetch_model(source: Version, path: str, dest: Path) -> tuple[Path, str]:

@@ -184,7 +184,7 @@ def version_record(version: Version, viewer: Viewer) -> Record:
         export_urls=(pid_export_urls(version.pid, artifact.kind) if version.is_deleted or artifact.deleted_at
                      else export_urls(version)),
         previous=previous, next=following,
-        withdrawn=version.deleted_at, withdrawn_reason=version.deletion_reason,
+        withdrawn=version.deleted_at, withdrawn_reason=version.deletion_reason, landing_url=landing_url(version.pid),
     )
 
 
@@ -197,7 +197,7 @@ def concept_record(artifact: Artifact, viewer: Viewer) -> Record:
     latest = (live or versions or [None])[-1]
     common = {"iri": pid_url(artifact.pid), "pid": artifact.pid, "kind": artifact.kind, "label": "",
               "owner": artifact.owner.username, "public": artifact.is_public,
-              "export_urls": pid_export_urls(artifact.pid, artifact.kind),
+              "export_urls": pid_export_urls(artifact.pid, artifact.kind), "landing_url": landing_url(artifact.pid),
               "withdrawn": artifact.deleted_at, "withdrawn_reason": artifact.deletion_reason,
               "versions": [_version_link(v) for v in (live if not artifact.deleted_at else versions)]}
     if latest is None:

@@ -66,8 +66,26 @@ def _header(signposts: list[Signpost]) -> str:
     return " , ".join(parts)
 
 
+# Proxies refuse a response whose headers outgrow their buffer (commonly 8 KB in all). The Link header keeps
+# every signpost but the files, and as many files as fit in this many bytes; the linkset, which the header
+# names, lists every file (FAIR Signposting's advice for a work of many items).
+LINK_HEADER_BUDGET = 6000
+
+
 def link_header(record: Record) -> str:
-    return _header(links(record))
+    """The landing page's ``Link`` header: every signpost, the files (``item``) as far as
+    ``LINK_HEADER_BUDGET`` allows."""
+    signposts = links(record)
+    size = len(_header([link for link in signposts if link.rel != "item"]).encode())
+    dropped = set()
+    for link in signposts:
+        if link.rel == "item":
+            part = len(_header([link]).encode()) + len(" , ")
+            if size + part > LINK_HEADER_BUDGET or dropped:
+                dropped.add(link)
+            else:
+                size += part
+    return _header([link for link in signposts if link not in dropped])
 
 
 def back_links(pid: str, landing: str, rel: str) -> str:

@@ -41,9 +41,10 @@ LABELS = {"opset": "ONNX opset", "parameters": "Parameters", "url": "Home page",
           "learning_type": "Learning type", "model_family": "Model family", "sample_inputs": "Sample inputs",
           "container_image": "Container image", "target_machine": "Target machine",
           "target_application": "Target application", "license": "License", "keywords": "Keywords"}
-# The page's "Cite" box: (label, export, citation style).
-CITATIONS = (("APA", "citation", "apa"), ("BibTeX", "bibtex", None), ("Chicago", "citation", "chicago"),
-             ("IEEE", "citation", "ieee"), ("Harvard", "citation", "harvard"), ("RIS", "ris", None),
+# The page's "Cite" box: (label, export, CSL style); the references are rendered from the CSL style files.
+CITATIONS = (("APA", "citation", "apa"), ("BibTeX", "bibtex", None),
+             ("Chicago", "citation", "chicago-author-date"), ("IEEE", "citation", "ieee"),
+             ("Harvard", "citation", "harvard-cite-them-right"), ("RIS", "ris", None),
              ("CSL-JSON", "csl-json", None), ("DataCite JSON", "datacite-json", None))
 
 

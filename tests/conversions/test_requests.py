@@ -63,3 +63,19 @@ def test_who_may_ask(owner, other, mixed, anon):
     assert client_for(owner, scope="read").post(url, {}, format="json").json()["code"] == "insufficient_scope"
     assert client_for(other).post(url, {}, format="json").status_code == 403
     assert anon.post(url, {}, format="json").status_code == 401
+
+
+def test_the_onnx_version_carries_the_source_model_card(owner, publish, tmp_path):
+    """Issue 40, point 6: what the card says of the model holds for its conversion; only the card at the root
+    is carried, and never over a file the conversion wrote itself."""
+    import hashlib
+
+    from hub.conversions.jobs import _source_cards
+
+    card = b"---\nlicense: MIT\n---\n# Nested\nWhat the model is for.\n"
+    _, source = publish(owner, "carded", {"model.pt": b"weights", "README.md": card, "sub/README.md": b"# other\n",
+                                          "notes.md": b"not a card"})
+    [carried] = _source_cards(source, tmp_path, set())
+    assert carried.path == "README.md" and carried.sha256 == hashlib.sha256(card).hexdigest()
+    assert carried.staged.read_bytes() == card and carried.size == len(card)
+    assert _source_cards(source, tmp_path, {"README.md"}) == []

@@ -3,6 +3,7 @@ the ONNX version is published with provenance and its verification report."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -40,7 +41,9 @@ def conversion_job(version_label: str, name: str) -> Job:
 def test_upload_converts_and_verifies(architecture, built_models, shared_storage, api):
     path, metadata = built_models[architecture]
     name = architecture.replace("_", "-")
-    publish_model(api, name, {path.name: path.read_bytes()}, {"title": name, "license": "MIT", **metadata})
+    card = f"# {name}\n\nA randomly initialised {name}.\n".encode()
+    publish_model(api, name, {path.name: path.read_bytes(), "README.md": card},
+                  {"title": name, "license": "MIT", **metadata})
     job = wait_for_job(conversion_job("1", name).pk, timeout=240)
     assert job.state == "succeeded", (job.error_code, job.error_detail, job.log[-5:])
     assert job.result["verified"] is True and job.result["version"] == "1-onnx"
@@ -51,7 +54,10 @@ def test_upload_converts_and_verifies(architecture, built_models, shared_storage
 
     converted = api.get(f"/api/v1/artifacts/alice/{name}/versions/1-onnx/").json()
     onnx_name = path.with_suffix(".onnx").name
-    assert [f["path"] for f in converted["files"]] == [onnx_name]
+    # the model card comes along (issue 40, point 6)
+    assert sorted(f["path"] for f in converted["files"]) == sorted([onnx_name, "README.md"])
+    card_file = next(f for f in converted["files"] if f["path"] == "README.md")
+    assert card_file["sha256"] == hashlib.sha256(card).hexdigest()
     assert converted["provenance"] == [{"relation": "converted_from", "target": f"alice/{name}@1",
                                         "target_pid": converted["provenance"][0]["target_pid"],
                                         "target_kind": "model", "restricted": False,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import jsonschema
@@ -13,6 +14,7 @@ import pytest
 import yaml
 from pyshacl import validate as shacl
 from rdflib import Graph, Literal, URIRef
+from rocrate.rocrate import ROCrate
 
 from ontology import crosswalks, exports
 from tests.metadata.test_exports import BASE, dataset_record, model_record
@@ -21,54 +23,19 @@ from tests.metadata.test_fair import get
 DC = "{http://purl.org/dc/elements/1.1/}"
 DC_ELEMENTS = {"title", "creator", "subject", "description", "publisher", "contributor", "date", "type", "format",
                "identifier", "source", "language", "relation", "coverage", "rights"}
-# CodeMeta 3.0's terms (https://w3id.org/codemeta/3.0): the ones a record may use here.
-CODEMETA_TERMS = {"@context", "@type", "@id", "identifier", "name", "description", "author", "contributor",
-                  "datePublished", "dateCreated", "dateModified", "publisher", "url", "applicationCategory",
-                  "version", "license", "keywords", "codeRepository", "runtimePlatform", "funding", "funder",
-                  "fileSize", "relatedLink", "isPartOf", "givenName", "familyName", "affiliation",
-                  "softwareRequirements", "programmingLanguage", "referencePublication", "email"}
-# Citation File Format 1.2.0 (its JSON schema's rules for the keys the hub writes).
-CFF_PERSON = {"type": "object", "additionalProperties": False, "required": ["family-names"], "properties": {
-    "family-names": {"type": "string", "minLength": 1}, "given-names": {"type": "string", "minLength": 1},
-    "name-particle": {"type": "string"}, "affiliation": {"type": "string"},
-    "orcid": {"type": "string", "pattern": r"^https://orcid\.org/[0-9]{4}-[0-9]{4}-[0-9]{4}-[0-9]{3}[0-9X]$"}}}
-CFF_ENTITY = {"type": "object", "additionalProperties": False, "required": ["name"],
-              "properties": {"name": {"type": "string", "minLength": 1}}}
-CFF = {
-    "type": "object", "additionalProperties": False,
-    "required": ["cff-version", "message", "title", "authors"],
-    "properties": {
-        "cff-version": {"type": "string", "pattern": r"^1\.2\.0$"}, "message": {"type": "string", "minLength": 1},
-        "type": {"enum": ["dataset", "software"]}, "title": {"type": "string", "minLength": 1},
-        "authors": {"type": "array", "minItems": 1, "items": {"oneOf": [CFF_PERSON, CFF_ENTITY]}},
-        "identifiers": {"type": "array", "items": {
-            "type": "object", "required": ["type", "value"], "additionalProperties": False,
-            "properties": {"type": {"enum": ["doi", "url", "swh", "other"]}, "value": {"type": "string"},
-                           "description": {"type": "string"}}}},
-        "url": {"type": "string", "format": "uri"}, "repository-code": {"type": "string", "format": "uri"},
-        "date-released": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"},
-        "version": {"type": "string"}, "abstract": {"type": "string"},
-        "keywords": {"type": "array", "items": {"type": "string"}},
-        "license": {"type": "string", "pattern": r"^[A-Za-z0-9.+-]+$"}, "license-url": {"type": "string"},
-    },
-}
-DCAT_AP_SHAPES = """
-@prefix sh: <http://www.w3.org/ns/shacl#> . @prefix dcat: <http://www.w3.org/ns/dcat#> .
-@prefix dct: <http://purl.org/dc/terms/> . @prefix xsd: <http://www.w3.org/2001/XMLSchema#> .
-@prefix foaf: <http://xmlns.com/foaf/0.1/> .
-<urn:shape:Dataset> a sh:NodeShape ; sh:targetClass dcat:Dataset ;
-  sh:property [ sh:path dct:title ; sh:minCount 1 ; sh:nodeKind sh:Literal ] ;
-  sh:property [ sh:path dct:description ; sh:minCount 1 ; sh:nodeKind sh:Literal ] ;
-  sh:property [ sh:path dct:issued ; sh:maxCount 1 ; sh:datatype xsd:dateTime ] ;
-  sh:property [ sh:path dct:publisher ; sh:maxCount 1 ; sh:class foaf:Agent ] ;
-  sh:property [ sh:path dcat:distribution ; sh:class dcat:Distribution ] ;
-  sh:property [ sh:path dcat:landingPage ; sh:nodeKind sh:IRI ] ;
-  sh:property [ sh:path dct:license ; sh:nodeKind sh:IRI ] .
-<urn:shape:Distribution> a sh:NodeShape ; sh:targetClass dcat:Distribution ;
-  sh:property [ sh:path dcat:accessURL ; sh:minCount 1 ; sh:nodeKind sh:IRI ] ;
-  sh:property [ sh:path dcat:byteSize ; sh:maxCount 1 ; sh:datatype xsd:nonNegativeInteger ] ;
-  sh:property [ sh:path dcat:mediaType ; sh:maxCount 1 ; sh:nodeKind sh:IRI ] .
-"""
+SCHEMAS = Path(__file__).parent / "schemas"
+# CodeMeta 3.0's JSON-LD context and the Citation File Format 1.2.0 JSON schema, each the format's own file
+# (tests/metadata/schemas/README.md).
+CODEMETA_CONTEXT = json.loads((SCHEMAS / "codemeta-3.0.jsonld").read_text())["@context"]
+CFF = json.loads((SCHEMAS / "cff-1.2.0.schema.json").read_text())
+# DCAT-AP 3.0.1's own SHACL shapes (tests/metadata/schemas/README.md), without inference: what the export
+# says of each node (its class included) is what they check.
+DCAT_AP_SHAPES = Graph().parse(SCHEMAS / "dcat-ap-3.0.1-SHACL.ttl", format="turtle")
+
+
+def assert_dcat_ap(graph: Graph) -> None:
+    conforms, _, report = shacl(graph, shacl_graph=DCAT_AP_SHAPES, inference="none")
+    assert conforms, report
 
 
 def test_dublin_core_xml_uses_only_the_fifteen_elements():
@@ -97,21 +64,30 @@ def test_codemeta_uses_codemeta_terms_and_parses():
             for value in node:
                 yield from keys(value)
 
-    assert set(keys(data)) <= CODEMETA_TERMS | {"@type"}, set(keys(data)) - CODEMETA_TERMS
+    terms = {key for key in keys(data) if not key.startswith("@")}
+    assert terms <= set(CODEMETA_CONTEXT), terms - set(CODEMETA_CONTEXT)  # every key a term of CodeMeta 3.0
+    assert {"SoftwareSourceCode", "Person", "Organization"} <= set(CODEMETA_CONTEXT)
     assert data["author"][0] == {"@type": "Person", "familyName": "Lovelace", "givenName": "Ada",
                                  "@id": "https://orcid.org/0000-0002-1825-0097",
                                  "affiliation": [{"@type": "Organization", "name": "ORNL"}]}
     assert data["version"] == "1-onnx" and data["runtimePlatform"] == "onnx" and data["keywords"] == ["climate", "cnn"]
-    # CodeMeta's terms are schema.org's: with schema.org as the vocabulary it reads offline as RDF.
-    graph = Graph().parse(data=json.dumps({**data, "@context": {"@vocab": "https://schema.org/"}}), format="json-ld")
-    assert (URIRef(data["@id"]), URIRef("https://schema.org/name"), Literal("Cloud mask CNN")) in graph
+    # Read as RDF with CodeMeta's own context (offline): each term becomes the schema.org or CodeMeta property
+    # the context defines, and nothing is dropped for want of a definition.
+    graph = Graph().parse(data=json.dumps({**data, "@context": CODEMETA_CONTEXT}), format="json-ld")
+    subject = URIRef(data["@id"])
+    assert (subject, URIRef("http://schema.org/name"), Literal("Cloud mask CNN")) in graph
+    assert (subject, URIRef("http://www.w3.org/1999/02/22-rdf-syntax-ns#type"),
+            URIRef("http://schema.org/SoftwareSourceCode")) in graph
+    assert graph.value(subject, URIRef("http://schema.org/license")) == URIRef("https://spdx.org/licenses/Apache-2.0")
+    assert {str(p) for p in graph.predicates(subject, None)} >= {
+        f"http://schema.org/{term}" for term in ("author", "datePublished", "version", "keywords", "runtimePlatform")}
     assert "codemeta" in exports.FORMAT_KINDS and "dataset" not in exports.FORMAT_KINDS["codemeta"]
 
 
 def test_citation_cff_follows_the_citation_file_format():
     for record in (model_record(), dataset_record()):
         data = yaml.safe_load(exports.export(record, "cff"))
-        jsonschema.validate(data, CFF, format_checker=jsonschema.FormatChecker())
+        jsonschema.Draft7Validator(CFF, format_checker=jsonschema.FormatChecker()).validate(data)
     data = yaml.safe_load(exports.export(model_record(), "cff"))
     assert data["authors"][0] == {"family-names": "Lovelace", "given-names": "Ada",
                                   "orcid": "https://orcid.org/0000-0002-1825-0097", "affiliation": "ORNL"}
@@ -122,9 +98,9 @@ def test_citation_cff_follows_the_citation_file_format():
 
 
 def test_dcat_ap_conforms_to_its_shapes():
+    for record in (model_record(), dataset_record()):  # a model has sources (prov:wasDerivedFrom)
+        assert_dcat_ap(Graph().parse(data=exports.export(record, "dcat"), format="xml"))
     graph = Graph().parse(data=exports.export(dataset_record(), "dcat"), format="xml")
-    conforms, _, report = shacl(graph, shacl_graph=Graph().parse(data=DCAT_AP_SHAPES, format="turtle"))
-    assert conforms, report
     dcat = "http://www.w3.org/ns/dcat#"
     s = URIRef(dataset_record().iri)
     [dist] = graph.objects(s, URIRef(dcat + "distribution"))
@@ -147,6 +123,12 @@ def test_each_by_its_own_url_by_negotiation_and_as_describedby(anon, owner, publ
             assert f'profile="{profile}"' in answer["Content-Type"], name
     dcat = get(anon, model.pid, f'application/rdf+xml; profile="{crosswalks.DCAT_AP}"')
     assert (None, None, URIRef("http://www.w3.org/ns/dcat#Dataset")) in Graph().parse(data=dcat.content, format="xml")
+    for pid in (model.pid, model.artifact.pid):  # a version and its concept, as the hub serves them
+        served = Graph().parse(data=get(anon, pid, f'application/rdf+xml; profile="{crosswalks.DCAT_AP}"').content,
+                               format="xml")
+        assert_dcat_ap(served)
+        assert served.value(URIRef(f"http://127.0.0.1:8000/{pid}"), URIRef("http://www.w3.org/ns/dcat#landingPage")) \
+            == URIRef(f"http://127.0.0.1:8000/landing/{pid}")
     graph = get(anon, model.pid, "application/rdf+xml")  # no profile: the metadata graph
     assert (None, None, URIRef("http://www.w3.org/ns/dcat#Dataset")) not in \
         Graph().parse(data=graph.content, format="xml")
@@ -183,8 +165,32 @@ def assert_ro_crate(crate: dict, root_id: str) -> dict:
     return root
 
 
-def test_ro_crate_metadata_attached_and_detached():
+def read_crate(folder: Path, crate: dict) -> ROCrate:
+    """The crate as ro-crate-py (the RO-Crate project's Python library) reads it from ``folder``: it finds the
+    metadata descriptor and the root data entity (whose id it writes as a folder's, ending in "/"), and every
+    other entity of the graph."""
+    (folder / "ro-crate-metadata.json").write_text(json.dumps(crate))
+    read = ROCrate(folder)
+    assert read.metadata.id == "ro-crate-metadata.json" and read.version == "1.1"
+    root = next(e["about"]["@id"] for e in crate["@graph"] if e["@id"] == "ro-crate-metadata.json")
+    assert read.root_dataset.id.rstrip("/") == root.rstrip("/")
+    assert {entity.id for entity in read.get_entities()} >= {e["@id"] for e in crate["@graph"]} - {root}
+    return read
+
+
+def test_ro_crate_metadata_attached_and_detached(tmp_path):
     record = model_record()
+    (tmp_path / "attached").mkdir()
+    (tmp_path / "attached" / "cnn.onnx").write_bytes(b"onnx")
+    read = read_crate(tmp_path / "attached", crosswalks.ro_crate(record))
+    assert read.root_dataset.id == "./" and read.name == "Cloud mask CNN"
+    assert [part.id for part in read.root_dataset["hasPart"]] == ["cnn.onnx"]
+    assert read.dereference("cnn.onnx").type == "File"
+    assert [author["name"] for author in read.root_dataset["author"]] == ["Ada Lovelace", "Alan Turing"]
+    assert read.license.id == "https://spdx.org/licenses/Apache-2.0"
+    (tmp_path / "detached").mkdir()
+    detached = read_crate(tmp_path / "detached", json.loads(exports.export(record, "ro-crate")))
+    assert [part.id for part in detached.root_dataset["hasPart"]] == [f"{BASE}/files/cnn.onnx"]
     root = assert_ro_crate(crosswalks.ro_crate(record), "./")
     assert root["hasPart"] == [{"@id": "cnn.onnx"}] and root["hpc:machineLearningFramework"] == "onnx"
     assert root["isBasedOn"] == [{"@id": f"{BASE}/ark:/99999/fk4src"}, {"@id": f"{BASE}/ark:/99999/fk4data"}]
@@ -196,7 +202,7 @@ def test_ro_crate_metadata_attached_and_detached():
 
 
 @pytest.mark.django_db
-def test_a_versions_zip_is_an_ro_crate(anon, owner, publish):
+def test_a_versions_zip_is_an_ro_crate(anon, owner, publish, tmp_path):
     import io
     import zipfile
 
@@ -207,6 +213,11 @@ def test_a_versions_zip_is_an_ro_crate(anon, owner, publish):
         names = set(held.namelist())
     root = assert_ro_crate(crate, "./")
     assert {part["@id"] for part in root["hasPart"]} == names - {"ro-crate-metadata.json"} == {"a.csv", "sub/b.bin"}
+    zipped = tmp_path / "crated.zip"
+    zipped.write_bytes(b"".join(anon.get("/api/v1/artifacts/alice/crated/versions/1/archive").streaming_content))
+    read = ROCrate(zipped)  # ro-crate-py reads the zip itself, its files beside the metadata
+    assert {part.id for part in read.root_dataset["hasPart"]} == {"a.csv", "sub/b.bin"}
+    assert read.dereference("a.csv").type == "File" and read.root_dataset["identifier"][0] == version.pid
     assert root["identifier"][0] == version.pid
     detached = get(anon, version.pid, 'application/ld+json; profile="https://w3id.org/ro/crate/1.1"')
     assert detached["Content-Type"].startswith("application/ld+json") and "ro/crate" in detached["Content-Type"]

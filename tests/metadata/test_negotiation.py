@@ -167,11 +167,13 @@ def test_citations_by_negotiation_and_by_their_own_urls(anon, model):
         assert start in answer.content.decode(), media
     chicago = anon.get("/" + model.pid, HTTP_ACCEPT="text/x-bibliography; style=chicago-author-date; locale=en-US")
     assert chicago.status_code == 303
-    assert chicago["Location"] == f"{HOST}/api/v1/records/citation/{model.pid}?style=chicago"
+    assert chicago["Location"] == f"{HOST}/api/v1/records/citation/{model.pid}?style=chicago-author-date"
     chicago = get(anon, model.pid, "text/x-bibliography; style=chicago").content.decode()
-    assert f". {model.created.year}. Title of m. Version 1." in chicago
-    refused = anon.get("/" + model.pid, HTTP_ACCEPT="text/x-bibliography; style=mla")
-    assert refused.status_code == 406 and "apa, chicago, ieee, harvard" in refused.json()["detail"]
+    assert f". {model.created.year}. Title of M. Machine learning model. V. 1." in chicago
+    nature = get(anon, model.pid, "text/x-bibliography; style=nature")  # any CSL style
+    assert nature.status_code == 200 and f"Title of m. HPCFair Hub ({model.created.year})." in nature.content.decode()
+    refused = anon.get("/" + model.pid, HTTP_ACCEPT="text/x-bibliography; style=no-such-style")
+    assert refused.status_code == 406 and "CSL styles repository" in refused.json()["detail"]
     own = "/api/v1/artifacts/alice/m/versions/1/metadata/"
     ieee = anon.get(own + "citation?style=ieee")
     assert ieee.status_code == 200 and ieee["Content-Type"] == "text/plain; charset=utf-8"
@@ -198,3 +200,73 @@ def test_the_landing_page_cites_in_every_style(anon, model):
     for label in ("APA", "Chicago", "IEEE", "Harvard", "BibTeX", "RIS", "CSL-JSON"):
         assert f"<summary>{label}</summary>" in html, label
     assert "[Machine learning model]" in html and "TY  - COMP" in html
+
+
+LINK = re.compile(r'<([^>]+)>((?:\s*;\s*[a-z]+="[^"]*")+)')
+
+
+def advertised(anon, pid: str) -> set[tuple[str, str, str, str]]:
+    """(rel, target, type, profile) of every typed link the landing page of ``pid`` advertises, in its ``Link``
+    header and in its linkset (which has them all: the header may leave out files)."""
+    page = get(anon, pid, "text/html")
+    header = set()
+    for target, params in LINK.findall(page["Link"]):
+        found = dict(re.findall(r'([a-z]+)="([^"]*)"', params))
+        if found.get("type"):
+            header.add((found["rel"], target, found["type"], found.get("profile", "")))
+    linkset = get(anon, pid, "application/linkset+json").json()["linkset"][0]
+    listed = {(rel, link["href"], link["type"], link.get("profile", "")) for rel, targets in linkset.items()
+              if rel != "anchor" for link in targets if link.get("type")}
+    assert header - {t for t in header if t[0] == "linkset"} <= listed
+    assert {t for t in listed if t[0] != "item"} <= header
+    return header | listed
+
+
+@pytest.mark.parametrize("which", ["model", "dataset", "project", "onnx", "concept"])
+def test_every_advertised_type_and_profile_answers_exactly_that_type(anon, owner, publish, model, table, which,
+                                                                      tmp_path):
+    """Issue 40's done-criterion: each type (and profile) a page advertises, walked from its signposting, is
+    what its URL answers and what the PID answers when asked for it by content negotiation."""
+    from tests.web.test_pages import _converted
+
+    pid = {"model": model.pid, "dataset": table.pid, "concept": model.artifact.pid}.get(which)
+    if which == "project":
+        from hub.registry.management.commands.hub_demo import EXAMPLE_PROJECT
+
+        pid = publish(owner, "p", {path: (EXAMPLE_PROJECT / path).read_bytes()
+                                   for path in ("mlcube.yaml", "Containerfile", "main.py")}, kind="project")[1].pid
+    elif which == "onnx":
+        pid = _converted(owner, model.artifact, model, tmp_path).pid
+    links = advertised(anon, pid)
+    rels = {rel for rel, *_ in links}
+    assert {"describedby", "item", "linkset"} <= rels, rels
+    assert sum(rel == "describedby" for rel, *_ in links) == 15  # every export of the kind (codemeta or croissant)
+    for rel, target, media, profile in sorted(links):
+        accept = media + (f'; profile="{profile}"' if profile else "")
+        answer = anon.get(target.replace(HOST, ""), HTTP_ACCEPT=accept)
+        assert answer.status_code == 200, (rel, target, answer.status_code)
+        assert answer["Content-Type"].split(";")[0].strip() == media, (rel, target, media, answer["Content-Type"])
+        if profile:
+            assert answer["Content-Profile"] == f"<{profile}>", (target, profile)
+        if rel == "describedby":  # the same document by negotiation on the PID
+            negotiated = get(anon, pid, accept)
+            assert negotiated.status_code == 200 and negotiated["Content-Type"] == answer["Content-Type"], accept
+            if profile:
+                assert negotiated["Content-Profile"] == f"<{profile}>", accept
+
+
+def test_a_version_of_many_files_keeps_its_link_header_within_a_proxys_buffer(anon, owner, publish):
+    """The header names every signpost but the files, and the files as far as its budget goes; the linkset
+    lists them all."""
+    from hub.metadata.signposting import LINK_HEADER_BUDGET
+
+    files = {f"shards/model-{i:05d}-of-00120.safetensors": bytes([i]) * 3 for i in range(120)}
+    _, version = publish(owner, "sharded", files)
+    header = get(anon, version.pid, "text/html")["Link"]
+    assert len(header.encode()) <= LINK_HEADER_BUDGET < 8192
+    assert 0 < header.count('rel="item"') < 120 and header.count('rel="describedby"') == 15
+    assert f'<{HOST}/linkset/{version.pid}> ; rel="linkset"' in header and 'rel="cite-as"' in header
+    linkset = get(anon, version.pid, "application/linkset+json").json()["linkset"][0]
+    assert len(linkset["item"]) == 120
+    _, few = publish(owner, "few", {"a.bin": b"a", "b.bin": b"b"})
+    assert get(anon, few.pid, "text/html")["Link"].count('rel="item"') == 2  # nothing left out when it fits

@@ -97,8 +97,9 @@ SUFFIXES = {"jsonld": ".jsonld", "turtle": ".ttl", "rdfxml": ".rdf", "ntriples":
 
 class VersionMetadata(OwnMediaType, APIView):
     """A version's metadata in one format: jsonld, turtle, rdfxml, ntriples, datacite-json, datacite-xml,
-    croissant (datasets), schemaorg, bibtex, csl-json, ris, citation (``?style=`` apa, chicago, ieee or
-    harvard; APA by default), dublin-core, codemeta (models and projects), cff, dcat, ro-crate."""
+    croissant (datasets), schemaorg, bibtex, csl-json, ris, citation (``?style=`` any CSL style, e.g. apa,
+    chicago-author-date, ieee, harvard-cite-them-right, nature; APA by default), dublin-core, codemeta (models
+    and projects), cff, dcat, ro-crate."""
 
     @extend_schema(responses={(200, "*/*"): str})
     def get(self, request: Request, owner: str, name: str, version: str, export: str) -> HttpResponse:
