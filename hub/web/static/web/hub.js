@@ -102,6 +102,35 @@ function watchJobs() {
   });
 }
 
+/* ---- class names beside a classifier's outputs (issue 41, point 4) ----------------------------------
+   The same rule as hpcfair's cli.class_names: an integer output whose values are class indices gets their names;
+   otherwise a [rows, classes] float output (probabilities, logits) gets each row's most likely class. */
+hub.classLabels = () => {
+  const node = document.getElementById("try-labels");
+  return node ? JSON.parse(node.textContent) : null;
+};
+function classNames(outputs, dtypes, labels) {
+  const named = {};
+  if (!labels || !labels.length) return named;
+  const SHOWN = 20;
+  const cut = (names) => names.slice(0, SHOWN).join(", ") + (names.length > SHOWN ? ", …" : "");
+  for (const [name, value] of Object.entries(outputs)) {
+    const flat = [value].flat(Infinity);
+    if (/^u?int/.test(dtypes[name] || "") && flat.length && flat.every((v) => Number.isInteger(v) && v >= 0 && v < labels.length)) {
+      named[name] = cut(flat.map((v) => labels[v]));
+    }
+  }
+  if (Object.keys(named).length) return named;
+  for (const [name, value] of Object.entries(outputs)) {
+    const rows = Array.isArray(value) && value.every((row) => Array.isArray(row) && row.length === labels.length &&
+                                                     row.every((v) => typeof v === "number")) ? value : null;
+    if (/^float|^bfloat/.test(dtypes[name] || "") && rows && rows.length) {
+      named[name] = "most likely: " + cut(rows.map((row) => labels[row.indexOf(Math.max(...row))]));
+    }
+  }
+  return named;
+}
+
 /* ---- try it --------------------------------------------------------------------------------------- */
 function setupTry() {
   const form = document.getElementById("try-form");
@@ -155,7 +184,9 @@ function setupTry() {
     const pre = document.createElement("pre");
     pre.id = "try-output";
     const outputs = result.body.outputs || result.body;
-    pre.textContent = Object.entries(outputs).map(([name, value]) => `${name}: ${JSON.stringify(value)}`).join("\n");
+    const named = classNames(outputs, result.body.dtypes || {}, hub.classLabels());
+    pre.textContent = Object.entries(outputs).map(([name, value]) =>
+      `${name}: ${JSON.stringify(value)}${named[name] ? `  → ${named[name]}` : ""}`).join("\n");
     out.appendChild(pre);
   });
 }
