@@ -425,7 +425,12 @@ def test_publishing_a_folder_with_a_hugging_face_card_shows_what_it_read(site, t
     assert page.get_by_label("Task").input_value() == "tabular-classification"
     w.shot("publish-card-read")
     page.wait_for_function("document.querySelectorAll('#file-list li[data-state=\"uploaded\"]').length === 2")
-    fill_model_form(page, Name="wine-1795625527", Creators="Ada Lovelace", Framework="scikit-learn")
+    fill_model_form(page, Name="wine-1795625527", Framework="scikit-learn")
+    page.get_by_role("button", name="Publish").click()  # the card names no creators (issue 41, point 12)
+    page.wait_for_function("document.getElementById('err-creators').textContent !== ''")
+    said = page.locator("#err-creators").inner_text()
+    assert "one per line" in said and "Ada Lovelace, 0000-0002-1825-0097" in said and "{'name'" not in said, said
+    fill_model_form(page, Creators="Ada Lovelace")
     page.get_by_role("button", name="Publish").click()
     page.wait_for_url(re.compile(r".*/ark:/.*"), timeout=60_000)
     assert page.locator("h1").first.inner_text() == "Wine quality forest"  # the heading; the card has one too
@@ -505,3 +510,31 @@ def test_provenance_labels_are_shown_whole(site, embedded_hub, tmp_path):
     })""")
     assert fits and all(fits), fits  # every line inside its box
     w.shot("landing-provenance-long-names")
+
+
+def test_files_identical_to_a_version_are_not_sent_from_the_publish_form(site, embedded_hub, tmp_path):
+    """Issue 41, point 11 (the web form's half): the form hashes the chosen files and asks the hub first
+    (resolve?content=); files identical to a version already there are not sent, and the form says which."""
+    base, _, _ = embedded_hub
+    version = requests.get(f"{base}/api/v1/artifacts/demo/synthetic-iris/versions/1.0/", timeout=30).json()
+    same = tmp_path / "same"
+    same.mkdir()
+    for item in version["files"]:
+        (same / item["path"]).write_bytes(requests.get(item["download_url"], timeout=30).content)
+    w = site()
+    w.login(*DEMO)
+    page = w.page
+    page.goto("/publish/")
+    opened: list[str] = []
+    page.on("request", lambda r: opened.append(r.url) if r.method == "POST" and "/api/v1/uploads" in r.url else None)
+    page.set_input_files("#f-files", [str(path) for path in sorted(same.iterdir())])
+    note = page.locator("#duplicate-note")
+    note.wait_for(state="visible")
+    assert "identical to demo/synthetic-iris@1.0" in note.inner_text() and "not sent" in note.inner_text()
+    assert note.get_by_role("link", name="demo/synthetic-iris@1.0").get_attribute("href") == "/" + version["pid"]
+    states = page.locator("#file-list li").evaluate_all("rows => rows.map(row => row.dataset.state)")
+    assert states == ["identical", "identical"] and opened == []  # not a byte sent
+    w.shot("publish-identical-files")
+    page.locator("#file-list li", has_text="README.md").get_by_role("button", name="remove").click()
+    page.wait_for_function("document.querySelector('#file-list li[data-state=\"uploaded\"]') !== null")
+    assert note.is_hidden() and opened  # one file alone is new: it is sent
