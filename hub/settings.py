@@ -308,9 +308,10 @@ HUB_FINETUNE_WALL_S = int(env("HUB_FINETUNE_WALL_S", "3600"))
 HUB_FINETUNE_CPU_S = int(env("HUB_FINETUNE_CPU_S", "14400"))
 
 # MLCube containers (hub.containers, hub.containers.jobs). After a conversion publishes a verified ONNX
-# version: "build" makes its cube and builds and checks the image where the worker has podman/docker
-# and the base image (else only makes the cube), "generate" only makes the cube, "off" does nothing.
-HUB_CUBE_ON_CONVERT = env("HUB_CUBE_ON_CONVERT", "build")
+# version: "generate" (the default) only makes the cube, whose image is built when it is first asked for
+# (POST …/container; a ~340 MB image per version otherwise, issue 41 point 14), "build" makes its cube and
+# builds and checks the image where the worker has podman/docker and the base image, "off" does nothing.
+HUB_CUBE_ON_CONVERT = env("HUB_CUBE_ON_CONVERT", "generate")
 HUB_CUBE_ENGINE = env("HUB_CUBE_ENGINE")  # podman | docker; empty: the first one on PATH
 HUB_CUBE_BASE_IMAGE = env("HUB_CUBE_BASE_IMAGE", "localhost/hpcfair-base:bookworm")  # scripts/cube-base.sh
 HUB_CUBE_WHEELS = Path(env("HUB_CUBE_WHEELS", str(Path.home() / ".cache" / "hpcfair-hub" / "wheels")))

@@ -391,6 +391,23 @@ def records(value: Any) -> list[dict[str, str]]:
     return out
 
 
+def class_labels(value: Any) -> list[str]:
+    """Class names in the order of the class indices: a list, or Hugging Face's ``id2label`` mapping
+    ({0: cat, 1: dog}) whose keys are the indices 0..n-1."""
+    if isinstance(value, dict):
+        try:
+            indexed = {int(key): name for key, name in value.items()}
+        except (TypeError, ValueError):
+            raise Invalid("Expected class indices as keys, e.g. {0: setosa, 1: versicolor}.") from None
+        if sorted(indexed) != list(range(len(indexed))):
+            raise Invalid("The class indices must be 0, 1, 2, ... without gaps.")
+        value = [indexed[index] for index in range(len(indexed))]
+    if not isinstance(value, list) or not value or len(value) > 100_000:
+        raise Invalid("Expected the class names in index order, e.g. [setosa, versicolor, virginica].")
+    one = text(200)
+    return [one(str(name)) if isinstance(name, (int, float)) else one(name) for name in value]
+
+
 def obj(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise Invalid("Expected a mapping of names to values.")
@@ -485,6 +502,9 @@ FIELDS: dict[str, Field] = {f.name: f for f in [
           kinds=MODEL),
     Field("learning_type", choice(LEARNING_TYPES), "supervised, unsupervised, self-supervised, ...",
           kinds=MODEL),
+    Field("labels", class_labels, "The class names, in the order of the class indices a model outputs "
+          "(a list, or {index: name} as Hugging Face's id2label); shown beside a classifier's outputs.",
+          kinds=MODEL | DATASET, derived=True, example=["setosa", "versicolor", "virginica"]),
     Field("hyperparameters", obj, "Training hyper-parameters, name: value.", kinds=MODEL),
     Field("accuracy", number, "Headline accuracy on the evaluation data (0-1).", kinds=MODEL),
     Field("metrics", obj, "Other evaluation results, name: value.", kinds=MODEL),

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
-from hub.supervisor import Supervised
+from hub.supervisor import Supervised, stop_all
 
 
 def run_until_restarted(child: Supervised, times: int, said: list) -> None:
@@ -42,3 +43,55 @@ def test_a_child_that_ran_long_enough_starts_again_from_the_first_pause():
     time.sleep(0.3)
     child.poll()
     assert child.restarts == 3 and child.restart_at is None
+
+
+def test_children_stop_together_and_one_that_ignores_sigterm_is_killed_at_the_deadline():
+    """Issue 41, point 14: hub_serve stopped its children one after another, so their shutdowns added up."""
+    slow_exit = "import signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *a: (time.sleep(0.8), sys.exit(0)))\n" \
+                "print('ready', flush=True)\ntime.sleep(60)"
+    stubborn = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)"
+    children = [Supervised(f"slow {n}", [sys.executable, "-c", slow_exit], {}, print) for n in range(3)]
+    for child in children:
+        child.start()
+    time.sleep(1.0)  # the handlers are set
+    started = time.monotonic()
+    stop_all(children, timeout=10)
+    took = time.monotonic() - started
+    assert all(child.proc.returncode == 0 for child in children)  # each finished its own shutdown
+    assert took < 0.8 * 2, took  # together (one after another: 2.4 s)
+    ignoring = Supervised("stubborn", [sys.executable, "-c", stubborn], {}, print)
+    ignoring.start()
+    time.sleep(1.0)
+    started = time.monotonic()
+    stop_all([ignoring], timeout=0.5)
+    assert ignoring.proc.returncode == -9 and time.monotonic() - started < 2
+    again = Supervised("stubborn", [sys.executable, "-c", stubborn], {}, print)
+    again.start()
+    time.sleep(1.0)
+    started = time.monotonic()
+    stop_all([again], timeout=30, hurry=lambda: True)  # a second Ctrl-C
+    assert again.proc.returncode == -9 and time.monotonic() - started < 2
+
+
+def test_a_kill_at_the_deadline_takes_the_childs_own_children_too(tmp_path):
+    """A web server killed at the deadline left one of its worker processes running, orphaned."""
+    pid_file = tmp_path / "grandchild.pid"
+    parent = ("import signal, subprocess, sys, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+              "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)'])\n"
+              f"open({str(pid_file)!r}, 'w').write(str(child.pid))\ntime.sleep(60)")
+    child = Supervised("parent", [sys.executable, "-c", parent], {}, print)
+    child.start()
+    deadline = time.monotonic() + 20
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    grandchild = int(pid_file.read_text())
+    stop_all([child], timeout=0.5)
+    assert child.proc.returncode == -9
+    time.sleep(0.3)
+    try:  # gone, or a zombie that init has not reaped yet
+        state = Path(f"/proc/{grandchild}/stat").read_text().split(")")[1].split()[0]
+    except FileNotFoundError:
+        state = "gone"
+    assert state in {"Z", "gone"}, state

@@ -29,6 +29,8 @@ def main(endpoint: Annotated[str | None, typer.Option(help="The hub (default: HP
          ) -> None:
     _state.update(endpoint=endpoint, token=token)
 
+CLASS_NAMES_SHOWN = 20  # class names printed beside an output; more are shortened with …
+
 
 def _api():
     from hpcfair.api import modelAPI
@@ -160,8 +162,46 @@ def infer(ref: Annotated[str, typer.Argument(help="A PID, owner/name[@version] o
            "device_args": {"device": device, "worker_num": threads, "if_no_worker": "queue" if queue else "refuse"},
            "task_args": {"model_file": _ref_or_path(ref), "input": str(input.resolve())},
            "out_args": {"export_file": str(output.resolve())} if output else {}}
-    result = _api().inference(cfg)
-    _print(_jsonable(result), as_json, _summary(result))
+    api = _api()
+    result = api.inference(cfg)
+    labels = None if as_json or Path(ref).expanduser().exists() else _class_labels(api, ref)
+    _print(_jsonable(result), as_json, _summary(result, labels))
+
+
+def _class_labels(api: Any, ref: str) -> list[str] | None:
+    """The model's class names as the hub records them (the version's ``class_labels``; offline, from the
+    cached record), or None: a lookup that fails does not fail the run it describes."""
+    try:
+        labels = api.client.resolve(ref).get("class_labels")
+    except (HubError, OSError):
+        return None
+    return labels if isinstance(labels, list) and labels else None
+
+
+def class_names(outputs: dict[str, Any], labels: list[str] | None) -> dict[str, str]:
+    """Class names to print beside outputs (issue 41, point 4; the page's "Try it" follows the same rule): an
+    integer output whose values are class indices gets their names; otherwise a [rows, classes] float output
+    (probabilities, logits) gets each row's most likely class."""
+    import numpy as np
+
+    if not labels:
+        return {}
+
+    def cut(names: list[str]) -> str:
+        return ", ".join(names[:CLASS_NAMES_SHOWN]) + (", …" if len(names) > CLASS_NAMES_SHOWN else "")
+
+    named = {}
+    for name, value in outputs.items():
+        array = np.asarray(value)
+        if array.dtype.kind in "iu" and array.size and array.min() >= 0 and array.max() < len(labels):
+            named[name] = cut([labels[int(v)] for v in array.ravel()])
+    if named:
+        return named
+    for name, value in outputs.items():
+        array = np.asarray(value)
+        if array.dtype.kind == "f" and array.ndim == 2 and array.shape[0] and array.shape[1] == len(labels):
+            named[name] = "most likely: " + cut([labels[int(i)] for i in array.argmax(axis=1)])
+    return named
 
 
 @app.command(epilog="Example: hpcfair convert encoder.pt --output encoder.onnx --opset 17")
@@ -319,9 +359,11 @@ def _task_text(task: str, result: Any) -> str:
     return _summary(result)
 
 
-def _summary(result: Any) -> str:
+def _summary(result: Any, labels: list[str] | None = None) -> str:
     if isinstance(result, dict) and result and all(hasattr(v, "shape") for v in result.values()):
-        return "\n".join(_array_text(name, v) for name, v in result.items())
+        named = class_names(result, labels)
+        return "\n".join(_array_text(name, v) + (f"\n  → {named[name]}" if name in named else "")
+                         for name, v in result.items())
     if isinstance(result, list) and result and isinstance(result[0], dict) and "export_file" in result[0]:
         return "\n".join(f"{r['model']}: {r['export_file']} (verified: {r.get('verified')}, max abs difference "
                          f"{r.get('max_abs_diff')})" for r in result)

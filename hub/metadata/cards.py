@@ -46,16 +46,18 @@ def from_hugging_face(front: dict[str, Any], kind: str) -> dict[str, Any]:
     - ``datasets`` and ``base_model`` are sources, as their Hugging Face addresses;
     - a license the Hugging Face Hub offers outside SPDX (``openrail``, ``llama3``, ``other`` with a
       ``license_name``) becomes a ``LicenseRef-…``;
-    - every other Hugging Face key is kept under ``extra``."""
+    - every other Hugging Face key is kept under ``extra``; a key that became a hub field is not repeated
+      there (issue 41, point 7: the page listed ``pipeline_tag`` under Extra beside Task)."""
     if not any(key in HF_KEYS or str(key).startswith("extra_gated") for key in front):
         return front
     out = {key: value for key, value in front.items() if key not in HF_KEYS and not str(key).startswith("extra_gated")}
-    extra = dict(out["extra"]) if isinstance(out.get("extra"), dict) else {}
-    extra.update({key: value for key, value in front.items() if key not in out})
+    mapped = {"tags", "task_categories", "base_model", "datasets"}  # always merged into keywords and sources
     if kind == "model" and "task" not in out and _names(front.get("pipeline_tag")):
         out["task"] = _names(front["pipeline_tag"])[0]
+        mapped.add("pipeline_tag")
     if "title" not in out and _names(front.get("pretty_name")):
         out["title"] = _names(front["pretty_name"])[0]
+        mapped.add("pretty_name")
     words = _names(out.get("keywords")) + _names(front.get("tags")) + _names(front.get("task_categories"))
     if words:
         out["keywords"] = list(dict.fromkeys(words))[:50]
@@ -67,6 +69,10 @@ def from_hugging_face(front: dict[str, Any], kind: str) -> dict[str, Any]:
     if isinstance(license_, str) and license_.strip().lower() in HF_LICENSES:
         named = _names(front.get("license_name"))
         out["license"] = _license_ref(named[0] if named and license_.strip().lower() == "other" else license_.strip())
+        if named and license_.strip().lower() == "other":
+            mapped.add("license_name")
+    extra = dict(out["extra"]) if isinstance(out.get("extra"), dict) else {}
+    extra.update({key: value for key, value in front.items() if key not in out and key not in mapped})
     if extra:
         out["extra"] = extra
     return out

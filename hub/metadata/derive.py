@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -27,7 +28,7 @@ from hpcfair.cube.spec import CUBE_FILE, CubeError, CubeSpec, parse_files, parse
 
 from hub.bounded import Unreadable, load_yaml
 from hub.errors import HubError
-from ontology.fields import MetadataError
+from ontology.fields import Invalid, MetadataError, class_labels
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ BOOSTER_FORMATS = {".ubj": BOOSTERS["xgboost"], ".json": BOOSTERS["xgboost"], ".
 CARD_NAMES = {"readme.md", "modelcard.md", "model_card.md", "datacard.md"}
 CARD_MAX_BYTES = 1024 * 1024
 CSV_SAMPLE_ROWS = 200
+CONFIG_MAX = 4 * 1024 * 1024  # a Hugging Face config.json read for its id2label
 
 
 class FileInfo:
@@ -150,6 +152,7 @@ def derive(kind: str, files: Sequence[FileInfo]) -> dict[str, Any]:
         elif files:
             out["format"] = _data_format(files[0])
         out.update(safetensors_facts(files, primary is None))
+        out.update(id2label_facts(files))
     elif kind == "project":
         out["mlcube"] = project_cube(files).summary()
     elif kind == "dataset" and files:
@@ -275,6 +278,22 @@ def safetensors_facts(files: Sequence[FileInfo], weights_only: bool) -> dict[str
         hugging_face = any(f.path.rsplit("/", 1)[-1] == "config.json" for f in files)
         out["format"], out["framework"] = ("huggingface" if hugging_face else "safetensors"), "pytorch"
     return out
+
+
+def id2label_facts(files: Sequence[FileInfo]) -> dict[str, Any]:
+    """A Hugging Face folder's class names (``id2label`` in its ``config.json``) as ``labels``; the
+    placeholders that transformers writes when nobody named the classes (LABEL_0, LABEL_1) are not names."""
+    config = next((f for f in files if f.path.rsplit("/", 1)[-1] == "config.json" and f.size <= CONFIG_MAX), None)
+    if config is None:
+        return {}
+    try:
+        found = json.loads(config.head(config.size)).get("id2label")
+        names = class_labels(found) if isinstance(found, dict) and found else []
+    except (ValueError, AttributeError, OSError, Invalid):
+        return {}
+    if not names or all(name == f"LABEL_{index}" for index, name in enumerate(names)):
+        return {}
+    return {"labels": names}
 
 
 def csv_facts(info: FileInfo) -> dict[str, Any]:

@@ -217,3 +217,23 @@ def concept_record(artifact: Artifact, viewer: Viewer) -> Record:
 
 def record_for(found: Artifact | Version, viewer: Viewer) -> Record:
     return version_record(found, viewer) if isinstance(found, Version) else concept_record(found, viewer)
+
+
+def class_labels(version: Version, viewer: Viewer) -> list[str] | None:
+    """The class names of ``version``'s classes, where it or its training data records them (issue 41,
+    point 4): its own ``labels`` (a card's, or a Hugging Face folder's ``id2label``), else those of the version
+    it was converted from, else those of a dataset it was trained on that ``viewer`` may read."""
+    from hub.conversions.services import converted_from
+
+    for candidate in (version, converted_from(version)):
+        if candidate is None:
+            continue
+        labels = candidate.metadata.get("labels")
+        if isinstance(labels, list) and labels:
+            return labels
+        for source in sources(viewer, candidate):
+            if source.relation == "trained_on" and source.target is not None:
+                labels = source.target.metadata.get("labels")
+                if isinstance(labels, list) and labels:
+                    return labels
+    return None

@@ -22,7 +22,7 @@ from hub.gateway.tensors import shape_text
 from hub.jobs.models import Job
 from hub.metadata import signposting
 from hub.metadata.negotiation import choose
-from hub.metadata.services import record_for, version_record
+from hub.metadata.services import class_labels, record_for, version_record
 from hub.registry import access, resolver
 from hub.registry.access import Viewer
 from hub.registry.models import Artifact, Version
@@ -90,6 +90,10 @@ def metadata_rows(metadata: dict[str, Any]) -> list[Row]:
     return rows
 
 
+# The provenance graph: 12 px text is about 7 px a character; a node is as wide as its longest line.
+CHAR_PX, NODE_MIN_PX, LINE_MAX = 7, 220, 64
+
+
 @dataclass
 class Node:
     label: str
@@ -98,23 +102,36 @@ class Node:
     x: int = 0
     y: int = 0
 
+    @property
+    def lines(self) -> list[str]:
+        """The label in whole lines: ``owner/name`` and ``@version`` apart; longer than ``LINE_MAX`` is cut
+        (the SVG's ``<title>`` and the list under the graph say it whole)."""
+        name, at, label = self.label.rpartition("@")
+        parts = [name, at + label] if at and "/" in name and " " not in self.label else [self.label]
+        return [part if len(part) <= LINE_MAX else part[:LINE_MAX - 1] + "…" for part in parts]
+
 
 def provenance_graph(version: Version, viewer: Viewer) -> dict[str, Any] | None:
     """Sources on the left, this version in the middle, what was made from it on the right (an SVG); as
-    ``viewer`` may see them (``hub.registry.access``)."""
+    ``viewer`` may see them (``hub.registry.access``). Labels are shown whole (issue 41, point 7): the
+    columns widen to the longest line and the graph scrolls sideways where the page is narrower."""
     sources = [Node(s.name, "/" + s.target.pid if s.target else "", RELATION_WORDS.get(s.relation, s.relation))
                for s in access.sources(viewer, version)]
     made = [Node(str(p.version), "/" + p.version.pid, RELATION_WORDS.get(p.relation, p.relation))
             for p in access.derivatives(viewer, version, live_only=True)[:8]]
     if not sources and not made:
         return None
+    me = Node(str(version), "", "")
+    longest = max(len(line) for node in [*sources, *made, me] for line in node.lines)
+    width = max(NODE_MIN_PX, longest * CHAR_PX + 16)
     rows = max(len(sources), len(made), 1)
-    height = 20 + rows * 56
-    for column, x in ((sources, 10), (made, 470)):
+    height = 20 + rows * 66
+    for column, x in ((sources, 10), (made, 10 + 2 * (width + 30))):
         for index, node in enumerate(column):
-            node.x, node.y = x, 20 + index * 56
-    me = Node(str(version), "", "", 240, (height - 36) // 2)
-    return {"sources": sources, "made": made, "me": me, "height": height}
+            node.x, node.y = x, 20 + index * 66
+    me.x, me.y = 10 + width + 30, (height - 52) // 2
+    return {"sources": sources, "made": made, "me": me, "height": height, "node_width": width,
+            "width": 3 * width + 80}
 
 
 def conversions(version: Version) -> list[Version]:
@@ -295,6 +312,7 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
             "use": None if failed else snippets.for_version(artifact, version, signature),
             "try_signature": shown(signature),
             "try_example": json.dumps(example) if (example := snippets.example_inputs(signature)) else "",
+            "class_labels": class_labels(version, viewer) if signature and artifact.kind == "model" else None,
             "infer_url": f"/api/v1/artifacts/{artifact.owner.username}/{artifact.name}/versions/{version.label}/infer",
         })
     return render(request, "web/landing.html", context)

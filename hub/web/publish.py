@@ -112,11 +112,27 @@ def _submit(request: HttpRequest) -> HttpResponse:
     try:
         artifact, version = _create(request.user, body)
     except HubError as exc:
-        return json_error(request, exc.error_code, exc.message, **exc.extra)
+        return json_error(request, exc.error_code, exc.message, **_in_form_words(exc.extra))
     jobs = Job.objects.filter(version=version).values_list("pk", "kind")
     return JsonResponse({"url": "/" + version.pid, "pid": version.pid, "artifact": artifact.full_name,
                          "version": version.label, "jobs": [{"id": str(pk), "kind": kind} for pk, kind in jobs]},
                         status=201)
+
+
+# What a missing field's message says on the form, in the words of its box (the API's message gives an example in
+# the API's notation, which the form's "Name, ORCID" lines do not take; issue 41, point 12).
+FORM_WORDS = {"creators": "Required: who made it, one per line: a name, then optionally a comma and the ORCID iD "
+                          "(Ada Lovelace, 0000-0002-1825-0097). A Hugging Face card names no creators: add them "
+                          "here."}
+
+
+def _in_form_words(extra: dict[str, Any]) -> dict[str, Any]:
+    errors = extra.get("errors")
+    if not isinstance(errors, dict):
+        return extra
+    worded = {key: [FORM_WORDS[key]] if key in FORM_WORDS and any(str(m).startswith("Required for a") for m in msgs)
+              else msgs for key, msgs in errors.items()}
+    return {**extra, "errors": worded}
 
 
 def _create(user, body: dict[str, Any]):

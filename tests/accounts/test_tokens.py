@@ -51,3 +51,19 @@ def test_read_scope_by_default_and_revocation(owner):
 def test_malformed_or_unknown_tokens_are_401(header):
     response = APIClient().get("/api/v1/artifacts/", HTTP_AUTHORIZATION=header.encode("utf-8").decode("latin-1"))
     assert response.status_code == 401 and response.json()["code"] == "invalid_token"
+
+
+def test_hub_token_with_a_name_replaces_the_earlier_token_of_that_name(owner):
+    """Issue 41, point 7: each run of hub_token added a token; with --name the new one replaces the old."""
+    first = run_hub_token(owner.username, "--name", "tour", "--scope", "write")
+    other = run_hub_token(owner.username, "--name", "laptop")
+    second = run_hub_token(owner.username, "--name", "tour", "--scope", "write")
+    active = ApiToken.objects.filter(user=owner, revoked__isnull=True)
+    assert sorted(active.values_list("name", flat=True)) == ["laptop", "tour"]
+    client = APIClient()
+    for raw, status in ((first, 401), (other, 200), (second, 200)):
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+        assert client.get("/api/v1/jobs/").status_code == status
+    run_hub_token(owner.username)
+    run_hub_token(owner.username)  # without --name, tokens are added as before (scripts may hold several)
+    assert active.filter(name="hub_token").count() == 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hpcfair.cli import _summary
+from hpcfair.cli import _summary, class_names
 
 
 def test_small_outputs_show_their_values_and_large_ones_are_shortened():
@@ -17,6 +17,22 @@ def test_small_outputs_show_their_values_and_large_ones_are_shortened():
     assert lines[1].startswith("probabilities [2, 3] float32: [[0.9  0.05 0.05]")
     assert "[0.1  0.2  0.7 ]]" in text
     assert "embedding [1000] float32: [  0.   1.   2. ... 997. 998. 999.]" in text
+
+
+def test_class_indices_get_their_names_and_otherwise_each_row_its_most_likely_class():
+    """Issue 41, point 4: the same rule as the page's "Try it" (hub.js classNames)."""
+    labels = ["setosa", "versicolor", "virginica"]
+    outputs = {"label": np.array([0, 2], np.int64), "probabilities": np.array([[0.9, 0.05, 0.05], [0.1, 0.2, 0.7]])}
+    assert class_names(outputs, labels) == {"label": "setosa, virginica"}  # not repeated for the probabilities
+    logits = {"output": np.array([[-0.4, 0.9, -0.5], [3.0, 0.1, 0.2]], np.float32)}
+    assert class_names(logits, labels) == {"output": "most likely: versicolor, setosa"}
+    assert class_names({"label": np.array([0, 3])}, labels) == {}  # 3 is no class index: not class indices
+    assert class_names({"output": np.zeros((2, 4), np.float32)}, labels) == {}  # 4 columns, 3 classes
+    assert class_names(outputs, None) == {}
+    many = class_names({"label": np.zeros(30, np.int64)}, labels)["label"]
+    assert many.count("setosa") == 20 and many.endswith(", …")
+    text = _summary(outputs, labels).splitlines()
+    assert text[:2] == ["label [2] int64: [0 2]", "  → setosa, virginica"]
 
 
 @pytest.mark.slow

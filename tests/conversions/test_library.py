@@ -129,6 +129,36 @@ def test_savedmodel_archive_h5_and_skops(tmp_path):
         assert report["source_format"] == fmt
         assert report["verification"]["passed"] is True, report["verification"]
         assert report["verification"]["compared"] is True
+    # Issue 41, point 7: outputs are named after the model's own outputs, not tf2onnx's Identity:0
+    import onnx
+
+    names = {name: [o.name for o in onnx.load(tmp_path / f"{name}.onnx").graph.output]
+             for name in ("mlp_savedmodel.zip", "mlp.h5")}
+    assert names["mlp_savedmodel.zip"] == ["output_0"], names  # the serving signature's key
+    assert names["mlp.h5"] == ["output"], names  # a Sequential model names no outputs
+
+
+def test_keras_outputs_keep_their_names_and_order(tmp_path):
+    """Two named outputs of a functional Keras model, as the layers name them, in the model's order."""
+    import keras
+    import numpy as np
+    import onnx
+    import onnxruntime
+
+    keras.utils.set_random_seed(7)
+    features = keras.Input((4,), name="x")
+    hidden = keras.layers.Dense(6, activation="relu")(features)
+    outputs = [keras.layers.Dense(3, name="scores")(hidden), keras.layers.Dense(1, name="size")(hidden)]
+    model = keras.Model(features, outputs)
+    model.save(tmp_path / "two.keras")
+    report = convert_file(tmp_path / "two.keras", tmp_path / "two.onnx")
+    assert report["verification"]["passed"] is True, report["verification"]
+    assert [o.name for o in onnx.load(tmp_path / "two.onnx").graph.output] == ["scores", "size"]
+    rows = np.random.default_rng(0).normal(size=(2, 4)).astype(np.float32)
+    ran = onnxruntime.InferenceSession(str(tmp_path / "two.onnx")).run(None, {"x": rows})
+    expected = model(rows, training=False)
+    assert [r.shape for r in ran] == [(2, 3), (2, 1)]
+    assert all(np.allclose(got, np.asarray(want), atol=1e-5) for got, want in zip(ran, expected, strict=True))
 
 
 def test_opset_the_runtime_cannot_run(tmp_path):

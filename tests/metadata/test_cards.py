@@ -38,7 +38,15 @@ def test_a_hugging_face_model_card_publishes_with_its_fields(owner, tmp_path):
     assert {"sentence-transformers", "feature-extraction", "transformers"} <= set(meta["keywords"])
     assert "https://huggingface.co/datasets/s2orc" in meta["sources"] and len(meta["sources"]) <= 50
     assert meta["extra"]["library_name"] == "sentence-transformers" and meta["extra"]["language"] == "en"
-    assert "datasets" in meta["extra"] and "pipeline_tag" in meta["extra"]  # the card's own words are kept too
+    # Issue 41, point 7: a key that became a hub field is not repeated under extra (the page showed both)
+    assert not {"datasets", "pipeline_tag", "tags"} & set(meta["extra"])
+
+
+def test_a_card_key_that_did_not_become_a_field_stays_under_extra(owner, tmp_path):
+    card = b"---\nlicense: MIT\ntask: retrieval\npipeline_tag: text-classification\ntags: [x]\n---\n# A\n\nText.\n"
+    meta = publish_card(owner, tmp_path, card, {"framework": "pytorch"}).metadata
+    assert meta["task"] == "retrieval" and meta["extra"] == {"pipeline_tag": "text-classification"}
+    assert meta["keywords"] == ["x"]
 
 
 def test_metadata_sent_wins_over_the_card(owner, tmp_path):

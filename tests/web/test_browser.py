@@ -164,8 +164,12 @@ def test_try_it_runs_the_model_and_explains_bad_inputs(site):
     page.get_by_role("button", name="Run").click()
     output = page.locator("#try-output")
     output.wait_for()
-    labels = json.loads(output.inner_text().splitlines()[0].split(": ", 1)[1])
-    assert labels == [0, 2]  # setosa-like and virginica-like rows
+    first, second = output.inner_text().splitlines()[:2]
+    # setosa-like and virginica-like rows; the class names come from the dataset it was trained on (issue 41,
+    # point 4), for the label and not again for the probabilities
+    assert first == "label: [0,2]  → setosa, virginica", first
+    assert second.startswith("probabilities: [[") and "→" not in second
+    assert "Classes: setosa, versicolor, virginica." in page.locator("#try").inner_text()
     w.shot("landing-try-it")
     page.get_by_label("Inputs as JSON").fill(json.dumps({"X": [[1.0, 2.0]]}))
     page.get_by_role("button", name="Run").click()
@@ -421,7 +425,12 @@ def test_publishing_a_folder_with_a_hugging_face_card_shows_what_it_read(site, t
     assert page.get_by_label("Task").input_value() == "tabular-classification"
     w.shot("publish-card-read")
     page.wait_for_function("document.querySelectorAll('#file-list li[data-state=\"uploaded\"]').length === 2")
-    fill_model_form(page, Name="wine-1795625527", Creators="Ada Lovelace", Framework="scikit-learn")
+    fill_model_form(page, Name="wine-1795625527", Framework="scikit-learn")
+    page.get_by_role("button", name="Publish").click()  # the card names no creators (issue 41, point 12)
+    page.wait_for_function("document.getElementById('err-creators').textContent !== ''")
+    said = page.locator("#err-creators").inner_text()
+    assert "one per line" in said and "Ada Lovelace, 0000-0002-1825-0097" in said and "{'name'" not in said, said
+    fill_model_form(page, Creators="Ada Lovelace")
     page.get_by_role("button", name="Publish").click()
     page.wait_for_url(re.compile(r".*/ark:/.*"), timeout=60_000)
     assert page.locator("h1").first.inner_text() == "Wine quality forest"  # the heading; the card has one too
@@ -470,3 +479,62 @@ def test_on_a_phone_jobs_and_tokens_fit_and_the_header_keeps_to_one_row(site, hu
     widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
     assert widths[0] <= widths[1], widths
     w.shot("jobs-phone")
+
+
+def test_provenance_labels_are_shown_whole(site, embedded_hub, tmp_path):
+    """Issue 41, point 7: the provenance graph cut labels at 30 characters ("demo/synthetic-iris-measureme…")."""
+    from hpcfair.client import HubClient
+
+    base, token, _ = embedded_hub
+    hub = HubClient(base, token)
+    about = {"title": "Long names", "description": "For the provenance graph.", "license": "MIT",
+             "creators": [{"name": "Ada Lovelace"}]}
+    data = tmp_path / "rows.csv"
+    data.write_text("a,b\n1,2\n")
+    long_name = "measurements-of-flowers-in-three-long-named-classes"
+    dataset = hub.publish(long_name, {"rows.csv": data}, {**about, "format": "csv"}, kind="dataset")
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    models.random_forest(model_dir)
+    (model_dir / "README.md").write_text("# A forest\n\nTrained on flowers with long names.\n")  # not a duplicate
+    made = hub.publish("forest-of-long-names", {p.name: p for p in model_dir.iterdir()},
+                       {**about, "framework": "scikit-learn", "task": "classification"},
+                       provenance=[{"relation": "trained_on", "target": dataset["pid"]}])
+    w = site()
+    w.page.goto(made["pid_url"].replace(base, ""))
+    graph = w.page.locator("#provenance svg.graph")
+    assert f"demo/{long_name}" in graph.locator("text").all_text_contents()
+    fits = w.page.evaluate("""() => [...document.querySelectorAll('#provenance svg.graph g.prov-node')].map(g => {
+        const box = g.querySelector('rect').getBBox();
+        return [...g.querySelectorAll('text')].every(t => t.getBBox().x + t.getBBox().width <= box.x + box.width);
+    })""")
+    assert fits and all(fits), fits  # every line inside its box
+    w.shot("landing-provenance-long-names")
+
+
+def test_files_identical_to_a_version_are_not_sent_from_the_publish_form(site, embedded_hub, tmp_path):
+    """Issue 41, point 11 (the web form's half): the form hashes the chosen files and asks the hub first
+    (resolve?content=); files identical to a version already there are not sent, and the form says which."""
+    base, _, _ = embedded_hub
+    version = requests.get(f"{base}/api/v1/artifacts/demo/synthetic-iris/versions/1.0/", timeout=30).json()
+    same = tmp_path / "same"
+    same.mkdir()
+    for item in version["files"]:
+        (same / item["path"]).write_bytes(requests.get(item["download_url"], timeout=30).content)
+    w = site()
+    w.login(*DEMO)
+    page = w.page
+    page.goto("/publish/")
+    opened: list[str] = []
+    page.on("request", lambda r: opened.append(r.url) if r.method == "POST" and "/api/v1/uploads" in r.url else None)
+    page.set_input_files("#f-files", [str(path) for path in sorted(same.iterdir())])
+    note = page.locator("#duplicate-note")
+    note.wait_for(state="visible")
+    assert "identical to demo/synthetic-iris@1.0" in note.inner_text() and "not sent" in note.inner_text()
+    assert note.get_by_role("link", name="demo/synthetic-iris@1.0").get_attribute("href") == "/" + version["pid"]
+    states = page.locator("#file-list li").evaluate_all("rows => rows.map(row => row.dataset.state)")
+    assert states == ["identical", "identical"] and opened == []  # not a byte sent
+    w.shot("publish-identical-files")
+    page.locator("#file-list li", has_text="README.md").get_by_role("button", name="remove").click()
+    page.wait_for_function("document.querySelector('#file-list li[data-state=\"uploaded\"]') !== null")
+    assert note.is_hidden() and opened  # one file alone is new: it is sent

@@ -98,6 +98,23 @@ def test_publish_creates_artifact_and_version_together_or_nothing(owner, tmp_pat
     assert version.metadata["accuracy"] == 0.9 and version.metadata["hyperparameters"] == {"lr": 0.01}
 
 
+def test_a_missing_creator_is_explained_in_the_words_of_the_form_s_box(owner, tmp_path, settings):
+    """Issue 41, point 12: under the "Name, ORCID" box the form showed the API's Python-repr example."""
+    settings.HUB_UPLOAD_DIR = tmp_path / "uploads"
+    client = signed_in(owner)
+    upload_id = client.post("/api/v1/uploads/", {"size": 5, "filename": "w.bin"},
+                            content_type="application/json").json()["id"]
+    client.put(f"/api/v1/uploads/{upload_id}", b"hello", content_type="application/octet-stream")
+    client.post(f"/api/v1/uploads/{upload_id}/complete", {}, content_type="application/json")
+    metadata = {key: value for key, value in valid_metadata().items() if key != "creators"}
+    body = {"artifact": {"kind": "model", "name": "nobody-made-it"}, "metadata": metadata,
+            "files": [{"path": "w.bin", "upload": upload_id}]}
+    refused = client.post("/publish/", json.dumps(body), content_type="application/json").json()
+    message = " ".join(refused["errors"]["creators"])
+    assert "one per line" in message and "Ada Lovelace, 0000-0002-1825-0097" in message
+    assert "{'name'" not in message and "Example:" not in message
+
+
 @pytest.mark.parametrize("body, field", [
     ({"artifact": {"kind": "robot", "name": "x"}}, "kind"),
     ({"artifact": {"kind": "model", "name": "no spaces"}}, "name"),

@@ -55,6 +55,7 @@ class Recorded:
 
     def __init__(self, name, command, env, say) -> None:
         self.name = name
+        self.proc = None  # hub.supervisor.stop_all: nothing runs
 
     def start(self) -> None:
         Recorded.started.append(self.name)
@@ -62,7 +63,10 @@ class Recorded:
     def poll(self) -> None:
         raise KeyboardInterrupt  # ends hub_serve's loop at once
 
-    def stop(self) -> None:
+    def terminate(self) -> None:
+        pass
+
+    def kill(self) -> None:
         pass
 
 

@@ -58,7 +58,9 @@ def test_the_use_it_snippets_of_a_model_page_run_as_shown(embedded_hub, tmp_path
 
     words = shlex.split(shown(page, "use-cli"))
     assert words[0] == "hpcfair"
-    run([sys.executable, "-m", "hpcfair.cli", *words[1:]])  # the `hpcfair` command, from this environment
+    printed = run([sys.executable, "-m", "hpcfair.cli", *words[1:]])  # the `hpcfair` command, from this environment
+    # Issue 41, point 4: the class's name (the dataset it was trained on names them) beside the label's value
+    assert re.search(r"^label \[1\] int64: \[\d\]\n  → (setosa|versicolor|virginica)$", printed, re.M), printed
     with np.load(tmp_path / "outputs.npz") as saved:
         assert sorted(saved.files) == ["label", "probabilities"] and saved["label"].shape == (1,)
     assert json.loads(shown(page, "use-input")) == {"X": [[0.0, 0.0, 0.0, 0.0]]}

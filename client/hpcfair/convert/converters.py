@@ -150,6 +150,39 @@ def _tf_convert(function, signature: list, opset: int, what: str):
     return model
 
 
+def name_outputs(model, names: list[str]):
+    """Give the ONNX graph's outputs ``names`` in order (tf2onnx names them after TensorFlow's last ops:
+    ``Identity:0``, ``Identity_1:0``; issue 41, point 7). A name that is not a valid, unique identifier, or a
+    list of the wrong length, leaves the outputs as they are."""
+    outputs = list(model.graph.output)
+    taken = {value for node in model.graph.node for value in [*node.input, *node.output]}
+    taken |= {value.name for value in [*model.graph.input, *model.graph.initializer]}
+    wanted = [re.sub(r"[^A-Za-z0-9_.-]", "_", name) for name in names]
+    if len(wanted) != len(outputs) or len(set(wanted)) != len(wanted) or not all(wanted):
+        return model
+    if any(new in taken and new != old.name for new, old in zip(wanted, outputs, strict=True)):
+        return model
+    renamed = {old.name: new for old, new in zip(outputs, wanted, strict=True) if old.name != new}
+    for node in model.graph.node:
+        node.input[:] = [renamed.get(value, value) for value in node.input]
+        node.output[:] = [renamed.get(value, value) for value in node.output]
+    for value in [*model.graph.output, *model.graph.value_info]:
+        value.name = renamed.get(value.name, value.name)
+    return model
+
+
+def _keras_output_names(model, count: int) -> list[str]:
+    """The Keras model's output names (its output layers'), or output / output_<i>."""
+    try:
+        structure = model.output
+    except (AttributeError, ValueError):  # a subclassed model has no symbolic output
+        structure = None
+    names = sorted(structure) if isinstance(structure, dict) else list(getattr(model, "output_names", None) or [])
+    if len(names) == count and all(isinstance(name, str) and name for name in names):
+        return names
+    return ["output"] if count == 1 else [f"output_{index}" for index in range(count)]
+
+
 def export_keras(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None) -> Exported:
     import keras
     import tensorflow as tf
@@ -189,6 +222,7 @@ def export_keras(path: Path, opset: int, specs: list[TensorSpec], sample: dict |
         return model(args[0] if single else list(args), training=False)
 
     onnx_model = _tf_convert(call, signature, opset, path.name)
+    name_outputs(onnx_model, _keras_output_names(model, len(onnx_model.graph.output)))
 
     def reference(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         args = [feeds[spec.name] for spec in specs]
@@ -234,6 +268,9 @@ def export_savedmodel(path: Path, opset: int, specs: list[TensorSpec], sample: d
         return function(**dict(zip(names, args, strict=True)))
 
     onnx_model = _tf_convert(call, signature, opset, path.name)
+    # The signature's outputs are a dict; tf2onnx keeps flatten's order of it, which is by sorted key.
+    output_keys = sorted(function.structured_outputs) if isinstance(function.structured_outputs, dict) else []
+    name_outputs(onnx_model, output_keys)
 
     def reference(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         outputs = function(**{name: tf.constant(feeds[spec.name]) for name, spec in zip(names, specs, strict=True)})

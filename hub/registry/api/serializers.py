@@ -7,6 +7,7 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from hub.metadata.services import class_labels
 from hub.registry import access, direct
 from hub.registry.links import absolute, file_url, pid_url
 from hub.registry.models import LABEL_RE, NAME_RE, Artifact, File, ProvenanceLink, Upload, Version
@@ -131,12 +132,15 @@ class VersionSerializer(serializers.ModelSerializer):
     provenance = serializers.SerializerMethodField()
     derivatives = serializers.SerializerMethodField()
     deleted = serializers.BooleanField(source="is_deleted")
+    class_labels = serializers.SerializerMethodField(
+        help_text="The names of the model's classes in index order, where it, the version it was converted from or "
+                  "a dataset it was trained on records them (metadata field labels); null otherwise.")
 
     class Meta:
         model = Version
         fields = [
             "artifact", "version", "pid", "pid_url", "metadata", "content_digest", "created", "created_by",
-            "files", "provenance", "derivatives", "deleted", "deleted_at", "deletion_reason",
+            "files", "provenance", "derivatives", "deleted", "deleted_at", "deletion_reason", "class_labels",
         ]
 
     def get_pid_url(self, version: Version) -> str:
@@ -156,6 +160,13 @@ class VersionSerializer(serializers.ModelSerializer):
     def get_derivatives(self, version: Version):
         """Only what the reader may see: other users' private versions made from this one are not there."""
         return DerivativeSerializer(access.derivatives(self._viewer(), version), many=True).data
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField(), allow_null=True))
+    def get_class_labels(self, version: Version) -> list[str] | None:
+        if version.artifact.kind != Artifact.Kind.MODEL:
+            return None
+
+        return class_labels(version, self._viewer())
 
     def to_representation(self, version: Version):
         data = super().to_representation(version)

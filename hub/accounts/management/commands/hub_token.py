@@ -1,4 +1,7 @@
-"""``python manage.py hub_token USERNAME [--create] [--scope read|write]``: print a new API token."""
+"""``python manage.py hub_token USERNAME [--create] [--scope read|write] [--name NAME]``: print a new API token.
+
+With ``--name``, the new token replaces the user's earlier tokens of that name (they are revoked), so a
+script that runs the command at every start keeps one token, not a pile (issue 41, point 7)."""
 
 from __future__ import annotations
 
@@ -9,13 +12,15 @@ from hub.accounts.models import ApiToken
 
 
 class Command(BaseCommand):
-    help = "Print a new API token for USERNAME (with --create, make the user if missing)."
+    help = ("Print a new API token for USERNAME (with --create, make the user if missing; with --name, it "
+            "replaces the user's earlier tokens of that name).")
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("username")
         parser.add_argument("--create", action="store_true", help="create the user if it does not exist")
         parser.add_argument("--scope", choices=["read", "write"], default="read")
-        parser.add_argument("--name", default="", help="a label to recognise the token by")
+        parser.add_argument("--name", default="",
+                            help="a label to recognise the token by; earlier tokens of this name are revoked")
 
     def handle(self, username: str, create: bool, scope: str, name: str, **options) -> None:
         User = get_user_model()
@@ -24,5 +29,11 @@ class Command(BaseCommand):
             if not create:
                 raise CommandError(f"no user {username!r}; add --create to make one")
             user = User.objects.create_user(username=username)
+        replaced = 0
+        if name:
+            earlier = ApiToken.objects.filter(user=user, name=name, revoked__isnull=True).values_list("pk", flat=True)
+            replaced = sum(ApiToken.revoke(user, pk) for pk in list(earlier))
         _, raw = ApiToken.issue(user, scope=scope, name=name or "hub_token")
+        if replaced:
+            self.stderr.write(f"revoked {replaced} earlier token{'s' if replaced > 1 else ''} named {name!r}")
         self.stdout.write(raw)

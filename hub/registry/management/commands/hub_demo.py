@@ -91,7 +91,8 @@ DEMOS = [
         "files": {"data.csv": _iris_like_csv,
                   "README.md": lambda: b"# Synthetic Iris-like measurements\n\nFour features, three classes.\n"},
         "metadata": {"license": "CC0-1.0", "keywords": ["tabular", "classification", "demo"],
-                     "creators": [{"name": "HPCFair demo"}]},
+                     "creators": [{"name": "HPCFair demo"}],
+                     "labels": ["setosa", "versicolor", "virginica"]},  # the classes' names, index order
     },
     {
         "kind": "model", "name": "iris-classifier",

@@ -31,8 +31,11 @@ from django.db import DatabaseError, connection
 
 from hub.metadata import rdfstore
 from hub.search import index
-from hub.supervisor import Supervised
+from hub.supervisor import Supervised, stop_all
 from hub.web.server import check_free, web_command
+
+# How long Ctrl-C waits for the web server and the workers to finish what they are doing.
+STOP_GRACE_S = 10.0
 
 
 class Command(BaseCommand):
@@ -74,22 +77,25 @@ class Command(BaseCommand):
         for child in children:
             child.start()
         self.stdout.write(f"HPCFair Hub on http://{bind}/ (API docs at /api/docs/); Ctrl-C stops it.")
-        stopping = False
+        signals = 0
 
         def stop(signum, frame) -> None:
-            nonlocal stopping
-            stopping = True
+            nonlocal signals
+            signals += 1
+            if signals == 2:
+                self.say("stopping now (a second Ctrl-C): the workers' running jobs are queued again at the next start")
 
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
         try:
-            while not stopping:
+            while not signals:
                 for child in children:
                     child.poll()
                 time.sleep(0.2)
         finally:
-            for child in children:
-                child.stop()
+            # Together, not one after another; a job still running after STOP_GRACE_S is killed, and the reaper
+            # queues it again (workers.reaper).
+            stop_all(children, STOP_GRACE_S, hurry=lambda: signals > 1)
 
     def prepare(self, migrate: bool = True, demo: bool = True) -> None:
         """What runs before the children start: folders, migrations, static files, the search index's missing

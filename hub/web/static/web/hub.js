@@ -102,6 +102,35 @@ function watchJobs() {
   });
 }
 
+/* ---- class names beside a classifier's outputs (issue 41, point 4) ----------------------------------
+   The same rule as hpcfair's cli.class_names: an integer output whose values are class indices gets their names;
+   otherwise a [rows, classes] float output (probabilities, logits) gets each row's most likely class. */
+hub.classLabels = () => {
+  const node = document.getElementById("try-labels");
+  return node ? JSON.parse(node.textContent) : null;
+};
+function classNames(outputs, dtypes, labels) {
+  const named = {};
+  if (!labels || !labels.length) return named;
+  const SHOWN = 20;
+  const cut = (names) => names.slice(0, SHOWN).join(", ") + (names.length > SHOWN ? ", …" : "");
+  for (const [name, value] of Object.entries(outputs)) {
+    const flat = [value].flat(Infinity);
+    if (/^u?int/.test(dtypes[name] || "") && flat.length && flat.every((v) => Number.isInteger(v) && v >= 0 && v < labels.length)) {
+      named[name] = cut(flat.map((v) => labels[v]));
+    }
+  }
+  if (Object.keys(named).length) return named;
+  for (const [name, value] of Object.entries(outputs)) {
+    const rows = Array.isArray(value) && value.every((row) => Array.isArray(row) && row.length === labels.length &&
+                                                     row.every((v) => typeof v === "number")) ? value : null;
+    if (/^float|^bfloat/.test(dtypes[name] || "") && rows && rows.length) {
+      named[name] = "most likely: " + cut(rows.map((row) => labels[row.indexOf(Math.max(...row))]));
+    }
+  }
+  return named;
+}
+
 /* ---- try it --------------------------------------------------------------------------------------- */
 function setupTry() {
   const form = document.getElementById("try-form");
@@ -155,7 +184,9 @@ function setupTry() {
     const pre = document.createElement("pre");
     pre.id = "try-output";
     const outputs = result.body.outputs || result.body;
-    pre.textContent = Object.entries(outputs).map(([name, value]) => `${name}: ${JSON.stringify(value)}`).join("\n");
+    const named = classNames(outputs, result.body.dtypes || {}, hub.classLabels());
+    pre.textContent = Object.entries(outputs).map(([name, value]) =>
+      `${name}: ${JSON.stringify(value)}${named[name] ? `  → ${named[name]}` : ""}`).join("\n");
     out.appendChild(pre);
   });
 }
@@ -175,6 +206,23 @@ const uploads = {
     if (!window.crypto || !crypto.subtle || file.size > uploads.hashLimit) return "";
     const digest = await crypto.subtle.digest("SHA-256", await file.arrayBuffer());
     return Array.from(new Uint8Array(digest)).map((b) => b.toString(16).padStart(2, "0")).join("");
+  },
+
+  /** A version's content identity as the hub computes it (hub.registry.services.content_digest): the sha256
+   * of its files' sha256s, sorted and joined by newlines. */
+  async contentDigest(sha256s) {
+    const text = [...sha256s].sort().join("\n");
+    const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+    return Array.from(new Uint8Array(digest)).map((b) => b.toString(16).padStart(2, "0")).join("");
+  },
+
+  /** The version you can see whose files are exactly these (GET /api/v1/resolve?content=), or null; asked before
+   * a byte is sent (issue 41, point 11). null also when a file was too large to hash here. */
+  async identical(hashes) {
+    const sums = await Promise.all(hashes);
+    if (!sums.length || sums.some((sum) => !sum)) return null;
+    const result = await hub.api("GET", `/api/v1/resolve?content=${await uploads.contentDigest(sums)}`).catch(() => null);
+    return result && result.ok ? result.body : null;
   },
 
   async offset(id) {
@@ -211,7 +259,7 @@ const uploads = {
     if (multipart) {
       try {
         await uploads.sendParts(id, file, multipart, onProgress);
-        return await uploads.complete(id, file, onProgress);
+        return await uploads.complete(id, file, onProgress, item.hash);
       } catch (error) {
         if (!error || !error.unreachable) throw error;
         // The page cannot reach the object store (its address or CORS rules): through the hub instead.
@@ -256,12 +304,12 @@ const uploads = {
       if (known) offset = known.offset;
       onProgress(offset, false, "resuming");
     }
-    return uploads.complete(id, file, onProgress);
+    return uploads.complete(id, file, onProgress, item.hash);
   },
 
   /** The hub checks size and sha256 (the page's own, for files it can hash) and keeps the bytes. */
-  async complete(id, file, onProgress) {
-    const complete = await hub.api("POST", `/api/v1/uploads/${id}/complete`, { sha256: await uploads.sha256(file) });
+  async complete(id, file, onProgress, hash) {
+    const complete = await hub.api("POST", `/api/v1/uploads/${id}/complete`, { sha256: (await hash) || await uploads.sha256(file) });
     localStorage.removeItem(uploads.key(file));
     if (!complete.ok) throw complete.body;
     onProgress(file.size, true);
@@ -424,9 +472,56 @@ function setupPublish() {
   showKind();
 
   const filesError = document.getElementById("err-files");
-  /** Add files, each with its path in the version; a second file on a path already taken is refused. */
+  const duplicateNote = document.getElementById("duplicate-note");
+  /** Tell that the chosen files are a version already in the hub (so they were not sent), or clear that. */
+  const showDuplicate = (found) => {
+    duplicateNote.hidden = !found;
+    if (!found) return;
+    duplicateNote.textContent = "These files are identical to ";
+    const link = document.createElement("a");
+    link.href = `/${found.pid}`;
+    link.textContent = `${found.artifact}@${found.version}`;
+    duplicateNote.append(link, ` (${found.pid}); it is already in the hub, so they were not sent. Add or remove a file to publish something new.`);
+  };
+  /** Send one file (once), showing its progress in its row. */
+  const start = (item) => {
+    if (item.sending) return item.sending;
+    const { file, li } = item;
+    item.duplicateOf = null;
+    item.sending = uploads.send(item, (offset, finished, note) => {
+      li.querySelector("progress").value = file.size ? offset / file.size : 1;
+      li.querySelector(".status").textContent = finished ? "uploaded" : `${Math.floor((file.size ? offset / file.size : 1) * 100)}%${note ? ` (${note})` : ""}`;
+      item.done = finished;
+      li.dataset.state = finished ? "uploaded" : "sending";
+    }).catch((error) => {
+      item.error = error;
+      li.dataset.state = "failed";
+      li.querySelector(".status").textContent = `failed: ${hub.message(error)}`;
+      li.querySelector(".status").classList.add("error");
+    });
+    return item.sending;
+  };
+  /** Ask the hub whether the files now chosen are a version it holds; until it answers, files not sent yet wait.
+   * Identical: they stay unsent. Otherwise: they are sent (also those held back by an earlier answer). */
+  const check = () => {
+    const live = items.filter((it) => !it.removed);
+    const asked = live.length ? uploads.identical(live.map((it) => it.hash)).catch(() => null) : Promise.resolve(null);
+    asked.then(showDuplicate);
+    for (const item of live.filter((it) => !it.sending)) {
+      item.promise = asked.then((found) => {
+        if (!found || item.sending) return start(item);
+        item.duplicateOf = found;
+        item.li.dataset.state = "identical";
+        item.li.querySelector(".status").textContent = "not sent (identical)";
+        return null;
+      });
+    }
+  };
+  /** Add files, each with its path in the version; a second file on a path already taken is refused. The files
+   * are hashed first and the hub asked whether a version holds exactly the files chosen: then nothing is sent. */
   const add = (files) => {
     const clashes = [];
+    let added = 0;
     for (const file of files) {
       const path = uploads.path(file);
       const taken = items.find((it) => !it.removed && uploads.path(it.file) === path);
@@ -435,32 +530,24 @@ function setupPublish() {
         continue;
       }
       const li = document.createElement("li");
-      li.innerHTML = '<span class="name"></span> <span class="muted size"></span> <progress max="1" value="0"></progress> <span class="status">waiting</span> <button type="button" class="link remove">remove</button>';
+      li.innerHTML = '<span class="name"></span> <span class="muted size"></span> <progress max="1" value="0"></progress> <span class="status">checking</span> <button type="button" class="link remove">remove</button>';
       readCard(file, path).catch(() => {});
       li.querySelector(".name").textContent = path;
       li.querySelector(".size").textContent = hub.size(file.size);
       li.querySelector("progress").setAttribute("aria-label", `upload of ${path}`);
       list.appendChild(li);
-      const item = { file, li, done: false, removed: false };
+      const item = { file, li, done: false, removed: false, hash: uploads.sha256(file).catch(() => "") };
       items.push(item);
+      added += 1;
       li.querySelector(".remove").addEventListener("click", () => {
         item.removed = true;
         li.remove();
         if (item.uploadId && !item.done) hub.api("DELETE", `/api/v1/uploads/${item.uploadId}`);
         localStorage.removeItem(uploads.key(file));
-      });
-      item.promise = uploads.send(item, (offset, finished, note) => {
-        li.querySelector("progress").value = file.size ? offset / file.size : 1;
-        li.querySelector(".status").textContent = finished ? "uploaded" : `${Math.floor((file.size ? offset / file.size : 1) * 100)}%${note ? ` (${note})` : ""}`;
-        item.done = finished;
-        li.dataset.state = finished ? "uploaded" : "sending";
-      }).catch((error) => {
-        item.error = error;
-        li.dataset.state = "failed";
-        li.querySelector(".status").textContent = `failed: ${hub.message(error)}`;
-        li.querySelector(".status").classList.add("error");
+        if (items.some((it) => !it.removed && it.duplicateOf)) check();  // the rest may be new now
       });
     }
+    if (added) check();
     filesError.textContent = clashes.length
       ? `Two different files would both be ${clashes.map((p) => `'${p}'`).join(", ")} in the version; remove the one you do not want first.`
       : "";
@@ -545,6 +632,15 @@ function setupPublish() {
     button.disabled = true;
     status.textContent = "Waiting for the uploads to finish…";
     await Promise.all(live.map((it) => it.promise));
+    const identical = live.find((it) => it.duplicateOf && !it.uploadId);
+    if (identical) {
+      button.disabled = false;
+      status.textContent = "";
+      const found = identical.duplicateOf;
+      showErrors({ detail: `These files are identical to ${found.artifact}@${found.version} (${found.pid}).`,
+                   errors: { files: [`Identical to ${found.artifact}@${found.version}, already in the hub: add or remove a file.`] } });
+      return;
+    }
     const failed = live.filter((it) => it.error);
     if (failed.length) {
       button.disabled = false;
