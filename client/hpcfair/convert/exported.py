@@ -62,11 +62,11 @@ def torch_reference(module, input_names: list[str]) -> Reference:
     return run
 
 
-SPECTRAL = ("complex-valued spectral layers (torch.fft with complex weights, as in Fourier Neural Operators) have "
-            "no ONNX export with this torch's exporters (TorchScript: no aten::fft_rfft2; torch.export: complex "
-            "slices and einsums do not decompose), and ONNX Runtime runs no complex tensors. A way out that "
-            "converts: write the spectral convolution in real arithmetic (the truncated DFT as matrix products with "
-            "cos/sin tables, each complex weight as a real and an imaginary tensor), which every exporter takes")
+SPECTRAL = ("its complex-valued spectral layers (torch.fft with complex weights, as in Fourier Neural Operators) "
+            "did not export even rewritten in real arithmetic (each transform as products with cos/sin tables, each "
+            "complex tensor as a real and an imaginary part; ONNX Runtime runs no complex tensors). A way out: write "
+            "the spectral convolution with real tensors yourself (the truncated DFT as matrix products, each complex "
+            "weight as two real ones), which every exporter takes")
 
 
 def torch_error(exc: Exception, opset: int, complex_weights: bool = False) -> ConversionError:
