@@ -123,7 +123,7 @@ def export_torch_program(path: Path, opset: int, specs: list[TensorSpec], sample
         onnx_program = torch.onnx.export(program, args, kwargs=kwargs or None, dynamo=True, external_data=False,
                                          opset_version=opset, verbose=False)
     except Exception as exc:  # noqa: BLE001
-        raise torch_error(exc, opset, holds_complex(tensors))
+        raise torch_error(exc, opset, holds_complex(tensors), program=True)
     model = onnx_program.model_proto
     names = [value.name for value in model.graph.input if value.name not in {i.name for i in model.graph.initializer}]
     return Exported(model, torch_reference(module, names), specs, "torch.onnx.export (dynamo, torch.export)",

@@ -20,7 +20,7 @@ from hpcfair.convert.signature import (
     specs_from_metadata,
     specs_from_onnx,
 )
-from hpcfair.convert.verify import ATOL, RTOL, check, merged, verify
+from hpcfair.convert.verify import ATOL, REEXPORT, RTOL, check, merged, verify
 
 DEFAULT_OPSET = 17
 MAX_OPSET = 21
@@ -51,6 +51,7 @@ def export_lowest(source: Path, fmt: str, opset: int, specs: list[TensorSpec], s
                 log_cause(f"opset {candidate} ({exc.code})", exc.cause)
                 # The requested opset's failure says most (an operator's name); a converter that knows no
                 # higher opset fails otherwise there.
+                first.detail = first.detail.replace(REEXPORT, "")  # the opsets were tried: that is no way out
                 first.detail += f" Opsets {opset} to {candidate} were tried."
                 first.args = (first.detail,)
                 raise first from None
