@@ -125,7 +125,17 @@ def verify_runs(model, reference, first, label: str, fresh, atol: float, rtol: f
                 what = axes.describe(members, first)
                 smaller = axes.resized(first, members, fresh)
                 verdict = axes.probe(probe, smaller, what, original)
-                if verdict is None or (verdict is False and axes.refuses(reference, smaller)):
+                if verdict is None:  # the original refuses them: keep integer values below the new size
+                    feeds = axes.wrapped(first, members, fresh)
+                    what = f"{label}, other sizes ({what}) with integer inputs kept below them"
+                    verdict = axes.probe(probe, feeds, what, reference)
+                    if verdict:
+                        coupled.append((feeds, what))
+                        coupled_members += members
+                        continue
+                larger = any(axes.other_size(first[name].shape[axis], True) != axes.other_size(first[name].shape[axis])
+                             for name, axis in members)
+                if not verdict and larger and axes.refuses(reference, smaller):
                     # the original refuses the smaller size (too few modes for a spectral layer): try a larger one
                     feeds = axes.resized(first, members, fresh, larger=True)
                     bigger = axes.probe(probe, feeds, axes.describe(members, first, larger=True), reference)
@@ -133,14 +143,6 @@ def verify_runs(model, reference, first, label: str, fresh, atol: float, rtol: f
                         grown.append((feeds, f"{label}, a larger size ({axes.describe(members, first, True)}), "
                                              "the original refusing the smaller one"))
                         grown_members += members
-                        continue
-                if verdict is None and related:  # the original refuses them: keep integer values below the new size
-                    feeds = axes.wrapped(first, members, fresh)
-                    what = f"{label}, other sizes ({what}) with integer inputs kept below them"
-                    verdict = axes.probe(probe, feeds, what, reference)
-                    if verdict:
-                        coupled.append((feeds, what))
-                        coupled_members += members
                         continue
                 if not verdict:
                     for name, axis in members:
