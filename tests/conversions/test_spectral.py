@@ -82,3 +82,30 @@ def test_an_op_on_a_complex_tensor_without_a_rule_is_refused_by_name():
     with pytest.raises(ConversionError) as caught:
         spectral.call("exp", torch.ops.aten.exp.default, (spectral.Pair(z.real, z.imag),), {})
     assert caught.value.code == "unsupported_operator" and "exp on a complex tensor" in caught.value.detail
+
+
+def test_a_traced_spectral_layer_with_real_pair_weights_runs_the_same_in_real_arithmetic():
+    """A layer written as neuraloperator's newer code writes it: weights stored real [..., 2] and viewed as
+    complex, rfftn/irfftn with ortho norm over two axes, a zeros_like of the spectrum filled in its corner."""
+
+    class Spectral(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weights = torch.nn.Parameter(torch.randn(4, 4, 3, 3, 2) / 4)
+
+        def forward(self, x):
+            spectrum = torch.fft.rfftn(x, dim=(-2, -1), norm="ortho")
+            out = torch.zeros_like(spectrum)
+            out[..., :3, :3] = torch.einsum("bixy,ioxy->boxy", spectrum[..., :3, :3],
+                                            torch.view_as_complex(self.weights))
+            return torch.fft.irfftn(out, s=x.shape[-2:], dim=(-2, -1), norm="ortho").abs()
+
+    torch.manual_seed(3)
+    layer = Spectral().eval()
+    traced = torch.jit.trace(layer, torch.randn(2, 4, 10, 14))
+    real = spectral.real_module(traced)
+    assert not any(buffer.dtype.is_complex for buffer in real.buffers())
+    for shape in [(2, 4, 10, 14), (1, 4, 17, 9)]:  # the trace runs at a size it never saw
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            torch.testing.assert_close(real(x), layer(x), rtol=1e-4, atol=1e-5)

@@ -320,6 +320,18 @@ def _linspace(start, end, steps, dtype=None, layout=None, device=None, pin_memor
     return values.to(dtype or torch.get_default_dtype())
 
 
+def _filled(name: str, made, args: tuple) -> Pair:
+    """A complex tensor that a creator (``made``: its real-typed twin) fills: zeros, ones or one value."""
+    import torch
+
+    if name in {"ones", "ones_like", "new_ones"}:
+        return Pair(made, torch.zeros_like(made))
+    if name in {"full", "full_like", "new_full"}:
+        value = complex(args[-1])
+        return Pair(made * 0 + value.real, made * 0 + value.imag)
+    return Pair(made, torch.zeros_like(made))  # zeros, and empty (whose contents are undefined anyway)
+
+
 def call(name: str, fn: Callable, args: tuple, kwargs: dict):
     """Run op ``name`` (``fn``) with complex values carried as Pairs."""
     import torch
@@ -327,17 +339,15 @@ def call(name: str, fn: Callable, args: tuple, kwargs: dict):
     pairs = any(isinstance(value, Pair) for value in _leaves((args, kwargs)))
     if name in FFT_RULES:
         return FFT_RULES[name](*args, **kwargs)
+    if name == "view_as_complex":  # real weights stored as [..., 2] (neuraloperator's newer layers)
+        return view_as_complex(args[0])
     if name == "linspace" and isinstance(args[2] if len(args) > 2 else kwargs.get("steps"), torch.SymInt):
         return _linspace(*args, **kwargs)
+    if name in CREATORS and args and isinstance(args[0], Pair):  # zeros_like(a complex tensor), new_zeros ...
+        return _filled(name, fn(args[0].re, *args[1:], **_drop_complex_dtype(kwargs)), args)
     if not pairs:
         if name in CREATORS and getattr(kwargs.get("dtype"), "is_complex", False):
-            made = fn(*args, **_drop_complex_dtype(kwargs))
-            if name in {"ones", "ones_like", "new_ones"}:
-                return Pair(made, torch.zeros_like(made))
-            if name in {"full", "full_like", "new_full"}:
-                value = complex(args[-1])
-                return Pair(made * 0 + value.real, made * 0 + value.imag)
-            return Pair(made, made.clone())
+            return _filled(name, fn(*args, **_drop_complex_dtype(kwargs)), args)
         result = fn(*args, **kwargs)
         return _pair(result) if isinstance(result, torch.Tensor) and result.dtype.is_complex else result
     value = args[0] if args else None
@@ -396,6 +406,7 @@ def _leaves(value):
 
 
 def view_as_complex(t) -> Pair:
+    """A real tensor [..., 2] as the complex tensor torch.view_as_complex makes of it."""
     return Pair(t.select(-1, 0), t.select(-1, 1))
 
 
