@@ -507,3 +507,33 @@ def fno(directory: Path, kind: str = "torchscript", dims: int = 2) -> Built:
     batch = torch.export.Dim("batch", max=64)  # torch.export specialises the grid's sizes (fft, linspace)
     torch.export.save(torch.export.export(model, (u,), dynamic_shapes=({0: batch},)), str(directory / "fno.pt2"))
     return "fno.pt2", {}
+
+
+def masked_encoder(directory: Path) -> tuple[str, str, dict]:
+    """A transformer encoder over token ids with a padding mask (bool), mean-pooled over the kept tokens, traced
+    (TorchScript): the TorchScript exporter loses a rank inside its attention. Returns the model, a sample .npz
+    (no row fully masked) and its declared inputs."""
+    import torch
+
+    class Encoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = torch.nn.Embedding(50, 32)
+            layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, dropout=0.0)
+            self.encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+            self.head = torch.nn.Linear(32, 3)
+
+        def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            hidden = self.encoder(self.embed(ids), src_key_padding_mask=mask)
+            keep = (~mask).unsqueeze(-1).to(hidden.dtype)
+            return self.head((hidden * keep).sum(1) / keep.sum(1).clamp(min=1))
+
+    torch.manual_seed(4)
+    ids = torch.randint(0, 50, (2, 9))
+    mask = torch.zeros(2, 9, dtype=torch.bool)
+    mask[1, 6:] = True
+    torch.jit.trace(Encoder().eval(), (ids, mask), check_trace=False).save(str(directory / "masked_encoder.pt"))
+    np.savez(directory / "tokens.npz", ids=ids.numpy(), mask=mask.numpy())
+    return "masked_encoder.pt", "tokens.npz", {"inputs": [
+        {"name": "ids", "shape": [None, None], "dtype": "int64", "low": 0, "high": 50},
+        {"name": "mask", "shape": [None, None], "dtype": "bool"}]}

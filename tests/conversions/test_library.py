@@ -208,3 +208,26 @@ def test_fourier_neural_operators_convert_and_run_at_fresh_grid_sizes(tmp_path, 
         with torch.no_grad():
             want = original(torch.from_numpy(u)).numpy()
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_traced_graph_the_torchscript_exporter_cannot_take_is_exported_by_re_running_it(tmp_path):
+    """Held out of every earlier zoo: a traced transformer encoder with a padding mask stops the TorchScript
+    exporter ("transpose for tensor of unknown rank" inside its attention). Its graph is re-run op by op and
+    exported with dynamo instead; it verifies with batch and sequence dynamic and says which route it took."""
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+
+    name, sample, meta = models.masked_encoder(tmp_path)
+    report = convert_file(tmp_path / name, tmp_path / "encoder.onnx", inputs=meta["inputs"],
+                          sample_inputs=tmp_path / sample)
+    assert report["verification"]["passed"] is True and not report.get("fixed_axes")
+    assert "re-run op by op" in report["converter"] and "TorchScript exporter failed" in report["exporter_note"]
+    rng = np.random.default_rng(5)
+    ids = rng.integers(0, 50, (3, 12))
+    mask = np.zeros((3, 12), bool)
+    mask[0, 7:] = True
+    (got,) = ort.InferenceSession(str(tmp_path / "encoder.onnx")).run(None, {"ids": ids, "mask": mask})
+    with torch.no_grad():
+        want = torch.jit.load(str(tmp_path / name))(torch.from_numpy(ids), torch.from_numpy(mask)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

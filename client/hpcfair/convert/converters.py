@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from hpcfair.convert import pickles, tables
-from hpcfair.convert.errors import ConversionError, token
+from hpcfair.convert.errors import ConversionError, log_cause, token
 from hpcfair.convert.exported import (
     Exported,
     Reference,
@@ -83,7 +83,17 @@ def export_torchscript(path: Path, opset: int, specs: list[TensorSpec], sample: 
         torch.onnx.export(module, args, buffer, dynamo=False, opset_version=opset, input_names=names,
                           output_names=output_names, dynamic_axes=dynamic or None)
     except Exception as exc:  # noqa: BLE001 - mapped to a coded error
-        raise torch_error(exc, opset, holds_complex(tensors))
+        error = torch_error(exc, opset, holds_complex(tensors))
+        try:  # a traced graph the TorchScript exporter cannot take (a rank it lost): re-run it op by op for dynamo
+            model = spectral.export(module, args, opset, names, output_names,
+                                    [sorted(dynamic.get(name, {})) for name in names])
+        except Exception as second:  # noqa: BLE001 - the first exporter's failure is the one to report
+            log_cause("the second route (the graph re-run for torch.onnx.export(dynamo=True))", second)
+            raise error from None
+        note = (f"the TorchScript exporter failed ({type(exc).__name__}); the traced graph was re-run op by op "
+                "and exported with torch.onnx.export(dynamo=True)")
+        return Exported(model, torch_reference(module, names), specs, RERUN_CONVERTER,
+                        versions("torch", "onnx", "onnxscript"), notes={"exporter_note": note})
     import onnx
 
     return Exported(onnx.load_from_string(buffer.getvalue()), torch_reference(module, names), specs,
@@ -130,6 +140,7 @@ def export_torch_program(path: Path, opset: int, specs: list[TensorSpec], sample
                     versions("torch", "onnx", "onnxscript"))
 
 
+RERUN_CONVERTER = "torch.onnx.export (dynamo) of the traced graph re-run op by op (hpcfair.convert.spectral)"
 SPECTRAL_CONVERTER = "torch.onnx.export (dynamo) of the model rewritten in real arithmetic (hpcfair.convert.spectral)"
 SPECTRAL_NOTE = ("complex-valued spectral layers (torch.fft, complex weights) were exported in real arithmetic: "
                  "each transform as products with cos/sin tables, each complex tensor as a real and an imaginary part")

@@ -481,6 +481,8 @@ class _ScriptRunner:
                 result = got[0]
             elif kind in ("aten::Int", "aten::Float", "aten::ScalarImplicit"):
                 result = _number(got[0])
+                if kind == "aten::Int" and isinstance(result, float | torch.SymFloat):
+                    result = torch.sym_int(result)
             elif kind == "aten::size":
                 result = got[0].shape[got[1]] if len(got) > 1 else list(got[0].shape)
             elif kind == "prim::TupleIndex" or kind == "aten::__getitem__":
@@ -502,6 +504,8 @@ class _ScriptRunner:
         if name in _SCALAR_OPS and got and _is_number(got[0]):
             other = _number(got[1])
             if _is_number(other):
+                if name == "div" and len(got) > 2 and got[2] in ("trunc", "floor"):  # sizes: int division
+                    return got[0] // other
                 return _SCALAR_OPS[name](got[0], other * (got[2] if len(got) > 2 and name in ("add", "sub") else 1))
         if name == "_convolution":  # TorchScript's private form; its last four flags only pick a backend
             return torch.ops.aten.convolution.default(*got[:9])
