@@ -179,9 +179,6 @@ def _irfftn(x, s, dim, norm, default_all: bool = True):
     return _irdft(x, dims[-1], sizes[-1], norm)
 
 
-_NORMS = {0: None, 1: "ortho", 2: "forward"}  # the private ops' normalization: none, 1/sqrt(n), 1/n
-
-
 def _private_norm(normalization: int, inverse: bool) -> str | None:
     if normalization == 1:
         return "ortho"
