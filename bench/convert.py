@@ -37,7 +37,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from hpcfair.convert import ConversionError, convert_file  # noqa: E402
-from hpcfair.convert.converters import _flatten as flatten  # noqa: E402
+from hpcfair.convert.exported import flatten  # noqa: E402
 
 from tests.conversions import models  # noqa: E402
 
@@ -143,6 +143,79 @@ def minilm(directory: Path) -> models.Built:
     return "all-MiniLM-L6-v2", {}
 
 
+def graph_network(directory: Path) -> models.Built:
+    """Issue 37's coupled inputs: node features and an edge list whose values index the nodes. The bench's
+    fresh inputs keep ``edge_index`` below the node count (``values_below``: input -> (input, axis))."""
+    name, sample, metadata = models.message_passing(directory)
+    return name, {**metadata, "sample_inputs": sample, "values_below": {"edge_index": ["x", 0]}}
+
+
+def clip_folder(directory: Path) -> models.Built:
+    """A CLIP-style text + image model (multimodal Hugging Face folder); token ids below its vocabulary."""
+    return models.hf_clip_folder(directory), {"bench_high": {"input_ids": 100}}
+
+
+def gpt2_folder_tar(directory: Path) -> models.Built:
+    """A Hugging Face folder as a .tar.gz under a name that says nothing of its content (issue 37, point 4)."""
+    import tarfile
+
+    name, metadata = models.hf_gpt2_folder(directory)
+    with tarfile.open(directory / "lm-release-7.tar.gz", "w:gz") as archive:
+        for member in sorted((directory / name).iterdir()):
+            archive.add(member, arcname=member.name)
+    return "lm-release-7.tar.gz", metadata
+
+
+def fno_1d(directory: Path) -> models.Built:
+    return models.fno(directory, "torchscript", 1)
+
+
+def fno_2d(directory: Path) -> models.Built:
+    return models.fno(directory, "torchscript", 2)
+
+
+def fno_2d_program(directory: Path) -> models.Built:
+    return models.fno(directory, "pt2", 2)
+
+
+def unet_traced(directory: Path) -> models.Built:
+    """A small U-Net (two levels, skip connections, transposed convolution), traced."""
+    import torch
+
+    def block(cin: int, cout: int) -> torch.nn.Module:
+        return torch.nn.Sequential(torch.nn.Conv2d(cin, cout, 3, padding=1), torch.nn.BatchNorm2d(cout),
+                                   torch.nn.ReLU())
+
+    class UNet(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.down1, self.down2 = block(1, 8), block(8, 16)
+            self.up = torch.nn.ConvTranspose2d(16, 8, 2, stride=2)
+            self.out = torch.nn.Sequential(block(16, 8), torch.nn.Conv2d(8, 2, 1))
+
+        def forward(self, x):
+            skip = self.down1(x)
+            deep = self.down2(torch.nn.functional.max_pool2d(skip, 2))
+            return self.out(torch.cat([skip, self.up(deep)], 1))
+
+    torch.manual_seed(25)
+    torch.jit.trace(UNet().eval(), torch.randn(2, 1, 32, 32)).save(str(directory / "unet.pt"))
+    return "unet.pt", {"inputs": [{"name": "x", "shape": [None, 1, 32, 32], "dtype": "float32"}]}
+
+
+def keras_two_outputs(directory: Path) -> models.Built:
+    """A Keras functional model with one input and two outputs (a class head and a regression head)."""
+    import keras
+
+    keras.utils.set_random_seed(26)
+    inputs = keras.Input((12,))
+    hidden = keras.layers.Dense(24, activation="relu")(inputs)
+    model = keras.Model(inputs, [keras.layers.Dense(3, activation="softmax", name="kind")(hidden),
+                                 keras.layers.Dense(1, name="size")(hidden)])
+    model.save(directory / "two_heads.keras")
+    return "two_heads.keras", {}
+
+
 ZOO: dict[str, Callable[[Path], models.Built]] = {
     "TorchScript CNN (script)": models.torchscript_cnn,
     "TorchScript LSTM tagger (trace)": lstm_traced,
@@ -167,6 +240,14 @@ ZOO: dict[str, Callable[[Path], models.Built]] = {
     "BERT classifier, HF folder (zip)": models.hf_classifier_zip,
     "GPT-2 LM, HF folder (save_pretrained)": models.hf_gpt2_folder,
     "all-MiniLM-L6-v2, pretrained HF sentence-transformers": minilm,
+    "Message-passing graph network, coupled axes (script + sample)": graph_network,
+    "CLIP-style text + image, HF folder": clip_folder,
+    "GPT-2 LM, HF folder (tar.gz, any name)": gpt2_folder_tar,
+    "FNO 1-D, complex spectral layers (trace)": fno_1d,
+    "FNO 2-D, complex spectral layers (trace)": fno_2d,
+    "FNO 2-D, complex spectral layers (.pt2)": fno_2d_program,
+    "U-Net, 2 levels (trace)": unet_traced,
+    "Keras functional, two outputs": keras_two_outputs,
 }
 
 
@@ -239,7 +320,7 @@ def native_runner(path: Path, report: dict[str, Any]) -> Callable[[dict[str, np.
 def _hf_runner(path: Path, report: dict[str, Any], names: list[str]):
     import torch
 
-    if path.suffix == ".zip":
+    if path.is_file():  # a .zip or .tar.gz of the folder
         folder = Path(tempfile.mkdtemp())
         shutil.unpack_archive(path, folder)
     else:
@@ -258,13 +339,16 @@ def _hf_runner(path: Path, report: dict[str, Any], names: list[str]):
     import transformers
     from hpcfair.convert.huggingface import TASKS
 
+    outputs = [o["name"] for o in report["outputs"]]
+
     model = getattr(transformers, TASKS[report["task"]]).from_pretrained(str(folder), dtype=torch.float32).eval()
 
     def run_hf(feeds):
         with torch.no_grad():
             out = model(**{n: torch.from_numpy(feeds[n]) for n in names}, use_cache=False) \
                 if report["task"] == "text-generation" else model(**{n: torch.from_numpy(feeds[n]) for n in names})
-        return [(out.logits if hasattr(out, "logits") else out.last_hidden_state).numpy()]
+        named = [out[name].numpy() for name in outputs if name in out]  # a multimodal model's several outputs
+        return named or [(out.logits if hasattr(out, "logits") else out.last_hidden_state).numpy()]
 
     return run_hf
 
@@ -277,20 +361,30 @@ def fresh_inputs(report: dict[str, Any], metadata: dict[str, Any], folder: Path)
     rng = np.random.default_rng(1234)
     given = {i["name"]: i for i in metadata.get("inputs", [])}
     feeds = {}
+    indexed = {other for other, _ in metadata.get("values_below", {}).values()}  # a graph's nodes: no batch axis
     for spec in report["inputs"]:
-        shape = [d if isinstance(d, int) else (2 if axis == 0 else 11) for axis, d in enumerate(spec["shape"])]
+        shape = [d if isinstance(d, int) else (2 if axis == 0 and spec["name"] not in indexed else 11)
+                 for axis, d in enumerate(spec["shape"])]
         name, dtype = spec["name"], np.dtype(spec["dtype"])
         if dtype.kind == "O":  # a DataFrame's text column: values from the sample table's column
             import pandas as pd
 
             column = pd.read_csv(folder / metadata["sample_inputs"])[name].astype(str).to_numpy(dtype=object)
             feeds[name] = rng.choice(column, size=shape).astype(object)
+        elif name in metadata.get("values_below", {}):  # values that index another input's axis (edges: nodes)
+            continue
         elif dtype.kind in "iu":
-            high = given.get(name, {}).get("high") or {"attention_mask": 2, "token_type_ids": 1}.get(name, 200)
+            high = (given.get(name, {}).get("high") or metadata.get("bench_high", {}).get(name)
+                    or {"attention_mask": 2, "token_type_ids": 1}.get(name, 200))
             low = 1 if name == "attention_mask" else 0
             feeds[name] = rng.integers(low, high, size=shape).astype(dtype)
         else:
             feeds[name] = rng.normal(size=shape).astype(dtype)
+    for spec in report["inputs"]:  # then the values tied to another input's axis, below its size there
+        if spec["name"] in metadata.get("values_below", {}):
+            other, axis = metadata["values_below"][spec["name"]]
+            shape = [d if isinstance(d, int) else 11 for d in spec["shape"]]
+            feeds[spec["name"]] = rng.integers(0, feeds[other].shape[axis], size=shape).astype(spec["dtype"])
     return feeds
 
 

@@ -438,39 +438,102 @@ def hf_clip_folder(directory: Path) -> str:
     return "clip_tiny"
 
 
-def fno(directory: Path, kind: str = "torchscript") -> Built:
-    """A small Fourier Neural Operator (one spectral layer: rfft2, an einsum over complex weights, irfft2), as
-    TorchScript (``fno.pt``) or a torch.export program (``fno.pt2``)."""
+def fno(directory: Path, kind: str = "torchscript", dims: int = 2) -> Built:
+    """A Fourier Neural Operator as in Li et al.'s reference code (neuraloperator's FNO1d/FNO2d): a lifting
+    layer over the field and its grid, spectral layers (``rfft``/``rfft2``, einsums over complex weights on the
+    lowest and highest retained modes, ``irfft``/``irfft2``) beside 1x1 convolutions, GELU and a projection.
+    ``dims`` 1 or 2; saved as TorchScript (``fno.pt``, traced) or a torch.export program (``fno.pt2``, with a
+    dynamic batch)."""
     import torch
+
+    class SpectralConv1d(torch.nn.Module):
+        def __init__(self, channels: int, modes: int) -> None:
+            super().__init__()
+            self.modes = modes
+            scale = 1 / (channels * channels)
+            self.weights = torch.nn.Parameter(scale * torch.rand(channels, channels, modes, dtype=torch.cfloat))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x_ft = torch.fft.rfft(x)
+            out_ft = torch.zeros(x.shape[0], x.shape[1], x.size(-1) // 2 + 1, dtype=torch.cfloat, device=x.device)
+            out_ft[:, :, :self.modes] = torch.einsum("bix,iox->box", x_ft[:, :, :self.modes], self.weights)
+            return torch.fft.irfft(out_ft, n=x.size(-1))
 
     class SpectralConv2d(torch.nn.Module):
         def __init__(self, channels: int, modes: int) -> None:
             super().__init__()
-            self.modes, self.channels = modes, channels
-            self.weights = torch.nn.Parameter(torch.rand(channels, channels, modes, modes, dtype=torch.cfloat) / 64)
+            self.modes = modes
+            scale = 1 / (channels * channels)
+            shape = (channels, channels, modes, modes)
+            self.weights1 = torch.nn.Parameter(scale * torch.rand(*shape, dtype=torch.cfloat))
+            self.weights2 = torch.nn.Parameter(scale * torch.rand(*shape, dtype=torch.cfloat))
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            b, h, w = x.shape[0], x.shape[2], x.shape[3]
+            m = self.modes
             x_ft = torch.fft.rfft2(x)
-            out_ft = torch.zeros(b, self.channels, h, w // 2 + 1, dtype=torch.cfloat)
-            out_ft[:, :, :self.modes, :self.modes] = torch.einsum(
-                "bixy,ioxy->boxy", x_ft[:, :, :self.modes, :self.modes], self.weights)
-            return torch.fft.irfft2(out_ft, s=(h, w))
+            out_ft = torch.zeros(x.shape[0], x.shape[1], x.size(-2), x.size(-1) // 2 + 1, dtype=torch.cfloat,
+                                 device=x.device)
+            out_ft[:, :, :m, :m] = torch.einsum("bixy,ioxy->boxy", x_ft[:, :, :m, :m], self.weights1)
+            out_ft[:, :, -m:, :m] = torch.einsum("bixy,ioxy->boxy", x_ft[:, :, -m:, :m], self.weights2)
+            return torch.fft.irfft2(out_ft, s=(x.size(-2), x.size(-1)))
 
     class FNO(torch.nn.Module):
-        def __init__(self) -> None:
+        def __init__(self, dims: int, width: int = 8, modes: int = 4, layers: int = 2) -> None:
             super().__init__()
-            self.lift, self.project = torch.nn.Conv2d(1, 8, 1), torch.nn.Conv2d(8, 1, 1)
-            self.spectral = SpectralConv2d(8, 4)
+            self.dims = dims
+            conv = torch.nn.Conv1d if dims == 1 else torch.nn.Conv2d
+            spectral = SpectralConv1d if dims == 1 else SpectralConv2d
+            self.lift = torch.nn.Linear(1 + dims, width)
+            self.spectral = torch.nn.ModuleList(spectral(width, modes) for _ in range(layers))
+            self.pointwise = torch.nn.ModuleList(conv(width, width, 1) for _ in range(layers))
+            self.head = torch.nn.Sequential(torch.nn.Linear(width, 16), torch.nn.GELU(), torch.nn.Linear(16, 1))
 
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.project(torch.nn.functional.gelu(self.spectral(self.lift(x))))
+        def forward(self, u: torch.Tensor) -> torch.Tensor:  # u: [batch, *grid, 1]
+            axes = [torch.linspace(0, 1, n, dtype=u.dtype) for n in u.shape[1:-1]]
+            grid = torch.stack(torch.meshgrid(*axes, indexing="ij"), -1).expand(*u.shape[:-1], self.dims)
+            x = self.lift(torch.cat([u, grid], -1)).movedim(-1, 1)
+            for spectral, pointwise in zip(self.spectral, self.pointwise, strict=True):
+                x = torch.nn.functional.gelu(spectral(x) + pointwise(x))
+            return self.head(x.movedim(1, -1))
 
     torch.manual_seed(2)
-    model = FNO().eval()
-    x = torch.randn(2, 1, 16, 16)
+    model = FNO(dims).eval()
+    grid = (24,) if dims == 1 else (16, 12)
+    u = torch.randn(2, *grid, 1)
     if kind == "torchscript":
-        torch.jit.trace(model, x).save(str(directory / "fno.pt"))
-        return "fno.pt", {"inputs": [{"name": "x", "shape": [None, 1, 16, 16], "dtype": "float32"}]}
-    torch.export.save(torch.export.export(model, (x,)), str(directory / "fno.pt2"))
+        torch.jit.trace(model, u).save(str(directory / "fno.pt"))
+        shape = [None, *[None] * dims, 1]
+        return "fno.pt", {"inputs": [{"name": "u", "shape": shape, "dtype": "float32"}]}
+    batch = torch.export.Dim("batch", max=64)  # torch.export specialises the grid's sizes (fft, linspace)
+    torch.export.save(torch.export.export(model, (u,), dynamic_shapes=({0: batch},)), str(directory / "fno.pt2"))
     return "fno.pt2", {}
+
+
+def masked_encoder(directory: Path) -> tuple[str, str, dict]:
+    """A transformer encoder over token ids with a padding mask (bool), mean-pooled over the kept tokens, traced
+    (TorchScript): the TorchScript exporter loses a rank inside its attention. Returns the model, a sample .npz
+    (no row fully masked) and its declared inputs."""
+    import torch
+
+    class Encoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = torch.nn.Embedding(50, 32)
+            layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, dropout=0.0)
+            self.encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+            self.head = torch.nn.Linear(32, 3)
+
+        def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            hidden = self.encoder(self.embed(ids), src_key_padding_mask=mask)
+            keep = (~mask).unsqueeze(-1).to(hidden.dtype)
+            return self.head((hidden * keep).sum(1) / keep.sum(1).clamp(min=1))
+
+    torch.manual_seed(4)
+    ids = torch.randint(0, 50, (2, 9))
+    mask = torch.zeros(2, 9, dtype=torch.bool)
+    mask[1, 6:] = True
+    torch.jit.trace(Encoder().eval(), (ids, mask), check_trace=False).save(str(directory / "masked_encoder.pt"))
+    np.savez(directory / "tokens.npz", ids=ids.numpy(), mask=mask.numpy())
+    return "masked_encoder.pt", "tokens.npz", {"inputs": [
+        {"name": "ids", "shape": [None, None], "dtype": "int64", "low": 0, "high": 50},
+        {"name": "mask", "shape": [None, None], "dtype": "bool"}]}

@@ -205,13 +205,59 @@ def test_coupled_inputs_keep_their_axes_dynamic_when_the_original_refuses_other_
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("kind", ["torchscript", "pt2"])
-def test_a_fourier_neural_operator_is_refused_with_its_true_cause_and_a_way_out(tmp_path, kind):
-    """Issue 37, point 1: both exporters fail on complex spectral layers; the refusal says so (it advised the
-    .pt2 export that also fails) and names a rewrite that converts."""
-    name, meta = models.fno(tmp_path, kind)
-    with pytest.raises(ConversionError) as caught:
-        convert_file(tmp_path / name, tmp_path / "fno.onnx", inputs=meta.get("inputs"))
-    assert caught.value.code == "unsupported_operator"
-    assert "complex-valued spectral layers" in caught.value.detail and "real arithmetic" in caught.value.detail
-    assert "Export the model with torch.export" not in caught.value.detail
+@pytest.mark.parametrize(("kind", "dims"), [("torchscript", 1), ("torchscript", 2), ("pt2", 2)])
+def test_fourier_neural_operators_convert_and_run_at_fresh_grid_sizes(tmp_path, kind, dims):
+    """Issue 37, point 1: an FNO (rfft/rfft2, einsums over complex weights on the lowest and highest modes,
+    irfft/irfft2) was refused by both exporters. It now converts in real arithmetic and verifies; a traced one
+    keeps its batch and grid dynamic and runs in ONNX Runtime on grids it never saw (odd sizes included) as the
+    original does; a torch.export program keeps what its program keeps (the batch)."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    import torch
+
+    name, meta = models.fno(tmp_path, kind, dims)
+    report = convert_file(tmp_path / name, tmp_path / "fno.onnx", inputs=meta.get("inputs"))
+    assert report["verification"]["passed"] is True and not report.get("fixed_axes")
+    assert "real arithmetic" in report["converter"] and "spectral" in report
+    assert report["verification"]["max_abs_diff"] < 1e-5
+    model = onnx.load(str(tmp_path / "fno.onnx"))
+    complex_types = {onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128}
+    assert not {init.data_type for init in model.graph.initializer} & complex_types  # real weights only
+    session = ort.InferenceSession(str(tmp_path / "fno.onnx"))
+    if kind == "torchscript":
+        original = torch.jit.load(str(tmp_path / name))
+        grids = [(2, 37, 1), (3, 64, 1)] if dims == 1 else [(2, 19, 27, 1), (1, 32, 9, 1)]
+    else:
+        original = torch.export.load(str(tmp_path / name)).module()
+        grids = [(5, 16, 12, 1)]
+    rng = np.random.default_rng(11)
+    for shape in grids:
+        u = rng.standard_normal(shape).astype(np.float32)
+        (got,) = session.run(None, {session.get_inputs()[0].name: u})
+        with torch.no_grad():
+            want = original(torch.from_numpy(u)).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_traced_graph_the_torchscript_exporter_cannot_take_is_exported_by_re_running_it(tmp_path):
+    """Held out of every earlier zoo: a traced transformer encoder with a padding mask stops the TorchScript
+    exporter ("transpose for tensor of unknown rank" inside its attention). Its graph is re-run op by op and
+    exported with dynamo instead; it verifies with batch and sequence dynamic and says which route it took."""
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+
+    name, sample, meta = models.masked_encoder(tmp_path)
+    report = convert_file(tmp_path / name, tmp_path / "encoder.onnx", inputs=meta["inputs"],
+                          sample_inputs=tmp_path / sample)
+    assert report["verification"]["passed"] is True and not report.get("fixed_axes")
+    assert "re-run op by op" in report["converter"] and "TorchScript exporter failed" in report["exporter_note"]
+    rng = np.random.default_rng(5)
+    ids = rng.integers(0, 50, (3, 12))
+    mask = np.zeros((3, 12), bool)
+    mask[0, 7:] = True
+    (got,) = ort.InferenceSession(str(tmp_path / "encoder.onnx")).run(None, {"ids": ids, "mask": mask})
+    with torch.no_grad():
+        want = torch.jit.load(str(tmp_path / name))(torch.from_numpy(ids), torch.from_numpy(mask)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

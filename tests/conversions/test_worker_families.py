@@ -104,3 +104,17 @@ def test_a_hugging_face_folder_zipped_under_any_name_converts_on_the_hub(tmp_pat
     job = wait_for_job(conversion_job("1", "zipped-bert").pk, timeout=300)
     assert job.state == "succeeded", (job.error_code, job.error_detail, job.log[-5:])
     assert Version.objects.get(artifact__name="zipped-bert", label="1-onnx").metadata["verified"] is True
+
+
+def test_a_fourier_neural_operator_converts_on_the_hub(tmp_path, shared_storage, api):
+    """Issue 37, point 1, through the real worker: a traced 2-D FNO (complex weights, rfft2/irfft2) is published
+    as a verified ONNX version whose grid axes stay dynamic, and the job says how it was exported."""
+    name, metadata = models.fno(tmp_path, "torchscript", 2)
+    publish_model(api, "fno-2d", {name: (tmp_path / name).read_bytes()}, metadata)
+    job = wait_for_job(conversion_job("1", "fno-2d").pk, timeout=300)
+    assert job.state == "succeeded", (job.error_code, job.error_detail, job.log[-5:])
+    meta = Version.objects.get(artifact__name="fno-2d", label="1-onnx").metadata
+    assert meta["verified"] is True
+    conversion = meta["conversion"]["fno.onnx"]
+    assert "real arithmetic" in conversion["converter"] and not conversion.get("fixed_axes")
+    assert all(not isinstance(size, int) for size in meta["inputs"][0]["shape"][:3])  # batch and grid dynamic

@@ -17,10 +17,11 @@ from hpcfair.convert.signature import TensorSpec
 Member = tuple[str, int]  # (input name, axis)
 
 
-def other_size(size: int) -> int:
+def other_size(size: int, larger: bool = False) -> int:
     """The second size tried on an axis: larger for a batch of 1 or 2 (and short axes), smaller otherwise
-    (staying inside a model's maximum sequence length)."""
-    return size + 2 if size <= 4 else size - 3
+    (staying inside a model's maximum sequence length). ``larger``: the size tried when the original refuses
+    the smaller one (a spectral layer keeps a number of modes that a short grid does not have)."""
+    return size + 2 if size <= 4 else (size + 4 if larger else size - 3)
 
 
 def groups(inputs: list[TensorSpec], feeds: dict[str, np.ndarray]) -> dict[Any, list[Member]]:
@@ -42,7 +43,7 @@ def groups(inputs: list[TensorSpec], feeds: dict[str, np.ndarray]) -> dict[Any, 
 
 
 def resized(feeds: dict[str, np.ndarray], members: list[Member],
-            fresh: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+            fresh: dict[str, np.ndarray] | None = None, larger: bool = False) -> dict[str, np.ndarray]:
     """``feeds`` with the ``members`` axes at their other size: the values are taken, wrapping, from
     ``fresh`` (other random values) or from ``feeds`` itself (an uploader's sample: real token ids stay
     token ids, masks stay masks)."""
@@ -50,7 +51,7 @@ def resized(feeds: dict[str, np.ndarray], members: list[Member],
     for name, array in feeds.items():
         source = fresh[name] if fresh is not None and name in fresh else array
         for axis in range(array.ndim):
-            size = other_size(array.shape[axis]) if (name, axis) in members else array.shape[axis]
+            size = other_size(array.shape[axis], larger) if (name, axis) in members else array.shape[axis]
             source = np.take(source, np.arange(size) % source.shape[axis], axis=axis)
         out[name] = source
     return out
@@ -66,8 +67,8 @@ def wrapped(feeds: dict[str, np.ndarray], members: list[Member],
             for name, array in out.items()}
 
 
-def describe(members: list[Member], feeds: dict[str, np.ndarray]) -> str:
-    return ", ".join(f"{name}[{axis}] {feeds[name].shape[axis]}->{other_size(feeds[name].shape[axis])}"
+def describe(members: list[Member], feeds: dict[str, np.ndarray], larger: bool = False) -> str:
+    return ", ".join(f"{name}[{axis}] {feeds[name].shape[axis]}->{other_size(feeds[name].shape[axis], larger)}"
                      for name, axis in members)
 
 
@@ -90,6 +91,17 @@ def probe(verify_one, feeds: dict[str, np.ndarray], what: str, reference=None) -
     except Exception as exc:  # noqa: BLE001
         log_cause(what, exc)
         return False
+
+
+def refuses(reference, feeds: dict[str, np.ndarray]) -> bool:
+    """Whether the original model (``reference``; None for an uploaded ONNX file) fails on ``feeds``."""
+    if reference is None:
+        return False
+    try:
+        reference(feeds)
+    except Exception:  # noqa: BLE001 - the original's own error
+        return True
+    return False
 
 
 def fix(model, fixed: dict[str, dict[int, int]]) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from hpcfair.convert import pickles, tables
-from hpcfair.convert.errors import ConversionError, token
+from hpcfair.convert.errors import ConversionError, log_cause, token
 from hpcfair.convert.exported import (
     Exported,
     Reference,
@@ -64,15 +64,36 @@ def export_torchscript(path: Path, opset: int, specs: list[TensorSpec], sample: 
                for spec in specs if spec.dynamic_axes}
     if any(0 in axes for axes in dynamic.values()):
         dynamic.update({name: {0: "batch"} for name in output_names})
-    from hpcfair.convert import torch_ops
+    from hpcfair.convert import spectral, torch_ops
 
+    tensors = [*module.parameters(), *module.buffers()]
+    if spectral.uses_spectral(spectral.script_ops(module), tensors):
+        try:
+            model = spectral.export(module, args, opset, names, output_names,
+                                    [sorted(dynamic.get(name, {})) for name in names])
+        except ConversionError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise torch_error(exc, opset, complex_weights=True)
+        return Exported(model, torch_reference(module, names), specs, SPECTRAL_CONVERTER,
+                        versions("torch", "onnx", "onnxscript"), notes={"spectral": SPECTRAL_NOTE})
     torch_ops.register()
     buffer = io.BytesIO()
     try:
         torch.onnx.export(module, args, buffer, dynamo=False, opset_version=opset, input_names=names,
                           output_names=output_names, dynamic_axes=dynamic or None)
     except Exception as exc:  # noqa: BLE001 - mapped to a coded error
-        raise torch_error(exc, opset, holds_complex([*module.parameters(), *module.buffers()]))
+        error = torch_error(exc, opset, holds_complex(tensors))
+        try:  # a traced graph the TorchScript exporter cannot take (a rank it lost): re-run it op by op for dynamo
+            model = spectral.export(module, args, opset, names, output_names,
+                                    [sorted(dynamic.get(name, {})) for name in names])
+        except Exception as second:  # noqa: BLE001 - the first exporter's failure is the one to report
+            log_cause("the second route (the graph re-run for torch.onnx.export(dynamo=True))", second)
+            raise error from None
+        note = (f"the TorchScript exporter failed ({type(exc).__name__}); the traced graph was re-run op by op "
+                "and exported with torch.onnx.export(dynamo=True)")
+        return Exported(model, torch_reference(module, names), specs, RERUN_CONVERTER,
+                        versions("torch", "onnx", "onnxscript"), notes={"exporter_note": note})
     import onnx
 
     return Exported(onnx.load_from_string(buffer.getvalue()), torch_reference(module, names), specs,
@@ -93,16 +114,50 @@ def export_torch_program(path: Path, opset: int, specs: list[TensorSpec], sample
         args = tuple(torch.from_numpy(array) for array in sample.values())
     elif not args and specs:
         args = tuple(torch.from_numpy(a) for a in generate_inputs(specs).values())
+    from hpcfair.convert import spectral
+
+    module = program.module()
+    tensors = [*program.state_dict.values(), *program.constants.values()]
+    if spectral.uses_spectral(spectral.program_ops(module), tensors) and not kwargs:
+        try:
+            model = spectral.export(module, args, opset, [spec.name for spec in program_inputs(module)], None,
+                                    [spec.dynamic_axes for spec in program_inputs(module)])
+        except ConversionError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise torch_error(exc, opset, complex_weights=True)
+        names = [value.name for value in model.graph.input]
+        return Exported(model, torch_reference(module, names), specs, SPECTRAL_CONVERTER,
+                        versions("torch", "onnx", "onnxscript"), notes={"spectral": SPECTRAL_NOTE})
     try:
         onnx_program = torch.onnx.export(program, args, kwargs=kwargs or None, dynamo=True, external_data=False,
                                          opset_version=opset, verbose=False)
     except Exception as exc:  # noqa: BLE001
-        raise torch_error(exc, opset, holds_complex([*program.state_dict.values(), *program.constants.values()]))
+        raise torch_error(exc, opset, holds_complex(tensors), program=True)
     model = onnx_program.model_proto
     names = [value.name for value in model.graph.input if value.name not in {i.name for i in model.graph.initializer}]
-    module = program.module()
     return Exported(model, torch_reference(module, names), specs, "torch.onnx.export (dynamo, torch.export)",
                     versions("torch", "onnx", "onnxscript"))
+
+
+RERUN_CONVERTER = "torch.onnx.export (dynamo) of the traced graph re-run op by op (hpcfair.convert.spectral)"
+SPECTRAL_CONVERTER = "torch.onnx.export (dynamo) of the model rewritten in real arithmetic (hpcfair.convert.spectral)"
+SPECTRAL_NOTE = ("complex-valued spectral layers (torch.fft, complex weights) were exported in real arithmetic: "
+                 "each transform as products with cos/sin tables, each complex tensor as a real and an imaginary part")
+
+
+def program_inputs(module) -> list[TensorSpec]:
+    """A program's user inputs (their placeholders' names) and which of their axes are symbolic."""
+    import torch
+
+    found = []
+    for node in module.graph.nodes:
+        value = node.meta.get("val") if node.op == "placeholder" else None
+        if isinstance(value, torch.Tensor):
+            dynamic = [axis for axis, size in enumerate(value.shape) if isinstance(size, torch.SymInt)]
+            shape = [None if axis in dynamic else int(size) for axis, size in enumerate(value.shape)]
+            found.append(TensorSpec(node.name, shape, str(value.dtype).removeprefix("torch.")))
+    return found
 
 
 # --- TensorFlow / Keras -----------------------------------------------------------------------------

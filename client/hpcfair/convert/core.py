@@ -20,7 +20,7 @@ from hpcfair.convert.signature import (
     specs_from_metadata,
     specs_from_onnx,
 )
-from hpcfair.convert.verify import ATOL, RTOL, check, merged, verify
+from hpcfair.convert.verify import ATOL, REEXPORT, RTOL, check, merged, verify
 
 DEFAULT_OPSET = 17
 MAX_OPSET = 21
@@ -51,6 +51,7 @@ def export_lowest(source: Path, fmt: str, opset: int, specs: list[TensorSpec], s
                 log_cause(f"opset {candidate} ({exc.code})", exc.cause)
                 # The requested opset's failure says most (an operator's name); a converter that knows no
                 # higher opset fails otherwise there.
+                first.detail = first.detail.replace(REEXPORT, "")  # the opsets were tried: that is no way out
                 first.detail += f" Opsets {opset} to {candidate} were tried."
                 first.args = (first.detail,)
                 raise first from None
@@ -111,6 +112,8 @@ def verify_runs(model, reference, first, label: str, fresh, atol: float, rtol: f
     fixed: dict[str, dict[int, int]] = {}
     coupled: list[tuple[dict[str, np.ndarray], str]] = []  # runs of axes checked with related values
     coupled_members: list[tuple[str, int]] = []
+    grown: list[tuple[dict[str, np.ndarray], str]] = []  # runs of axes checked at a larger size
+    grown_members: list[tuple[str, int]] = []
     related = any(np.issubdtype(array.dtype, np.integer) for array in first.values())
     if can_fix and report["passed"]:
         def probe(feeds, what):
@@ -120,7 +123,8 @@ def verify_runs(model, reference, first, label: str, fresh, atol: float, rtol: f
         if axes.probe(probe, axes.resized(first, every, fresh), "all dynamic axes resized", original) is not True:
             for members in found.values():
                 what = axes.describe(members, first)
-                verdict = axes.probe(probe, axes.resized(first, members, fresh), what, original)
+                smaller = axes.resized(first, members, fresh)
+                verdict = axes.probe(probe, smaller, what, original)
                 if verdict is None:  # the original refuses them: keep integer values below the new size
                     feeds = axes.wrapped(first, members, fresh)
                     what = f"{label}, other sizes ({what}) with integer inputs kept below them"
@@ -128,6 +132,17 @@ def verify_runs(model, reference, first, label: str, fresh, atol: float, rtol: f
                     if verdict:
                         coupled.append((feeds, what))
                         coupled_members += members
+                        continue
+                larger = any(axes.other_size(first[name].shape[axis], True) != axes.other_size(first[name].shape[axis])
+                             for name, axis in members)
+                if not verdict and larger and axes.refuses(reference, smaller):
+                    # the original refuses the smaller size (too few modes for a spectral layer): try a larger one
+                    feeds = axes.resized(first, members, fresh, larger=True)
+                    bigger = axes.probe(probe, feeds, axes.describe(members, first, larger=True), reference)
+                    if bigger:
+                        grown.append((feeds, f"{label}, a larger size ({axes.describe(members, first, True)}), "
+                                             "the original refusing the smaller one"))
+                        grown_members += members
                         continue
                 if not verdict:
                     for name, axis in members:
@@ -140,10 +155,10 @@ def verify_runs(model, reference, first, label: str, fresh, atol: float, rtol: f
         if coupled_members:
             stage(0.7, "checked at another size with the integer inputs kept below it (they index it): "
                        + axes.describe(coupled_members, first))
-    dynamic = [member for member in every
-               if member[1] not in fixed.get(member[0], {}) and member not in coupled_members]
+    dynamic = [member for member in every if member[1] not in fixed.get(member[0], {})
+               and member not in coupled_members and member not in grown_members]
     named = [f"{name}[{axis}]" for name, axis in coupled_members]
-    runs = coupled + ([(axes.resized(first, dynamic, fresh), f"{label}, other sizes for the dynamic axes ("
+    runs = coupled + grown + ([(axes.resized(first, dynamic, fresh), f"{label}, other sizes for the dynamic axes ("
                                                              f"{axes.describe(dynamic, first)})")] if dynamic else [])
     if not runs:
         return report, fixed, named

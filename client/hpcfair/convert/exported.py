@@ -62,30 +62,33 @@ def torch_reference(module, input_names: list[str]) -> Reference:
     return run
 
 
-SPECTRAL = ("complex-valued spectral layers (torch.fft with complex weights, as in Fourier Neural Operators) have "
-            "no ONNX export with this torch's exporters (TorchScript: no aten::fft_rfft2; torch.export: complex "
-            "slices and einsums do not decompose), and ONNX Runtime runs no complex tensors. A way out that "
-            "converts: write the spectral convolution in real arithmetic (the truncated DFT as matrix products with "
-            "cos/sin tables, each complex weight as a real and an imaginary tensor), which every exporter takes")
+SPECTRAL = ("its complex-valued spectral layers (torch.fft with complex weights, as in Fourier Neural Operators) "
+            "did not export even rewritten in real arithmetic (each transform as products with cos/sin tables, each "
+            "complex tensor as a real and an imaginary part; ONNX Runtime runs no complex tensors). A way out: write "
+            "the spectral convolution with real tensors yourself (the truncated DFT as matrix products, each complex "
+            "weight as two real ones), which every exporter takes")
 
 
-def torch_error(exc: Exception, opset: int, complex_weights: bool = False) -> ConversionError:
-    """The coded error of a failed torch export (``complex_weights``: the model holds complex tensors)."""
+def torch_error(exc: Exception, opset: int, complex_weights: bool = False, program: bool = False) -> ConversionError:
+    """The coded error of a failed torch export (``complex_weights``: the model holds complex tensors;
+    ``program``: the file is already a torch.export program, so the advice does not send the user there)."""
     text = str(exc)
-    op = (token(text, r"operator '([^']+)'") or token(text, r"export of operator (\w+)")
+    op = (token(text, r"operator '([^']+)'") or token(text, r"export of operator ([\w:]+)")
           or token(text, r"(aten::\w+|prim::\w+|torch\.ops\.[\w.]+)"))
     if complex_weights or (op and "fft" in op):
         return ConversionError("unsupported_operator", f"The model cannot be exported to ONNX at opset {opset}: "
                                                        f"{SPECTRAL}.", cause=exc)
+    way_out = ("Replace that operation in the model with ones ONNX has (torch.onnx's dynamo exporter lists "
+               "them) and export the program again." if program else
+               "Export the model with torch.export (.pt2) instead of TorchScript, or replace that operation.")
     if op or "UnsupportedOperator" in type(exc).__name__:
         return ConversionError(
             "unsupported_operator",
-            f"The ONNX exporter cannot translate {op or 'an operator'} at opset {opset}. Export the model with "
-            "torch.export (.pt2) instead of TorchScript, or replace that operation.", cause=exc,
+            f"The ONNX exporter cannot translate {op or 'an operator'} at opset {opset}. {way_out}", cause=exc,
         )
     return ConversionError("conversion_failed", f"torch.onnx.export could not export the model at opset {opset} "
-                                                f"({type(exc).__name__}). Check that the model runs on the given "
-                                                "inputs, or try another opset.", cause=exc)
+                                                f"({type(exc).__name__}). Check that the model runs on the inputs "
+                                                "it was given (its declared inputs or sample).", cause=exc)
 
 
 def holds_complex(tensors) -> bool:

@@ -162,6 +162,38 @@ def looks_like_model(name: str) -> bool:
     ) or (base.suffix in (".json", ".txt") and any(word in base.stem for word in BOOSTER_WORDS))
 
 
+# tensor names that only Hugging Face transformers' models write (BERT, GPT-2, Llama, T5, ViT, CLIP ...)
+HF_TENSOR_NAMES = re.compile(r"(^|\.)(encoder\.layer\.\d+\.|layers\.\d+\.(self_attn|mlp|attention)\.|h\.\d+\.attn\.|"
+                             r"embeddings\.(word|patch|position)_embeddings|embed_tokens|wte\.weight|"
+                             r"block\.\d+\.layer\.\d+\.|text_model\.|vision_model\.)")
+
+
+def weights_only(path: Path) -> ConversionError:
+    """Why a lone .safetensors file does not convert, with the way out that fits what its tensor names say it
+    is: a Hugging Face transformer (upload it with its config.json) or the state_dict of a model whose
+    architecture is Python code (save the model itself)."""
+    from hpcfair.convert.tensors import NotSafetensors, header
+
+    try:
+        names = [name for name in header(path) if name != "__metadata__"]
+    except (NotSafetensors, OSError) as exc:
+        return ConversionError("corrupt_file", f"{path.name} is not a readable safetensors file (its header is "
+                                               "damaged or it is another kind of file).", cause=exc)
+    start = f"{path.name} holds weights only ({len(names)} tensors), not the architecture that uses them; the hub " \
+            "reads its parameter count and dtypes but cannot run it."
+    if any(HF_TENSOR_NAMES.search(name) for name in names):
+        return ConversionError("weights_only", f"{start} Its tensor names are a Hugging Face transformer's: upload "
+                                               "it with the config.json (and tokenizer or preprocessor files) that "
+                                               "save_pretrained writes beside it, as a folder or an archive of one, "
+                                               "to get an ONNX model.")
+    example = next(iter(names), "")[:60]
+    return ConversionError("weights_only", f"{start} Its tensors ({example!r} ...) are a model's state_dict, whose "
+                                           "architecture is Python code the hub does not run: load them into your "
+                                           "model and save the model itself, with torch.export.save (.pt2) or "
+                                           "torch.jit.trace + torch.jit.save (.pt), or export it with "
+                                           "torch.onnx.export (.onnx).")
+
+
 def detect(path: Path) -> str:
     """The format key of ``path`` (see FORMATS); an unknown or mislabelled file is an error."""
     lower = path.name.lower()
@@ -181,10 +213,7 @@ def detect(path: Path) -> str:
                                                     "(TensorFlow) or a config.json with model.safetensors/"
                                                     "pytorch_model.bin (Hugging Face) inside.")
     if suffix == ".safetensors":
-        raise ConversionError("weights_only", f"{path.name} holds weights only, not the architecture that uses them; "
-                                               "the hub reads its parameter count and dtypes but cannot run it. "
-                                               "Upload it with its config.json and tokenizer files (a Hugging Face "
-                                               "folder, or an archive of one) to get an ONNX model.")
+        raise weights_only(path)
     if suffix == ".onnx":
         return "onnx"
     if suffix in (".json", ".ubj", ".txt"):

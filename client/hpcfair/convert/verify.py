@@ -10,6 +10,7 @@ import numpy as np
 from hpcfair.convert.errors import ConversionError, log_cause, token
 from hpcfair.convert.exported import Reference, versions
 
+REEXPORT = " Export it again, with another opset if the exporter allows."  # an uploaded file's way out
 ATOL = 1e-4
 RTOL = 1e-3
 
@@ -25,8 +26,8 @@ def check(model) -> dict[str, str]:
         op = token(text, r"(?:for operator|op_type:?|Node \()\s*'?(\w+)")
         attribute = token(text, r"[Aa]ttribute:?\s*'?(\w+)")
         where = "".join(f", {k} {v}" for k, v in (("operator", op), ("attribute", attribute)) if v)
-        raise ConversionError("invalid_onnx", f"The ONNX model does not pass onnx.checker{where}. Export it "
-                                              "again, with another opset if the exporter allows.", cause=exc)
+        raise ConversionError("invalid_onnx", f"The ONNX model does not pass onnx.checker{where}.{REEXPORT}",
+                              cause=exc)
     try:
         onnx.shape_inference.infer_shapes(model, strict_mode=True)
         shapes = "passed"
