@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+import tempfile
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +27,27 @@ class Exported:
     converter: str
     libraries: dict[str, str]
     notes: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None  # the ONNX file on disk when its weights live in data files beside it
+
+
+def export_folder_path() -> Path:
+    """Where an exporter writes its ONNX file (in the child's work folder, an empty folder of its own): to a
+    file, not to memory, so that a model past protobuf's 2 GiB can be written with its weights beside it."""
+    folder = Path(tempfile.mkdtemp(prefix="export-", dir="."))
+    return folder.resolve() / "model.onnx"
+
+
+def written(path: Path):
+    """The exported file at ``path`` as (graph, path): with its weights moved into one data file beside it
+    when they pass ``hpcfair.external_data.threshold()`` (the graph then comes without them, and ``path`` is
+    where they are), else loaded whole (and the path None: the model is self-contained)."""
+    import onnx
+
+    from hpcfair import external_data
+
+    if external_data.externalise(path):
+        return external_data.load_graph(path), path
+    return onnx.load(str(path)), None
 
 
 def versions(*names: str) -> dict[str, str]:
