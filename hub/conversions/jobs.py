@@ -80,7 +80,7 @@ def conversion_plan(ctx: JobContext, source: Version, workdir: Path) -> dict[str
     options = {"opset": params.get("opset", 17), "atol": params.get("atol", 1e-4), "rtol": params.get("rtol", 1e-3),
                "inputs": source.metadata.get("inputs") if len(params["files"]) == 1 else None,
                "memory_mb": min(params["memory_mb"], sandbox.memory_ceiling_mb()) if params.get("memory_mb") else None,
-               "task": source.metadata.get("task")}
+               "task": source.metadata.get("task"), "external_data_mb": settings.HUB_ONNX_EXTERNAL_DATA_MB}
     return {"files": files, "options": options, "sample": sample.name if sample else None}
 
 
@@ -101,7 +101,7 @@ def publish_conversion(ctx: JobContext, source: Version, workdir: Path, plan: di
         outputs.append(staged(workdir / item["out"], item["onnx"]))
         folder = item["onnx"].rpartition("/")[0]  # a tokenizer and config kept beside the ONNX file
         outputs += [staged((workdir / item["out"]).parent / kept, f"{folder}/{kept}".lstrip("/"))
-                    for kept in report.get("kept_files", [])]
+                    for kept in [*report.get("data_files", []), *report.get("kept_files", [])]]
     verified = all(r["verification"]["passed"] for r in reports.values())
     if ctx.job.kind == "verify":
         _queue_cube(ctx, source, verified)
@@ -128,7 +128,27 @@ def _fetch_model(source: Version, path: str, dest: Path) -> tuple[Path, str]:
                 fetch(source, member, (local / relative).parent)
         return local, f"{folder}/model.onnx".lstrip("/")
     local = fetch(source, path, dest)
+    if path.lower().endswith(".onnx"):  # an ONNX file brings the data files its weights name
+        _fetch_data_files(source, path, local)
     return local, str(Path(path).with_suffix(".onnx")) if not path.lower().endswith(".onnx") else path
+
+
+def _fetch_data_files(source: Version, path: str, local: Path) -> None:
+    """The files of ``source`` that the ONNX file ``path`` (fetched as ``local``) keeps its weights in, fetched
+    beside it; a location outside its folder or naming no file of the version is left for the verification
+    to refuse."""
+    import onnx
+    from hpcfair import external_data
+
+    try:
+        graph = onnx.load(str(local), load_external_data=False)
+        names = {f.path: f.path for f in source.files.all()}
+        wanted = external_data.data_files(graph, names, path)
+    except Exception:  # noqa: BLE001 - an unreadable file or a bad location: the sandbox says which
+        return
+    for location, member in wanted.items():
+        (local.parent / location).parent.mkdir(parents=True, exist_ok=True)
+        fetch(source, member, (local.parent / location).parent)
 
 
 def _reporter(ctx: JobContext, path: str, index: int, count: int):

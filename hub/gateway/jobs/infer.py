@@ -26,7 +26,7 @@ from hub.gateway.engine import describe, run_steps
 from hub.gateway.services import published_file_url, staging_dir
 from hub.gateway.sessions import gpu_available
 from hub.gateway.tensors import check
-from hub.jobs.files import fetch, place, staged
+from hub.jobs.files import fetch, place, place_model, staged
 from hub.jobs.kinds import JobKind, Plan, register
 from hub.jobs.models import Job
 from hub.jobs.runner import JobContext
@@ -199,8 +199,8 @@ class InferJob(JobKind):
         models = step_versions(params["steps"])
         steps = []
         for index, step in enumerate(params["steps"]):
-            place(step["sha256"], folder / f"model-{index}.onnx")
-            steps.append({"model": f"model-{index}.onnx", "links": step.get("links") or {}})
+            model = place_model(step, folder / f"model-{index}")  # with its data files, if it has any
+            steps.append({"model": str(model.relative_to(folder)), "links": step.get("links") or {}})
         if params.get("inputs"):
             source = staging_dir(job.pk) / params["inputs"]
             if not source.exists():
