@@ -17,7 +17,7 @@ from hpcfair.convert import Limits, report_notes, sandbox
 from hpcfair.convert.formats import hf_folders, in_folder
 
 from hub.errors import HubError
-from hub.jobs.files import fetch, staged
+from hub.jobs.files import fetch, fetch_data_files, staged
 from hub.jobs.kinds import JobKind, Plan, register
 from hub.jobs.runner import JobContext
 from hub.registry.models import ProvenanceLink, Version
@@ -129,26 +129,8 @@ def _fetch_model(source: Version, path: str, dest: Path) -> tuple[Path, str]:
         return local, f"{folder}/model.onnx".lstrip("/")
     local = fetch(source, path, dest)
     if path.lower().endswith(".onnx"):  # an ONNX file brings the data files its weights name
-        _fetch_data_files(source, path, local)
+        fetch_data_files(source, path, local)
     return local, str(Path(path).with_suffix(".onnx")) if not path.lower().endswith(".onnx") else path
-
-
-def _fetch_data_files(source: Version, path: str, local: Path) -> None:
-    """The files of ``source`` that the ONNX file ``path`` (fetched as ``local``) keeps its weights in, fetched
-    beside it; a location outside its folder or naming no file of the version is left for the verification
-    to refuse."""
-    import onnx
-    from hpcfair import external_data
-
-    try:
-        graph = onnx.load(str(local), load_external_data=False)
-        names = {f.path: f.path for f in source.files.all()}
-        wanted = external_data.data_files(graph, names, path)
-    except Exception:  # noqa: BLE001 - an unreadable file or a bad location: the sandbox says which
-        return
-    for location, member in wanted.items():
-        (local.parent / location).parent.mkdir(parents=True, exist_ok=True)
-        fetch(source, member, (local.parent / location).parent)
 
 
 def _reporter(ctx: JobContext, path: str, index: int, count: int):

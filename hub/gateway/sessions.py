@@ -10,8 +10,8 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import platform
+import shutil
 import threading
 import time
 from collections import OrderedDict

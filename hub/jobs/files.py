@@ -71,3 +71,22 @@ def place_model(step: dict, folder: Path) -> Path:
         (folder / location).parent.mkdir(parents=True, exist_ok=True)
         place(blob_id, folder / location)
     return target
+
+
+def fetch_data_files(version: Version, path: str, local: Path) -> list[Path]:
+    """The files of ``version`` that its ONNX file ``path`` (fetched as ``local``) keeps its weights in (ONNX
+    external data), fetched beside ``local`` under the names its graph gives them. A location outside its
+    folder or naming no file of the version fetches nothing: whoever loads the model refuses it."""
+    import onnx
+    from hpcfair import external_data
+
+    try:
+        graph = onnx.load(str(local), load_external_data=False)
+        wanted = external_data.data_files(graph, {f.path: f.path for f in version.files.all()}, path)
+    except Exception:  # noqa: BLE001 - an unreadable file or a bad location: the loader says which
+        return []
+    fetched = []
+    for location, member in wanted.items():
+        (local.parent / location).parent.mkdir(parents=True, exist_ok=True)
+        fetched.append(fetch(version, member, (local.parent / location).parent))
+    return fetched

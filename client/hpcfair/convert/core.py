@@ -210,7 +210,6 @@ def convert(source: Path, output: Path, *, opset: int = DEFAULT_OPSET, inputs: A
             stage: Callable[[float, str], None] = lambda fraction, what: None) -> dict[str, Any]:
     """Convert ``source`` to ONNX at ``output`` and verify it; an ONNX source is validated and copied.
     ``stage(fraction, what)`` hears where it is (the job's progress, the client's lines)."""
-    import onnx
 
     fmt = formats.detect(source)
     exporting = "" if fmt == "onnx" else f" and exporting to ONNX (opset {opset})"
@@ -228,8 +227,9 @@ def convert(source: Path, output: Path, *, opset: int = DEFAULT_OPSET, inputs: A
         converter, libraries, notes = exported.converter, exported.libraries, {**exported.notes, **opset_notes}
         user_specs = user_specs or exported.inputs
     if path is not None:
-        stage(0.5, f"the weights ({sum((path.parent / n).stat().st_size for n in external_data.locations(model)) / 2**30:.2f} GiB) "
-                   "are kept in a data file beside the ONNX file (ONNX external data)")
+        size = sum((path.parent / name).stat().st_size for name in external_data.locations(model))
+        stage(0.5, f"the weights ({size / 2**30:.2f} GiB) are kept in a data file beside the ONNX file (ONNX "
+                   "external data)")
     atol, rtol, tolerance_note = tolerances(model, atol, rtol)
     if tolerance_note:
         notes["tolerance_note"] = tolerance_note

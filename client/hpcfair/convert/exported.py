@@ -4,9 +4,9 @@ family exporters (``converters``, ``boosters``, ``huggingface``) import it, not 
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any
