@@ -130,7 +130,9 @@ def staged_infer(owner, publish, tmp_path, settings):
 def test_inference_stages_a_folder_a_node_can_compute_alone(staged_infer):
     job, folder, plan, _ = staged_infer
     assert plan.spec["compute"] == "infer" and plan.tasks == 1 and plan.spec["batch_size"] == 8
-    assert sorted(p.name for p in folder.iterdir()) == ["inputs.npy", "job.json", "model-0.onnx"]
+    assert sorted(p.name for p in folder.iterdir()) == ["inputs.npy", "job.json", "model-0"]
+    assert plan.spec["steps"][0]["model"] == "model-0/mlp.onnx"  # its folder would hold its data files too
+    assert [p.name for p in (folder / "model-0").iterdir()] == ["mlp.onnx"]
 
 
 def test_inference_publishes_what_the_node_wrote(staged_infer, monkeypatch):
