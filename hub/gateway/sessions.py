@@ -110,12 +110,16 @@ def needed_bytes(weights: int) -> int:
     return 2 * weights
 
 
+def _size(count: int) -> str:
+    return f"{count / 2**30:.2f} GiB" if count >= 2**30 else f"{count / 2**20:.1f} MiB"
+
+
 def too_large(weights: int, need: int, budget: int) -> CodedError:
     return CodedError("model_too_large", (
-        f"The model's files take {weights / 2**30:.2f} GiB; loading and running it needs about "
-        f"{need / 2**30:.2f} GiB, more than this worker gives loaded models ({budget / 2**30:.2f} GiB, "
-        "HUB_GATEWAY_CACHE_MB). Run it on a worker with more memory (HUB_GATEWAY_CACHE_MB of at least "
-        f"{need / 2**20:.0f} there) or as a Slurm job, or use a smaller copy of the model (float16, int8)."))
+        f"The model's files take {_size(weights)}; loaded, it needs about {_size(need)}, more than this worker "
+        f"gives loaded models ({_size(budget)}, HUB_GATEWAY_CACHE_MB). Run it on a worker with more memory "
+        f"(HUB_GATEWAY_CACHE_MB of at least {-(-need // 2**20)} there) or as a Slurm job, or use a smaller copy "
+        "of the model (float16, int8)."))
 
 
 class SessionCache:
