@@ -66,7 +66,7 @@ def model_path(step: dict[str, Any]) -> tuple[Path, Any]:
     wanted = external_data.data_files(graph, names, Path(step.get("path") or "model.onnx").name)
     if not wanted:
         return path, graph
-    label = hashlib.sha256(json.dumps(sorted(wanted.items())).encode()).hexdigest()[:16]
+    label = hashlib.sha256(json.dumps(sorted(wanted.items())).encode()).hexdigest()[:16]  # the files used
     folder = Path(settings.HUB_GATEWAY_MODEL_DIR) / "with-data" / f"{step['sha256']}-{label}"
     name = Path(step.get("path") or "model.onnx").name
     if not (folder / ".complete").exists():
@@ -83,6 +83,12 @@ def model_path(step: dict[str, Any]) -> tuple[Path, Any]:
         except OSError:  # another engine put it together first
             shutil.rmtree(temporary, ignore_errors=True)
     return folder / name, graph
+
+
+def beside_label(step: dict[str, Any]) -> str:
+    """A short digest of the step's version's other files (empty when there are none)."""
+    beside = step.get("beside")
+    return hashlib.sha256(json.dumps(sorted(map(list, beside))).encode()).hexdigest()[:16] if beside else ""
 
 
 def _link(source: Path, target: Path) -> None:
@@ -143,7 +149,8 @@ class SessionCache:
         worker's own file ``local``: a merged model)."""
         if step.get("local"):
             return self._open(Path(step["local"]), device, threads)  # a file of this job's: not kept
-        key = (step["sha256"], device, threads)
+        # the graph's file and its version's other files: one graph (external data) may hold other weights
+        key = (step["sha256"], beside_label(step), device, threads)
         with self.lock:
             if key in self.entries:
                 self.entries.move_to_end(key)
