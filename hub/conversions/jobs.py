@@ -192,6 +192,7 @@ def _publish(ctx, source: Version, files: list[StagedFile], metadata: dict, suff
 def optimize_request(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
     """The sandboxed child's request for an optimisation, its file copied into ``workdir``."""
     local = fetch(source, ctx.job.params["file"], workdir)
+    fetch_data_files(source, ctx.job.params["file"], local)  # its weights, when they live beside it
     return {"task": "optimize", "source": local.name, "output_dir": "out",
             "quantize": ctx.job.params.get("quantize", True)}
 
@@ -199,7 +200,9 @@ def optimize_request(ctx: JobContext, source: Version, workdir: Path) -> dict[st
 def publish_optimized(ctx: JobContext, source: Version, workdir: Path, report: dict[str, Any]) -> dict[str, Any]:
     """Publish the variants the child wrote under ``workdir/out`` (on this worker, or a Slurm node's)."""
     ctx.log(sandbox.describe(report["sandbox"]))
-    files = [staged(sandbox.output_file(workdir, f"out/{name}"), name) for name in report["variants"]]
+    names = [*report["variants"], *(data for variant in report["variants"].values()
+                                    for data in variant.get("data_files", []))]
+    files = [staged(sandbox.output_file(workdir, f"out/{name}"), name) for name in names]
     for name, variant in report["variants"].items():
         ctx.log(f"{name}: {variant['size_ratio']:.0%} of the size, {variant['speedup']:.2f}x speed, "
                 f"max abs difference {variant['max_abs_diff']:.3g}")
