@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import resource
 import shutil
 import signal
 import socket
@@ -76,7 +75,7 @@ def local(folder: Path, work: Path) -> None:
     started = time.perf_counter()
     report = convert_file(folder, work / "local" / "model.onnx", limits=Limits(**LIMITS))
     elapsed = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
+    peak = report["peak_memory_mb"] / 1024  # the sandboxed child's own peak resident memory
     sizes = {p.name: p.stat().st_size for p in (work / "local").iterdir()}
     check = report["verification"]
     print(f"local conversion: {elapsed:.0f} s, sandboxed child's peak RSS {peak:.1f} GiB; files "

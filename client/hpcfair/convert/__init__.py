@@ -45,9 +45,12 @@ def convert_file(source: str | Path, output: str | Path, *, opset: int = 17, inp
     The sandbox's memory limit is ``memory_mb``, else ``limits.memory_mb``, else one that follows the
     model's size and this machine's memory (``sandbox.memory_for``). ``task`` (feature-extraction,
     text-classification, ...) picks a Hugging Face folder's head; files the runtime needs beside the ONNX
-    file (a tokenizer) are written beside ``output`` and listed in the report's ``kept_files``.
+    file (a tokenizer) are written beside ``output`` and listed in the report's ``kept_files``; weights past
+    ``external_data_mb`` (default ``HPCFAIR_EXTERNAL_DATA_MB``, 1024) go into data files beside it, listed in
+    ``data_files``.
     The file's format comes from its name, or from its content where the name does not say
     (``encoder.ckpt``); the child sees it under a name with the right suffix."""
+    from hpcfair import external_data
     from hpcfair.convert import sandbox
 
     source, output = Path(source), Path(output)
@@ -62,7 +65,8 @@ def convert_file(source: str | Path, output: str | Path, *, opset: int = 17, inp
         _copy_data_files(source, workdir)
         request: dict[str, Any] = {"task": "convert", "source": local.name, "output": "model.onnx", "opset": opset,
                                    "inputs": inputs, "atol": atol, "rtol": rtol, "model_task": task,
-                                   "external_data_mb": external_data_mb}
+                                   "external_data_mb": external_data_mb if external_data_mb is not None
+                                   else external_data.threshold() / 2**20}
         if sample_inputs:
             sample = Path(sample_inputs)
             (workdir / "samples").mkdir()  # under its own name, which the messages use

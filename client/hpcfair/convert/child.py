@@ -80,6 +80,9 @@ def main() -> int:
     request = json.loads(Path(sys.argv[1]).read_text())
     try:
         result = {"ok": True, **work(request)}
+        import resource
+
+        result["peak_memory_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # its RSS
     except ConversionError as exc:
         log_cause(exc.code, exc.cause)
         result = {"ok": False, **exc.to_dict()}
