@@ -181,11 +181,14 @@ class SessionCache:
 
     def make_room(self, cost: int) -> None:
         """Evict the least recently used sessions until ``cost`` more bytes fit ``max_bytes``."""
+        evicted = []
         with self.lock:
             while self.entries and self.held() + cost > self.max_bytes:
-                evicted, _ = self.entries.popitem(last=False)
-                log.info("session cache: evicted %s to make room", evicted[0][:12])
-        gc.collect()  # the evicted sessions' memory goes back before the new one takes its own
+                evicted.append(self.entries.popitem(last=False))
+                log.info("session cache: evicted %s to make room", evicted[-1][0][0][:12])
+        if evicted:
+            evicted.clear()
+            gc.collect()  # the evicted sessions' memory goes back before the new one takes its own
 
     def _open(self, path: Path, device: str, threads: int, checked: bool = False):
         return open_session(path, device, threads or settings.HUB_INFER_THREADS, checked=checked)
