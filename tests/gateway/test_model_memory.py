@@ -146,3 +146,18 @@ def test_the_cache_refuses_a_model_past_its_budget_and_evicts_to_make_room(store
         small.get(steps[0], "cpu", 1)
     assert caught.value.code == "model_too_large" and "HUB_GATEWAY_CACHE_MB" in caught.value.detail
     assert not small.entries
+
+
+def test_an_mlcube_of_a_model_with_external_data_carries_its_data_file(tmp_path):
+    from hpcfair.cube.generate import CubeInfo, generate
+
+    model = matmul(np.ones((3, 2), np.float32))
+    (tmp_path / "src" / "weights").mkdir(parents=True)
+    convert_model_to_external_data(model, location="weights/w.bin", size_threshold=0)
+    onnx.save_model(model, str(tmp_path / "src" / "model.onnx"))
+    cube = generate(tmp_path / "cube", tmp_path / "src" / "model.onnx", CubeInfo(name="m", title="m"))
+    workspace = cube / "workspace"
+    assert (workspace / "weights" / "w.bin").read_bytes() == (tmp_path / "src" / "weights" / "w.bin").read_bytes()
+    session = open_session(workspace / "model.onnx", "cpu", 1)
+    np.testing.assert_allclose(run_model(session, {"x": np.ones((1, 3), np.float32)}, time.time() + 10)["y"],
+                               [[3.0, 3.0]])
