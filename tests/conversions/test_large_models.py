@@ -75,3 +75,29 @@ def test_a_local_conversion_writes_the_weights_beside_the_graph(tmp_path):
     with torch.no_grad():
         expected = model(input_ids=torch.from_numpy(ids)).logits.numpy()
     np.testing.assert_allclose(logits.astype(np.float32), expected.astype(np.float32), atol=2e-2, rtol=2e-2)
+
+
+def test_optimising_a_model_with_external_data_writes_the_copies_weights_beside_them(tmp_path):
+    import numpy as np
+    from hpcfair.convert.optimize import optimize
+    from onnx import numpy_helper
+    from onnx.external_data_helper import convert_model_to_external_data
+
+    weights = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 64])],
+                              [numpy_helper.from_array(weights, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    convert_model_to_external_data(model, location="model.onnx.data", size_threshold=0)
+    onnx.save_model(model, str(tmp_path / "model.onnx"))
+    report = optimize(tmp_path / "model.onnx", tmp_path / "out")
+    assert report["original"]["size"] > weights.nbytes  # the graph and its data file
+    variants = report["variants"]
+    assert variants["model.optimized.onnx"]["data_files"] == ["model.optimized.onnx.data"]
+    assert variants["model.optimized.onnx"]["max_abs_diff"] < 1e-5
+    for name, variant in variants.items():
+        for data in variant.get("data_files", []):
+            assert (tmp_path / "out" / data).is_file()
+        assert variant["size"] == sum((tmp_path / "out" / n).stat().st_size
+                                      for n in [name, *variant.get("data_files", [])])
