@@ -70,7 +70,7 @@ def main() -> None:
         options.intra_op_num_threads, options.inter_op_num_threads = 1, 1
         bare = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         step = [{"sha256": sha256, "size": len(data)}]
-        cached = sessions.cache().get(sha256, len(data), "cpu", 1)  # the in-process path's cached session
+        cached = sessions.cache().get(step[0], "cpu", 1)  # the in-process path's cached session
         series: dict[str, list[float]] = {"bare": [], "in-process": [], "engine": []}
 
         calls = {

@@ -69,6 +69,7 @@ STATUS: dict[str, int] = {
     "model_load_failed": 422,
     "run_failed": 422,
     "memory_limit": 422,
+    "model_too_large": 422,
     "request_too_large": 413,
     "throttled": 429,
     "too_many_attempts": 429,

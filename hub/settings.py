@@ -303,6 +303,9 @@ HUB_CONVERT_THREADS = int(env("HUB_CONVERT_THREADS", "2"))
 HUB_CONVERT_UID = int(env("HUB_CONVERT_UID", "65534"))
 HUB_CONVERT_GID = int(env("HUB_CONVERT_GID", "65534"))
 HUB_CONVERT_OPSET = int(env("HUB_CONVERT_OPSET", "17"))
+# converted models with more weights than this keep them beside model.onnx in model.onnx.data (ONNX external
+# data); protobuf cannot hold more than 2 GiB in one file
+HUB_ONNX_EXTERNAL_DATA_MB = float(env("HUB_ONNX_EXTERNAL_DATA_MB", "1024"))
 # Fine-tuning jobs run in the same sandbox with their own time limits (training takes longer than exporting).
 HUB_FINETUNE_WALL_S = int(env("HUB_FINETUNE_WALL_S", "3600"))
 HUB_FINETUNE_CPU_S = int(env("HUB_FINETUNE_CPU_S", "14400"))

@@ -145,6 +145,44 @@ def download_config(client: HubClient, config: Config) -> list[Path]:
     return [path for ref in refs for path in client.download(ref, folder, config.task.files)]
 
 
+def with_data_files(client: HubClient, version: dict[str, Any], item: dict[str, Any], path: Path) -> Path:
+    """The cached ONNX file ``path`` of ``item``, or, when its weights live in data files of its version (ONNX
+    external data), a folder of the cache holding it and those files under the names its graph gives them
+    (each fetched into the cache, linked or copied there). A name that leaves the ONNX file's folder or is
+    not a file of the version raises ``model_load_failed``."""
+    try:
+        import onnx
+    except ImportError:  # without onnx the graph cannot be read here; ONNX Runtime says what is missing
+        return path
+    import hashlib
+    import json
+
+    from hpcfair import external_data
+    from hpcfair.compute import CodedError
+
+    files = {entry["path"]: entry for entry in version["files"]}
+    try:
+        wanted = external_data.data_files(onnx.load(str(path), load_external_data=False), files, item["path"])
+    except CodedError as exc:
+        raise HubError(exc.detail, code=exc.code)
+    if not wanted:
+        return path
+    label = hashlib.sha256(json.dumps(sorted((k, v["sha256"]) for k, v in wanted.items())).encode()).hexdigest()
+    folder = client.cache.root / "with-data" / f"{item['sha256'][:24]}-{label[:16]}"
+    target = folder / Path(item["path"]).name
+    for name, entry in [(target.name, item), *wanted.items()]:
+        destination = folder / name
+        if destination.exists():
+            continue
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        blob = client.cached(entry)
+        try:
+            os.link(blob, destination)
+        except OSError:
+            shutil.copyfile(blob, destination)
+    return target
+
+
 def load_model(client: HubClient, ref: str, *, original: bool = False, threads: int = 0, trust_pickle: bool = False,
                _key: str = "model") -> Any:
     """An ONNX Runtime session for a hub model (its ONNX conversion) or a local ``.onnx`` file; with
@@ -160,7 +198,9 @@ def load_model(client: HubClient, ref: str, *, original: bool = False, threads: 
         info = client.resolve(ref)
         if original:
             return load_original(client, info, trust_pickle)
-        path = client.cached(onnx_item(onnx_version(client, info, None)))
+        version = onnx_version(client, info, None)
+        item = onnx_item(version)
+        path = with_data_files(client, version, item, client.cached(item))
     try:
         import onnxruntime as ort
     except ImportError:

@@ -152,6 +152,7 @@ BY_CODE: dict[str, type[HubError]] = {
     "duplicate_version": DuplicateVersionError,
     "not_ready": NotReadyError, "not_converted": NotReadyError, "not_runnable": NotReadyError,
     "model_load_failed": RunError, "run_failed": RunError, "memory_limit": RunError,
+    "model_too_large": RunError,
     "throttled": RateLimitedError, "too_many_attempts": RateLimitedError,
     "no_worker": NoWorkerError, "gpu_unavailable": NoWorkerError,
 }

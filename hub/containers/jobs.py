@@ -31,7 +31,7 @@ from hub.containers.services import CUBE_SUFFIX, cube_of, is_built
 from hub.conversions.jobs import free_label, node_result, source_of
 from hub.conversions.services import sample_inputs_path
 from hub.errors import HubError
-from hub.jobs.files import fetch, place, staged
+from hub.jobs.files import fetch, fetch_data_files, place, staged
 from hub.jobs.kinds import JobKind, Plan, register
 from hub.jobs.runner import JobContext
 from hub.registry.models import Artifact, File, ProvenanceLink, Version
@@ -75,6 +75,7 @@ def _model(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
         return _result(existing)
     model_path = next(f.path for f in source.files.all() if f.path.lower().endswith(".onnx"))
     model = fetch(source, model_path, workdir)
+    fetch_data_files(source, model_path, model)  # its weights, when they live beside it
     sample = _sample_inputs(ctx, source, model, workdir)
     artifact = source.artifact
     meta = source.metadata

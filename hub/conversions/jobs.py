@@ -17,7 +17,7 @@ from hpcfair.convert import Limits, report_notes, sandbox
 from hpcfair.convert.formats import hf_folders, in_folder
 
 from hub.errors import HubError
-from hub.jobs.files import fetch, staged
+from hub.jobs.files import fetch, fetch_data_files, staged
 from hub.jobs.kinds import JobKind, Plan, register
 from hub.jobs.runner import JobContext
 from hub.metadata.derive import CARD_NAMES
@@ -81,7 +81,7 @@ def conversion_plan(ctx: JobContext, source: Version, workdir: Path) -> dict[str
     options = {"opset": params.get("opset", 17), "atol": params.get("atol", 1e-4), "rtol": params.get("rtol", 1e-3),
                "inputs": source.metadata.get("inputs") if len(params["files"]) == 1 else None,
                "memory_mb": min(params["memory_mb"], sandbox.memory_ceiling_mb()) if params.get("memory_mb") else None,
-               "task": source.metadata.get("task")}
+               "task": source.metadata.get("task"), "external_data_mb": settings.HUB_ONNX_EXTERNAL_DATA_MB}
     return {"files": files, "options": options, "sample": sample.name if sample else None}
 
 
@@ -102,7 +102,7 @@ def publish_conversion(ctx: JobContext, source: Version, workdir: Path, plan: di
         outputs.append(staged(workdir / item["out"], item["onnx"]))
         folder = item["onnx"].rpartition("/")[0]  # a tokenizer and config kept beside the ONNX file
         outputs += [staged((workdir / item["out"]).parent / kept, f"{folder}/{kept}".lstrip("/"))
-                    for kept in report.get("kept_files", [])]
+                    for kept in [*report.get("data_files", []), *report.get("kept_files", [])]]
     verified = all(r["verification"]["passed"] for r in reports.values())
     if ctx.job.kind == "verify":
         _queue_cube(ctx, source, verified)
@@ -142,6 +142,8 @@ def _fetch_model(source: Version, path: str, dest: Path) -> tuple[Path, str]:
                 fetch(source, member, (local / relative).parent)
         return local, f"{folder}/model.onnx".lstrip("/")
     local = fetch(source, path, dest)
+    if path.lower().endswith(".onnx"):  # an ONNX file brings the data files its weights name
+        fetch_data_files(source, path, local)
     return local, str(Path(path).with_suffix(".onnx")) if not path.lower().endswith(".onnx") else path
 
 
@@ -179,7 +181,8 @@ def _publish_conversion(ctx, source: Version, outputs: list[StagedFile], reports
         "job": str(ctx.job.pk),
         "conversion": {name: {key: r[key] for key in ("source", "source_format", "framework", "converter",
                                                        "libraries", "opset", "ir_version", "parameters", "sandbox",
-                                                       "opset_requested", "opset_note", "fixed_axes", "coupled_axes")
+                                                       "opset_requested", "opset_note", "fixed_axes", "coupled_axes",
+                                                       "data_files", "dtype", "tolerance_note", "peak_memory_mb")
                               if key in r} | ({"pickle_scan": r["pickle_scan"]} if "pickle_scan" in r else {})
                        for name, r in reports.items()},
         "verification": {name: r["verification"] for name, r in reports.items()},
@@ -203,6 +206,7 @@ def _publish(ctx, source: Version, files: list[StagedFile], metadata: dict, suff
 def optimize_request(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
     """The sandboxed child's request for an optimisation, its file copied into ``workdir``."""
     local = fetch(source, ctx.job.params["file"], workdir)
+    fetch_data_files(source, ctx.job.params["file"], local)  # its weights, when they live beside it
     return {"task": "optimize", "source": local.name, "output_dir": "out",
             "quantize": ctx.job.params.get("quantize", True)}
 
@@ -210,7 +214,9 @@ def optimize_request(ctx: JobContext, source: Version, workdir: Path) -> dict[st
 def publish_optimized(ctx: JobContext, source: Version, workdir: Path, report: dict[str, Any]) -> dict[str, Any]:
     """Publish the variants the child wrote under ``workdir/out`` (on this worker, or a Slurm node's)."""
     ctx.log(sandbox.describe(report["sandbox"]))
-    files = [staged(sandbox.output_file(workdir, f"out/{name}"), name) for name in report["variants"]]
+    names = [*report["variants"], *(data for variant in report["variants"].values()
+                                    for data in variant.get("data_files", []))]
+    files = [staged(sandbox.output_file(workdir, f"out/{name}"), name) for name in names]
     for name, variant in report["variants"].items():
         ctx.log(f"{name}: {variant['size_ratio']:.0%} of the size, {variant['speedup']:.2f}x speed, "
                 f"max abs difference {variant['max_abs_diff']:.3g}")

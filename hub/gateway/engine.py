@@ -374,7 +374,7 @@ def serve_unpacked(control: dict[str, Any], meta: dict[str, Any], arrays: dict[s
     try:
         device, threads = control["device"], int(meta.get("threads") or 0)
         if control.get("describe"):
-            session = sessions.cache().get(meta["steps"][0]["sha256"], meta["steps"][0]["size"], device, threads)
+            session = sessions.cache().get(meta["steps"][0], device, threads)
             return wire.pack({"ok": True, "provider": session.hub_provider,
                               "inputs": [[i.name, list(i.shape), i.type] for i in session.get_inputs()],
                               "outputs": [[o.name, list(o.shape), o.type] for o in session.get_outputs()]})

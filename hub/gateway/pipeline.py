@@ -28,7 +28,7 @@ from hub.jobs.models import Job
 GRACE_S = 2.0  # a worker answers this long after a deadline at the latest (it aborts the run at the deadline)
 EARLIER_ANSWER = "hub.gateway.earlier_answer"  # the WSGI environ key of an express path's answer
 _WORKER_CODES = {"invalid_inputs", "model_load_failed", "not_runnable", "gpu_unavailable", "run_failed",
-                 "memory_limit"}
+                 "memory_limit", "model_too_large"}
 
 Result = tuple[dict[str, Any], dict[str, np.ndarray]]  # the worker's meta and the output arrays
 Encoded = tuple[bytes, str, dict[str, str]]  # an answer's body, media type and headers

@@ -177,9 +177,13 @@ class ModelRef:
     size: int
     inputs: list[dict[str, Any]] | None
     outputs: list[dict[str, Any]] | None
+    # the version's other files in the ONNX file's folder, (path relative to that folder, sha256, size): where
+    # the worker finds the data files the model's weights name (ONNX external data), if it names any
+    beside: tuple[tuple[str, str, int], ...] = ()
 
     def wire(self) -> dict[str, Any]:
-        return {"sha256": self.sha256, "path": self.path, "size": self.size}
+        found = {"sha256": self.sha256, "path": self.path, "size": self.size}
+        return {**found, "beside": [list(entry) for entry in self.beside]} if self.beside else found
 
 
 def steps_of(models: list[ModelRef], links: list[dict[str, str]] | None = None) -> list[dict[str, Any]]:

@@ -76,7 +76,16 @@ def resolve_model(version: Version, file: str = "") -> ModelRef:
     signature = member if isinstance(member, dict) else metadata
     return ModelRef(version_id=holder.pk, pid=holder.pid, name=str(holder), named_id=version.pk, path=onnx_file.path,
                     sha256=onnx_file.blob_id, size=onnx_file.size, inputs=signature.get("inputs"),
-                    outputs=signature.get("outputs"))
+                    outputs=signature.get("outputs"), beside=_beside(holder, onnx_file.path))
+
+
+def _beside(version: Version, onnx_path: str) -> tuple[tuple[str, str, int], ...]:
+    """The version's files that are not ONNX models under ``onnx_path``'s folder, relative to it: the data
+    files its weights may name (ONNX external data); the worker takes only those the graph names."""
+    folder = onnx_path.rpartition("/")[0]
+    prefix = f"{folder}/" if folder else ""
+    return tuple(sorted((f.path[len(prefix):], f.blob_id, f.size) for f in version.files.all()
+                        if f.path.startswith(prefix) and not f.path.lower().endswith(".onnx")))
 
 
 def model_for(user, ref: str, file: str = "") -> ModelRef:

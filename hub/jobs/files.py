@@ -50,3 +50,43 @@ def place(blob_id: str, target: Path) -> Path:
     except (FileNotFoundError, StorageUnavailable) as exc:
         raise CodedError("storage_unavailable", f"A file of this job could not be read from the object store: {exc}")
     return target
+
+
+def place_model(step: dict, folder: Path) -> Path:
+    """A step's ONNX file (``hub.gateway.protocol.ModelRef.wire``) placed in ``folder`` under its own name, with
+    the data files its weights name (ONNX external data) beside it, from its version's files
+    (``step["beside"]``); a name that leaves the folder or is not a file of the version is refused
+    (``model_load_failed``)."""
+    import onnx
+    from hpcfair import external_data
+
+    folder.mkdir(parents=True, exist_ok=True)
+    target = place(step["sha256"], folder / Path(step.get("path") or "model.onnx").name)
+    try:
+        graph = onnx.load(str(target), load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - a damaged file
+        raise CodedError("model_load_failed", f"The model file cannot be read as ONNX: {str(exc)[:200]}")
+    names = {entry[0]: entry[1] for entry in step.get("beside") or []}
+    for location, blob_id in external_data.data_files(graph, names, target.name).items():
+        (folder / location).parent.mkdir(parents=True, exist_ok=True)
+        place(blob_id, folder / location)
+    return target
+
+
+def fetch_data_files(version: Version, path: str, local: Path) -> list[Path]:
+    """The files of ``version`` that its ONNX file ``path`` (fetched as ``local``) keeps its weights in (ONNX
+    external data), fetched beside ``local`` under the names its graph gives them. A location outside its
+    folder or naming no file of the version fetches nothing: whoever loads the model refuses it."""
+    import onnx
+    from hpcfair import external_data
+
+    try:
+        graph = onnx.load(str(local), load_external_data=False)
+        wanted = external_data.data_files(graph, {f.path: f.path for f in version.files.all()}, path)
+    except Exception:  # noqa: BLE001 - an unreadable file or a bad location: the loader says which
+        return []
+    fetched = []
+    for location, member in wanted.items():
+        (local.parent / location).parent.mkdir(parents=True, exist_ok=True)
+        fetched.append(fetch(version, member, (local.parent / location).parent))
+    return fetched

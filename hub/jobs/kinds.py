@@ -40,6 +40,7 @@ class Plan:
     tasks: int = 1
     cpus: int = 1
     summary: str = ""
+    memory_mb: int = 0  # what one task needs at least (a large model's weights); HUB_SLURM_MEM when more
 
 
 class JobKind:

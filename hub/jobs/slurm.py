@@ -119,11 +119,26 @@ def folder_of(job: Job, attempt: int) -> Path:
     return Path(settings.HUB_SLURM_JOB_DIR) / str(job.pk) / f"attempt-{attempt}"
 
 
+def memory_mb(text: str) -> int:
+    """Slurm's ``--mem`` value (``4G``, ``512M``, ``4096``: megabytes without a unit) in MB."""
+    text = text.strip().upper()
+    factor = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}.get(text[-1:], None)
+    return int(float(text[:-1]) * factor) if factor is not None else int(float(text))
+
+
+def task_memory(plan: Plan) -> str:
+    """``--mem`` for each task: ``HUB_SLURM_MEM``, or what the plan needs when that is more (a model whose
+    weights take more)."""
+    if plan.memory_mb and plan.memory_mb > memory_mb(settings.HUB_SLURM_MEM):
+        return f"{plan.memory_mb}M"
+    return settings.HUB_SLURM_MEM
+
+
 def batch_script(job: Job, plan: Plan, partition: Partition, folder: Path, attempt: int) -> str:
     """The batch script the hub submits (the README shows one)."""
     options = [f"--job-name=hpcfair-{job.kind}-{str(job.pk)[:8]}", f"--partition={partition.name}",
                f"--array=0-{plan.tasks - 1}", f"--cpus-per-task={plan.cpus}", f"--time={settings.HUB_SLURM_TIME}",
-               f"--mem={settings.HUB_SLURM_MEM}", f"--output={folder}/task-%a.log", f"--chdir={folder}",
+               f"--mem={task_memory(plan)}", f"--output={folder}/task-%a.log", f"--chdir={folder}",
                "--no-requeue"]  # a job lost with its node is submitted again by the hub, up to its attempt limit
     if settings.HUB_SLURM_ACCOUNT:
         options.append(f"--account={settings.HUB_SLURM_ACCOUNT}")

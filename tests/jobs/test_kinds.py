@@ -130,7 +130,20 @@ def staged_infer(owner, publish, tmp_path, settings):
 def test_inference_stages_a_folder_a_node_can_compute_alone(staged_infer):
     job, folder, plan, _ = staged_infer
     assert plan.spec["compute"] == "infer" and plan.tasks == 1 and plan.spec["batch_size"] == 8
-    assert sorted(p.name for p in folder.iterdir()) == ["inputs.npy", "job.json", "model-0.onnx"]
+    assert sorted(p.name for p in folder.iterdir()) == ["inputs.npy", "job.json", "model-0"]
+    assert plan.spec["steps"][0]["model"] == "model-0/mlp.onnx"  # its folder would hold its data files too
+    assert [p.name for p in (folder / "model-0").iterdir()] == ["mlp.onnx"]
+    assert 256 <= plan.memory_mb < 260  # twice the model's files, beside the runtime
+
+
+def test_a_task_asks_slurm_for_what_its_model_needs_when_that_is_more(settings):
+    from hub.jobs.kinds import Plan
+    from hub.jobs.slurm import memory_mb, task_memory
+
+    settings.HUB_SLURM_MEM = "4G"
+    assert [memory_mb(text) for text in ("4G", "512M", "2048", "1T")] == [4096, 512, 2048, 1024 * 1024]
+    assert task_memory(Plan({}, memory_mb=300)) == "4G"
+    assert task_memory(Plan({}, memory_mb=5000)) == "5000M"  # a 2.3 GiB model's files: twice that, and more
 
 
 def test_inference_publishes_what_the_node_wrote(staged_infer, monkeypatch):

@@ -452,3 +452,23 @@ def test_celery_and_slurm_give_the_same_answer(case, mlp, owner, publish, api, s
         expected = {"logits": logits} if case == "batch" else {"y": logits + np.abs(logits)}
         for name, value in expected.items():
             np.testing.assert_allclose(celery[name], value, rtol=1e-5, atol=1e-6)
+
+
+def test_a_model_with_external_data_runs_on_a_node_with_its_versions_files(hub, owner, publish, api, tmp_path):
+    """Issue 36: the node gets the model's folder with the data file its weights name, and nothing else."""
+    import onnx
+    from onnx.external_data_helper import convert_model_to_external_data
+
+    model = onnx.load_from_string(MLP)
+    convert_model_to_external_data(model, location="weights/mlp.bin", size_threshold=0)
+    (tmp_path / "weights").mkdir()
+    onnx.save_model(model, str(tmp_path / "mlp.onnx"))
+    files = {"mlp.onnx": (tmp_path / "mlp.onnx").read_bytes(),
+             "weights/mlp.bin": (tmp_path / "weights" / "mlp.bin").read_bytes()}
+    publish(owner, "mlp-external", files)
+    x = dataset(owner, publish, 20, seed=9)
+    job = wait_for_job(batch(api, owner, "digits-20-9", model="mlp-external"), timeout=90)
+    assert job.state == "succeeded", (job.error_code, job.error_detail, job.log)
+    assert job.worker.startswith("slurm:")
+    np.testing.assert_allclose(outputs_of(job)["logits"], models.reference(MLP, {"x": x})["logits"],
+                               rtol=1e-5, atol=1e-6)

@@ -5,8 +5,9 @@ Slurm node's runner (``hpcfair.slurm_runner``) call these, so the same request g
 same error code wherever it runs. Errors are ``CodedError``: ``invalid_inputs`` (names, shapes, rows, a
 chain's links), ``overtime``, ``memory_limit``, ``model_load_failed``, ``gpu_unavailable``, ``run_failed``.
 
-ONNX files are protobuf: loading one runs no Python code. Files with external data are refused (their tensors
-could name any file on the machine).
+ONNX files are protobuf: loading one runs no Python code. Weights in external data files are read only from
+the model's own folder, which holds its version's files (``hpcfair.external_data``): a ``location`` that
+leaves it is refused.
 """
 
 from __future__ import annotations
@@ -69,28 +70,33 @@ def out_of_memory(text: str, limit: int | None = None) -> CodedError | None:
     return CodedError("memory_limit", memory_message(_bound or limit, int(asked.group(1)) if asked else None))
 
 
-def refuse_external_data(path: Path) -> None:
-    """``model_load_failed`` for an ONNX file whose tensors live in other files."""
+def model_graph(path: Path):
+    """``path``'s graph without its weights, its external data files (if any) checked: each a plain file
+    inside ``path``'s folder (``model_load_failed`` otherwise; the folder is one the hub put the model's
+    version's files in, so a ``location`` can reach nothing else)."""
     import onnx
-    from onnx.external_data_helper import uses_external_data
 
-    model = onnx.load(str(path), load_external_data=False)
-    tensors = list(model.graph.initializer) + [
-        attr.t for node in model.graph.node for attr in node.attribute if attr.HasField("t")]
-    if any(uses_external_data(tensor) for tensor in tensors):
-        raise CodedError("model_load_failed", "The model keeps tensors in external data files; the gateway runs "
-                                              "self-contained ONNX files only.")
+    from hpcfair import external_data
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - protobuf's words for a damaged file
+        raise CodedError("model_load_failed", f"The model file cannot be read as ONNX: {str(exc)[:200]}")
+    external_data.check_locations(model, Path(path).parent)
+    return model
 
 
-def open_session(path: Path, device: str, threads: int, *, where: str = "This worker"):
+def open_session(path: Path, device: str, threads: int, *, where: str = "This worker", checked: bool = False):
     """An ONNX Runtime session for ``path`` on ``device`` with ``threads`` intra-op threads, with the output
-    names and provider read once (``hub_output_names``, ``hub_provider``)."""
+    names and provider read once (``hub_output_names``, ``hub_provider``). Weights in data files beside it
+    (ONNX external data) are read from ``path``'s folder only (``model_graph``; ``checked``: the caller did)."""
     import onnxruntime as ort
 
     if device == "gpu" and not gpu_available():
         raise CodedError("gpu_unavailable", f"{where} has no CUDA execution provider (onnxruntime-gpu and a "
                                             "GPU); nothing was run.")
-    refuse_external_data(path)
+    if not checked:
+        model_graph(path)
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1

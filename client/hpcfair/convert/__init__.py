@@ -22,7 +22,10 @@ __all__ = ["FORMATS", "ConversionError", "Limits", "convert_file", "detect", "lo
 def report_notes(report: dict[str, Any]) -> list[str]:
     """What the user must know beyond "verified": an opset other than the one asked for, axes that are
     fixed at their exported size."""
-    found = [report["opset_note"]] if report.get("opset_note") else []
+    found = [report[key] for key in ("opset_note", "tolerance_note") if report.get(key)]
+    if report.get("data_files"):
+        found.append(f"the weights are kept beside the ONNX file in {', '.join(report['data_files'])} (ONNX "
+                     "external data)")
     if report.get("fixed_axes"):
         axes = ", ".join(f"{name}[{axis}]={size}" for name, sizes in report["fixed_axes"].items()
                          for axis, size in sizes.items())
@@ -36,15 +39,18 @@ def report_notes(report: dict[str, Any]) -> list[str]:
 def convert_file(source: str | Path, output: str | Path, *, opset: int = 17, inputs: list | None = None,
                  sample_inputs: str | Path | None = None, atol: float = 1e-4, rtol: float = 1e-3,
                  limits: Limits | None = None, memory_mb: int | None = None, hide: list[Path] = (),
-                 task: str | None = None, on_line=None) -> dict[str, Any]:
+                 task: str | None = None, on_line=None, external_data_mb: float | None = None) -> dict[str, Any]:
     """Convert one model file to a verified ONNX file in a sandbox; returns the conversion report.
 
     The sandbox's memory limit is ``memory_mb``, else ``limits.memory_mb``, else one that follows the
     model's size and this machine's memory (``sandbox.memory_for``). ``task`` (feature-extraction,
     text-classification, ...) picks a Hugging Face folder's head; files the runtime needs beside the ONNX
-    file (a tokenizer) are written beside ``output`` and listed in the report's ``kept_files``.
+    file (a tokenizer) are written beside ``output`` and listed in the report's ``kept_files``; weights past
+    ``external_data_mb`` (default ``HPCFAIR_EXTERNAL_DATA_MB``, 1024) go into data files beside it, listed in
+    ``data_files``.
     The file's format comes from its name, or from its content where the name does not say
     (``encoder.ckpt``); the child sees it under a name with the right suffix."""
+    from hpcfair import external_data
     from hpcfair.convert import sandbox
 
     source, output = Path(source), Path(output)
@@ -56,8 +62,11 @@ def convert_file(source: str | Path, output: str | Path, *, opset: int = 17, inp
         if source.is_file() and source.suffix.lower() in SNIFFED_SUFFIXES:  # e.g. model.ckpt: name it as it is
             local = workdir / (source.stem + SUFFIX.get(detect(source), source.suffix))
         (shutil.copytree if source.is_dir() else shutil.copyfile)(source, local)
+        _copy_data_files(source, workdir)
         request: dict[str, Any] = {"task": "convert", "source": local.name, "output": "model.onnx", "opset": opset,
-                                   "inputs": inputs, "atol": atol, "rtol": rtol, "model_task": task}
+                                   "inputs": inputs, "atol": atol, "rtol": rtol, "model_task": task,
+                                   "external_data_mb": external_data_mb if external_data_mb is not None
+                                   else external_data.threshold() / 2**20}
         if sample_inputs:
             sample = Path(sample_inputs)
             (workdir / "samples").mkdir()  # under its own name, which the messages use
@@ -72,10 +81,31 @@ def convert_file(source: str | Path, output: str | Path, *, opset: int = 17, inp
             raise
         output.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(sandbox.output_file(workdir, "model.onnx"), output)
-        for name in result.get("kept_files", []):
+        for name in [*result.get("data_files", []), *result.get("kept_files", [])]:
             kept = output.parent / name
             kept.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(sandbox.output_file(workdir, f"keep/{name}"), kept)
+            folder = "" if name in result.get("data_files", []) else "keep/"
+            shutil.move(sandbox.output_file(workdir, f"{folder}{name}"), kept)
         return result
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _copy_data_files(source: Path, workdir: Path) -> None:
+    """An ONNX file's weights in data files beside it (ONNX external data) go with it into the work folder;
+    a location that leaves the file's folder is left for the child to refuse."""
+    if not source.is_file() or source.suffix.lower() != ".onnx":
+        return
+    import onnx
+
+    from hpcfair import external_data
+
+    try:
+        names = external_data.locations(onnx.load(str(source), load_external_data=False))
+    except Exception:  # noqa: BLE001 - an unreadable file is the child's to report
+        return
+    for name in names:
+        normal = external_data.safe_location(name)
+        if normal and (source.parent / normal).is_file() and not (source.parent / normal).is_symlink():
+            (workdir / normal).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source.parent / normal, workdir / normal)

@@ -43,6 +43,8 @@ def near_memory_limit(share: float = 0.9) -> bool:
 
 def work(request: dict[str, Any]) -> dict[str, Any]:
     task = request.get("task", "convert")
+    if request.get("external_data_mb") is not None:  # the hub's threshold for weights beside the graph
+        os.environ["HPCFAIR_EXTERNAL_DATA_MB"] = str(float(request["external_data_mb"]))
     if task == "convert":
         from hpcfair.convert.core import convert
 
@@ -78,6 +80,9 @@ def main() -> int:
     request = json.loads(Path(sys.argv[1]).read_text())
     try:
         result = {"ok": True, **work(request)}
+        import resource
+
+        result["peak_memory_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # its RSS
     except ConversionError as exc:
         log_cause(exc.code, exc.cause)
         result = {"ok": False, **exc.to_dict()}

@@ -6,7 +6,6 @@ model on the same inputs (for verification), the input signature used and what d
 
 from __future__ import annotations
 
-import io
 import re
 import tempfile
 from pathlib import Path
@@ -19,11 +18,13 @@ from hpcfair.convert.errors import ConversionError, log_cause, token
 from hpcfair.convert.exported import (
     Exported,
     Reference,
+    export_folder_path,
     flatten,
     holds_complex,
     torch_error,
     torch_reference,
     versions,
+    written,
 )
 from hpcfair.convert.formats import extract_archive
 from hpcfair.convert.signature import TensorSpec, generate_inputs, specs_from_arrays
@@ -78,9 +79,9 @@ def export_torchscript(path: Path, opset: int, specs: list[TensorSpec], sample: 
         return Exported(model, torch_reference(module, names), specs, SPECTRAL_CONVERTER,
                         versions("torch", "onnx", "onnxscript"), notes={"spectral": SPECTRAL_NOTE})
     torch_ops.register()
-    buffer = io.BytesIO()
+    target = export_folder_path()
     try:
-        torch.onnx.export(module, args, buffer, dynamo=False, opset_version=opset, input_names=names,
+        torch.onnx.export(module, args, str(target), dynamo=False, opset_version=opset, input_names=names,
                           output_names=output_names, dynamic_axes=dynamic or None)
     except Exception as exc:  # noqa: BLE001 - mapped to a coded error
         error = torch_error(exc, opset, holds_complex(tensors))
@@ -94,10 +95,9 @@ def export_torchscript(path: Path, opset: int, specs: list[TensorSpec], sample: 
                 "and exported with torch.onnx.export(dynamo=True)")
         return Exported(model, torch_reference(module, names), specs, RERUN_CONVERTER,
                         versions("torch", "onnx", "onnxscript"), notes={"exporter_note": note})
-    import onnx
-
-    return Exported(onnx.load_from_string(buffer.getvalue()), torch_reference(module, names), specs,
-                    "torch.onnx.export (TorchScript exporter)", versions("torch", "onnx"))
+    model, on_disk = written(target)
+    return Exported(model, torch_reference(module, names), specs, "torch.onnx.export (TorchScript exporter)",
+                    versions("torch", "onnx"), path=on_disk)
 
 
 def export_torch_program(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None) -> Exported:
@@ -129,15 +129,16 @@ def export_torch_program(path: Path, opset: int, specs: list[TensorSpec], sample
         names = [value.name for value in model.graph.input]
         return Exported(model, torch_reference(module, names), specs, SPECTRAL_CONVERTER,
                         versions("torch", "onnx", "onnxscript"), notes={"spectral": SPECTRAL_NOTE})
-    try:
-        onnx_program = torch.onnx.export(program, args, kwargs=kwargs or None, dynamo=True, external_data=False,
-                                         opset_version=opset, verbose=False)
+    target = export_folder_path()
+    try:  # written with its weights beside it (any size), taken in again below when they are small
+        torch.onnx.export(program, args, str(target), kwargs=kwargs or None, dynamo=True, external_data=True,
+                          opset_version=opset, verbose=False)
     except Exception as exc:  # noqa: BLE001
         raise torch_error(exc, opset, holds_complex(tensors), program=True)
-    model = onnx_program.model_proto
+    model, on_disk = written(target)
     names = [value.name for value in model.graph.input if value.name not in {i.name for i in model.graph.initializer}]
     return Exported(model, torch_reference(module, names), specs, "torch.onnx.export (dynamo, torch.export)",
-                    versions("torch", "onnx", "onnxscript"))
+                    versions("torch", "onnx", "onnxscript"), path=on_disk)
 
 
 RERUN_CONVERTER = "torch.onnx.export (dynamo) of the traced graph re-run op by op (hpcfair.convert.spectral)"

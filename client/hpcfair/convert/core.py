@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from hpcfair import external_data
+from hpcfair.compute.errors import CodedError
 from hpcfair.convert import axes, formats
 from hpcfair.convert.converters import export
 from hpcfair.convert.errors import ConversionError, log_cause
@@ -43,7 +46,7 @@ def export_lowest(source: Path, fmt: str, opset: int, specs: list[TensorSpec], s
     for candidate in range(opset, MAX_OPSET + 1):
         try:
             exported = export(source, fmt, candidate, specs, sample, task)
-            checks = check(exported.model)
+            checks = check(exported.model, exported.path)
         except ConversionError as exc:
             if exc.code not in RAISE_ON or candidate == MAX_OPSET:
                 if first is None:
@@ -92,8 +95,8 @@ def _first_run(model, user_specs: list[TensorSpec], sample: dict[str, np.ndarray
 
 
 def verify_runs(model, reference, first, label: str, fresh, atol: float, rtol: float, *, can_fix: bool,
-                stage: Callable[[float, str], None], checks: dict[str, str] | None = None
-                ) -> tuple[dict[str, Any], dict[str, dict[int, int]], list[str]]:
+                stage: Callable[[float, str], None], checks: dict[str, str] | None = None,
+                path: Path | None = None) -> tuple[dict[str, Any], dict[str, dict[int, int]], list[str]]:
     """Verify on the first inputs, then at a second size of every dynamic axis. When the first run agrees
     with the original, axes that fail at their second size are fixed in ``model`` (``can_fix``: not for an
     uploaded ONNX file) and returned; a model that differs already at the first size fixes nothing.
@@ -102,8 +105,8 @@ def verify_runs(model, reference, first, label: str, fresh, atol: float, rtol: f
     axis's other size and the model has integer inputs (edge lists, indices), the axis is tried again with
     those values kept below the new size (``axes.wrapped``); it is fixed only when the model fails then too.
     Axes verified that way are returned (third) and their runs are part of the report."""
-    checks = checks or check(model)
-    report = verify(model, reference, [(first, label)], atol, rtol, checks)
+    checks = checks or check(model, path)
+    report = verify(model, reference, [(first, label)], atol, rtol, checks, path)
     inputs, _ = specs_from_onnx(model)
     found = axes.groups(inputs, first)
     every = [member for members in found.values() for member in members]
@@ -117,7 +120,7 @@ def verify_runs(model, reference, first, label: str, fresh, atol: float, rtol: f
     related = any(np.issubdtype(array.dtype, np.integer) for array in first.values())
     if can_fix and report["passed"]:
         def probe(feeds, what):
-            return verify(model, reference, [(feeds, what)], atol, rtol, checks)
+            return verify(model, reference, [(feeds, what)], atol, rtol, checks, path)
 
         original = reference if related else None  # with integer inputs, ask the original first
         if axes.probe(probe, axes.resized(first, every, fresh), "all dynamic axes resized", original) is not True:
@@ -162,7 +165,59 @@ def verify_runs(model, reference, first, label: str, fresh, atol: float, rtol: f
                                                              f"{axes.describe(dynamic, first)})")] if dynamic else [])
     if not runs:
         return report, fixed, named
-    return merged(report, verify(model, reference, runs, atol, rtol, checks)), fixed, named
+    return merged(report, verify(model, reference, runs, atol, rtol, checks, path)), fixed, named
+
+
+FLOAT16_TOLERANCE = 1e-2  # atol and rtol for float16 outputs: half precision keeps ~3 significant digits
+
+
+def tolerances(model, atol: float, rtol: float) -> tuple[float, float, str]:
+    """The tolerances to compare ``model``'s outputs with: those asked for, widened to ``FLOAT16_TOLERANCE``
+    when an output is float16 (the original runs in float16 too, but sums in another order); and a note
+    saying so."""
+    from onnx import TensorProto
+
+    half = [value.name for value in model.graph.output
+            if value.type.tensor_type.elem_type in (TensorProto.FLOAT16, TensorProto.BFLOAT16)]
+    if not half or (atol >= FLOAT16_TOLERANCE and rtol >= FLOAT16_TOLERANCE):
+        return atol, rtol, ""
+    wide = max(atol, FLOAT16_TOLERANCE), max(rtol, FLOAT16_TOLERANCE)
+    return (*wide, f"{', '.join(half)} are float16 (the checkpoint's precision): compared with atol {wide[0]:g} "
+                   f"and rtol {wide[1]:g} instead of {atol:g} and {rtol:g}")
+
+
+def _read_onnx(source: Path):
+    """An uploaded ONNX file: whole, or its graph and its path when its weights are in data files beside it."""
+    import onnx
+
+    try:
+        model = onnx.load(str(source), load_external_data=False)
+    except Exception as exc:  # noqa: BLE001
+        raise ConversionError("corrupt_file", f"{source.name} is not a readable ONNX file.", cause=exc)
+    if not external_data.locations(model):
+        return model, None
+    try:
+        external_data.check_locations(model, source.parent)
+    except CodedError as exc:
+        raise ConversionError("invalid_onnx", f"{source.name}: {exc.detail}")
+    return model, source
+
+
+def save(model, output: Path, path: Path | None) -> list[str]:
+    """Write ``model`` at ``output``; one whose weights live beside ``path`` gets its data files moved beside
+    ``output``. Returns their names (relative to ``output``'s folder)."""
+    import onnx
+
+    onnx.save_model(model, str(output))
+    if path is None:
+        return []
+    names = external_data.locations(model)
+    for name in names:
+        target = output.parent / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if (path.parent / name).resolve() != target.resolve():
+            shutil.move(path.parent / name, target)
+    return names
 
 
 def convert(source: Path, output: Path, *, opset: int = DEFAULT_OPSET, inputs: Any = None,
@@ -170,7 +225,6 @@ def convert(source: Path, output: Path, *, opset: int = DEFAULT_OPSET, inputs: A
             stage: Callable[[float, str], None] = lambda fraction, what: None) -> dict[str, Any]:
     """Convert ``source`` to ONNX at ``output`` and verify it; an ONNX source is validated and copied.
     ``stage(fraction, what)`` hears where it is (the job's progress, the client's lines)."""
-    import onnx
 
     fmt = formats.detect(source)
     exporting = "" if fmt == "onnx" else f" and exporting to ONNX (opset {opset})"
@@ -180,30 +234,34 @@ def convert(source: Path, output: Path, *, opset: int = DEFAULT_OPSET, inputs: A
     user_specs = specs_from_metadata(inputs)
     sample = load_sample_inputs(sample_inputs, user_specs or None) if sample_inputs else None
     if fmt == "onnx":
-        try:
-            model = onnx.load(str(source))
-        except Exception as exc:  # noqa: BLE001
-            raise ConversionError("corrupt_file", f"{source.name} is not a readable ONNX file.", cause=exc)
+        model, path = _read_onnx(source)
         reference, converter, libraries, notes, checks = None, None, versions("onnx"), {}, None
     else:
         exported, opset_notes, checks = export_lowest(source, fmt, opset, user_specs, sample, stage, task)
-        model, reference = exported.model, exported.reference
+        model, reference, path = exported.model, exported.reference, exported.path
         converter, libraries, notes = exported.converter, exported.libraries, {**exported.notes, **opset_notes}
         user_specs = user_specs or exported.inputs
+    if path is not None:
+        size = sum((path.parent / name).stat().st_size for name in external_data.locations(model))
+        stage(0.5, f"the weights ({size / 2**30:.2f} GiB) are kept in a data file beside the ONNX file (ONNX "
+                   "external data)")
+    atol, rtol, tolerance_note = tolerances(model, atol, rtol)
+    if tolerance_note:
+        notes["tolerance_note"] = tolerance_note
     if sample:
         sample = align_to_inputs(sample, specs_from_onnx(model)[0], sample_inputs.name)
     first, label, fresh = _first_run(model, user_specs, sample)
     stage(0.6, "checking the ONNX model and comparing its outputs with the original, also at a second size of "
                "every dynamic axis")
     report, fixed, coupled = verify_runs(model, reference, first, label, fresh, atol, rtol,
-                                         can_fix=fmt != "onnx", stage=stage, checks=checks)
+                                         can_fix=fmt != "onnx", stage=stage, checks=checks, path=path)
     if fixed:
         notes["fixed_axes"] = fixed
     if coupled:
         notes["coupled_axes"] = coupled
     model_inputs, model_outputs = specs_from_onnx(model)
     stage(0.95, "verified; writing the ONNX file" if report["passed"] else "outputs differ; writing the ONNX file")
-    onnx.save_model(model, str(output))
+    data_files = save(model, output, path)
     params = sum(int(np.prod(init.dims)) for init in model.graph.initializer)
     return {
         "source": source.name,
@@ -218,5 +276,6 @@ def convert(source: Path, output: Path, *, opset: int = DEFAULT_OPSET, inputs: A
         "outputs": [spec.to_dict() for spec in model_outputs],
         "parameters": params,
         "verification": report,
+        "data_files": data_files,
         **notes,
     }

@@ -4,9 +4,11 @@ family exporters (``converters``, ``boosters``, ``huggingface``) import it, not 
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +27,27 @@ class Exported:
     converter: str
     libraries: dict[str, str]
     notes: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None  # the ONNX file on disk when its weights live in data files beside it
+
+
+def export_folder_path() -> Path:
+    """Where an exporter writes its ONNX file (in the child's work folder, an empty folder of its own): to a
+    file, not to memory, so that a model past protobuf's 2 GiB can be written with its weights beside it."""
+    folder = Path(tempfile.mkdtemp(prefix="export-", dir="."))
+    return folder.resolve() / "model.onnx"
+
+
+def written(path: Path):
+    """The exported file at ``path`` as (graph, path): with its weights moved into one data file beside it
+    when they pass ``hpcfair.external_data.threshold()`` (the graph then comes without them, and ``path`` is
+    where they are), else loaded whole (and the path None: the model is self-contained)."""
+    import onnx
+
+    from hpcfair import external_data
+
+    if external_data.externalise(path):
+        return external_data.load_graph(path), path
+    return onnx.load(str(path)), None
 
 
 def versions(*names: str) -> dict[str, str]:
@@ -86,9 +109,36 @@ def torch_error(exc: Exception, opset: int, complex_weights: bool = False, progr
             "unsupported_operator",
             f"The ONNX exporter cannot translate {op or 'an operator'} at opset {opset}. {way_out}", cause=exc,
         )
-    return ConversionError("conversion_failed", f"torch.onnx.export could not export the model at opset {opset} "
-                                                f"({type(exc).__name__}). Check that the model runs on the inputs "
-                                                "it was given (its declared inputs or sample).", cause=exc)
+    return ConversionError("conversion_failed", f"torch.onnx.export could not export the model at opset {opset}: "
+                                                f"{exporter_cause(exc)} Check that the model runs on the inputs it "
+                                                "was given (its declared inputs or sample).", cause=exc)
+
+
+# Known causes of an export's failure, in words a scientist can act on (the library's own words are only logged)
+CAUSES = (
+    (r"larger than the 2\s?GiB|2GB|exceeds maximum protobuf size|Message too large|ByteSize",
+     "the ONNX graph passed protobuf's 2 GiB limit (its weights must go into a data file beside it: convert "
+     "again with this hub's version; HUB_ONNX_EXTERNAL_DATA_MB sets where that starts)."),
+    (r"(?i)out of memory|can't allocate|cannot allocate|bad_alloc",
+     "the exporter ran out of memory (give the conversion more: memory_mb, HUB_CONVERT_MEMORY_MB)."),
+    (r"(?i)\b(bfloat16|BFloat16|Half|float16)\b.*not (implemented|supported)|not implemented for '(Half|BFloat16)'",
+     "an operation has no half-precision (float16/bfloat16) kernel on this machine's CPU (save the checkpoint "
+     "in float32 and convert that)."),
+)
+
+
+def exporter_cause(exc: BaseException) -> str:
+    """Why an export failed, for the user: a known cause in our words, else the exception's type and where it
+    came from (its text, which may quote what the model's files hold, goes to the log only)."""
+    import re
+
+    text = str(exc)
+    for pattern, words in CAUSES:
+        if re.search(pattern, text):
+            return words
+    where = type(exc).__module__.split(".")[0]
+    where = "the model's or the exporter's code" if where == "builtins" else where
+    return f"{type(exc).__name__} in {where} (the conversion's log has its traceback)."
 
 
 def holds_complex(tensors) -> bool:

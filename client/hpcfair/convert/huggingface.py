@@ -210,13 +210,11 @@ def _wrapper(model, names: list[str], outputs: list[str], pooling: tuple[str, bo
 
 def export_folder(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None, task: str | None = None):
     """Load the folder (or the archive's folder) with transformers and export it with torch.onnx."""
-    import io
-
     import torch
     import transformers
 
     from hpcfair.convert import torch_ops
-    from hpcfair.convert.exported import Exported, torch_reference, versions
+    from hpcfair.convert.exported import Exported, export_folder_path, torch_reference, versions, written
 
     folder = path if path.is_dir() else None
     if folder is None:
@@ -233,9 +231,10 @@ def export_folder(path: Path, opset: int, specs: list[TensorSpec], sample: dict 
         raise ConversionError("corrupt_file", f"{path.name}: config.json is not readable JSON.", cause=exc)
     task = task_of(folder, config, task)
     loader = getattr(transformers, TASKS[task])
+    dtype = checkpoint_dtype(config)
     try:
         model = loader.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False,
-                                       dtype=torch.float32, attn_implementation="eager").eval()
+                                       dtype=getattr(torch, dtype), attn_implementation="eager").eval()
     except Exception as exc:  # noqa: BLE001
         raise ConversionError("corrupt_file", f"{path.name}: transformers {transformers.__version__} could not load "
                                               f"the folder as {TASKS[task]} (model_type "
@@ -246,6 +245,8 @@ def export_folder(path: Path, opset: int, specs: list[TensorSpec], sample: dict 
         model.config.use_cache = False
     names = _input_names(folder, model)
     specs = _input_specs(model, names)
+    if dtype == "float16":  # an image model in float16 takes its pixels in float16
+        specs = [replace(spec, dtype="float16") if spec.dtype == "float32" else spec for spec in specs]
     names = [spec.name for spec in specs]
     pooling = _pooling(folder) if task == "sentence-similarity" else None
     example = sample or generate_inputs([_batch_of_two(spec) for spec in specs])  # batch 1 could be baked in
@@ -263,18 +264,16 @@ def export_folder(path: Path, opset: int, specs: list[TensorSpec], sample: dict 
         outputs.append("sentence_embedding")
         dynamic["sentence_embedding"] = {0: "batch"}
     torch_ops.register()
-    buffer = io.BytesIO()
+    target = export_folder_path()
     try:
         with torch.no_grad():
-            torch.onnx.export(wrapper, args, buffer, dynamo=False, opset_version=opset, input_names=names,
+            torch.onnx.export(wrapper, args, str(target), dynamo=False, opset_version=opset, input_names=names,
                               output_names=outputs, dynamic_axes=dynamic)
     except Exception as exc:  # noqa: BLE001
         from hpcfair.convert.exported import torch_error
 
         raise torch_error(exc, opset)
-    import onnx
-
-    exported = onnx.load_from_string(buffer.getvalue())
+    exported, on_disk = written(target)
     reference = torch_reference(wrapper, names)
     graph_inputs = {value.name for value in exported.graph.input}
     unused = [name for name in names if name not in graph_inputs]
@@ -291,7 +290,7 @@ def export_folder(path: Path, opset: int, specs: list[TensorSpec], sample: dict 
         if (folder / name).is_file():
             (extra / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(folder / name, extra / name)
-    notes = {"task": task, "hf_model_type": str(config.get("model_type", ""))[:64], "exporter_choice": (
+    notes = {"task": task, "dtype": dtype, "hf_model_type": str(config.get("model_type", ""))[:64], "exporter_choice": (
         "torch.onnx.export (TorchScript exporter) on transformers' AutoModel classes: optimum/optimum-onnx do not "
         "install with the pinned transformers 5"), "kept_files": sorted(str(p.relative_to(extra))
                                                                       for p in extra.rglob("*") if p.is_file())}
@@ -301,4 +300,11 @@ def export_folder(path: Path, opset: int, specs: list[TensorSpec], sample: dict 
         notes["unused_inputs"] = unused
     return Exported(exported, reference, specs,
                     "torch.onnx.export (Hugging Face folder, transformers AutoModel)",
-                    versions("torch", "transformers", "tokenizers", "onnx"), notes)
+                    versions("torch", "transformers", "tokenizers", "onnx"), notes, path=on_disk)
+
+
+def checkpoint_dtype(config: dict[str, Any]) -> str:
+    """The torch dtype the folder is exported in: its checkpoint's, with bfloat16 as float16 (ONNX Runtime's
+    CPU kernels take float16, not bfloat16; both are 2 bytes a weight), float32 for anything else."""
+    named = str(config.get("dtype") or config.get("torch_dtype") or "float32").removeprefix("torch.")
+    return "float16" if named in ("float16", "bfloat16", "half") else "float32"

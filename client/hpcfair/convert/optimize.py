@@ -31,22 +31,33 @@ def optimize(source: Path, output_dir: Path, *, quantize: bool = True) -> dict[s
     import onnx
     import onnxruntime as ort
 
+    from hpcfair import external_data
+
     try:
-        model = onnx.load(str(source))
+        model = onnx.load(str(source), load_external_data=False)  # the graph: its weights stay on disk
     except Exception as exc:  # noqa: BLE001
         raise ConversionError("corrupt_file", f"{source.name} is not a readable ONNX file.", cause=exc)
+    try:
+        source_data = external_data.check_locations(model, source.parent)
+    except Exception as exc:  # noqa: BLE001 - a CodedError: a location outside the folder
+        raise ConversionError("invalid_onnx", f"{source.name}: {exc}")
     inputs, _ = specs_from_onnx(model)
     feeds = generate_inputs(inputs, run=0)
     output_dir.mkdir(parents=True, exist_ok=True)
     stem = source.name[: -len(".onnx")] if source.name.endswith(".onnx") else source.stem
     baseline = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"])
     expected = baseline.run(None, feeds)
-    report: dict[str, Any] = {"original": {"file": source.name, "size": source.stat().st_size,
+    size = source.stat().st_size + sum((source.parent / name).stat().st_size for name in source_data)
+    report: dict[str, Any] = {"original": {"file": source.name, "size": size,
                                            "latency_ms": _latency_ms(baseline, feeds)}, "variants": {}}
     optimized = output_dir / f"{stem}.optimized.onnx"
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
     options.optimized_model_filepath = str(optimized)
+    if source_data:  # a model past 2 GiB: the optimised copy's weights go beside it too
+        options.add_session_config_entry("session.optimized_model_external_initializers_file_name",
+                                         f"{optimized.name}.data")
+        options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
     ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
     targets = [("graph optimisation (ORT_ENABLE_EXTENDED)", optimized)]
     if quantize:
@@ -54,7 +65,8 @@ def optimize(source: Path, output_dir: Path, *, quantize: bool = True) -> dict[s
 
         quantized = output_dir / f"{stem}.int8.onnx"
         try:
-            quantize_dynamic(str(source), str(quantized), weight_type=QuantType.QInt8)
+            quantize_dynamic(str(source), str(quantized), weight_type=QuantType.QInt8,
+                             use_external_data_format=bool(source_data))
             targets.append(("dynamic int8 quantisation (weights QInt8)", quantized))
         except Exception as exc:  # noqa: BLE001 - the optimised variant is still useful
             log_cause("quantization", exc)
@@ -65,10 +77,13 @@ def optimize(source: Path, output_dir: Path, *, quantize: bool = True) -> dict[s
         diff = max(float(np.max(np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64))))
                    for a, b in zip(got, expected, strict=True) if np.asarray(b).dtype.kind in "fiu")
         latency = _latency_ms(session, feeds)
+        data = external_data.check_locations(onnx.load(str(path), load_external_data=False), path.parent)
+        written = path.stat().st_size + sum((path.parent / name).stat().st_size for name in data)
         report["variants"][path.name] = {
-            "method": method, "size": path.stat().st_size, "latency_ms": latency,
+            "method": method, "size": written, "latency_ms": latency,
             "speedup": report["original"]["latency_ms"] / latency if latency else None,
-            "size_ratio": path.stat().st_size / report["original"]["size"], "max_abs_diff": diff,
+            "size_ratio": written / report["original"]["size"], "max_abs_diff": diff,
+            **({"data_files": data} if data else {}),
         }
     report["inputs"] = {name: list(a.shape) for name, a in feeds.items()}
     report["libraries"] = {"onnxruntime": ort.__version__, "onnx": onnx.__version__}

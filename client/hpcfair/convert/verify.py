@@ -3,6 +3,7 @@ comparison of every output against the original framework on the same inputs (Hi
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,12 +16,13 @@ ATOL = 1e-4
 RTOL = 1e-3
 
 
-def check(model) -> dict[str, str]:
-    """onnx.checker (full) and strict shape inference; returns what each said."""
+def check(model, path: Path | None = None) -> dict[str, str]:
+    """onnx.checker (full) and strict shape inference; returns what each said. ``path``: the model's file,
+    whose weights live in data files beside it (checked there, by file, so that no size limit applies)."""
     import onnx
 
     try:
-        onnx.checker.check_model(model, full_check=True)
+        onnx.checker.check_model(str(path) if path else model, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
         text = str(exc)
         op = token(text, r"(?:for operator|op_type:?|Node \()\s*'?(\w+)")
@@ -29,7 +31,12 @@ def check(model) -> dict[str, str]:
         raise ConversionError("invalid_onnx", f"The ONNX model does not pass onnx.checker{where}.{REEXPORT}",
                               cause=exc)
     try:
-        onnx.shape_inference.infer_shapes(model, strict_mode=True)
+        if path:
+            inferred = path.with_name(f".{path.name}.inferred")
+            onnx.shape_inference.infer_shapes_path(str(path), str(inferred), strict_mode=True)
+            inferred.unlink()
+        else:
+            onnx.shape_inference.infer_shapes(model, strict_mode=True)
         shapes = "passed"
     except Exception as exc:  # noqa: BLE001 - a warning in the report, not a failure
         log_cause("strict shape inference", exc)
@@ -37,14 +44,22 @@ def check(model) -> dict[str, str]:
     return {"checker": "passed", "shape_inference": shapes}
 
 
-def session(model, threads: int = 0):
-    """Load in ONNX Runtime (CPU); an opset the runtime cannot run gets its own code."""
+def session(model, threads: int = 0, path: Path | None = None):
+    """Load in ONNX Runtime (CPU); an opset the runtime cannot run gets its own code. ``path``: the model's
+    file with its data files (ONNX Runtime maps them; ``model`` is then the graph without weights, and is
+    written there first when it was changed)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     if threads:
         options.intra_op_num_threads = threads
     try:
+        if path:
+            import onnx
+
+            onnx.save_model(model, str(path))  # the graph as it is now (fixed axes), beside the same data files
+            options.add_session_config_entry("session.disable_prepacking", "1")  # no packed copy of the weights
+            return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001
         text = str(exc)
@@ -90,12 +105,14 @@ def describe_inputs(feeds: dict[str, np.ndarray], source: str) -> dict[str, Any]
 
 
 def verify(model, reference: Reference | None, runs: list[tuple[dict[str, np.ndarray], str]],
-           atol: float = ATOL, rtol: float = RTOL, checks: dict[str, str] | None = None) -> dict[str, Any]:
+           atol: float = ATOL, rtol: float = RTOL, checks: dict[str, str] | None = None,
+           path: Path | None = None) -> dict[str, Any]:
     """Run every input set through ONNX Runtime and, when there is one, the original model (``checks``:
-    the result of ``check`` when the caller has it already)."""
-    report: dict[str, Any] = {**(checks or check(model)), "atol": atol, "rtol": rtol,
+    the result of ``check`` when the caller has it already; ``path``: the file of a model whose weights
+    live beside it)."""
+    report: dict[str, Any] = {**(checks or check(model, path)), "atol": atol, "rtol": rtol,
                               "runtime": versions("onnxruntime")}
-    sess = session(model)
+    sess = session(model, path=path)
     output_names = [o.name for o in sess.get_outputs()]
     report["runs"] = []
     passed = True

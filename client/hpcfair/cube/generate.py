@@ -149,6 +149,7 @@ def generate(dest: Path, model: Path, info: CubeInfo, sample_inputs: Path | None
     workspace = dest / "workspace"
     workspace.mkdir()
     shutil.copyfile(model, workspace / "model.onnx")
+    _copy_weights(model, workspace)
     if sample_inputs is not None:
         shutil.copyfile(sample_inputs, workspace / ("sample_inputs" + sample_inputs.suffix))
     params = {"providers": ["CPUExecutionProvider"], "require_gpu": False, "intra_op_threads": 0}
@@ -202,3 +203,16 @@ def unzip_cube(archive: Path, dest: Path, max_inflated: int = archives.DEFAULT_M
     if not found:
         raise ValueError(f"{archive.name} holds no mlcube.yaml")
     return found[0].parent
+
+
+def _copy_weights(model: Path, workspace: Path) -> None:
+    """The data files an ONNX model keeps its weights in (ONNX external data), beside it in the workspace under
+    the names its graph gives them; ``model_load_failed`` for a name that leaves its folder or is missing."""
+    import onnx
+
+    from hpcfair import external_data
+
+    graph = onnx.load(str(model), load_external_data=False)
+    for name in external_data.check_locations(graph, model.parent):
+        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(model.parent / name, workspace / name)

@@ -24,9 +24,9 @@ from hpcfair.convert.signature import load_sample_inputs, specs_from_metadata
 from hub.errors import HubError
 from hub.gateway.engine import describe, run_steps
 from hub.gateway.services import published_file_url, staging_dir
-from hub.gateway.sessions import gpu_available
+from hub.gateway.sessions import gpu_available, needed_bytes
 from hub.gateway.tensors import check
-from hub.jobs.files import fetch, place, staged
+from hub.jobs.files import fetch, place, place_model, staged
 from hub.jobs.kinds import JobKind, Plan, register
 from hub.jobs.models import Job
 from hub.jobs.runner import JobContext
@@ -197,10 +197,11 @@ class InferJob(JobKind):
     def stage(self, job: Job, folder: Path) -> Plan | None:
         params = job.params
         models = step_versions(params["steps"])
-        steps = []
+        steps, weights = [], 0
         for index, step in enumerate(params["steps"]):
-            place(step["sha256"], folder / f"model-{index}.onnx")
-            steps.append({"model": f"model-{index}.onnx", "links": step.get("links") or {}})
+            model = place_model(step, folder / f"model-{index}")  # with its data files, if it has any
+            weights += sum(f.stat().st_size for f in model.parent.rglob("*") if f.is_file())
+            steps.append({"model": str(model.relative_to(folder)), "links": step.get("links") or {}})
         if params.get("inputs"):
             source = staging_dir(job.pk) / params["inputs"]
             if not source.exists():
@@ -221,7 +222,9 @@ class InferJob(JobKind):
                 "batch_size": int(params.get("batch_size") or 0), "batch_budget": settings.HUB_INFER_BATCH_BYTES,
                 "threads": 1, "inflate_limit": settings.HUB_ARCHIVE_INFLATE_MAX_BYTES}
         chain = " -> ".join(map(str, models))
-        return Plan(spec, tasks=tasks, cpus=1, summary=f"{chain} on {what}, {tasks} shard(s)")
+        # a node holds the models (needed_bytes: twice their files) beside Python and onnxruntime
+        need = needed_bytes(weights) // 2**20 + 256
+        return Plan(spec, tasks=tasks, cpus=1, summary=f"{chain} on {what}, {tasks} shard(s)", memory_mb=need)
 
     def publish(self, job: Job, folder: Path, execution: dict[str, Any]) -> dict[str, Any]:
         parts: dict[str, list[np.ndarray]] = {}
