@@ -58,6 +58,16 @@ def work(request: dict[str, Any]) -> dict[str, Any]:
 
         say(f"optimizing {request['source']}")
         return optimize(Path(request["source"]), Path(request["output_dir"]), quantize=request.get("quantize", True))
+    if task == "generation_build":
+        from hpcfair.generate.build import build, compare
+
+        say(f"building a generation model from {request['source']}")
+        report = build(Path(request["source"]), Path(request["output"]), precision=request.get("precision", "fp32"),
+                       stage=lambda fraction, what: say(stage_line(fraction, what)))
+        if request.get("full"):
+            say(stage_line(0.85, "comparing with the full-precision model"))
+            report["comparison"] = compare(Path(request["full"]), Path(request["output"]))
+        return report
     if task == "finetune":
         from hpcfair.finetune.child import work as finetune
 
