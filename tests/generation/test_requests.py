@@ -46,8 +46,8 @@ def test_bad_requests_are_refused_in_words(body, words):
 def test_stop_strings_cut_the_text_even_across_pieces():
     watch = StopWatch(("END",))
     assert watch.feed("abc E") == ("abc", False)  # " E" might begin the stop string: held back
-    assert watch.feed("N") == ("", False)
-    assert watch.feed("D more") == (" ", True)  # the text before the stop string, then the end
+    assert watch.feed("N") == (" ", False)  # "EN" still might
+    assert watch.feed("D more") == ("", True)  # it did: nothing of it is sent, and generation ends
     watch = StopWatch(("END", "\n"))
     assert watch.feed("one\ntwo") == ("one", True)  # the first of several stop strings to appear
 
