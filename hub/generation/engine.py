@@ -4,7 +4,7 @@ generation requests from the lane ``QUEUE`` (``generate-cpu``) and streams each 
 (``workers.gateway``).
 
 A request names the generation model's files (path, blob, size); the engine puts them in a folder of its
-cache (``VAR_DIR/generation/<digest>``, links to a filesystem store's blobs, else copies) and keeps the
+cache (``VAR_DIR/generation/<digest>``, hard links to a filesystem store's blobs, else copies) and keeps the
 last ``HUB_GENERATE_MODELS`` models open. Messages are JSON: a piece ``{"text": …}``, the last one with
 ``"done": true`` and the totals, or ``{"error": code, "detail": …}``."""
 
@@ -34,8 +34,9 @@ def model_folder(files: list[list[Any]], root: Path) -> Path:
 
     digest = hashlib.sha256(orjson.dumps(sorted(files))).hexdigest()[:24]
     folder = root / digest
-    if folder.is_dir():
+    if all((folder / Path(path).name).is_file() for path, _, _ in files):
         return folder
+    shutil.rmtree(folder, ignore_errors=True)  # made by an older engine, or in part
     store = get_blob_store()
     partial = root / f".{digest}.{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)
@@ -43,9 +44,11 @@ def model_folder(files: list[list[Any]], root: Path) -> Path:
     for path, sha256, _size in files:
         target = partial / Path(path).name
         local = store.local_path(sha256)
-        if local is not None:
-            os.symlink(local, target)
-        else:
+        try:  # a hard link (ONNX Runtime refuses weights a symbolic link leads out of the folder to)
+            os.link(local, target) if local is not None else None
+        except OSError:
+            local = None  # another file system
+        if local is None:
             with store.open(sha256) as body, target.open("wb") as out:
                 shutil.copyfileobj(body, out, 1 << 20)
     try:

@@ -65,3 +65,10 @@ def test_text_without_stops_passes_whole():
     (["GPT2LMHeadModel"], False), (["BertModel"], False), ([], False)])
 def test_which_folders_get_a_generation_model(architectures, expected):
     assert supports({"architectures": architectures}) is expected
+
+
+@pytest.mark.parametrize("body", [{"prompt": "a", "seed": 3, "stop": ["x"]},
+                                  {"messages": [{"role": "user", "content": "b"}], "temperature": 0}])
+def test_a_request_goes_to_the_engine_and_back_unchanged(body):
+    request = GenerateRequest.parse(body)
+    assert GenerateRequest.parse(request.to_dict()) == request

@@ -40,9 +40,10 @@ class GenerateRequest:
         return self.temperature == 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"prompt": self.prompt, "messages": list(self.messages), "max_new_tokens": self.max_new_tokens,
-                "temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k, "seed": self.seed,
-                "stop": list(self.stop)}
+        """The request as ``parse`` takes it."""
+        said = {"messages": list(self.messages)} if self.messages else {"prompt": self.prompt}
+        return {**said, "max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_p": self.top_p,
+                "top_k": self.top_k, "seed": self.seed, "stop": list(self.stop)}
 
     @classmethod
     def parse(cls, data: Any, *, max_tokens: int = 4096) -> GenerateRequest:

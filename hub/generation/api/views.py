@@ -29,15 +29,16 @@ GENERATE_FIELDS = {"prompt", "messages", "max_new_tokens", "temperature", "top_p
 OPTIONS = {"stream", "device"}
 
 
-def _options(body: Any, fields: set[str]) -> tuple[dict[str, Any], bool, str]:
-    """The request's generation fields, whether to stream, and the device; unknown fields are refused."""
+def _options(body: Any, fields: set[str], stream_default: bool = True) -> tuple[dict[str, Any], bool, str]:
+    """The request's generation fields, whether to stream (the hub streams unless told not to; OpenAI's API
+    answers at once unless told to stream), and the device; unknown fields are refused."""
     if not isinstance(body, dict):
         raise HubError("invalid", "Send a JSON object.")
     unknown = sorted(set(body) - fields - OPTIONS)
     if unknown:
         raise HubError("invalid", f"Unknown field {unknown[0]!r}; a generation takes "
                                   f"{', '.join(sorted(fields | OPTIONS))}.")
-    stream, device = body.get("stream", True), body.get("device", "cpu")
+    stream, device = body.get("stream", stream_default), body.get("device", "cpu")
     if not isinstance(stream, bool):
         raise HubError("invalid", "'stream' must be true or false.")
     if device not in ("cpu", "gpu"):
@@ -139,7 +140,7 @@ class OpenAIView(APIView):
         if not isinstance(body, dict) or not isinstance(body.get("model"), str):
             raise HubError("invalid", "Name the model: 'model' is a hub reference (owner/name[@version] or a PID).")
         key = "messages" if self.chat else "prompt"
-        fields, stream, _ = _options(body, self.FIELDS | {key})
+        fields, stream, _ = _options(body, self.FIELDS | {key}, stream_default=False)
         if fields.get("n", 1) != 1:
             raise HubError("invalid", "Only n = 1 is offered.")
         for penalty in ("frequency_penalty", "presence_penalty"):

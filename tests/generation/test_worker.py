@@ -1,0 +1,100 @@
+"""Text generation through the real parts: a Llama folder published to the hub gets its generation model built
+by a real Celery worker (in the conversion sandbox), and the worker's generation engine streams text over
+the lane to ``POST …/generate`` (server-sent events and JSON) and to the real ``openai`` client."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hpcfair.generate import GenerateRequest, generate, open_model
+from hpcfair.generate.run import text_of
+
+from hub.jobs.models import Job
+from tests.conftest import wait_for_job
+from tests.generation.lm import folder_files, save_lm
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def llama(shared_storage, owner, publish, tmp_path):
+    """A published Llama folder and its built generation version."""
+    source = save_lm(tmp_path / "tiny-llama", "llama")
+    artifact, version = publish(owner, "tiny-llama", folder_files(source))
+    job = Job.objects.get(version=version, kind="generation")
+    assert wait_for_job(job.pk, timeout=240).state == "succeeded", (job.refresh_from_db(), job.error_detail)
+    job.refresh_from_db()
+    return artifact, version, job.result
+
+
+def sse_events(response) -> list[tuple[str, dict]]:
+    text = b"".join(response.streaming_content).decode()
+    events = []
+    for block in text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines())
+        events.append((lines.get("event", "message"), orjson.loads(lines["data"])))
+    return events
+
+
+def test_a_published_llama_generates_over_sse_json_and_openai(llama, api, tmp_path, live_server, owner):
+    """One test, one build (a worker builds for about a minute): the hub's endpoint, then OpenAI's."""
+    artifact, version, result = llama
+    assert result["verified"] is True
+    assert result["generation"]["verification"]["method"] == "greedy tokens against transformers generate"
+    url = f"/api/v1/artifacts/{artifact.full_name}/versions/{version.label}/generate"
+    body = {"prompt": "the hub converts", "max_new_tokens": 12, "temperature": 0}
+    response = api.post(url, body, format="json")
+    assert response.status_code == 200, response.json()
+    assert response["Content-Type"].startswith("text/event-stream")
+    events = sse_events(response)
+    assert events[-1][0] == "done" and events[-1][1]["completion_tokens"] == 12
+    assert events[-1][1]["finish_reason"] == "length"
+    streamed = "".join(data["text"] for name, data in events if name == "message")
+    whole = api.post(url, {**body, "stream": False}, format="json").json()
+    assert whole["text"] == streamed and whole["completion_tokens"] == 12
+    # the same text as the published files run here, in process
+    built = artifact.versions.get(label=result["version"])
+    folder = tmp_path / "download"
+    folder.mkdir()
+    for file in built.files.all():
+        (folder / file.path).write_bytes(api.get(f"/api/v1/artifacts/{artifact.full_name}/versions/{built.label}"
+                                                 f"/files/{file.path}").getvalue())
+    local, _ = text_of(generate(open_model(folder), GenerateRequest.parse(body)))
+    assert streamed == local
+    long = api.post(url, {"prompt": "the hub converts models " * 200}, format="json")
+    assert long.status_code == 400 and long.json()["code"] == "prompt_too_long"
+    _openai_client_chats_and_completes(artifact, version, built.label, live_server, owner, api)
+
+
+def _openai_client_chats_and_completes(artifact, version, built_label, live_server, owner, api):
+    import openai
+
+    from hub.accounts.models import ApiToken
+
+    _, raw = ApiToken.issue(owner, scope="write")
+    client = openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=raw, max_retries=0)
+    model = f"{artifact.full_name}@{version.label}"
+    messages = [{"role": "user", "content": "hi"}]
+    answer = client.chat.completions.create(model=model, messages=messages, temperature=0, max_tokens=8)
+    assert answer.choices[0].finish_reason == "length" and answer.usage.completion_tokens == 8
+    pieces = list(client.chat.completions.create(model=model, messages=messages, temperature=0, max_tokens=8,
+                                                 stream=True))
+    assert "".join(p.choices[0].delta.content or "" for p in pieces) == answer.choices[0].message.content
+    assert pieces[-1].choices[0].finish_reason == "length"
+    hub = api.post(f"/api/v1/artifacts/{artifact.full_name}/versions/{version.label}/generate",
+                   {"messages": messages, "max_new_tokens": 8, "temperature": 0, "stream": False},
+                   format="json").json()
+    assert hub["text"] == answer.choices[0].message.content
+    completion = client.completions.create(model=artifact.full_name, prompt="the hub", temperature=0, max_tokens=5)
+    assert completion.usage.completion_tokens == 5 and completion.choices[0].text is not None
+    listed = [m.id for m in client.models.list()]
+    assert listed == [f"{artifact.full_name}@{built_label}"]  # the generation model itself
+    assert client.completions.create(model=listed[0], prompt="the hub", temperature=0,
+                                     max_tokens=5).choices[0].text == completion.choices[0].text
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model=model, messages=messages, max_tokens=100_000)
+    assert "max_new_tokens" in caught.value.message
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="nobody/nothing", messages=messages)
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=f"{live_server.url}/v1", api_key="wrong", max_retries=0).models.list()
