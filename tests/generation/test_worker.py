@@ -64,6 +64,43 @@ def test_a_published_llama_generates_over_sse_json_and_openai(llama, api, tmp_pa
     long = api.post(url, {"prompt": "the hub converts models " * 200}, format="json")
     assert long.status_code == 400 and long.json()["code"] == "prompt_too_long"
     _openai_client_chats_and_completes(artifact, version, built.label, live_server, owner, api)
+    _the_client_and_the_cli_stream(artifact, streamed, live_server, owner, tmp_path)
+
+
+def _the_client_and_the_cli_stream(artifact, expected: str, live_server, owner, tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from hpcfair import modelAPI
+
+    from hub.accounts.models import ApiToken
+
+    _, raw = ApiToken.issue(owner, scope="write")
+    seen: list[str] = []
+    api = modelAPI(live_server.url, raw)
+    result = api.generate({"general_args": {"task": "generate"},
+                           "task_args": {"model_file": artifact.full_name, "prompt": "the hub converts",
+                                         "max_new_tokens": 12, "temperature": 0}}, seen.append)
+    assert result["text"] == expected == "".join(seen) and result["completion_tokens"] == 12
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"prompt": "the hub converts"}\n{"messages": [{"role": "user", "content": "hi"}], '
+                       '"max_new_tokens": 3}\n')
+    batch = api.run({"general_args": {"task": "generate"},
+                     "task_args": {"model_file": artifact.full_name, "input": str(prompts), "max_new_tokens": 12,
+                                   "temperature": 0}, "out_args": {"export_file": str(tmp_path / "out.jsonl")}})
+    assert [r["completion_tokens"] for r in batch["results"]] == [12, 3]
+    assert orjson.loads((tmp_path / "out.jsonl").read_text().splitlines()[0])["text"] == expected
+    env = {**os.environ, "HPCFAIR_ENDPOINT": live_server.url, "HPCFAIR_TOKEN": raw}
+    cli = subprocess.run([sys.executable, "-c", "from hpcfair.cli import entry; entry()", "generate",
+                          artifact.full_name, "the hub converts", "--max-new-tokens", "12", "--temperature", "0"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    assert cli.stdout == expected and "[12 tokens, length]" in cli.stderr
+    refused = subprocess.run([sys.executable, "-c", "from hpcfair.cli import entry; entry()", "generate",
+                              artifact.full_name, "x", "--max-new-tokens", "0"], capture_output=True, text=True,
+                             env=env, timeout=120)
+    assert refused.returncode != 0 and "max_new_tokens" in refused.stderr
 
 
 def _openai_client_chats_and_completes(artifact, version, built_label, live_server, owner, api):
