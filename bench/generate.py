@@ -181,9 +181,8 @@ def main() -> None:
     parser.add_argument("--no-hub", action="store_true", help="only the build, the floor and PyTorch")
     args = parser.parse_args()
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from hpcfair.generate import open_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch.set_num_threads(args.threads)
     loads = os.getloadavg()

@@ -75,14 +75,22 @@ def request_build(version: Version, user, *, folder: str | None = None, precisio
                       params={"folder": folder, "precision": precision, "auto": auto})
 
 
+def source_of_generation(version: Version) -> Version:
+    """The uploaded version a generation model (or an ONNX conversion) was made from; else ``version``."""
+    from hub.conversions.services import converted_from
+
+    if is_generation_model(version):
+        link = version.provenance.filter(relation=ProvenanceLink.Relation.DERIVED_FROM).select_related("target").first()
+        return link.target if link else version
+    return converted_from(version) or version
+
+
 def generation_model(version: Version) -> Version:
     """The version that answers generation for ``version``: itself when it is a generation model, else its
     newest live full-precision generation build."""
     if is_generation_model(version):
         return version
-    from hub.conversions.services import converted_from
-
-    version = converted_from(version) or version  # the ONNX conversion stands for its source here
+    version = source_of_generation(version)  # the ONNX conversion stands for its source here
     built = (Version.objects.filter(artifact_id=version.artifact_id, deleted_at__isnull=True,
                                     provenance__target=version,
                                     provenance__relation=ProvenanceLink.Relation.DERIVED_FROM,

@@ -1,5 +1,7 @@
 """The generation endpoints' refusals, before any worker is asked (logic tier)."""
 
+import json
+
 import pytest
 
 from tests.conftest import client_for
@@ -45,3 +47,39 @@ def test_openai_errors_have_openai_shape(owner, plain_model):
     assert refused.status_code == 400 and refused.json()["error"]["type"] == "invalid_request_error"
     assert client_for(None).get("/v1/models").status_code == 401
     assert api.get("/v1/models").json() == {"object": "list", "data": []}
+
+
+def _lm_files(architecture: str = "LlamaForCausalLM", tokenizer: bool = True) -> dict[str, bytes]:
+    files = {"lm/config.json": json.dumps({"architectures": [architecture]}).encode(),
+             "lm/model.safetensors": b"not read here"}
+    if tokenizer:
+        files["lm/tokenizer.json"] = b"{}"
+    return files
+
+
+@pytest.mark.parametrize("files, queued", [
+    (_lm_files(), True),
+    (_lm_files("GPT2LMHeadModel"), False),  # onnxruntime-genai does not build it
+    (_lm_files(tokenizer=False), False),  # no fast tokenizer
+])
+def test_publishing_a_causal_lm_queues_its_generation_build(owner, publish, files, queued):
+    from hub.jobs.models import Job
+
+    _, version = publish(owner, "lm", files)
+    jobs = Job.objects.filter(version=version, kind="generation")
+    assert jobs.exists() is queued
+    if queued:
+        assert jobs.get().params == {"folder": "lm", "precision": "fp32", "auto": True}
+
+
+def test_optimize_asks_a_language_model_for_an_int4_build(api, owner, publish, plain_model):
+    artifact, version = publish(owner, "lm", _lm_files())
+    url = f"/api/v1/artifacts/{artifact.full_name}/versions/{version.label}/optimize"
+    accepted = api.post(url, {"precision": "int4"}, format="json")
+    assert accepted.status_code == 202, accepted.json()
+    assert (accepted.json()["kind"], accepted.json()["params"]["precision"]) == ("generation", "int4")
+    refused = api.post(plain_model.replace("/generate", "/optimize"), {"precision": "int4"}, format="json")
+    assert refused.status_code == 415 or refused.json()["code"] == "unsupported_format"
+    assert "causal language model" in refused.json()["detail"]
+    refused = api.post(url, {"precision": "int2"}, format="json")
+    assert refused.status_code == 400
