@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+from hpcfair.compute import CodedError
 from hpcfair.compute.sandboxed import run_request
+from hpcfair.convert import Limits, sandbox
 
 from hub.conversions.jobs import (
     _fetch_model,
@@ -21,15 +25,27 @@ from hub.conversions.jobs import (
     sandbox_plan,
     source_of,
 )
+from hub.gateway.jobs.infer import results_artifact
 from hub.generation.services import FORMAT, generation_model
 from hub.jobs.files import fetch, staged
 from hub.jobs.kinds import JobKind, Plan, register
 from hub.jobs.runner import JobContext
 from hub.registry.models import ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef, create_version
+from hub.registry.uploads import StagedFile
 
 _SOURCE_ONLY = {"framework", "format", "inputs", "outputs", "sample_inputs", "verification", "conversion", "verified",
                 "optimization", "opset", "weights", "generation"}
+
+
+def build_limits(source: Version, folder: str) -> Limits:
+    """A conversion's limits, with time for the model's size: onnxruntime-genai's builder and the token check
+    take minutes per GiB of weights on a few cores."""
+    size = sum(f.size for f in source.files.all() if f.path.startswith(folder))
+    minutes = 10 * max(1.0, size / 2**30)
+    base = limits()
+    return replace(base, wall_seconds=max(base.wall_seconds, int(minutes * 60)),
+                   cpu_seconds=max(base.cpu_seconds, int(minutes * 60 * max(1, base.threads or 1))))
 
 
 def build_request(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
@@ -93,7 +109,8 @@ class GenerationBuildJob(JobKind):
         try:
             request = build_request(ctx, source, workdir)
             ctx.log(f"{ctx.job.params['folder'] or 'the folder'}: building in a sandbox")
-            report = run_request(request, workdir, limits(), hidden_paths(), ctx.log)
+            report = run_request(request, workdir, build_limits(source, ctx.job.params["folder"]), hidden_paths(),
+                                 ctx.log)
             return publish_build(ctx, source, workdir, report)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -105,8 +122,99 @@ class GenerationBuildJob(JobKind):
             return None
         (folder / "work").mkdir()
         request = build_request(ctx, source, folder / "work")
-        return sandbox_plan("sandbox", f"{self.label} of {source}", request=request)
+        return sandbox_plan("sandbox", f"{self.label} of {source}", build_limits(source, job.params["folder"]),
+                            request=request)
 
     def publish(self, job, folder: Path, execution: dict[str, Any]) -> dict[str, Any]:
         ctx = JobContext(job)
         return publish_build(ctx, source_of(ctx), folder / "work", node_result(folder)["report"])
+
+
+# --- a file of prompts (kind generate) ----------------------------------------------------------------------
+
+
+def batch_limits() -> Limits:
+    return replace(limits(), wall_seconds=max(limits().wall_seconds, settings.HUB_GENERATE_JOB_S),
+                   cpu_seconds=max(limits().cpu_seconds, settings.HUB_GENERATE_JOB_S * 4))
+
+
+def batch_request(ctx: JobContext, workdir: Path) -> tuple[dict[str, Any], Version, Version]:
+    """The sandbox's request for a batch, the model's files and the prompts copied into ``workdir``."""
+    params = ctx.job.params
+    model = Version.objects.filter(pk=params["model"], deleted_at__isnull=True).first()
+    dataset = Version.objects.filter(pk=params["dataset"]["version_id"], deleted_at__isnull=True).first()
+    if model is None or dataset is None:
+        raise CodedError("gone", "The generation model or the prompts' dataset was deleted before the job ran.")
+    (workdir / "model").mkdir()
+    for file in model.files.all():
+        fetch(model, file.path, workdir / "model")
+    prompts = fetch(dataset, params["dataset"]["file"], workdir)
+    (workdir / "out").mkdir()
+    request = {"task": "generate_batch", "model": "model", "prompts": prompts.name, "output": "out/generations.jsonl",
+               "options": {**params["options"], "max_tokens_limit": settings.HUB_GENERATE_MAX_TOKENS},
+               "threads": settings.HUB_GENERATE_THREADS}
+    return request, model, dataset
+
+
+def publish_batch(ctx: JobContext, model: Version, dataset: Version, workdir: Path, report: dict[str, Any],
+                  execution: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The answers as a version of the requester's ``<model>-outputs`` dataset."""
+    ctx.log(f"{report['prompts']} prompts, {report['completion_tokens']} tokens in {report['seconds']} s "
+            f"({report['tokens_per_second']} tokens/s)")
+    user = ctx.job.requester
+    artifact = results_artifact(user, model)
+    done = artifact.versions.filter(deleted_at__isnull=True, metadata__job=str(ctx.job.pk)).first()
+    if done is None:
+        path = sandbox.output_file(workdir, "out/generations.jsonl")
+        metadata = {"title": f"Generations of {model} on {dataset}",
+                    "description": f"Text generated by {model} ({model.pid}) for each prompt of {dataset} "
+                                   f"({dataset.pid}), job {ctx.job.pk}.",
+                    "creators": [{"name": user.get_full_name() or user.username}],
+                    "license": (model.metadata or {}).get("license") or "CC-BY-4.0", "keywords": ["generation"],
+                    "job": str(ctx.job.pk), "generation": {"batch": report, "options": ctx.job.params["options"]},
+                    **({"execution": execution} if execution else {})}
+        files: list[StagedFile] = [staged(path, "generations.jsonl")]
+        done = create_version(artifact, user, files=files, metadata=metadata, system=True, provenance=[
+            ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, model),
+            ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, dataset)])
+    ctx.log(f"published the generations as {done} ({done.pid})")
+    return {"version": str(done), "pid": done.pid, **report}
+
+
+@register
+class GenerateJob(JobKind):
+    """Answer every prompt of a dataset's file with a generation model; publish the answers as a dataset."""
+
+    name = "generate"
+    label = "generation over a dataset"
+
+    def run(self, ctx: JobContext) -> dict[str, Any]:
+        workdir = Path(tempfile.mkdtemp(prefix="hpcfair-generate-"))
+        try:
+            request, model, dataset = batch_request(ctx, workdir)
+            ctx.log(f"{model} on {dataset} {ctx.job.params['dataset']['file']}: generating in a sandbox")
+            report = run_request(request, workdir, batch_limits(), hidden_paths(), _progress(ctx))
+            return publish_batch(ctx, model, dataset, workdir, report)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def stage(self, job, folder: Path) -> Plan | None:
+        (folder / "work").mkdir()
+        request, model, dataset = batch_request(JobContext(job), folder / "work")
+        return sandbox_plan("sandbox", f"{model} on {dataset}", batch_limits(), request=request)
+
+    def publish(self, job, folder: Path, execution: dict[str, Any]) -> dict[str, Any]:
+        ctx = JobContext(job)
+        model = Version.objects.get(pk=job.params["model"])
+        dataset = Version.objects.get(pk=job.params["dataset"]["version_id"])
+        return publish_batch(ctx, model, dataset, folder / "work", node_result(folder)["report"], execution)
+
+
+def _progress(ctx: JobContext):
+    def on_line(line: str) -> None:
+        stage = sandbox.parse_stage(line)
+        if stage is not None:
+            ctx.progress(stage[0])
+        else:
+            ctx.log(line)
+    return on_line

@@ -164,3 +164,31 @@ def parse_request(data: Any) -> GenerateRequest:
         return GenerateRequest.parse(data, max_tokens=settings.HUB_GENERATE_MAX_TOKENS)
     except CodedError as exc:
         raise HubError(exc.code, exc.detail) from None
+
+
+BATCH_SUFFIXES = (".txt", ".jsonl", ".ndjson")
+
+
+def request_batch(version: Version, user, dataset_ref: str, file: str | None, options: dict[str, Any],
+                  device: str = "cpu") -> Job:
+    """Queue a job answering every prompt of a dataset's file (``.txt``: a line each; ``.jsonl``: a JSON
+    object each) with ``version``'s generation model; the answers become a dataset version of yours."""
+    from hub.registry.services import resolve_version_ref
+
+    model = generation_model(version)
+    dataset = resolve_version_ref(user, dataset_ref)
+    if dataset.artifact.kind != Artifact.Kind.DATASET:
+        raise HubError("invalid", f"{dataset} is a {dataset.artifact.kind}, not a dataset of prompts.")
+    paths = [f.path for f in dataset.files.all()]
+    candidates = [p for p in paths if p.lower().endswith(BATCH_SUFFIXES)]
+    if file is None and len(candidates) == 1:
+        file = candidates[0]
+    if file not in paths or not file.lower().endswith(BATCH_SUFFIXES):
+        raise HubError("invalid", f"Name the prompts' file in 'dataset_file': {dataset} has "
+                                  f"{', '.join(candidates) or 'no .txt or .jsonl file'}.")
+    try:
+        GenerateRequest.parse({"prompt": "x", **options}, max_tokens=settings.HUB_GENERATE_MAX_TOKENS)
+    except CodedError as exc:
+        raise HubError(exc.code, exc.detail) from None
+    return create_job("generate", user, version=version, queue=device, device=device, params={
+        "model": model.pk, "dataset": {"version_id": dataset.pk, "file": file}, "options": options})

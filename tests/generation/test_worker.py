@@ -10,6 +10,7 @@ from hpcfair.generate import GenerateRequest, generate, open_model
 from hpcfair.generate.run import text_of
 
 from hub.jobs.models import Job
+from hub.registry.models import Version
 from tests.conftest import wait_for_job
 from tests.generation.lm import folder_files, save_lm
 
@@ -36,7 +37,7 @@ def sse_events(response) -> list[tuple[str, dict]]:
     return events
 
 
-def test_a_published_llama_generates_over_sse_json_and_openai(llama, api, tmp_path, live_server, owner):
+def test_a_published_llama_generates_over_sse_json_and_openai(llama, api, tmp_path, live_server, owner, publish):
     """One test, one build (a worker builds for about a minute): the hub's endpoint, then OpenAI's."""
     artifact, version, result = llama
     assert result["verified"] is True
@@ -65,6 +66,28 @@ def test_a_published_llama_generates_over_sse_json_and_openai(llama, api, tmp_pa
     assert long.status_code == 400 and long.json()["code"] == "prompt_too_long"
     _openai_client_chats_and_completes(artifact, version, built.label, live_server, owner, api)
     _the_client_and_the_cli_stream(artifact, streamed, live_server, owner, tmp_path)
+    _a_dataset_of_prompts_is_a_job(artifact, version, streamed, api, owner, publish)
+
+
+def _a_dataset_of_prompts_is_a_job(artifact, version, expected: str, api, owner, publish) -> None:
+    data, _ = publish(owner, "prompts", {"prompts.jsonl": b'{"prompt": "the hub converts"}\n'
+                                                          b'{"prompt": "' + b"x " * 400 + b'"}\n'
+                                                          b'{"messages": [{"role": "user", "content": "hi"}]}\n'},
+                      kind="dataset")
+    url = f"/api/v1/artifacts/{artifact.full_name}/versions/{version.label}/generate"
+    accepted = api.post(url, {"dataset": data.full_name, "max_new_tokens": 12, "temperature": 0}, format="json")
+    assert accepted.status_code == 202, accepted.json()
+    job = wait_for_job(accepted.json()["id"], timeout=180)
+    assert job.state == "succeeded", job.error_detail
+    published = Version.objects.get(pid=job.result["pid"])
+    lines = [orjson.loads(line) for line in
+             api.get(f"/api/v1/artifacts/{published.artifact.full_name}/versions/{published.label}/files/"
+                     "generations.jsonl").getvalue().splitlines()]
+    assert lines[0]["text"] == expected and lines[0]["completion_tokens"] == 12
+    assert lines[1]["error"] == "prompt_too_long"  # one prompt too long loses none of the others
+    assert lines[2]["completion_tokens"] == 12
+    assert job.result["prompts"] == 3 and job.result["completion_tokens"] == 24
+    assert {link.target_id for link in published.provenance.all()} == {job.params["model"], data.latest_version().pk}
 
 
 def _the_client_and_the_cli_stream(artifact, expected: str, live_server, owner, tmp_path) -> None:

@@ -22,11 +22,13 @@ from hub.bounded import JSONParser
 from hub.errors import STATUS, HubError
 from hub.gateway.memory import CachedBearerAuthentication
 from hub.generation import services
+from hub.jobs.api.views import accepted
 from hub.registry.models import Artifact, Version
 from hub.registry.services import get_artifact, get_version, resolve_version_ref
 
 GENERATE_FIELDS = {"prompt", "messages", "max_new_tokens", "temperature", "top_p", "top_k", "seed", "stop"}
 OPTIONS = {"stream", "device"}
+BATCH = {"dataset", "dataset_file"}
 
 
 def _options(body: Any, fields: set[str], stream_default: bool = True) -> tuple[dict[str, Any], bool, str]:
@@ -73,12 +75,21 @@ class Generate(APIView):
             "max_new_tokens": {"type": "integer"}, "temperature": {"type": "number", "description": "0: greedy"},
             "top_p": {"type": "number"}, "top_k": {"type": "integer"}, "seed": {"type": "integer"},
             "stop": {"type": "array", "items": {"type": "string"}}, "stream": {"type": "boolean"},
-            "device": {"enum": ["cpu", "gpu"]}}}},
-        responses={200: OpenApiResponse(description="text/event-stream, or JSON with stream: false")})
+            "device": {"enum": ["cpu", "gpu"]},
+            "dataset": {"type": "string", "description": "owner/name[@version] or PID: a file of prompts (a job)"},
+            "dataset_file": {"type": "string"}}}},
+        responses={200: OpenApiResponse(description="text/event-stream, or JSON with stream: false"),
+                   202: OpenApiResponse(description="a job over a dataset of prompts")})
     def post(self, request: Request, owner: str, name: str, version: str):
-        fields, stream, device = _options(request.data, GENERATE_FIELDS)
-        asked = services.parse_request(fields)
+        fields, stream, device = _options(request.data, GENERATE_FIELDS | BATCH)
         found = get_version(get_artifact(request.user, owner, name), version)
+        if "dataset" in fields:  # a file of prompts: a job
+            options = {k: v for k, v in fields.items() if k not in BATCH}
+            if {"prompt", "messages"} & set(options):
+                raise HubError("invalid", "Give prompts in a dataset or one prompt, not both.")
+            return accepted(services.request_batch(found, request.user, str(fields["dataset"]),
+                                                   fields.get("dataset_file"), options, device))
+        asked = services.parse_request(fields)
         pieces = services.stream_generation(found, asked, device)
         if not stream:
             return Response(_collect(pieces))
