@@ -25,6 +25,7 @@ from hub.conversions.jobs import (
     sandbox_plan,
     source_of,
 )
+from hub.errors import HubError
 from hub.gateway.jobs.infer import results_artifact
 from hub.generation.services import FORMAT, generation_model
 from hub.jobs.files import fetch, staged
@@ -174,9 +175,14 @@ def publish_batch(ctx: JobContext, model: Version, dataset: Version, workdir: Pa
                     "job": str(ctx.job.pk), "generation": {"batch": report, "options": ctx.job.params["options"]},
                     **({"execution": execution} if execution else {})}
         files: list[StagedFile] = [staged(path, "generations.jsonl")]
-        done = create_version(artifact, user, files=files, metadata=metadata, system=True, provenance=[
-            ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, model),
-            ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, dataset)])
+        try:
+            done = create_version(artifact, user, files=files, metadata=metadata, system=True, provenance=[
+                ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, model),
+                ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, dataset)])
+        except HubError as exc:
+            if exc.error_code != "duplicate_version":
+                raise
+            done = Version.objects.get(pid=exc.extra["existing_pid"])  # the same answers exist: point at them
     ctx.log(f"published the generations as {done} ({done.pid})")
     return {"version": str(done), "pid": done.pid, **report}
 
