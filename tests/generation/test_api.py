@@ -29,7 +29,7 @@ def test_bad_generation_requests_are_refused(api, plain_model, body, words):
 
 
 def test_a_model_without_generation_is_not_runnable(api, plain_model):
-    refused = api.post(plain_model, {"prompt": "x"}, format="json")
+    refused = api.post(plain_model, {"prompt": "x"}, format="json", HTTP_ACCEPT="text/event-stream")
     assert refused.status_code == 409 and refused.json()["code"] == "not_runnable"
     assert "offers no text generation" in refused.json()["detail"]
     assert client_for(None).post(plain_model, {"prompt": "x"}, format="json").status_code == 401

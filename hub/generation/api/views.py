@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 from hub.accounts.permissions import IsAuthenticatedReader
 from hub.bounded import JSONParser
 from hub.errors import STATUS, HubError
+from hub.gateway.api.views import ForceNegotiation  # answers are SSE or JSON whatever Accept says
 from hub.gateway.memory import CachedBearerAuthentication
 from hub.generation import services
 from hub.jobs.api.views import accepted
@@ -60,7 +61,7 @@ def sse(chunks: Iterator[bytes]) -> StreamingHttpResponse:
     return response
 
 
-class Generate(APIView):
+class Generate(ForceNegotiation, APIView):
     """Generate text with a causal language model version: a prompt or chat messages in, text out, streamed
     as server-sent events (``data: {"text": …}`` per piece, then ``event: done`` with the totals) or, with
     ``"stream": false``, one JSON answer."""
@@ -130,7 +131,7 @@ def openai_error(code: str, detail: str) -> JsonResponse:
     return response
 
 
-class OpenAIView(APIView):
+class OpenAIView(ForceNegotiation, APIView):
     """OpenAI's request and answer shapes over the hub's generation; errors in OpenAI's shape."""
 
     authentication_classes = [CachedBearerAuthentication]
