@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 # code -> HTTP status. The one table; add a code here before raising it.
 STATUS: dict[str, int] = {
     "invalid": 400,
+    "prompt_too_long": 400,
     "invalid_metadata": 400,
     "malformed_query": 400,
     "query_too_large": 400,

@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "hub.gateway",
     "hub.containers",
     "hub.finetune",
+    "hub.generation",
     "hub.web",
 ]
 
@@ -276,6 +277,17 @@ HUB_GATEWAY_URL = env("HUB_GATEWAY_URL", CELERY_BROKER_URL)
 HUB_FILE_LANE_WAKE = env("HUB_FILE_LANE_WAKE", "1") != "0"
 HUB_GATEWAY_EXPRESS = env("HUB_GATEWAY_EXPRESS", "1") != "0"  # repeated sync /infer calls skip Django's cycle
 HUB_GATEWAY_THREADS = int(env("HUB_GATEWAY_THREADS", "2"))  # lane threads per worker and device queue
+# Text generation (hub.generation): causal LM folders get a generation model built on publish; each worker
+# serving a device lane runs HUB_GENERATE_ENGINES generation engines, each keeping HUB_GENERATE_MODELS models
+# open with HUB_GENERATE_THREADS threads; a request may ask up to HUB_GENERATE_MAX_TOKENS new tokens and
+# run HUB_GENERATE_S seconds.
+HUB_GENERATION_AUTO = env("HUB_GENERATION_AUTO", "1") == "1"
+HUB_GENERATE_ENGINES = int(env("HUB_GENERATE_ENGINES", "1"))
+HUB_GENERATE_MODELS = int(env("HUB_GENERATE_MODELS", "1"))
+HUB_GENERATE_THREADS = int(env("HUB_GENERATE_THREADS", str(max(1, (os.cpu_count() or 2) // 2))))
+HUB_GENERATE_MAX_TOKENS = int(env("HUB_GENERATE_MAX_TOKENS", "2048"))
+HUB_GENERATE_S = float(env("HUB_GENERATE_S", "600"))
+HUB_GENERATE_JOB_S = int(env("HUB_GENERATE_JOB_S", "14400"))  # a job over a file of prompts
 HUB_GATEWAY_CACHE_BYTES = int(env("HUB_GATEWAY_CACHE_MB", "2048")) * 1024 * 1024  # loaded sessions, per engine
 # The working memory one model run may use (ONNX Runtime's arena in the engine process that runs it,
 # hub.gateway.engine); the engine's process data is capped at its start + the cache + twice this.

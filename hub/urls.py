@@ -11,6 +11,7 @@ from hub.containers.api import views as containers
 from hub.conversions.api import views as conversions
 from hub.finetune.api import views as finetune
 from hub.gateway.api import views as gateway
+from hub.generation.api import views as generation
 from hub.jobs.api import views as jobs
 from hub.metadata import oai
 from hub.metadata.api import views as metadata
@@ -32,6 +33,7 @@ api_patterns = [
     path(VERSION + "optimize", conversions.VersionOptimize.as_view(), name="version-optimize"),
     path(VERSION + "finetune", finetune.VersionFinetune.as_view(), name="version-finetune"),
     path(VERSION + "infer", gateway.Infer.as_view(), name="version-infer"),
+    path(VERSION + "generate", generation.Generate.as_view(), name="version-generate"),
     path(VERSION + "container", containers.VersionContainer.as_view(), name="version-container"),
     path(VERSION + "benchmark", gateway.VersionBenchmark.as_view(), name="version-benchmark"),
     path(VERSION + "metadata/<str:export>", metadata.VersionMetadata.as_view(), name="version-metadata"),
@@ -57,6 +59,9 @@ api_patterns = [
 urlpatterns = [
     path("", include("hub.web.urls")),
     path("api/v1/", include((api_patterns, "api"))),
+    path("v1/chat/completions", generation.ChatCompletions.as_view(), name="openai-chat"),
+    path("v1/completions", generation.Completions.as_view(), name="openai-completions"),
+    path("v1/models", generation.Models.as_view(), name="openai-models"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema", template_name="web/api_docs.html"),
          name="api-docs"),

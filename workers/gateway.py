@@ -7,6 +7,9 @@ deadline (and keeps the cached sessions) and answers; the thread answers for it 
 A worker started with ``-Q convert,cpu`` serves the ``cpu`` lane, one with ``-Q gpu`` the ``gpu`` lane,
 but only when ONNX Runtime offers CUDA there, so GPU work is never run on a CPU by mistake.
 ``HUB_GATEWAY_THREADS`` threads per worker (default 2) take requests concurrently.
+
+Each device lane also has ``HUB_GENERATE_ENGINES`` generation engines (``hub.generation.engine``), child
+processes serving the lane ``generate-<device>``; a thread starts each one again when it dies.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ WATCH_S = 0.25  # how often a lane thread looks at its engine (runs are stopped 
 class GatewayServer:
     """Announce this worker on its lanes and serve them until stopped."""
 
-    def __init__(self, queues: list[str], threads: int) -> None:
+    def __init__(self, queues: list[str], threads: int, generate_engines: int = 0) -> None:
         from hub.gateway.lane import get_lane
 
         self.lane = get_lane()
@@ -35,6 +38,8 @@ class GatewayServer:
         self.stop_event = threading.Event()
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}"
         self.pool: list[threading.Thread] = []
+        self.generate_engines = generate_engines
+        self.children: list = []
 
     def start(self) -> None:
         self._announce()
@@ -43,6 +48,9 @@ class GatewayServer:
             for index in range(self.threads):
                 self.pool.append(threading.Thread(target=self._loop, args=(queue,), name=f"gateway-{queue}-{index}",
                                                   daemon=True))
+            for index in range(self.generate_engines):
+                self.pool.append(threading.Thread(target=self._generate, args=(f"generate-{queue}",),
+                                                  name=f"generate-{queue}-{index}", daemon=True))
         for thread in self.pool:
             thread.start()
         log.info("gateway: serving lanes %s with %d thread(s) each", ", ".join(self.queues), self.threads)
@@ -54,6 +62,8 @@ class GatewayServer:
                 self.lane.withdraw(queue, self.worker_id)
             except Exception:  # noqa: BLE001 - the broker may be gone at shutdown
                 log.warning("gateway: could not withdraw from %s", queue)
+        for child in self.children:
+            child.terminate()
         for thread in self.pool:
             thread.join(timeout=5)
 
@@ -91,6 +101,29 @@ class GatewayServer:
             engine.stop()
 
 
+    def _generate(self, queue: str) -> None:
+        """Keep a generation engine serving ``queue``: start another when it dies."""
+        import subprocess
+        import sys
+
+        while not self.stop_event.is_set():
+            child = subprocess.Popen([sys.executable, "-m", "hub.generation.engine", queue])
+            self.children.append(child)
+            while child.poll() is None and not self.stop_event.wait(WATCH_S):
+                pass
+            if child.poll() is None:
+                child.terminate()
+            try:
+                child.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                child.kill()
+            self.children.remove(child)
+            if not self.stop_event.is_set():
+                log.error("gateway: the generation engine of %s ended (status %s); starting another", queue,
+                          child.returncode)
+                self.stop_event.wait(1.0)
+
+
 def lanes_for(consumed: list[str]) -> list[str]:
     """The device lanes a worker consuming these Celery queues serves."""
     from hub.gateway.sessions import gpu_available
@@ -118,7 +151,7 @@ class GatewayStep(bootsteps.StartStopStep):
         consumed = list(worker.app.amqp.queues.consume_from or worker.app.amqp.queues)
         lanes = lanes_for(consumed)
         if lanes and settings.HUB_GATEWAY_THREADS > 0:
-            self.server = GatewayServer(lanes, settings.HUB_GATEWAY_THREADS)
+            self.server = GatewayServer(lanes, settings.HUB_GATEWAY_THREADS, settings.HUB_GENERATE_ENGINES)
             self.server.start()
 
     def stop(self, worker) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hpcfair import _containers, _conversion, _inference, _registry
+from hpcfair import _containers, _conversion, _generation, _inference, _registry
 from hpcfair._inference import run_chain
 from hpcfair._registry import Dataset
 from hpcfair.client import HubClient
@@ -31,7 +31,8 @@ Cfg = str | Path | dict[str, Any]  # a task config: a YAML file, or the same as 
 
 class modelAPI:  # noqa: N801 - the papers' name
     """Every hub task from a config: ``conversion``, ``inference``, ``collaborate``, ``container``,
-    ``optimize``, ``finetune``, ``search``, ``upload``, ``download``, ``load_model``, ``load_dataset``, ``run``.
+    ``optimize``, ``finetune``, ``generate``, ``search``, ``upload``, ``download``, ``load_model``,
+    ``load_dataset``, ``run``.
 
     A façade: each method loads its config and hands it, with the REST client, to the module of its task
     family (``_conversion``, ``_inference``, ``_containers``, ``_registry``). A new task is a method here, a
@@ -82,6 +83,14 @@ class modelAPI:  # noqa: N801 - the papers' name
         """Run a chain of models (outputs of one into the inputs of the next, by position or
         ``task_args.links``); with ``task_args.merge: true`` merge them into one ONNX model on the hub."""
         return _inference.collaborate(self.client, load(cfg))
+
+    # --- text generation (_generation) ------------------------------------------------------------
+
+    def generate(self, cfg: Cfg, on_text: Any = None) -> dict[str, Any]:
+        """Generate text with a language model on the hub (``task: generate``): ``task_args.prompt``,
+        ``messages`` (a chat) or ``input`` (a file of prompts), with ``max_new_tokens``, ``temperature``,
+        ``top_p``, ``top_k``, ``seed``, ``stop``; ``on_text`` gets each piece as it streams in."""
+        return _generation.generate(self.client, load(cfg), on_text)
 
     # --- containers (_containers) ------------------------------------------------------------------
 
@@ -140,4 +149,4 @@ class modelAPI:  # noqa: N801 - the papers' name
 # general_args.task -> the modelAPI method that does it
 TASK_METHODS = {"conversion": "conversion", "inference": "inference", "collaboration": "collaborate",
                 "container": "container", "optimize": "optimize", "search": "search", "upload": "upload",
-                "download": "download_config", "finetune": "finetune"}
+                "download": "download_config", "finetune": "finetune", "generate": "generate"}

@@ -140,7 +140,8 @@ def download(ref: Annotated[str, typer.Argument(help="A PID or owner/name[@versi
 
 @app.command(epilog="Example: hpcfair run collaboration.yaml   (see 'hpcfair schema' for every key)")
 def run(config: Annotated[Path, typer.Argument(help="A task config (YAML).")], as_json: Json = False) -> None:
-    """Run a task config: conversion, inference, collaboration, container, optimize, search, upload, download."""
+    """Run a task config: conversion, inference, collaboration, container, optimize, search, upload, download,
+    finetune, generate."""
     from hpcfair.config import load
 
     loaded = load(config)
@@ -202,6 +203,32 @@ def class_names(outputs: dict[str, Any], labels: list[str] | None) -> dict[str, 
         if array.dtype.kind == "f" and array.ndim == 2 and array.shape[0] and array.shape[1] == len(labels):
             named[name] = "most likely: " + cut([labels[int(i)] for i in array.argmax(axis=1)])
     return named
+
+
+@app.command(epilog='Example: hpcfair generate alice/tiny-llama "The hub converts" --max-new-tokens 64')
+def generate(ref: Annotated[str, typer.Argument(help="A language model: a PID or owner/name[@version].")],
+             prompt: Annotated[str, typer.Argument(help="The text to continue (with --chat: your message).")],
+             max_new_tokens: Annotated[int, typer.Option(help="Tokens to add.")] = 128,
+             temperature: Annotated[float, typer.Option(help="0 is greedy; higher is more varied.")] = 1.0,
+             top_p: Annotated[float | None, typer.Option(help="Nucleus sampling.")] = None,
+             top_k: Annotated[int | None, typer.Option(help="Sample from the k likeliest tokens.")] = None,
+             seed: Annotated[int | None, typer.Option(help="Repeat a sample exactly.")] = None,
+             stop: Annotated[list[str] | None, typer.Option(help="Text that ends generation (repeatable).")] = None,
+             chat: Annotated[bool, typer.Option(help="Send the prompt as a user message through the model's chat "
+                                                     "template.")] = False,
+             as_json: Json = False) -> None:
+    """Generate text with a language model on the hub, printed as it streams in."""
+    asked = {"messages": [{"role": "user", "content": prompt}]} if chat else {"prompt": prompt}
+    cfg = {"general_args": {"task": "generate"},
+           "task_args": {"model_file": ref, **asked, "max_new_tokens": max_new_tokens, "temperature": temperature,
+                         **{k: v for k, v in {"top_p": top_p, "top_k": top_k, "seed": seed, "stop": stop}.items()
+                            if v is not None}}}
+    streamed = None if as_json else (lambda text: typer.echo(text, nl=False))
+    result = _api().generate(cfg, streamed)
+    if as_json:
+        _print(result, True)
+    else:
+        typer.echo(f"\n[{result.get('completion_tokens', 0)} tokens, {result.get('finish_reason', '')}]", err=True)
 
 
 @app.command(epilog="Example: hpcfair convert encoder.pt --output encoder.onnx --opset 17")
@@ -341,6 +368,8 @@ def _task_text(task: str, result: Any) -> str:
         return _finetune_text(result)
     if task == "search":
         return _search_lines(result)
+    if task == "generate":
+        return "\n".join(r["text"] for r in result["results"]) if "results" in result else result["text"]
     if task == "upload":
         return f"published {result['artifact']}@{result['version']}  {result['pid']}"
     if task == "download":

@@ -15,7 +15,7 @@ import io
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from hpcfair.cache import Cache
 from hpcfair.errors import (
     ConflictError,
     DuplicateVersionError,
+    HubError,
     JobError,
     NotAuthenticatedError,
     NotFoundError,
@@ -395,6 +396,23 @@ class HubClient:
                                 params={**params, "output_format": "npz"}, headers={"Content-Type": NPZ})
         return self._outputs(response)
 
+    def generate(self, ref: str, *, prompt: str | None = None, messages: list[dict[str, str]] | None = None,
+                 **options: Any) -> Iterator[dict[str, Any]]:
+        """Generate text with a language model on the hub, as it comes: ``{"text": …}`` pieces, then the
+        totals (``{"done": True, "finish_reason": …, "prompt_tokens": …, "completion_tokens": …}``).
+
+        ``options``: max_new_tokens, temperature (0: greedy), top_p, top_k, seed, stop, device."""
+        owner_name, label = split_ref(ref) if not ref.startswith("ark:") else self._named(ref)
+        body = {"prompt": prompt} if messages is None else {"messages": messages}
+        body.update({key: value for key, value in options.items() if value is not None})
+        response = self.request("POST", f"artifacts/{owner_name}/versions/{label}/generate", json=body, stream=True,
+                                timeout=(self.timeout, None))
+        with response:
+            for name, data in server_events(response.iter_lines(decode_unicode=True)):
+                if name == "error":
+                    raise HubError(data.get("detail", "The generation failed."), code=data.get("code", ""))
+                yield {"done": True, **data} if name == "done" else data
+
     def collaborate(self, refs: list[str], inputs: dict[str, Any] | None, **options: Any
                     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Run a chain of models on the hub (or merge it: ``merge=True`` gives a job)."""
@@ -617,3 +635,21 @@ class HubClient:
         if response.status_code >= 400 and response.status_code not in RETRY_STATUSES:
             raise from_response(response)
         return response
+
+
+def server_events(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(event name, JSON data) of each server-sent event in ``lines`` ("message" when it names none)."""
+    import json
+
+    name, data = "message", []
+    for line in lines:
+        if not line:
+            if data:
+                yield name, json.loads("\n".join(data))
+            name, data = "message", []
+        elif line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip())
+    if data:
+        yield name, json.loads("\n".join(data))

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from hpcfair.errors import ConfigError
 
 TASKS = ("conversion", "inference", "collaboration", "container", "optimize", "search", "upload", "download",
-         "finetune")
+         "finetune", "generate")
 BACKENDS = ("pt", "pytorch", "torch", "tf", "tensorflow", "keras", "sklearn", "scikit-learn", "xgboost", "lightgbm",
             "huggingface", "transformers", "onnx", "mlcube")
 Names = str | list[str]
@@ -88,7 +88,8 @@ class TaskArgs(_Group):
         None, description="Model file(s), or PIDs (ark:/...) or owner/name[@version] of hub models.")
     onnx_version: Annotated[int, Field(ge=7, le=21)] | None = Field(None, description="Target ONNX opset.")
     input: str | None = Field(None, description="Input file: .npy, .npz, .json, .txt, .csv; or, for a run over "
-                                                "a dataset, dataset: owner/name[@version].")
+                                                "a dataset, dataset: owner/name[@version]. generate: a file of "
+                                                "prompts, one per line (.txt) or one JSON object per line (.jsonl).")
     dataset: str | None = Field(None, description="A hub dataset (owner/name[@version] or PID) to run over (a job); "
                                                   "finetune: the dataset to train on (a local file or folder too).")
     links: list[dict[str, str]] | None = Field(
@@ -137,7 +138,17 @@ class TaskArgs(_Group):
     validation_split: Annotated[float, Field(gt=0, lt=1)] | None = Field(
         None, description="finetune: the fraction of rows held out to validate (default 0.2).")
     seed: Annotated[int, Field(ge=0, lt=2**32)] | None = Field(None, description="finetune: seeds the split, the "
-                                                                                  "batches and new weights (0).")
+                                                                                  "batches and new weights (0); "
+                                                                                  "generate: seeds sampling.")
+    prompt: str | None = Field(None, description="generate: the text to continue.")
+    messages: list[dict[str, str]] | None = Field(
+        None, description="generate: a chat, [{role: user, content: ...}], through the model's chat template.")
+    max_new_tokens: Annotated[int, Field(ge=1)] | None = Field(None, description="generate: tokens to add (128).")
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = Field(None, description="generate: 0 is greedy (1).")
+    top_p: Annotated[float, Field(gt=0, le=1)] | None = Field(None, description="generate: nucleus sampling (1).")
+    top_k: Annotated[int, Field(ge=0)] | None = Field(None, description="generate: sample from the k likeliest "
+                                                                        "tokens (0: all).")
+    stop: Names | None = Field(None, description="generate: text that ends generation (up to 4).")
     early_stopping: Annotated[int, Field(ge=0, le=1000)] | None = Field(
         None, description="finetune: stop after this many epochs without a lower validation loss (0: never).")
     max_length: Annotated[int, Field(ge=4, le=512)] | None = Field(None, description="finetune: tokens per text (64).")

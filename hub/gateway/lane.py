@@ -24,7 +24,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -62,6 +62,30 @@ class Lane(Protocol):
     def reply(self, request_id: str, message: bytes) -> None: ...
     def generation(self) -> bytes: ...
     def bump(self) -> None: ...
+    def open(self, queue: str, message: bytes) -> str: ...
+    def receive(self, request_id: str, seq: int, timeout: float) -> bytes | None: ...
+    def send(self, request_id: str, seq: int, message: bytes) -> None: ...
+    def cancel(self, request_id: str) -> None: ...
+    def cancelled(self, request_id: str) -> bool: ...
+
+
+def stream(lane: Lane, queue: str, message: bytes, timeout: float, last: Callable[[bytes], bool]) -> Iterator[bytes]:
+    """Send ``message`` to ``queue`` and yield its answer's messages in order up to the one ``last`` knows as
+    the end, each within ``timeout`` seconds (``TimeoutError`` when one does not come). A reader that stops
+    early (its client went away) tells the worker to stop (``cancel``)."""
+    request_id = lane.open(queue, message)
+    seq, finished = 0, False
+    try:
+        while not finished:
+            part = lane.receive(request_id, seq, timeout)
+            if part is None:
+                raise TimeoutError(f"no answer from {queue} in {timeout:.0f} s")
+            seq += 1
+            finished = last(part)
+            yield part
+    finally:
+        if not finished:
+            lane.cancel(request_id)
 
 
 @contextmanager
@@ -163,6 +187,32 @@ class RedisLane:
     def generation(self) -> bytes:
         with reachable():
             return self.redis.get(self.GENERATION) or b"0"
+
+    # --- streamed answers (a generation's pieces): in order on the reply list ---
+    def open(self, queue: str, message: bytes) -> str:
+        request_id = new_id()
+        with reachable():
+            status, _ = self.redis.execute_command(
+                "EVAL", self.PUSH, 4, self._alive(queue), self._queue(queue), self.GENERATION,
+                self._reply(request_id), time.time() - ALIVE_S, request_id.encode() + message, b"", REPLY_TTL_S)
+        if status == 0:
+            raise NoWorker(queue)
+        return request_id
+
+    def receive(self, request_id: str, seq: int, timeout: float) -> bytes | None:
+        with reachable():
+            found = self.redis.brpop([self._reply(request_id)], timeout=max(timeout, 0.01))
+        return found[1] if found else None
+
+    def send(self, request_id: str, seq: int, message: bytes) -> None:
+        self.reply(request_id, message)
+
+    def cancel(self, request_id: str) -> None:
+        with reachable():
+            self.redis.set(f"hub:gw:cancel:{request_id}", b"1", ex=REPLY_TTL_S)
+
+    def cancelled(self, request_id: str) -> bool:
+        return bool(self.redis.exists(f"hub:gw:cancel:{request_id}"))
 
     def bump(self) -> None:
         with reachable():
@@ -270,6 +320,43 @@ class FileLane:
 
     def reply(self, request_id: str, message: bytes) -> None:
         self._write(self.root / "replies" / request_id, message)
+
+    # --- streamed answers: replies/<id>.<seq>, a cancel mark in cancel/<id> ---
+    def open(self, queue: str, message: bytes) -> str:
+        if not self.alive(queue):
+            raise NoWorker(queue)
+        request_id = new_id()
+        self._write(self._dir(queue) / f"{time.time_ns()}-{request_id}", message)
+        return request_id
+
+    def receive(self, request_id: str, seq: int, timeout: float) -> bytes | None:
+        watch = self._watch([self.root / "replies"])
+        answer = self.root / "replies" / f"{request_id}.{seq}"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                data = answer.read_bytes()
+            except FileNotFoundError:
+                self._sleep(watch, deadline)
+                continue
+            answer.unlink(missing_ok=True)
+            return data
+        return None
+
+    def send(self, request_id: str, seq: int, message: bytes) -> None:
+        self._write(self.root / "replies" / f"{request_id}.{seq}", message)
+
+    def cancel(self, request_id: str) -> None:
+        (self.root / "cancel").mkdir(exist_ok=True)
+        (self.root / "cancel" / request_id).touch()
+
+    def cancelled(self, request_id: str) -> bool:
+        """Whether the reader went away; the mark is removed when seen (asked until it is, then no more)."""
+        try:
+            (self.root / "cancel" / request_id).unlink()
+            return True
+        except FileNotFoundError:
+            return False
 
     def generation(self) -> bytes:
         try:

@@ -18,6 +18,7 @@ from django.utils.safestring import mark_safe
 
 from hub.accounts.auth import request_user
 from hub.conversions.services import conversions_of, converted_from, latest_original
+from hub.errors import HubError
 from hub.gateway.tensors import shape_text
 from hub.jobs.models import Job
 from hub.metadata import signposting
@@ -314,8 +315,22 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
             "try_example": json.dumps(example) if (example := snippets.example_inputs(signature)) else "",
             "class_labels": class_labels(version, viewer) if signature and artifact.kind == "model" else None,
             "infer_url": f"/api/v1/artifacts/{artifact.owner.username}/{artifact.name}/versions/{version.label}/infer",
+            "generate_url": generate_url(artifact, version),
         })
     return render(request, "web/landing.html", context)
+
+
+def generate_url(artifact, version) -> str:
+    """The version's ``…/generate`` when it (or its upload) has a generation model, else ""."""
+    from hub.generation.services import generation_model
+
+    if artifact.kind != "model" or version.is_deleted:
+        return ""
+    try:
+        generation_model(version)
+    except HubError:
+        return ""
+    return f"/api/v1/artifacts/{artifact.owner.username}/{artifact.name}/versions/{version.label}/generate"
 
 
 def embedded_jsonld(record) -> str:

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 MLP = models.mlp(hidden=32)
 SLURM = {"HUB_EXECUTOR": "slurm", "HUB_SLURM_POLL_S": "0.3", "HUB_SLURM_TIME": "5", "HUB_SLURM_MEM": "400M",
-         "HUB_JOB_MAX_ATTEMPTS": "2", "HUB_SLURM_KINDS": "infer,container,optimize,verify,finetune"}
+         "HUB_JOB_MAX_ATTEMPTS": "2", "HUB_SLURM_KINDS": "infer,container,optimize,verify,finetune,generate"}
 
 
 def slurm_command(*args: str) -> str:
@@ -399,6 +399,32 @@ def test_a_finetune_trains_in_the_sandbox_on_a_node_and_publishes_as_celery_does
     assert execution["nodes"] == job.slurm["nodes"] and execution["started"] and execution["ended"]
     assert_prov_names_the_slurm_job(api, version, job)
     assert not Path(job.slurm["folder"]).parent.exists()  # the job folder went with the job
+
+
+def test_a_file_of_prompts_generates_the_same_text_on_a_node_as_on_celery(hub, owner, publish, api, settings,
+                                                                          tmp_path):
+    """A language model's generation over a dataset of prompts (kind generate) in the sandbox of a Slurm node
+    and of a Celery worker: the same generations.jsonl."""
+    from tests.generation.lm import folder_files, save_lm
+
+    _, source = publish(owner, "llama", folder_files(save_lm(tmp_path / "llama", "llama")))
+    build = Job.objects.get(version=source, kind="generation")  # on the worker's Celery queue
+    assert wait_for_job(build.pk, timeout=300).state == "succeeded"
+    publish(owner, "prompts", {"prompts.txt": b"the hub converts\nscientists share\n"}, kind="dataset")
+    answers = {}
+    for executor in ("celery", "slurm"):
+        settings.HUB_EXECUTOR = executor
+        response = api.post("/api/v1/artifacts/alice/llama/versions/1/generate",
+                            {"dataset": "alice/prompts", "max_new_tokens": 8, "temperature": 0}, format="json")
+        assert response.status_code == 202, response.content
+        job = wait_for_job(response.json()["id"], timeout=180)
+        assert job.state == "succeeded", (job.error_code, job.error_detail, job.log[-5:])
+        assert bool(job.slurm) == (executor == "slurm")
+        version = Version.objects.get(pid=job.result["pid"])
+        with get_blob_store().open(version.files.get(path="generations.jsonl").blob_id) as stream:
+            answers[executor] = stream.read()
+    assert answers["celery"] == answers["slurm"]
+    assert answers["slurm"].count(b'"completion_tokens": 8') == 2
 
 
 # One request, one answer, whichever executor runs it: the same chain and batch requests as Celery jobs and

@@ -43,6 +43,7 @@ JOB_CODES: dict[str, str] = {
     # running models (the gateway's engines, inference jobs, benchmarks, merges, Slurm nodes)
     "invalid_inputs": "inputs that do not fit the model or the chain (names, shapes, rows, links)",
     "invalid_outputs": "a compute node's outputs could not be read back",
+    "prompt_too_long": "a prompt has more tokens than the language model's context holds",
     "memory_limit": "the run needed more memory than one model run may use here",
     "model_load_failed": "ONNX Runtime could not load the model (or its weights name a data file outside its version)",
     "model_too_large": "the model's files need more memory than the worker gives loaded models (HUB_GATEWAY_CACHE_MB)",

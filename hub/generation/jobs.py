@@ -1,0 +1,226 @@
+"""Generation jobs: ``generation`` builds a causal LM's generation model (onnxruntime-genai's builder and a
+check of its greedy tokens against transformers, in the conversion sandbox) and publishes it as a version
+derived from its source; ``generate`` runs a file of prompts through it (``hub.generation.batch``)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from hpcfair.compute import CodedError
+from hpcfair.compute.sandboxed import run_request
+from hpcfair.convert import Limits, sandbox
+
+from hub.conversions.jobs import (
+    _fetch_model,
+    existing_result,
+    free_label,
+    hidden_paths,
+    limits,
+    node_result,
+    sandbox_plan,
+    source_of,
+)
+from hub.errors import HubError
+from hub.gateway.jobs.infer import results_artifact
+from hub.generation.services import FORMAT, generation_model
+from hub.jobs.files import fetch, staged
+from hub.jobs.kinds import JobKind, Plan, register
+from hub.jobs.runner import JobContext
+from hub.registry.models import ProvenanceLink, Version
+from hub.registry.services import ProvenanceRef, create_version
+from hub.registry.uploads import StagedFile
+
+_SOURCE_ONLY = {"framework", "format", "inputs", "outputs", "sample_inputs", "verification", "conversion", "verified",
+                "optimization", "opset", "weights", "generation"}
+
+
+def build_limits(source: Version, folder: str) -> Limits:
+    """A conversion's limits, with time for the model's size: onnxruntime-genai's builder and the token check
+    take minutes per GiB of weights on a few cores."""
+    size = sum(f.size for f in source.files.all() if f.path.startswith(folder))
+    minutes = 10 * max(1.0, size / 2**30)
+    base = limits()
+    return replace(base, wall_seconds=max(base.wall_seconds, int(minutes * 60)),
+                   cpu_seconds=max(base.cpu_seconds, int(minutes * 60 * max(1, base.threads or 1))))
+
+
+def build_request(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
+    """The sandbox's request for a build, the source folder (and for a smaller copy, the full-precision build to
+    compare with) copied into ``workdir``."""
+    params = ctx.job.params
+    folder = params["folder"]
+    local, _ = _fetch_model(source, f"{folder}/config.json".lstrip("/"), workdir / "in")
+    request = {"task": "generation_build", "source": str(local.relative_to(workdir)), "output": "out",
+               "precision": params.get("precision", "fp32")}
+    if request["precision"] != "fp32":
+        try:
+            full = generation_model(source)
+        except Exception:
+            full = None
+        if full is not None and full.metadata.get("generation", {}).get("precision") == "fp32":
+            (workdir / "full").mkdir()
+            for file in full.files.all():
+                fetch(full, file.path, workdir / "full")
+            request["full"] = "full"
+    return request
+
+
+def publish_build(ctx: JobContext, source: Version, workdir: Path, report: dict[str, Any]) -> dict[str, Any]:
+    """Publish the built folder under ``workdir/out`` as a version derived from ``source``."""
+    check = report["verification"]
+    ctx.log(f"built {report['family']} ({report['precision']}) in {report['build_seconds']} s, "
+            f"{report['size_bytes'] / 2**20:.1f} MiB; {'verified' if check['passed'] else 'NOT verified'}: "
+            f"{check['method']}", "info" if check["passed"] else "warning")
+    if "comparison" in report:
+        c = report["comparison"]
+        ctx.log(f"against fp32: {c['size_ratio']:.0%} of the size, perplexity {c['perplexity']:.3f} vs "
+                f"{c['full_perplexity']:.3f}, {c['tokens_per_second']:.1f} vs {c['full_tokens_per_second']:.1f} "
+                "tokens/s")
+    out = workdir / "out"
+    files = [staged(path, path.name) for path in sorted(out.iterdir()) if path.is_file()]
+    metadata = {key: value for key, value in source.metadata.items() if key not in _SOURCE_ONLY}
+    metadata.update({"framework": "onnx", "format": FORMAT, "task": "text-generation", "job": str(ctx.job.pk),
+                     "verified": bool(check["passed"]), "generation": report})
+    suffix = "genai" if report["precision"] == "fp32" else f"genai-{report['precision']}"
+    label = free_label(source.artifact, f"{source.label}-{suffix}"[:60])
+    version = create_version(source.artifact, ctx.job.requester, files=files, label=label, metadata=metadata,
+                             provenance=[ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, source)], system=True)
+    ctx.log(f"published {version} ({version.pid})")
+    return {"version": version.label, "pid": version.pid, "verified": bool(check["passed"]), "generation": report}
+
+
+@register
+class GenerationBuildJob(JobKind):
+    """Build the generation model (KV cache, onnxruntime-genai) of a Hugging Face causal LM folder, verify its
+    greedy tokens against transformers and publish it."""
+
+    name = "generation"
+    label = "generation build"
+
+    def run(self, ctx: JobContext) -> dict[str, Any]:
+        source = source_of(ctx)
+        if done := existing_result(ctx, source, ProvenanceLink.Relation.DERIVED_FROM):
+            return {"version": done.label, "pid": done.pid}
+        workdir = Path(tempfile.mkdtemp(prefix="hpcfair-generation-"))
+        try:
+            request = build_request(ctx, source, workdir)
+            ctx.log(f"{ctx.job.params['folder'] or 'the folder'}: building in a sandbox")
+            report = run_request(request, workdir, build_limits(source, ctx.job.params["folder"]), hidden_paths(),
+                                 ctx.log)
+            return publish_build(ctx, source, workdir, report)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def stage(self, job, folder: Path) -> Plan | None:
+        ctx = JobContext(job)
+        source = source_of(ctx)
+        if existing_result(ctx, source, ProvenanceLink.Relation.DERIVED_FROM):
+            return None
+        (folder / "work").mkdir()
+        request = build_request(ctx, source, folder / "work")
+        return sandbox_plan("sandbox", f"{self.label} of {source}", build_limits(source, job.params["folder"]),
+                            request=request)
+
+    def publish(self, job, folder: Path, execution: dict[str, Any]) -> dict[str, Any]:
+        ctx = JobContext(job)
+        return publish_build(ctx, source_of(ctx), folder / "work", node_result(folder)["report"])
+
+
+# --- a file of prompts (kind generate) ----------------------------------------------------------------------
+
+
+def batch_limits() -> Limits:
+    return replace(limits(), wall_seconds=max(limits().wall_seconds, settings.HUB_GENERATE_JOB_S),
+                   cpu_seconds=max(limits().cpu_seconds, settings.HUB_GENERATE_JOB_S * 4))
+
+
+def batch_request(ctx: JobContext, workdir: Path) -> tuple[dict[str, Any], Version, Version]:
+    """The sandbox's request for a batch, the model's files and the prompts copied into ``workdir``."""
+    params = ctx.job.params
+    model = Version.objects.filter(pk=params["model"], deleted_at__isnull=True).first()
+    dataset = Version.objects.filter(pk=params["dataset"]["version_id"], deleted_at__isnull=True).first()
+    if model is None or dataset is None:
+        raise CodedError("gone", "The generation model or the prompts' dataset was deleted before the job ran.")
+    (workdir / "model").mkdir()
+    for file in model.files.all():
+        fetch(model, file.path, workdir / "model")
+    prompts = fetch(dataset, params["dataset"]["file"], workdir)
+    (workdir / "out").mkdir()
+    request = {"task": "generate_batch", "model": "model", "prompts": prompts.name, "output": "out/generations.jsonl",
+               "options": {**params["options"], "max_tokens_limit": settings.HUB_GENERATE_MAX_TOKENS},
+               "threads": settings.HUB_GENERATE_THREADS}
+    return request, model, dataset
+
+
+def publish_batch(ctx: JobContext, model: Version, dataset: Version, workdir: Path, report: dict[str, Any],
+                  execution: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The answers as a version of the requester's ``<model>-outputs`` dataset."""
+    ctx.log(f"{report['prompts']} prompts, {report['completion_tokens']} tokens in {report['seconds']} s "
+            f"({report['tokens_per_second']} tokens/s)")
+    user = ctx.job.requester
+    artifact = results_artifact(user, model)
+    done = artifact.versions.filter(deleted_at__isnull=True, metadata__job=str(ctx.job.pk)).first()
+    if done is None:
+        path = sandbox.output_file(workdir, "out/generations.jsonl")
+        metadata = {"title": f"Generations of {model} on {dataset}",
+                    "description": f"Text generated by {model} ({model.pid}) for each prompt of {dataset} "
+                                   f"({dataset.pid}), job {ctx.job.pk}.",
+                    "creators": [{"name": user.get_full_name() or user.username}],
+                    "license": (model.metadata or {}).get("license") or "CC-BY-4.0", "keywords": ["generation"],
+                    "job": str(ctx.job.pk), "generation": {"batch": report, "options": ctx.job.params["options"]},
+                    **({"execution": execution} if execution else {})}
+        files: list[StagedFile] = [staged(path, "generations.jsonl")]
+        try:
+            done = create_version(artifact, user, files=files, metadata=metadata, system=True, provenance=[
+                ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, model),
+                ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, dataset)])
+        except HubError as exc:
+            if exc.error_code != "duplicate_version":
+                raise
+            done = Version.objects.get(pid=exc.extra["existing_pid"])  # the same answers exist: point at them
+    ctx.log(f"published the generations as {done} ({done.pid})")
+    return {"version": str(done), "pid": done.pid, **report}
+
+
+@register
+class GenerateJob(JobKind):
+    """Answer every prompt of a dataset's file with a generation model; publish the answers as a dataset."""
+
+    name = "generate"
+    label = "generation over a dataset"
+
+    def run(self, ctx: JobContext) -> dict[str, Any]:
+        workdir = Path(tempfile.mkdtemp(prefix="hpcfair-generate-"))
+        try:
+            request, model, dataset = batch_request(ctx, workdir)
+            ctx.log(f"{model} on {dataset} {ctx.job.params['dataset']['file']}: generating in a sandbox")
+            report = run_request(request, workdir, batch_limits(), hidden_paths(), _progress(ctx))
+            return publish_batch(ctx, model, dataset, workdir, report)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def stage(self, job, folder: Path) -> Plan | None:
+        (folder / "work").mkdir()
+        request, model, dataset = batch_request(JobContext(job), folder / "work")
+        return sandbox_plan("sandbox", f"{model} on {dataset}", batch_limits(), request=request)
+
+    def publish(self, job, folder: Path, execution: dict[str, Any]) -> dict[str, Any]:
+        ctx = JobContext(job)
+        model = Version.objects.get(pk=job.params["model"])
+        dataset = Version.objects.get(pk=job.params["dataset"]["version_id"])
+        return publish_batch(ctx, model, dataset, folder / "work", node_result(folder)["report"], execution)
+
+
+def _progress(ctx: JobContext):
+    def on_line(line: str) -> None:
+        stage = sandbox.parse_stage(line)
+        if stage is not None:
+            ctx.progress(stage[0])
+        else:
+            ctx.log(line)
+    return on_line

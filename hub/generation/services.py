@@ -1,0 +1,194 @@
+"""Generation models on the hub's side: which versions get one (a Hugging Face causal LM folder of a family
+onnxruntime-genai builds, with a fast tokenizer), the build job, and which version answers a generation
+request. Nothing here loads a model: the build runs in the conversion sandbox (``hub.generation.jobs``), the
+generation in a worker's generation engine (``hub.generation.engine``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+from django.conf import settings
+from hpcfair.compute import CodedError
+from hpcfair.convert.formats import hf_folders
+from hpcfair.generate.families import supports
+from hpcfair.generate.run import GenerateRequest
+
+from hub.errors import STATUS, HubError
+from hub.gateway.lane import NoWorker, get_lane, reachable, stream
+from hub.gateway.protocol import no_worker
+from hub.jobs.models import Job
+from hub.jobs.services import create_job
+from hub.registry.models import Artifact, ProvenanceLink, Version
+from hub.storage import get_blob_store
+
+FORMAT = "onnx-genai"
+CONFIG_BYTES = 1 << 20  # a config.json larger than this is not read in the web process
+
+
+def _config(version: Version, folder: str) -> dict[str, Any]:
+    path = f"{folder}/config.json".lstrip("/")
+    file = version.files.select_related("blob").filter(path=path).first()
+    if file is None or file.size > CONFIG_BYTES:
+        return {}
+    try:
+        with get_blob_store().open(file.blob.sha256) as body:
+            return json.loads(body.read(CONFIG_BYTES))
+    except (OSError, ValueError):
+        return {}
+
+
+def generation_folders(version: Version) -> list[str]:
+    """The version's Hugging Face folders that hold a causal LM onnxruntime-genai builds (with tokenizer.json)."""
+    paths = [file.path for file in version.files.all()]
+    return [folder for folder in hf_folders(paths)
+            if f"{folder}/tokenizer.json".lstrip("/") in paths and supports(_config(version, folder))]
+
+
+def is_generation_model(version: Version) -> bool:
+    return version.metadata.get("format") == FORMAT
+
+
+def on_version_published(sender, version: Version, user, **kwargs) -> None:
+    """A new causal LM version gets its generation model built (besides its ONNX conversion)."""
+    if version.artifact.kind != Artifact.Kind.MODEL or version.provenance.exists():
+        return
+    if settings.HUB_GENERATION_AUTO and generation_folders(version):
+        request_build(version, user, auto=True)
+
+
+def request_build(version: Version, user, *, folder: str | None = None, precision: str = "fp32",
+                  auto: bool = False) -> Job:
+    """Queue the build of ``version``'s generation model (``precision`` fp32, fp16 or int4)."""
+    folders = generation_folders(version)
+    if not folders:
+        raise HubError("unsupported_format", f"{version} has no Hugging Face causal language model folder that "
+                                             "the hub can build for generation (config.json of a Llama, Mistral, "
+                                             "Qwen2/3, Phi, Gemma… model, its weights and tokenizer.json).")
+    if folder is None:
+        folder = folders[0]
+    if folder not in folders:
+        raise HubError("invalid", f"{version} has no causal language model folder {folder!r}.")
+    return create_job("generation", user, version=version, queue="convert",
+                      params={"folder": folder, "precision": precision, "auto": auto})
+
+
+def source_of_generation(version: Version) -> Version:
+    """The uploaded version a generation model (or an ONNX conversion) was made from; else ``version``."""
+    from hub.conversions.services import converted_from
+
+    if is_generation_model(version):
+        link = version.provenance.filter(relation=ProvenanceLink.Relation.DERIVED_FROM).select_related("target").first()
+        return link.target if link else version
+    return converted_from(version) or version
+
+
+def generation_model(version: Version) -> Version:
+    """The version that answers generation for ``version``: itself when it is a generation model, else its
+    newest live full-precision generation build."""
+    if is_generation_model(version):
+        return version
+    version = source_of_generation(version)  # the ONNX conversion stands for its source here
+    built = (Version.objects.filter(artifact_id=version.artifact_id, deleted_at__isnull=True,
+                                    provenance__target=version,
+                                    provenance__relation=ProvenanceLink.Relation.DERIVED_FROM,
+                                    metadata__format=FORMAT)
+             .select_related("artifact__owner").order_by("-created", "-id"))
+    for candidate in built:
+        if candidate.metadata.get("generation", {}).get("precision") == "fp32" or len(built) == 1:
+            return candidate
+    if built:
+        return built[0]
+    raise _not_built(version)
+
+
+def _not_built(version: Version) -> HubError:
+    job = version.jobs.filter(kind="generation").order_by("-created").first()
+    if job is None:
+        return HubError("not_runnable", f"{version} offers no text generation: it is not a causal language model "
+                                        "the hub builds for generation (see the README, 'Text generation').")
+    if job.state == Job.State.FAILED:
+        return HubError("not_runnable", f"{version}'s generation model could not be built: {job.error_detail}",
+                        job=str(job.pk))
+    return HubError("not_ready", f"{version}'s generation model is still being built (job {job.pk}, {job.state}); "
+                                 "try again when it has finished.", job=str(job.pk))
+
+
+# --- running: the web side of a generation (the worker side is hub.generation.engine) -------------------
+
+
+def stream_generation(version: Version, request: GenerateRequest, device: str = "cpu") -> Iterator[dict[str, Any]]:
+    """The pieces of ``request`` generated by ``version``'s generation model on a worker of ``device``, as
+    dicts (``hpcfair.generate.Piece.to_dict``); the last has ``done``. Refusals before the first piece are
+    ``HubError``s (no worker, a prompt too long…); after it, an ``{"error": …}`` piece ends the stream."""
+    model = generation_model(version)
+    files = [[file.path, file.blob.sha256, file.size] for file in model.files.select_related("blob")]
+    message = orjson.dumps({"files": files, "request": request.to_dict(), "seconds": settings.HUB_GENERATE_S,
+                            "max_tokens": settings.HUB_GENERATE_MAX_TOKENS})
+    queue = f"generate-{device}"
+    with reachable():
+        try:
+            parts = stream(get_lane(), queue, message, settings.HUB_GENERATE_S, _last)
+            first = next(parts)
+        except NoWorker:
+            raise no_worker(device) from None
+        except TimeoutError:
+            raise HubError("worker_timeout", "The generation engine did not answer in time; try again.") from None
+    piece = orjson.loads(first)
+    if "error" in piece:
+        parts.close()
+        raise HubError(piece["error"] if piece["error"] in STATUS else "internal_error", piece["detail"])
+    return _pieces(piece, parts)
+
+
+def _last(message: bytes) -> bool:
+    return b'"done":true' in message or message.startswith(b'{"error"')
+
+
+def _pieces(first: dict[str, Any], parts: Iterator[bytes]) -> Iterator[dict[str, Any]]:
+    yield first
+    try:
+        for part in parts:
+            yield orjson.loads(part)
+    except TimeoutError:
+        yield {"error": "worker_timeout", "detail": "The generation engine stopped answering."}
+    finally:
+        parts.close()
+
+
+def parse_request(data: Any) -> GenerateRequest:
+    """A generation request from a JSON body, refused as ``invalid`` in words."""
+    try:
+        return GenerateRequest.parse(data, max_tokens=settings.HUB_GENERATE_MAX_TOKENS)
+    except CodedError as exc:
+        raise HubError(exc.code, exc.detail) from None
+
+
+BATCH_SUFFIXES = (".txt", ".jsonl", ".ndjson")
+
+
+def request_batch(version: Version, user, dataset_ref: str, file: str | None, options: dict[str, Any],
+                  device: str = "cpu") -> Job:
+    """Queue a job answering every prompt of a dataset's file (``.txt``: a line each; ``.jsonl``: a JSON
+    object each) with ``version``'s generation model; the answers become a dataset version of yours."""
+    from hub.registry.services import resolve_version_ref
+
+    model = generation_model(version)
+    dataset = resolve_version_ref(user, dataset_ref)
+    if dataset.artifact.kind != Artifact.Kind.DATASET:
+        raise HubError("invalid", f"{dataset} is a {dataset.artifact.kind}, not a dataset of prompts.")
+    paths = [f.path for f in dataset.files.all()]
+    candidates = [p for p in paths if p.lower().endswith(BATCH_SUFFIXES)]
+    if file is None and len(candidates) == 1:
+        file = candidates[0]
+    if file not in paths or not file.lower().endswith(BATCH_SUFFIXES):
+        raise HubError("invalid", f"Name the prompts' file in 'dataset_file': {dataset} has "
+                                  f"{', '.join(candidates) or 'no .txt or .jsonl file'}.")
+    try:
+        GenerateRequest.parse({"prompt": "x", **options}, max_tokens=settings.HUB_GENERATE_MAX_TOKENS)
+    except CodedError as exc:
+        raise HubError(exc.code, exc.detail) from None
+    return create_job("generate", user, version=version, queue=device, device=device, params={
+        "model": model.pk, "dataset": {"version_id": dataset.pk, "file": file}, "options": options})

@@ -1,0 +1,85 @@
+"""The generation endpoints' refusals, before any worker is asked (logic tier)."""
+
+import json
+
+import pytest
+
+from tests.conftest import client_for
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def plain_model(owner, publish):
+    artifact, version = publish(owner, "plain", {"weights.bin": b"123"})
+    return f"/api/v1/artifacts/{artifact.full_name}/versions/{version.label}/generate"
+
+
+@pytest.mark.parametrize("body, words", [
+    ({"prompt": "x", "max_new_tokens": 0}, "'max_new_tokens' must be from 1"),
+    ({"prompt": "x", "beams": 4}, "Unknown field 'beams'"),
+    ({"prompt": "x", "stream": "yes"}, "'stream' must be true or false"),
+    ({"prompt": "x", "device": "tpu"}, "'device' must be cpu or gpu"),
+    ({}, "Give either 'prompt'"),
+])
+def test_bad_generation_requests_are_refused(api, plain_model, body, words):
+    refused = api.post(plain_model, body, format="json")
+    assert refused.status_code == 400 and refused.json()["code"] == "invalid"
+    assert words in refused.json()["detail"]
+
+
+def test_a_model_without_generation_is_not_runnable(api, plain_model):
+    refused = api.post(plain_model, {"prompt": "x"}, format="json", HTTP_ACCEPT="text/event-stream")
+    assert refused.status_code == 409 and refused.json()["code"] == "not_runnable"
+    assert "offers no text generation" in refused.json()["detail"]
+    assert client_for(None).post(plain_model, {"prompt": "x"}, format="json").status_code == 401
+
+
+def test_openai_errors_have_openai_shape(owner, plain_model):
+    api = client_for(owner)
+    refused = api.post("/v1/chat/completions", {"model": "alice/plain", "messages": [{"role": "user", "content": "x"}]},
+                       format="json")
+    assert refused.status_code == 409
+    assert refused.json()["error"]["code"] == "not_runnable" and refused.json()["error"]["message"]
+    refused = api.post("/v1/completions", {"prompt": "x"}, format="json")
+    assert refused.status_code == 400 and "Name the model" in refused.json()["error"]["message"]
+    refused = api.post("/v1/chat/completions", {"model": "alice/plain", "messages": [], "n": 2}, format="json")
+    assert refused.status_code == 400 and refused.json()["error"]["type"] == "invalid_request_error"
+    assert client_for(None).get("/v1/models").status_code == 401
+    assert api.get("/v1/models").json() == {"object": "list", "data": []}
+
+
+def _lm_files(architecture: str = "LlamaForCausalLM", tokenizer: bool = True) -> dict[str, bytes]:
+    files = {"lm/config.json": json.dumps({"architectures": [architecture]}).encode(),
+             "lm/model.safetensors": b"not read here"}
+    if tokenizer:
+        files["lm/tokenizer.json"] = b"{}"
+    return files
+
+
+@pytest.mark.parametrize("files, queued", [
+    (_lm_files(), True),
+    (_lm_files("GPT2LMHeadModel"), False),  # onnxruntime-genai does not build it
+    (_lm_files(tokenizer=False), False),  # no fast tokenizer
+])
+def test_publishing_a_causal_lm_queues_its_generation_build(owner, publish, files, queued):
+    from hub.jobs.models import Job
+
+    _, version = publish(owner, "lm", files)
+    jobs = Job.objects.filter(version=version, kind="generation")
+    assert jobs.exists() is queued
+    if queued:
+        assert jobs.get().params == {"folder": "lm", "precision": "fp32", "auto": True}
+
+
+def test_optimize_asks_a_language_model_for_an_int4_build(api, owner, publish, plain_model):
+    artifact, version = publish(owner, "lm", _lm_files())
+    url = f"/api/v1/artifacts/{artifact.full_name}/versions/{version.label}/optimize"
+    accepted = api.post(url, {"precision": "int4"}, format="json")
+    assert accepted.status_code == 202, accepted.json()
+    assert (accepted.json()["kind"], accepted.json()["params"]["precision"]) == ("generation", "int4")
+    refused = api.post(plain_model.replace("/generate", "/optimize"), {"precision": "int4"}, format="json")
+    assert refused.status_code == 415 or refused.json()["code"] == "unsupported_format"
+    assert "causal language model" in refused.json()["detail"]
+    refused = api.post(url, {"precision": "int2"}, format="json")
+    assert refused.status_code == 400

@@ -1,0 +1,116 @@
+"""Generation models built by onnxruntime-genai from three causal LM families: greedy tokens equal
+transformers' ``generate``, seeds reproduce samples, stop strings and limits end generation, chat messages
+go through the tokenizer's template, and an unsupported folder is refused with its reason."""
+
+import json
+
+import pytest
+from hpcfair.compute import CodedError
+from hpcfair.generate import GenerateRequest, generate, open_model
+from hpcfair.generate.build import build, greedy_ids, perplexity, verify_tokens
+from hpcfair.generate.run import text_of
+
+from tests.generation.lm import save_lm
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """family -> (source folder, built folder, report)."""
+    out = {}
+    for family in ("llama", "qwen2", "mistral"):
+        root = tmp_path_factory.mktemp(family)
+        source = save_lm(root / "src", family)
+        out[family] = (source, root / "genai", build(source, root / "genai"))
+    return out
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "mistral"])
+def test_greedy_tokens_equal_transformers_generate(built, family):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source, folder, report = built[family]
+    assert report["verification"]["passed"], report["verification"]
+    assert {"model.onnx", "genai_config.json", "tokenizer.json"} <= set(report["files"])
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model = AutoModelForCausalLM.from_pretrained(source)
+    ids = tokenizer("models on hpc nodes", return_tensors="pt").input_ids
+    with torch.no_grad():
+        expected = model.generate(ids, max_new_tokens=24, min_new_tokens=24, do_sample=False)[0, ids.shape[1]:]
+    assert greedy_ids(open_model(folder), ids[0].tolist(), 24) == expected.tolist()
+
+
+def test_a_differing_model_fails_verification(built, tmp_path):
+    source, folder, _ = built["llama"]
+    other = save_lm(tmp_path / "other", "llama", seed=1)  # same shapes, other weights
+    report = verify_tokens(other, folder)
+    assert report["passed"] is False
+    assert any(case["matched"] < case["tokens"] for case in report["prompts"])
+
+
+def test_seeds_repeat_samples_and_greedy_needs_none(built):
+    loaded = open_model(built["llama"][1])
+
+    def text(**options):
+        return text_of(generate(loaded, GenerateRequest.parse({"prompt": "the hub", "max_new_tokens": 12,
+                                                                **options})))
+
+    assert text(seed=5)[0] == text(seed=5)[0]
+    samples = {text(seed=seed)[0] for seed in range(6)}
+    assert len(samples) > 1  # sampling at temperature 1 on a random model differs between seeds
+    assert text(temperature=0)[0] == text(temperature=0, seed=9)[0]
+
+
+def test_limits_and_stop_strings_end_generation(built):
+    loaded = open_model(built["llama"][1])
+    whole, last = text_of(generate(loaded, GenerateRequest.parse({"prompt": "the hub", "max_new_tokens": 10,
+                                                                  "temperature": 0})))
+    assert (last.finish_reason, last.completion_tokens) == ("length", 10)
+    assert last.prompt_tokens > 0 and last.seconds >= last.seconds_to_first > 0
+    stop = whole[len(whole) // 2:len(whole) // 2 + 2]
+    cut, last = text_of(generate(loaded, GenerateRequest.parse({"prompt": "the hub", "max_new_tokens": 10,
+                                                                "temperature": 0, "stop": [stop]})))
+    assert cut == whole[:whole.index(stop)]
+    assert last.finish_reason == "stop"
+
+
+def test_chat_messages_use_the_tokenizer_template(built):
+    loaded = open_model(built["llama"][1])
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_new_tokens": 6, "temperature": 0}
+    as_prompt = {"prompt": "<s>user: hi\nassistant:", "max_new_tokens": 6, "temperature": 0}
+    assert text_of(generate(loaded, GenerateRequest.parse(chat)))[0] == \
+        text_of(generate(loaded, GenerateRequest.parse(as_prompt)))[0]
+
+
+def test_a_prompt_longer_than_the_context_is_refused(built):
+    loaded = open_model(built["llama"][1])
+    with pytest.raises(CodedError) as caught:
+        list(generate(loaded, GenerateRequest.parse({"prompt": "the hub converts models " * 200})))
+    assert caught.value.code == "prompt_too_long"
+    assert "context holds 256" in caught.value.detail
+
+
+def test_int4_is_smaller_and_its_perplexity_is_measured(built, tmp_path):
+    source, folder, _ = built["llama"]
+    report = build(source, tmp_path / "int4", precision="int4")
+    assert report["precision"] == "int4"
+    full = perplexity(folder, "the hub converts models to onnx")
+    small = perplexity(tmp_path / "int4", "the hub converts models to onnx")
+    assert 1 < full and 1 < small < 10 * full  # a random model's perplexity is near its vocabulary size
+    assert report["size_bytes"] < built["llama"][2]["size_bytes"]
+
+
+def test_folders_without_generation_are_refused_with_the_reason(tmp_path):
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"]}))
+    with pytest.raises(CodedError) as caught:
+        build(folder, tmp_path / "out")
+    assert caught.value.code == "unsupported_model"
+    assert "GPT2LMHeadModel has no generation build" in caught.value.detail
+    source = save_lm(tmp_path / "notok", "llama")
+    (source / "tokenizer.json").unlink()
+    with pytest.raises(CodedError, match="tokenizer.json"):
+        build(source, tmp_path / "out2")

@@ -1,0 +1,74 @@
+"""The checks a generation request passes before any model runs, and the stop-string cutter (logic only)."""
+
+import pytest
+from hpcfair.compute import CodedError
+from hpcfair.generate import GenerateRequest, supports
+from hpcfair.generate.run import StopWatch
+
+
+def test_a_prompt_with_defaults():
+    request = GenerateRequest.parse({"prompt": "hello"})
+    assert (request.prompt, request.max_new_tokens, request.temperature, request.greedy) == ("hello", 128, 1.0, False)
+    assert GenerateRequest.parse({"prompt": "x", "temperature": 0}).greedy
+
+
+def test_chat_messages_and_options():
+    request = GenerateRequest.parse({"messages": [{"role": "user", "content": "hi"}], "max_new_tokens": 5,
+                                     "top_p": 0.9, "top_k": 4, "seed": 7, "stop": "\n"})
+    assert request.messages == ({"role": "user", "content": "hi"},)
+    assert (request.top_p, request.top_k, request.seed, request.stop) == (0.9, 4, 7, ("\n",))
+
+
+@pytest.mark.parametrize("body, words", [
+    ({}, "either 'prompt'"),
+    ({"prompt": "a", "messages": [{"role": "user", "content": "b"}]}, "not both"),
+    ({"prompt": ""}, "non-empty string"),
+    ({"messages": []}, "non-empty list"),
+    ({"messages": [{"role": "user"}]}, "messages[0]"),
+    ({"prompt": "a", "max_new_tokens": 0}, "'max_new_tokens' must be from 1 to 64"),
+    ({"prompt": "a", "max_new_tokens": 65}, "from 1 to 64"),
+    ({"prompt": "a", "max_new_tokens": 2.5}, "an integer"),
+    ({"prompt": "a", "temperature": 3}, "'temperature' must be from 0.0 to 2.0"),
+    ({"prompt": "a", "top_p": 0}, "'top_p' must be above 0.0"),
+    ({"prompt": "a", "seed": -1}, "'seed' must be an integer"),
+    ({"prompt": "a", "seed": True}, "'seed' must be an integer"),
+    ({"prompt": "a", "stop": ["a", "b", "c", "d", "e"]}, "up to 4"),
+    ({"prompt": "a", "stop": [""]}, "non-empty strings"),
+    ("just text", "JSON object"),
+])
+def test_bad_requests_are_refused_in_words(body, words):
+    with pytest.raises(CodedError) as caught:
+        GenerateRequest.parse(body, max_tokens=64)
+    assert caught.value.code == "invalid"
+    assert words in caught.value.detail
+
+
+def test_stop_strings_cut_the_text_even_across_pieces():
+    watch = StopWatch(("END",))
+    assert watch.feed("abc E") == ("abc", False)  # " E" might begin the stop string: held back
+    assert watch.feed("N") == (" ", False)  # "EN" still might
+    assert watch.feed("D more") == ("", True)  # it did: nothing of it is sent, and generation ends
+    watch = StopWatch(("END", "\n"))
+    assert watch.feed("one\ntwo") == ("one", True)  # the first of several stop strings to appear
+
+
+def test_text_without_stops_passes_whole():
+    watch = StopWatch(())
+    assert watch.feed("ab") == ("ab", False)
+    watch = StopWatch(("xyz",))
+    assert watch.feed("abxy") == ("ab", False)
+    assert watch.flush() == "xy"
+
+
+@pytest.mark.parametrize("architectures, expected", [
+    (["LlamaForCausalLM"], True), (["Qwen2ForCausalLM"], True), (["MistralForCausalLM"], True),
+    (["GPT2LMHeadModel"], False), (["BertModel"], False), ([], False)])
+def test_which_folders_get_a_generation_model(architectures, expected):
+    assert supports({"architectures": architectures}) is expected
+
+
+@pytest.mark.parametrize("body", [{"prompt": "a", "seed": 3, "stop": ["x"]},
+                                  {"messages": [{"role": "user", "content": "b"}], "temperature": 0}])
+def test_a_request_goes_to_the_engine_and_back_unchanged(body):
+    request = GenerateRequest.parse(body)
+    assert GenerateRequest.parse(request.to_dict()) == request
