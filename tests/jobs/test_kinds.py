@@ -21,7 +21,8 @@ from tests.gateway import models
 
 pytestmark = pytest.mark.django_db
 
-EXPECTED = {"fixity", "convert", "verify", "optimize", "infer", "benchmark", "collaborate", "container", "finetune"}
+EXPECTED = {"fixity", "convert", "verify", "optimize", "infer", "benchmark", "collaborate", "container", "finetune",
+            "generation", "generate"}
 
 
 def test_every_kind_is_registered_once_and_the_job_row_offers_them():
@@ -48,7 +49,8 @@ def test_only_kinds_that_stage_can_run_on_slurm(settings):
     from hub.jobs import slurm
 
     nodes = {name for name in EXPECTED if slurm.runs_on_slurm(name)}
-    assert nodes == {"convert", "verify", "optimize", "infer", "container", "finetune"}
+    assert nodes == {"convert", "verify", "optimize", "infer", "container", "finetune", "generation",
+                     "generate"}
 
 
 def test_creating_a_job_of_an_unknown_kind_is_refused(owner):

@@ -54,6 +54,8 @@ JOB_CODES: dict[str, str] = {
     "archive_too_large": "an archive inflates past the hub's limit",
     "conversion_crashed": "the conversion's sandboxed process died",
     "conversion_failed": "the framework's exporter could not export the model",
+    "unsupported_model": "the model is of a kind the task does not take (a language model family that has no "
+                         "generation build, a folder without its tokenizer)",
     "corrupt_file": "a model file could not be read",
     "input_mismatch": "sample inputs that do not match the model's inputs",
     "invalid_onnx": "an ONNX file that fails the checker or shape inference",
