@@ -187,6 +187,25 @@ def services_env() -> dict[str, str]:
     return env
 
 
+def scratch_stack(prefix: str) -> tuple[dict[str, str], Path]:
+    """The full stack's environment for a scratch hub (``services_env``, a filesystem store and var dir in a
+    new folder named ``prefix``..., no MLCube builds) with its database made afresh; and that folder."""
+    env = services_env()
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    env.update({"HUB_STORAGE": "filesystem", "HUB_LOG_LEVEL": "WARNING", "HUB_CUBE_ON_CONVERT": "off",
+                "HUB_VAR_DIR": str(work / "var"), "HUB_STORAGE_DIR": str(work / "blobs")})
+    psql(env, f"DROP DATABASE IF EXISTS {DB}")
+    psql(env, f"CREATE DATABASE {DB}")
+    return env, work
+
+
+def start_worker(env: dict[str, str], work: Path) -> subprocess.Popen:
+    """A Celery worker on queues convert and cpu (as docker-compose.yml runs it); its log in ``work``."""
+    return subprocess.Popen([str(ROOT / ".venv/bin/python"), "-m", "celery", "-A", "workers", "worker", "-Q",
+                             "convert,cpu", "--concurrency", "1", "--loglevel", "WARNING"], cwd=ROOT, env=env,
+                            stdout=open(work / "worker.log", "w"), stderr=subprocess.STDOUT)
+
+
 def embedded_env(var: Path) -> dict[str, str]:
     """``make run``'s configuration: no DATABASE_URL, no broker URL (SQLite and files under ``var``)."""
     env = {key: value for key, value in os.environ.items()

@@ -5,7 +5,8 @@
 One lane engine of each tree (``hub.gateway.engine``, as a worker's lane thread keeps it), each on its own
 Redis database of the test services (scripts/services.sh); this process sends the gateway's MLP one row
 through each tree's ``RedisLane.call`` (each tree's lane module runs in a child process of its own),
-alternating blocks of 100, and prints p50/p95 of the round trip and the engine's ``serve_ms``/``run_ms``.
+alternating blocks of 100 (``AB_ORDER=after-first``: this tree's first in each round), and prints p50/p95
+of the round trip and the engine's ``serve_ms``/``run_ms``.
 The lane's hot path is what issue 39 trimmed; HTTP and the web side are the same in both.
 """
 
@@ -78,7 +79,8 @@ def main() -> None:
     redis_base = env["HUB_BROKER_URL"].rsplit("/", 1)[0]
     work = Path(tempfile.mkdtemp(prefix="hub-bench-redis-lane-"))
     callers = {}
-    for label, tree, db in (("before", args.before.resolve(), 11), ("after", ROOT, 12)):
+    trees = [("before", args.before.resolve(), 11), ("after", ROOT, 12)]
+    for label, tree, db in trees[::-1] if os.environ.get("AB_ORDER") == "after-first" else trees:
         url = f"{redis_base}/{db}"
         callers[label] = subprocess.Popen(
             [sys.executable, "-c", CALLER], cwd=tree, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -104,7 +106,8 @@ def main() -> None:
                     collected.extend(new)
         print(f"# bench/redis_lane.py {time.strftime('%Y-%m-%d %H:%M')} on {platform.node()} ({os.cpu_count()} "
               f"cores): before {args.before}, after {ROOT}; {args.runs} calls per tree in alternating blocks of "
-              f"100; MLP, one row; load at the start {start_load[0]:.2f}, at the end {os.getloadavg()[0]:.2f}")
+              f"100, {next(iter(callers))} first; MLP, one row; load at the start {start_load[0]:.2f}, at the end "
+              f"{os.getloadavg()[0]:.2f}")
         print("| tree | lane.call p50 ms | p95 ms | engine serve_ms p50 | run_ms p50 |")
         print("|---|---|---|---|---|")
         for label, (times, serve, run) in series.items():
