@@ -60,6 +60,8 @@ class Lane(Protocol):
     def withdraw(self, queue: str, worker_id: str) -> None: ...
     def pop(self, queues: list[str], timeout: float) -> tuple[str, bytes] | None: ...
     def reply(self, request_id: str, message: bytes) -> None: ...
+    def reply_and_pop(self, request_id: str, message: bytes, queues: list[str],
+                      timeout: float) -> tuple[str, bytes] | None: ...
     def generation(self) -> bytes: ...
     def bump(self) -> None: ...
 
@@ -177,7 +179,14 @@ class RedisLane:
         self.redis.zrem(self._alive(queue), worker_id)
 
     def pop(self, queues: list[str], timeout: float) -> tuple[str, bytes] | None:
-        (found,) = self._round_trip(("BRPOP", *(self._queue(q) for q in queues), timeout))
+        (found,) = self._round_trip(self._brpop(queues, timeout))
+        return self._taken(found)
+
+    def _brpop(self, queues: list[str], timeout: float) -> tuple:
+        return ("BRPOP", *(self._queue(q) for q in queues), timeout)
+
+    @staticmethod
+    def _taken(found: list | None) -> tuple[str, bytes] | None:
         if not found:
             return None
         raw = found[1]
@@ -186,6 +195,15 @@ class RedisLane:
     def reply(self, request_id: str, message: bytes) -> None:
         key = self._reply(request_id)
         self._round_trip(("LPUSH", key, message), ("EXPIRE", key, REPLY_TTL_S))
+
+    def reply_and_pop(self, request_id: str, message: bytes, queues: list[str],
+                      timeout: float) -> tuple[str, bytes] | None:
+        """``reply``, then ``pop``, in one write: a lane engine waits for its next request without a round
+        trip of its own in between."""
+        key = self._reply(request_id)
+        *_, found = self._round_trip(("LPUSH", key, message), ("EXPIRE", key, REPLY_TTL_S),
+                                     self._brpop(queues, timeout))
+        return self._taken(found)
 
     def generation(self) -> bytes:
         with reachable():
@@ -297,6 +315,11 @@ class FileLane:
 
     def reply(self, request_id: str, message: bytes) -> None:
         self._write(self.root / "replies" / request_id, message)
+
+    def reply_and_pop(self, request_id: str, message: bytes, queues: list[str],
+                      timeout: float) -> tuple[str, bytes] | None:
+        self.reply(request_id, message)
+        return self.pop(queues, timeout)
 
     def generation(self) -> bytes:
         try:

@@ -89,3 +89,24 @@ def test_an_error_reply_leaves_no_reply_unread(lane):
     finally:
         lane.redis.delete(key)
         lane.withdraw(queue, "w1")
+
+
+def test_an_answer_and_the_wait_for_the_next_request_go_together(lane):
+    """``reply_and_pop``, a lane engine's step: the caller gets its answer, and the engine the next request."""
+    queue = f"test-{uuid.uuid4().hex}"
+    lane.announce(queue, "w1")
+    answers: list[bytes | None] = []
+    try:
+        caller = threading.Thread(target=lambda: answers.append(lane.call(queue, b"one", timeout=5)))
+        caller.start()
+        request_id, message = lane.pop([queue], timeout=5)
+        second = threading.Thread(target=lambda: answers.append(lane.call(queue, b"two", timeout=5)))
+        second.start()
+        request_id, message = lane.reply_and_pop(request_id, message.upper(), [queue], timeout=5)
+        caller.join()
+        assert message == b"two" and answers == [b"ONE"]
+        assert lane.reply_and_pop(request_id, b"TWO", [queue], timeout=0.1) is None  # nothing more queued
+        second.join()
+        assert answers == [b"ONE", b"TWO"]
+    finally:
+        lane.withdraw(queue, "w1")
