@@ -23,7 +23,6 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
@@ -96,12 +95,7 @@ def main() -> None:
     args = parser.parse_args()
     from hub.web.server import web_command
 
-    env = bench.services_env()
-    work = Path(tempfile.mkdtemp(prefix="hub-bench-dataset-"))
-    env.update({"HUB_STORAGE": "filesystem", "HUB_LOG_LEVEL": "WARNING", "HUB_CUBE_ON_CONVERT": "off",
-                "HUB_VAR_DIR": str(work / "var"), "HUB_STORAGE_DIR": str(work / "blobs")})
-    bench.psql(env, f"DROP DATABASE IF EXISTS {bench.DB}")
-    bench.psql(env, f"CREATE DATABASE {bench.DB}")
+    env, work = bench.scratch_stack("hub-bench-dataset-")
     python = str(ROOT / ".venv/bin/python")
     procs: list[subprocess.Popen] = []
     try:
@@ -110,9 +104,7 @@ def main() -> None:
         np.save(data, np.random.default_rng(0).standard_normal((args.rows, 784)).astype(np.float32))
         publish_dataset(env, data)
         port = 17000 + os.getpid() % 1000
-        procs.append(subprocess.Popen([python, "-m", "celery", "-A", "workers", "worker", "-Q", "convert,cpu",
-                                       "--concurrency", "1", "--loglevel", "WARNING"], cwd=ROOT, env=env,
-                                      stdout=open(work / "worker.log", "w"), stderr=subprocess.STDOUT))
+        procs.append(bench.start_worker(env, work))
         procs.append(subprocess.Popen(web_command(python, f"127.0.0.1:{port}", 1), cwd=ROOT, env=env,
                                       stdout=open(work / "web.log", "w"), stderr=subprocess.STDOUT))
         bench.wait_port(port)

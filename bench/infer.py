@@ -1,19 +1,23 @@
-"""Synchronous inference latency and throughput through the real worker path, next to bare ONNX Runtime.
+"""Synchronous inference as users run it, next to the floor and MLflow, in one interleaved run.
 
-    .venv/bin/python bench/infer.py [--seconds 20] [--clients 4] [--web-workers 2]
+    .venv/bin/python bench/infer.py [--single 1000] [--seconds 10] [--clients 4]
+    scripts/bench-venv.sh     # once, for MLflow (optional): .venv-bench from requirements/bench.txt
 
-Starts the test services (scripts/services.sh: PostgreSQL and Redis on 127.0.0.1), a scratch database
-``hpcfair_bench_infer``, the hub's web server (granian, ``hub.web.server``) and a Celery worker
-(``-Q convert,cpu``, as in docker-compose.yml), publishes a 784-256-10 MLP and a small CNN, then measures
-for each model:
+Publishes the 784-256-10 MLP and a small CNN (tests/gateway/models.py) and serves them five ways at once:
 
-- the floor: ``session.run`` of bare ONNX Runtime in this process;
-- the gateway over HTTP with keep-alive (web -> Redis lane -> worker thread -> back), JSON and .npy
-  bodies: p50/p95 latency of one client, then requests/s of ``--clients`` client processes for
-  ``--seconds`` seconds;
-- the same JSON requests through a second server started with ``HUB_GATEWAY_EXPRESS=0`` (every request
-  through Django's whole request cycle), and through gunicorn's gthread worker (the server the hub used
-  before): what the express path and the server each save, measured in the same run.
+- **default hub**: ``manage.py hub_serve`` as ``make run`` starts it (granian with its access log, one
+  embedded Celery worker): SQLite and the file lane under a scratch ``HUB_VAR_DIR``, no Redis;
+- **Redis hub**: the same ``hub_serve`` on the full stack's services (scripts/services.sh: PostgreSQL for
+  the database, Redis for the broker and the lane), one Celery worker (``make stack`` starts two);
+- **floor**: ``bench/floor.py``, a WSGI app on granian that calls ONNX Runtime and nothing else;
+- **MLflow**: ``mlflow models serve --env-manager local`` (MLflow 3.x from ``.venv-bench``) of the same
+  ONNX files, one server per model; skipped, with a line saying so, when ``.venv-bench`` is absent;
+
+every server with 2 web workers (MLflow: its default, 1) and ONNX Runtime on one thread. For each model
+and body (``.npy`` and JSON; MLflow takes JSON only) it measures one client's p50/p95 over ``--single``
+keep-alive requests, all series in alternating blocks of 100 so that this VM's noisy periods fall on every
+series alike, then the requests/s of ``--clients`` client processes, each series for ``--seconds`` split
+into alternating rounds; and prints ratios against the floor and MLflow and the issue's targets (issue 39).
 
 Everything it started is stopped by PID at the end and the scratch database is dropped.
 """
@@ -27,11 +31,12 @@ import json
 import multiprocessing
 import os
 import platform
-import statistics
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +44,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DB = "hpcfair_bench_infer"
+BENCH_VENV = ROOT / ".venv-bench"
+MODELS = (("mlp", (1, 784), "x"), ("cnn", (1, 1, 28, 28), "image"))
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -71,11 +78,17 @@ def request_body(kind: str, name: str, x: np.ndarray) -> tuple[bytes, str]:
     return buffer.getvalue(), "application/x-npy"
 
 
+def _server_timing(header: str) -> dict[str, float]:
+    return {name.strip(): float(value) for name, _, value in
+            (part.partition(";dur=") for part in header.split(",")) if value}
+
+
 def client_loop(port: int, path: str, token: str, body: bytes, content_type: str, seconds: float,
                 count: int, results) -> None:
-    """Sequential keep-alive requests: ``count`` of them, or as many as fit in ``seconds``."""
+    """Sequential keep-alive requests: ``count`` of them, or as many as fit in ``seconds``. Lane and run
+    times come from the hub's ``Server-Timing`` (0 where a server sends none)."""
     connection = http.client.HTTPConnection("127.0.0.1", port)
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": content_type}
+    headers = {"Content-Type": content_type, **({"Authorization": f"Bearer {token}"} if token else {})}
     times, errors, lane, run = [], 0, [], []
     end = time.perf_counter() + seconds
     while (count and len(times) + errors < count) or (not count and time.perf_counter() < end):
@@ -85,16 +98,16 @@ def client_loop(port: int, path: str, token: str, body: bytes, content_type: str
         response.read()
         if response.status == 200:
             times.append(time.perf_counter() - start)
-            timing = dict(part.strip().split(";dur=") for part in response.getheader("Server-Timing", "").split(","))
-            lane.append(float(timing["lane"]) / 1e3)
-            run.append(float(timing["run"]) / 1e3)
+            timing = _server_timing(response.getheader("Server-Timing", ""))
+            lane.append(timing.get("lane", 0) / 1e3)
+            run.append(timing.get("run", 0) / 1e3)
         else:
             errors += 1
     connection.close()
     results.put((times, errors, lane, run))
 
 
-def run_clients(clients: int, *args) -> tuple[list[float], int]:
+def run_clients(clients: int, *args) -> tuple[list[float], int, list[float], list[float]]:
     queue = multiprocessing.Queue()
     procs = [multiprocessing.Process(target=client_loop, args=(*args, queue)) for _ in range(clients)]
     for proc in procs:
@@ -106,21 +119,60 @@ def run_clients(clients: int, *args) -> tuple[list[float], int]:
     return flat[0], sum(item[1] for item in gathered), flat[1], flat[2]
 
 
-def interleaved(ports: list[int], path: str, token: str, body: bytes, content_type: str, total: int,
-                where: str, block: int = 100) -> dict[int, tuple[list[float], list[float], list[float]]]:
-    """One client's (latencies, lane times, run times) on each port, ``total`` requests each after 100 to
+@dataclass
+class Target:
+    """One series: a server and the request sent to it."""
+
+    label: str
+    port: int
+    path: str
+    token: str
+    body: bytes
+    content_type: str
+
+    def args(self) -> tuple:
+        return self.port, self.path, self.token, self.body, self.content_type
+
+
+def interleaved_targets(targets: list[Target], total: int, where: str, block: int = 100
+                        ) -> dict[str, tuple[list[float], list[float], list[float]]]:
+    """One client's (latencies, lane times, run times) for each target, ``total`` requests each after 100 to
     warm up, taken in alternating blocks so that this VM's noisy periods fall on every series alike."""
-    series: dict[int, tuple[list[float], list[float], list[float]]] = {port: ([], [], []) for port in ports}
-    for port in ports:
-        warm, errors, _, _ = run_clients(1, port, path, token, body, content_type, 0, 100)
-        assert errors == 0 and warm, f"warm-up on port {port} failed ({errors} errors); {where}"
+    series: dict[str, tuple[list[float], list[float], list[float]]] = {t.label: ([], [], []) for t in targets}
+    for target in targets:
+        warm, errors, _, _ = run_clients(1, *target.args(), 0, 100)
+        assert errors == 0 and warm, f"warm-up of {target.label} failed ({errors} errors); {where}"
     for _ in range(max(1, total // block)):
-        for port in ports:
-            times, errors, lane, run = run_clients(1, port, path, token, body, content_type, 0, block)
-            assert errors == 0, f"{errors} errors on port {port}; {where}"
-            for collected, new in zip(series[port], (times, lane, run), strict=True):
+        for target in targets:
+            times, errors, lane, run = run_clients(1, *target.args(), 0, block)
+            assert errors == 0, f"{errors} errors from {target.label}; {where}"
+            for collected, new in zip(series[target.label], (times, lane, run), strict=True):
                 collected.extend(new)
     return series
+
+
+def interleaved(ports: list[int], path: str, token: str, body: bytes, content_type: str, total: int,
+                where: str, block: int = 100) -> dict[int, tuple[list[float], list[float], list[float]]]:
+    """``interleaved_targets`` for the same request to several ports (bench/infer_ab.py)."""
+    targets = [Target(str(port), port, path, token, body, content_type) for port in ports]
+    found = interleaved_targets(targets, total, where, block)
+    return {port: found[str(port)] for port in ports}
+
+
+def throughput(targets: list[Target], clients: int, seconds: float, where: str, rounds: int = 2
+               ) -> dict[str, tuple[float, float]]:
+    """Requests/s and p50 of ``clients`` client processes on each target, ``seconds`` each in all, taken in
+    ``rounds`` alternating rounds."""
+    done: dict[str, list[float]] = {t.label: [] for t in targets}
+    for _ in range(rounds):
+        for target in targets:
+            times, errors, _, _ = run_clients(clients, *target.args(), seconds / rounds, 0)
+            assert errors == 0, f"{errors} errors from {target.label} under load; {where}"
+            done[target.label].extend(times)
+    return {label: (len(times) / seconds, percentile(times, .5)) for label, times in done.items()}
+
+
+# --- setting up the servers ----------------------------------------------------------------------------
 
 
 def services_env() -> dict[str, str]:
@@ -132,6 +184,33 @@ def services_env() -> dict[str, str]:
     base = env["DATABASE_URL"].rsplit("/", 1)[0]
     env["DATABASE_URL"] = f"{base}/{DB}"
     env["HUB_BROKER_URL"] = env["HUB_BROKER_URL"].rsplit("/", 1)[0] + "/3"
+    return env
+
+
+def scratch_stack(prefix: str) -> tuple[dict[str, str], Path]:
+    """The full stack's environment for a scratch hub (``services_env``, a filesystem store and var dir in a
+    new folder named ``prefix``..., no MLCube builds) with its database made afresh; and that folder."""
+    env = services_env()
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    env.update({"HUB_STORAGE": "filesystem", "HUB_LOG_LEVEL": "WARNING", "HUB_CUBE_ON_CONVERT": "off",
+                "HUB_VAR_DIR": str(work / "var"), "HUB_STORAGE_DIR": str(work / "blobs")})
+    psql(env, f"DROP DATABASE IF EXISTS {DB}")
+    psql(env, f"CREATE DATABASE {DB}")
+    return env, work
+
+
+def start_worker(env: dict[str, str], work: Path) -> subprocess.Popen:
+    """A Celery worker on queues convert and cpu (as docker-compose.yml runs it); its log in ``work``."""
+    return subprocess.Popen([str(ROOT / ".venv/bin/python"), "-m", "celery", "-A", "workers", "worker", "-Q",
+                             "convert,cpu", "--concurrency", "1", "--loglevel", "WARNING"], cwd=ROOT, env=env,
+                            stdout=open(work / "worker.log", "w"), stderr=subprocess.STDOUT)
+
+
+def embedded_env(var: Path) -> dict[str, str]:
+    """``make run``'s configuration: no DATABASE_URL, no broker URL (SQLite and files under ``var``)."""
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("DATABASE_URL", "HUB_BROKER_URL", "HUB_GATEWAY_URL", "HUB_STORAGE_DIR")}
+    env.update({"HUB_VAR_DIR": str(var), "HUB_STORAGE": "filesystem"})
     return env
 
 
@@ -155,6 +234,7 @@ def setup_hub(env: dict[str, str], work: Path) -> str:
         "from tests.gateway import models\n"
         "user = get_user_model().objects.create_user('bench', password='bench-pw-12345')\n"
         f"work = Path({str(work)!r})\n"
+        "work.mkdir(parents=True, exist_ok=True)\n"
         "for name, build in (('mlp', models.mlp), ('cnn', models.cnn)):\n"
         "    path = work / f'{name}.onnx'\n"
         "    path.write_bytes(build())\n"
@@ -169,11 +249,14 @@ def setup_hub(env: dict[str, str], work: Path) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
-def wait_port(port: int, timeout: float = 60) -> None:
+def wait_port(port: int, timeout: float = 60, proc: subprocess.Popen | None = None) -> None:
+    """Until something listens on ``port``; ``proc``: the server, whose exit ends the wait at once."""
     import socket
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"the server for port {port} exited ({proc.returncode}): {proc.args}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
             return
@@ -196,16 +279,30 @@ def wait_worker(url: str, timeout: float = 120) -> None:
         time.sleep(0.5)
 
 
+def wait_file_worker(var: Path, timeout: float = 120) -> None:
+    """Until an embedded worker announces its ``cpu`` file lane (``FileLane.announce``)."""
+    folder = var / "gateway" / "alive" / "cpu"
+    deadline = time.monotonic() + timeout
+    while not (folder.is_dir() and any(e.stat().st_mtime > time.time() - 6 for e in os.scandir(folder))):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the embedded worker did not announce its lane")
+        time.sleep(0.5)
+
+
+def _open_jobs(env: dict[str, str]) -> int:
+    sql = "SELECT count(*) FROM jobs_job WHERE state IN ('queued', 'running')"
+    if "DATABASE_URL" not in env:
+        with sqlite3.connect(Path(env["HUB_VAR_DIR"]) / "hub.sqlite3", timeout=30) as db:
+            return db.execute(sql).fetchone()[0]
+    return int(subprocess.run(["psql", env["DATABASE_URL"], "-tAc", sql], capture_output=True, text=True,
+                              check=True, env=env).stdout.strip())
+
+
 def wait_jobs(env: dict[str, str], timeout: float = 300) -> None:
     """Until the jobs that publishing started (the models' verification) have ended: the worker runs them
     on the same two cores the measurements use."""
     deadline = time.monotonic() + timeout
-    while True:
-        out = subprocess.run(["psql", env["DATABASE_URL"], "-tAc",
-                              "SELECT count(*) FROM jobs_job WHERE state IN ('queued', 'running')"],
-                             capture_output=True, text=True, check=True, env=env).stdout
-        if int(out.strip()) == 0:
-            return
+    while _open_jobs(env):
         if time.monotonic() > deadline:
             raise TimeoutError("the hub's own jobs did not end")
         time.sleep(0.5)
@@ -216,91 +313,157 @@ def stop_all(procs: list[subprocess.Popen], env: dict[str, str]) -> None:
     for proc in reversed(procs):
         proc.terminate()
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
     psql(env, f"DROP DATABASE IF EXISTS {DB}")
 
 
+def start_mlflow(work: Path, port: int, procs: list[subprocess.Popen], workers: int) -> dict[str, int]:
+    """One ``mlflow models serve`` per model from ``.venv-bench`` (ports from ``port``), or {} without it."""
+    python = BENCH_VENV / "bin/python"
+    if not (BENCH_VENV / "bin/mlflow").exists():
+        print("# MLflow skipped: no .venv-bench (scripts/bench-venv.sh installs requirements/bench.txt there)")
+        return {}
+    from tests.gateway import models
+
+    ports = {}
+    # mlflow models serve runs `uvicorn` from PATH.
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MLFLOW_TRACKING_URI": f"file://{work / 'mlruns'}",
+           "PATH": f"{BENCH_VENV / 'bin'}:{os.environ['PATH']}"}
+    for offset, (name, _, _) in enumerate(MODELS):
+        path = work / f"mlflow-{name}.onnx"
+        path.write_bytes(getattr(models, name)())
+        saved = work / f"mlflow-{name}"
+        # ONNX Runtime on one thread, as everywhere else in this run.
+        save = ("import sys, onnx, mlflow.onnx; mlflow.onnx.save_model(onnx.load(sys.argv[1]), sys.argv[2], "
+                "onnx_session_options={'intra_op_num_threads': 1, 'inter_op_num_threads': 1})")
+        subprocess.run([str(python), "-c", save, str(path), str(saved)], check=True, env=env, capture_output=True)
+        ports[name] = port + offset
+        procs.append(subprocess.Popen([str(BENCH_VENV / "bin/mlflow"), "models", "serve", "-m", str(saved),
+                                       "--env-manager", "local", "-h", "127.0.0.1", "-p", str(ports[name]),
+                                       "--workers", str(workers)], env=env, cwd=work,
+                                      stdout=open(work / f"mlflow-{name}.log", "w"), stderr=subprocess.STDOUT))
+    for mlflow_port, proc in zip(ports.values(), procs[-len(ports):], strict=True):
+        wait_port(mlflow_port, timeout=180, proc=proc)
+    return ports
+
+
+def mlflow_version() -> str:
+    return subprocess.run([str(BENCH_VENV / "bin/python"), "-c", "import mlflow; print(mlflow.__version__)"],
+                          capture_output=True, text=True).stdout.strip() or "?"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--single", type=int, default=1000, help="requests per series for the one-client latency")
+    parser.add_argument("--seconds", type=float, default=10, help="seconds per series with --clients clients")
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--web-workers", type=int, default=2)
-    parser.add_argument("--single", type=int, default=1000, help="requests for the one-client latency")
+    parser.add_argument("--models", default="mlp,cnn")
+    # MLflow's own default; with 2 uvicorn workers it answered one client in ~44 ms here (bench/RESULTS.md).
+    parser.add_argument("--mlflow-workers", type=int, default=1)
     args = parser.parse_args()
     from hub.web.server import web_command
     from tests.gateway import models
 
-    env = services_env()
-    # The models' automatic verification still runs (and is waited for); building their MLCube images
-    # with podman would only compete for the CPU (bench/cube.py times that).
-    env.update({"HUB_STORAGE": "filesystem", "HUB_LOG_LEVEL": "WARNING", "HUB_CUBE_ON_CONVERT": "off"})
+    python = str(ROOT / ".venv/bin/python")
     work = Path(tempfile.mkdtemp(prefix="hub-bench-infer-"))
-    env.update({"HUB_VAR_DIR": str(work / "var"), "HUB_STORAGE_DIR": str(work / "blobs")})
-    psql(env, f"DROP DATABASE IF EXISTS {DB}")
-    psql(env, f"CREATE DATABASE {DB}")
+    stack = services_env()
+    quiet = {"HUB_LOG_LEVEL": "WARNING", "HUB_CUBE_ON_CONVERT": "off"}  # no MLCube image builds on these cores
+    stack.update({"HUB_STORAGE": "filesystem", "HUB_VAR_DIR": str(work / "stack"),
+                  "HUB_STORAGE_DIR": str(work / "stack-blobs"), **quiet})
+    default = {**embedded_env(work / "default"), **quiet}
+    psql(stack, f"DROP DATABASE IF EXISTS {DB}")
+    psql(stack, f"CREATE DATABASE {DB}")
     procs: list[subprocess.Popen] = []
+    base = 18000 + os.getpid() % 1000 * 8
+    ports = {"default": base, "redis": base + 1, "floor": base + 2}
     try:
-        token = setup_hub(env, work)
-        port = 18000 + os.getpid() % 1000
-        python = str(ROOT / ".venv/bin/python")
-        procs.append(subprocess.Popen([python, "-m", "celery", "-A", "workers", "worker", "-Q", "convert,cpu",
-                                       "--concurrency", "1", "--loglevel", "WARNING"], cwd=ROOT, env=env,
-                                      stdout=open(work / "worker.log", "w"), stderr=subprocess.STDOUT))
-        gunicorn = [python, "-m", "gunicorn", "hub.wsgi", "--bind", f"127.0.0.1:{port + 2}", "--workers",
-                    str(args.web_workers), "--worker-class", "gthread", "--threads", "4", "--log-level", "warning"]
-        for web_port, express, command in ((port, "1", web_command(python, f"127.0.0.1:{port}", args.web_workers)),
-                                           (port + 1, "0", web_command(python, f"127.0.0.1:{port + 1}",
-                                                                       args.web_workers)),
-                                           (port + 2, "1", gunicorn)):
-            procs.append(subprocess.Popen(command, cwd=ROOT, env={**env, "HUB_GATEWAY_EXPRESS": express},
-                                          stdout=open(work / f"web-{web_port}.log", "w"), stderr=subprocess.STDOUT))
-            wait_port(web_port)
-        wait_worker(env["HUB_BROKER_URL"])
-        wait_jobs(env)
-        print(f"# bench/infer.py on {platform.node()}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}")
-        print(f"# granian {args.web_workers} WSGI workers x 4 threads; Celery worker -Q convert,cpu "
-              f"(lane threads: HUB_GATEWAY_THREADS, default 2); Redis lane; PostgreSQL")
-        rows, parts = [], []
-        for name, build, shape in (("mlp", models.mlp, (1, 784)), ("cnn", models.cnn, (1, 1, 28, 28))):
+        tokens = {"redis": setup_hub(stack, work / "stack-models")}
+        for label, env, workers in (("default", default, []), ("redis", stack, ["--no-migrate"])):
+            procs.append(subprocess.Popen([python, "manage.py", "hub_serve", "--bind", f"127.0.0.1:{ports[label]}",
+                                           "--web-workers", str(args.web_workers), "--no-demo", *workers],
+                                          cwd=ROOT, env=env, stdout=open(work / f"{label}.log", "w"),
+                                          stderr=subprocess.STDOUT))
+        # The embedded broker's folders are made by hub_serve as it starts: publish (which queues the models'
+        # verification) once it serves.
+        wait_port(ports["default"], timeout=180)
+        tokens["default"] = setup_hub(default, work / "default-models")
+        floor_models = ",".join(f"{name}={work / 'default-models' / name}.onnx" for name, _, _ in MODELS)
+        procs.append(subprocess.Popen(web_command(python, f"127.0.0.1:{ports['floor']}", args.web_workers,
+                                                  app="bench.floor:app"), cwd=ROOT,
+                                      env={**os.environ, "FLOOR_MODELS": floor_models, "OMP_NUM_THREADS": "1"},
+                                      stdout=open(work / "floor.log", "w"), stderr=subprocess.STDOUT))
+        mlflow = start_mlflow(work, base + 3, procs, args.mlflow_workers)
+        for port in ports.values():
+            wait_port(port, timeout=180)
+        wait_file_worker(work / "default")
+        wait_worker(stack["HUB_BROKER_URL"])
+        wait_jobs(default)
+        wait_jobs(stack)
+        load = os.getloadavg()
+        print(f"# bench/infer.py {time.strftime('%Y-%m-%d %H:%M')} on {platform.node()} ({os.cpu_count()} CPUs); "
+              f"load at the start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+        print(f"# hubs and floor: {args.web_workers} web workers; ONNX Runtime 1 thread everywhere; hubs: hub_serve "
+              f"with its access log, 1 Celery worker; MLflow: "
+              f"{f'{mlflow_version()} models serve, {args.mlflow_workers} worker(s)' if mlflow else 'skipped'}")
+        print(f"# one client: {args.single} requests per series in alternating blocks of 100; {args.clients} "
+              f"clients: {args.seconds:g} s per series in 2 alternating rounds")
+        verdicts = []
+        for name, shape, input_name in MODELS:
+            if name not in args.models.split(","):
+                continue
             x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-            floor = bare(build(), x)
-            rows.append((name, "bare ORT session.run", percentile(floor, .5), percentile(floor, .95), None))
-            input_name = "x" if name == "mlp" else "image"
+            floor_run = percentile(bare(getattr(models, name)(), x), .5)
+            targets = []
             for kind in ("npy", "json"):
                 body, content_type = request_body(kind, input_name, x)
-                path = f"/api/v1/artifacts/bench/{name}/versions/latest/infer"
-                others = [(port + 1, "without the express path"), (port + 2, "gunicorn gthread instead of granian")]
-                ports = [port, *(other for other, _ in others)] if kind == "json" else [port]
-                series = interleaved(ports, path, token, body, content_type, args.single, f"see {work}")
-                single, lane, run = series[port]
-                many, many_errors, _, _ = run_clients(args.clients, port, path, token, body, content_type,
-                                                      args.seconds, 0)
-                rows.append((name, f"gateway, {kind} body", percentile(single, .5), percentile(single, .95),
-                             (len(many) / args.seconds, many_errors, percentile(many, .5))))
-                parts.append((name, kind, percentile(single, .5), percentile(lane, .5), percentile(run, .5)))
-                for other, what in others if kind == "json" else []:
-                    times = series[other][0]
-                    rows.append((name, f"gateway, json body, {what}", percentile(times, .5), percentile(times, .95),
-                                 None))
-        print(f"\n| model | path | p50 ms | p95 ms | {args.clients} clients req/s (p50 ms) |")
-        print("|---|---|---|---|---|")
-        for name, what, p50, p95, load in rows:
-            rate = f"{load[0]:.0f} ({load[2] * 1e3:.2f} ms, {load[1]} errors)" if load else "-"
-            print(f"| {name} | {what} | {p50 * 1e3:.3f} | {p95 * 1e3:.3f} | {rate} |")
-        print("\nWhere one client's median request goes (ms): HTTP total = web (Django, parsing, encoding, "
-              "granian) + lane (Redis round trip and the worker) ; run = session.run inside the worker")
-        print("| model | body | total | lane (incl. run) | run | web + HTTP |")
-        print("|---|---|---|---|---|---|")
-        for name, kind, total, lane_ms, run_ms in parts:
-            print(f"| {name} | {kind} | {total * 1e3:.3f} | {lane_ms * 1e3:.3f} | {run_ms * 1e3:.3f} | "
-                  f"{(total - lane_ms) * 1e3:.3f} |")
-        print("\nTargets (issue 5): gateway sync p50 <= 3 ms and >= 300 req/s with 4 clients.")
-        print(f"mean bare run: mlp {statistics.mean(bare(models.mlp(), np.zeros((1, 784), np.float32), 200)) * 1e3:.3f}"
-              " ms")
+                for server in ("default", "redis"):
+                    targets.append(Target(f"{server} {kind}", ports[server],
+                                          f"/api/v1/artifacts/bench/{name}/versions/latest/infer", tokens[server],
+                                          body, content_type))
+                targets.append(Target(f"floor {kind}", ports["floor"], f"/{name}", "", body, content_type))
+                if mlflow and kind == "json":
+                    targets.append(Target("mlflow json", mlflow[name], "/invocations", "", body, content_type))
+            series = interleaved_targets(targets, args.single, f"see {work}")
+            rates = throughput(targets, args.clients, args.seconds, f"see {work}")
+            p50 = {label: percentile(times, .5) for label, (times, _, _) in series.items()}
+            print(f"\n## {name}, one row (bare session.run p50 {floor_run * 1e3:.3f} ms)\n")
+            print(f"| server | body | p50 ms | p95 ms | lane ms | run ms | x floor | x MLflow | {args.clients} clients "
+                  "req/s (p50 ms) | req/s x MLflow |")
+            print("|---|---|---|---|---|---|---|---|---|---|")
+            for target in targets:
+                times, lane, run = series[target.label]
+                server, kind = target.label.split()
+                to_mlflow = f"{p50[target.label] / p50['mlflow json']:.2f}" if mlflow else "-"
+                rate, loaded = rates[target.label]
+                rate_x = f"{rate / rates['mlflow json'][0]:.1f}" if mlflow else "-"
+                timing = (f"{percentile(lane, .5) * 1e3:.3f} | {percentile(run, .5) * 1e3:.3f}"
+                          if server in ("default", "redis") else "- | -")
+                print(f"| {server} | {kind} | {p50[target.label] * 1e3:.3f} | {percentile(times, .95) * 1e3:.3f} | "
+                      f"{timing} | {p50[target.label] / p50[f'floor {kind}']:.2f} | {to_mlflow} | {rate:.0f} "
+                      f"({loaded * 1e3:.2f}) | {rate_x} |")
+            for kind in ("npy", "json"):
+                verdicts.append((f"{name} {kind}: default hub p50 <= 1.5x the Redis lane's",
+                                 p50[f"default {kind}"] / p50[f"redis {kind}"], 1.5))
+                verdicts.append((f"{name} {kind}: Redis lane p50 <= 2x the floor's",
+                                 p50[f"redis {kind}"] / p50[f"floor {kind}"], 2.0))
+                if mlflow:
+                    verdicts.append((f"{name} {kind}: default hub p50 below MLflow's (json)",
+                                     p50[f"default {kind}"] / p50["mlflow json"], 1.0))
+                    for server in ("default", "redis"):
+                        verdicts.append((f"{name} {kind}: {server} hub {args.clients}-client req/s >= 2x "
+                                         "MLflow's (json)", rates[f"{server} {kind}"][0] / rates["mlflow json"][0],
+                                         -2.0))
+        print("\n## Issue 39's targets (ratios from this run)\n")
+        for what, ratio, limit in verdicts:
+            met = ratio >= -limit if limit < 0 else ratio <= limit
+            print(f"- {what}: {ratio:.2f}x {'met' if met else 'NOT met'}")
+        load = os.getloadavg()
+        print(f"\n# load at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; logs in {work}")
     finally:
-        stop_all(procs, env)
+        stop_all(procs, stack)
 
 
 if __name__ == "__main__":

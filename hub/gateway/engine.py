@@ -416,16 +416,18 @@ def serve_lane(queue: str, slot: Slot, sock: socket.socket) -> None:
     from hub.gateway.lane import get_lane
 
     lane = get_lane()
+    found = None  # the next request, when answering the last one brought it
     while not _parent_gone(sock):
-        try:
-            found = lane.pop([queue], timeout=1.0)
-        except Exception:  # noqa: BLE001 - the broker went away for a moment
-            log.warning("engine: lane %s unavailable", queue, exc_info=True)
-            time.sleep(1.0)
-            continue
         if found is None:
-            continue
-        request_id, message = found
+            try:
+                found = lane.pop([queue], timeout=1.0)
+            except Exception:  # noqa: BLE001 - the broker went away for a moment
+                log.warning("engine: lane %s unavailable", queue, exc_info=True)
+                time.sleep(1.0)
+                continue
+            if found is None:
+                continue
+        (request_id, message), found = found, None
         started = time.perf_counter()
         try:
             meta, arrays = wire.unpack(message)
@@ -443,8 +445,13 @@ def serve_lane(queue: str, slot: Slot, sock: socket.socket) -> None:
         except Exception:  # noqa: BLE001 - logged with its traceback; the caller gets a code only
             log.exception("engine: request %s failed", request_id)
             answer = wire.pack({"ok": False, "code": "internal_error", "detail": "The worker failed unexpectedly."})
-        lane.reply(request_id, answer)
-        slot.clear()
+        slot.clear()  # before the wait for the next request, which the watchdog must not take for a run
+        try:
+            found = lane.reply_and_pop(request_id, answer, [queue], timeout=1.0)
+        except Exception:  # noqa: BLE001 - the broker went away: this caller times out, as with a lost reply
+            log.warning("engine: lane %s unavailable; the answer to %s was not delivered", queue, request_id,
+                        exc_info=True)
+            time.sleep(1.0)
 
 
 def main(fd: int, lane: str | None = None, slot: int | None = None) -> None:

@@ -60,6 +60,8 @@ class Lane(Protocol):
     def withdraw(self, queue: str, worker_id: str) -> None: ...
     def pop(self, queues: list[str], timeout: float) -> tuple[str, bytes] | None: ...
     def reply(self, request_id: str, message: bytes) -> None: ...
+    def reply_and_pop(self, request_id: str, message: bytes, queues: list[str],
+                      timeout: float) -> tuple[str, bytes] | None: ...
     def generation(self) -> bytes: ...
     def bump(self) -> None: ...
     def open(self, queue: str, message: bytes) -> str: ...
@@ -132,6 +134,36 @@ class RedisLane:
         # synchronous run-time limit plus the worker's grace. Connecting, though, is quick or not at all.
         self.redis = redis.Redis.from_url(url, health_check_interval=30, socket_timeout=settings.HUB_INFER_SYNC_S + 30,
                                           socket_connect_timeout=CONNECT_TIMEOUT_S)
+        self.local = threading.local()
+
+    def _round_trip(self, *commands: tuple) -> list:
+        """Send ``commands`` in one write on this thread's own connection and read their replies in order.
+
+        The lane's hot path (``call``, ``pop``, ``reply``) skips redis-py's pipeline object and the pool's
+        checks on every checkout, which cost ~50 µs a round trip on each side here (bench/RESULTS.md, issue
+        39); the connection is redis-py's own (the URL's host, database, password, TLS, health checks). A
+        failure part-way (an error reply, a timeout) closes it, so no reply is left unread for the next
+        caller. A connection that was open before and turns out closed (Redis restarted, an idle connection
+        dropped) is opened again and the commands sent once more, as redis-py's own retry would."""
+        import redis
+
+        connection = getattr(self.local, "connection", None)
+        if connection is None or self.local.pid != os.getpid():  # not one inherited across a fork
+            pool = self.redis.connection_pool
+            connection = self.local.connection = pool.connection_class(**pool.connection_kwargs)
+            self.local.pid = os.getpid()
+        reused = connection.is_connected
+        try:
+            connection.send_packed_command(connection.pack_commands(commands))
+            return [connection.read_response() for _ in commands]
+        except redis.exceptions.ConnectionError:
+            connection.disconnect()
+            if not reused:
+                raise
+            return self._round_trip(*commands)  # now on a new connection: not reused, so no second retry
+        except BaseException:
+            connection.disconnect()
+            raise
 
     @staticmethod
     def _queue(queue: str) -> str:
@@ -152,11 +184,11 @@ class RedisLane:
     def call(self, queue: str, message: bytes, timeout: float, generation: bytes | None = None) -> bytes | None:
         request_id = new_id()
         reply = self._reply(request_id)
-        with reachable(), self.redis.pipeline(transaction=False) as pipe:
-            pipe.execute_command("EVAL", self.PUSH, 4, self._alive(queue), self._queue(queue), self.GENERATION, reply,
-                                 time.time() - ALIVE_S, request_id.encode() + message, generation or b"", REPLY_TTL_S)
-            pipe.execute_command("BRPOP", reply, max(timeout, 0.01))
-            (status, current), answer = pipe.execute()
+        with reachable():
+            (status, current), answer = self._round_trip(
+                ("EVAL", self.PUSH, 4, self._alive(queue), self._queue(queue), self.GENERATION, reply,
+                 time.time() - ALIVE_S, request_id.encode() + message, generation or b"", REPLY_TTL_S),
+                ("BRPOP", reply, max(timeout, 0.01)))
         if status == 2:
             raise Stale(current)
         if status == 0:
@@ -171,7 +203,14 @@ class RedisLane:
         self.redis.zrem(self._alive(queue), worker_id)
 
     def pop(self, queues: list[str], timeout: float) -> tuple[str, bytes] | None:
-        found = self.redis.brpop([self._queue(q) for q in queues], timeout=timeout)
+        (found,) = self._round_trip(self._brpop(queues, timeout))
+        return self._taken(found)
+
+    def _brpop(self, queues: list[str], timeout: float) -> tuple:
+        return ("BRPOP", *(self._queue(q) for q in queues), timeout)
+
+    @staticmethod
+    def _taken(found: list | None) -> tuple[str, bytes] | None:
         if not found:
             return None
         raw = found[1]
@@ -179,10 +218,16 @@ class RedisLane:
 
     def reply(self, request_id: str, message: bytes) -> None:
         key = self._reply(request_id)
-        with self.redis.pipeline(transaction=False) as pipe:
-            pipe.lpush(key, message)
-            pipe.expire(key, REPLY_TTL_S)
-            pipe.execute()
+        self._round_trip(("LPUSH", key, message), ("EXPIRE", key, REPLY_TTL_S))
+
+    def reply_and_pop(self, request_id: str, message: bytes, queues: list[str],
+                      timeout: float) -> tuple[str, bytes] | None:
+        """``reply``, then ``pop``, in one write: a lane engine waits for its next request without a round
+        trip of its own in between."""
+        key = self._reply(request_id)
+        *_, found = self._round_trip(("LPUSH", key, message), ("EXPIRE", key, REPLY_TTL_S),
+                                     self._brpop(queues, timeout))
+        return self._taken(found)
 
     def generation(self) -> bytes:
         with reachable():
@@ -320,6 +365,11 @@ class FileLane:
 
     def reply(self, request_id: str, message: bytes) -> None:
         self._write(self.root / "replies" / request_id, message)
+
+    def reply_and_pop(self, request_id: str, message: bytes, queues: list[str],
+                      timeout: float) -> tuple[str, bytes] | None:
+        self.reply(request_id, message)
+        return self.pop(queues, timeout)
 
     # --- streamed answers: replies/<id>.<seq>, a cancel mark in cancel/<id> ---
     def open(self, queue: str, message: bytes) -> str:
