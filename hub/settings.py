@@ -169,7 +169,8 @@ HUB_STORAGE = {
     # The part size of direct multipart uploads (S3 needs 5 MiB at least; more when a file has >10,000 parts).
     "S3_PART_SIZE": int(env("HUB_S3_PART_SIZE", str(16 * 1024 * 1024))),
 }
-# Uploads are staged on local disk (hashed on the way) before they enter the object store.
+# This node's scratch folder for the request in hand (a multipart form's files, a chunk on its way to the object
+# store); resumable uploads' chunks and jobs' inputs are staged in the object store, where every node sees them.
 HUB_UPLOAD_DIR = Path(env("HUB_UPLOAD_DIR", str(VAR_DIR / "uploads")))
 HUB_UPLOAD_MAX_SIZE = int(env("HUB_UPLOAD_MAX_SIZE", str(64 * 1024**3)))
 HUB_UPLOAD_TTL_HOURS = int(env("HUB_UPLOAD_TTL_HOURS", "72"))

@@ -6,12 +6,10 @@ synchronous run itself is ``hub.gateway.pipeline``. Nothing here loads a model: 
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from django.conf import settings
 from django.db import transaction
 from hpcfair import chain
 
@@ -19,6 +17,7 @@ from hub.conversions.services import conversions_of
 from hub.errors import HubError
 from hub.gateway.lane import get_lane
 from hub.gateway.protocol import ModelRef, Options, no_worker, steps_of
+from hub.jobs.files import drop_staged_inputs, stage_input
 from hub.jobs.models import Job
 from hub.jobs.services import create_job
 from hub.jobs.slurm import runs_on_slurm
@@ -91,10 +90,6 @@ def alive(device: str) -> bool:
 # --- jobs ----------------------------------------------------------------------------------------------
 
 
-def staging_dir(job_id) -> Path:
-    return Path(settings.HUB_UPLOAD_DIR) / "jobs" / str(job_id)
-
-
 def published_file_url(version: Version, path: str) -> str:
     """The download URL of a file a gateway job published (its result links to it); for the workers, which
     do not reach into the API layer themselves."""
@@ -102,9 +97,9 @@ def published_file_url(version: Version, path: str) -> str:
 
 
 def _stage_inputs(job: Job, arrays: dict[str, np.ndarray]) -> None:
-    folder = staging_dir(job.pk)
-    folder.mkdir(parents=True, exist_ok=True)
-    np.savez(folder / "inputs.npz", **arrays)
+    """The request's inputs into the object store, where the worker that takes the job (on any node) reads
+    them: nothing on this web node's disk."""
+    stage_input(job.pk, "inputs.npz", lambda path: np.savez(path, **arrays))
 
 
 def start_infer_job(user, models: list[ModelRef], options: Options, *, links: list[dict[str, str]] | None = None,
@@ -131,7 +126,7 @@ def start_infer_job(user, models: list[ModelRef], options: Options, *, links: li
                 job.save(update_fields=["params"])
     except BaseException:
         if staged:
-            shutil.rmtree(staging_dir(job.pk), ignore_errors=True)
+            drop_staged_inputs(job.pk)
         raise
     return job
 
