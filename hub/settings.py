@@ -332,8 +332,8 @@ LOGGING = {
 # Metadata: ONNX files up to this size are read (protobuf only) to derive opset, signature and parameters.
 HUB_METADATA_ONNX_MAX_BYTES = int(env("HUB_METADATA_ONNX_MAX_BYTES", str(512 * 1024 * 1024)))
 
-# Search: "auto" uses PostgreSQL's full-text search where the database is PostgreSQL and word matching
-# elsewhere; "words" forces word matching (the SQLite behaviour) everywhere.
+# Search: "auto" uses PostgreSQL's full-text search where the database is PostgreSQL and FTS5 on SQLite
+# (hub.search.fts); "words" forces LIKE word matching everywhere.
 HUB_SEARCH_ENGINE = env("HUB_SEARCH_ENGINE", "auto")
 
 # OAI-PMH: the contact harvesters see, and how many records one page holds.
