@@ -172,6 +172,8 @@ HUB_STORAGE = {
 # This node's scratch folder for the request in hand (a multipart form's files, a chunk on its way to the object
 # store); resumable uploads' chunks and jobs' inputs are staged in the object store, where every node sees them.
 HUB_UPLOAD_DIR = Path(env("HUB_UPLOAD_DIR", str(VAR_DIR / "uploads")))
+# Jobs one person may have queued or running at once; a request for one more is 429 too_many_jobs (0: no limit).
+HUB_USER_MAX_ACTIVE_JOBS = int(env("HUB_USER_MAX_ACTIVE_JOBS", "20"))
 HUB_UPLOAD_MAX_SIZE = int(env("HUB_UPLOAD_MAX_SIZE", str(64 * 1024**3)))
 HUB_UPLOAD_TTL_HOURS = int(env("HUB_UPLOAD_TTL_HOURS", "72"))
 # The workers collect garbage (expired uploads, staged files and blobs nothing references) this often;
