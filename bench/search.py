@@ -2,9 +2,12 @@
 own, then times a mix of queries through the whole API stack (view, search, facet counts, serializers).
 
     eval "$(scripts/services.sh start)"; .venv/bin/python bench/search.py [--versions 100000] [--queries 200]
+    .venv/bin/python bench/search.py --sqlite [--versions 200000]   # the embedded default (FTS5)
+    HUB_SEARCH_ENGINE=words .venv/bin/python bench/search.py --sqlite --reuse   # its word matching (LIKE)
 
 The database ``hpcfair_bench`` (on the server of DATABASE_URL) is dropped and rebuilt unless
-``--reuse`` is given and it already holds the corpus. Text is drawn from a Zipf-distributed
+``--reuse`` is given and it already holds the corpus; with ``--sqlite`` the corpus is an SQLite file under
+``var/bench-sqlite/`` instead (the embedded default's database). Text is drawn from a Zipf-distributed
 vocabulary, so some words are common and most are rare, as in real catalogues. The query mix: full
 text (1-2 words), full text + a facet filter, facet filters only, a tag filter, and plain browsing;
 every query also computes the facet counts. Printed: p50/p95/max per kind and over all queries, and the
@@ -142,9 +145,10 @@ def seed(n: int, rng: random.Random) -> tuple[list[str], list[float]]:
             SearchEntry.objects.bulk_create(entries)
             FacetValue.objects.bulk_create(facets)
         print(f"  seeded {min(first + batch, n)}/{n}", flush=True)
-    SearchEntry.objects.update(search_vector=vector())
-    with connection.cursor() as cur:
-        cur.execute("VACUUM ANALYZE")
+    if connection.vendor == "postgresql":
+        SearchEntry.objects.update(search_vector=vector())
+    with connection.cursor() as cur:  # SQLite's FTS5 index was filled by its triggers as the entries went in
+        cur.execute("VACUUM ANALYZE" if connection.vendor == "postgresql" else "ANALYZE")
     return words, weights
 
 
@@ -187,6 +191,31 @@ def freshness(client, params: dict, steps: tuple[int, ...] = (1, 100, 500)) -> l
     return out
 
 
+def engines(mix: list[tuple[str, dict]], pct) -> None:
+    """SQLite only: the text matching step alone, FTS5 against LIKE word matching, over the same queries in the
+    same run (what each engine hands the in-memory index: artifact ids and scores)."""
+    from django.db import connection
+
+    from hub.search import fts
+    from hub.search.services import _match_words
+
+    texts = [params["q"] for kind, params in mix if "q" in params]
+    timings: dict[str, list[float]] = {"FTS5": [], "LIKE": []}
+    hits: dict[str, list[int]] = {"FTS5": [], "LIKE": []}
+    for q in texts:
+        for name, run in (("FTS5", lambda q=q: fts.matches(connection, q)),
+                          ("LIKE", lambda q=q: list(_match_words(q).values_list("artifact_id", "rank")))):
+            t0 = time.perf_counter()
+            found = run()
+            timings[name].append((time.perf_counter() - t0) * 1000)
+            hits[name].append(len(found))
+    print(f"\ntext matching alone, {len(texts)} queries of the mix, the same run")
+    print(f"{'engine':<8}{'p50 ms':>10}{'p95 ms':>10}{'max ms':>10}{'median hits':>14}")
+    for name, values in timings.items():
+        print(f"{name:<8}{pct(values, 50):>10.1f}{pct(values, 95):>10.1f}{max(values):>10.1f}"
+              f"{statistics.median(hits[name]):>14.0f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--versions", type=int, default=100_000)
@@ -194,11 +223,23 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="keep an existing bench database")
     parser.add_argument("--no-freshness", dest="freshness", action="store_false",
                         help="skip timing queries after 1-500 changed entries (reindexes 500 artifacts)")
+    parser.add_argument("--sqlite", action="store_true",
+                        help="the embedded default: an SQLite file under var/bench-sqlite/ (FTS5; HUB_SEARCH_ENGINE="
+                             "words for its word matching)")
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith("postgres"):
+    if args.sqlite:
+        var = ROOT / "var" / "bench-sqlite"
+        if not args.reuse:
+            for name in ("hub.sqlite3", "hub.sqlite3-wal", "hub.sqlite3-shm"):
+                (var / name).unlink(missing_ok=True)
+        var.mkdir(parents=True, exist_ok=True)
+        os.environ.pop("DATABASE_URL", None)
+        os.environ["HUB_VAR_DIR"] = str(var)
+    elif not url.startswith("postgres"):
         sys.exit("bench/search.py needs PostgreSQL: run `eval \"$(scripts/services.sh start)\"` first")
-    os.environ["DATABASE_URL"] = setup_database(url, args.reuse)
+    else:
+        os.environ["DATABASE_URL"] = setup_database(url, args.reuse)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
     os.environ.setdefault("HUB_VAR_DIR", str(ROOT / "var" / "bench"))
     import django
@@ -253,7 +294,11 @@ def main() -> None:
         ordered = sorted(values)
         return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
+    from django.conf import settings
+    from django.db import connection
+
     print(f"\nmachine: {platform.node()} · {os.cpu_count()} cores · Python {platform.python_version()}")
+    print(f"database: {connection.vendor}; HUB_SEARCH_ENGINE={settings.HUB_SEARCH_ENGINE}")
     print(f"{args.versions} versions, {len(mix)} queries through GET /api/v1/artifacts/ (facet counts included)")
     print(f"{'kind':<12}{'n':>5}{'p50 ms':>10}{'p95 ms':>10}{'max ms':>10}{'median hits':>14}")
     for kind in ("text", "text+facet", "facets", "tag", "browse", "all"):
@@ -263,6 +308,8 @@ def main() -> None:
                   f"{statistics.median(results):>14.0f}" if kind == "all" else
                   f"{kind:<12}{len(values):>5}{pct(values, 50):>10.1f}{pct(values, 95):>10.1f}{max(values):>10.1f}")
     print(index_figures)
+    if connection.vendor == "sqlite":
+        engines(mix, pct)
     if args.freshness:
         print("\nfreshness: entries changed (reindexed, as publishing does) since the in-memory base was built, and"
               "\nthe next two queries: the first loads the changes as a delta, the second reuses it")

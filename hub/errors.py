@@ -74,6 +74,7 @@ STATUS: dict[str, int] = {
     "request_too_large": 413,
     "throttled": 429,
     "too_many_attempts": 429,
+    "too_many_jobs": 429,
     "internal_error": 500,
     "storage_unavailable": 503,
     "broker_unavailable": 503,

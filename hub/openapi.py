@@ -20,7 +20,8 @@ DESCRIPTIONS = {
     409: "Conflict with the current state (already exists, not ready, upload offset)", 410: "Gone",
     413: "The request, a file or an archive inside it is larger than the limit",
     415: "Unsupported media type", 416: "The byte range cannot be satisfied", 422: "The model could not run",
-    429: "Too many requests, or too many wrong passwords (Retry-After says how long to wait)",
+    429: "Too many requests, too many jobs at once, or too many wrong passwords (Retry-After says how long to "
+         "wait)",
     503: "The object store or the workers are unavailable", 504: "The run took too long",
 }
 COMMON = (400, 401, 403, 404, 406)
@@ -36,6 +37,9 @@ def statuses_for(path: str, method: str) -> list[int]:
     if any(part in path for part in ("/infer", "/collaborate", "/benchmark", "/convert", "/optimize",
                                      "/container", "/fixity")):
         found.update(RUNS)
+    if method == "post" and any(part in path for part in ("/infer", "/benchmark", "/convert", "/optimize",
+                                                          "/container", "/fixity", "/finetune", "/collaborate")):
+        found.add(429)  # too_many_jobs: the person's quota of jobs at once (hub.jobs.quota)
     if "/files/" in path or "/uploads/" in path:
         found.update((416, 503))
     if "/uploads/" in path:

@@ -170,8 +170,11 @@ HUB_STORAGE = {
     # The part size of direct multipart uploads (S3 needs 5 MiB at least; more when a file has >10,000 parts).
     "S3_PART_SIZE": int(env("HUB_S3_PART_SIZE", str(16 * 1024 * 1024))),
 }
-# Uploads are staged on local disk (hashed on the way) before they enter the object store.
+# This node's scratch folder for the request in hand (a multipart form's files, a chunk on its way to the object
+# store); resumable uploads' chunks and jobs' inputs are staged in the object store, where every node sees them.
 HUB_UPLOAD_DIR = Path(env("HUB_UPLOAD_DIR", str(VAR_DIR / "uploads")))
+# Jobs one person may have queued or running at once; a request for one more is 429 too_many_jobs (0: no limit).
+HUB_USER_MAX_ACTIVE_JOBS = int(env("HUB_USER_MAX_ACTIVE_JOBS", "20"))
 HUB_UPLOAD_MAX_SIZE = int(env("HUB_UPLOAD_MAX_SIZE", str(64 * 1024**3)))
 HUB_UPLOAD_TTL_HOURS = int(env("HUB_UPLOAD_TTL_HOURS", "72"))
 # The workers collect garbage (expired uploads, staged files and blobs nothing references) this often;
@@ -347,8 +350,8 @@ LOGGING = {
 # Metadata: ONNX files up to this size are read (protobuf only) to derive opset, signature and parameters.
 HUB_METADATA_ONNX_MAX_BYTES = int(env("HUB_METADATA_ONNX_MAX_BYTES", str(512 * 1024 * 1024)))
 
-# Search: "auto" uses PostgreSQL's full-text search where the database is PostgreSQL and word matching
-# elsewhere; "words" forces word matching (the SQLite behaviour) everywhere.
+# Search: "auto" uses PostgreSQL's full-text search where the database is PostgreSQL and FTS5 on SQLite
+# (hub.search.fts); "words" forces LIKE word matching everywhere.
 HUB_SEARCH_ENGINE = env("HUB_SEARCH_ENGINE", "auto")
 
 # OAI-PMH: the contact harvesters see, and how many records one page holds.

@@ -48,6 +48,8 @@ EXPORT_NAMES = ("jsonld", "turtle", "rdfxml", "ntriples", "datacite-json", "data
                 "bibtex", "csl-json", "ris", "citation", "dublin-core", "codemeta", "cff", "dcat", "ro-crate")
 DROPPED = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
            urllib3.exceptions.HTTPError)
+# A chunk refused because the hub holds other bytes than this client thought: its answer says how many.
+MOVED_ON = ("upload_offset_mismatch", "upload_busy")
 REFUSED_S = 1.0  # how long a refused connection (nothing listens there) is tried again before giving up
 PARALLEL_FILES = 4  # files of a version downloaded at once (each large one over several connections too)
 FINISHED = {"succeeded", "failed", "cancelled"}
@@ -488,7 +490,17 @@ class HubClient:
                                             headers={"Content-Range": f"bytes {offset}-{end - 1}/{size}",
                                                      "Content-Type": "application/octet-stream"})
                 if 400 <= response.status_code < 500 and response.status_code != 429:
-                    raise from_response(response)
+                    error = from_response(response)
+                    held = error.body.get("offset") if error.code in MOVED_ON else None
+                    if not isinstance(held, int) or held < 0:
+                        raise error
+                    # The hub took other bytes meanwhile (a cut chunk it stored after this client asked, on
+                    # another web node perhaps): go on from what it says it holds.
+                    offset = held
+                    failures += 1
+                    if failures > self.retries:
+                        raise error
+                    continue
                 if response.status_code < 400:
                     offset = int(response.headers.get("Upload-Offset", end))
                     continue

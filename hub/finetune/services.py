@@ -17,6 +17,7 @@ from hpcfair.finetune.run import TRAINABLE, format_by_name
 
 from hub.errors import HubError
 from hub.jobs.models import Job
+from hub.jobs.quota import check_active_jobs
 from hub.jobs.services import create_job
 from hub.registry.models import NAME_RE, Artifact, File, Version
 from hub.registry.services import resolve_version_ref
@@ -138,7 +139,9 @@ def output_name(user, base: Version, name: str | None) -> str:
 
 
 def request_finetune(base: Version, user, body: dict[str, Any]) -> Job:
-    """Check a fine-tune of ``base`` and queue it; ``body`` is the API's (or the form's) request."""
+    """Check a fine-tune of ``base`` and queue it; ``body`` is the API's (or the form's) request (only they call
+    it, so the person's job quota is checked here)."""
+    check_active_jobs(user)
     if base.artifact.kind != Artifact.Kind.MODEL:
         raise HubError("invalid", f"{base.artifact.full_name} is a {base.artifact.kind}; fine-tune a model.")
     try:

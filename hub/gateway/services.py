@@ -6,12 +6,10 @@ synchronous run itself is ``hub.gateway.pipeline``. Nothing here loads a model: 
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from django.conf import settings
 from django.db import transaction
 from hpcfair import chain
 
@@ -19,7 +17,9 @@ from hub.conversions.services import conversions_of
 from hub.errors import HubError
 from hub.gateway.lane import get_lane
 from hub.gateway.protocol import ModelRef, Options, no_worker, steps_of
+from hub.jobs.files import drop_staged_inputs, stage_input
 from hub.jobs.models import Job
+from hub.jobs.quota import check_active_jobs
 from hub.jobs.services import create_job
 from hub.jobs.slurm import runs_on_slurm
 from hub.registry.links import file_url
@@ -100,10 +100,6 @@ def alive(device: str) -> bool:
 # --- jobs ----------------------------------------------------------------------------------------------
 
 
-def staging_dir(job_id) -> Path:
-    return Path(settings.HUB_UPLOAD_DIR) / "jobs" / str(job_id)
-
-
 def published_file_url(version: Version, path: str) -> str:
     """The download URL of a file a gateway job published (its result links to it); for the workers, which
     do not reach into the API layer themselves."""
@@ -111,16 +107,18 @@ def published_file_url(version: Version, path: str) -> str:
 
 
 def _stage_inputs(job: Job, arrays: dict[str, np.ndarray]) -> None:
-    folder = staging_dir(job.pk)
-    folder.mkdir(parents=True, exist_ok=True)
-    np.savez(folder / "inputs.npz", **arrays)
+    """The request's inputs into the object store, where the worker that takes the job (on any node) reads
+    them: nothing on this web node's disk."""
+    stage_input(job.pk, "inputs.npz", lambda path: np.savez(path, **arrays))
 
 
 def start_infer_job(user, models: list[ModelRef], options: Options, *, links: list[dict[str, str]] | None = None,
                     arrays: dict[str, np.ndarray] | None = None, dataset: Version | None = None,
                     dataset_file: str = "", batch_size: int = 0, reason: str = "") -> Job:
     """A job that runs a model (or a chain) on inputs sent now (staged) or on a dataset version's file, and
-    publishes the outputs as a new version of a dataset artifact with provenance."""
+    publishes the outputs as a new version of a dataset artifact with provenance. Only a person's request
+    starts one (``hub.gateway.pipeline``), so their job quota is checked here."""
+    check_active_jobs(user)
     if options.device == "gpu" and options.if_no_worker == "refuse" and not alive("gpu") \
             and not runs_on_slurm("infer"):  # Slurm's gpu partition needs no gpu worker of the hub
         raise no_worker("gpu")
@@ -140,7 +138,7 @@ def start_infer_job(user, models: list[ModelRef], options: Options, *, links: li
                 job.save(update_fields=["params"])
     except BaseException:
         if staged:
-            shutil.rmtree(staging_dir(job.pk), ignore_errors=True)
+            drop_staged_inputs(job.pk)
         raise
     return job
 
@@ -179,6 +177,7 @@ def start_merge_job(user, models: list[ModelRef], links: list[dict[str, str]], *
     """Merge a chain into one ONNX model (``onnx.compose``), published as ``user/name`` with provenance."""
     from hub.registry.models import NAME_RE, Artifact
 
+    check_active_jobs(user)
     if not name or not re.match(NAME_RE, name):
         raise HubError("invalid", "A merged model needs a name: letters, digits, . _ - (up to 100).",
                        errors={"name": ["Required." if not name else "Invalid name."]})
@@ -220,6 +219,7 @@ def dataset_input(user, ref: str, file: str) -> tuple[Version, str]:
 def start_benchmark_job(user, model: ModelRef, options: Options, *, batch_sizes: list[int], runs: int) -> Job:
     """Measure ``model`` on a worker of ``options.device`` (202 + job); refused without such a worker unless
     the caller asked to queue."""
+    check_active_jobs(user)
     if options.if_no_worker == "refuse" and not alive(options.device):
         raise no_worker(options.device)
     params = {"steps": steps_of([model]), "batch_sizes": batch_sizes, "runs": runs, "warmup": min(10, runs),

@@ -1,9 +1,12 @@
-"""Moving version files between the object store and a job's private directory."""
+"""Moving version files between the object store and a job's private directory, and a job's own inputs
+staged in the object store (``staging/jobs/<job id>/``), where every web node and worker sees them."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import tempfile
+import uuid
 from pathlib import Path
 
 from hpcfair.compute import CodedError
@@ -90,3 +93,33 @@ def fetch_data_files(version: Version, path: str, local: Path) -> list[Path]:
         (local.parent / location).parent.mkdir(parents=True, exist_ok=True)
         fetched.append(fetch(version, member, (local.parent / location).parent))
     return fetched
+
+
+def stage_input(job_id: uuid.UUID | str, name: str, write) -> None:
+    """Stage a job's input file ``name`` in the object store: ``write(path)`` writes it to a local temporary
+    file first (removed at once). The node that runs the job, any node, reads it with ``staged_input``."""
+    with tempfile.TemporaryDirectory(prefix="hpcfair-stage-") as tmp:
+        local = Path(tmp) / name
+        write(local)
+        try:
+            get_blob_store().put_staged(f"jobs/{job_id}/{name}", local)
+        except StorageUnavailable as exc:
+            raise CodedError("storage_unavailable", f"The object store could not take this job's inputs: {exc}")
+
+
+def staged_input(job_id: uuid.UUID | str, name: str, dest_dir: Path) -> Path:
+    """A job's staged input ``name`` copied into ``dest_dir``; ``gone`` if the collector removed it."""
+    try:
+        return get_blob_store().fetch_staged(f"jobs/{job_id}/{name}", dest_dir / name)
+    except FileNotFoundError:
+        raise CodedError("gone", "The inputs of this job are no longer staged; send the request again.")
+    except StorageUnavailable as exc:
+        raise CodedError("storage_unavailable", f"This job's inputs could not be read from the object store: {exc}")
+
+
+def drop_staged_inputs(job_id: uuid.UUID | str) -> None:
+    """Remove what a job staged (done, failed or never dispatched); the collector removes what this misses."""
+    try:
+        get_blob_store().remove_staged(f"jobs/{job_id}/")
+    except StorageUnavailable:
+        pass

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from hub.errors import HubError
 from hub.registry.models import Upload
-from hub.registry.uploads import READ_CHUNK, OverlappedHash, staged_path
+from hub.registry.uploads import READ_CHUNK, OverlappedHash
 from hub.storage import StorageUnavailable, get_blob_store
 
 MAX_PARTS = 10_000  # S3's limit
@@ -54,7 +54,6 @@ def start(upload: Upload) -> None:
     upload.part_size = max(size, math.ceil(upload.size / MAX_PARTS / (1024 * 1024)) * 1024 * 1024)
     upload.direct_id = _storage(lambda store: store.start_multipart(staging_key(upload)))
     upload.save(update_fields=["part_size", "direct_id"])
-    staged_path(upload).unlink(missing_ok=True)  # its bytes go to the object store, none to the hub's disk
 
 
 def _storage(call):
@@ -168,7 +167,6 @@ def _assemble_and_check(upload: Upload, expected: str) -> HubError | None:
     if passed:
         upload.sha256 = actual
         return None
-    staged_path(upload).unlink(missing_ok=True)
     if size != upload.size:
         return HubError("upload_size_mismatch", f"The object store holds {size} bytes, not the {upload.size} "
                                                 "announced; nothing was kept. Upload the file again.", size=size)

@@ -1,5 +1,6 @@
-"""Garbage collection of what no row needs: expired upload sessions and their bytes, staged form files left
-by a request that died, and blobs that no live version references.
+"""Garbage collection of what no row needs: expired upload sessions and their parts, job inputs staged in the
+object store for jobs that ended (or are gone), local files left by a request that died, and blobs that no live
+version references. Staged objects are in the object store, so one collector covers every node.
 
 ``python manage.py hub_gc`` runs it once; every Celery worker runs it every ``HUB_GC_INTERVAL_S``
 (``workers.housekeeping``), one worker at a time where the database is PostgreSQL.
@@ -11,12 +12,13 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.apps import apps
 from django.db import connection
 from django.utils import timezone
 
 from hub.registry import direct
 from hub.registry.models import Blob, File, Upload
-from hub.registry.uploads import staged_path, upload_dir
+from hub.registry.uploads import upload_dir
 from hub.storage import get_blob_store
 
 _LOCK_KEY = 0x68756267  # "hubg": the advisory lock that keeps two workers from collecting at once
@@ -41,19 +43,20 @@ def collect(grace_hours: float = 1.0) -> Collected:
     cutoff = now - timedelta(hours=grace_hours)
     done = Collected()
     expired = Upload.objects.filter(expires__lt=now).exclude(state__in=[Upload.State.CONSUMED, Upload.State.ABORTED])
+    store = get_blob_store()
     for upload in expired:
-        staged_path(upload).unlink(missing_ok=True)
+        store.remove_staged(f"uploads/{upload.id}/")
         if upload.direct_id and upload.state == Upload.State.OPEN:
             direct.abort(upload)
     done.uploads = expired.update(state=Upload.State.ABORTED)
-    for path in upload_dir().glob("form-*.part"):  # files staged by a request that died
+    done.staged_files = _stale_staged(store, cutoff)
+    for path in upload_dir().glob("*.part"):  # this node's files of a request that died
         try:
             if path.stat().st_mtime < cutoff.timestamp():
                 path.unlink(missing_ok=True)
                 done.staged_files += 1
         except FileNotFoundError:
             continue
-    store = get_blob_store()
     live = set(File.objects.filter(version__deleted_at__isnull=True).values_list("blob_id", flat=True))
     # a checked direct upload is a blob already, waiting for its version
     live |= set(Upload.objects.filter(state=Upload.State.COMPLETED, expires__gte=now).values_list("sha256", flat=True))
@@ -65,6 +68,33 @@ def collect(grace_hours: float = 1.0) -> Collected:
     if store.direct_uploads:
         done.orphans = _orphaned_direct_objects(store, cutoff)
     return done
+
+
+def _stale_staged(store, cutoff) -> int:
+    """Remove staged objects older than ``cutoff`` that nothing needs: the parts of an upload no longer open
+    (or gone), the inputs of a job that ended (or is gone). Returns how many objects were removed."""
+    job_model = apps.get_model("jobs", "Job")
+    removed, decided = 0, {}
+    for key, modified in store.iter_staged():
+        area, _, rest = key.partition("/")
+        owner = rest.split("/", 1)[0]
+        if modified >= cutoff or area not in ("uploads", "jobs"):
+            continue
+        if (area, owner) not in decided:
+            try:
+                pk = uuid.UUID(owner)
+            except ValueError:
+                pk = None
+            if area == "uploads":
+                live = pk is not None and Upload.objects.filter(pk=pk, state=Upload.State.OPEN).exists()
+            else:
+                live = pk is not None and job_model.objects.filter(pk=pk).exclude(
+                    state__in=job_model.FINAL_STATES).exists()
+            decided[(area, owner)] = live
+        if not decided[(area, owner)]:
+            store.remove_staged(key)
+            removed += 1
+    return removed
 
 
 def _orphaned_direct_objects(store, cutoff) -> int:

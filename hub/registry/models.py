@@ -199,7 +199,8 @@ class ProvenanceLink(models.Model):
 
 
 class Upload(models.Model):
-    """A resumable upload session; its bytes are staged on local disk until a version uses them."""
+    """A resumable upload session. Its bytes are parts in the object store until ``complete`` makes them a blob
+    (``hub.registry.uploads``); the offset and the parts are kept here, so any web node takes the next chunk."""
 
     class State(models.TextChoices):
         OPEN = "open"
@@ -220,6 +221,9 @@ class Upload(models.Model):
     # A direct upload (hub.registry.direct): the object store's multipart upload id and the part size.
     direct_id = models.CharField(max_length=512, blank=True)
     part_size = models.BigIntegerField(default=0)
+    # A resumable upload through the hub: the bytes held, and the object-store keys of its parts in order.
+    received = models.BigIntegerField(default=0)
+    parts = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-created"]

@@ -1,22 +1,19 @@
 """Staging of uploaded bytes: resumable upload sessions and streamed multipart files.
 
-Bytes are written to ``HUB_UPLOAD_DIR`` and hashed on the way, in constant memory. A staged file
-enters the object store only when a version references it (``services.create_version``).
-The staged file's size on disk is the session's offset, so a client resumes by asking for it.
+A resumable upload's chunks are parts in the object store (``staging/uploads/<id>/``) and its offset is a
+column of its row, so its chunks may reach different web nodes; ``complete`` joins the parts, checks the
+sha256 and stores the bytes as a blob, which a version then references from any node. A multipart form's
+files are staged in ``HUB_UPLOAD_DIR`` for the one request that publishes them, hashed on the way.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import html
-import os
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -33,6 +30,7 @@ from rest_framework.parsers import DataAndFiles, MultiPartParser, get_encoding
 
 from hub.errors import HubError
 from hub.registry.models import Upload
+from hub.storage import StorageUnavailable, get_blob_store
 
 READ_CHUNK = 1024 * 1024
 
@@ -60,6 +58,8 @@ def upload_dir() -> Path:
 
 
 def staged_path(upload: Upload) -> Path:
+    """Where this node fetches a completed upload's bytes when publishing reads them (metadata derivation);
+    removed when the version is saved. The bytes themselves are a blob in the object store."""
     return upload_dir() / f"{upload.id}.part"
 
 
@@ -99,10 +99,11 @@ class OverlappedHash:
 
 
 class _HashCache:
-    """Running sha256 states of uploads written by this process, keyed by upload id.
+    """Running sha256 states of uploads whose chunks this process wrote, keyed by upload id (at most
+    ``capacity``: bounded whatever the traffic).
 
-    When the chunks of an upload arrive in order at the same process (the usual case) the digest is
-    ready at ``complete``; otherwise the staged file is hashed again. Correctness never depends on it.
+    When the chunks of an upload arrive in order at the same process (the usual case) the digest is ready at
+    ``complete``; otherwise ``complete`` hashes the parts as it joins them. Correctness never depends on it.
     """
 
     def __init__(self, capacity: int = 64) -> None:
@@ -138,25 +139,18 @@ def open_upload(owner, size: int, filename: str = "", sha256: str = "") -> Uploa
         raise HubError("invalid", "size must be zero or more bytes.")
     if size > settings.HUB_UPLOAD_MAX_SIZE:
         raise HubError("upload_too_large", f"This hub accepts files up to {settings.HUB_UPLOAD_MAX_SIZE} bytes.")
-    upload = Upload.objects.create(
+    return Upload.objects.create(
         owner=owner,
         size=size,
         filename=filename,
         expected_sha256=sha256.lower(),
         expires=timezone.now() + timedelta(hours=settings.HUB_UPLOAD_TTL_HOURS),
     )
-    staged_path(upload).touch()
-    return upload
 
 
 def offset_of(upload: Upload) -> int:
-    """How many bytes the hub holds for this upload."""
-    if upload.state != Upload.State.OPEN:
-        return upload.size
-    try:
-        return staged_path(upload).stat().st_size
-    except FileNotFoundError:
-        return 0
+    """How many bytes the hub holds for this upload (a column of its row: the same on every node)."""
+    return upload.received if upload.state == Upload.State.OPEN else upload.size
 
 
 def parse_content_range(header: str | None, length: int | None, total: int) -> tuple[int, int]:
@@ -191,66 +185,95 @@ def parse_content_range(header: str | None, length: int | None, total: int) -> t
     return start, end
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[BinaryIO]:
-    handle = open(path, "r+b")  # noqa: SIM115
+def _part_key(upload: Upload, start: int, end: int) -> str:
+    # A request's own nonce: two requests racing for one offset never overwrite each other's part.
+    return f"uploads/{upload.id}/{start:016d}-{end:016d}-{uuid.uuid4().hex[:12]}"
+
+
+def _store(call):
     try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise HubError("upload_busy", "Another request is writing to this upload; wait for it to end.")
-        yield handle
-    finally:
-        handle.close()
+        return call(get_blob_store())
+    except StorageUnavailable:
+        raise HubError("storage_unavailable", "The object store is unavailable; send this chunk again shortly.")
 
 
 def write_chunk(upload: Upload, stream: BinaryIO, start: int, end: int) -> int:
-    """Append bytes [start, end) read from ``stream``; returns the new offset.
+    """Store bytes [start, end) read from ``stream`` as one part in the object store; returns the new offset.
 
-    A broken connection keeps what arrived: the offset is what is on disk, and the client resumes there.
+    The offset and the list of parts live in the upload's row, so the next chunk may reach any web node. A
+    part is written first, then claimed by one conditional update (``received == start``): of two requests
+    racing for one offset, one wins and the other is told the new offset. A broken connection keeps what
+    arrived: the offset moves to it, and the client resumes there.
     """
+    upload.refresh_from_db(fields=["state", "received", "parts"])
     if upload.state != Upload.State.OPEN:
         raise HubError("upload_not_open", f"This upload is {upload.state}; open a new one to send more bytes.")
-    path = staged_path(upload)
-    if not path.exists():
-        raise HubError("not_found", "This upload's bytes are gone (it expired); open a new upload.")
-    with _locked(path) as handle:
-        offset = handle.seek(0, os.SEEK_END)
-        if start != offset:
-            raise HubError(
-                "upload_offset_mismatch",
-                f"The hub holds {offset} bytes of this upload; send the chunk starting at byte {offset}.",
-                offset=offset,
-            )
-        key = str(upload.id)
-        digest = _hashes.take(key, offset)
-        remaining = end - start
-        hasher = OverlappedHash(digest) if digest is not None else None
+    if upload.expires < timezone.now():
+        raise HubError("upload_not_open", "This upload expired; open a new upload.")
+    if start != upload.received:
+        raise HubError("upload_offset_mismatch", f"The hub holds {upload.received} bytes of this upload; send "
+                                                 f"the chunk starting at byte {upload.received}.",
+                       offset=upload.received)
+    local = upload_dir() / f"chunk-{uuid.uuid4().hex}.part"  # this request's own, removed when it ends
+    digest = _hashes.take(str(upload.id), start)
+    hasher = OverlappedHash(digest) if digest is not None else None
+    try:
+        got = 0
         try:
-            while remaining > 0:
-                chunk = stream.read(min(READ_CHUNK, remaining))
-                if not chunk:
-                    break
-                if hasher is not None:
-                    hasher.update(chunk)
-                handle.write(chunk)
-                remaining -= len(chunk)
+            with open(local, "wb") as handle:
+                while got < end - start:
+                    chunk = stream.read(min(READ_CHUNK, end - start - got))
+                    if not chunk:
+                        break
+                    if hasher is not None:
+                        hasher.update(chunk)
+                    handle.write(chunk)
+                    got += len(chunk)
         finally:
-            handle.flush()
-            offset = handle.tell()
-            if hasher is not None:
-                _hashes.put(key, offset, hasher.finish())
-    if remaining > 0:
-        raise HubError(
-            "upload_incomplete",
-            f"The connection ended after byte {offset}; resume from there.",
-            offset=offset,
-        )
-    return offset
+            digest = hasher.finish() if hasher is not None else None
+        if got:
+            key = _part_key(upload, start, start + got)
+            _store(lambda store: store.put_staged(key, local, move=True))
+            claimed = Upload.objects.filter(pk=upload.pk, state=Upload.State.OPEN, received=start).update(
+                received=start + got, parts=[*upload.parts, key])
+            if not claimed:
+                _store(lambda store: store.remove_staged(key))
+                upload.refresh_from_db(fields=["state", "received"])
+                raise HubError("upload_busy", f"Another request wrote to this upload meanwhile; the hub holds "
+                                              f"{upload.received} bytes, resume there.", offset=upload.received)
+            upload.received, upload.parts = start + got, [*upload.parts, key]
+            if digest is not None:
+                _hashes.put(str(upload.id), upload.received, digest)
+    finally:
+        local.unlink(missing_ok=True)
+    if got < end - start:
+        raise HubError("upload_incomplete", f"The connection ended after byte {start + got}; resume from there.",
+                       offset=start + got)
+    return upload.received
+
+
+def _assemble(upload: Upload, dest: Path, hashed: bool) -> str:
+    """Join the upload's parts, in order, into ``dest`` on this node; their sha256, hashed on the way unless
+    ``hashed`` (this process hashed every chunk as it came: then "")."""
+    store = get_blob_store()
+    hasher = None if hashed else OverlappedHash(hashlib.sha256())
+    try:
+        with open(dest, "wb") as out:
+            for key in upload.parts:
+                with store.open_staged(key) as part:
+                    while block := part.read(READ_CHUNK * 8):
+                        if hasher is not None:
+                            hasher.update(block)
+                        out.write(block)
+    finally:
+        digest = hasher.finish() if hasher is not None else None
+    return digest.hexdigest() if digest is not None else ""
 
 
 def complete_upload(upload: Upload, sha256: str = "") -> Upload:
-    """Check size and sha256 of a fully sent upload and mark it completed."""
+    """Check size and sha256 of a fully sent upload, store its bytes as a blob and mark it completed: any
+    node may then publish a version with it (its bytes are in the object store, as a direct upload's are)."""
+    upload.refresh_from_db()
     if upload.state == Upload.State.COMPLETED:
         return upload
     if upload.state != Upload.State.OPEN:
@@ -258,33 +281,44 @@ def complete_upload(upload: Upload, sha256: str = "") -> Upload:
     expected = (sha256 or upload.expected_sha256).lower()
     if upload.expected_sha256 and sha256 and sha256.lower() != upload.expected_sha256:
         raise HubError("checksum_mismatch", "The sha256 given now differs from the one given when opening.")
-    path = staged_path(upload)
-    with _locked(path) as handle:
-        offset = handle.seek(0, os.SEEK_END)
-        if offset != upload.size:
+    if upload.received != upload.size:
+        raise HubError("upload_incomplete", f"The hub holds {upload.received} of {upload.size} bytes; send the "
+                                            "rest first.", offset=upload.received)
+    cached = _hashes.pop(str(upload.id))
+    known = cached[1].hexdigest() if cached and cached[0] == upload.size else ""
+    store = get_blob_store()
+    single = store.staged_local(upload.parts[0]) if known and len(upload.parts) == 1 else None
+    local = upload_dir() / f"complete-{uuid.uuid4().hex}.part"
+    try:
+        try:
+            actual = known if single else (_assemble(upload, local, hashed=bool(known)) or known)
+        except FileNotFoundError:
+            raise HubError("upload_not_open", "The bytes of this upload are gone from the object store (it "
+                                              "expired); open a new upload.")
+        except StorageUnavailable:
+            raise HubError("storage_unavailable", "The object store is unavailable; try completing again shortly.")
+        if expected and actual != expected:
             raise HubError(
-                "upload_incomplete", f"The hub holds {offset} of {upload.size} bytes; send the rest first.",
-                offset=offset,
+                "checksum_mismatch",
+                f"The bytes received hash to sha256 {actual}, not {expected}: the file changed or was damaged "
+                "on the way. Open a new upload and send it again.",
+                sha256=actual,
             )
-        cached = _hashes.pop(str(upload.id))
-        actual = cached[1].hexdigest() if cached and cached[0] == offset else sha256_of_file(path)
-    if expected and actual != expected:
-        raise HubError(
-            "checksum_mismatch",
-            f"The bytes received hash to sha256 {actual}, not {expected}: the file changed or was damaged "
-            "on the way. Open a new upload and send it again.",
-            sha256=actual,
-        )
-    upload.sha256 = actual
-    upload.state = Upload.State.COMPLETED
-    upload.completed_at = timezone.now()
-    upload.save(update_fields=["sha256", "state", "completed_at"])
+        _store(lambda store: store.put_file(single or local, actual))  # one part on this disk: a hard link
+    finally:
+        local.unlink(missing_ok=True)
+    done = Upload.objects.filter(pk=upload.pk, state=Upload.State.OPEN).update(
+        sha256=actual, state=Upload.State.COMPLETED, completed_at=timezone.now(), parts=[])
+    upload.refresh_from_db()
+    if not done and upload.state != Upload.State.COMPLETED:
+        raise HubError("upload_not_open", f"This upload is {upload.state}.")
+    _store(lambda store: store.remove_staged(f"uploads/{upload.id}/"))
     return upload
 
 
 def abort_upload(upload: Upload) -> None:
-    staged_path(upload).unlink(missing_ok=True)
     _hashes.pop(str(upload.id))
+    _store(lambda store: store.remove_staged(f"uploads/{upload.id}/"))
     upload.state = Upload.State.ABORTED
     upload.save(update_fields=["state"])
 

@@ -7,9 +7,13 @@ def rebuild_outdated_index(sender, verbosity: int = 1, **kwargs) -> None:
     artifact's entry commits on its own (``index.reindex``): one transaction over the catalogue would hold the
     index's generation row, and with it every publish of every web node, for the whole rebuild (minutes at
     100k artifacts)."""
-    from django.db import DatabaseError, transaction
+    from django.db import DatabaseError, connection, transaction
 
+    from hub.search import fts
     from hub.search.index import outdated, rebuild
+
+    if fts.install(connection) and verbosity:  # a migration that remade the entries' table dropped its triggers
+        print("  Search: SQLite's full-text index made again.")
 
     try:
         with transaction.atomic():

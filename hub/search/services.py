@@ -1,28 +1,29 @@
-"""Search: full text with ranking (PostgreSQL's text search; word matching elsewhere), facet filters,
+"""Search: full text with ranking (PostgreSQL's text search; SQLite's FTS5, ``hub.search.fts``; word matching
+with ``HUB_SEARCH_ENGINE=words``), facet filters,
 and facet counts over the results. Private artifacts appear only to those who may read them.
 
 Filters, counts, access and ordering run over the in-memory index (``hub.search.index_copy``). Words are
 turned into lexemes by PostgreSQL (``websearch_to_tsquery``) and matched against the index's copy of the
-stored vectors; a phrase is matched by PostgreSQL itself, as is everything under the word-matching engine.
+stored vectors; a phrase is matched by PostgreSQL itself. On SQLite, FTS5 finds the entries and ranks them by bm25.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from django.conf import settings
 from django.contrib.postgres.search import SearchQuery, SearchRank
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.db.models import Case, F, IntegerField, Q, QuerySet, Value, When
 
 from hub.errors import HubError
 from hub.registry.models import Artifact, shared_with
-from hub.search import index_copy
+from hub.search import fts, index_copy
 from hub.search.models import FACETS, SearchEntry
 from ontology.fields import FRAMEWORK_ALIASES
 
@@ -113,13 +114,18 @@ def _matcher(q: str) -> index_copy.Matcher:
         try:
             tree = parse_tsquery(tsquery)
         except ValueError:  # a phrase, or anything the index cannot evaluate: PostgreSQL matches it
-            return _matched_by_database(_match_vector(q))
+            return _matched_by_database(_match_vector(q).values_list("artifact_id", "rank"))
         return lambda snapshot: evaluate(tree, snapshot)
-    return _matched_by_database(_match_words(q))
+    if connection.vendor == "sqlite" and settings.HUB_SEARCH_ENGINE != "words":
+        try:
+            return _matched_by_database(fts.matches(connection, q))
+        except DatabaseError:  # an SQLite without FTS5, or a database not migrated to it: words, as before
+            pass
+    return _matched_by_database(_match_words(q).values_list("artifact_id", "rank"))
 
 
-def _matched_by_database(matches: QuerySet) -> index_copy.Matcher:
-    rows = sorted(matches.values_list("artifact_id", "rank"))
+def _matched_by_database(matches: Iterable[tuple[int, float]]) -> index_copy.Matcher:
+    rows = sorted(matches)
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     ranks = np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows))
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from hub.storage.base import SHA256_RE, BlobStore, StorageUnavailable, blob_key
+from hub.storage.base import SHA256_RE, BlobStore, StorageUnavailable, blob_key, staged_key
 from hub.storage.ranges import RangeFile
 
 
@@ -65,6 +65,50 @@ class FileSystemBlobStore(BlobStore):
         for path in self.root.glob("*/*/*"):
             if SHA256_RE.match(path.name):
                 yield path.name, datetime.fromtimestamp(path.stat().st_mtime, tz=UTC)
+
+    def put_staged(self, key: str, src: Path, *, move: bool = False) -> None:
+        dest = self.root / staged_key(key)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if move:
+            try:
+                os.replace(src, dest)  # the same filesystem: a rename, no byte copied
+                return
+            except OSError:
+                pass
+        tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            shutil.copyfile(src, tmp)  # a copy, not a link: the caller may go on writing to ``src``
+            os.replace(tmp, dest)
+        finally:
+            tmp.unlink(missing_ok=True)
+        if move:
+            src.unlink(missing_ok=True)
+
+    def staged_local(self, key: str) -> Path | None:
+        path = self.root / staged_key(key)
+        return path if path.is_file() else None
+
+    def open_staged(self, key: str) -> BinaryIO:
+        return open(self.root / staged_key(key), "rb")  # noqa: SIM115 - the caller closes it
+
+    def remove_staged(self, prefix: str) -> None:
+        target = self.root / staged_key(prefix.rstrip("/"))
+        if target.is_file():
+            target.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(target, ignore_errors=True)
+
+    def iter_staged(self) -> Iterator[tuple[str, datetime]]:
+        base = self.root / "staging"
+        if not base.is_dir():
+            return
+        for path in base.rglob("*"):
+            try:
+                if path.is_file() and not path.name.startswith("."):
+                    yield (path.relative_to(base).as_posix(),
+                           datetime.fromtimestamp(path.stat().st_mtime, tz=UTC))
+            except FileNotFoundError:
+                continue
 
     def local_path(self, sha256: str) -> Path | None:
         path = self._path(sha256)

@@ -20,7 +20,7 @@ from minio import Minio
 from minio.datatypes import Part
 from minio.error import S3Error
 
-from hub.storage.base import SHA256_RE, BlobStore, StorageUnavailable, blob_key
+from hub.storage.base import SHA256_RE, BlobStore, StorageUnavailable, blob_key, staged_key
 
 _MISSING = {"NoSuchKey", "NoSuchObject", "NotFound", "ResourceNotFound", "NoSuchUpload"}
 _FAILURES = (S3Error, urllib3.exceptions.HTTPError)
@@ -157,6 +157,34 @@ class S3BlobStore(BlobStore):
             expires=self.presign_ttl,
             response_headers={"response-content-disposition": disposition, "response-content-type": media_type},
         )
+
+    # --- staging: job inputs and resumable uploads' chunks, seen by every node ---------------------------------
+
+    def put_staged(self, key: str, src: Path, *, move: bool = False) -> None:
+        self._ensure_bucket()
+        self._call(f"stage {key}", self.client.fput_object, self.bucket, staged_key(key), str(src),
+                   part_size=64 * 1024 * 1024)
+        if move:
+            src.unlink(missing_ok=True)
+
+    def open_staged(self, key: str) -> BinaryIO:
+        self._ensure_bucket()
+        return _Body(self._call(f"staged {key}", self.client.get_object,  # type: ignore[return-value]
+                                self.bucket, staged_key(key)))
+
+    def remove_staged(self, prefix: str) -> None:
+        self._ensure_bucket()
+        for obj in self._call("list", self.client.list_objects, self.bucket, prefix=staged_key(prefix),
+                              recursive=True):
+            try:
+                self._call("remove", self.client.remove_object, self.bucket, obj.object_name)
+            except FileNotFoundError:
+                continue
+
+    def iter_staged(self) -> Iterator[tuple[str, datetime]]:
+        self._ensure_bucket()
+        for obj in self._call("list", self.client.list_objects, self.bucket, prefix="staging/", recursive=True):
+            yield obj.object_name.removeprefix("staging/"), obj.last_modified
 
     # --- direct uploads: presigned multipart URLs, the parts straight from the client to the store ---------
 

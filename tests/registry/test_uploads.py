@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 import pytest
 
 from hub.registry.models import Upload
+from hub.storage import get_blob_store
 from tests.conftest import client_for
 
 pytestmark = pytest.mark.django_db
@@ -78,8 +79,9 @@ def test_too_large_and_negative_sizes(api, settings):
 def test_abort_removes_staged_bytes(api, settings):
     uid = api.post("/api/v1/uploads/", {"size": 3}, format="json").json()["id"]
     put(api, uid, b"abc", 0, 3)
+    assert [key for key, _ in get_blob_store().iter_staged() if key.startswith(f"uploads/{uid}/")]
     assert api.delete(f"/api/v1/uploads/{uid}").status_code == 204
-    assert not list(settings.HUB_UPLOAD_DIR.glob(f"{uid}*"))
+    assert not [key for key, _ in get_blob_store().iter_staged() if key.startswith(f"uploads/{uid}/")]
     assert put(api, uid, b"abc", 0, 3).json()["code"] == "upload_not_open"
 
 
@@ -148,5 +150,9 @@ def test_the_client_resumes_from_what_the_hub_holds_when_its_connection_dies_mid
     done = client.upload_file(path, chunk_size=4_000_000)
     client.close()
     assert done["state"] == "completed" and done["sha256"] == hashlib.sha256(data).hexdigest()
-    assert starts[0] == 0 and 0 < starts[1] <= 1_500_000, starts  # resumed from what the hub held
-    assert starts[2:] == [n for n in [starts[1] + 4_000_000] if n < len(data)], starts  # then on, once each
+    # The hub stores a cut chunk when its end of the connection sees the cut; a client that asks before that
+    # hears 0 and is refused with the offset it then holds (409 upload_offset_mismatch), and goes on from it.
+    resumed = [start for start in starts[1:] if start > 0]
+    assert starts[0] == 0 and len(starts) - len(resumed) <= 2, starts
+    assert resumed and resumed[0] <= 1_500_000, starts  # resumed from what the hub held
+    assert resumed[1:] == [n for n in [resumed[0] + 4_000_000] if n < len(data)], starts  # then on, once each

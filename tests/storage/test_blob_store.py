@@ -78,3 +78,27 @@ def test_blob_key_rejects_non_digests():
     with pytest.raises(ValueError):
         blob_key("../../etc/passwd")
     assert blob_key("ab" * 32).startswith("ab/ab/")
+
+
+def test_staged_objects_are_kept_apart_from_blobs(backend, tmp_path):
+    """Job inputs and upload parts staged by one node, read by another: put, fetch, list, remove by folder."""
+    store = get_blob_store()
+    path, sha = _src(tmp_path, os.urandom(5000))
+    store.put_staged("jobs/j1/inputs.npz", path)
+    store.put_staged("jobs/j1/more.npz", path)
+    store.put_staged("uploads/u1/0000-part", path)
+    fetched = store.fetch_staged("jobs/j1/inputs.npz", tmp_path / "fetched")
+    assert fetched.read_bytes() == path.read_bytes()
+    listed = {key for key, _ in store.iter_staged()}
+    assert {"jobs/j1/inputs.npz", "jobs/j1/more.npz", "uploads/u1/0000-part"} <= listed
+    assert not {sha for sha, _ in store.iter_blobs()} & {"inputs.npz", "0000-part"}
+    store.remove_staged("uploads/u1/0000-part")  # one object
+    store.remove_staged("jobs/j1/")  # a folder
+    store.remove_staged("jobs/nothing/")  # nothing there: no error
+    assert not {key for key, _ in store.iter_staged()} & listed
+    with pytest.raises(FileNotFoundError):
+        store.fetch_staged("jobs/j1/inputs.npz", tmp_path / "again")
+    assert not (tmp_path / "again.fetching").exists()
+    for bad in ("../x", "jobs/../../x", "/etc/passwd", ""):
+        with pytest.raises(ValueError):
+            store.put_staged(bad, path)

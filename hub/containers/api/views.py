@@ -14,6 +14,7 @@ from hub.containers import services
 from hub.errors import HubError
 from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.api.views import accepted
+from hub.jobs.quota import check_active_jobs
 from hub.registry.api.serializers import VersionSerializer
 from hub.registry.api.views import as_seen_by, require_write, versions_queryset
 from hub.registry.models import Artifact
@@ -51,4 +52,5 @@ class VersionContainer(APIView):
         target = get_version(artifact, version)
         body = ContainerRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        check_active_jobs(request.user)
         return accepted(services.request_container(target, request.user, **body.validated_data))

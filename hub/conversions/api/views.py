@@ -12,6 +12,7 @@ from hub.accounts.permissions import TokenScopePermission
 from hub.conversions import services
 from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.api.views import accepted
+from hub.jobs.quota import check_active_jobs
 from hub.registry.api.views import require_write
 from hub.registry.services import get_artifact, get_version
 from hub.strict import StrictSerializer
@@ -51,6 +52,7 @@ def _start(request: Request, owner: str, name: str, version: str, body_class, st
     target = get_version(artifact, version)
     body = body_class(data=request.data)
     body.is_valid(raise_exception=True)
+    check_active_jobs(request.user)
     return accepted(start(target, request.user, **body.validated_data))
 
 

@@ -23,10 +23,10 @@ from hpcfair.convert.signature import load_sample_inputs, specs_from_metadata
 
 from hub.errors import HubError
 from hub.gateway.engine import describe, run_steps
-from hub.gateway.services import published_file_url, staging_dir
+from hub.gateway.services import published_file_url
 from hub.gateway.sessions import gpu_available, needed_bytes
 from hub.gateway.tensors import check
-from hub.jobs.files import fetch, place, place_model, staged
+from hub.jobs.files import drop_staged_inputs, fetch, place, place_model, staged, staged_input
 from hub.jobs.kinds import JobKind, Plan, register
 from hub.jobs.models import Job
 from hub.jobs.runner import JobContext
@@ -71,9 +71,7 @@ def _inputs(ctx: JobContext, model_version: Version, folder: Path
     params = ctx.job.params
     spec = (model_version.metadata or {}).get("inputs")
     if params.get("inputs"):
-        path = staging_dir(ctx.job.pk) / params["inputs"]
-        if not path.exists():
-            raise CodedError("gone", "The inputs of this job are no longer staged; send the request again.")
+        path = staged_input(ctx.job.pk, params["inputs"], folder)
         dataset = None
     else:
         dataset = Version.objects.filter(pk=params["dataset"]["version_id"], deleted_at__isnull=True).first()
@@ -189,7 +187,7 @@ class InferJob(JobKind):
                     "run_ms": round((time.perf_counter() - started) * 1e3, 3)}
             published = publish_outputs(ctx, models, dataset, outputs, info, folder)
             ctx.log(f"published the outputs as {published} ({published.pid})")
-            shutil.rmtree(staging_dir(ctx.job.pk), ignore_errors=True)
+            drop_staged_inputs(ctx.job.pk)
             return _result(info, published, outputs)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -203,11 +201,7 @@ class InferJob(JobKind):
             weights += sum(f.stat().st_size for f in model.parent.rglob("*") if f.is_file())
             steps.append({"model": str(model.relative_to(folder)), "links": step.get("links") or {}})
         if params.get("inputs"):
-            source = staging_dir(job.pk) / params["inputs"]
-            if not source.exists():
-                raise CodedError("gone", "The inputs of this job are no longer staged; send the request again.")
-            inputs = folder / f"inputs{source.suffix}"
-            shutil.copyfile(source, inputs)
+            inputs = staged_input(job.pk, params["inputs"], folder)
             what = "inputs sent with the request"
         else:
             dataset = Version.objects.filter(pk=params["dataset"]["version_id"], deleted_at__isnull=True).first()
@@ -251,7 +245,7 @@ class InferJob(JobKind):
                 "run_ms": round((execution.get("elapsed_s") or 0) * 1e3, 3)}
         published = publish_outputs(ctx, models, dataset, outputs, info, folder / "out", execution=execution)
         ctx.log(f"published the outputs as {published} ({published.pid})")
-        shutil.rmtree(staging_dir(job.pk), ignore_errors=True)
+        drop_staged_inputs(job.pk)
         return _result(info, published, outputs)
 
 

@@ -17,6 +17,7 @@ from hub.bounded import JSONParser, load_json_or_yaml
 from hub.errors import HubError
 from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.api.views import accepted
+from hub.jobs.quota import check_active_jobs
 from hub.jobs.services import create_job
 from hub.registry import services
 from hub.registry.access import Viewer, publish_warnings, sharing_warnings
@@ -291,6 +292,7 @@ class VersionFixity(APIView):
         artifact = services.get_artifact(request.user, owner, name)
         require_write(request, artifact)
         found = services.get_version(artifact, version)
+        check_active_jobs(request.user)
         with transaction.atomic():
             job = create_job("fixity", request.user, version=found)
         return accepted(job)
