@@ -20,6 +20,7 @@ from hub.errors import STATUS, HubError
 from hub.gateway.lane import NoWorker, get_lane, reachable, stream
 from hub.gateway.protocol import no_worker
 from hub.jobs.models import Job
+from hub.jobs.quota import check_active_jobs
 from hub.jobs.services import create_job
 from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.storage import get_blob_store
@@ -175,6 +176,7 @@ def request_batch(version: Version, user, dataset_ref: str, file: str | None, op
     object each) with ``version``'s generation model; the answers become a dataset version of yours."""
     from hub.registry.services import resolve_version_ref
 
+    check_active_jobs(user)
     model = generation_model(version)
     dataset = resolve_version_ref(user, dataset_ref)
     if dataset.artifact.kind != Artifact.Kind.DATASET:
