@@ -35,10 +35,11 @@ def statuses_for(path: str, method: str) -> list[int]:
     if method in ("post", "put", "patch", "delete"):
         found.update(WRITES)
     if any(part in path for part in ("/infer", "/collaborate", "/benchmark", "/convert", "/optimize",
-                                     "/container", "/fixity")):
+                                     "/container", "/fixity", "/generate")):
         found.update(RUNS)
     if method == "post" and any(part in path for part in ("/infer", "/benchmark", "/convert", "/optimize",
-                                                          "/container", "/fixity", "/finetune", "/collaborate")):
+                                                          "/container", "/fixity", "/finetune", "/collaborate",
+                                                          "/generate")):
         found.add(429)  # too_many_jobs: the person's quota of jobs at once (hub.jobs.quota)
     if "/files/" in path or "/uploads/" in path:
         found.update((416, 503))

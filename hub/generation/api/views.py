@@ -131,6 +131,7 @@ def openai_error(code: str, detail: str) -> JsonResponse:
     return response
 
 
+@extend_schema(exclude=True)  # OpenAI's own specification describes these, errors included, not the hub's schema
 class OpenAIView(ForceNegotiation, APIView):
     """OpenAI's request and answer shapes over the hub's generation; errors in OpenAI's shape."""
 
@@ -223,6 +224,7 @@ class Completions(OpenAIView):
     """OpenAI's ``POST /v1/completions``."""
 
 
+@extend_schema(exclude=True)
 class Models(APIView):
     """OpenAI's ``GET /v1/models``: the generation models this token may use (newest 1,000)."""
 
