@@ -26,8 +26,8 @@ from hub.registry.services import ProvenanceRef, create_version
 from hub.registry.uploads import StagedFile
 
 # Metadata that describes the source file's framework, not the ONNX copy.
-_SOURCE_ONLY = {"framework", "format", "inputs", "outputs", "sample_inputs", "verification", "conversion",
-                "verified", "optimization", "opset", "weights"}
+SOURCE_ONLY = {"framework", "format", "inputs", "outputs", "sample_inputs", "verification", "conversion",
+               "verified", "optimization", "opset", "weights"}
 
 
 def limits() -> Limits:
@@ -171,7 +171,7 @@ def _queue_cube(ctx: JobContext, version: Version, verified: bool) -> None:
 
 
 def _publish_conversion(ctx, source: Version, outputs: list[StagedFile], reports: dict, verified: bool) -> Version:
-    metadata = {key: value for key, value in source.metadata.items() if key not in _SOURCE_ONLY}
+    metadata = {key: value for key, value in source.metadata.items() if key not in SOURCE_ONLY}
     first = next(iter(reports.values()))
     metadata.update({
         "framework": "onnx",

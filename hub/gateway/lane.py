@@ -305,6 +305,19 @@ class FileLane:
         else:
             time.sleep(min(self.POLL_S, max(remaining, 0)))
 
+    def _await(self, answer: Path, watch: Watch, timeout: float) -> bytes | None:
+        """The reply file ``answer``'s bytes once it is there (then removed), or None after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                data = answer.read_bytes()
+            except FileNotFoundError:
+                self._sleep(watch, deadline)
+                continue
+            answer.unlink(missing_ok=True)
+            return data
+        return None
+
     def alive(self, queue: str) -> bool:
         limit = time.time() - ALIVE_S
         folder = self.root / "alive" / queue
@@ -323,17 +336,7 @@ class FileLane:
         request_id = new_id()
         watch = self._watch([self.root / "replies"])  # watching before the request exists: no reply is missed
         self._write(self._dir(queue) / f"{time.time_ns()}-{request_id}", message)
-        answer = self.root / "replies" / request_id
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                data = answer.read_bytes()
-            except FileNotFoundError:
-                self._sleep(watch, deadline)
-                continue
-            answer.unlink(missing_ok=True)
-            return data
-        return None
+        return self._await(self.root / "replies" / request_id, watch, timeout)
 
     def announce(self, queue: str, worker_id: str) -> None:
         folder = self.root / "alive" / queue
@@ -380,18 +383,7 @@ class FileLane:
         return request_id
 
     def receive(self, request_id: str, seq: int, timeout: float) -> bytes | None:
-        watch = self._watch([self.root / "replies"])
-        answer = self.root / "replies" / f"{request_id}.{seq}"
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                data = answer.read_bytes()
-            except FileNotFoundError:
-                self._sleep(watch, deadline)
-                continue
-            answer.unlink(missing_ok=True)
-            return data
-        return None
+        return self._await(self.root / "replies" / f"{request_id}.{seq}", self._watch([self.root / "replies"]), timeout)
 
     def send(self, request_id: str, seq: int, message: bytes) -> None:
         self._write(self.root / "replies" / f"{request_id}.{seq}", message)

@@ -16,6 +16,7 @@ from hpcfair.compute.sandboxed import run_request
 from hpcfair.convert import Limits, sandbox
 
 from hub.conversions.jobs import (
+    SOURCE_ONLY,
     _fetch_model,
     existing_result,
     free_label,
@@ -35,8 +36,7 @@ from hub.registry.models import ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef, create_version
 from hub.registry.uploads import StagedFile
 
-_SOURCE_ONLY = {"framework", "format", "inputs", "outputs", "sample_inputs", "verification", "conversion", "verified",
-                "optimization", "opset", "weights", "generation"}
+_SOURCE_ONLY = SOURCE_ONLY | {"generation"}  # metadata of the source's files, not of the build
 
 
 def build_limits(source: Version, folder: str) -> Limits:
@@ -60,7 +60,7 @@ def build_request(ctx: JobContext, source: Version, workdir: Path) -> dict[str, 
     if request["precision"] != "fp32":
         try:
             full = generation_model(source)
-        except Exception:
+        except HubError:  # no full-precision build yet: nothing to compare with
             full = None
         if full is not None and full.metadata.get("generation", {}).get("precision") == "fp32":
             (workdir / "full").mkdir()

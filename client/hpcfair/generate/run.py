@@ -183,7 +183,7 @@ def generate(loaded: LoadedModel, request: GenerateRequest, *,
     generator.append_tokens(ids)
     stream = loaded.tokenizer.create_stream()
     stops = StopWatch(request.stop)
-    count, first, reason = 0, 0.0, "length"
+    count, first, reason, ends = 0, 0.0, "length", _eos(loaded)
     while not generator.is_done():
         if cancelled() or (deadline is not None and time.monotonic() > deadline):
             reason = "cancelled" if cancelled() else "time"
@@ -192,7 +192,7 @@ def generate(loaded: LoadedModel, request: GenerateRequest, *,
         token = int(generator.get_next_tokens()[0])
         count += 1
         first = first or time.monotonic() - started
-        if token in _eos(loaded):
+        if token in ends:
             reason = "stop"
             break
         text, hit = stops.feed(stream.decode(token))
