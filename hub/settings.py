@@ -353,6 +353,9 @@ HUB_METADATA_ONNX_MAX_BYTES = int(env("HUB_METADATA_ONNX_MAX_BYTES", str(512 * 1
 # Search: "auto" uses PostgreSQL's full-text search where the database is PostgreSQL and FTS5 on SQLite
 # (hub.search.fts); "words" forces LIKE word matching everywhere.
 HUB_SEARCH_ENGINE = env("HUB_SEARCH_ENGINE", "auto")
+# Where this host keeps the search index's base, written by one process and memory-mapped by every process of
+# the host (hub.search.mapped): a folder on the host's own disk, one per host.
+HUB_SEARCH_INDEX_DIR = Path(env("HUB_SEARCH_INDEX_DIR", str(VAR_DIR / "search-index")))
 
 # OAI-PMH: the contact harvesters see, and how many records one page holds.
 HUB_ADMIN_EMAIL = env("HUB_ADMIN_EMAIL", "admin@localhost")

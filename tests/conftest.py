@@ -150,13 +150,14 @@ def hub_dirs(settings, tmp_path):
     settings.HUB_UPLOAD_DIR = tmp_path / "uploads"
     settings.HUB_METRICS_DIR = tmp_path / "metrics"
     settings.HUB_SPARQL_STORE_DIR = tmp_path / "sparql"
+    settings.HUB_SEARCH_INDEX_DIR = tmp_path / "search-index"
     return tmp_path
 
 
 @pytest.fixture(autouse=True)
 def fresh_search_index():
-    """The in-memory search index trusts that committed entries only change through reindexing; each
-    test's database is rolled back or flushed, so each test starts with a fresh copy."""
+    """The search index trusts that committed entries only change through reindexing; each test's database is
+    rolled back or flushed, so each test starts with a fresh view (and its own folder of bases, ``hub_dirs``)."""
     from hub.search import index_copy
 
     index_copy.forget()

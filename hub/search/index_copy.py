@@ -1,15 +1,22 @@
-"""The in-memory search index: each process keeps a numpy copy of the search entries, their facet values
-and (on PostgreSQL) the lexemes of their text vectors, and answers access rules, facet filters, facet
-counts, word matching and ordering from it instead of joining 800k facet rows per query.
+"""The search index as numpy arrays: access rules, facet filters, facet counts, word matching and ordering are
+answered from postings instead of joining 800k facet rows per query.
+
+Where it lives: a **base**, built by one indexer per host and memory-mapped by every process of the host
+(``hub.search.mapped``: the page cache holds it once per host; a process that starts maps it in milliseconds),
+plus a small **delta** per process: the entries changed since the base was built, read from the database.
+Past ``DELTA_LIMIT`` changed entries the host's indexer builds a new base in the background (the processes go on
+answering from base + delta meanwhile). Nothing here grows with the catalogue per process beyond the delta and
+the masks of one query; nothing is rebuilt when a process starts.
 
 PostgreSQL still does the language work: its text search configuration makes the lexemes (the stored
 ``tsvector``) and turns the user's words into a ``tsquery`` (``hub.search.services``); a phrase query is
 matched by PostgreSQL itself.
 
-Freshness: a query reads ``SearchState.generation`` (one row). Entries changed since the base snapshot
-was built (``seq`` above its generation) are loaded into a small delta snapshot that overrides the base;
-past ``DELTA_LIMIT`` changed entries the base is rebuilt. Generations are handed out in commit order
-(``hub.search.index.next_generation``), so no committed change is missed.
+Freshness: a query reads ``SearchState`` (one row: the generation and the database's epoch). Entries changed
+since the base (``seq`` above its generation) are loaded into the delta, which overrides the base. Generations
+are handed out in commit order (``hub.search.index.next_generation``), so no committed change is missed. A base
+names the epoch of the database it was built from, so a restored or recreated database never reads it.
+Inside a transaction (tests) a base is built in memory and never published: other processes cannot see its rows.
 """
 
 from __future__ import annotations
@@ -20,13 +27,17 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+from django.conf import settings
 from django.db import connection
 from django.db.models import Q
 
+from hub.search import mapped
+from hub.search.mapped import Strings
 from hub.search.models import FACETS, FacetValue, SearchEntry, SearchState
 
 logger = logging.getLogger(__name__)
@@ -39,46 +50,102 @@ IN_CHUNK = 500
 FACET_LIMIT = 25
 
 
+def _ranges(starts: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The positions ``starts[r]:starts[r + 1]`` of every ``r`` in ``rows``, concatenated."""
+    begins = starts[rows].astype(np.int64)
+    lengths = starts[rows + 1].astype(np.int64) - begins
+    total = int(lengths.sum())
+    if not total:
+        return np.zeros(0, dtype=np.int64)
+    return np.repeat(begins - (np.cumsum(lengths) - lengths), lengths) + np.arange(total, dtype=np.int64)
+
+
 @dataclass(frozen=True)
 class Postings:
-    """Values, each with the sorted ordinals of the entries that carry it (and, for words, a weight)."""
+    """Values (sorted), each with the sorted ordinals of the entries that carry it (and, for words, a weight).
+    Counted postings also keep the pairs by entry and each value's total, so that counting over a few hits (or
+    over all but a few) reads only those entries' pairs."""
 
-    values: list[str]
-    lookup: dict[str, int]
+    values: Strings
     starts: np.ndarray  # value i's pairs are [starts[i], starts[i + 1])
     ords: np.ndarray  # entry ordinal of each pair
     codes: np.ndarray | None  # value of each pair (kept where values are counted)
     weights: np.ndarray | None = None
+    entry_starts: np.ndarray | None = None  # entry o's values are entry_codes[entry_starts[o]:entry_starts[o + 1]]
+    entry_codes: np.ndarray | None = None
+    totals: np.ndarray | None = None  # per value: how many entries carry it
 
     @classmethod
-    def build(cls, values: list[str], codes: np.ndarray, ords: np.ndarray,
+    def build(cls, values: list[str], codes: np.ndarray, ords: np.ndarray, size: int,
               weights: np.ndarray | None = None, ordered: bool = False, counted: bool = True) -> Postings:
-        """``ordered``: the pairs already come sorted by value, then entry; ``counted``: keep each pair's
-        value for ``counts``."""
+        """``values`` in sorted order; ``ordered``: the pairs already come sorted by value, then entry;
+        ``counted``: keep what ``counts`` needs."""
         if not ordered:
             order = np.lexsort((ords, codes))
             codes, ords = codes[order], ords[order]
             weights = None if weights is None else weights[order]
         codes, ords = codes.astype(np.int32), ords.astype(np.int32)
-        starts = np.searchsorted(codes, np.arange(len(values) + 1))
-        return cls(values, {v: i for i, v in enumerate(values)}, starts, ords, codes if counted else None,
-                   None if weights is None else weights.astype(np.float32))
+        starts = np.searchsorted(codes, np.arange(len(values) + 1)).astype(np.int64)
+        extra: dict[str, np.ndarray] = {}
+        if counted:
+            by_entry = np.lexsort((codes, ords))
+            extra = {"entry_codes": codes[by_entry],
+                     "entry_starts": np.searchsorted(ords[by_entry], np.arange(size + 1)).astype(np.int64),
+                     "totals": np.bincount(codes, minlength=len(values)).astype(np.int64)}
+        return cls(Strings.of(values), starts, ords, codes if counted else None,
+                   None if weights is None else weights.astype(np.float32), **extra)
 
-    def slice(self, value: str) -> slice:
-        code = self.lookup.get(value)
-        return slice(0, 0) if code is None else slice(self.starts[code], self.starts[code + 1])
+    def find(self, value: str) -> slice:
+        code = self.values.find(value)
+        return slice(0, 0) if code is None else slice(int(self.starts[code]), int(self.starts[code + 1]))
 
     def mask(self, values: Sequence[str], size: int) -> np.ndarray:
         """Entries that carry any of ``values``."""
         out = np.zeros(size, dtype=bool)
         for value in values:
-            out[self.ords[self.slice(value)]] = True
+            out[self.ords[self.find(value)]] = True
         return out
 
+    def count_array(self, mask: np.ndarray) -> np.ndarray:
+        """How many of the entries in ``mask`` carry each value (by value code)."""
+        size, hits, pairs = len(mask), int(np.count_nonzero(mask)), len(self.ords)
+        fewer = min(hits, size - hits)
+        if self.entry_starts is not None and fewer * 3 * pairs < pairs * max(size, 1):
+            rows = np.flatnonzero(mask if hits == fewer else ~mask)
+            found = np.bincount(self.entry_codes[_ranges(self.entry_starts, rows)], minlength=len(self.values))
+            return found if hits == fewer else self.totals - found
+        return np.bincount(self.codes[mask[self.ords]], minlength=len(self.values))
+
     def counts(self, mask: np.ndarray) -> dict[str, int]:
-        """How many of the entries in ``mask`` carry each value (values with none left out)."""
-        counted = np.bincount(self.codes[mask[self.ords]], minlength=len(self.values))
+        """``count_array`` by value, values with none left out."""
+        counted = self.count_array(mask)
         return {self.values[i]: int(counted[i]) for i in np.flatnonzero(counted)}
+
+    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        out = self.values.arrays(f"{prefix}.values")
+        for name in ("starts", "ords", "codes", "weights", "entry_starts", "entry_codes", "totals"):
+            if getattr(self, name) is not None:
+                out[f"{prefix}.{name}"] = getattr(self, name)
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str) -> Postings:
+        return cls(Strings.from_arrays(arrays, f"{prefix}.values"), **{
+            name: arrays.get(f"{prefix}.{name}") for name in ("starts", "ords", "codes", "weights", "entry_starts",
+                                                               "entry_codes", "totals")})
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """The words a spelling suggestion may offer from a base (sorted), and how many (entry, title or facet
+    value) pairs give each, so that leaving some entries out takes away only the words nothing else gives."""
+
+    words: Strings
+    counts: np.ndarray
+
+    def count(self, word: str) -> int:
+        at = self.words.find(word)
+        return 0 if at is None else int(self.counts[at])
 
 
 @dataclass(frozen=True)
@@ -91,11 +158,14 @@ class Snapshot:
     owner: np.ndarray
     parent: np.ndarray  # the artifact a derived entry is listed under (0: none; ``SearchEntry.parent``)
     updated: np.ndarray  # seconds since the epoch
-    titles: list[str]
+    titles: Strings
     recency: np.ndarray  # 0 for the newest (ties: lower id first)
     by_title: np.ndarray  # 0 for the first title in alphabetical order (ties: lower id first)
     facets: dict[str, Postings]
     words: Postings | None  # lexemes with their best weight, PostgreSQL only
+    spelling: Spelling | None = None  # a base's public words (a delta's are read when asked)
+
+    COLUMNS = ("ids", "live", "public", "owner", "parent", "updated", "recency", "by_title")
 
     @property
     def size(self) -> int:
@@ -109,12 +179,33 @@ class Snapshot:
     def visible(self, user, shared: np.ndarray) -> np.ndarray:
         """The registry's access rule (``hub.registry.models.readable_by``) over this snapshot."""
         if user is not None and user.is_authenticated and user.is_superuser:
-            return self.live.copy()
-        mask = self.public.copy()
+            return np.array(self.live, dtype=bool)
+        mask = np.array(self.public, dtype=bool)
         if user is not None and user.is_authenticated:
             mask |= self.owner == user.pk
             mask[self.positions(shared)] = True
         return mask & self.live
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Everything this snapshot holds, as named arrays (``hub.search.mapped`` writes them)."""
+        out = {name: getattr(self, name) for name in self.COLUMNS}
+        out.update(self.titles.arrays("titles"))
+        for name, postings in self.facets.items():
+            out.update(postings.arrays(f"facet.{name}"))
+        if self.words is not None:
+            out.update(self.words.arrays("words"))
+        if self.spelling is not None:
+            out.update(self.spelling.words.arrays("spelling"))
+            out["spelling.counts"] = self.spelling.counts
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> Snapshot:
+        return cls(**{name: arrays[name] for name in cls.COLUMNS}, titles=Strings.from_arrays(arrays, "titles"),
+                   facets={name: Postings.from_arrays(arrays, f"facet.{name}") for name in FACETS},
+                   words=Postings.from_arrays(arrays, "words") if "words.starts" in arrays else None,
+                   spelling=Spelling(Strings.from_arrays(arrays, "spelling"), arrays["spelling.counts"])
+                   if "spelling.counts" in arrays else None)
 
 
 def locate(ids: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -131,6 +222,14 @@ def _ranks(order: np.ndarray) -> np.ndarray:
     ranks = np.empty(len(order), dtype=np.int64)
     ranks[order] = np.arange(len(order))
     return ranks
+
+
+def _sorted_codes(values: list[str], codes: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """``values`` sorted, and ``codes`` (positions in ``values``) renumbered to match."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    renumber = np.empty(len(values), dtype=np.int64)
+    renumber[np.asarray(order, dtype=np.int64)] = np.arange(len(values))
+    return [values[i] for i in order], renumber[codes] if len(codes) else codes
 
 
 def _facets(base: bool, ids: np.ndarray) -> dict[str, Postings]:
@@ -154,12 +253,12 @@ def _facets(base: bool, ids: np.ndarray) -> dict[str, Postings]:
         merged.setdefault((facet, value), []).append(members)
     out = {}
     for name in FACETS:
-        rows = [(value, np.asarray(" ".join(members).split(" "), dtype=np.int64))
-                for (facet, value), members in merged.items() if facet == name]
+        rows = sorted((value, np.asarray(" ".join(members).split(" "), dtype=np.int64))
+                      for (facet, value), members in merged.items() if facet == name)
         members = np.concatenate([m for _, m in rows]) if rows else np.zeros(0, dtype=np.int64)
         codes = np.repeat(np.arange(len(rows)), [len(m) for _, m in rows]).astype(np.int64)
         pos, known = locate(ids, members)
-        out[name] = Postings.build([value for value, _ in rows], codes[known], pos[known])
+        out[name] = Postings.build([value for value, _ in rows], codes[known], pos[known], len(ids))
     return out
 
 
@@ -187,12 +286,14 @@ def _words(entries, size: int) -> Postings:
                 weights.append(np.full(len(lexemes), weight, dtype=np.float32))
             first_ord += len(rows)
     key = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64)
-    order = np.argsort(key, kind="stable")
+    values, codes = _sorted_codes(list(vocabulary), key // max(size, 1))
+    key = codes * max(size, 1) + key % max(size, 1)
+    order = np.argsort(key, kind="stable")  # stable: of a lexeme's pairs for one entry, the best weight's first
     key = key[order]
     first = np.ones(len(key), dtype=bool)
     first[1:] = key[1:] != key[:-1]
     key = key[first]
-    return Postings.build(list(vocabulary), key // max(size, 1), key % max(size, 1),
+    return Postings.build(values, key // max(size, 1), key % max(size, 1), size,
                           (np.concatenate(weights) if weights else np.zeros(0, np.float32))[order][first],
                           ordered=True, counted=False)
 
@@ -201,7 +302,8 @@ BASE = Q(live=True)
 
 
 def load(where: Q) -> Snapshot:
-    """Build a snapshot of the entries ``where`` selects (their facet values and lexemes with them)."""
+    """Build a snapshot of the entries ``where`` selects (their facet values and lexemes with them; a base's
+    spelling words too)."""
     try:
         return _load(where)
     finally:
@@ -223,15 +325,21 @@ def _load(where: Q) -> Snapshot:
     ids = np.asarray(ids_list, dtype=np.int64)
     updated = np.fromiter((u.timestamp() for u in updated_at), dtype=np.float64, count=size)
     words = _words(entries, size) if connection.vendor == "postgresql" else None
-    return Snapshot(
+    snapshot = Snapshot(
         ids=ids, live=np.asarray(live, dtype=bool), public=np.asarray([v == "public" for v in visibility], dtype=bool),
         owner=np.asarray(owner, dtype=np.int64), parent=np.asarray([p or 0 for p in parents], dtype=np.int64),
-        updated=updated, titles=titles,
+        updated=updated, titles=Strings.of(titles),
         recency=_ranks(np.lexsort((ids, -updated))),
         by_title=_ranks(np.asarray(sorted(range(size), key=lambda i: (titles[i].casefold(), ids_list[i])),
                                    dtype=np.int64)),
         facets=_facets(where == BASE, ids), words=words,
     )
+    if where != BASE:
+        return snapshot
+    counts = _words_of(snapshot, snapshot.public & snapshot.live)
+    spelled = sorted(counts)
+    return replace(snapshot, spelling=Spelling(
+        Strings.of(spelled), np.fromiter((counts[w] for w in spelled), dtype=np.int64, count=len(spelled))))
 
 
 @dataclass(frozen=True)
@@ -240,60 +348,138 @@ class View:
 
     generation: int
     base_generation: int
+    epoch: str
+    stamp: tuple[int, int] | None  # the host's base pointer as it was when this view was made
     parts: tuple[tuple[Snapshot, np.ndarray], ...]  # (snapshot, its entries that count)
 
 
+def state() -> tuple[int, str]:
+    """The index's generation and the database's epoch (one row)."""
+    row = SearchState.objects.filter(pk=1).values_list("generation", "epoch").first()
+    return (row[0], row[1]) if row else (0, "")
+
+
 def generation() -> int:
-    return SearchState.objects.filter(pk=1).values_list("generation", flat=True).first() or 0
+    return state()[0]
+
+
+def root() -> Path:
+    """This host's folder of published bases (``HUB_SEARCH_INDEX_DIR``)."""
+    return Path(settings.HUB_SEARCH_INDEX_DIR)
 
 
 _lock = threading.Lock()
 _rebuilding = threading.Event()
 _view: View | None = None
+_mapped: tuple[str, Snapshot] | None = None  # the host's base this process has mapped, by name
 
 
 def forget() -> None:
-    """Drop this process's copy (tests do, after rolling the database back)."""
-    global _view, _vocabulary
+    """Drop this process's view and mapping (tests do, after rolling the database back)."""
+    global _view, _vocabulary, _mapped
     with _lock:
-        _view, _vocabulary = None, None
-        _spelling.clear()
+        _view, _vocabulary, _mapped = None, None, None
 
 
 def current() -> View:
-    """The index as of the database's current generation, loading what changed since the last call."""
+    """The index as of the database's current generation: the newest usable base (this host's, or one built in
+    memory inside a transaction) and the entries changed since, loaded from the database."""
     global _view
-    now = generation()
+    now, epoch = state()
     view = _view
-    if view is not None and view.generation == now:
+    if view is not None and view.generation == now and view.epoch == epoch and (
+            len(view.parts) == 1 or view.stamp == mapped.stamp(root())):
         return view
     with _lock:
         view = _view
-        if view is None or view.generation != now:
-            if view is None or now < view.base_generation:
-                base = load(BASE)
-                view = View(now, now, ((base, base.live),))
-            else:
-                view = _with_delta(view.parts[0][0], view.base_generation, now)
-                if view.parts[1][0].size > DELTA_LIMIT:
-                    view = _rebuild(view)
+        stamp = mapped.stamp(root())
+        if view is None or view.generation != now or view.epoch != epoch or (
+                len(view.parts) > 1 and view.stamp != stamp):
+            view = _refresh(view, now, epoch, stamp)
             _view = view
         return view
 
 
-def _with_delta(base: Snapshot, base_generation: int, now: int) -> View:
+def _refresh(view: View | None, now: int, epoch: str, stamp: tuple[int, int] | None) -> View:
+    base, base_generation = None, -1
+    if view is not None and view.epoch == epoch and view.base_generation <= now:
+        base, base_generation = view.parts[0][0], view.base_generation
+    shared = _host_base(epoch, now)
+    if shared is not None and shared[1] > base_generation:
+        base, base_generation = shared
+    if base is None:
+        base, base_generation = _first_base(epoch, now)
+        stamp = mapped.stamp(root())
+    now = max(now, base_generation)
+    if base_generation == now:
+        return View(now, now, epoch, stamp, ((base, base.live),))
+    view = _with_delta(base, base_generation, now, epoch, stamp)
+    if view.parts[1][0].size > DELTA_LIMIT:
+        view = _rebuild(view)
+    return view
+
+
+def _host_base(epoch: str, now: int) -> tuple[Snapshot, int] | None:
+    """This host's newest published base, mapped, if it was built from this database at ``now`` or before."""
+    global _mapped
+    for _ in range(3):  # a base removed between reading the pointer and opening it: read the pointer again
+        name = mapped.pointed(root())
+        if name is None or not name.startswith(f"base-{epoch}-"):
+            return None
+        built = int(name.rsplit("-", 1)[1])
+        if built > now:
+            return None
+        if _mapped is not None and _mapped[0] == name:
+            return _mapped[1], built
+        try:
+            meta, arrays = mapped.open_base(root(), name)
+        except FileNotFoundError:
+            continue
+        if meta.get("format") != mapped.FORMAT:
+            return None
+        _mapped = (name, Snapshot.from_arrays(arrays))
+        return _mapped[1], built
+    return None
+
+
+def _first_base(epoch: str, now: int) -> tuple[Snapshot, int]:
+    """A base when this host has none for this database: built here in memory inside a transaction; otherwise
+    by this process for the whole host, or, when another process is building it, that one's once it is ready."""
+    if connection.in_atomic_block:
+        return load(BASE), now
+    with mapped.indexer(root(), wait=True):
+        shared = _host_base(epoch, now)
+        if shared is not None:
+            return shared
+        return _publish()
+
+
+def _publish() -> tuple[Snapshot, int]:
+    """Build a base from the committed entries, publish it for the host and map it (the caller holds the
+    indexer lock)."""
+    now, epoch = state()
+    arrays = load(BASE).arrays()
+    name = mapped.publish(root(), arrays, {"epoch": epoch, "generation": now, "size": len(arrays["ids"])})
+    del arrays
+    _release_freed_memory()
+    meta, arrays = mapped.open_base(root(), name)
+    return Snapshot.from_arrays(arrays), now
+
+
+def _with_delta(base: Snapshot, base_generation: int, now: int, epoch: str, stamp: tuple[int, int] | None) -> View:
     delta = load(Q(seq__gt=base_generation))
     overridden = np.zeros(base.size, dtype=bool)
     overridden[base.positions(delta.ids)] = True
-    return View(now, base_generation, ((base, base.live & ~overridden), (delta, delta.live)))
+    return View(now, base_generation, epoch, stamp, ((base, base.live & ~overridden), (delta, delta.live)))
 
 
 def _rebuild(view: View) -> View:
     """A new base once the delta has grown past DELTA_LIMIT: built here inside a transaction (another
-    thread could not see its rows), otherwise by a background thread while ``view`` goes on serving."""
+    process could not see its rows), otherwise by the host's indexer in the background while ``view`` goes on
+    serving (a process that finds another one building leaves it to that one)."""
     if connection.in_atomic_block:
         base = load(BASE)
-        return View(view.generation, view.generation, ((base, base.live),))
+        return View(view.generation, view.generation, view.epoch, view.stamp, ((base, base.live),))
     if not _rebuilding.is_set():
         _rebuilding.set()
         threading.Thread(target=_rebuild_in_background, name="search-index-rebuild", daemon=True).start()
@@ -301,13 +487,10 @@ def _rebuild(view: View) -> View:
 
 
 def _rebuild_in_background() -> None:
-    global _view
     try:
-        now = generation()
-        base = load(BASE)
-        with _lock:
-            if _view is None or _view.base_generation < now:
-                _view = View(now, now, ((base, base.live),))  # the next query loads what changed since
+        with mapped.indexer(root(), wait=False) as held:
+            if held:
+                _publish()  # the next query of every process of the host maps it
     except Exception:  # the old view goes on serving; the next change tries again
         logger.exception("rebuilding the search index failed")
     finally:
@@ -319,19 +502,19 @@ _warming = threading.Event()
 
 
 def loaded() -> bool:
-    """Whether this process holds a copy (of some generation) to answer from (``/readyz``)."""
+    """Whether this process holds a view (of some generation) to answer from (``/readyz``)."""
     return _view is not None
 
 
 def held_generation() -> int | None:
-    """The generation this process's copy answers for (None before it is loaded): ``/metrics``."""
+    """The generation this process's view answers for (None before it is loaded): ``/metrics``."""
     view = _view
     return None if view is None else view.generation
 
 
 def warm() -> None:
-    """Build this process's copy in the background (the web server calls this as it starts; ``/readyz`` too,
-    while none is loaded); a call while a build runs starts no other."""
+    """Map this host's base (or build it, the first time on a host) in the background: the web server calls
+    this as it starts, ``/readyz`` too while no view is held; a call while one runs starts no other."""
     if _warming.is_set():
         return
     _warming.set()
@@ -340,7 +523,7 @@ def warm() -> None:
         try:
             current()
         except Exception:  # e.g. a database that is not migrated yet: the first search builds it
-            logger.warning("could not build the search index ahead of time", exc_info=True)
+            logger.warning("could not load the search index ahead of time", exc_info=True)
         finally:
             _warming.clear()
             connection.close()
@@ -398,32 +581,61 @@ class Hits(Sequence):
     def facet_counts(self) -> dict[str, list[dict[str, Any]]]:
         """For each facet, its most frequent values among the hits with their counts. A facet the query
         filters on (keywords excepted: they narrow, as tags) counts its values as if it were not filtered, so
-        that its other values stay there to be added as alternatives."""
-        totals: dict[str, dict[str, int]] = {name: {} for name in FACETS}
-        for (snapshot, ords, _), counted in zip(self.parts, self.counted, strict=True):
+        that its other values stay there to be added as alternatives.
+
+        Only the values that can make the list are read as text: those of a part that could still reach its
+        first FACET_LIMIT with what every other part could add (a value left out of a part's candidates has
+        fewer than that part's FACET_LIMIT-th count, even with the most the others hold)."""
+        masks = []
+        for snapshot, ords, _ in self.parts:
             mask = np.zeros(snapshot.size, dtype=bool)
             mask[ords] = True
-            for name, postings in snapshot.facets.items():
-                bucket = totals[name]
-                for value, n in postings.counts(counted.get(name, mask)).items():
-                    bucket[value] = bucket.get(value, 0) + n
-        return {name: [{"value": v, "count": n} for v, n in sorted(bucket.items(), key=lambda i: (-i[1], i[0]))
-                       [:FACET_LIMIT]] for name, bucket in totals.items()}
+            masks.append(mask)
+        out = {}
+        for name in FACETS:
+            counts = [(snapshot.facets[name], snapshot.facets[name].count_array(counted.get(name, mask)))
+                      for (snapshot, _, _), counted, mask in zip(self.parts, self.counted, masks, strict=True)]
+            most = [int(array.max()) if len(array) else 0 for _, array in counts]
+            candidates: set[str] = set()
+            for i, (postings, array) in enumerate(counts):
+                floor = 1
+                if np.count_nonzero(array) > FACET_LIMIT:
+                    floor = max(1, int(np.partition(array, -FACET_LIMIT)[-FACET_LIMIT]) - (sum(most) - most[i]))
+                candidates.update(postings.values[int(c)] for c in np.flatnonzero(array >= floor))
+            totals = {}
+            for value in candidates:
+                total = 0
+                for postings, array in counts:
+                    code = postings.values.find(value)
+                    total += 0 if code is None else int(array[code])
+                totals[value] = total
+            out[name] = [{"value": v, "count": n} for v, n in sorted(totals.items(), key=lambda i: (-i[1], i[0]))
+                         if n][:FACET_LIMIT]
+        return out
 
 
 def _top(snapshot: Snapshot, ords: np.ndarray, scores: np.ndarray | None, sort: str, stop: int) -> np.ndarray:
-    """The first ``stop`` of ``ords`` in result order (as ``Hits._key`` orders them)."""
-    if sort == "name":
-        key = snapshot.by_title[ords]
-    elif scores is None or sort == "new":
-        key = snapshot.recency[ords]
-    else:  # relevance: best score first, then newest
-        _, tier = np.unique(-scores[ords], return_inverse=True)
-        key = tier.astype(np.int64) * snapshot.size + snapshot.recency[ords]
+    """The first ``stop`` of ``ords`` in result order (as ``Hits._key`` orders them), without sorting them all."""
+    if stop <= 0 or not len(ords):
+        return ords[:0]
+    if sort == "name" or scores is None or sort == "new":
+        key = snapshot.by_title[ords] if sort == "name" else snapshot.recency[ords]
+        if stop < len(ords):
+            chosen = np.argpartition(key, stop - 1)[:stop]
+            return ords[chosen[np.argsort(key[chosen])]]
+        return ords[np.argsort(key)]
+    # relevance: best score first, then newest. The stop-th best score splits the hits into those surely in,
+    # and the ties at that score, of which the newest are taken.
+    negative, recency = -scores[ords], snapshot.recency[ords]
+    chosen = np.arange(len(ords))
     if stop < len(ords):
-        chosen = np.argpartition(key, stop - 1)[:stop]
-        return ords[chosen[np.argsort(key[chosen])]]
-    return ords[np.argsort(key)]
+        kth = np.partition(negative, stop - 1)[stop - 1]
+        better, tied = np.flatnonzero(negative < kth), np.flatnonzero(negative == kth)
+        need = stop - len(better)
+        if need < len(tied):
+            tied = tied[np.argpartition(recency[tied], need - 1)[:need]]
+        chosen = np.concatenate([better, tied])
+    return ords[chosen[np.lexsort((recency[chosen], negative[chosen]))]]
 
 
 def search(user, shared: np.ndarray, filters: dict[str, list[str]], visibility: str, matcher: Matcher | None,
@@ -433,16 +645,21 @@ def search(user, shared: np.ndarray, filters: dict[str, list[str]], visibility: 
     parent the user can see (they are listed under it)."""
     view = current()
     visible = [counted & snapshot.visible(user, shared) for snapshot, counted in view.parts]
-    if collapse:
-        seen = np.sort(np.concatenate([snapshot.ids[mask] for (snapshot, _), mask in zip(view.parts, visible,
-                                                                                        strict=True)]))
+    if collapse:  # decided for every part before any is changed: what a user sees is the same either way
+        hidden = []
         for (snapshot, _), mask in zip(view.parts, visible, strict=True):
-            _, parent_seen = locate(seen, snapshot.parent)
-            mask &= ~((snapshot.parent > 0) & parent_seen)
+            derived = np.flatnonzero(mask & (snapshot.parent > 0))
+            parents, seen = snapshot.parent[derived], np.zeros(len(derived), dtype=bool)
+            for (other, _), other_mask in zip(view.parts, visible, strict=True):
+                pos, found = locate(other.ids, parents)
+                seen[found] |= other_mask[pos[found]]
+            hidden.append(derived[seen])
+        for mask, ords in zip(visible, hidden, strict=True):
+            mask[ords] = False
     parts, counted_parts = [], []
     for (snapshot, _), mask in zip(view.parts, visible, strict=True):
         if visibility:
-            mask &= snapshot.public if visibility == "public" else ~snapshot.public
+            mask &= snapshot.public if visibility == "public" else ~np.asarray(snapshot.public)
         scores = None
         if matcher is not None:
             matched, scores = matcher(snapshot)
@@ -473,20 +690,6 @@ WORD = re.compile(r"[^\W\d_]{4,}")
 SPELLING_FACETS = ("keyword", "framework", "format", "task")
 
 
-@dataclass(frozen=True)
-class _Words:
-    """A snapshot's spelling words over its public, live entries, with how many (entry, title or facet value)
-    pairs give each, so that leaving some entries out costs only their own words."""
-
-    snapshot: Snapshot
-    words: frozenset[str]
-    counts: dict[str, int]
-
-
-_spelling: dict[int, _Words] = {}  # id(snapshot) -> its words
-_vocabulary: tuple[View, frozenset[str]] | None = None
-
-
 def _words_of(snapshot: Snapshot, mask: np.ndarray) -> dict[str, int]:
     """The spelling words of the entries in ``mask``: each title's words once per entry, each facet value's
     once per entry that carries it."""
@@ -501,33 +704,53 @@ def _words_of(snapshot: Snapshot, mask: np.ndarray) -> dict[str, int]:
     return found
 
 
-def vocabulary() -> frozenset[str]:
-    """The words a spelling suggestion may offer: from the titles, keywords and facet values of public,
-    live entries only (a private artifact's words never reach anyone), lower case, four letters or more.
+@dataclass(frozen=True)
+class Vocabulary:
+    """The words a spelling suggestion may offer: from the titles, keywords and facet values of public, live
+    entries only (a private artifact's words never reach anyone), lower case, four letters or more. The base's
+    words stay in its arrays (mapped, never a set per process); a view adds its delta's and takes away the
+    base words that only the entries the delta overrides gave."""
 
-    Kept per snapshot, and per view: a change (a new delta, which overrides a few base entries) reads only the
-    words of the entries it touches, never every public title again (9-13 s at 1M entries)."""
+    base: Spelling | None
+    removed: frozenset[str]
+    added: frozenset[str]
+
+    def __contains__(self, word: object) -> bool:
+        if word in self.added:
+            return True
+        return isinstance(word, str) and word not in self.removed and self.base is not None \
+            and self.base.count(word) > 0
+
+    def near(self, word: str, spread: int = 2) -> list[str]:
+        """The words whose length is within ``spread`` letters of ``word``'s."""
+        out = [w for w in self.added if abs(len(w) - len(word)) <= spread]
+        if self.base is not None:
+            lengths = self.base.words.lengths()  # bytes: a letter takes 1-4
+            for i in np.flatnonzero(np.abs(lengths - len(word.encode())) <= 4 * spread):
+                candidate = self.base.words[int(i)]
+                if abs(len(candidate) - len(word)) <= spread and candidate not in self.removed:
+                    out.append(candidate)
+        return out
+
+
+_vocabulary: tuple[View, Vocabulary] | None = None
+
+
+def vocabulary() -> Vocabulary:
+    """The current view's spelling vocabulary. The base's words were counted when it was built; a change (a new
+    delta, which overrides a few base entries) reads only the words of the entries it touches, never every
+    public title again (9-13 s at 1M entries)."""
     global _vocabulary
     view = current()
     cached = _vocabulary
     if cached is not None and cached[0] is view:
         return cached[1]
-    kept, parts = {}, []
-    for snapshot, counted in view.parts:
-        whole = snapshot.public & snapshot.live
-        entry = _spelling.get(id(snapshot))
-        if entry is None or entry.snapshot is not snapshot:
-            counts = _words_of(snapshot, whole)
-            entry = _Words(snapshot, frozenset(counts), counts)
-        kept[id(snapshot)] = entry
-        left_out = whole & ~counted
-        words = entry.words
-        if left_out.any():
-            gone = _words_of(snapshot, left_out)
-            words = words - {word for word, n in gone.items() if entry.counts.get(word, 0) <= n}
-        parts.append(words)
-    _spelling.clear()
-    _spelling.update(kept)
-    words = frozenset().union(*parts)
+    (base, counted), removed, added = view.parts[0], set(), set()
+    left_out = base.public & base.live & ~counted
+    if base.spelling is not None and left_out.any():
+        removed = {word for word, n in _words_of(base, left_out).items() if base.spelling.count(word) <= n}
+    for snapshot, live in view.parts[1:]:
+        added |= set(_words_of(snapshot, live & snapshot.public))
+    words = Vocabulary(base.spelling, frozenset(removed), frozenset(added))
     _vocabulary = (view, words)
     return words

@@ -3,10 +3,12 @@
 PostgreSQL keeps a weighted ``tsvector`` in ``search_vector`` (GIN-indexed by migration 0002); other
 databases leave it empty and search the text columns instead. Every change to an entry takes the next
 ``SearchState.generation`` as its ``seq`` (a deleted artifact's entry stays, with ``live`` off), so that
-each process's in-memory copy (``hub.search.index_copy``) can load exactly what changed since it last looked.
+each process (``hub.search.index_copy``) can load exactly what changed since the host's base was built.
 """
 
 from __future__ import annotations
+
+import secrets
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchVectorField
@@ -54,11 +56,18 @@ class FacetValue(models.Model):
         return f"{self.facet}={self.value}"
 
 
+def new_epoch() -> str:
+    return secrets.token_hex(8)
+
+
 class SearchState(models.Model):
     """One row: the index's generation, raised (under the row's lock) by every change to an entry, so
     generations are handed out in commit order."""
 
     generation = models.BigIntegerField(default=0)
+    # Made with the row: a host's base names the epoch it was built from, so that a database restored, recreated
+    # or swapped under the same folder (whose generations may repeat) never answers from it.
+    epoch = models.CharField(max_length=32, default=new_epoch)
     # The index.INDEX_FORMAT the entries were built with: `migrate` rebuilds them when the code's differs.
     format = models.IntegerField(default=0)
 

@@ -2,7 +2,8 @@
 with ``HUB_SEARCH_ENGINE=words``), facet filters,
 and facet counts over the results. Private artifacts appear only to those who may read them.
 
-Filters, counts, access and ordering run over the in-memory index (``hub.search.index_copy``). Words are
+Filters, counts, access and ordering run over the index's arrays (``hub.search.index_copy``: a base mapped from
+the host's disk, and a delta). Words are
 turned into lexemes by PostgreSQL (``websearch_to_tsquery``) and matched against the index's copy of the
 stored vectors; a phrase is matched by PostgreSQL itself. On SQLite, FTS5 finds the entries and ranks them by bm25.
 """
@@ -92,7 +93,7 @@ def _suggest(q: str, count: Callable[[str], int]) -> str:
         if len(plain) < 4 or not plain.isalpha() or plain in vocabulary:
             words.append(word)
             continue
-        near = [w for w in vocabulary if abs(len(w) - len(plain)) <= 2]
+        near = vocabulary.near(plain)
         close = difflib.get_close_matches(plain, near, n=1, cutoff=0.8)
         words.append(close[0] if close else word)
         changed |= bool(close)
@@ -223,7 +224,7 @@ def evaluate(tree: tuple | None, snapshot: index_copy.Snapshot) -> tuple[np.ndar
         return mask, scores
     op = tree[0]
     if op == "word":
-        where = snapshot.words.slice(tree[1])
+        where = snapshot.words.find(tree[1])
         mask[snapshot.words.ords[where]] = True
         scores[snapshot.words.ords[where]] = snapshot.words.weights[where]
         return mask, scores
