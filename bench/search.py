@@ -186,7 +186,8 @@ def replicate(times: int) -> None:
                                 f"FROM {table} WHERE {first} <= {spans[span_key]}")
             print(f"  copied the corpus: {copy + 1}/{times}", flush=True)
         for table in ("registry_artifact", "registry_version", "search_facetvalue"):
-            cur.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
+            cur.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "  # noqa: S608 - constant names
+                        f"(SELECT max(id) FROM {table}))")
         cur.execute("VACUUM ANALYZE")
 
 
@@ -272,11 +273,10 @@ for word in os.environ["PROBE_WORDS"].split():
 memory = {}
 for line in open("/proc/self/smaps_rollup"):
     name, _, rest = line.partition(":")
-    if name in ("Private_Clean", "Private_Dirty", "Shared_Clean", "Shared_Dirty"):
+    if name in ("Rss", "Anonymous"):
         memory[name] = int(rest.split()[0]) / 1024
 print(json.dumps({"setup_s": t1 - t0, "map_s": t2 - t1, "first_ms": (t3 - t2) * 1000,
-                  "private_mb": memory["Private_Clean"] + memory["Private_Dirty"],
-                  "shared_mb": memory["Shared_Clean"] + memory["Shared_Dirty"]}))
+                  "own_mb": memory["Anonymous"], "file_mb": memory["Rss"] - memory["Anonymous"]}))
 """
 
 
@@ -355,8 +355,8 @@ def main() -> None:
     on_disk = mapped.size_on_disk(index_root) / 2**20
     started = fresh_process()
     index_figures = (
-        f"base (the host's indexer, once per {index_copy.DELTA_LIMIT} changes): built and published in {build_s:.1f} s, "
-        f"peak {rss_mb('VmHWM') - rss_before:.0f} MB above the start while building\n"
+        f"base (the host's indexer, once per {index_copy.DELTA_LIMIT} changes): built and published in "
+        f"{build_s:.1f} s, peak {rss_mb('VmHWM') - rss_before:.0f} MB above the start while building\n"
         f"memory per host: the base's files, {on_disk:.0f} MB, in the page cache once for every process\n"
         f"a web process that starts: Django set up in {started['setup_s']:.2f} s, the base mapped in "
         f"{started['map_s'] * 1000:.0f} ms, first search {started['first_ms']:.0f} ms; after 20 searches it holds "

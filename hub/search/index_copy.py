@@ -74,6 +74,7 @@ class Postings:
     entry_starts: np.ndarray | None = None  # entry o's values are entry_codes[entry_starts[o]:entry_starts[o + 1]]
     entry_codes: np.ndarray | None = None
     totals: np.ndarray | None = None  # per value: how many entries carry it
+    single: np.ndarray | None = None  # where no entry has two values: each entry's value code + 1 (0: none)
 
     @classmethod
     def build(cls, values: list[str], codes: np.ndarray, ords: np.ndarray, size: int,
@@ -89,9 +90,13 @@ class Postings:
         extra: dict[str, np.ndarray] = {}
         if counted:
             by_entry = np.lexsort((codes, ords))
-            extra = {"entry_codes": codes[by_entry],
-                     "entry_starts": np.searchsorted(ords[by_entry], np.arange(size + 1)).astype(np.int64),
-                     "totals": np.bincount(codes, minlength=len(values)).astype(np.int64)}
+            entry_starts = np.searchsorted(ords[by_entry], np.arange(size + 1)).astype(np.int64)
+            if not len(ords) or np.diff(entry_starts).max() <= 1:
+                extra = {"single": np.zeros(size, dtype=np.int32)}
+                extra["single"][ords] = codes + 1
+            else:
+                extra = {"entry_codes": codes[by_entry], "entry_starts": entry_starts,
+                         "totals": np.bincount(codes, minlength=len(values)).astype(np.int64)}
         return cls(Strings.of(values), starts, ords, codes if counted else None,
                    None if weights is None else weights.astype(np.float32), **extra)
 
@@ -107,15 +112,17 @@ class Postings:
         return out
 
     def count_array(self, mask: np.ndarray) -> np.ndarray:
-        """How many of the entries in ``mask`` carry each value (by value code)."""
+        """How many of the entries in ``mask`` carry each value (by value code): from each entry's own value
+        where every entry has at most one, else from the pairs of the hits (or of all but the hits, when fewer),
+        read in entry order (a pass over every pair in value order reads the mask at random: 2-4x slower)."""
+        if self.single is not None:
+            return np.bincount(self.single[mask], minlength=len(self.values) + 1)[1:]
+        if self.entry_starts is None:
+            return np.bincount(self.codes[mask[self.ords]], minlength=len(self.values))
         size, hits = len(mask), int(np.count_nonzero(mask))
-        fewer = min(hits, size - hits)
-        # Reading a third of the entries' pairs by entry costs about what one pass over every pair does.
-        if self.entry_starts is not None and 3 * fewer < size:
-            rows = np.flatnonzero(mask if hits == fewer else ~mask)
-            found = np.bincount(self.entry_codes[_ranges(self.entry_starts, rows)], minlength=len(self.values))
-            return found if hits == fewer else self.totals - found
-        return np.bincount(self.codes[mask[self.ords]], minlength=len(self.values))
+        rows = np.flatnonzero(mask if 2 * hits <= size else ~mask)
+        found = np.bincount(self.entry_codes[_ranges(self.entry_starts, rows)], minlength=len(self.values))
+        return found if 2 * hits <= size else self.totals - found
 
     def counts(self, mask: np.ndarray) -> dict[str, int]:
         """``count_array`` by value, values with none left out."""
@@ -124,7 +131,7 @@ class Postings:
 
     def arrays(self, prefix: str) -> dict[str, np.ndarray]:
         out = self.values.arrays(f"{prefix}.values")
-        for name in ("starts", "ords", "codes", "weights", "entry_starts", "entry_codes", "totals"):
+        for name in ("starts", "ords", "codes", "weights", "entry_starts", "entry_codes", "totals", "single"):
             if getattr(self, name) is not None:
                 out[f"{prefix}.{name}"] = getattr(self, name)
         return out
@@ -133,7 +140,7 @@ class Postings:
     def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str) -> Postings:
         return cls(Strings.from_arrays(arrays, f"{prefix}.values"), **{
             name: arrays.get(f"{prefix}.{name}") for name in ("starts", "ords", "codes", "weights", "entry_starts",
-                                                               "entry_codes", "totals")})
+                                                               "entry_codes", "totals", "single")})
 
 
 @dataclass(frozen=True)
@@ -597,19 +604,19 @@ class Hits(Sequence):
             counts = [(snapshot.facets[name], snapshot.facets[name].count_array(counted.get(name, mask)))
                       for (snapshot, _, _), counted, mask in zip(self.parts, self.counted, masks, strict=True)]
             most = [int(array.max()) if len(array) else 0 for _, array in counts]
-            candidates: set[str] = set()
+            totals: dict[str, int] = {}
             for i, (postings, array) in enumerate(counts):
                 floor = 1
                 if np.count_nonzero(array) > FACET_LIMIT:
                     floor = max(1, int(np.partition(array, -FACET_LIMIT)[-FACET_LIMIT]) - (sum(most) - most[i]))
-                candidates.update(postings.values[int(c)] for c in np.flatnonzero(array >= floor))
-            totals = {}
-            for value in candidates:
-                total = 0
-                for postings, array in counts:
-                    code = postings.values.find(value)
-                    total += 0 if code is None else int(array[code])
-                totals[value] = total
+                for code in np.flatnonzero(array >= floor):
+                    value = postings.values[int(code)]
+                    if value in totals:
+                        continue
+                    totals[value] = int(array[code])
+                    for j, (other, other_array) in enumerate(counts):  # the same value in the other parts
+                        found = other.values.find(value) if j != i else None
+                        totals[value] += 0 if found is None else int(other_array[found])
             out[name] = [{"value": v, "count": n} for v, n in sorted(totals.items(), key=lambda i: (-i[1], i[0]))
                          if n][:FACET_LIMIT]
         return out

@@ -44,7 +44,7 @@ def test_a_process_that_starts_maps_the_hosts_base_instead_of_building_one(owner
     monkeypatch.setattr(index_copy, "load", lambda where: no_building() if where == index_copy.BASE else real(where))
     real = index_copy._load
     view = index_copy.current()
-    assert isinstance(view.parts[0][0].ids, np.memmap), "the base is mapped from the host's disk"
+    assert isinstance(view.parts[0][0].ids.base, np.memmap), "the base is mapped from the host's disk"
     assert len(names(anon.get("/api/v1/artifacts/", {"q": "mapped"}))) == 3
     services.update_artifact(services.get_artifact(owner, "alice", "m1"), {"visibility": "private"}, None)
     assert len(names(anon.get("/api/v1/artifacts/", {"q": "mapped"}))) == 2, "a change since is read as a delta"
@@ -93,12 +93,19 @@ def test_a_base_built_from_another_database_is_never_read(owner, anon, tmp_path,
     assert view.epoch == "restored" and mapped.pointed(settings.HUB_SEARCH_INDEX_DIR) != old
 
 
-def test_counting_over_few_hits_or_all_but_a_few_equals_counting_every_pair():
+@pytest.mark.parametrize("values_per_entry", ["one", "several"])
+def test_counting_over_few_hits_or_all_but_a_few_equals_counting_every_pair(values_per_entry):
     rng = np.random.default_rng(3)
     size, values = 2000, [f"v{i:03d}" for i in range(40)]
-    pairs = {(int(o), int(c)) for o, c in zip(rng.integers(0, size, 9000), rng.zipf(1.5, 9000) % 40, strict=True)}
-    ords, codes = (np.asarray(column, dtype=np.int64) for column in zip(*sorted(pairs), strict=True))
+    if values_per_entry == "one":  # kind, owner, license: a dense code per entry (some entries have none)
+        ords = np.flatnonzero(rng.random(size) < 0.8)
+        codes = rng.zipf(1.5, len(ords)) % 40
+    else:
+        pairs = {(int(o), int(c)) for o, c in zip(rng.integers(0, size, 9000), rng.zipf(1.5, 9000) % 40,
+                                                  strict=True)}
+        ords, codes = (np.asarray(column, dtype=np.int64) for column in zip(*sorted(pairs), strict=True))
     postings = Postings.build(values, codes, ords, size)
+    assert (postings.single is not None) == (values_per_entry == "one")
     for density in (0.0, 0.001, 0.05, 0.5, 0.95, 0.999, 1.0):
         mask = rng.random(size) < density
         expected = np.bincount(codes[mask[ords]], minlength=len(values))
