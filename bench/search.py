@@ -360,7 +360,8 @@ def main() -> None:
         f"memory per host: the base's files, {on_disk:.0f} MB, in the page cache once for every process\n"
         f"a web process that starts: Django set up in {started['setup_s']:.2f} s, the base mapped in "
         f"{started['map_s'] * 1000:.0f} ms, first search {started['first_ms']:.0f} ms; after 20 searches it holds "
-        f"{started['private_mb']:.0f} MB of its own (private) and {started['shared_mb']:.0f} MB shared with the host")
+        f"{started['own_mb']:.0f} MB of its own (heap: Python, Django, numpy, its delta) and reads "
+        f"{started['file_mb']:.0f} MB of files through the host's page cache (the base's pages it touched, libraries)")
     print(index_figures, flush=True)
     client = Client()
     mix = queries(random.Random(11), words, weights, args.queries)
