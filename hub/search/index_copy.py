@@ -26,7 +26,7 @@ import ctypes
 import logging
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -728,6 +728,14 @@ class Vocabulary:
             return True
         return isinstance(word, str) and word not in self.removed and self.base is not None \
             and self.base.count(word) > 0
+
+    def __iter__(self) -> Iterator[str]:
+        """Every word (reads the base's whole list: for checks and benches, not for a query)."""
+        yield from self.added
+        if self.base is not None:
+            for word in self.base.words:
+                if word not in self.removed and word not in self.added:
+                    yield word
 
     def near(self, word: str, spread: int = 2) -> list[str]:
         """The words whose length is within ``spread`` letters of ``word``'s."""

@@ -66,3 +66,14 @@ def test_an_artifact_made_private_takes_its_words_away(catalogue):
     words = index_copy.vocabulary()
     assert "wordption" not in words and "topicping" not in words, "only model-15 had them"
     assert "wordbtion" in words and "topicbing" in words, "model-27 has them too"
+
+
+def test_the_vocabulary_after_changes_is_what_reading_every_public_entry_gives(catalogue, owner, tmp_path):
+    index_copy.vocabulary()  # the base's words
+    services.update_artifact(catalogue[3], {"visibility": "private"})
+    services.create_version(catalogue[4], owner, label="2", files=[staged(tmp_path, "w.bin", b"v2")],
+                            metadata=valid_metadata("model", title="Wombat tracker"))
+    everything: set[str] = set()
+    for snapshot, counted in index_copy.current().parts:
+        everything |= set(index_copy._words_of(snapshot, counted & snapshot.public & snapshot.live))
+    assert set(index_copy.vocabulary()) == everything and "wombat" in everything
