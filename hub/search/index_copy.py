@@ -60,6 +60,23 @@ def _ranges(starts: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.repeat(begins - (np.cumsum(lengths) - lengths), lengths) + np.arange(total, dtype=np.int64)
 
 
+class Rows:
+    """The entries of a mask, found once for every facet counted over it: those in it, or, when they are more
+    than half, those not in it."""
+
+    def __init__(self, mask: np.ndarray) -> None:
+        self.mask = mask
+        self._fewer: tuple[np.ndarray, bool] | None = None
+
+    def fewer(self) -> tuple[np.ndarray, bool]:
+        """(ordinals, whether they are the entries *not* in the mask)."""
+        if self._fewer is None:
+            hits = int(np.count_nonzero(self.mask))
+            subtract = 2 * hits > len(self.mask)
+            self._fewer = (np.flatnonzero(~self.mask if subtract else self.mask), subtract)
+        return self._fewer
+
+
 @dataclass(frozen=True)
 class Postings:
     """Values (sorted), each with the sorted ordinals of the entries that carry it (and, for words, a weight).
@@ -91,12 +108,12 @@ class Postings:
         if counted:
             by_entry = np.lexsort((codes, ords))
             entry_starts = np.searchsorted(ords[by_entry], np.arange(size + 1)).astype(np.int64)
+            extra = {"totals": np.bincount(codes, minlength=len(values)).astype(np.int64)}
             if not len(ords) or np.diff(entry_starts).max() <= 1:
-                extra = {"single": np.zeros(size, dtype=np.int32)}
+                extra["single"] = np.zeros(size, dtype=np.int32)
                 extra["single"][ords] = codes + 1
             else:
-                extra = {"entry_codes": codes[by_entry], "entry_starts": entry_starts,
-                         "totals": np.bincount(codes, minlength=len(values)).astype(np.int64)}
+                extra.update(entry_codes=codes[by_entry], entry_starts=entry_starts)
         return cls(Strings.of(values), starts, ords, codes if counted else None,
                    None if weights is None else weights.astype(np.float32), **extra)
 
@@ -111,18 +128,20 @@ class Postings:
             out[self.ords[self.find(value)]] = True
         return out
 
-    def count_array(self, mask: np.ndarray) -> np.ndarray:
-        """How many of the entries in ``mask`` carry each value (by value code): from each entry's own value
-        where every entry has at most one, else from the pairs of the hits (or of all but the hits, when fewer),
-        read in entry order (a pass over every pair in value order reads the mask at random: 2-4x slower)."""
-        if self.single is not None:
-            return np.bincount(self.single[mask], minlength=len(self.values) + 1)[1:]
-        if self.entry_starts is None:
+    def count_array(self, mask: np.ndarray, rows: Rows | None = None) -> np.ndarray:
+        """How many of the entries in ``mask`` carry each value (by value code), read from the entries in
+        ``mask`` or, when they are more than half, from the others (subtracted from each value's total): each
+        entry's own value where no entry has two, else its pairs in entry order (a pass over every pair in value
+        order reads the mask at random: 2-4x slower). ``rows``: the mask's entries, when the caller has them."""
+        if self.totals is None:
             return np.bincount(self.codes[mask[self.ords]], minlength=len(self.values))
-        size, hits = len(mask), int(np.count_nonzero(mask))
-        rows = np.flatnonzero(mask if 2 * hits <= size else ~mask)
-        found = np.bincount(self.entry_codes[_ranges(self.entry_starts, rows)], minlength=len(self.values))
-        return found if 2 * hits <= size else self.totals - found
+        rows = rows or Rows(mask)
+        fewer, subtract = rows.fewer()
+        if self.single is not None:
+            found = np.bincount(self.single[fewer], minlength=len(self.values) + 1)[1:]
+        else:
+            found = np.bincount(self.entry_codes[_ranges(self.entry_starts, fewer)], minlength=len(self.values))
+        return self.totals - found if subtract else found
 
     def counts(self, mask: np.ndarray) -> dict[str, int]:
         """``count_array`` by value, values with none left out."""
@@ -599,10 +618,16 @@ class Hits(Sequence):
             mask = np.zeros(snapshot.size, dtype=bool)
             mask[ords] = True
             masks.append(mask)
+        rows: dict[int, Rows] = {}  # by id of the mask: one search for the entries of each mask
+
+        def rows_of(mask: np.ndarray) -> Rows:
+            return rows.setdefault(id(mask), Rows(mask))
         out = {}
         for name in FACETS:
-            counts = [(snapshot.facets[name], snapshot.facets[name].count_array(counted.get(name, mask)))
-                      for (snapshot, _, _), counted, mask in zip(self.parts, self.counted, masks, strict=True)]
+            counts = []
+            for (snapshot, _, _), counted, mask in zip(self.parts, self.counted, masks, strict=True):
+                over = counted.get(name, mask)
+                counts.append((snapshot.facets[name], snapshot.facets[name].count_array(over, rows_of(over))))
             most = [int(array.max()) if len(array) else 0 for _, array in counts]
             totals: dict[str, int] = {}
             for i, (postings, array) in enumerate(counts):

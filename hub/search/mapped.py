@@ -25,7 +25,7 @@ import numpy as np
 
 POINTER = "CURRENT"
 LOCK = "build.lock"
-FORMAT = 1  # raise when the arrays a base holds change: a base of another format is built again
+FORMAT = 2  # raise when the arrays a base holds change: a base of another format is built again
 
 
 class Strings(Sequence):
