@@ -8,6 +8,7 @@ applies (SQLite, a filesystem object store and a filesystem Celery broker under 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -202,7 +203,30 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["hub.bounded.JSONParser", "rest_framework.parsers.FormParser",
                                "rest_framework.parsers.MultiPartParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "DEFAULT_THROTTLE_CLASSES": ["hub.ops.throttles.RateThrottle"],
+    # How many proxies in front of the hub append to X-Forwarded-For; 0: a client is its socket's address.
+    "NUM_PROXIES": int(env("HUB_PROXY_COUNT", "0")),
 }
+# Rate limits of the API (hub.ops.throttles): "N/period" (s, min, h, day), or "off". Per anonymous client and per
+# person over all requests, then per person for the writes of each expensive scope. Generous enough for a
+# scripted client (a download of many files, a tight loop of synchronous inference); benches turn them off.
+HUB_THROTTLE_RATES = {
+    "anon": env("HUB_THROTTLE_ANON", "1200/min"),
+    "user": env("HUB_THROTTLE_USER", "3000/min"),
+    "uploads": env("HUB_THROTTLE_UPLOADS", "300/min"),  # upload sessions opened
+    "versions": env("HUB_THROTTLE_VERSIONS", "60/min"),  # versions published, artifacts created
+    "conversions": env("HUB_THROTTLE_CONVERSIONS", "30/min"),  # convert, optimize, container, finetune, benchmark
+    "inference": env("HUB_THROTTLE_INFERENCE", "1200/min"),  # …/infer, /collaborate
+    "generation": env("HUB_THROTTLE_GENERATION", "120/min"),  # …/generate, /v1/chat/completions, /v1/completions
+}
+if env_bool("HUB_THROTTLES_OFF"):
+    HUB_THROTTLE_RATES = dict.fromkeys(HUB_THROTTLE_RATES, "off")
+for _scope, _rate in HUB_THROTTLE_RATES.items():
+    if not re.fullmatch(r"\s*(0|off|none|[1-9][0-9]*/[0-9]*(s|sec|second|m|min|minute|h|hour|d|day)s?)\s*", _rate,
+                        re.IGNORECASE):
+        raise ImproperlyConfigured(f"HUB_THROTTLE_{_scope.upper()} is N/period (s, min, h, day) or off, not "
+                                   f"{_rate!r}.")
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "HPCFair Hub API",
     "DESCRIPTION": "FAIR hub for AI models and datasets on HPC systems. Errors are "
@@ -221,6 +245,18 @@ SPECTACULAR_SETTINGS = {
 # the source of truth, so no result backend is used.
 CELERY_BROKER_URL = env("HUB_BROKER_URL", "filesystem://")
 HUB_EMBEDDED = CELERY_BROKER_URL.startswith("filesystem://")  # pages mention the demo account
+# Django's cache holds what every process must share (the API's rate counts, hub.ops.throttles): HUB_CACHE_URL,
+# by default the broker's Redis in the full stack (every node shares it), else a file cache under var/ that every
+# process of the embedded default's one host shares (no table to create, and no write lock taken in the SQLite
+# database that the worker writes to, as a database cache would on every request).
+HUB_CACHE_URL = env("HUB_CACHE_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
+                    else str(VAR_DIR / "run" / "cache"))
+if HUB_CACHE_URL.startswith(("redis://", "rediss://")):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": HUB_CACHE_URL,
+                          "KEY_PREFIX": "hub"}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                          "LOCATION": HUB_CACHE_URL.removeprefix("file://"), "OPTIONS": {"MAX_ENTRIES": 10000}}}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = VAR_DIR / "broker"
     CELERY_BROKER_TRANSPORT_OPTIONS = {

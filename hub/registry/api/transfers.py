@@ -152,6 +152,7 @@ class UploadCreate(APIView):
     """Open a resumable upload: ``{"size": N, "filename": "...", "expected_sha256": "...", "direct": true}``.
     With ``direct`` on a store that offers it, the bytes go to the object store by presigned part URLs."""
 
+    throttle_scope = "uploads"  # hub.ops.throttles: the rate of its writes
     permission_classes = [IsAuthenticatedReader]
 
     @extend_schema(request=UploadSerializer, responses={201: UploadSerializer})

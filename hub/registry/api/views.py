@@ -77,6 +77,7 @@ SEARCH_KEYS = {"q", "sort", "visibility", "derived", "page", "page_size", *FACET
 class ArtifactListCreate(OwnMediaType, generics.ListCreateAPIView):
     """Search and list artifacts (full text, facet filters, facet counts in ``facets``) / create one."""
 
+    throttle_scope = "versions"  # hub.ops.throttles: the rate of its writes
     serializer_class = ArtifactSerializer
 
     def get_queryset(self):
@@ -160,6 +161,7 @@ class VersionListCreate(APIView):
     (``{"files": [{"path": "model.pt", "upload": "<upload id>"}]}``).
     """
 
+    throttle_scope = "versions"  # hub.ops.throttles: the rate of its writes
     parser_classes = [JSONParser, FolderFormParser]
     serializer_class = VersionSerializer
 
