@@ -177,6 +177,9 @@ HUB_UPLOAD_DIR = Path(env("HUB_UPLOAD_DIR", str(VAR_DIR / "uploads")))
 # Jobs one person may have queued or running at once; a request for one more is 429 too_many_jobs (0: no limit).
 HUB_USER_MAX_ACTIVE_JOBS = int(env("HUB_USER_MAX_ACTIVE_JOBS", "20"))
 HUB_UPLOAD_MAX_SIZE = int(env("HUB_UPLOAD_MAX_SIZE", str(64 * 1024**3)))
+# The bytes one person may hold (hub.registry.quota): their versions' and uploads' blobs, each counted once, and
+# their open uploads; past it, 403 storage_quota. 0 (the default): no limit, as storage policy is each site's own.
+HUB_USER_STORAGE_MB = int(env("HUB_USER_STORAGE_MB", "0"))
 HUB_UPLOAD_TTL_HOURS = int(env("HUB_UPLOAD_TTL_HOURS", "72"))
 # The workers collect garbage (expired uploads, staged files and blobs nothing references) this often;
 # staged files and blobs younger than the grace period are left alone (a request may be using them).
