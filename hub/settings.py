@@ -335,6 +335,13 @@ HUB_GATEWAY_CACHE_BYTES = int(env("HUB_GATEWAY_CACHE_MB", "2048")) * 1024 * 1024
 # hub.gateway.engine); the engine's process data is capped at its start + the cache + twice this.
 HUB_INFER_MEMORY_BYTES = int(env("HUB_INFER_MEMORY_MB", "2048")) * 1024 * 1024
 HUB_GATEWAY_MODEL_DIR = Path(env("HUB_GATEWAY_MODEL_DIR", str(VAR_DIR / "gateway" / "models")))
+# The local copies of model blobs a worker keeps on its disk (HUB_GATEWAY_MODEL_DIR, VAR_DIR/generation;
+# hub.gateway.localcache): at most this many MiB (links to a filesystem store's blobs cost nothing), least recently
+# used out first; an entry used in the last HUB_WORKER_CACHE_GRACE_S seconds, or that a process holds, stays. Each
+# worker drops the copies of deleted blobs at start and every HUB_WORKER_CACHE_SWEEP_S seconds (0: at start only).
+HUB_WORKER_CACHE_BYTES = int(env("HUB_WORKER_CACHE_MB", "16384")) * 1024 * 1024
+HUB_WORKER_CACHE_GRACE_S = float(env("HUB_WORKER_CACHE_GRACE_S", "60"))
+HUB_WORKER_CACHE_SWEEP_S = float(env("HUB_WORKER_CACHE_SWEEP_S", "600"))
 HUB_INFER_SYNC_S = float(env("HUB_INFER_SYNC_S", "10"))  # longer runs become jobs (202)
 HUB_INFER_JOB_S = float(env("HUB_INFER_JOB_S", "3600"))  # a job's run-time limit
 HUB_INFER_BATCH_BYTES = int(env("HUB_INFER_BATCH_MB", "16")) * 1024 * 1024  # inputs per batch unless batch_size
