@@ -120,6 +120,7 @@ class Express:
             return None
         if not throttles.allow_express(user_pk):
             return None  # the person's rate is reached: Django's throttle answers 429 throttled
+        environ[throttles.COUNTED] = True  # if Django finishes this request, it is not counted twice
         result = pipeline.run_or_hand_over(model, arrays, asked.options, generation)
         if not isinstance(result, tuple):
             return result  # nothing sent (None), or an answer for Django to finish

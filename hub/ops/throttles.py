@@ -18,17 +18,21 @@ rate and, in its message and ``Retry-After``, when a request will be taken again
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Iterable
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import DEFAULT_CACHE_ALIAS, cache, caches
+from django.core.cache.backends.redis import RedisCache
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.throttling import BaseThrottle
 
 from hub.errors import HubError
 
+log = logging.getLogger(__name__)
+COUNTED = "hub.throttle.counted"  # a WSGI environ key (no client can send one: headers become HTTP_*)
 PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 PERIOD_WORDS = {1: "second", 60: "minute", 3600: "hour", 86400: "day"}
 SCOPE_WORDS = {"anon": "requests", "user": "requests", "uploads": "upload sessions opened",
@@ -89,30 +93,45 @@ class Window:
 
 def take(windows: Iterable[tuple[Window, str]], now: float | None = None) -> Throttled | None:
     """Count one request against each (window, identity), or, if any window is full, count nothing and give
-    its ``Throttled`` (the longest wait among the full ones). Two cache round trips and one write per window."""
+    its ``Throttled`` (the longest wait among the full ones). One read of every count, then one write per window.
+
+    A cache that cannot be reached (Redis down, a folder not writable) lets the request through, logged: rate
+    limits protect the hub, and must not take its whole API down with them."""
     pairs = list(windows)
     if not pairs:
         return None
     now = time.time() if now is None else now
     keyed = [(window, *window.keys(ident, now)) for window, ident in pairs]
-    counts = cache.get_many([key for _, current, previous, _ in keyed for key in (current, previous)])
-    refusal: Throttled | None = None
-    for window, current, previous, into in keyed:
-        wait = window.wait(int(counts.get(current) or 0), int(counts.get(previous) or 0), into)
-        if wait and (refusal is None or wait > refusal.wait):
-            refusal = Throttled(window.scope, window.count, window.seconds, wait)
-    if refusal is not None:
-        return refusal
-    for window, current, _, _ in keyed:
-        if current in counts:
-            try:
-                cache.incr(current)
-                continue
-            except ValueError:  # expired in between
-                pass
-        if not cache.add(current, 1, timeout=2 * window.seconds):
-            cache.incr(current)
+    try:
+        counts = cache.get_many([key for _, current, previous, _ in keyed for key in (current, previous)])
+        refusal: Throttled | None = None
+        for window, current, previous, into in keyed:
+            wait = window.wait(int(counts.get(current) or 0), int(counts.get(previous) or 0), into)
+            if wait and (refusal is None or wait > refusal.wait):
+                refusal = Throttled(window.scope, window.count, window.seconds, wait)
+        if refusal is not None:
+            return refusal
+        for window, current, _, _ in keyed:
+            _count(current, counts.get(current), 2 * window.seconds)
+    except Exception:  # noqa: BLE001 - any cache failure: counted as none, never a 500
+        log.warning("rate limits: the cache could not be reached; the request was not counted", exc_info=True)
     return None
+
+
+def _count(key: str, known: int | None, timeout: int) -> None:
+    """One more request in ``key``. Redis increments in place and keeps the key's expiry; other caches' ``incr``
+    is a read and a write that would reset the expiry to the cache's default, so the count is written with its own."""
+    if known is None and cache.add(key, 1, timeout=timeout):
+        return
+    if isinstance(caches[DEFAULT_CACHE_ALIAS], RedisCache):
+        try:
+            cache.incr(key)
+            return
+        except ValueError:  # expired in between
+            cache.add(key, 1, timeout=timeout)
+            return
+    counted = known if known is not None else int(cache.get(key) or 0)  # another process made it meanwhile
+    cache.set(key, counted + 1, timeout=timeout)
 
 
 def window_for(scope: str) -> Window | None:
@@ -140,6 +159,8 @@ class RateThrottle(BaseThrottle):
     view's scope, counted together (a refused request counts against none of them)."""
 
     def allow_request(self, request, view) -> bool:
+        if request.META.get(COUNTED):  # counted by the express path, which handed the request over
+            return True
         refusal = take(windows_for(request, view))
         if refusal is not None:
             raise refusal  # a coded 429 with the hub's message, rather than DRF's generic one

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,35 @@ def test_an_expensive_write_has_its_tighter_rate_and_reads_go_on(db, settings, a
     assert api.get("/api/v1/artifacts/").status_code == 200  # the scope limits writes only
     upload = api.post("/api/v1/uploads/", {"size": 4, "filename": "a.bin"}, format="json")
     assert upload.status_code == 201  # another scope
+
+
+def test_counts_live_as_long_as_their_window_on_a_cache_without_atomic_increments(db, settings, api, owner):
+    """A file cache's (or database cache's) ``incr`` would write the count back with the cache's default expiry
+    (300 s): an hourly count must last two hours however often it is written."""
+    import pickle
+
+    from django.core.cache import cache
+
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                                   "LOCATION": str(settings.HUB_UPLOAD_DIR.parent / "cache")}}
+    rates(settings, user="100/hour")
+    for _ in range(3):
+        assert api.get("/api/v1/me").status_code == 200
+    window = throttles.Window("user", 100, 3600)
+    key, _, _ = window.keys(f"u{owner.pk}", time.time())
+    assert cache.get(key) == 3
+    with open(cache._key_to_file(key), "rb") as stored:
+        expires = pickle.load(stored)
+    assert expires - time.time() > 3600
+
+
+def test_an_unreachable_cache_lets_requests_through(db, settings, api, caplog):
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                                   "LOCATION": "redis://127.0.0.1:1/0"}}  # nothing listens on port 1
+    rates(settings, user="1/min")
+    assert api.get("/api/v1/me").status_code == 200
+    assert api.get("/api/v1/me").status_code == 200
+    assert "the cache could not be reached" in caplog.text
 
 
 def test_the_openai_endpoints_say_when_to_retry(db, settings, api):
