@@ -249,17 +249,16 @@ SPECTACULAR_SETTINGS = {
 CELERY_BROKER_URL = env("HUB_BROKER_URL", "filesystem://")
 HUB_EMBEDDED = CELERY_BROKER_URL.startswith("filesystem://")  # pages mention the demo account
 # Django's cache holds what every process must share (the API's rate counts, hub.ops.throttles): HUB_CACHE_URL,
-# by default the broker's Redis in the full stack (every node shares it), else a file cache under var/ that every
-# process of the embedded default's one host shares (no table to create, and no write lock taken in the SQLite
-# database that the worker writes to, as a database cache would on every request).
+# by default the broker's Redis in the full stack (every node shares it), else an SQLite file under var/ that every
+# process of the embedded default's one host shares (hub.ops.sqlitecache says why not Django's file or database
+# cache).
 HUB_CACHE_URL = env("HUB_CACHE_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
-                    else str(VAR_DIR / "run" / "cache"))
+                    else str(VAR_DIR / "run" / "cache.sqlite3"))
 if HUB_CACHE_URL.startswith(("redis://", "rediss://")):
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": HUB_CACHE_URL,
                           "KEY_PREFIX": "hub"}}
 else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
-                          "LOCATION": HUB_CACHE_URL.removeprefix("file://"), "OPTIONS": {"MAX_ENTRIES": 10000}}}
+    CACHES = {"default": {"BACKEND": "hub.ops.sqlitecache.SQLiteCache", "LOCATION": HUB_CACHE_URL}}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = VAR_DIR / "broker"
     CELERY_BROKER_TRANSPORT_OPTIONS = {

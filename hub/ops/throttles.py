@@ -9,7 +9,7 @@ A scope applies to the writes (POST, PUT, PATCH, DELETE) of its views; reads cou
 or person's rate. Rates are ``HUB_THROTTLE_<NAME>`` settings, "N/period" (period: s, min, h, day), "off" for none.
 
 The counts live in Django's cache, which is what every process shares: Redis in the full stack (every node),
-a file cache under ``var/`` in the embedded default (every process of its one host; see ``hub.settings``).
+an SQLite file under ``var/`` in the embedded default (every process of its one host; ``hub.ops.sqlitecache``).
 Each rate is a sliding window estimated from two fixed windows (the count of this window, plus the last
 window's weighted by how much of it still overlaps): a constant two numbers per key whatever the rate, where
 DRF's own throttles keep a list of every request's time. A refused request is 429 ``throttled`` naming the
@@ -30,8 +30,10 @@ from rest_framework.permissions import SAFE_METHODS
 from rest_framework.throttling import BaseThrottle
 
 from hub.errors import HubError
+from hub.ops.sqlitecache import SQLiteCache
 
 log = logging.getLogger(__name__)
+ATOMIC_INCR = (RedisCache, SQLiteCache)  # caches whose incr is one atomic step that keeps the key's expiry
 COUNTED = "hub.throttle.counted"  # a WSGI environ key (no client can send one: headers become HTTP_*)
 PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 PERIOD_WORDS = {1: "second", 60: "minute", 3600: "hour", 86400: "day"}
@@ -93,7 +95,8 @@ class Window:
 
 def take(windows: Iterable[tuple[Window, str]], now: float | None = None) -> Throttled | None:
     """Count one request against each (window, identity), or, if any window is full, count nothing and give
-    its ``Throttled`` (the longest wait among the full ones). One read of every count, then one write per window.
+    its ``Throttled`` (the longest wait among the full ones). One read of every count, then the writes (on Redis
+    one round trip for both).
 
     A cache that cannot be reached (Redis down, a folder not writable) lets the request through, logged: rate
     limits protect the hub, and must not take its whole API down with them."""
@@ -111,19 +114,36 @@ def take(windows: Iterable[tuple[Window, str]], now: float | None = None) -> Thr
                 refusal = Throttled(window.scope, window.count, window.seconds, wait)
         if refusal is not None:
             return refusal
-        for window, current, _, _ in keyed:
-            _count(current, counts.get(current), 2 * window.seconds)
+        if isinstance(caches[DEFAULT_CACHE_ALIAS], RedisCache):
+            _count_on_redis([(current, 2 * window.seconds) for window, current, _, _ in keyed])
+        else:
+            for window, current, _, _ in keyed:
+                _count(current, counts.get(current), 2 * window.seconds)
     except Exception:  # noqa: BLE001 - any cache failure: counted as none, never a 500
         log.warning("rate limits: the cache could not be reached; the request was not counted", exc_info=True)
     return None
 
 
+def _count_on_redis(keys: list[tuple[str, int]]) -> None:
+    """One more request in each key, in one round trip: ``SET NX`` with the expiry (a new window), then ``INCR``,
+    which keeps it. (Django's ``incr`` asks ``EXISTS`` first: two round trips a key.) The client is the Redis
+    cache's own, and the keys are made as it makes them, so ``cache.get`` reads the counts."""
+    backend = caches[DEFAULT_CACHE_ALIAS]
+    pipe = backend._cache.get_client(write=True).pipeline(transaction=False)
+    for key, timeout in keys:
+        made = backend.make_and_validate_key(key)
+        pipe.set(made, 0, ex=timeout, nx=True)
+        pipe.incr(made)
+    pipe.execute()
+
+
 def _count(key: str, known: int | None, timeout: int) -> None:
-    """One more request in ``key``. Redis increments in place and keeps the key's expiry; other caches' ``incr``
-    is a read and a write that would reset the expiry to the cache's default, so the count is written with its own."""
+    """One more request in ``key``. ``SQLiteCache`` increments in place and keeps the key's expiry; other caches'
+    ``incr`` is a read and a write that would reset the expiry to the cache's default, so the count is written
+    with its own."""
     if known is None and cache.add(key, 1, timeout=timeout):
         return
-    if isinstance(caches[DEFAULT_CACHE_ALIAS], RedisCache):
+    if isinstance(caches[DEFAULT_CACHE_ALIAS], ATOMIC_INCR):
         try:
             cache.incr(key)
             return

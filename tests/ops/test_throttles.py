@@ -1,6 +1,6 @@
 """The API's rate limits (hub.ops.throttles): real request sequences that trip small configured rates, against the
-cache the settings give (a file cache under var/ here; Redis in the services tier, where two processes share one
-count)."""
+cache the settings give (the SQLite cache under var/ here; Redis in the services tier), and two processes sharing
+one count on each."""
 
 from __future__ import annotations
 
@@ -100,13 +100,14 @@ def test_an_expensive_write_has_its_tighter_rate_and_reads_go_on(db, settings, a
     assert upload.status_code == 201  # another scope
 
 
-def test_counts_live_as_long_as_their_window_on_a_cache_without_atomic_increments(db, settings, api, owner):
-    """A file cache's (or database cache's) ``incr`` would write the count back with the cache's default expiry
-    (300 s): an hourly count must last two hours however often it is written."""
+@pytest.mark.parametrize("backend", ["hub.ops.sqlitecache.SQLiteCache",  # the embedded default's
+                                     "django.core.cache.backends.filebased.FileBasedCache"])  # incr: get + set
+def test_counts_live_as_long_as_their_window(db, settings, api, owner, backend):
+    """A count expires two windows after it was made however often it is written: Django's file cache's ``incr``
+    would write it back with the cache's default expiry (300 s)."""
     from django.core.cache import cache
 
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
-                                   "LOCATION": str(settings.HUB_UPLOAD_DIR.parent / "cache")}}
+    settings.CACHES = {"default": {"BACKEND": backend, "LOCATION": str(settings.HUB_UPLOAD_DIR.parent / "cache")}}
     rates(settings, user="100/hour")
     for _ in range(3):
         assert api.get("/api/v1/me").status_code == 200
@@ -117,6 +118,9 @@ def test_counts_live_as_long_as_their_window_on_a_cache_without_atomic_increment
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(time, "time", lambda: later)
         assert cache.get(key) == 3
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(time, "time", lambda: later + 4300)
+        assert cache.get(key) is None
 
 
 def test_an_unreachable_cache_lets_requests_through(db, settings, api, caplog):
@@ -152,13 +156,22 @@ def test_the_default_rates_are_valid_and_on():
         assert parse_rate(settings.HUB_THROTTLE_RATES[scope]) is not None
 
 
-@pytest.mark.services
-def test_on_redis_two_processes_share_one_count(db, settings, owner):
-    """Two separate clients of the same Redis (this process, and another Python process) count together."""
-    url = os.environ.get("HUB_BROKER_URL", "")
-    if not url.startswith("redis://"):
-        pytest.skip("needs the services' Redis (HUB_BROKER_URL): run with scripts/services.sh")
-    assert settings.CACHES["default"]["BACKEND"].endswith("RedisCache")
+@pytest.mark.parametrize("cache_kind", ["sqlite", pytest.param("redis", marks=pytest.mark.services)])
+def test_two_processes_share_one_count(db, settings, owner, cache_kind):
+    """Two separate clients of the same cache (this process, and another Python process) count together: the
+    embedded default's SQLite file, and the stack's Redis."""
+    if cache_kind == "redis":
+        url = os.environ.get("HUB_BROKER_URL", "")
+        if not url.startswith("redis://"):
+            pytest.skip("needs the services' Redis (HUB_BROKER_URL): run with scripts/services.sh")
+        assert settings.CACHES["default"]["BACKEND"].endswith("RedisCache")
+        env = {**os.environ, "HUB_CACHE_URL": url}
+    else:
+        path = str(settings.HUB_UPLOAD_DIR.parent / "cache.sqlite3")
+        settings.CACHES = {"default": {**settings.CACHES["default"], "BACKEND": "hub.ops.sqlitecache.SQLiteCache",
+                                       "LOCATION": path}}
+        env = {key: value for key, value in os.environ.items() if key != "HUB_BROKER_URL"}
+        env["HUB_CACHE_URL"] = path
     rates(settings, user="3/min")
     prefix = settings.CACHES["default"]["KEY_PREFIX"]
     alice = client_for(owner)
@@ -169,9 +182,16 @@ def test_on_redis_two_processes_share_one_count(db, settings, owner):
             "from hub.ops import throttles\n"
             "window = throttles.Window('user', 3, 60)\n"
             f"print([throttles.take([(window, 'u{owner.pk}')]) is None for _ in range(3)])\n")
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "hub.settings", "PYTHONPATH": f"{ROOT}:{ROOT / 'client'}"}
+    env.update(DJANGO_SETTINGS_MODULE="hub.settings", PYTHONPATH=f"{ROOT}:{ROOT / 'client'}")
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[True, True, False]"  # it saw this process's request: 2 more fit, not 3
     refused = alice.get("/api/v1/me")  # and this process sees the other's two
     assert refused.status_code == 429 and int(refused["Retry-After"]) >= 1
+    if cache_kind == "redis":  # counted with the window's expiry, in the cache's own key format
+        from django.core.cache import caches
+
+        backend = caches["default"]
+        key, _, _ = throttles.Window("user", 3, 60).keys(f"u{owner.pk}", time.time())
+        assert backend.get(key) == 3
+        assert 0 < backend._cache.get_client(key).ttl(backend.make_and_validate_key(key)) <= 120
