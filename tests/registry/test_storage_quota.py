@@ -148,3 +148,21 @@ def test_deleted_versions_and_staff_are_not_counted(one_mib, owner, publish, mak
     admin = make_user("root")
     admin.is_staff = True
     quota.check_adding(admin, 10**12)  # nothing raised
+
+
+def test_the_publish_page_checks_the_artifact_owners_quota_too(one_mib, api, model, collaborator):
+    from django.test import Client
+
+    Artifact.objects.get(name="cnn").collaborators.add(collaborator)
+    assert post_files(api, model, {"w.bin": os.urandom(700 * KB)}).status_code == 201
+    browser = Client()
+    browser.force_login(collaborator)
+    data = os.urandom(400 * KB)
+    uid = browser.post("/api/v1/uploads/", {"size": len(data)}, content_type="application/json").json()["id"]
+    assert browser.put(f"/api/v1/uploads/{uid}", data, content_type="application/octet-stream").status_code == 200
+    assert browser.post(f"/api/v1/uploads/{uid}/complete", {}, content_type="application/json").status_code == 200
+    body = {"to": "alice/cnn", "metadata": valid_metadata(), "files": [{"path": "x.bin", "upload": uid}]}
+    refused = browser.post("/publish/", json.dumps(body), content_type="application/json")
+    assert refused.status_code == 403 and refused.json()["code"] == "storage_quota"
+    assert Version.objects.filter(artifact__name="cnn").count() == 1
+    assert Upload.objects.get(pk=uid).state == Upload.State.COMPLETED  # kept for when room is made
