@@ -20,11 +20,11 @@ DESCRIPTIONS = {
     409: "Conflict with the current state (already exists, not ready, upload offset)", 410: "Gone",
     413: "The request, a file or an archive inside it is larger than the limit",
     415: "Unsupported media type", 416: "The byte range cannot be satisfied", 422: "The model could not run",
-    429: "Too many requests, too many jobs at once, or too many wrong passwords (Retry-After says how long to "
-         "wait)",
+    429: "Too many requests for the client's, the person's or the operation's rate (throttled), too many jobs at "
+         "once (too_many_jobs), or too many wrong passwords (too_many_attempts); Retry-After says how long to wait",
     503: "The object store or the workers are unavailable", 504: "The run took too long",
 }
-COMMON = (400, 401, 403, 404, 406)
+COMMON = (400, 401, 403, 404, 406, 429)  # 429 throttled: every request counts against a rate (hub.ops.throttles)
 WRITES = (409, 413, 415)
 RUNS = (409, 413, 422, 503, 504)  # paths that reach the workers
 
@@ -71,6 +71,8 @@ def add_error_responses(result: dict[str, Any], generator, request, public) -> d
     """drf-spectacular postprocessing hook: document the error answers of every operation."""
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = error_schema()
     header = {"X-Error-Code": {"schema": {"type": "string"}, "description": "The body's code"}}
+    retry = {**header, "Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait before "
+                                                                                     "asking again"}}
     for path, operations in result.get("paths", {}).items():
         for method, operation in operations.items():
             if not isinstance(operation, dict) or "responses" not in operation:
@@ -78,7 +80,7 @@ def add_error_responses(result: dict[str, Any], generator, request, public) -> d
             responses = operation["responses"]
             for status in statuses_for(path, method):
                 responses.setdefault(str(status), {
-                    "description": DESCRIPTIONS[status], "headers": header,
+                    "description": DESCRIPTIONS[status], "headers": header if status != 429 else retry,
                     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
                 })
     return result

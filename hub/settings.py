@@ -8,6 +8,7 @@ applies (SQLite, a filesystem object store and a filesystem Celery broker under 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -176,6 +177,9 @@ HUB_UPLOAD_DIR = Path(env("HUB_UPLOAD_DIR", str(VAR_DIR / "uploads")))
 # Jobs one person may have queued or running at once; a request for one more is 429 too_many_jobs (0: no limit).
 HUB_USER_MAX_ACTIVE_JOBS = int(env("HUB_USER_MAX_ACTIVE_JOBS", "20"))
 HUB_UPLOAD_MAX_SIZE = int(env("HUB_UPLOAD_MAX_SIZE", str(64 * 1024**3)))
+# The bytes one person may hold (hub.registry.quota): their versions' and uploads' blobs, each counted once, and
+# their open uploads; past it, 403 storage_quota. 0 (the default): no limit, as storage policy is each site's own.
+HUB_USER_STORAGE_MB = int(env("HUB_USER_STORAGE_MB", "0"))
 HUB_UPLOAD_TTL_HOURS = int(env("HUB_UPLOAD_TTL_HOURS", "72"))
 # The workers collect garbage (expired uploads, staged files and blobs nothing references) this often;
 # staged files and blobs younger than the grace period are left alone (a request may be using them).
@@ -202,7 +206,30 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["hub.bounded.JSONParser", "rest_framework.parsers.FormParser",
                                "rest_framework.parsers.MultiPartParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "DEFAULT_THROTTLE_CLASSES": ["hub.ops.throttles.RateThrottle"],
+    # How many proxies in front of the hub append to X-Forwarded-For; 0: a client is its socket's address.
+    "NUM_PROXIES": int(env("HUB_PROXY_COUNT", "0")),
 }
+# Rate limits of the API (hub.ops.throttles): "N/period" (s, min, h, day), or "off". Per anonymous client and per
+# person over all requests, then per person for the writes of each expensive scope. Generous enough for a
+# scripted client (a download of many files, a tight loop of synchronous inference); benches turn them off.
+HUB_THROTTLE_RATES = {
+    "anon": env("HUB_THROTTLE_ANON", "1200/min"),
+    "user": env("HUB_THROTTLE_USER", "3000/min"),
+    "uploads": env("HUB_THROTTLE_UPLOADS", "300/min"),  # upload sessions opened
+    "versions": env("HUB_THROTTLE_VERSIONS", "60/min"),  # versions published, artifacts created
+    "conversions": env("HUB_THROTTLE_CONVERSIONS", "30/min"),  # convert, optimize, container, finetune, benchmark
+    "inference": env("HUB_THROTTLE_INFERENCE", "1200/min"),  # …/infer, /collaborate
+    "generation": env("HUB_THROTTLE_GENERATION", "120/min"),  # …/generate, /v1/chat/completions, /v1/completions
+}
+if env_bool("HUB_THROTTLES_OFF"):
+    HUB_THROTTLE_RATES = dict.fromkeys(HUB_THROTTLE_RATES, "off")
+for _scope, _rate in HUB_THROTTLE_RATES.items():
+    if not re.fullmatch(r"\s*(0|off|none|[1-9][0-9]*/[0-9]*(s|sec|second|m|min|minute|h|hour|d|day)s?)\s*", _rate,
+                        re.IGNORECASE):
+        raise ImproperlyConfigured(f"HUB_THROTTLE_{_scope.upper()} is N/period (s, min, h, day) or off, not "
+                                   f"{_rate!r}.")
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "HPCFair Hub API",
     "DESCRIPTION": "FAIR hub for AI models and datasets on HPC systems. Errors are "
@@ -221,6 +248,17 @@ SPECTACULAR_SETTINGS = {
 # the source of truth, so no result backend is used.
 CELERY_BROKER_URL = env("HUB_BROKER_URL", "filesystem://")
 HUB_EMBEDDED = CELERY_BROKER_URL.startswith("filesystem://")  # pages mention the demo account
+# Django's cache holds what every process must share (the API's rate counts, hub.ops.throttles): HUB_CACHE_URL,
+# by default the broker's Redis in the full stack (every node shares it), else an SQLite file under var/ that every
+# process of the embedded default's one host shares (hub.ops.sqlitecache says why not Django's file or database
+# cache).
+HUB_CACHE_URL = env("HUB_CACHE_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
+                    else str(VAR_DIR / "run" / "cache.sqlite3"))
+if HUB_CACHE_URL.startswith(("redis://", "rediss://")):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": HUB_CACHE_URL,
+                          "KEY_PREFIX": "hub"}}
+else:
+    CACHES = {"default": {"BACKEND": "hub.ops.sqlitecache.SQLiteCache", "LOCATION": HUB_CACHE_URL}}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = VAR_DIR / "broker"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -296,6 +334,13 @@ HUB_GATEWAY_CACHE_BYTES = int(env("HUB_GATEWAY_CACHE_MB", "2048")) * 1024 * 1024
 # hub.gateway.engine); the engine's process data is capped at its start + the cache + twice this.
 HUB_INFER_MEMORY_BYTES = int(env("HUB_INFER_MEMORY_MB", "2048")) * 1024 * 1024
 HUB_GATEWAY_MODEL_DIR = Path(env("HUB_GATEWAY_MODEL_DIR", str(VAR_DIR / "gateway" / "models")))
+# The local copies of model blobs a worker keeps on its disk (HUB_GATEWAY_MODEL_DIR, VAR_DIR/generation;
+# hub.gateway.localcache): at most this many MiB (links to a filesystem store's blobs cost nothing), least recently
+# used out first; an entry used in the last HUB_WORKER_CACHE_GRACE_S seconds, or that a process holds, stays. Each
+# worker drops the copies of deleted blobs at start and every HUB_WORKER_CACHE_SWEEP_S seconds (0: at start only).
+HUB_WORKER_CACHE_BYTES = int(env("HUB_WORKER_CACHE_MB", "16384")) * 1024 * 1024
+HUB_WORKER_CACHE_GRACE_S = float(env("HUB_WORKER_CACHE_GRACE_S", "60"))
+HUB_WORKER_CACHE_SWEEP_S = float(env("HUB_WORKER_CACHE_SWEEP_S", "600"))
 HUB_INFER_SYNC_S = float(env("HUB_INFER_SYNC_S", "10"))  # longer runs become jobs (202)
 HUB_INFER_JOB_S = float(env("HUB_INFER_JOB_S", "3600"))  # a job's run-time limit
 HUB_INFER_BATCH_BYTES = int(env("HUB_INFER_BATCH_MB", "16")) * 1024 * 1024  # inputs per batch unless batch_size

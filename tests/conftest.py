@@ -151,6 +151,10 @@ def hub_dirs(settings, tmp_path):
     settings.HUB_METRICS_DIR = tmp_path / "metrics"
     settings.HUB_SPARQL_STORE_DIR = tmp_path / "sparql"
     settings.HUB_SEARCH_INDEX_DIR = tmp_path / "search-index"
+    # The API's rate counts (hub.ops.throttles) live in a cache that outlives a test (a file cache under var/, or
+    # Redis), and user ids and 127.0.0.1 recur: each test counts under a prefix of its own.
+    settings.CACHES = {name: {**conf, "KEY_PREFIX": f"test-{os.getpid()}-{tmp_path.name}"}
+                       for name, conf in settings.CACHES.items()}
     return tmp_path
 
 

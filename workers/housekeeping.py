@@ -77,3 +77,43 @@ class HousekeepingStep(PeriodicStep):
         done = collect_once_across_workers(settings.HUB_GC_GRACE_S / 3600)
         if done is not None:
             log.info("garbage collected: %s", done)
+
+
+class CacheSweepStep(PeriodicStep):
+    """Sweeps this worker's local copies of models (``hub.gateway.localcache``) as it starts and every
+    ``HUB_WORKER_CACHE_SWEEP_S`` seconds: the copies of blobs no live version references are dropped (the
+    registry's deletion cannot reach this disk), and the least recently used go while they take more than
+    ``HUB_WORKER_CACHE_MB``."""
+
+    name_of_thread = "hub-cache-sweep"
+
+    def interval(self) -> float:
+        from django.conf import settings
+
+        return settings.HUB_WORKER_CACHE_SWEEP_S
+
+    def start(self, worker) -> None:
+        threading.Thread(target=self._first, args=(worker,), name=self.name_of_thread, daemon=True).start()
+
+    def _first(self, worker) -> None:
+        """One sweep at start, then the periodic ones (if any)."""
+        from django.db import close_old_connections
+
+        try:
+            self.tick()
+        except Exception:  # noqa: BLE001 - the next round tries again
+            log.exception("%s failed", self.name_of_thread)
+        finally:
+            close_old_connections()
+        super().start(worker)
+
+    def tick(self) -> None:
+        from django.conf import settings
+
+        from hub.gateway import localcache
+
+        report = localcache.sweep(localcache.configured_roots(), settings.HUB_WORKER_CACHE_BYTES,
+                                  grace_s=settings.HUB_WORKER_CACHE_GRACE_S, referenced=localcache.still_referenced)
+        if report:
+            log.info("local model copies: dropped %d of deleted blobs, evicted %d for room; %d bytes held",
+                     len(report.dropped), len(report.evicted), report.held_bytes)

@@ -27,6 +27,7 @@ from hpcfair.errors import (
     RateLimitedError,
     RunError,
     ServerError,
+    StorageQuotaError,
     TransferError,
     UploadError,
     ValidationError,
@@ -38,7 +39,7 @@ __all__ = [
     "AccessDeniedError", "ConfigError", "ConflictError", "Dataset", "DuplicateVersionError", "GoneError",
     "HubClient", "HubError", "InsufficientScopeError", "InvalidInputsError", "InvalidMetadataError", "JobError",
     "NoWorkerError", "NotAuthenticatedError", "NotFoundError", "NotReadyError", "OfflineError", "RateLimitedError",
-    "RunError", "ServerError", "TransferError", "UploadError", "ValidationError", "modelAPI",
+    "RunError", "ServerError", "StorageQuotaError", "TransferError", "UploadError", "ValidationError", "modelAPI",
 ]
 
 # A library's logs are its user's to show: nothing prints them unless logging is configured (the hub's workers

@@ -47,6 +47,11 @@ class AccessDeniedError(HubError, builtins.PermissionError):
     that (or the deprecated ``hpcfair.PermissionError``) still catches it."""
 
 
+class StorageQuotaError(AccessDeniedError):
+    """Past your storage quota (403 ``storage_quota``): the body's ``used``, ``limit`` and ``adding`` (bytes) say
+    by how much; delete versions or abort open uploads, or ask the hub's administrators for more."""
+
+
 class NotFoundError(HubError):
     """No such thing, or one you may not see (404/410)."""
 
@@ -148,6 +153,7 @@ BY_CODE: dict[str, type[HubError]] = {
     "upload_too_large": UploadError,
     "not_authenticated": NotAuthenticatedError, "invalid_token": NotAuthenticatedError,
     "insufficient_scope": InsufficientScopeError, "permission_denied": AccessDeniedError,
+    "storage_quota": StorageQuotaError,
     "not_found": NotFoundError, "gone": GoneError,
     "duplicate_version": DuplicateVersionError,
     "not_ready": NotReadyError, "not_converted": NotReadyError, "not_runnable": NotReadyError,

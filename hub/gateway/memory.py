@@ -129,11 +129,13 @@ def grant(request, owner: str, name: str, version: str, file: str, model: ModelR
     authorization = request.META.get("HTTP_AUTHORIZATION", "")
     if generation is None or not isinstance(request.auth, ApiToken) or not authorization:
         return
-    answers.put(_grant_key(authorization, owner, name, version, file), (generation, model), generation)
+    answers.put(_grant_key(authorization, owner, name, version, file), (generation, model, request.user.pk),
+                generation)
 
 
-def granted(authorization: str, owner: str, name: str, version: str, file: str) -> tuple[bytes, ModelRef] | None:
-    """(the generation of the grant, the model) when this token was granted the model as named."""
+def granted(authorization: str, owner: str, name: str, version: str,
+            file: str) -> tuple[bytes, ModelRef, int] | None:
+    """(the generation of the grant, the model, the person's id) when this token was granted the model as named."""
     return answers.get(_grant_key(authorization, owner, name, version, file))
 
 

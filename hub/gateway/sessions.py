@@ -24,6 +24,8 @@ from hpcfair import external_data
 from hpcfair.compute import CodedError
 from hpcfair.compute.runs import gpu_available, open_session, run_chain
 
+from hub.gateway import localcache
+
 log = logging.getLogger(__name__)
 
 __all__ = ["SessionCache", "cache", "gpu_available", "run_steps", "sendable"]
@@ -40,12 +42,15 @@ def model_file(sha256: str, size: int) -> Path:
     folder = Path(settings.HUB_GATEWAY_MODEL_DIR)
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / f"{sha256}.onnx"
-    if not target.exists() or target.stat().st_size != size:
-        temp = folder / f".{sha256}.{os.getpid()}.{threading.get_ident()}"
-        with store.open(sha256) as stream, open(temp, "wb") as out:
-            while chunk := stream.read(8 * 1024 * 1024):
-                out.write(chunk)
-        os.replace(temp, target)
+    if target.exists() and target.stat().st_size == size:
+        localcache.touch(target)
+        return target
+    temp = folder / f".{sha256}.{os.getpid()}.{threading.get_ident()}"
+    with store.open(sha256) as stream, open(temp, "wb") as out:
+        while chunk := stream.read(8 * 1024 * 1024):
+            out.write(chunk)
+    os.replace(temp, target)
+    localcache.enforce()  # a new copy: the others make room (least recently used first)
     return target
 
 
@@ -69,19 +74,23 @@ def model_path(step: dict[str, Any]) -> tuple[Path, Any]:
     label = hashlib.sha256(json.dumps(sorted(wanted.items())).encode()).hexdigest()[:16]  # the files used
     folder = Path(settings.HUB_GATEWAY_MODEL_DIR) / "with-data" / f"{step['sha256']}-{label}"
     name = Path(step.get("path") or "model.onnx").name
-    if not (folder / ".complete").exists():
-        temporary = folder.with_name(f".{folder.name}.{os.getpid()}.{threading.get_ident()}")
+    if (folder / ".complete").exists():
+        localcache.touch(folder)
+        return folder / name, graph
+    temporary = folder.with_name(f".{folder.name}.{os.getpid()}.{threading.get_ident()}")
+    shutil.rmtree(temporary, ignore_errors=True)
+    temporary.mkdir(parents=True)
+    _link(path, temporary / name)
+    for location, (sha256, size) in wanted.items():
+        (temporary / location).parent.mkdir(parents=True, exist_ok=True)
+        _link(model_file(sha256, size), temporary / location)
+    localcache.write_manifest(temporary, [step["sha256"], *(sha256 for sha256, _ in wanted.values())])
+    (temporary / ".complete").write_text("")
+    try:
+        os.rename(temporary, folder)
+    except OSError:  # another engine put it together first
         shutil.rmtree(temporary, ignore_errors=True)
-        temporary.mkdir(parents=True)
-        _link(path, temporary / name)
-        for location, (sha256, size) in wanted.items():
-            (temporary / location).parent.mkdir(parents=True, exist_ok=True)
-            _link(model_file(sha256, size), temporary / location)
-        (temporary / ".complete").write_text("")
-        try:
-            os.rename(temporary, folder)
-        except OSError:  # another engine put it together first
-            shutil.rmtree(temporary, ignore_errors=True)
+    localcache.enforce()
     return folder / name, graph
 
 
@@ -136,13 +145,14 @@ class SessionCache:
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self.entries: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()
+        # key -> (session, cost, holds on the local copies it was loaded from: no sweep removes them meanwhile)
+        self.entries: OrderedDict[tuple, tuple[Any, int, list[localcache.Hold]]] = OrderedDict()
         self.lock = threading.Lock()
         self.loading: dict[tuple, threading.Lock] = {}
         self.loads = 0
 
     def held(self) -> int:
-        return sum(cost for _, cost in self.entries.values())
+        return sum(cost for _, cost, _ in self.entries.values())
 
     def get(self, step: dict[str, Any], device: str, threads: int):
         """The session for the step's model (``sha256``, ``size``, ``path``, ``beside``; or, uncached, the
@@ -161,23 +171,32 @@ class SessionCache:
                 if key in self.entries:
                     return self.entries[key][0]
             path, graph = model_path(step)
-            weights = files_bytes(path, graph)
-            cost = needed_bytes(weights)
-            if cost > self.max_bytes:
-                raise too_large(weights, cost, self.max_bytes)
-            self.make_room(cost)
+            entry = localcache.entry_of(path, localcache.configured_roots())
+            holds = [found for found in [localcache.hold(entry) if entry else None] if found]
             try:
-                session = self._open(path, device, threads, checked=True)
-            except CodedError as exc:
-                if exc.code != "memory_limit" or not self.entries:
-                    raise
-                self.clear()  # the cached models' weights left too little room: load it alone
-                session = self._open(path, device, threads, checked=True)
+                session, cost = self._load(path, graph, device, threads)
+            except BaseException:
+                release(holds)
+                raise
             with self.lock:
-                self.entries[key] = (session, cost)
+                self.entries[key] = (session, cost, holds)
                 self.loads += 1
                 self.loading.pop(key, None)
             return session
+
+    def _load(self, path: Path, graph, device: str, threads: int) -> tuple[Any, int]:
+        weights = files_bytes(path, graph)
+        cost = needed_bytes(weights)
+        if cost > self.max_bytes:
+            raise too_large(weights, cost, self.max_bytes)
+        self.make_room(cost)
+        try:
+            return self._open(path, device, threads, checked=True), cost
+        except CodedError as exc:
+            if exc.code != "memory_limit" or not self.entries:
+                raise
+            self.clear()  # the cached models' weights left too little room: load it alone
+            return self._open(path, device, threads, checked=True), cost
 
     def make_room(self, cost: int) -> None:
         """Evict the least recently used sessions until ``cost`` more bytes fit ``max_bytes``."""
@@ -186,6 +205,8 @@ class SessionCache:
             while self.entries and self.held() + cost > self.max_bytes:
                 evicted.append(self.entries.popitem(last=False))
                 log.info("session cache: evicted %s to make room", evicted[-1][0][0][:12])
+        for _, (_, _, holds) in evicted:
+            release(holds)
         if evicted:
             evicted.clear()
             gc.collect()  # the evicted sessions' memory goes back before the new one takes its own
@@ -195,7 +216,14 @@ class SessionCache:
 
     def clear(self) -> None:
         with self.lock:
+            for _, _, holds in self.entries.values():
+                release(holds)
             self.entries.clear()
+
+
+def release(holds: list[localcache.Hold]) -> None:
+    for found in holds:
+        found.release()
 
 
 _cache: SessionCache | None = None

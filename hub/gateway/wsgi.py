@@ -36,6 +36,7 @@ from django.http.request import split_domain_port, validate_host
 from hub.errors import HubError
 from hub.gateway import memory, pipeline, protocol
 from hub.middleware import request_id_for
+from hub.ops import throttles
 from hub.ops.counters import REQUESTS
 
 INFER = re.compile(r"^/api/v1/artifacts/(?P<owner>[^/]+)/(?P<name>[^/]+)/versions/(?P<version>[^/]+)/infer$")
@@ -109,7 +110,7 @@ class Express:
             found = memory.granted(environ["HTTP_AUTHORIZATION"], *match.groups(), asked.file)
             if found is None:
                 return None
-            generation, model = found
+            generation, model, user_pk = found
             if asked.options.mode == "async" or asked.dataset:
                 return None
             arrays = asked.arrays(model)
@@ -117,6 +118,9 @@ class Express:
             return None  # Django says what is wrong, with its coded error
         if sum(array.nbytes for array in arrays.values()) > settings.HUB_INFER_SYNC_MAX_BYTES:
             return None
+        if not throttles.allow_express(user_pk):
+            return None  # the person's rate is reached: Django's throttle answers 429 throttled
+        environ[throttles.COUNTED] = True  # if Django finishes this request, it is not counted twice
         result = pipeline.run_or_hand_over(model, arrays, asked.options, generation)
         if not isinstance(result, tuple):
             return result  # nothing sent (None), or an answer for Django to finish

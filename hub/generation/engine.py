@@ -30,11 +30,13 @@ CANCEL_EVERY_S = 0.25  # how often a running generation looks whether its reader
 
 def model_folder(files: list[list[Any]], root: Path) -> Path:
     """The model's files as a folder under ``root`` (made once per set of files)."""
+    from hub.gateway import localcache
     from hub.storage import get_blob_store
 
     digest = hashlib.sha256(orjson.dumps(sorted(files))).hexdigest()[:24]
     folder = root / digest
-    if all((folder / Path(path).name).is_file() for path, _, _ in files):
+    if (folder / localcache.MANIFEST).is_file() and all((folder / Path(path).name).is_file() for path, _, _ in files):
+        localcache.touch(folder)
         return folder
     shutil.rmtree(folder, ignore_errors=True)  # made by an older engine, or in part
     store = get_blob_store()
@@ -51,29 +53,43 @@ def model_folder(files: list[list[Any]], root: Path) -> Path:
         if local is None:
             with store.open(sha256) as body, target.open("wb") as out:
                 shutil.copyfileobj(body, out, 1 << 20)
+    localcache.write_manifest(partial, [sha256 for _, sha256, _ in files])
     try:
         os.rename(partial, folder)
     except OSError:  # another engine made it meanwhile
         shutil.rmtree(partial, ignore_errors=True)
+    localcache.enforce()  # a new copy: the others make room (least recently used first)
     return folder
 
 
 class Models:
-    """The last few generation models used, open."""
+    """The last few generation models used, open, each with a hold on its folder (``hub.gateway.localcache``:
+    no sweep removes a folder an engine has open)."""
 
     def __init__(self, size: int, threads: int) -> None:
         self.size, self.threads = max(1, size), threads
-        self.open: OrderedDict[Path, Any] = OrderedDict()
+        self.open: OrderedDict[Path, tuple[Any, Any]] = OrderedDict()
 
     def get(self, folder: Path):
         from hpcfair.generate import open_model
 
+        from hub.gateway import localcache
+
         if folder in self.open:
             self.open.move_to_end(folder)
-            return self.open[folder]
+            return self.open[folder][0]
         while len(self.open) >= self.size:
-            self.open.popitem(last=False)
-        loaded = self.open[folder] = open_model(folder, self.threads)
+            _, (_, held) = self.open.popitem(last=False)
+            if held is not None:
+                held.release()
+        held = localcache.hold(folder)
+        try:
+            loaded = open_model(folder, self.threads)
+        except BaseException:
+            if held is not None:
+                held.release()
+            raise
+        self.open[folder] = (loaded, held)
         return loaded
 
 

@@ -29,6 +29,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import DataAndFiles, MultiPartParser, get_encoding
 
 from hub.errors import HubError
+from hub.registry import quota
 from hub.registry.models import Upload
 from hub.storage import StorageUnavailable, get_blob_store
 
@@ -139,6 +140,7 @@ def open_upload(owner, size: int, filename: str = "", sha256: str = "") -> Uploa
         raise HubError("invalid", "size must be zero or more bytes.")
     if size > settings.HUB_UPLOAD_MAX_SIZE:
         raise HubError("upload_too_large", f"This hub accepts files up to {settings.HUB_UPLOAD_MAX_SIZE} bytes.")
+    quota.check_adding(owner, size)
     return Upload.objects.create(
         owner=owner,
         size=size,

@@ -18,7 +18,7 @@ from hub.errors import HubError, json_error
 from hub.jobs.models import Job
 from hub.metadata.derive import CARD_MAX_BYTES
 from hub.metadata.services import card_fields, invalid
-from hub.registry import services
+from hub.registry import quota, services
 from hub.registry.models import NAME_RE, Artifact
 from hub.registry.uploads import completed_file
 from hub.strict import unknown_field
@@ -156,6 +156,7 @@ def _create(user, body: dict[str, Any]):
         else:
             artifact = _new_artifact(user, body.get("artifact") or {}, metadata)
         staged = [completed_file(user, item["path"], item["upload"]) for item in files]
+        quota.check_files(artifact.owner, staged, user)
         version = services.create_version(artifact, user, files=staged, label=str(body.get("version") or ""),
                                           metadata=metadata)
     return artifact, version

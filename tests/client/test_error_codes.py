@@ -59,6 +59,13 @@ def test_the_code_wins_over_the_status_and_the_status_is_the_fallback():
     assert type(unknown) is ConflictError and unknown.code == "some_new_code"  # a newer hub's code
     limited = from_response(answer(429, b"", **{"X-Error-Code": "too_many_attempts", "Retry-After": "30"}))
     assert isinstance(limited, RateLimitedError) and limited.retry_after == 30.0
+    throttled = from_response(answer(429, json.dumps({"code": "throttled", "detail": "Try again in 7 s"}).encode(),
+                                     **{"X-Error-Code": "throttled", "Retry-After": "7"}))
+    assert isinstance(throttled, RateLimitedError) and throttled.retry_after == 7.0
+    quota = from_response(answer(403, json.dumps({"code": "storage_quota", "detail": "past", "used": 5, "limit": 4,
+                                                  "adding": 2}).encode(), **{"X-Error-Code": "storage_quota"}))
+    assert isinstance(quota, hpcfair.StorageQuotaError) and isinstance(quota, AccessDeniedError)
+    assert quota.body["used"] == 5 and quota.body["limit"] == 4
 
 
 def test_permission_error_is_a_deprecated_alias_and_no_longer_shadows_the_builtin():

@@ -119,6 +119,21 @@ def test_a_repeated_request_skips_django_and_answers_the_same(mlp, owner, hub):
     assert given.headers["X-Request-ID"] == "client-chosen-id-42"
 
 
+def test_the_express_path_counts_against_the_persons_rates_and_django_refuses_past_them(mlp, owner, hub, settings):
+    """hub.ops.throttles: a request the express path answers counts as one the full path answers; past the
+    inference rate the request goes to Django, whose throttle answers 429 throttled."""
+    settings.HUB_THROTTLE_RATES = {**dict.fromkeys(settings.HUB_THROTTLE_RATES, "off"), "inference": "3/min"}
+    app, inner = hub
+    _, token = ApiToken.issue(owner, scope="write")
+    x = np.zeros((1, 784), np.float32)
+    assert post(app, token, json_body(x)).status == 200 and inner.calls == 1  # the full path, counted by DRF
+    assert post(app, token, json_body(x)).status == 200 and inner.calls == 1  # express, counted by it
+    assert post(app, token, json_body(x)).status == 200 and inner.calls == 1
+    refused = post(app, token, json_body(x))
+    assert refused.status == 429 and inner.calls == 2
+    assert refused.json()["code"] == "throttled" and int(refused.headers["Retry-After"]) >= 1
+
+
 def test_a_grant_is_per_token_and_per_model(mlp, owner, other, publish, hub):
     app, inner = hub
     _, token = ApiToken.issue(owner, scope="write")

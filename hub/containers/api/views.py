@@ -33,6 +33,7 @@ class ContainerRequestSerializer(StrictSerializer):
 class VersionContainer(APIView):
     """The MLCube of a model version (its ONNX version) or a project version."""
 
+    throttle_scope = "conversions"  # hub.ops.throttles: the rate of its writes
     permission_classes = [TokenScopePermission]
 
     @extend_schema(responses=VersionSerializer)

@@ -59,6 +59,7 @@ def _start(request: Request, owner: str, name: str, version: str, body_class, st
 class VersionConvert(APIView):
     """Convert a version's model files to ONNX and verify them (202 + job)."""
 
+    throttle_scope = "conversions"  # hub.ops.throttles: the rate of its writes
     permission_classes = [TokenScopePermission]
 
     @extend_schema(request=ConvertRequestSerializer, responses={202: JobSerializer})
@@ -70,6 +71,7 @@ class VersionOptimize(APIView):
     """Optimise an ONNX file with ONNX Runtime and quantise it to int8, or build a language model's int4
     generation model (202 + job)."""
 
+    throttle_scope = "conversions"  # hub.ops.throttles: the rate of its writes
     permission_classes = [TokenScopePermission]
 
     @extend_schema(request=OptimizeRequestSerializer, responses={202: JobSerializer})

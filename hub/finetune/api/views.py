@@ -44,6 +44,7 @@ class FinetuneRequestSerializer(StrictSerializer):
 class VersionFinetune(APIView):
     """Fine-tune a model version on a dataset into a new model version of yours (202 + job)."""
 
+    throttle_scope = "conversions"  # hub.ops.throttles: the rate of its writes
     permission_classes = [TokenScopePermission]
 
     @extend_schema(request=FinetuneRequestSerializer, responses={202: JobSerializer})

@@ -78,6 +78,7 @@ def respond(result: pipeline.Encoded | Job) -> HttpResponse | Response:
 class Infer(ForceNegotiation, APIView):
     """Run a model version (or its ONNX conversion) on inputs sent as JSON, .npy or .npz."""
 
+    throttle_scope = "inference"  # hub.ops.throttles: the rate of its writes
     authentication_classes = [CachedBearerAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticatedReader]
     parser_classes = TENSOR_PARSERS
@@ -115,6 +116,7 @@ class Collaborate(ForceNegotiation, APIView):
     """Run a chain of models (outputs of one into inputs of the next) in one request, or merge the chain
     into one ONNX model published with provenance (``merge: true``, 202 + job)."""
 
+    throttle_scope = "inference"  # hub.ops.throttles: the rate of its writes
     authentication_classes = [CachedBearerAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticatedReader]
     parser_classes = TENSOR_PARSERS
@@ -167,6 +169,7 @@ class VersionBenchmark(APIView):
     """Latency measured on the hub's workers (GET), or a new measurement on a device (POST, 202 + job; for
     the owner and collaborators)."""
 
+    throttle_scope = "conversions"  # hub.ops.throttles: the rate of its writes
     permission_classes = [TokenScopePermission]
 
     @extend_schema(responses={200: {"type": "object"}})

@@ -66,6 +66,7 @@ class Generate(ForceNegotiation, APIView):
     as server-sent events (``data: {"text": …}`` per piece, then ``event: done`` with the totals) or, with
     ``"stream": false``, one JSON answer."""
 
+    throttle_scope = "generation"  # hub.ops.throttles: the rate of its writes
     authentication_classes = [CachedBearerAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticatedReader]
     parser_classes = [JSONParser]
@@ -135,6 +136,7 @@ def openai_error(code: str, detail: str) -> JsonResponse:
 class OpenAIView(ForceNegotiation, APIView):
     """OpenAI's request and answer shapes over the hub's generation; errors in OpenAI's shape."""
 
+    throttle_scope = "generation"  # hub.ops.throttles: the rate of its writes
     authentication_classes = [CachedBearerAuthentication]
     permission_classes = [IsAuthenticatedReader]
     parser_classes = [JSONParser]
@@ -146,7 +148,10 @@ class OpenAIView(ForceNegotiation, APIView):
         response = super().handle_exception(exc)
         body = getattr(response, "data", None) or {}
         code = body.get("code") or response.get("X-Error-Code") or "internal_error"
-        return openai_error(code if code in STATUS else "invalid", str(body.get("detail") or "The request failed."))
+        answer = openai_error(code if code in STATUS else "invalid", str(body.get("detail") or "The request failed."))
+        if response.get("Retry-After"):  # throttled, or too many jobs: when to ask again
+            answer["Retry-After"] = response["Retry-After"]
+        return answer
 
     def post(self, request: Request):
         body = request.data

@@ -17,7 +17,7 @@ from hub.accounts.permissions import IsAuthenticatedReader
 from hub.api import OwnMediaType
 from hub.errors import HubError
 from hub.metadata.services import version_record
-from hub.registry import direct, services, uploads
+from hub.registry import direct, quota, services, uploads
 from hub.registry.access import Viewer
 from hub.registry.api.serializers import UploadCompleteSerializer, UploadPartsSerializer, UploadSerializer
 from hub.registry.archive import zip_stream
@@ -152,6 +152,7 @@ class UploadCreate(APIView):
     """Open a resumable upload: ``{"size": N, "filename": "...", "expected_sha256": "...", "direct": true}``.
     With ``direct`` on a store that offers it, the bytes go to the object store by presigned part URLs."""
 
+    throttle_scope = "uploads"  # hub.ops.throttles: the rate of its writes
     permission_classes = [IsAuthenticatedReader]
 
     @extend_schema(request=UploadSerializer, responses={201: UploadSerializer})
@@ -181,6 +182,7 @@ class UploadDetail(APIView):
     @extend_schema(request={"application/octet-stream": bytes}, responses=UploadSerializer)
     def put(self, request: Request, upload_id) -> Response:
         upload = _own_upload(request, upload_id)
+        quota.check_within(request.user)
         if upload.direct_id:
             raise HubError("upload_is_direct", "This upload goes straight to the object store: send its parts to "
                                                "the URLs that POST …/parts gives.")
@@ -212,6 +214,7 @@ class UploadComplete(APIView):
         upload = _own_upload(request, upload_id)
         serializer = UploadCompleteSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        quota.check_within(request.user)
         sha256 = serializer.validated_data.get("sha256", "")
         upload = direct.complete(upload, sha256) if upload.direct_id else uploads.complete_upload(upload, sha256)
         return Response(UploadSerializer(upload).data)
@@ -230,5 +233,6 @@ class UploadParts(APIView):
             raise HubError("invalid", "This upload goes through the hub: PUT its bytes with Content-Range.")
         serializer = UploadPartsSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        quota.check_within(request.user)
         urls = direct.part_urls(upload, serializer.validated_data["numbers"])
         return Response({"urls": urls, "expires_in": get_blob_store().presign_ttl.seconds})

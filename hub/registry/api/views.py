@@ -19,7 +19,7 @@ from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.api.views import accepted
 from hub.jobs.quota import check_active_jobs
 from hub.jobs.services import create_job
-from hub.registry import services
+from hub.registry import quota, services
 from hub.registry.access import Viewer, publish_warnings, sharing_warnings
 from hub.registry.api.serializers import (
     ArtifactSerializer,
@@ -77,6 +77,7 @@ SEARCH_KEYS = {"q", "sort", "visibility", "derived", "page", "page_size", *FACET
 class ArtifactListCreate(OwnMediaType, generics.ListCreateAPIView):
     """Search and list artifacts (full text, facet filters, facet counts in ``facets``) / create one."""
 
+    throttle_scope = "versions"  # hub.ops.throttles: the rate of its writes
     serializer_class = ArtifactSerializer
 
     def get_queryset(self):
@@ -160,6 +161,7 @@ class VersionListCreate(APIView):
     (``{"files": [{"path": "model.pt", "upload": "<upload id>"}]}``).
     """
 
+    throttle_scope = "versions"  # hub.ops.throttles: the rate of its writes
     parser_classes = [JSONParser, FolderFormParser]
     serializer_class = VersionSerializer
 
@@ -195,6 +197,7 @@ class VersionListCreate(APIView):
             artifact = self._artifact(request, owner, name, data.get("artifact"))
             require_write(request, artifact)
             files = staged + [completed_file(request.user, item["path"], item["upload"]) for item in data["files"]]
+            quota.check_files(artifact.owner, files, request.user)
             provenance = [
                 services.ProvenanceRef(item["relation"], services.resolve_version_ref(request.user, item["target"]))
                 for item in data["provenance"]
