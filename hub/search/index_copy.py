@@ -334,7 +334,8 @@ def load(where: Q) -> Snapshot:
     try:
         return _load(where)
     finally:
-        _release_freed_memory()
+        if where == BASE:  # a delta frees little, and trimming walks the whole heap (tens of ms in a big process)
+            _release_freed_memory()
 
 
 def _release_freed_memory() -> None:
