@@ -58,6 +58,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20, help="runs of each example query (after one warm-up)")
     parser.add_argument("--server-data", type=Path, default=None,
                         help="the server's --location, for its disk (default: services.sh's under HUB_TEST_RUN_DIR)")
+    parser.add_argument("--compare", type=int, default=2000,
+                        help="artifacts loaded both ways (SPARQL Updates of 200, as each change; the bulk loader, as "
+                             "a first build) into scratch embedded stores, in the same run (0: skipped)")
     parser.add_argument("--reuse", action="store_true", help="keep an existing bench database")
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL", "")
@@ -112,6 +115,8 @@ def main() -> None:
           f"{args.versions} artifacts (one version each), PostgreSQL; backends: {', '.join(backends)}", flush=True)
     if args.old_max:
         old_way(args, Artifact, Version, Count, Max)
+    if args.compare:
+        compare(args.compare, Artifact, rdfstore)
 
     client = Client()
 
@@ -174,6 +179,28 @@ def main() -> None:
             print(f"  query {title!r}: p50 {pct(times, 50):.0f} ms, p95 {pct(times, 95):.0f} ms", flush=True)
     forget_published()
     shutil.rmtree(work, ignore_errors=True)
+
+
+def compare(count: int, Artifact, rdfstore) -> None:
+    """The first ``count`` artifacts written into two scratch embedded stores: as SPARQL Updates of
+    ``rdfstore.BATCH`` artifacts (what each change does, and what a first build did before) and through the bulk
+    loader in batches of ``rdfstore.BULK`` (a first build now). Rendering and loading are timed apart."""
+    ids = list(Artifact.objects.order_by("pk").values_list("pk", flat=True)[:count])
+    folder = Path(tempfile.mkdtemp(prefix="sparql-compare-"))
+    for name, size, make, write in (("SPARQL Updates", rdfstore.BATCH, rdfstore.render, "update"),
+                                    ("bulk loader", rdfstore.BULK, rdfstore.nquads, "load")):
+        store = rdfstore.Embedded(folder / write)
+        rendering = loading = 0.0
+        with store.writing():
+            for start in range(0, len(ids), size):
+                t0 = time.perf_counter()
+                text = make(ids[start:start + size])
+                t1 = time.perf_counter()
+                getattr(store, write)(text)
+                rendering, loading = rendering + (t1 - t0) * 1000, loading + (time.perf_counter() - t1) * 1000
+        print(f"{len(ids)} artifacts through the {name}: render {rendering / 1000:.1f} s + load {loading / 1000:.1f} s"
+              f" = {(rendering + loading) / len(ids):.2f} ms each", flush=True)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def old_way(args, Artifact, Version, Count, Max) -> None:
