@@ -296,6 +296,7 @@ def nquads(artifact_ids: Iterable[int]) -> bytes:
     """The public, live versions of these artifacts as N-Quads, each in its own graph (for the bulk loader)."""
     lines = []
     for name, triples in _graphs(artifact_ids):
-        if triples:  # N-Triples: one triple a line, each ending " ."; the graph goes before that dot
-            lines.extend(f"{line[:-1]}<{name}> .\n" for line in triples.splitlines() if line)
+        if triples:  # N-Triples: one triple a line ("\n" only: U+2028, \x85, \x0c stay raw in literals), each
+            # ending " ."; the graph goes before that dot
+            lines.extend(f"{line[:-1]}<{name}> .\n" for line in triples.split("\n") if line)
     return "".join(lines).encode()

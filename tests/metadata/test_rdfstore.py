@@ -136,6 +136,9 @@ def test_a_first_build_loads_exactly_what_the_per_change_updates_write(owner, pu
     services.delete_version(gone)
     publish(owner, "private", {"w.bin": b"4"}, visibility="private")
     derived_pair(owner, tmp_path)
+    odd = services.create_artifact(owner, kind="dataset", name="odd-text")  # line breaks N-Triples leaves raw
+    services.create_version(odd, owner, files=[staged(tmp_path, "o.bin", b"o")], metadata=valid_metadata(
+        "dataset", description="pasted\u2028from\x85a\x0cPDF\r\nand \"quoted\""))
     artifacts = list(Artifact.objects.order_by("pk").values_list("pk", flat=True))
 
     def quads(store) -> list[tuple[str, ...]]:  # blank nodes differ between renders: named alike
@@ -149,4 +152,5 @@ def test_a_first_build_loads_exactly_what_the_per_change_updates_write(owner, pu
         updated.update(rdfstore.render(artifacts))
     loaded, written = quads(Store.read_only(str(bulk.folder))), quads(Store.read_only(str(updated.folder)))
     assert loaded == written
-    assert len({quad[3] for quad in loaded}) == 4  # public, two@2 (two@1 deleted), source, made; not private
+    assert len({quad[3] for quad in loaded}) == 5  # public, two@2 (two@1 deleted), source, made, odd; not private
+    assert '"pasted\u2028from\x85a\\fPDF\\r\\nand \\"quoted\\""' in {quad[2] for quad in loaded}
