@@ -37,9 +37,10 @@ class Benchmark(models.Model):
 
 
 def measured(version) -> list[dict[str, Any]]:
-    """The version's latest measurement per hardware and batch size, as metadata entries."""
+    """The version's latest measurement per hardware and batch size, as metadata entries (no query where
+    ``benchmarks`` was prefetched, as the SPARQL store's render does for a batch)."""
     seen, out = set(), []
-    for row in Benchmark.objects.filter(version=version).order_by("-created"):
+    for row in sorted(version.benchmarks.all(), key=lambda row: row.created, reverse=True):
         key = (repr(sorted(row.hardware.items())), row.provider, row.batch_size)
         if key not in seen:
             seen.add(key)

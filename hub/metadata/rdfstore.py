@@ -10,6 +10,11 @@ private loses its name in their records), as one SPARQL Update per batch. Querie
 indexed read when nothing changed, so a publish is answered by the very next query; nothing is held per
 process and nothing is counted over the catalogue.
 
+A first build (an empty store, or one that followed another database) renders every version in batches of
+``BULK`` artifacts as N-Quads and hands each batch to Oxigraph's bulk loader (pyoxigraph's ``bulk_load``; the
+server's ``POST /store?no_transaction``), which writes its files directly instead of one transaction per
+update: not atomic, which is why the generation is written only once the whole build is in.
+
 Two backends, chosen by ``HUB_SPARQL_STORE_URL``:
 - ``Embedded`` (empty URL: ``make run``): pyoxigraph's RocksDB store in ``HUB_SPARQL_STORE_DIR``. One writer
   at a time on the host (an exclusive ``flock``); queries open it read-only in their own child process under a
@@ -32,6 +37,7 @@ from pathlib import Path
 import requests
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Prefetch
 
 from hub.metadata.services import version_record
 from hub.registry.access import Viewer
@@ -39,6 +45,7 @@ from hub.registry.models import Artifact, ProvenanceLink, Version
 
 GRAPH = "urn:hpcfair:graph:"  # + a version's pk: that version's named graph
 BATCH = 200  # artifacts rendered per SPARQL Update
+BULK = 2000  # artifacts rendered per bulk load, in a first build
 
 
 def graph_name(version_pk: int) -> str:
@@ -61,6 +68,10 @@ class RdfStore(ABC):
     @abstractmethod
     def update(self, sparql_update: str) -> None:
         """Apply one SPARQL Update (one transaction)."""
+
+    @abstractmethod
+    def load(self, nquads: bytes) -> None:
+        """Add these quads with Oxigraph's bulk loader (fast, not atomic: for a first build)."""
 
     @abstractmethod
     def clear(self) -> None:
@@ -127,6 +138,14 @@ class Embedded(RdfStore):
     def update(self, sparql_update: str) -> None:
         self._store.update(sparql_update)
 
+    def load(self, nquads: bytes) -> None:
+        from pyoxigraph import RdfFormat
+
+        try:
+            self._store.bulk_load(nquads, format=RdfFormat.N_QUADS)
+        except OSError as exc:
+            raise StoreError(str(exc)) from exc
+
     def clear(self) -> None:
         self._store.clear()
 
@@ -154,13 +173,19 @@ class Server(RdfStore):
             SparqlState.objects.filter(pk=1).update(generation=state[0])
 
     def update(self, sparql_update: str) -> None:
+        self._post("/update", sparql_update.encode(), "application/sparql-update")
+
+    def load(self, nquads: bytes) -> None:
+        self._post("/store?no_transaction", nquads, "application/n-quads")  # the server's bulk loader
+
+    def _post(self, path: str, body: bytes, content_type: str) -> None:
         try:
-            response = requests.post(f"{self.url}/update", data=sparql_update.encode(), timeout=120,
-                                     headers={"Content-Type": "application/sparql-update"})
+            response = requests.post(f"{self.url}{path}", data=body, timeout=300,
+                                     headers={"Content-Type": content_type})
         except requests.RequestException as exc:
             raise StoreError(f"the SPARQL store at {self.url} did not answer ({type(exc).__name__})") from exc
         if response.status_code >= 300:
-            raise StoreError(f"the SPARQL store refused an update: {response.status_code} {response.text[:300]}")
+            raise StoreError(f"the SPARQL store refused a write: {response.status_code} {response.text[:300]}")
 
     def clear(self) -> None:
         self.update("CLEAR ALL")
@@ -202,15 +227,26 @@ def sync(store: RdfStore | None = None) -> int:
         if now == held:
             return 0
         if now < held or held == 0:  # built afresh, or it followed another database (restored, rolled back)
-            store.clear()
-            changed = list(Artifact.objects.values_list("pk", flat=True))
+            count = build(store)
         else:
             changed = list(SearchEntry.objects.filter(seq__gt=held, seq__lte=now).values_list("artifact_id", flat=True))
             changed = sorted(set(changed) | _citing(changed))
-        for start in range(0, len(changed), BATCH):
-            store.update(render(changed[start:start + BATCH]))
+            for start in range(0, len(changed), BATCH):
+                store.update(render(changed[start:start + BATCH]))
+            count = len(changed)
         state[0] = now
-        return len(changed)
+        return count
+
+
+def build(store: RdfStore) -> int:
+    """Clear the store and load every public, live version, ``BULK`` artifacts at a time (by primary key, so
+    nothing grows with the catalogue); returns how many artifacts were rendered."""
+    store.clear()
+    count, after = 0, 0
+    while batch := list(Artifact.objects.filter(pk__gt=after).order_by("pk").values_list("pk", flat=True)[:BULK]):
+        store.load(nquads(batch))
+        count, after = count + len(batch), batch[-1]
+    return count
 
 
 def _citing(artifact_ids: list[int]) -> set[int]:
@@ -222,24 +258,45 @@ def _citing(artifact_ids: list[int]) -> set[int]:
     return found
 
 
-def render(artifact_ids: Iterable[int]) -> str:
-    """One SPARQL Update that drops the graphs of every version of these artifacts and inserts again those of
-    their public, live versions, as the public sees them."""
+def _graphs(artifact_ids: Iterable[int]) -> Iterator[tuple[str, str | None]]:
+    """Each version of these artifacts: its graph's name, and its N-Triples as the public sees it (None where it
+    is not public and live). The batch's files, sources, neighbours and measurements are read in a few queries."""
     from ontology.graph import to_graph
 
     public = Viewer.public()
-    drops, inserts = [], []
+    neighbours = Prefetch("artifact__versions", queryset=Version.objects.only("pk", "pid", "label", "created",
+                                                                              "artifact_id"))
     versions = (Version.objects.filter(artifact_id__in=list(artifact_ids)).select_related("artifact__owner")
-                .prefetch_related("files", "provenance__target__artifact__owner").order_by("pk"))
+                .prefetch_related("files", "provenance__target__artifact__owner", "benchmarks", neighbours)
+                .order_by("pk"))
     for version in versions:
-        name = graph_name(version.pk)
-        drops.append(f"DROP SILENT GRAPH <{name}>")
         artifact = version.artifact
         if version.deleted_at or artifact.deleted_at or artifact.visibility != Artifact.Visibility.PUBLIC:
-            continue
-        triples = to_graph(version_record(version, public)).serialize(format="nt")
-        inserts.append(f"GRAPH <{name}> {{\n{triples}}}")
+            yield graph_name(version.pk), None
+        else:
+            graph = to_graph(version_record(version, public), prefixes=False)
+            yield graph_name(version.pk), graph.serialize(format="nt")
+
+
+def render(artifact_ids: Iterable[int]) -> str:
+    """One SPARQL Update that drops the graphs of every version of these artifacts and inserts again those of
+    their public, live versions, as the public sees them."""
+    drops, inserts = [], []
+    for name, triples in _graphs(artifact_ids):
+        drops.append(f"DROP SILENT GRAPH <{name}>")
+        if triples is not None:
+            inserts.append(f"GRAPH <{name}> {{\n{triples}}}")
     text = ";\n".join(drops)
     if inserts:
         text += (";\n" if text else "") + "INSERT DATA {\n" + "\n".join(inserts) + "\n}"
     return text or "CLEAR SILENT GRAPH <urn:hpcfair:nothing>"
+
+
+def nquads(artifact_ids: Iterable[int]) -> bytes:
+    """The public, live versions of these artifacts as N-Quads, each in its own graph (for the bulk loader)."""
+    lines = []
+    for name, triples in _graphs(artifact_ids):
+        if triples:  # N-Triples: one triple a line ("\n" only: U+2028, \x85, \x0c stay raw in literals), each
+            # ending " ."; the graph goes before that dot
+            lines.extend(f"{line[:-1]}<{name}> .\n" for line in triples.split("\n") if line)
+    return "".join(lines).encode()

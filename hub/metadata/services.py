@@ -147,10 +147,15 @@ def _version_link(version: Version) -> Link:
 
 
 def _neighbours(version: Version) -> tuple[Link | None, Link | None]:
-    """The versions just before and after ``version`` (tombstones included: their PIDs still resolve)."""
-    ordered = list(version.artifact.versions.order_by("created", "id").values_list("pk", "pid", "label"))
+    """The versions just before and after ``version`` (tombstones included: their PIDs still resolve); no query
+    where the artifact's ``versions`` were prefetched (the SPARQL store's render of a batch)."""
+    artifact = version.artifact
+    if "versions" in getattr(artifact, "_prefetched_objects_cache", {}):
+        ordered = [(v.pk, v.pid, v.label) for v in sorted(artifact.versions.all(), key=lambda v: (v.created, v.pk))]
+    else:
+        ordered = list(artifact.versions.order_by("created", "id").values_list("pk", "pid", "label"))
     index = next(i for i, (pk, _, _) in enumerate(ordered) if pk == version.pk)
-    name = version.artifact.full_name
+    name = artifact.full_name
 
     def link(position: int) -> Link | None:
         if not 0 <= position < len(ordered):
