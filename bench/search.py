@@ -236,14 +236,14 @@ def engines(mix: list[tuple[str, dict]], pct) -> None:
     from django.db import connection
 
     from hub.search import fts
-    from hub.search.services import _match_words
+    from hub.search.engines.words import match_words
 
     texts = [params["q"] for kind, params in mix if "q" in params]
     timings: dict[str, list[float]] = {"FTS5": [], "LIKE": []}
     hits: dict[str, list[int]] = {"FTS5": [], "LIKE": []}
     for q in texts:
         for name, run in (("FTS5", lambda q=q: fts.matches(connection, q)),
-                          ("LIKE", lambda q=q: list(_match_words(q).values_list("artifact_id", "rank")))):
+                          ("LIKE", lambda q=q: list(match_words(q).values_list("artifact_id", "rank")))):
             t0 = time.perf_counter()
             found = run()
             timings[name].append((time.perf_counter() - t0) * 1000)

@@ -15,7 +15,7 @@ from hub.registry.models import Artifact
 from hub.search import index_copy
 from hub.search.index import INDEX_FORMAT, reindex
 from hub.search.models import SearchEntry, SearchState
-from hub.search.services import parse_tsquery
+from hub.search.engines.postgres import parse_tsquery
 from tests.conftest import client_for, staged, valid_metadata
 from tests.search.test_search import names
 

@@ -1,0 +1,14 @@
+"""SQLite's FTS5 (``hub.search.fts``: the table, its triggers and the query syntax), ranked by bm25 with the hub's
+field weights: the embedded default's engine."""
+
+from __future__ import annotations
+
+from django.db import connection
+
+from hub.search import fts, index_copy
+from hub.search.engines import matched_by_ids
+
+
+def matcher(q: str) -> index_copy.Matcher:
+    """Raises DatabaseError where SQLite has no FTS5 or the table is missing (the caller falls back to words)."""
+    return matched_by_ids(fts.matches(connection, q))
