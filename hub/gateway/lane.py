@@ -56,8 +56,11 @@ class Stale(Exception):
 class Lane(Protocol):
     def alive(self, queue: str) -> bool: ...
     def call(self, queue: str, message: bytes, timeout: float, generation: bytes | None = None) -> bytes | None: ...
-    def announce(self, queue: str, worker_id: str) -> None: ...
-    def withdraw(self, queue: str, worker_id: str) -> None: ...
+    def announce(self, queue: str, worker_id: str, local: str = "") -> None: ...
+    def withdraw(self, queue: str, worker_id: str, local: str = "") -> None: ...
+    def nearby(self, queue: str) -> list[str]: ...
+    def generation_soon(self) -> Callable[[], bytes]: ...
+    def wait_reply(self, request_id: str, timeout: float) -> bytes | None: ...
     def pop(self, queues: list[str], timeout: float) -> tuple[str, bytes] | None: ...
     def reply(self, request_id: str, message: bytes) -> None: ...
     def reply_and_pop(self, request_id: str, message: bytes, queues: list[str],
@@ -147,11 +150,7 @@ class RedisLane:
         dropped) is opened again and the commands sent once more, as redis-py's own retry would."""
         import redis
 
-        connection = getattr(self.local, "connection", None)
-        if connection is None or self.local.pid != os.getpid():  # not one inherited across a fork
-            pool = self.redis.connection_pool
-            connection = self.local.connection = pool.connection_class(**pool.connection_kwargs)
-            self.local.pid = os.getpid()
+        connection = self._connection()
         reused = connection.is_connected
         try:
             connection.send_packed_command(connection.pack_commands(commands))
@@ -165,9 +164,22 @@ class RedisLane:
             connection.disconnect()
             raise
 
+    def _connection(self):
+        """This thread's own connection (``_round_trip``), made on first use in this process."""
+        connection = getattr(self.local, "connection", None)
+        if connection is None or self.local.pid != os.getpid():  # not one inherited across a fork
+            pool = self.redis.connection_pool
+            connection = self.local.connection = pool.connection_class(**pool.connection_kwargs)
+            self.local.pid = os.getpid()
+        return connection
+
     @staticmethod
     def _queue(queue: str) -> str:
         return f"hub:gw:q:{queue}"
+
+    @staticmethod
+    def _local(queue: str) -> str:
+        return f"hub:gw:local:{queue}"
 
     @staticmethod
     def _alive(queue: str) -> str:
@@ -195,12 +207,62 @@ class RedisLane:
             raise NoWorker(queue)
         return answer[1] if answer else None
 
-    def announce(self, queue: str, worker_id: str) -> None:
-        self.redis.zadd(self._alive(queue), {worker_id: time.time()})
-        self.redis.zremrangebyscore(self._alive(queue), "-inf", time.time() - 10 * ALIVE_S)
+    def announce(self, queue: str, worker_id: str, local: str = "") -> None:
+        """Say that ``worker_id`` serves ``queue`` (again every ``ANNOUNCE_S``); ``local``: the address of its
+        local socket (``hub.gateway.local``), announced beside it with the same time."""
+        now = time.time()
+        pipe = self.redis.pipeline(transaction=False)
+        for key, member in ((self._alive(queue), worker_id), *(((self._local(queue), local),) if local else ())):
+            pipe.zadd(key, {member: now})
+            pipe.zremrangebyscore(key, "-inf", now - 10 * ALIVE_S)
+        pipe.execute()
 
-    def withdraw(self, queue: str, worker_id: str) -> None:
+    def withdraw(self, queue: str, worker_id: str, local: str = "") -> None:
         self.redis.zrem(self._alive(queue), worker_id)
+        if local:
+            self.redis.zrem(self._local(queue), local)
+
+    def nearby(self, queue: str) -> list[str]:
+        """The local sockets' addresses announced for ``queue`` by workers alive now (any host's)."""
+        with reachable():
+            return [raw.decode() for raw in self.redis.zrangebyscore(self._local(queue), time.time() - ALIVE_S, "+inf")]
+
+    def generation_soon(self) -> Callable[[], bytes]:
+        """Ask for the generation now and return the function that reads the answer: the caller does its
+        own work meanwhile (``hub.gateway.local``), and must read it before it uses the lane again."""
+        import redis
+
+        with reachable():
+            connection = self._connection()
+            reused = connection.is_connected
+            try:
+                connection.send_packed_command(connection.pack_command("GET", self.GENERATION))
+            except redis.exceptions.ConnectionError:
+                connection.disconnect()
+                if not reused:
+                    raise
+                return self.generation_soon()  # on a new connection now
+
+        def read() -> bytes:
+            with reachable():
+                try:
+                    return connection.read_response() or b"0"
+                except redis.exceptions.ConnectionError:
+                    connection.disconnect()
+                    if not reused:
+                        raise
+                    return self.generation()  # an idle connection Redis had dropped: ask again
+                except BaseException:
+                    connection.disconnect()
+                    raise
+
+        return read
+
+    def wait_reply(self, request_id: str, timeout: float) -> bytes | None:
+        """The reply a worker gives under ``request_id`` (as its ``reply``), within ``timeout`` seconds."""
+        with reachable():
+            found = self.redis.brpop([self._reply(request_id)], timeout=max(timeout, 0.01))
+        return found[1] if found else None
 
     def pop(self, queues: list[str], timeout: float) -> tuple[str, bytes] | None:
         (found,) = self._round_trip(self._brpop(queues, timeout))
@@ -321,7 +383,15 @@ class FileLane:
     def alive(self, queue: str) -> bool:
         limit = time.time() - ALIVE_S
         folder = self.root / "alive" / queue
-        return folder.is_dir() and any(entry.stat().st_mtime > limit for entry in os.scandir(folder))
+        return folder.is_dir() and any(self._fresh(entry, limit) for entry in os.scandir(folder))
+
+    @staticmethod
+    def _fresh(entry: os.DirEntry, limit: float) -> bool:
+        """A worker's file touched after ``limit`` (not a temporary one, which a rename may take away)."""
+        try:
+            return not entry.name.startswith(".") and entry.stat().st_mtime > limit
+        except FileNotFoundError:
+            return False
 
     def _write(self, target: Path, message: bytes) -> None:
         temp = target.with_name(f".{target.name}.tmp")
@@ -338,13 +408,41 @@ class FileLane:
         self._write(self._dir(queue) / f"{time.time_ns()}-{request_id}", message)
         return self._await(self.root / "replies" / request_id, watch, timeout)
 
-    def announce(self, queue: str, worker_id: str) -> None:
+    def announce(self, queue: str, worker_id: str, local: str = "") -> None:
+        """A file per worker whose time says it is alive; ``local`` (its local socket's address) as the
+        file's content."""
         folder = self.root / "alive" / queue
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / worker_id.replace("/", "_")).touch()
+        if local:
+            self._write(folder / worker_id.replace("/", "_"), local.encode())
+        else:
+            (folder / worker_id.replace("/", "_")).touch()
 
-    def withdraw(self, queue: str, worker_id: str) -> None:
+    def withdraw(self, queue: str, worker_id: str, local: str = "") -> None:
         (self.root / "alive" / queue / worker_id.replace("/", "_")).unlink(missing_ok=True)
+
+    def nearby(self, queue: str) -> list[str]:
+        limit = time.time() - ALIVE_S
+        found = []
+        folder = self.root / "alive" / queue
+        if not folder.is_dir():
+            return found
+        for entry in os.scandir(folder):
+            if not self._fresh(entry, limit):
+                continue
+            try:
+                content = Path(entry.path).read_text()
+            except (FileNotFoundError, UnicodeDecodeError):
+                continue
+            if content:
+                found.append(content)
+        return found
+
+    def generation_soon(self) -> Callable[[], bytes]:
+        return self.generation  # a file's time: read when asked, nothing to send first
+
+    def wait_reply(self, request_id: str, timeout: float) -> bytes | None:
+        return self._await(self.root / "replies" / request_id, self._watch([self.root / "replies"]), timeout)
 
     def pop(self, queues: list[str], timeout: float) -> tuple[str, bytes] | None:
         deadline = time.monotonic() + timeout

@@ -20,7 +20,7 @@ import numpy as np
 from django.conf import settings
 
 from hub.errors import HubError
-from hub.gateway import memory, protocol, services, wire
+from hub.gateway import local, memory, protocol, services, wire
 from hub.gateway.lane import NoWorker, Stale, get_lane
 from hub.gateway.protocol import InferRequest, ModelRef, Options
 from hub.jobs.models import Job
@@ -48,7 +48,7 @@ def call(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], options: Op
     meta = {"steps": steps, "threads": options.threads, "outputs": options.outputs,
             "deadline": time.time() + limit}
     started = time.perf_counter()
-    answer = get_lane().call(options.device, wire.pack(meta, arrays), limit + GRACE_S, generation)
+    answer = local.call(get_lane(), options.device, wire.pack(meta, arrays), limit + GRACE_S, generation)
     if answer is None:
         raise HubError("worker_timeout", f"No worker answered within {limit + GRACE_S:.0f} s; the workers may be "
                                          "overloaded or stopped. Try again, or run it as a job (mode: async).")
