@@ -60,6 +60,7 @@ class Lane(Protocol):
     def withdraw(self, queue: str, worker_id: str, local: str = "") -> None: ...
     def nearby(self, queue: str) -> list[str]: ...
     def generation_soon(self) -> Callable[[], bytes]: ...
+    def generation_heard(self) -> bytes | None: ...
     def wait_reply(self, request_id: str, timeout: float) -> bytes | None: ...
     def pop(self, queues: list[str], timeout: float) -> tuple[str, bytes] | None: ...
     def reply(self, request_id: str, message: bytes) -> None: ...
@@ -138,6 +139,7 @@ class RedisLane:
         self.redis = redis.Redis.from_url(url, health_check_interval=30, socket_timeout=settings.HUB_INFER_SYNC_S + 30,
                                           socket_connect_timeout=CONNECT_TIMEOUT_S)
         self.local = threading.local()
+        self.heard = Heard(self.redis, self.GENERATION)
 
     def _round_trip(self, *commands: tuple) -> list:
         """Send ``commands`` in one write on this thread's own connection and read their replies in order.
@@ -321,9 +323,104 @@ class RedisLane:
     def cancelled(self, request_id: str) -> bool:
         return bool(self.redis.exists(f"hub:gw:cancel:{request_id}"))
 
+    # The counter and its notice in one step, so that notices come in the counter's order.
+    BUMP = """
+    local generation = redis.call('incr', KEYS[1])
+    redis.call('publish', KEYS[1], generation)
+    return generation
+    """
+
     def bump(self) -> None:
         with reachable():
-            self.redis.incr(self.GENERATION)
+            self.heard.told(self.redis.eval(self.BUMP, 1, self.GENERATION))
+
+    def generation_heard(self) -> bytes | None:
+        """The generation as this process last heard it announced (``Heard``), without a round trip; None
+        when it is not listening, or not sure it still hears (then ask: ``generation_soon``)."""
+        return self.heard.current()
+
+
+class Heard:
+    """The registry's generation as this process hears it: a subscription to the bumps' notices (one
+    connection per process), read without waiting on each ask, so that a web process on the local path
+    (``hub.gateway.local``) checks a request's generation with no round trip to Redis.
+
+    A bump publishes its new value in the same script that counts it, and Redis writes the notice to every
+    subscriber's socket before it goes on with other commands: a request that comes after the bump's caller
+    has heard its answer finds the notice waiting (strict in the same way as asking Redis). The
+    subscription is checked with a ``PING`` every ``PING_S`` (its answer read with the notices, never
+    waited for); one unanswered after ``PONG_S`` or a closed connection means not sure any more (None), and
+    the next ask subscribes again, then reads the counter."""
+
+    PING_S = 5.0
+    PONG_S = 2.0
+    RETRY_S = 1.0  # after a failure to subscribe, the next try
+
+    def __init__(self, client, channel: str) -> None:
+        self.client = client
+        self.channel = channel
+        self.lock = threading.Lock()
+        self.connection = None
+        self.pid = 0
+        self.value: bytes | None = None
+        self.pinged = self.ponged = self.failed = 0.0
+
+    def current(self) -> bytes | None:
+        import redis
+
+        with self.lock:
+            try:
+                return self._current()
+            except (redis.exceptions.RedisError, OSError):
+                self._forget()
+                self.failed = time.monotonic()
+                return None
+
+    def told(self, value: int | bytes) -> None:
+        """This process's own bump: known at once (its notice comes too)."""
+        with self.lock:
+            if self.connection is not None:
+                self._raise_to(value)
+
+    def _raise_to(self, value: int | bytes) -> None:
+        """The counter only grows: a notice read after a newer one (or this process's own) changes nothing."""
+        if self.value is None or int(value) > int(self.value):
+            self.value = str(int(value)).encode()
+
+    def _current(self) -> bytes | None:
+        now = time.monotonic()
+        if self.connection is None or self.pid != os.getpid():  # not one inherited across a fork
+            if now - self.failed < self.RETRY_S:
+                return None
+            self._subscribe()
+        connection = self.connection
+        while connection.can_read(timeout=0):
+            reply = connection.read_response(push_request=True)  # [b"message", channel, value], or a pong
+            if isinstance(reply, list) and reply[0] == b"message":
+                self._raise_to(reply[2])
+            elif reply == b"PONG" or (isinstance(reply, list) and reply[0] == b"pong"):
+                self.ponged = now
+        if self.pinged > self.ponged and now - self.pinged > self.PONG_S:
+            self._forget()  # the connection says nothing back: not sure we would hear a bump
+            return None
+        if now - self.pinged > self.PING_S and self.ponged >= self.pinged:
+            connection.send_command("PING")
+            self.pinged = now
+        return self.value
+
+    def _subscribe(self) -> None:
+        kwargs = {**self.client.connection_pool.connection_kwargs, "health_check_interval": 0}
+        connection = self.client.connection_pool.connection_class(**kwargs)
+        connection.send_command("SUBSCRIBE", self.channel)
+        connection.read_response(push_request=True)  # subscribed: a bump from now on is heard
+        self.connection, self.pid = connection, os.getpid()
+        self.value = self.client.get(self.channel) or b"0"
+        self.pinged = self.ponged = time.monotonic()
+
+    def _forget(self) -> None:
+        if self.connection is not None and self.pid == os.getpid():
+            self.connection.disconnect()
+        self.connection, self.value = None, None
 
 
 class FileLane:
@@ -440,6 +537,9 @@ class FileLane:
 
     def generation_soon(self) -> Callable[[], bytes]:
         return self.generation  # a file's time: read when asked, nothing to send first
+
+    def generation_heard(self) -> bytes | None:
+        return self.generation()
 
     def wait_reply(self, request_id: str, timeout: float) -> bytes | None:
         return self._await(self.root / "replies" / request_id, self._watch([self.root / "replies"]), timeout)

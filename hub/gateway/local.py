@@ -10,10 +10,11 @@ engine) where the floor's stays in one, and the lane was 0.55-0.95 ms of a 1.1-1
   socket's backlog is the queue, as the Redis list is for the others.
 - **A web process** (``call``) looks up the addresses announced for the device (at most every
   ``REFRESH_S``), keeps those of its own host, connects, sends the request and reads the answer on that
-  one connection. The registry's generation is read from the lane alongside (Redis: its ``GET`` goes out
-  before the request and is read after the answer), and a stale one discards the answer (``Stale``): a
-  revoked token or a hidden model gets nothing from a remembered grant, as on the lane, though the run
-  itself may have happened.
+  one connection. The registry's generation is checked first against the one this process heard
+  announced (``RedisLane.generation_heard``: a subscription to the bumps, read without a round trip), so
+  that a stale request is refused (``Stale``) before anything is sent, as the lane refuses it; when the
+  process is not sure it hears (just started, the subscription lost) it asks the lane alongside the run
+  (its ``GET`` goes out before the request and is read after the answer), and a stale answer is discarded.
 - **Everything else goes over the lane as before**: no local engine announced (remote workers, a web node
   on another host: an address is used only where ``host()`` is the same, so a path on another machine's
   disk is never tried), a socket that cannot be connected (the worker gone: the address is forgotten until
@@ -35,6 +36,7 @@ import socket
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from functools import cache
 
 from django.conf import settings
@@ -183,11 +185,27 @@ def call(lane: Lane, queue: str, message: bytes, timeout: float, generation: byt
     return lane.call(queue, message, timeout, generation)
 
 
+def _checked(lane: Lane, generation: bytes) -> Callable[[], bytes] | None:
+    """Check ``generation`` against the one this process heard announced (no round trip): ``Stale`` before
+    anything is sent. Where it heard none, or an older one than the caller's, the lane is asked instead,
+    alongside the run: the function that reads its answer."""
+    heard = lane.generation_heard()
+    try:
+        behind = heard is None or int(heard) < int(generation)
+    except ValueError:  # not a counter: ask
+        behind = True
+    if behind:
+        return lane.generation_soon()
+    if heard != generation:
+        raise Stale(heard)
+    return None
+
+
 def _call_on(connection: socket.socket, lane: Lane, queue: str, message: bytes, timeout: float,
              generation: bytes | None) -> bytes | memoryview | None:
     request_id = new_id()
     started = time.monotonic()
-    current = lane.generation_soon() if generation else None
+    current = _checked(lane, generation) if generation else None
     found, timed_out = None, False
     try:
         wire.wait_at_most(connection, timeout)

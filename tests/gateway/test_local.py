@@ -171,8 +171,9 @@ def test_with_the_shortcut_off_every_run_uses_the_lane(hub, owner, lane_calls, s
     assert response.status_code == 200 and lane_calls == ["cpu"]
 
 
-def test_a_stale_generation_discards_the_local_answer(hub, owner, lane_calls):
-    """The registry changed since the caller's remembered answers: the engine's answer is not returned."""
+def test_a_stale_generation_is_refused_on_the_local_path_too(hub, owner, lane_calls):
+    """The registry changed since the caller's remembered answers: refused, as the lane refuses it (this
+    process heard the bump: ``RedisLane.generation_heard``)."""
     from hub.gateway import services
 
     model = services.model_for(owner, "alice/mlp")
