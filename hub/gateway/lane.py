@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -109,7 +108,8 @@ def reachable() -> Iterator[None]:
 
 
 def new_id() -> str:
-    return uuid.uuid4().hex
+    """32 random hex digits (as ``uuid4().hex``, without building a UUID)."""
+    return os.urandom(16).hex()
 
 
 class RedisLane:
@@ -611,11 +611,11 @@ class FileLane:
 
 
 @cache
-def _lane(url: str, root: str) -> Lane:
-    return RedisLane(url) if url.startswith(("redis://", "rediss://")) else FileLane(Path(root),
+def _lane(url: str, var: Path) -> Lane:
+    return RedisLane(url) if url.startswith(("redis://", "rediss://")) else FileLane(Path(var) / "gateway",
                                                                                       settings.HUB_FILE_LANE_WAKE)
 
 
 def get_lane() -> Lane:
     """The lane for this configuration: Redis when the broker is Redis, files otherwise."""
-    return _lane(settings.HUB_GATEWAY_URL, str(settings.VAR_DIR / "gateway"))
+    return _lane(settings.HUB_GATEWAY_URL, settings.VAR_DIR)  # (asked on every request: no path built here)
