@@ -1,4 +1,5 @@
-"""One synchronous inference run, start to end: the round trip to a worker over a lane (``call``), what a
+"""One synchronous inference run, start to end: the round trip to a worker over a lane, or to a local
+engine on this host (``call``, ``hub.gateway.local``), what a
 worker's refusal means (``worker_error``), when a run becomes a job instead (``run_or_queue``), and the
 retry when this process's remembered answers turned out to be stale (``retry_when_stale``).
 
