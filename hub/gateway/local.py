@@ -73,7 +73,7 @@ class Listener:
     """A worker's listening socket for one device lane, in a private folder; its lane engines inherit it."""
 
     def __init__(self, queue: str) -> None:
-        self.folder = tempfile.mkdtemp(prefix="hpcfair-lane-")  # mode 0700: only this user may connect
+        self.folder = tempfile.mkdtemp(prefix="hub-lane-")  # mode 0700: only this user may connect
         self.path = os.path.join(self.folder, queue)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
