@@ -317,6 +317,9 @@ HUB_GATEWAY_URL = env("HUB_GATEWAY_URL", CELERY_BROKER_URL)
 # The file lane (no Redis) wakes on inotify; 0: look every 2 ms (a var dir on a file system without inotify)
 HUB_FILE_LANE_WAKE = env("HUB_FILE_LANE_WAKE", "1") != "0"
 HUB_GATEWAY_EXPRESS = env("HUB_GATEWAY_EXPRESS", "1") != "0"  # repeated sync /infer calls skip Django's cycle
+# A web process sends a sync run straight to a lane engine on its own host over the worker's Unix socket
+# (hub.gateway.local); 0: always through the lane (Redis or files)
+HUB_GATEWAY_LOCAL = env("HUB_GATEWAY_LOCAL", "1") != "0"
 HUB_GATEWAY_THREADS = int(env("HUB_GATEWAY_THREADS", "2"))  # lane threads per worker and device queue
 # Text generation (hub.generation): causal LM folders get a generation model built on publish; each worker
 # serving a device lane runs HUB_GENERATE_ENGINES generation engines, each keeping HUB_GENERATE_MODELS models

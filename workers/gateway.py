@@ -6,7 +6,9 @@ engine process (``hub.gateway.engine``) that takes the lane's requests, runs the
 deadline (and keeps the cached sessions) and answers; the thread answers for it when it dies or overruns.
 A worker started with ``-Q convert,cpu`` serves the ``cpu`` lane, one with ``-Q gpu`` the ``gpu`` lane,
 but only when ONNX Runtime offers CUDA there, so GPU work is never run on a CPU by mistake.
-``HUB_GATEWAY_THREADS`` threads per worker (default 2) take requests concurrently.
+``HUB_GATEWAY_THREADS`` threads per worker (default 2) take requests concurrently. With ``HUB_GATEWAY_LOCAL``
+the worker also listens on a Unix socket per lane that its engines share, and announces it, so that web
+processes on this host send their runs there instead of through the lane (``hub.gateway.local``).
 
 Each device lane also has ``HUB_GENERATE_ENGINES`` generation engines (``hub.generation.engine``), child
 processes serving the lane ``generate-<device>``; a thread starts each one again when it dies.
@@ -40,8 +42,20 @@ class GatewayServer:
         self.pool: list[threading.Thread] = []
         self.generate_engines = generate_engines
         self.children: list = []
+        self.listeners: dict = {}  # queue -> hub.gateway.local.Listener
 
     def start(self) -> None:
+        from django.conf import settings
+
+        from hub.gateway import local
+
+        if settings.HUB_GATEWAY_LOCAL and local.host():
+            for queue in self.queues:
+                try:
+                    self.listeners[queue] = local.Listener(queue)
+                except OSError:
+                    log.warning("gateway: no local socket for lane %s; web processes use the lane", queue,
+                                exc_info=True)
         self._announce()
         self.pool = [threading.Thread(target=self._announcer, name="gateway-announce", daemon=True)]
         for queue in self.queues:
@@ -59,17 +73,24 @@ class GatewayServer:
         self.stop_event.set()
         for queue in self.queues:
             try:
-                self.lane.withdraw(queue, self.worker_id)
+                self.lane.withdraw(queue, self.worker_id, self._address(queue))
             except Exception:  # noqa: BLE001 - the broker may be gone at shutdown
                 log.warning("gateway: could not withdraw from %s", queue)
         for child in self.children:
             child.terminate()
         for thread in self.pool:
             thread.join(timeout=5)
+        for listener in self.listeners.values():
+            listener.close()
+        self.listeners.clear()
+
+    def _address(self, queue: str) -> str:
+        listener = self.listeners.get(queue)
+        return listener.address if listener is not None else ""
 
     def _announce(self) -> None:
         for queue in self.queues:
-            self.lane.announce(queue, self.worker_id)
+            self.lane.announce(queue, self.worker_id, self._address(queue))
 
     def _announcer(self) -> None:
         from hub.gateway.lane import ANNOUNCE_S
@@ -85,7 +106,8 @@ class GatewayServer:
         for it when it dies or runs past a deadline, and starts another (``hub.gateway.engine.Engine.watch``)."""
         from hub.gateway.engine import Engine, EngineError
 
-        engine = Engine(lane=queue)
+        listener = self.listeners.get(queue)
+        engine = Engine(lane=queue, listener=listener.fd if listener is not None else None)
         try:
             while not self.stop_event.is_set():
                 try:

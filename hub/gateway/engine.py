@@ -8,7 +8,8 @@ worker never runs a graph itself: each lane thread, and each task thread that ru
 requests one at a time:
 
 - a *lane engine* (``Engine(lane="cpu")``) takes synchronous requests from the lane itself and answers
-  them, so that nothing is added to a request's path; before each run it writes the request's id and
+  them, so that nothing is added to a request's path (and, given its worker's local socket, those of web
+  processes on the same host: ``serve_local``, ``hub.gateway.local``); before each run it writes the request's id and
   deadline into a slot of shared memory (``Slot``), which its lane thread looks at every 0.25 s
   (``Engine.watch``) to stop a run past its deadline, or to answer for an engine that died;
 - a *call engine* (``engine().call``, ``run_steps``) runs what a job asks, one message at a time over a
@@ -45,74 +46,20 @@ import time
 from typing import Any
 
 import numpy as np
-import orjson
 from hpcfair.compute import CodedError
 from hpcfair.compute.runs import bound_memory, memory_message
+
+from hub.gateway import wire
 
 log = logging.getLogger(__name__)
 
 GRACE_S = 1.0  # how long past its deadline a run may go before its process is killed (the web waits 2 s)
 START_S = 120.0  # how long a new child may take to import and get ready
 OVERTIME = {"ok": False, "code": "overtime", "detail": "The run was stopped at its time limit."}
-_FRAME, _HEAD = struct.Struct("<Q"), struct.Struct("<I")
-_IOV_MAX = 512  # pieces per sendmsg (Linux allows 1024)
 
 
 class EngineError(Exception):
     """The child could not be started."""
-
-
-# --- framing -------------------------------------------------------------------------------------------
-
-
-def _send(sock: socket.socket, control: dict[str, Any], message: bytes | list) -> None:
-    """One frame: its length, the control header's length, the header (JSON), the message (bytes, or the
-    pieces ``wire.parts`` makes: arrays are sent from their own memory)."""
-    head = orjson.dumps(control)
-    pieces = [memoryview(piece).cast("B") for piece in (message if isinstance(message, list) else [message])]
-    total = _HEAD.size + len(head) + sum(len(piece) for piece in pieces)
-    pending = [memoryview(_FRAME.pack(total) + _HEAD.pack(len(head)) + head), *(p for p in pieces if len(p))]
-    while pending:
-        sent = sock.sendmsg(pending[:_IOV_MAX])
-        while sent:
-            if sent >= len(pending[0]):
-                sent -= len(pending.pop(0))
-            else:
-                pending[0], sent = pending[0][sent:], 0
-
-
-def _recv_exact(sock: socket.socket, size: int, into: bytearray | None = None) -> bytearray | None:
-    buffer = into if into is not None else bytearray(size)
-    view, got = memoryview(buffer)[:size], 0
-    while got < size:
-        count = sock.recv_into(view[got:], size - got)
-        if count == 0:
-            return None
-        got += count
-    return buffer
-
-
-def _recv(sock: socket.socket, reuse: bytearray | None = None) -> tuple[dict[str, Any], memoryview] | None:
-    """The next frame: its control header and its message (a view of the frame's buffer; ``reuse`` is
-    filled when it is large enough, so that a child does not fault in new pages for every batch)."""
-    size = _recv_exact(sock, _FRAME.size)
-    if size is None:
-        return None
-    (length,) = _FRAME.unpack(size)
-    body = _recv_exact(sock, length, reuse if reuse is not None and len(reuse) >= length else None)
-    if body is None:
-        return None
-    view = memoryview(body)[:length]
-    (head,) = _HEAD.unpack_from(view)
-    return orjson.loads(view[_HEAD.size:_HEAD.size + head]), view[_HEAD.size + head:]
-
-
-def _wait_at_most(sock: socket.socket, seconds: float) -> None:
-    """Receive timeouts in the kernel (``SO_RCVTIMEO``): a blocking socket with a Python timeout polls before
-    every receive, which costs a round trip a quarter of its time."""
-    whole = int(seconds)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", whole,
-                                                                         max(int((seconds - whole) * 1e6), 1)))
 
 
 class Slot:
@@ -162,8 +109,9 @@ class Engine:
     """One child process that runs graphs for one thread of the worker: requests sent with ``call``, or,
     given a ``lane`` (a device queue), the requests it takes from that lane itself."""
 
-    def __init__(self, lane: str | None = None) -> None:
+    def __init__(self, lane: str | None = None, listener: int | None = None) -> None:
         self.lane = lane
+        self.listener = listener  # a lane engine's local socket (hub.gateway.local), shared with its siblings
         self.slot = Slot.create() if lane else None
         self.process: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
@@ -180,6 +128,9 @@ class Engine:
             self.slot.clear()
             command += ["--lane", str(self.lane), "--slot", str(self.slot.fd)]
             fds.append(self.slot.fd)
+            if self.listener is not None:
+                command += ["--listen", str(self.listener)]
+                fds.append(self.listener)
         try:
             self.process = subprocess.Popen(command, pass_fds=fds, stdin=subprocess.DEVNULL,
                                             stdout=subprocess.DEVNULL)  # its logs go to stderr, as ours
@@ -189,7 +140,7 @@ class Engine:
         self.starts += 1
         ours.settimeout(START_S)
         try:
-            ready = _recv(ours)
+            ready = wire.recv_frame(ours)
         except OSError:
             ready = None
         if ready is None or ready[0].get("state") != "ready":
@@ -224,8 +175,6 @@ class Engine:
     def watch(self, lane) -> None:
         """A lane engine's keeper, called every 0.25 s by its thread: answer for an engine that died, or stop
         one whose run passed its deadline by ``GRACE_S``, and start a new one."""
-        from hub.gateway import wire
-
         assert self.slot is not None
         running = self.slot.read()
         if self.process is not None and self.process.poll() is None:
@@ -244,8 +193,6 @@ class Engine:
         """Send one wire message (``{"steps", "threads", "outputs", ...}`` and the inputs); return the
         child's wire answer. A child that does not answer by ``deadline + GRACE_S`` is killed (``overtime``);
         one that dies is replaced (``memory_limit`` when it ran out of memory, else ``run_failed``)."""
-        from hub.gateway import wire
-
         try:
             self.start()
         except (EngineError, OSError) as exc:
@@ -255,9 +202,9 @@ class Engine:
                                         "administrators (the worker's log has the details)."})
         assert self.sock is not None
         try:
-            _wait_at_most(self.sock, max(deadline - time.time(), 0) + GRACE_S)
-            _send(self.sock, {"device": device, "long": long, "describe": describe}, message)
-            answer = _recv(self.sock)
+            wire.wait_at_most(self.sock, max(deadline - time.time(), 0) + GRACE_S)
+            wire.send_frame(self.sock, {"device": device, "long": long, "describe": describe}, message)
+            answer = wire.recv_frame(self.sock)
         except (TimeoutError, BlockingIOError):  # SO_RCVTIMEO passed: EAGAIN
             self.close()
             return wire.pack(OVERTIME)
@@ -300,8 +247,6 @@ def run_steps(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], *, dev
     raises ``CodedError``. ``repeat``: run it that many times (``info["times_ms"]``, for benchmarks);
     ``source``: ``{"path", "name", "rows": [start, stop]}``, inputs the engine maps from a ``.npy`` of this
     worker's instead of being sent them."""
-    from hub.gateway import wire
-
 
     meta = {"steps": steps, "threads": threads, "deadline": deadline, "outputs": outputs, "repeat": repeat,
             **({"source": source} if source else {})}
@@ -315,8 +260,6 @@ def run_steps(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], *, dev
 def describe(step: dict[str, Any], device: str, threads: int = 0) -> dict[str, Any]:
     """The model's inputs and outputs (``[[name, shape, type], ...]``) and provider, as its session sees
     them; raises ``CodedError`` (``model_load_failed``, ``gpu_unavailable``, ``memory_limit``)."""
-    from hub.gateway import wire
-
 
     meta = {"steps": [step], "threads": threads}
     answer, _ = wire.unpack(engine().call(wire.pack(meta), device=device, deadline=time.time() + START_S,
@@ -354,8 +297,6 @@ def _mapped_rows(source: dict[str, Any]) -> dict[str, np.ndarray]:
 
 def serve(control: dict[str, Any], message: bytes) -> bytes:
     """One request in the child: run it (or describe the model) and pack the answer."""
-    from hub.gateway import wire
-
     started = time.perf_counter()
     try:
         meta, arrays = wire.unpack(message)
@@ -369,7 +310,7 @@ def serve_unpacked(control: dict[str, Any], meta: dict[str, Any], arrays: dict[s
                    started: float) -> bytes:
     """``serve`` of a message already unpacked (a lane engine reads its deadline first); ``started``: when
     it was taken, for ``serve_ms``."""
-    from hub.gateway import sessions, wire
+    from hub.gateway import sessions
 
     try:
         device, threads = control["device"], int(meta.get("threads") or 0)
@@ -410,9 +351,35 @@ def _parent_gone(sock: socket.socket) -> bool:
         return False
 
 
-def serve_lane(queue: str, slot: Slot, sock: socket.socket) -> None:
+def take(request_id: str, message: bytes | memoryview, queue: str, slot: Slot, running: threading.Lock
+         ) -> bytes | None:
+    """A lane engine's run of one request, from the lane or from its local socket: its answer, or None when
+    its caller has given up already. One at a time (``running``), each written into the slot first, so that
+    the parent can stop a run past its deadline and answer for it."""
+    started = time.perf_counter()
+    try:
+        meta, arrays = wire.unpack(message)
+        deadline = float(meta.get("deadline", 0))
+    except (wire.WireError, ValueError, KeyError, TypeError) as exc:
+        log.warning("engine: a malformed request: %s", exc)
+        return wire.pack({"ok": False, "code": "run_failed", "detail": f"The request could not be run: {exc}"})
+    if time.time() > deadline + 1:
+        return None
+    with running:
+        slot.write(request_id, deadline)
+        try:
+            answer = serve_unpacked({"device": queue}, meta, arrays, started)
+        except MemoryError:
+            os._exit(EXIT_MEMORY)  # not even the answer could be made: the parent answers for us
+        except Exception:  # noqa: BLE001 - logged with its traceback; the caller gets a code only
+            log.exception("engine: request %s failed", request_id)
+            answer = wire.pack({"ok": False, "code": "internal_error", "detail": "The worker failed unexpectedly."})
+        slot.clear()  # before the wait for the next request, which the watchdog must not take for a run
+    return answer
+
+
+def serve_lane(queue: str, slot: Slot, sock: socket.socket, running: threading.Lock) -> None:
     """A lane engine's loop: take requests from the lane, run them and answer, until the parent goes."""
-    from hub.gateway import wire
     from hub.gateway.lane import get_lane
 
     lane = get_lane()
@@ -428,24 +395,9 @@ def serve_lane(queue: str, slot: Slot, sock: socket.socket) -> None:
             if found is None:
                 continue
         (request_id, message), found = found, None
-        started = time.perf_counter()
-        try:
-            meta, arrays = wire.unpack(message)
-            deadline = float(meta.get("deadline", 0))
-        except (wire.WireError, ValueError, KeyError, TypeError) as exc:
-            log.warning("engine: dropped a malformed request: %s", exc)
-            continue
-        if time.time() > deadline + 1:
+        answer = take(request_id, message, queue, slot, running)
+        if answer is None:
             continue  # its caller has given up already
-        slot.write(request_id, deadline)
-        try:
-            answer = serve_unpacked({"device": queue}, meta, arrays, started)
-        except MemoryError:
-            os._exit(EXIT_MEMORY)  # not even the answer could be made: the parent answers for us
-        except Exception:  # noqa: BLE001 - logged with its traceback; the caller gets a code only
-            log.exception("engine: request %s failed", request_id)
-            answer = wire.pack({"ok": False, "code": "internal_error", "detail": "The worker failed unexpectedly."})
-        slot.clear()  # before the wait for the next request, which the watchdog must not take for a run
         try:
             found = lane.reply_and_pop(request_id, answer, [queue], timeout=1.0)
         except Exception:  # noqa: BLE001 - the broker went away: this caller times out, as with a lost reply
@@ -454,25 +406,65 @@ def serve_lane(queue: str, slot: Slot, sock: socket.socket) -> None:
             time.sleep(1.0)
 
 
-def main(fd: int, lane: str | None = None, slot: int | None = None) -> None:
-    """The child: bound memory, say ready, answer requests until the parent goes away."""
+LOCAL_READ_S = 5.0  # a web process sends its request as soon as it has connected
+
+
+def serve_local(listener: socket.socket, queue: str, slot: Slot, running: threading.Lock,
+                ready: threading.Event) -> None:
+    """A lane engine's second door (``hub.gateway.local``): one request per connection from a web process on
+    this host, taken when this engine is the idle one that accepts it; answered on the same connection."""
+    ready.wait()
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except OSError:
+            log.warning("engine: the local socket of lane %s failed", queue, exc_info=True)
+            time.sleep(1.0)
+            continue
+        with connection:
+            try:
+                wire.wait_at_most(connection, LOCAL_READ_S)
+                found = wire.recv_frame(connection)
+            except (OSError, ValueError) as exc:
+                log.warning("engine: a local request could not be read: %s", exc)
+                continue
+            if found is None:
+                continue
+            control, message = found
+            answer = take(str(control.get("id", "")), message, queue, slot, running)
+            if answer is None:
+                continue  # its caller has given up already
+            try:
+                wire.send_frame(connection, {}, answer)
+            except OSError:
+                pass  # the web process went away
+
+
+def main(fd: int, lane: str | None = None, slot: int | None = None, listen: int | None = None) -> None:
+    """The child: bound memory, say ready, answer requests until the parent goes away. A lane engine given
+    a listening socket (``listen``) also answers requests on it, one at a time with the lane's."""
     import django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
     django.setup()
     from django.conf import settings
 
-
     bound_memory(settings.HUB_INFER_MEMORY_BYTES)
+    running, ready = threading.Lock(), threading.Event()
+    if lane is not None and slot is not None and listen is not None:
+        # Started before the data limit is measured (a thread's stack counts as data), serving once it is set.
+        threading.Thread(target=serve_local, args=(socket.socket(fileno=listen), lane, Slot(slot), running, ready),
+                         name="local", daemon=True).start()
     ceiling = _data_bytes() + settings.HUB_GATEWAY_CACHE_BYTES + 2 * settings.HUB_INFER_MEMORY_BYTES
     resource.setrlimit(resource.RLIMIT_DATA, (ceiling, resource.getrlimit(resource.RLIMIT_DATA)[1]))
+    ready.set()
     sock = socket.socket(fileno=fd)
-    _send(sock, {"state": "ready", "pid": os.getpid(), "data_limit": ceiling}, b"")
+    wire.send_frame(sock, {"state": "ready", "pid": os.getpid(), "data_limit": ceiling}, b"")
     if lane is not None and slot is not None:
-        return serve_lane(lane, Slot(slot), sock)
+        return serve_lane(lane, Slot(slot), sock, running)
     buffer = bytearray(0)
     while True:
-        request = _recv(sock, buffer)
+        request = wire.recv_frame(sock, buffer)
         if request is not None and len(request[1]) > len(buffer) and len(request[1]) <= 256 * 2**20:
             buffer = request[1].obj  # the largest frame so far, kept for the next ones (up to 256 MiB)
         if request is None:
@@ -481,7 +473,7 @@ def main(fd: int, lane: str | None = None, slot: int | None = None) -> None:
             answer = serve(*request)
         except MemoryError:
             os._exit(EXIT_MEMORY)  # not even the answer could be made: the parent answers for us
-        _send(sock, {}, answer)
+        wire.send_frame(sock, {}, answer)
 
 
 if __name__ == "__main__":
@@ -489,4 +481,5 @@ if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C stops the worker; its end closes our socket
     arguments = sys.argv[1:]
     main(int(arguments[0]), arguments[arguments.index("--lane") + 1] if "--lane" in arguments else None,
-         int(arguments[arguments.index("--slot") + 1]) if "--slot" in arguments else None)
+         int(arguments[arguments.index("--slot") + 1]) if "--slot" in arguments else None,
+         int(arguments[arguments.index("--listen") + 1]) if "--listen" in arguments else None)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -56,8 +55,12 @@ class Stale(Exception):
 class Lane(Protocol):
     def alive(self, queue: str) -> bool: ...
     def call(self, queue: str, message: bytes, timeout: float, generation: bytes | None = None) -> bytes | None: ...
-    def announce(self, queue: str, worker_id: str) -> None: ...
-    def withdraw(self, queue: str, worker_id: str) -> None: ...
+    def announce(self, queue: str, worker_id: str, local: str = "") -> None: ...
+    def withdraw(self, queue: str, worker_id: str, local: str = "") -> None: ...
+    def nearby(self, queue: str) -> list[str]: ...
+    def generation_soon(self) -> Callable[[], bytes]: ...
+    def generation_heard(self) -> bytes | None: ...
+    def wait_reply(self, request_id: str, timeout: float) -> bytes | None: ...
     def pop(self, queues: list[str], timeout: float) -> tuple[str, bytes] | None: ...
     def reply(self, request_id: str, message: bytes) -> None: ...
     def reply_and_pop(self, request_id: str, message: bytes, queues: list[str],
@@ -105,7 +108,8 @@ def reachable() -> Iterator[None]:
 
 
 def new_id() -> str:
-    return uuid.uuid4().hex
+    """32 random hex digits (as ``uuid4().hex``, without building a UUID)."""
+    return os.urandom(16).hex()
 
 
 class RedisLane:
@@ -135,6 +139,7 @@ class RedisLane:
         self.redis = redis.Redis.from_url(url, health_check_interval=30, socket_timeout=settings.HUB_INFER_SYNC_S + 30,
                                           socket_connect_timeout=CONNECT_TIMEOUT_S)
         self.local = threading.local()
+        self.heard = Heard(self.redis, self.GENERATION)
 
     def _round_trip(self, *commands: tuple) -> list:
         """Send ``commands`` in one write on this thread's own connection and read their replies in order.
@@ -147,11 +152,7 @@ class RedisLane:
         dropped) is opened again and the commands sent once more, as redis-py's own retry would."""
         import redis
 
-        connection = getattr(self.local, "connection", None)
-        if connection is None or self.local.pid != os.getpid():  # not one inherited across a fork
-            pool = self.redis.connection_pool
-            connection = self.local.connection = pool.connection_class(**pool.connection_kwargs)
-            self.local.pid = os.getpid()
+        connection = self._connection()
         reused = connection.is_connected
         try:
             connection.send_packed_command(connection.pack_commands(commands))
@@ -165,9 +166,22 @@ class RedisLane:
             connection.disconnect()
             raise
 
+    def _connection(self):
+        """This thread's own connection (``_round_trip``), made on first use in this process."""
+        connection = getattr(self.local, "connection", None)
+        if connection is None or self.local.pid != os.getpid():  # not one inherited across a fork
+            pool = self.redis.connection_pool
+            connection = self.local.connection = pool.connection_class(**pool.connection_kwargs)
+            self.local.pid = os.getpid()
+        return connection
+
     @staticmethod
     def _queue(queue: str) -> str:
         return f"hub:gw:q:{queue}"
+
+    @staticmethod
+    def _local(queue: str) -> str:
+        return f"hub:gw:local:{queue}"
 
     @staticmethod
     def _alive(queue: str) -> str:
@@ -195,12 +209,62 @@ class RedisLane:
             raise NoWorker(queue)
         return answer[1] if answer else None
 
-    def announce(self, queue: str, worker_id: str) -> None:
-        self.redis.zadd(self._alive(queue), {worker_id: time.time()})
-        self.redis.zremrangebyscore(self._alive(queue), "-inf", time.time() - 10 * ALIVE_S)
+    def announce(self, queue: str, worker_id: str, local: str = "") -> None:
+        """Say that ``worker_id`` serves ``queue`` (again every ``ANNOUNCE_S``); ``local``: the address of its
+        local socket (``hub.gateway.local``), announced beside it with the same time."""
+        now = time.time()
+        pipe = self.redis.pipeline(transaction=False)
+        for key, member in ((self._alive(queue), worker_id), *(((self._local(queue), local),) if local else ())):
+            pipe.zadd(key, {member: now})
+            pipe.zremrangebyscore(key, "-inf", now - 10 * ALIVE_S)
+        pipe.execute()
 
-    def withdraw(self, queue: str, worker_id: str) -> None:
+    def withdraw(self, queue: str, worker_id: str, local: str = "") -> None:
         self.redis.zrem(self._alive(queue), worker_id)
+        if local:
+            self.redis.zrem(self._local(queue), local)
+
+    def nearby(self, queue: str) -> list[str]:
+        """The local sockets' addresses announced for ``queue`` by workers alive now (any host's)."""
+        with reachable():
+            return [raw.decode() for raw in self.redis.zrangebyscore(self._local(queue), time.time() - ALIVE_S, "+inf")]
+
+    def generation_soon(self) -> Callable[[], bytes]:
+        """Ask for the generation now and return the function that reads the answer: the caller does its
+        own work meanwhile (``hub.gateway.local``), and must read it before it uses the lane again."""
+        import redis
+
+        with reachable():
+            connection = self._connection()
+            reused = connection.is_connected
+            try:
+                connection.send_packed_command(connection.pack_command("GET", self.GENERATION))
+            except redis.exceptions.ConnectionError:
+                connection.disconnect()
+                if not reused:
+                    raise
+                return self.generation_soon()  # on a new connection now
+
+        def read() -> bytes:
+            with reachable():
+                try:
+                    return connection.read_response() or b"0"
+                except redis.exceptions.ConnectionError:
+                    connection.disconnect()
+                    if not reused:
+                        raise
+                    return self.generation()  # an idle connection Redis had dropped: ask again
+                except BaseException:
+                    connection.disconnect()
+                    raise
+
+        return read
+
+    def wait_reply(self, request_id: str, timeout: float) -> bytes | None:
+        """The reply a worker gives under ``request_id`` (as its ``reply``), within ``timeout`` seconds."""
+        with reachable():
+            found = self.redis.brpop([self._reply(request_id)], timeout=max(timeout, 0.01))
+        return found[1] if found else None
 
     def pop(self, queues: list[str], timeout: float) -> tuple[str, bytes] | None:
         (found,) = self._round_trip(self._brpop(queues, timeout))
@@ -259,9 +323,104 @@ class RedisLane:
     def cancelled(self, request_id: str) -> bool:
         return bool(self.redis.exists(f"hub:gw:cancel:{request_id}"))
 
+    # The counter and its notice in one step, so that notices come in the counter's order.
+    BUMP = """
+    local generation = redis.call('incr', KEYS[1])
+    redis.call('publish', KEYS[1], generation)
+    return generation
+    """
+
     def bump(self) -> None:
         with reachable():
-            self.redis.incr(self.GENERATION)
+            self.heard.told(self.redis.eval(self.BUMP, 1, self.GENERATION))
+
+    def generation_heard(self) -> bytes | None:
+        """The generation as this process last heard it announced (``Heard``), without a round trip; None
+        when it is not listening, or not sure it still hears (then ask: ``generation_soon``)."""
+        return self.heard.current()
+
+
+class Heard:
+    """The registry's generation as this process hears it: a subscription to the bumps' notices (one
+    connection per process), read without waiting on each ask, so that a web process on the local path
+    (``hub.gateway.local``) checks a request's generation with no round trip to Redis.
+
+    A bump publishes its new value in the same script that counts it, and Redis writes the notice to every
+    subscriber's socket before it goes on with other commands: a request that comes after the bump's caller
+    has heard its answer finds the notice waiting (strict in the same way as asking Redis). The
+    subscription is checked with a ``PING`` every ``PING_S`` (its answer read with the notices, never
+    waited for); one unanswered after ``PONG_S`` or a closed connection means not sure any more (None), and
+    the next ask subscribes again, then reads the counter."""
+
+    PING_S = 5.0
+    PONG_S = 2.0
+    RETRY_S = 1.0  # after a failure to subscribe, the next try
+
+    def __init__(self, client, channel: str) -> None:
+        self.client = client
+        self.channel = channel
+        self.lock = threading.Lock()
+        self.connection = None
+        self.pid = 0
+        self.value: bytes | None = None
+        self.pinged = self.ponged = self.failed = 0.0
+
+    def current(self) -> bytes | None:
+        import redis
+
+        with self.lock:
+            try:
+                return self._current()
+            except (redis.exceptions.RedisError, OSError):
+                self._forget()
+                self.failed = time.monotonic()
+                return None
+
+    def told(self, value: int | bytes) -> None:
+        """This process's own bump: known at once (its notice comes too)."""
+        with self.lock:
+            if self.connection is not None:
+                self._raise_to(value)
+
+    def _raise_to(self, value: int | bytes) -> None:
+        """The counter only grows: a notice read after a newer one (or this process's own) changes nothing."""
+        if self.value is None or int(value) > int(self.value):
+            self.value = str(int(value)).encode()
+
+    def _current(self) -> bytes | None:
+        now = time.monotonic()
+        if self.connection is None or self.pid != os.getpid():  # not one inherited across a fork
+            if now - self.failed < self.RETRY_S:
+                return None
+            self._subscribe()
+        connection = self.connection
+        while connection.can_read(timeout=0):
+            reply = connection.read_response(push_request=True)  # [b"message", channel, value], or a pong
+            if isinstance(reply, list) and reply[0] == b"message":
+                self._raise_to(reply[2])
+            elif reply == b"PONG" or (isinstance(reply, list) and reply[0] == b"pong"):
+                self.ponged = now
+        if self.pinged > self.ponged and now - self.pinged > self.PONG_S:
+            self._forget()  # the connection says nothing back: not sure we would hear a bump
+            return None
+        if now - self.pinged > self.PING_S and self.ponged >= self.pinged:
+            connection.send_command("PING")
+            self.pinged = now
+        return self.value
+
+    def _subscribe(self) -> None:
+        kwargs = {**self.client.connection_pool.connection_kwargs, "health_check_interval": 0}
+        connection = self.client.connection_pool.connection_class(**kwargs)
+        connection.send_command("SUBSCRIBE", self.channel)
+        connection.read_response(push_request=True)  # subscribed: a bump from now on is heard
+        self.connection, self.pid = connection, os.getpid()
+        self.value = self.client.get(self.channel) or b"0"
+        self.pinged = self.ponged = time.monotonic()
+
+    def _forget(self) -> None:
+        if self.connection is not None and self.pid == os.getpid():
+            self.connection.disconnect()
+        self.connection, self.value = None, None
 
 
 class FileLane:
@@ -321,7 +480,15 @@ class FileLane:
     def alive(self, queue: str) -> bool:
         limit = time.time() - ALIVE_S
         folder = self.root / "alive" / queue
-        return folder.is_dir() and any(entry.stat().st_mtime > limit for entry in os.scandir(folder))
+        return folder.is_dir() and any(self._fresh(entry, limit) for entry in os.scandir(folder))
+
+    @staticmethod
+    def _fresh(entry: os.DirEntry, limit: float) -> bool:
+        """A worker's file touched after ``limit`` (not a temporary one, which a rename may take away)."""
+        try:
+            return not entry.name.startswith(".") and entry.stat().st_mtime > limit
+        except FileNotFoundError:
+            return False
 
     def _write(self, target: Path, message: bytes) -> None:
         temp = target.with_name(f".{target.name}.tmp")
@@ -338,13 +505,44 @@ class FileLane:
         self._write(self._dir(queue) / f"{time.time_ns()}-{request_id}", message)
         return self._await(self.root / "replies" / request_id, watch, timeout)
 
-    def announce(self, queue: str, worker_id: str) -> None:
+    def announce(self, queue: str, worker_id: str, local: str = "") -> None:
+        """A file per worker whose time says it is alive; ``local`` (its local socket's address) as the
+        file's content."""
         folder = self.root / "alive" / queue
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / worker_id.replace("/", "_")).touch()
+        if local:
+            self._write(folder / worker_id.replace("/", "_"), local.encode())
+        else:
+            (folder / worker_id.replace("/", "_")).touch()
 
-    def withdraw(self, queue: str, worker_id: str) -> None:
+    def withdraw(self, queue: str, worker_id: str, local: str = "") -> None:
         (self.root / "alive" / queue / worker_id.replace("/", "_")).unlink(missing_ok=True)
+
+    def nearby(self, queue: str) -> list[str]:
+        limit = time.time() - ALIVE_S
+        found = []
+        folder = self.root / "alive" / queue
+        if not folder.is_dir():
+            return found
+        for entry in os.scandir(folder):
+            if not self._fresh(entry, limit):
+                continue
+            try:
+                content = Path(entry.path).read_text()
+            except (FileNotFoundError, UnicodeDecodeError):
+                continue
+            if content:
+                found.append(content)
+        return found
+
+    def generation_soon(self) -> Callable[[], bytes]:
+        return self.generation  # a file's time: read when asked, nothing to send first
+
+    def generation_heard(self) -> bytes | None:
+        return self.generation()
+
+    def wait_reply(self, request_id: str, timeout: float) -> bytes | None:
+        return self._await(self.root / "replies" / request_id, self._watch([self.root / "replies"]), timeout)
 
     def pop(self, queues: list[str], timeout: float) -> tuple[str, bytes] | None:
         deadline = time.monotonic() + timeout
@@ -413,11 +611,11 @@ class FileLane:
 
 
 @cache
-def _lane(url: str, root: str) -> Lane:
-    return RedisLane(url) if url.startswith(("redis://", "rediss://")) else FileLane(Path(root),
+def _lane(url: str, var: Path) -> Lane:
+    return RedisLane(url) if url.startswith(("redis://", "rediss://")) else FileLane(Path(var) / "gateway",
                                                                                       settings.HUB_FILE_LANE_WAKE)
 
 
 def get_lane() -> Lane:
     """The lane for this configuration: Redis when the broker is Redis, files otherwise."""
-    return _lane(settings.HUB_GATEWAY_URL, str(settings.VAR_DIR / "gateway"))
+    return _lane(settings.HUB_GATEWAY_URL, settings.VAR_DIR)  # (asked on every request: no path built here)

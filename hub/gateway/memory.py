@@ -5,7 +5,8 @@ resolutions and the express path's grants are remembered for one generation of t
 Every save or delete of a token, user, artifact, collaborator list, version, file or provenance link
 bumps the generation after its transaction commits. A request uses remembered answers tentatively and
 sends the generation they belong to with its lane message; the lane queues it only if that generation
-is still current (in the same Redis call), else answers ``Stale`` and the view authenticates and
+is still current (in the same Redis call; on the local path, against the generation this process heard
+announced: ``hub.gateway.local``), else answers ``Stale`` and the view authenticates and
 resolves again from the database (``hub.gateway.pipeline.retry_when_stale``). Requests that start jobs
 check the generation first. So a revoked token or a deleted or newly private model is never acted on from
 memory. (Changes made with raw SQL, outside Django, or while the broker was unreachable, are seen after

@@ -1,4 +1,5 @@
-"""One synchronous inference run, start to end: the round trip to a worker over a lane (``call``), what a
+"""One synchronous inference run, start to end: the round trip to a worker over a lane, or to a local
+engine on this host (``call``, ``hub.gateway.local``), what a
 worker's refusal means (``worker_error``), when a run becomes a job instead (``run_or_queue``), and the
 retry when this process's remembered answers turned out to be stale (``retry_when_stale``).
 
@@ -20,7 +21,7 @@ import numpy as np
 from django.conf import settings
 
 from hub.errors import HubError
-from hub.gateway import memory, protocol, services, wire
+from hub.gateway import local, memory, protocol, services, wire
 from hub.gateway.lane import NoWorker, Stale, get_lane
 from hub.gateway.protocol import InferRequest, ModelRef, Options
 from hub.jobs.models import Job
@@ -48,7 +49,7 @@ def call(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], options: Op
     meta = {"steps": steps, "threads": options.threads, "outputs": options.outputs,
             "deadline": time.time() + limit}
     started = time.perf_counter()
-    answer = get_lane().call(options.device, wire.pack(meta, arrays), limit + GRACE_S, generation)
+    answer = local.call(get_lane(), options.device, wire.pack(meta, arrays), limit + GRACE_S, generation)
     if answer is None:
         raise HubError("worker_timeout", f"No worker answered within {limit + GRACE_S:.0f} s; the workers may be "
                                          "overloaded or stopped. Try again, or run it as a job (mode: async).")

@@ -4,11 +4,15 @@ bytes of each array, so that no pickling (and no zip) is involved and decoding i
 ``pack(meta, arrays)`` -> bytes; ``unpack(bytes)`` -> (meta, arrays). Layout: ``HGW1``, the header's
 length (4 bytes, little endian), the header ``{"meta": ..., "arrays": [[name, dtype, shape], ...]}``,
 then each array's bytes in C order.
+
+``send_frame``/``recv_frame`` carry such a message over a stream socket (an engine's socket pair, a lane
+engine's local socket: ``hub.gateway.local``) with a small JSON control header.
 """
 
 from __future__ import annotations
 
 import math
+import socket
 import struct
 from typing import Any
 
@@ -16,6 +20,8 @@ import numpy as np
 import orjson
 
 MAGIC = b"HGW1"
+_FRAME, _HEAD = struct.Struct("<Q"), struct.Struct("<I")
+_IOV_MAX = 512  # pieces per sendmsg (Linux allows 1024)
 
 
 class WireError(ValueError):
@@ -64,3 +70,58 @@ def unpack(message: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         arrays[name] = np.frombuffer(view[offset : offset + size], dtype=dtype).reshape(shape)
         offset += size
     return header["meta"], arrays
+
+
+# --- frames on a stream socket -------------------------------------------------------------------------
+
+
+def send_frame(sock: socket.socket, control: dict[str, Any], message: bytes | memoryview | list) -> None:
+    """One frame: its length, the control header's length, the header (JSON), the message (bytes, or the
+    pieces ``parts`` makes: arrays are sent from their own memory)."""
+    head = orjson.dumps(control)
+    pieces = [memoryview(piece).cast("B") for piece in (message if isinstance(message, list) else [message])]
+    total = _HEAD.size + len(head) + sum(len(piece) for piece in pieces)
+    pending = [memoryview(_FRAME.pack(total) + _HEAD.pack(len(head)) + head), *(p for p in pieces if len(p))]
+    while pending:
+        sent = sock.sendmsg(pending[:_IOV_MAX])
+        while sent:
+            if sent >= len(pending[0]):
+                sent -= len(pending.pop(0))
+            else:
+                pending[0], sent = pending[0][sent:], 0
+
+
+def _recv_exact(sock: socket.socket, size: int, into: bytearray | None = None) -> bytearray | None:
+    buffer = into if into is not None else bytearray(size)
+    view, got = memoryview(buffer)[:size], 0
+    while got < size:
+        count = sock.recv_into(view[got:], size - got)
+        if count == 0:
+            return None
+        got += count
+    return buffer
+
+
+def recv_frame(sock: socket.socket, reuse: bytearray | None = None) -> tuple[dict[str, Any], memoryview] | None:
+    """The next frame: its control header and its message (a view of the frame's buffer; ``reuse`` is
+    filled when it is large enough, so that a child does not fault in new pages for every batch); None when
+    the other side closed the socket."""
+    size = _recv_exact(sock, _FRAME.size)
+    if size is None:
+        return None
+    (length,) = _FRAME.unpack(size)
+    body = _recv_exact(sock, length, reuse if reuse is not None and len(reuse) >= length else None)
+    if body is None:
+        return None
+    view = memoryview(body)[:length]
+    (head,) = _HEAD.unpack_from(view)
+    return orjson.loads(view[_HEAD.size:_HEAD.size + head]), view[_HEAD.size + head:]
+
+
+def wait_at_most(sock: socket.socket, seconds: float) -> None:
+    """Receive timeouts in the kernel (``SO_RCVTIMEO``; a receive past it raises ``BlockingIOError``): a
+    blocking socket with a Python timeout polls before every receive, which costs a round trip a quarter of
+    its time."""
+    whole = int(seconds)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", whole,
+                                                                         max(int((seconds - whole) * 1e6), 1)))

@@ -27,6 +27,7 @@ import io
 import re
 import time
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
@@ -136,6 +137,11 @@ class Express:
 
     @staticmethod
     def _host_allowed(environ: dict[str, Any]) -> bool:
-        host = environ.get("HTTP_HOST") or environ.get("SERVER_NAME", "")
-        domain, _ = split_domain_port(host)
-        return bool(domain) and validate_host(domain, settings.ALLOWED_HOSTS)
+        return _host_allowed(environ.get("HTTP_HOST") or environ.get("SERVER_NAME", ""), tuple(settings.ALLOWED_HOSTS))
+
+
+@lru_cache(maxsize=256)
+def _host_allowed(host: str, allowed: tuple[str, ...]) -> bool:
+    """Django's own host check, remembered per ``Host`` header (a client sends the same one every time)."""
+    domain, _ = split_domain_port(host)
+    return bool(domain) and validate_host(domain, allowed)

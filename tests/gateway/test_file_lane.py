@@ -3,9 +3,15 @@ Celery worker on kombu's filesystem broker."""
 
 from __future__ import annotations
 
+import json
+import os
+import stat
+
 import numpy as np
 import pytest
 
+from hub.gateway import local
+from hub.gateway.lane import get_lane
 from tests.conftest import client_for, start_worker, stop_process, worker_env
 from tests.gateway import models
 
@@ -39,6 +45,9 @@ def test_sync_inference_over_the_file_lane(file_worker, settings, owner, publish
     np.testing.assert_allclose(np.array(response.json()["outputs"]["logits"], np.float32),
                                models.reference(mlp, {"x": x})["logits"], rtol=1e-5, atol=1e-6)
     assert (file_worker / "var" / "gateway" / "alive" / "cpu").is_dir()
+    # The worker's presence file holds its local socket (hub.gateway.local), which this process (same host) used.
+    (address,) = [json.loads(raw) for raw in get_lane().nearby("cpu")]
+    assert address["host"] == local.host() and stat.S_ISSOCK(os.stat(address["path"]).st_mode)
     gpu = client_for(owner).post("/api/v1/artifacts/alice/mlp/versions/latest/infer",
                                  {"inputs": {"x": x.tolist()}, "device": "gpu"}, format="json")
     assert gpu.status_code == 503 and gpu.json()["code"] == "no_worker"

@@ -1,11 +1,13 @@
 """The Redis lane's own connections (``RedisLane._round_trip``, issue 39): a request and its reply cross
 between threads of the real Redis; a connection Redis dropped is opened again without the caller seeing it;
-an error reply closes the connection so that no reply is left unread for the next call."""
+an error reply closes the connection so that no reply is left unread for the next call; a process hears
+the registry's generation bumped elsewhere without asking (``generation_heard``)."""
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 import uuid
 
 import pytest
@@ -110,3 +112,29 @@ def test_an_answer_and_the_wait_for_the_next_request_go_together(lane):
         assert answers == [b"ONE", b"TWO"]
     finally:
         lane.withdraw(queue, "w1")
+
+
+def test_a_bump_is_heard_by_another_process_at_once(lane):
+    """``generation_heard``: the bump's notice is waiting before its caller has its answer, so a request
+    after a revocation's answer is checked against the new generation, with no round trip to Redis."""
+    other = RedisLane(os.environ["HUB_BROKER_URL"])
+    assert lane.generation_heard() == lane.generation()  # subscribed, then read the counter
+    for _ in range(3):
+        other.bump()
+        assert lane.generation_heard() == other.generation()
+    lane.bump()  # its own bump too
+    assert lane.generation_heard() == other.generation()
+
+
+def test_a_lost_subscription_is_not_trusted_and_is_made_again(lane, monkeypatch):
+    monkeypatch.setattr(type(lane.heard), "RETRY_S", 0.2)
+    assert lane.generation_heard() == lane.generation()
+    host, port = lane.heard.connection._sock.getsockname()[:2]
+    lane.redis.execute_command("CLIENT", "KILL", "ADDR", f"{host}:{port}")
+    RedisLane(os.environ["HUB_BROKER_URL"]).bump()  # a bump that the lost connection will never tell
+    deadline = time.monotonic() + 5
+    while (heard := lane.generation_heard()) is not None:  # the closed connection is noticed
+        assert time.monotonic() < deadline, heard
+        time.sleep(0.01)
+    time.sleep(0.3)
+    assert lane.generation_heard() == lane.generation()  # subscribed again, and the counter read afresh
