@@ -522,8 +522,8 @@ def _rebuild_in_background() -> None:
     except Exception:  # the old view goes on serving; the next change tries again
         logger.exception("rebuilding the search index failed")
     finally:
-        _rebuilding.clear()
         connection.close()
+        _rebuilding.clear()
 
 
 _warming = threading.Event()

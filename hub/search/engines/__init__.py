@@ -8,15 +8,12 @@ entries match, and a score for each); access rules, facet filters, facet counts 
 - ``words``: ``LIKE`` word matching on any database (``HUB_SEARCH_ENGINE=words``).
 
 Another engine is one more module with a ``matcher(q)``: e.g. an OpenSearch one for a federation of sites would
-send the words to OpenSearch and hand back ``matched_by_ids`` of the (artifact id, score) pairs it answers,
+send the words to OpenSearch and hand back ``base.matched_by_ids`` of the (artifact id, score) pairs it answers,
 as ``sqlite`` does with FTS5's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-import numpy as np
 from django.conf import settings
 from django.db import DatabaseError, connection
 
@@ -36,17 +33,3 @@ def matcher(q: str) -> index_copy.Matcher:
             except DatabaseError:  # an SQLite without FTS5, or a database not migrated to it: words, as before
                 pass
     return words.matcher(q)
-
-
-def matched_by_ids(matches: Iterable[tuple[int, float]]) -> index_copy.Matcher:
-    """A matcher from (artifact id, score) pairs an engine found, whatever the snapshot it is asked about."""
-    rows = sorted(matches)
-    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    ranks = np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows))
-
-    def matcher(snapshot: index_copy.Snapshot) -> tuple[np.ndarray, np.ndarray]:
-        pos, found = index_copy.locate(snapshot.ids, ids)
-        mask, scores = np.zeros(snapshot.size, dtype=bool), np.zeros(snapshot.size, dtype=np.float64)
-        mask[pos[found]], scores[pos[found]] = True, ranks[found]
-        return mask, scores
-    return matcher

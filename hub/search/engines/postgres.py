@@ -13,7 +13,7 @@ from django.db import connection
 from django.db.models import F, QuerySet
 
 from hub.search import index_copy
-from hub.search.engines import matched_by_ids
+from hub.search.engines.base import matched_by_ids
 from hub.search.models import SearchEntry
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db import connection
 
 from hub.search import fts, index_copy
-from hub.search.engines import matched_by_ids
+from hub.search.engines.base import matched_by_ids
 
 
 def matcher(q: str) -> index_copy.Matcher:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 
 from hub.search import index_copy
-from hub.search.engines import matched_by_ids
+from hub.search.engines.base import matched_by_ids
 from hub.search.models import SearchEntry
 
 
