@@ -55,7 +55,8 @@ def test_the_express_path_hands_over_and_says_the_same(down, mlp, owner):
     _, token = ApiToken.issue(owner, scope="write")
     memory.answers.reset(b"7")
     model = services.model_for(owner, "alice/mlp")
-    memory.answers.put(memory._grant_key(f"Bearer {token}", "alice", "mlp", "latest", ""), (b"7", model), b"7")
+    key = memory._grant_key(f"Bearer {token}", "alice", "mlp", "latest", "")
+    memory.answers.put(key, (b"7", model, owner.pk), b"7")  # what memory.grant keeps
     answer = post(wsgi.Express(inner), token, json_body(X))
     assert answer.status == 503 and json.loads(answer.body)["code"] == "broker_unavailable", answer.body
     assert handed == [True], "the express path sent it, then handed over"
