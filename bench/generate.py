@@ -192,6 +192,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-hub", action="store_true", help="only the build, the floor and PyTorch")
+    parser.add_argument("--lean", action="store_true", help="PyTorch's runs first, its model freed before the "
+                        "others (one copy of the weights fewer at once; PyTorch is then not interleaved)")
     args = parser.parse_args()
     import torch
     from hpcfair.generate import open_model
@@ -218,14 +220,18 @@ def main() -> None:
             hub = (server, log, api, ref)
             print(f"hub build job: {job_s:.1f} s", flush=True)
             hub_run(api, ref, 4)  # the engine opens the model
-        loaded = open_model(work / "genai", args.threads)
         tokenizer = AutoTokenizer.from_pretrained(work / "src")
         model = AutoModelForCausalLM.from_pretrained(work / "src", dtype=getattr(torch, args.dtype))
-        floor_run(loaded, 4)
         results: dict[str, list[tuple[float, ...]]] = {"floor": [], "torch": [], "hub": []}
+        if args.lean:
+            results["torch"] = [torch_run(model, tokenizer, args.tokens) for _ in range(args.runs)]
+            model = None
+        loaded = open_model(work / "genai", args.threads)
+        floor_run(loaded, 4)
         for run in range(args.runs):
             results["floor"].append(floor_run(loaded, args.tokens))
-            results["torch"].append(torch_run(model, tokenizer, args.tokens))
+            if model is not None:
+                results["torch"].append(torch_run(model, tokenizer, args.tokens))
             if hub:
                 results["hub"].append(hub_run(hub[2], hub[3], args.tokens))
             print(f"run {run + 1}: " + ", ".join(f"{k} {v[-1][1]:.1f} tok/s" for k, v in results.items() if v),
