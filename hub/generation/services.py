@@ -14,7 +14,7 @@ import orjson
 from django.conf import settings
 from hpcfair.compute import CodedError
 from hpcfair.convert.formats import hf_folders
-from hpcfair.generate.families import supports
+from hpcfair.generate.families import GENAI, route_of, supports
 from hpcfair.generate.run import GenerateRequest
 
 from hub.errors import STATUS, HubError
@@ -77,6 +77,10 @@ def request_build(version: Version, user, *, folder: str | None = None, precisio
         folder = folders[0]
     if folder not in folders:
         raise HubError("invalid", f"{version} has no causal language model folder {folder!r}.")
+    if precision != "fp32" and route_of(_config(version, folder)) != GENAI:
+        raise HubError("invalid", f"{version}'s language model is built by the general route, in fp32 only: "
+                                  f"{precision} copies are made for the families onnxruntime-genai builds "
+                                  "(Llama, Mistral, Qwen2/3, Phi, Gemma…).")
     return create_job("generation", user, version=version, queue="convert",
                       params={"folder": folder, "precision": precision, "auto": auto})
 

@@ -86,3 +86,8 @@ def test_optimize_asks_a_language_model_for_an_int4_build(api, owner, publish, p
     assert "causal language model" in refused.json()["detail"]
     refused = api.post(url, {"precision": "int2"}, format="json")
     assert refused.status_code == 400
+    gpt2, gpt2_version = publish(owner, "gpt2", _lm_files("GPT2LMHeadModel"))  # the general route: fp32 only
+    refused = api.post(f"/api/v1/artifacts/{gpt2.full_name}/versions/{gpt2_version.label}/optimize",
+                       {"precision": "int4"}, format="json")
+    assert (refused.status_code, refused.json()["code"]) == (400, "invalid")
+    assert "fp32 only" in refused.json()["detail"]
