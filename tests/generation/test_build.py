@@ -204,3 +204,11 @@ def test_the_general_route_refuses_what_it_cannot_check(general, tmp_path):
     with pytest.raises(CodedError) as caught:
         build(source, tmp_path / "int4", precision="int4")
     assert caught.value.code == "invalid" and "fp32 only" in caught.value.detail
+
+
+def test_the_general_route_keeps_large_weights_beside_its_graphs(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCFAIR_EXTERNAL_DATA_MB", "0.05")  # a tiny model past the threshold, as 2 GiB ones are
+    source = save_seq2seq(tmp_path / "src", "bart")
+    report = build(source, tmp_path / "kv")
+    assert {"encoder.onnx.data", "decoder.onnx.data"} <= set(report["files"])
+    assert report["verification"]["passed"], report["verification"]
