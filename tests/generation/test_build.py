@@ -171,6 +171,10 @@ def test_the_general_route_carries_its_kv_cache(general, family):
         assert generator.past["past.0.key"].shape[2] == expected
         assert len(generator.pending) == 1
     assert generator.is_done()
+    if family == "bart":  # the cross-attention keys and values: projected once by the encoder, fed at each step
+        assert sorted(generator.cross) == [f"cross.{i}.{part}" for i in (0, 1) for part in ("key", "value")]
+        assert all(value.shape[2] == len(ids) for value in generator.cross.values())
+        assert set(generator.cross) <= {value.name for value in loaded.model.decoder.get_inputs()}
 
 
 def test_the_general_route_samples_stops_and_chats(general):

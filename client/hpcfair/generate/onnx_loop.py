@@ -76,7 +76,10 @@ class KvGenerator:
         if model.encoder is not None:
             source = np.asarray([self.prompt], np.int64)
             self.mask = np.ones_like(source)
-            self.states = model.encoder.run(None, {"input_ids": source, "attention_mask": self.mask})[0]
+            encoded = model.encoder.run(None, {"input_ids": source, "attention_mask": self.mask})
+            self.states = encoded[0]  # the cross-attention keys and values, projected once for every step:
+            self.cross = {output.name: value for output, value in zip(model.encoder.get_outputs()[1:], encoded[1:],
+                                                                      strict=True)}
             start = model.config.get("decoder_start_token_id")
             self.pending = [int(start if start is not None else model.config.get("pad_token_id") or 0)]
             self.limit = min(search.max_new_tokens, model.context_length - 1)
@@ -93,7 +96,7 @@ class KvGenerator:
         new = np.asarray([self.pending], np.int64)
         if model.encoder is not None:
             feeds = {"decoder_input_ids": new, "encoder_hidden_states": self.states,
-                     "encoder_attention_mask": self.mask}
+                     "encoder_attention_mask": self.mask, **self.cross}
         else:
             total = self.seen + len(self.pending)
             feeds = {"input_ids": new, "attention_mask": np.ones((1, total), np.int64),

@@ -6,8 +6,10 @@ cache by ``torch.onnx.export`` (the TorchScript exporter, as every Hugging Face 
 - A causal LM becomes ``decoder.onnx``: ``input_ids``, ``attention_mask`` (and ``position_ids`` where the model
   takes them) and ``past.<layer>.key/value`` in; the last position's ``logits`` and ``present.<layer>.key/value``
   out. The first step takes the whole prompt with an empty past, every later step one token.
-- An encoder-decoder becomes ``encoder.onnx`` (run once per prompt) and ``decoder.onnx`` (the decoder with its
-  self-attention past; the cross-attention keys and values are projected from the encoder's states each step).
+- An encoder-decoder becomes ``encoder.onnx``, run once per prompt: the encoder's states and every decoder
+  layer's cross-attention keys and values (``cross.<layer>.key/value``, projected once), and ``decoder.onnx``,
+  run once per token: the new token, the cross keys and values and the self-attention past in; the logits and
+  the present out.
 
 ``kv_config.json`` says which graphs, their past tensors' shapes and the model's special tokens. The cache's
 layout is read from the model itself (one forward pass), so any head count, grouped-query attention or head
@@ -54,7 +56,8 @@ def export(source: Path, output: Path, kind: str) -> dict[str, Any]:
     import torch
 
     model = load(source, kind)
-    layers = _cache_layout(model, kind)
+    layers, cross = _cache_layout(model, kind)
+    crosses = [f"cross.{i}.{part}" for i in range(len(cross)) for part in ("key", "value")]
     output.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="kv-export-", dir=output.parent))
     try:
@@ -62,10 +65,11 @@ def export(source: Path, output: Path, kind: str) -> dict[str, Any]:
             encoder, causal, seq2seq = _modules()
             if kind == ENCODER_DECODER:
                 _export_graph(encoder(model).eval(), _encoder_args(), "encoder.onnx", work, output,
-                              ["input_ids", "attention_mask"], ["last_hidden_state"],
+                              ["input_ids", "attention_mask"], ["last_hidden_state", *crosses],
                               {"input_ids": {0: "batch", 1: "source"}, "attention_mask": {0: "batch", 1: "source"},
-                               "last_hidden_state": {0: "batch", 1: "source"}})
-                step, (names, args) = seq2seq(model).eval(), _seq2seq_args(model, layers)
+                               "last_hidden_state": {0: "batch", 1: "source"},
+                               **{name: {0: "batch", 2: "source"} for name in crosses}})
+                step, (names, args) = seq2seq(model, len(layers)).eval(), _seq2seq_args(model, layers, cross)
             else:
                 step, (names, args) = causal(model).eval(), _causal_args(model, layers)
             pasts = [f"past.{i}.{part}" for i in range(len(layers)) for part in ("key", "value")]
@@ -73,15 +77,17 @@ def export(source: Path, output: Path, kind: str) -> dict[str, Any]:
             dynamic = {name: {0: "batch", 1: "sequence" if "input_ids" in name or name == "position_ids" else
                               ("source" if name.startswith("encoder") else "total")} for name in names}
             dynamic.update({name: {0: "batch", 2: "past"} for name in pasts})
+            dynamic.update({name: {0: "batch", 2: "source"} for name in crosses})
             dynamic.update({name: {0: "batch", 2: "total"} for name in presents})
             dynamic["logits"] = {0: "batch"}
-            _export_graph(step, args, "decoder.onnx", work, output, names + pasts, ["logits", *presents], dynamic)
+            _export_graph(step, args, "decoder.onnx", work, output, names + pasts + crosses, ["logits", *presents],
+                          dynamic)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for name in TOKENIZER_FILES:
         if (source / name).is_file():
             shutil.copyfile(source / name, output / name)
-    config = describe(model, kind, layers, names, source)
+    config = describe(model, kind, layers, cross, names, source)
     (output / CONFIG).write_text(json.dumps(config, indent=1))
     return config
 
@@ -105,8 +111,12 @@ def _export_graph(module, args: tuple, name: str, work: Path, output: Path, name
         shutil.move(folder / written, output / written)
 
 
-def _cache_layout(model, kind: str) -> list[dict[str, list[int]]]:
-    """Per layer, the [heads, head size] of its cached keys and values, from one forward pass with the cache."""
+Layout = list[dict[str, list[int]]]
+
+
+def _cache_layout(model, kind: str) -> tuple[Layout, Layout]:
+    """Per layer, the [heads, head size] of its cached keys and values (self-attention, and an encoder-decoder's
+    cross-attention), from one forward pass with the cache."""
     import torch
 
     ids = torch.tensor([[1, 2, 3]])
@@ -116,17 +126,24 @@ def _cache_layout(model, kind: str) -> list[dict[str, list[int]]]:
         else:
             out = model(input_ids=ids, use_cache=True)
     cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
-    cache = getattr(cache, "self_attention_cache", cache)
-    layers = getattr(cache, "layers", None)
-    if not layers or not all(getattr(layer, "keys", None) is not None and layer.keys.dim() == 4 for layer in layers):
-        raise CodedError("unsupported_model", f"{type(model).__name__}'s cache is not keys and values per layer "
-                                              "([batch, heads, length, size]), which the general generation route "
-                                              "exports.")
-    return [{"key": [int(layer.keys.shape[1]), int(layer.keys.shape[3])],
-             "value": [int(layer.values.shape[1]), int(layer.values.shape[3])]} for layer in layers]
+
+    def layout(part) -> Layout:
+        layers = getattr(part, "layers", None)
+        if not layers or not all(getattr(layer, "keys", None) is not None and layer.keys.dim() == 4
+                                 for layer in layers):
+            raise CodedError("unsupported_model", f"{type(model).__name__}'s cache is not keys and values per layer "
+                                                  "([batch, heads, length, size]), which the general generation "
+                                                  "route exports.")
+        return [{"key": [int(layer.keys.shape[1]), int(layer.keys.shape[3])],
+                 "value": [int(layer.values.shape[1]), int(layer.values.shape[3])]} for layer in layers]
+
+    if kind == ENCODER_DECODER:
+        return layout(getattr(cache, "self_attention_cache", None)), \
+            layout(getattr(cache, "cross_attention_cache", None))
+    return layout(cache), []
 
 
-def _past(layers: list[dict[str, list[int]]], batch: int, length: int) -> list:
+def _past(layers: Layout, batch: int, length: int) -> list:
     import torch
 
     return [torch.randn(batch, *layer[part][:1], length, *layer[part][1:]) * 0.1
@@ -148,7 +165,7 @@ def _causal_args(model, layers) -> tuple[list[str], tuple]:
     return names, (*args, *_past(layers, batch, past))
 
 
-def _seq2seq_args(model, layers) -> tuple[list[str], tuple]:
+def _seq2seq_args(model, layers: Layout, cross: Layout) -> tuple[list[str], tuple]:
     import torch
 
     batch, past, source = 2, 3, 5
@@ -156,7 +173,7 @@ def _seq2seq_args(model, layers) -> tuple[list[str], tuple]:
     names = ["decoder_input_ids", "encoder_hidden_states", "encoder_attention_mask"]
     args = (torch.randint(3, 20, (batch, 1)), torch.randn(batch, source, width),
             torch.ones(batch, source, dtype=torch.long))
-    return names, (*args, *_past(layers, batch, past))
+    return names, (*args, *_past(layers, batch, past), *_past(cross, batch, source))
 
 
 def _encoder_args() -> tuple:
@@ -170,14 +187,20 @@ def _modules():
     from transformers import DynamicCache, EncoderDecoderCache
 
     class Encoder(torch.nn.Module):
-        """The encoder's last hidden state."""
+        """The encoder's last hidden state and the decoder's cross-attention keys and values: the decoder runs
+        one (dummy) step to fill its cross-attention cache; the exporter keeps only what those outputs need (the
+        keys' and values' projections), so no decoder weight is stored twice."""
 
         def __init__(self, model) -> None:
             super().__init__()
-            self.encoder = model.get_encoder()
+            self.model = model
 
         def forward(self, input_ids, attention_mask):
-            return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            states = self.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+            self.model(encoder_outputs=(states,), attention_mask=attention_mask, cache=cache, use_cache=True,
+                       decoder_input_ids=torch.zeros_like(input_ids[:, :1]))
+            return (states, *flat(cache.cross_attention_cache))
 
     def flat(cache) -> tuple:
         return tuple(t for layer in cache.layers for t in (layer.keys, layer.values))
@@ -202,14 +225,16 @@ def _modules():
             return (out.logits[:, -1:], *flat(out.cache))
 
     class Seq2SeqStep(torch.nn.Module):
-        """One decoder step: the new token, the encoder's states and the self-attention past in."""
+        """One decoder step: the new token, the encoder's states (which the graph may drop: the cross-attention
+        keys and values come ready), the self-attention past and the cross keys and values in."""
 
-        def __init__(self, model) -> None:
+        def __init__(self, model, layers: int) -> None:
             super().__init__()
-            self.model = model
+            self.model, self.layers = model, layers
 
         def forward(self, decoder_input_ids, encoder_hidden_states, encoder_attention_mask, *past):
-            cache = EncoderDecoderCache(filled(past), DynamicCache())
+            own, cross = past[:2 * self.layers], past[2 * self.layers:]
+            cache = EncoderDecoderCache(filled(own), filled(cross))  # filled cross layers are not projected again
             out = self.model(encoder_outputs=(encoder_hidden_states,), attention_mask=encoder_attention_mask,
                              decoder_input_ids=decoder_input_ids, cache=cache, use_cache=True)
             return (out.logits[:, -1:], *flat(out.cache.self_attention_cache))
@@ -217,7 +242,7 @@ def _modules():
     return Encoder, CausalStep, Seq2SeqStep
 
 
-def describe(model, kind: str, layers: list[dict[str, list[int]]], names: list[str], source: Path) -> dict[str, Any]:
+def describe(model, kind: str, layers: Layout, cross: Layout, names: list[str], source: Path) -> dict[str, Any]:
     """``kv_config.json``: the graphs, their inputs, the cache layout and the special tokens."""
     config = model.config
     generation = getattr(model, "generation_config", None)
@@ -235,7 +260,7 @@ def describe(model, kind: str, layers: list[dict[str, list[int]]], names: list[s
             "forced_bos_token_id": forced,
             "suppress_token_ids": sorted({int(w[0]) for w in bad if len(w) == 1}),
             "decoder": {"file": "decoder.onnx", "inputs": names, "layers": layers, "dtype": "float32"},
-            **({"encoder": {"file": "encoder.onnx"}} if kind == ENCODER_DECODER else {})}
+            **({"encoder": {"file": "encoder.onnx", "cross_layers": cross}} if kind == ENCODER_DECODER else {})}
 
 
 def context_length(config, source: Path) -> int:
