@@ -1,15 +1,17 @@
-"""Text generation: building a Llama-architecture model for generation, and tokens per second through the hub
-next to onnxruntime-genai called in this process (the floor) and transformers ``generate`` in PyTorch.
+"""Text generation: building a Llama-architecture model (or, ``--family gpt2``, a GPT-2 one: the general route)
+for generation, and tokens per second through the hub next to the same runner called in this process (the
+floor: onnxruntime-genai for Llama, ``hpcfair.generate.onnx_loop`` for GPT-2) and transformers ``generate``
+in PyTorch.
 
-    .venv/bin/python bench/generate.py [--size tiny|600m|1.1b] [--dtype float32|bfloat16] [--tokens 64]
-                                       [--runs 3] [--threads 2] [--no-hub]
+    .venv/bin/python bench/generate.py [--family llama|gpt2] [--size tiny|600m|1.1b] [--dtype float32|bfloat16]
+                                       [--tokens 64] [--runs 3] [--threads 2] [--no-hub]
 
-Makes a random Llama folder of ``--size`` parameters (saved in ``--dtype``; a byte-level BPE tokenizer
-trained here, so the vocabulary is small and the parameters are in the layers), then:
+Makes a random folder of ``--size`` parameters (saved in ``--dtype``; a byte-level BPE tokenizer trained here,
+so the vocabulary is small and the parameters are in the layers), then:
 
-- **build**: ``hpcfair.generate.build.build`` in a child process (onnxruntime-genai's builder, then the
-  greedy-token check against transformers): wall time and peak memory (the largest resident set of the
-  child and its builder);
+- **build**: ``hpcfair.generate.build.build`` in a child process (onnxruntime-genai's builder or the general
+  route's export, then the greedy-token check against transformers): wall time and peak memory (the largest
+  resident set of the child and its builder);
 - **floor**: ``hpcfair.generate.generate`` on the built folder in this process;
 - **PyTorch**: transformers ``generate`` (greedy, KV cache) in this process, in the checkpoint's dtype;
 - **hub**: the embedded hub (``manage.py hub_serve``: SQLite, its Celery worker and generation engine, files
@@ -51,11 +53,16 @@ SIZES = {  # LlamaConfig fields; the vocabulary is the trained tokenizer's (~300
     "1.1b": {"hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 25, "num_attention_heads": 32,
              "num_key_value_heads": 4},
 }
+GPT2_SIZES = {  # GPT2Config fields: tiny, GPT-2 large's width at 30 layers, GPT-2 XL's shape
+    "tiny": {"n_embd": 64, "n_layer": 2, "n_head": 4},
+    "600m": {"n_embd": 1280, "n_layer": 30, "n_head": 20},
+    "1.1b": {"n_embd": 1600, "n_layer": 36, "n_head": 25},
+}
 PROMPT = "the hub converts models to onnx and"
 
 
-def make_folder(folder: Path, size: str, dtype: str) -> int:
-    """A random Llama of ``size`` saved in ``dtype``; its parameter count."""
+def make_folder(folder: Path, size: str, dtype: str, family: str = "llama") -> int:
+    """A random Llama (or GPT-2) of ``size`` saved in ``dtype``; its parameter count."""
     import torch
     import transformers
 
@@ -63,9 +70,14 @@ def make_folder(folder: Path, size: str, dtype: str) -> int:
 
     fast = tokenizer()
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=len(fast), max_position_embeddings=2048, bos_token_id=1,
-                                      eos_token_id=2, **SIZES[size])
-    model = transformers.LlamaForCausalLM(config).to(getattr(torch, dtype))
+    if family == "gpt2":
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            vocab_size=len(fast), n_positions=2048, bos_token_id=1, eos_token_id=2, **GPT2_SIZES[size]))
+    else:
+        config = transformers.LlamaConfig(vocab_size=len(fast), max_position_embeddings=2048, bos_token_id=1,
+                                          eos_token_id=2, **SIZES[size])
+        model = transformers.LlamaForCausalLM(config)
+    model = model.to(getattr(torch, dtype))
     model.save_pretrained(folder)
     fast.save_pretrained(folder)
     return sum(p.numel() for p in model.parameters())
@@ -173,12 +185,15 @@ def publish_and_build(api, folder: Path) -> tuple[str, float, dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--family", choices=["llama", "gpt2"], default="llama")
     parser.add_argument("--size", choices=sorted(SIZES), default="tiny")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-hub", action="store_true", help="only the build, the floor and PyTorch")
+    parser.add_argument("--lean", action="store_true", help="PyTorch's runs first, its model freed before the "
+                        "others (one copy of the weights fewer at once; PyTorch is then not interleaved)")
     args = parser.parse_args()
     import torch
     from hpcfair.generate import open_model
@@ -188,9 +203,10 @@ def main() -> None:
     loads = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="bench-generate-"))
     try:
-        params = make_folder(work / "src", args.size, args.dtype)
+        params = make_folder(work / "src", args.size, args.dtype, args.family)
         size_gib = sum(p.stat().st_size for p in (work / "src").iterdir()) / 2**30
-        print(f"{args.size} Llama: {params / 1e6:.0f} M parameters, {args.dtype}, {size_gib:.2f} GiB", flush=True)
+        print(f"{args.size} {args.family}: {params / 1e6:.0f} M parameters, {args.dtype}, {size_gib:.2f} GiB",
+              flush=True)
         build_s, peak, report = build_in_child(work / "src", work / "genai", args.threads)
         print(f"build: {build_s:.1f} s, peak {peak:.0f} MiB, verified {report['verification']['passed']}, "
               f"{report['size_bytes'] / 2**30:.2f} GiB", flush=True)
@@ -204,14 +220,18 @@ def main() -> None:
             hub = (server, log, api, ref)
             print(f"hub build job: {job_s:.1f} s", flush=True)
             hub_run(api, ref, 4)  # the engine opens the model
-        loaded = open_model(work / "genai", args.threads)
         tokenizer = AutoTokenizer.from_pretrained(work / "src")
         model = AutoModelForCausalLM.from_pretrained(work / "src", dtype=getattr(torch, args.dtype))
-        floor_run(loaded, 4)
         results: dict[str, list[tuple[float, ...]]] = {"floor": [], "torch": [], "hub": []}
+        if args.lean:
+            results["torch"] = [torch_run(model, tokenizer, args.tokens) for _ in range(args.runs)]
+            model = None
+        loaded = open_model(work / "genai", args.threads)
+        floor_run(loaded, 4)
         for run in range(args.runs):
             results["floor"].append(floor_run(loaded, args.tokens))
-            results["torch"].append(torch_run(model, tokenizer, args.tokens))
+            if model is not None:
+                results["torch"].append(torch_run(model, tokenizer, args.tokens))
             if hub:
                 results["hub"].append(hub_run(hub[2], hub[3], args.tokens))
             print(f"run {run + 1}: " + ", ".join(f"{k} {v[-1][1]:.1f} tok/s" for k, v in results.items() if v),
@@ -228,7 +248,8 @@ def main() -> None:
     print("| path | time to first token, s | tokens/s | vs floor |")
     print("|---|---:|---:|---:|")
     floor = statistics.median(r[1] for r in results["floor"])
-    names = {"floor": "onnxruntime-genai in process (floor)", "torch": f"transformers generate (PyTorch, {args.dtype})",
+    runner = "onnxruntime-genai" if args.family == "llama" else "hpcfair onnx_loop (ONNX Runtime)"
+    names = {"floor": f"{runner} in process (floor)", "torch": f"transformers generate (PyTorch, {args.dtype})",
              "hub": "hub: POST …/generate, SSE, client side"}
     for key, rows in results.items():
         if rows:

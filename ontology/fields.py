@@ -529,8 +529,9 @@ FIELDS: dict[str, Field] = {f.name: f for f in [
     Field("verification", anything, "The conversion's verification report.", system=True),
     Field("conversion", anything, "How it was converted.", system=True),
     Field("optimization", anything, "How it was optimised.", system=True),
-    Field("generation", anything, "How its text-generation model was built (onnxruntime-genai: family, "
-          "precision, files, size) and verified (greedy tokens against transformers).", system=True),
+    Field("generation", anything, "How its text-generation model was built (onnxruntime-genai or the general "
+          "torch export with past key/values: route, family, precision, files, size) and verified (greedy tokens "
+          "against transformers).", system=True),
     Field("training", anything, "How it was fine-tuned: base and dataset, split, epochs with their metrics, "
           "seed, libraries, hardware.", system=True),
     Field("members", anything, "Signatures of an ensemble's members.", system=True),

@@ -1,5 +1,6 @@
-"""Generation jobs: ``generation`` builds a causal LM's generation model (onnxruntime-genai's builder and a
-check of its greedy tokens against transformers, in the conversion sandbox) and publishes it as a version
+"""Generation jobs: ``generation`` builds a language model's generation model (onnxruntime-genai's builder, or
+the general route's export with past key/values, and a check of its greedy tokens against transformers, in the
+conversion sandbox) and publishes it as a version
 derived from its source; ``generate`` runs a file of prompts through it (``hub.generation.batch``)."""
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from hub.conversions.jobs import (
 )
 from hub.errors import HubError
 from hub.gateway.jobs.infer import results_artifact
-from hub.generation.services import FORMAT, generation_model
+from hub.generation.services import FORMAT, FORMATS, generation_model
 from hub.jobs.files import fetch, staged
 from hub.jobs.kinds import JobKind, Plan, register
 from hub.jobs.runner import JobContext
@@ -84,9 +85,12 @@ def publish_build(ctx: JobContext, source: Version, workdir: Path, report: dict[
     out = workdir / "out"
     files = [staged(path, path.name) for path in sorted(out.iterdir()) if path.is_file()]
     metadata = {key: value for key, value in source.metadata.items() if key not in _SOURCE_ONLY}
-    metadata.update({"framework": "onnx", "format": FORMAT, "task": "text-generation", "job": str(ctx.job.pk),
+    form = report.get("route") if report.get("route") in FORMATS else FORMAT
+    task = "text2text-generation" if report.get("kind") == "encoder-decoder" else "text-generation"
+    metadata.update({"framework": "onnx", "format": form, "task": task, "job": str(ctx.job.pk),
                      "verified": bool(check["passed"]), "generation": report})
-    suffix = "genai" if report["precision"] == "fp32" else f"genai-{report['precision']}"
+    route = "genai" if form == FORMAT else "kv"
+    suffix = route if report["precision"] == "fp32" else f"{route}-{report['precision']}"
     label = free_label(source.artifact, f"{source.label}-{suffix}"[:60])
     version = create_version(source.artifact, ctx.job.requester, files=files, label=label, metadata=metadata,
                              provenance=[ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, source)], system=True)
@@ -96,8 +100,8 @@ def publish_build(ctx: JobContext, source: Version, workdir: Path, report: dict[
 
 @register
 class GenerationBuildJob(JobKind):
-    """Build the generation model (KV cache, onnxruntime-genai) of a Hugging Face causal LM folder, verify its
-    greedy tokens against transformers and publish it."""
+    """Build the generation model (KV cache; onnxruntime-genai or the general route) of a Hugging Face language
+    model folder, verify its greedy tokens against transformers and publish it."""
 
     name = "generation"
     label = "generation build"

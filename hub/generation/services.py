@@ -1,7 +1,8 @@
-"""Generation models on the hub's side: which versions get one (a Hugging Face causal LM folder of a family
-onnxruntime-genai builds, with a fast tokenizer), the build job, and which version answers a generation
-request. Nothing here loads a model: the build runs in the conversion sandbox (``hub.generation.jobs``), the
-generation in a worker's generation engine (``hub.generation.engine``)."""
+"""Generation models on the hub's side: which versions get one (a Hugging Face causal LM or text encoder-decoder
+folder with a fast tokenizer: onnxruntime-genai builds its families, the general route the others), the build
+job, and which version answers a generation request. Nothing here loads a model: the build runs in the
+conversion sandbox (``hub.generation.jobs``), the generation in a worker's generation engine
+(``hub.generation.engine``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import orjson
 from django.conf import settings
 from hpcfair.compute import CodedError
 from hpcfair.convert.formats import hf_folders
-from hpcfair.generate.families import supports
+from hpcfair.generate.families import GENAI, route_of, supports
 from hpcfair.generate.run import GenerateRequest
 
 from hub.errors import STATUS, HubError
@@ -25,7 +26,9 @@ from hub.jobs.services import create_job
 from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.storage import get_blob_store
 
-FORMAT = "onnx-genai"
+FORMAT = "onnx-genai"  # built by onnxruntime-genai, run by its generator
+FORMAT_KV = "onnx-kv"  # the general route: hpcfair.generate.torch_export, run by hpcfair.generate.onnx_loop
+FORMATS = (FORMAT, FORMAT_KV)
 CONFIG_BYTES = 1 << 20  # a config.json larger than this is not read in the web process
 
 
@@ -42,14 +45,15 @@ def _config(version: Version, folder: str) -> dict[str, Any]:
 
 
 def generation_folders(version: Version) -> list[str]:
-    """The version's Hugging Face folders that hold a causal LM onnxruntime-genai builds (with tokenizer.json)."""
+    """The version's Hugging Face folders that hold a language model the hub builds for generation (with
+    tokenizer.json)."""
     paths = [file.path for file in version.files.all()]
     return [folder for folder in hf_folders(paths)
             if f"{folder}/tokenizer.json".lstrip("/") in paths and supports(_config(version, folder))]
 
 
 def is_generation_model(version: Version) -> bool:
-    return version.metadata.get("format") == FORMAT
+    return version.metadata.get("format") in FORMATS
 
 
 def on_version_published(sender, version: Version, user, **kwargs) -> None:
@@ -66,12 +70,17 @@ def request_build(version: Version, user, *, folder: str | None = None, precisio
     folders = generation_folders(version)
     if not folders:
         raise HubError("unsupported_format", f"{version} has no Hugging Face causal language model folder that "
-                                             "the hub can build for generation (config.json of a Llama, Mistral, "
-                                             "Qwen2/3, Phi, Gemma… model, its weights and tokenizer.json).")
+                                             "the hub can build for generation (config.json of a causal LM such as "
+                                             "Llama, Qwen2, GPT-2, or of a text encoder-decoder such as T5 or BART, "
+                                             "its weights and tokenizer.json).")
     if folder is None:
         folder = folders[0]
     if folder not in folders:
         raise HubError("invalid", f"{version} has no causal language model folder {folder!r}.")
+    if precision != "fp32" and route_of(_config(version, folder)) != GENAI:
+        raise HubError("invalid", f"{version}'s language model is built by the general route, in fp32 only: "
+                                  f"{precision} copies are made for the families onnxruntime-genai builds "
+                                  "(Llama, Mistral, Qwen2/3, Phi, Gemma…).")
     return create_job("generation", user, version=version, queue="convert",
                       params={"folder": folder, "precision": precision, "auto": auto})
 
@@ -95,7 +104,7 @@ def generation_model(version: Version) -> Version:
     built = (Version.objects.filter(artifact_id=version.artifact_id, deleted_at__isnull=True,
                                     provenance__target=version,
                                     provenance__relation=ProvenanceLink.Relation.DERIVED_FROM,
-                                    metadata__format=FORMAT)
+                                    metadata__format__in=FORMATS)
              .select_related("artifact__owner").order_by("-created", "-id"))
     for candidate in built:
         if candidate.metadata.get("generation", {}).get("precision") == "fp32" or len(built) == 1:

@@ -12,8 +12,9 @@ CHAT_TEMPLATE = ("{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}\
                  "{% if add_generation_prompt %}assistant:{% endif %}")
 
 
-def tokenizer():
-    """A fast tokenizer (byte-level BPE, 300 tokens) with <s>, </s> and a chat template."""
+def tokenizer(end: bool = False):
+    """A fast tokenizer (byte-level BPE, 300 tokens) with <s>, </s> and a chat template; ``end``: it appends
+    </s> to every text, as T5's and BART's do."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -22,16 +23,25 @@ def tokenizer():
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator(TEXT, trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"],
                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    if end:
+        from tokenizers import processors
+
+        tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 2)])
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
     fast.chat_template = CHAT_TEMPLATE
     return fast
 
 
 def save_lm(folder: Path, family: str = "llama", seed: int = 0, **sizes) -> Path:
-    """A random ``family`` (llama, qwen2, mistral) causal LM with this test's tokenizer, saved in ``folder``."""
+    """A random ``family`` (llama, qwen2, mistral, gpt2) causal LM with this test's tokenizer, saved in
+    ``folder``."""
     import torch
     import transformers
 
+    if family == "gpt2":  # the general route (onnxruntime-genai does not build it); weights large enough to vary
+        return _save(folder, transformers.GPT2LMHeadModel, transformers.GPT2Config(
+            vocab_size=len(tokenizer()), n_embd=64, n_layer=2, n_head=4, n_positions=256, bos_token_id=1,
+            eos_token_id=2, initializer_range=0.3, **sizes), tokenizer(), seed)
     config_class, model_class = {
         "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
         "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
@@ -44,6 +54,32 @@ def save_lm(folder: Path, family: str = "llama", seed: int = 0, **sizes) -> Path
                              "max_position_embeddings": 256, "bos_token_id": 1, "eos_token_id": 2, **sizes})
     model = model_class(config)
     model.save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+def save_seq2seq(folder: Path, family: str = "bart", seed: int = 0) -> Path:
+    """A random text encoder-decoder (bart, t5) with this test's tokenizer (ending texts with </s>)."""
+    import transformers
+
+    fast = tokenizer(end=True)
+    common = {"vocab_size": len(fast), "pad_token_id": 0, "eos_token_id": 2, "decoder_start_token_id": 1}
+    if family == "t5":
+        config = transformers.T5Config(d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2,
+                                       num_heads=4, initializer_factor=5.0, **common)
+        return _save(folder, transformers.T5ForConditionalGeneration, config, fast, seed)
+    config = transformers.BartConfig(d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                                     decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
+                                     max_position_embeddings=256, init_std=0.3, bos_token_id=1,
+                                     forced_eos_token_id=None, **common)
+    return _save(folder, transformers.BartForConditionalGeneration, config, fast, seed)
+
+
+def _save(folder: Path, model_class, config, fast, seed: int) -> Path:
+    import torch
+
+    torch.manual_seed(seed)
+    model_class(config).save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
 

@@ -49,8 +49,8 @@ def test_openai_errors_have_openai_shape(owner, plain_model):
     assert api.get("/v1/models").json() == {"object": "list", "data": []}
 
 
-def _lm_files(architecture: str = "LlamaForCausalLM", tokenizer: bool = True) -> dict[str, bytes]:
-    files = {"lm/config.json": json.dumps({"architectures": [architecture]}).encode(),
+def _lm_files(architecture: str = "LlamaForCausalLM", tokenizer: bool = True, **config) -> dict[str, bytes]:
+    files = {"lm/config.json": json.dumps({"architectures": [architecture], **config}).encode(),
              "lm/model.safetensors": b"not read here"}
     if tokenizer:
         files["lm/tokenizer.json"] = b"{}"
@@ -59,7 +59,10 @@ def _lm_files(architecture: str = "LlamaForCausalLM", tokenizer: bool = True) ->
 
 @pytest.mark.parametrize("files, queued", [
     (_lm_files(), True),
-    (_lm_files("GPT2LMHeadModel"), False),  # onnxruntime-genai does not build it
+    (_lm_files("GPT2LMHeadModel"), True),  # the general route (onnxruntime-genai does not build it)
+    (_lm_files("T5ForConditionalGeneration", is_encoder_decoder=True), True),  # a text encoder-decoder
+    (_lm_files("WhisperForConditionalGeneration", is_encoder_decoder=True, num_mel_bins=80), False),  # speech
+    (_lm_files("BertModel"), False),  # no language model head
     (_lm_files(tokenizer=False), False),  # no fast tokenizer
 ])
 def test_publishing_a_causal_lm_queues_its_generation_build(owner, publish, files, queued):
@@ -83,3 +86,8 @@ def test_optimize_asks_a_language_model_for_an_int4_build(api, owner, publish, p
     assert "causal language model" in refused.json()["detail"]
     refused = api.post(url, {"precision": "int2"}, format="json")
     assert refused.status_code == 400
+    gpt2, gpt2_version = publish(owner, "gpt2", _lm_files("GPT2LMHeadModel"))  # the general route: fp32 only
+    refused = api.post(f"/api/v1/artifacts/{gpt2.full_name}/versions/{gpt2_version.label}/optimize",
+                       {"precision": "int4"}, format="json")
+    assert (refused.status_code, refused.json()["code"]) == (400, "invalid")
+    assert "fp32 only" in refused.json()["detail"]

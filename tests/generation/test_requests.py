@@ -3,6 +3,7 @@
 import pytest
 from hpcfair.compute import CodedError
 from hpcfair.generate import GenerateRequest, supports
+from hpcfair.generate.families import route_of
 from hpcfair.generate.run import StopWatch
 
 
@@ -60,11 +61,18 @@ def test_text_without_stops_passes_whole():
     assert watch.flush() == "xy"
 
 
-@pytest.mark.parametrize("architectures, expected", [
-    (["LlamaForCausalLM"], True), (["Qwen2ForCausalLM"], True), (["MistralForCausalLM"], True),
-    (["GPT2LMHeadModel"], False), (["BertModel"], False), ([], False)])
-def test_which_folders_get_a_generation_model(architectures, expected):
-    assert supports({"architectures": architectures}) is expected
+@pytest.mark.parametrize("config, route", [
+    ({"architectures": ["LlamaForCausalLM"]}, "genai"), ({"architectures": ["Qwen2ForCausalLM"]}, "genai"),
+    ({"architectures": ["MistralForCausalLM"]}, "genai"), ({"architectures": ["GPT2LMHeadModel"]}, "decoder"),
+    ({"architectures": ["OPTForCausalLM"]}, "decoder"),
+    ({"architectures": ["T5ForConditionalGeneration"], "is_encoder_decoder": True}, "encoder-decoder"),
+    ({"architectures": ["MarianMTModel"], "is_encoder_decoder": True}, "encoder-decoder"),
+    ({"architectures": ["WhisperForConditionalGeneration"], "is_encoder_decoder": True, "num_mel_bins": 80}, ""),
+    ({"architectures": ["VisionEncoderDecoderModel"], "is_encoder_decoder": True, "encoder": {}}, ""),
+    ({"architectures": ["BertModel"]}, ""), ({"architectures": []}, "")])
+def test_which_folders_get_a_generation_model_and_by_which_route(config, route):
+    assert route_of(config) == route
+    assert supports(config) is bool(route)
 
 
 @pytest.mark.parametrize("body", [{"prompt": "a", "seed": 3, "stop": ["x"]},
@@ -72,3 +80,16 @@ def test_which_folders_get_a_generation_model(architectures, expected):
 def test_a_request_goes_to_the_engine_and_back_unchanged(body):
     request = GenerateRequest.parse(body)
     assert GenerateRequest.parse(request.to_dict()) == request
+
+
+def test_sampling_keeps_to_top_k_and_top_p():
+    import numpy as np
+    from hpcfair.generate.onnx_loop import sample
+
+    scores = np.log(np.array([0.05, 0.5, 0.3, 0.15]))
+    random = np.random.default_rng(0)
+    assert {sample(scores, 1, 1.0, random) for _ in range(50)} == {1}
+    assert {sample(scores, 0, 0.7, random) for _ in range(200)} == {1, 2}  # 0.5 + 0.3 reach 0.7
+    assert {sample(scores, 3, 1.0, random) for _ in range(400)} == {1, 2, 3}
+    drawn = [sample(scores, 0, 1.0, np.random.default_rng(seed)) for seed in range(3)]
+    assert drawn == [sample(scores, 0, 1.0, np.random.default_rng(seed)) for seed in range(3)]

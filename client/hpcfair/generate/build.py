@@ -1,6 +1,8 @@
-"""Build a generation model from a Hugging Face causal LM folder with onnxruntime-genai's model builder, and
-verify it: greedy decoding from the ONNX model gives the same tokens as transformers' ``generate`` in
-PyTorch. Runs in the conversion sandbox (a ``pytorch_model.bin`` is a pickle).
+"""Build a generation model from a Hugging Face language model folder, and verify it: greedy decoding from the
+ONNX model gives the same tokens as transformers' ``generate`` in PyTorch. The families onnxruntime-genai's
+model builder exports go through it (its generator is the fastest runner here); any other causal LM and the
+text encoder-decoders take the general route (``torch_export``: transformers' model exported with its KV
+cache, run by ``onnx_loop``). Runs in the conversion sandbox (a ``pytorch_model.bin`` is a pickle).
 
 Quality of a smaller copy (``int4``) is measured, not assumed: its perplexity on ``SAMPLE_TEXT`` against the
 full-precision model's, and tokens per second of each."""
@@ -19,8 +21,15 @@ from typing import Any
 import numpy as np
 
 from hpcfair.compute.errors import CodedError
-from hpcfair.generate.families import GENAI_ARCHITECTURES, architecture_of, read_config
-from hpcfair.generate.run import GenerateRequest, generate, open_model, text_of
+from hpcfair.generate.families import (
+    ENCODER_DECODER,
+    GENAI,
+    GENAI_ARCHITECTURES,
+    architecture_of,
+    read_config,
+    route_of,
+)
+from hpcfair.generate.run import GenerateRequest, generate, open_model, start, text_of
 
 PRECISIONS = ("fp32", "fp16", "int4")
 PROMPTS = ("The model", "Scientists share data so that", "1, 2, 3,")
@@ -34,26 +43,41 @@ def build(source: Path, output: Path, *, precision: str = "fp32", stage: Stage =
     """Build ``output`` (model.onnx, its weights, genai_config.json, tokenizer) from the folder ``source`` and
     verify it; the report says what was built and how it compares."""
     config = read_config(source)
-    architecture = architecture_of(config)
-    if architecture not in GENAI_ARCHITECTURES:
-        raise CodedError("unsupported_model", f"{architecture or 'This model'} has no generation build here: "
-                                              f"onnxruntime-genai builds {', '.join(sorted(GENAI_ARCHITECTURES))}.")
+    architecture, route = architecture_of(config), route_of(config)
+    if not route:
+        raise CodedError("unsupported_model", f"{architecture or 'This model'} has no generation build here: the hub "
+                                              "builds causal language models (…ForCausalLM, …LMHeadModel) and text "
+                                              "encoder-decoders (…ForConditionalGeneration: T5, BART, Marian…).")
     if not (source / "tokenizer.json").is_file():
         raise CodedError("unsupported_model", "The folder has no tokenizer.json (a fast tokenizer), which "
                                               "generation needs: save it with tokenizer.save_pretrained(folder).")
     if precision not in PRECISIONS:
         raise CodedError("invalid", f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}.")
+    if route != GENAI and precision != "fp32":
+        raise CodedError("invalid", f"{architecture} is built by the general route, in fp32 only; "
+                                    f"{precision} copies are made for {', '.join(sorted(GENAI_ARCHITECTURES))}.")
     stage(0.1, f"building the {precision} generation model ({architecture})")
     started = time.monotonic()
-    run_builder(source, output, precision)
+    if route == GENAI:
+        run_builder(source, output, precision)
+        family, builder, context = GENAI_ARCHITECTURES[architecture], \
+            f"onnxruntime-genai {_version('onnxruntime_genai')}", _context(output)
+    else:
+        from hpcfair.generate import torch_export
+
+        written = torch_export.export(source, output, route)
+        family, builder, context = str(config.get("model_type") or route), \
+            f"{torch_export.ROUTE} (torch {_version('torch')}, transformers {_version('transformers')})", \
+            written["context_length"]
     seconds = time.monotonic() - started
     stage(0.7, "verifying greedy decoding against transformers")
     report: dict[str, Any] = {
-        "architecture": architecture, "family": GENAI_ARCHITECTURES[architecture], "precision": precision,
-        "builder": f"onnxruntime-genai {_version('onnxruntime_genai')}", "build_seconds": round(seconds, 2),
+        "architecture": architecture, "family": family, "route": "onnx-genai" if route == GENAI else "onnx-kv",
+        "kind": ENCODER_DECODER if route == ENCODER_DECODER else "decoder", "precision": precision,
+        "builder": builder, "build_seconds": round(seconds, 2),
         "files": sorted(p.name for p in output.iterdir() if p.is_file()),
         "size_bytes": sum(p.stat().st_size for p in output.iterdir() if p.is_file()),
-        "context_length": _context(output)}
+        "context_length": context}
     report["verification"] = verify_tokens(source, output, threads=threads) if precision == "fp32" else \
         {"method": "perplexity", "passed": True, "note": "a reduced-precision copy is compared by perplexity"}
     return report
@@ -75,35 +99,56 @@ def run_builder(source: Path, output: Path, precision: str) -> None:
 
 def verify_tokens(source: Path, built: Path, *, threads: int = 1, tokens: int = VERIFY_TOKENS) -> dict[str, Any]:
     """Greedy decoding of ``PROMPTS`` by transformers (PyTorch, fp32) and by the built model: the first
-    ``tokens`` new tokens must be the same."""
+    ``tokens`` new tokens must be the same (and for the general route, the built tokenizer's ids too)."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import transformers
+    from transformers import AutoTokenizer
 
     torch.set_num_threads(max(1, threads))
+    route = route_of(read_config(source))
+    loader = transformers.AutoModelForSeq2SeqLM if route == ENCODER_DECODER else transformers.AutoModelForCausalLM
     tokenizer = AutoTokenizer.from_pretrained(source)
-    reference = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
+    reference = loader.from_pretrained(source, dtype=torch.float32).eval()
     loaded = open_model(built, threads)
+    options = _reference_options(loaded, tokenizer, tokens) if route != GENAI else {
+        "max_new_tokens": tokens, "do_sample": False, "min_new_tokens": tokens, "pad_token_id": tokenizer.eos_token_id}
     cases, passed = [], True
     for prompt in PROMPTS:
         ids = tokenizer(prompt, return_tensors="pt").input_ids
         with torch.no_grad():
-            expected = reference.generate(ids, max_new_tokens=tokens, do_sample=False, min_new_tokens=tokens,
-                                          pad_token_id=tokenizer.eos_token_id)[0, ids.shape[1]:].tolist()
+            out = reference.generate(ids, **options)
+        expected = out[0, 1:].tolist() if route == ENCODER_DECODER else out[0, ids.shape[1]:].tolist()
         got = greedy_ids(loaded, [int(i) for i in ids[0]], tokens)
         same = _common_prefix(expected, got)
-        cases.append({"prompt": prompt, "tokens": tokens, "matched": same})
+        case = {"prompt": prompt, "tokens": tokens, "matched": same}
         passed &= same == min(len(expected), tokens)
+        if route != GENAI:
+            case["tokenizer_matches"] = loaded.tokenizer.encode(prompt) == [int(i) for i in ids[0]]
+            passed &= case["tokenizer_matches"]
+        cases.append(case)
     return {"method": "greedy tokens against transformers generate", "passed": passed, "prompts": cases}
+
+
+def _reference_options(loaded, tokenizer, tokens: int) -> dict[str, Any]:
+    """transformers' ``generate`` doing what the general route's loop does (greedy, one beam, the model's end,
+    forced-first and suppressed tokens; no repetition rules a folder's generation_config may add)."""
+    from transformers import GenerationConfig
+
+    config = loaded.config
+    ends = list(loaded.ends)
+    pad = config.get("pad_token_id")
+    settings = GenerationConfig(max_new_tokens=tokens, min_new_tokens=tokens, num_beams=1, do_sample=False,
+                                eos_token_id=ends or None,
+                                pad_token_id=pad if pad is not None else (ends[0] if ends else tokenizer.eos_token_id),
+                                decoder_start_token_id=config.get("decoder_start_token_id"),
+                                forced_bos_token_id=config.get("forced_bos_token_id"),
+                                bad_words_ids=[[t] for t in config.get("suppress_token_ids") or []] or None)
+    return {"generation_config": settings}
 
 
 def greedy_ids(loaded, ids: list[int], tokens: int) -> list[int]:
     """The next ``tokens`` greedy token ids after ``ids`` (the end token does not stop it)."""
-    import onnxruntime_genai as og
-
-    params = og.GeneratorParams(loaded.model)
-    params.set_search_options(max_length=len(ids) + tokens, min_length=len(ids) + tokens, do_sample=False)
-    generator = og.Generator(loaded.model, params)
-    generator.append_tokens(np.asarray(ids, dtype=np.int32))
+    generator = start(loaded, ids, max_new_tokens=tokens, min_new_tokens=tokens)
     out: list[int] = []
     while not generator.is_done() and len(out) < tokens:
         generator.generate_next_token()

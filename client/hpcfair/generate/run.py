@@ -1,6 +1,8 @@
-"""Run a generation model (a folder onnxruntime-genai built: ``genai_config.json``, ``model.onnx`` and its
-weights, the tokenizer): a prompt or chat messages in, text out piece by piece, with the model's KV cache
-(each new token runs the model on that token alone).
+"""Run a generation model: a folder onnxruntime-genai built (``genai_config.json``, ``model.onnx`` and its
+weights, the tokenizer), run by onnxruntime-genai, or a folder of the general route (``kv_config.json``,
+``hpcfair.generate.torch_export``), run by ``hpcfair.generate.onnx_loop`` on ONNX Runtime. A prompt or chat
+messages in, text out piece by piece, with the model's KV cache (each new token runs the model on that token
+alone).
 
 ``GenerateRequest.parse`` checks what a caller sends (the hub's API, the OpenAI-compatible endpoints, a
 job's prompts file) and says what is wrong in words; ``generate`` yields ``Piece``s, the last one with
@@ -118,17 +120,27 @@ class Piece:
 
 @dataclass
 class LoadedModel:
-    """An onnxruntime-genai model and its tokenizer, opened once and used for many requests."""
+    """A generation model (onnxruntime-genai's, or the general route's ``KvModel``) and its tokenizer, opened once
+    and used for many requests; ``ends`` are its end-of-text tokens."""
 
     model: Any
     tokenizer: Any
     context_length: int
     folder: Path
     config: dict[str, Any] = field(default_factory=dict)
+    ends: frozenset[int] = frozenset()
 
 
 def open_model(folder: Path, threads: int = 1) -> LoadedModel:
     """Open the generation model in ``folder`` for the CPU with ``threads`` intra-op threads."""
+    from hpcfair.generate.torch_export import CONFIG
+
+    if (folder / CONFIG).is_file():
+        from hpcfair.generate.onnx_loop import KvModel, KvTokenizer
+
+        model = KvModel(folder, threads)
+        return LoadedModel(model, KvTokenizer(folder), model.context_length, folder, model.config,
+                           frozenset(model.ends))
     import onnxruntime_genai as og
 
     path = folder / "genai_config.json"
@@ -144,7 +156,38 @@ def open_model(folder: Path, threads: int = 1) -> LoadedModel:
         model = og.Model(og_config)
     except Exception as exc:  # onnxruntime-genai raises RuntimeError with its own words
         raise CodedError("not_runnable", f"onnxruntime-genai could not open the model: {exc}") from None
-    return LoadedModel(model, og.Tokenizer(model), int(config["model"].get("context_length") or 2048), folder, config)
+    found = config["model"].get("eos_token_id")
+    ends = frozenset(found if isinstance(found, list) else [found] if isinstance(found, int) else [])
+    return LoadedModel(model, og.Tokenizer(model), int(config["model"].get("context_length") or 2048), folder, config,
+                       ends)
+
+
+def start(loaded: LoadedModel, ids, *, max_new_tokens: int, temperature: float = 0.0, top_p: float = 1.0,
+          top_k: int = 0, seed: int | None = None, min_new_tokens: int = 0):
+    """A generator over ``ids`` (the prompt's tokens, fed once) with ``is_done``, ``generate_next_token`` and
+    ``get_next_tokens``: onnxruntime-genai's, or the general route's ``KvGenerator``."""
+    import numpy as np
+
+    from hpcfair.generate.onnx_loop import KvGenerator, KvModel, Search
+
+    if isinstance(loaded.model, KvModel):
+        return KvGenerator(loaded.model, [int(i) for i in ids], Search(max_new_tokens, temperature, top_p, top_k,
+                                                                        seed, min_new_tokens))
+    import onnxruntime_genai as og
+
+    params = og.GeneratorParams(loaded.model)
+    length = min(loaded.context_length, len(ids) + max_new_tokens)
+    options: dict[str, Any] = {"max_length": length, "do_sample": temperature != 0}
+    if min_new_tokens:
+        options["min_length"] = min(length, len(ids) + min_new_tokens)
+    if temperature != 0:
+        options.update(temperature=temperature, top_p=top_p, top_k=top_k)
+    if seed is not None:
+        options["random_seed"] = seed
+    params.set_search_options(**options)
+    generator = og.Generator(loaded.model, params)
+    generator.append_tokens(np.asarray(ids, dtype=np.int32))
+    return generator
 
 
 def prompt_ids(loaded: LoadedModel, request: GenerateRequest):
@@ -164,26 +207,16 @@ def generate(loaded: LoadedModel, request: GenerateRequest, *,
              cancelled: Callable[[], bool] = lambda: False, deadline: float | None = None) -> Iterator[Piece]:
     """Generate for ``request`` piece by piece (see the module's docstring). ``cancelled`` is asked between
     tokens; past ``deadline`` (``time.monotonic``) generation ends with ``finish_reason`` ``time``."""
-    import onnxruntime_genai as og
-
     started = time.monotonic()
     ids = prompt_ids(loaded, request)
     if len(ids) >= loaded.context_length:
         raise CodedError("prompt_too_long", f"The prompt is {len(ids)} tokens; this model's context holds "
                                             f"{loaded.context_length}. Shorten it.")
-    params = og.GeneratorParams(loaded.model)
-    options: dict[str, Any] = {"max_length": min(loaded.context_length, len(ids) + request.max_new_tokens),
-                               "do_sample": not request.greedy}
-    if not request.greedy:
-        options.update(temperature=request.temperature, top_p=request.top_p, top_k=request.top_k)
-    if request.seed is not None:
-        options["random_seed"] = request.seed
-    params.set_search_options(**options)
-    generator = og.Generator(loaded.model, params)
-    generator.append_tokens(ids)
+    generator = start(loaded, ids, max_new_tokens=request.max_new_tokens, temperature=request.temperature,
+                      top_p=request.top_p, top_k=request.top_k, seed=request.seed)
     stream = loaded.tokenizer.create_stream()
     stops = StopWatch(request.stop)
-    count, first, reason, ends = 0, 0.0, "length", _eos(loaded)
+    count, first, reason, ends = 0, 0.0, "length", loaded.ends
     while not generator.is_done():
         if cancelled() or (deadline is not None and time.monotonic() > deadline):
             reason = "cancelled" if cancelled() else "time"
@@ -207,11 +240,6 @@ def generate(loaded: LoadedModel, request: GenerateRequest, *,
         yield Piece(rest)
     yield Piece("", done=True, finish_reason=reason, prompt_tokens=len(ids), completion_tokens=count,
                 seconds_to_first=first, seconds=time.monotonic() - started)
-
-
-def _eos(loaded: LoadedModel) -> set[int]:
-    found = loaded.config.get("model", {}).get("eos_token_id")
-    return set(found) if isinstance(found, list) else {found} if isinstance(found, int) else set()
 
 
 class StopWatch:

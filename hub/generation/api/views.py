@@ -244,7 +244,8 @@ class Models(APIView):
 
     def get(self, request: Request) -> HttpResponse:
         visible = Artifact.objects.live().visible_to(request.user)
-        found = (Version.objects.filter(artifact__in=visible, deleted_at__isnull=True, metadata__format=services.FORMAT)
+        found = (Version.objects.filter(artifact__in=visible, deleted_at__isnull=True,
+                                        metadata__format__in=services.FORMATS)
                  .select_related("artifact__owner").order_by("-created")[:1000])
         return Response({"object": "list", "data": [
             {"id": f"{v.artifact.full_name}@{v.label}", "object": "model", "created": int(v.created.timestamp()),
