@@ -10,14 +10,15 @@ trap 'scripts/services.sh stop' EXIT
 .venv/bin/ruff check .
 .venv/bin/python manage.py makemigrations --check --dry-run >/dev/null \
   || { echo "models changed without a migration: run manage.py makemigrations" >&2; exit 1; }
-# The logic tier first, on both cores (pytest-xdist: a test database per process), then everything that starts
-# servers, workers, clusters or browsers, one test at a time (they share the services and the two cores). Arguments
-# go to both runs; a run that selects nothing is not a failure.
+# The logic tier and the slow tests that use only their own CPU (marked cpu) first, on both cores (pytest-xdist: a
+# test database per process), then everything that starts servers, workers, clusters or browsers, one test at a
+# time (they share the services and the two cores). Arguments go to both runs; a run that selects nothing is not a
+# failure.
 status=0
-.venv/bin/python -m pytest -m "not slow and not worker and not services" -n 2 "$@" || status=$?
+.venv/bin/python -m pytest -m "not worker and not services and (not slow or cpu)" -n 2 "$@" || status=$?
 [ "$status" -eq 5 ] && status=0
 rest=0
-.venv/bin/python -m pytest -m "slow or worker or services" "$@" || rest=$?
+.venv/bin/python -m pytest -m "worker or services or (slow and not cpu)" "$@" || rest=$?
 [ "$rest" -eq 5 ] && rest=0
 [ "$status" -ne 0 ] && exit "$status"
 exit "$rest"

@@ -10,7 +10,7 @@ from hpcfair.errors import HubError
 
 from tests.conversions import models
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cpu]
 
 
 def test_torchscript_converts_with_the_configs_inputs_and_verifies_on_task_args_input(tmp_path):

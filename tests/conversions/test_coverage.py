@@ -11,7 +11,7 @@ from hpcfair.convert import ConversionError, convert_file
 
 from tests.conversions import models
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cpu]
 
 
 def test_single_npy_sample_feeds_a_single_input_sklearn_model(tmp_path: Path):

@@ -11,7 +11,7 @@ from hpcfair.convert import ConversionError, Limits, convert_file, pickles, sand
 
 from tests.conversions import models
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cpu]
 
 
 def convert_error(tmp_path: Path, name: str, **kwargs) -> ConversionError:

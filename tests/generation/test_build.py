@@ -13,7 +13,7 @@ from hpcfair.generate.run import text_of
 
 from tests.generation.lm import save_lm, save_seq2seq
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cpu]
 
 
 @pytest.fixture(scope="module")
