@@ -86,12 +86,13 @@ class Postings:
     values: Strings
     starts: np.ndarray  # value i's pairs are [starts[i], starts[i + 1])
     ords: np.ndarray  # entry ordinal of each pair
-    codes: np.ndarray | None  # value of each pair (kept where values are counted)
     weights: np.ndarray | None = None
     entry_starts: np.ndarray | None = None  # entry o's values are entry_codes[entry_starts[o]:entry_starts[o + 1]]
     entry_codes: np.ndarray | None = None
     totals: np.ndarray | None = None  # per value: how many entries carry it
     single: np.ndarray | None = None  # where no entry has two values: each entry's value code + 1 (0: none)
+
+    ARRAYS = ("starts", "ords", "weights", "entry_starts", "entry_codes", "totals", "single")
 
     @classmethod
     def build(cls, values: list[str], codes: np.ndarray, ords: np.ndarray, size: int,
@@ -114,8 +115,7 @@ class Postings:
                 extra["single"][ords] = codes + 1
             else:
                 extra.update(entry_codes=codes[by_entry], entry_starts=entry_starts)
-        return cls(Strings.of(values), starts, ords, codes if counted else None,
-                   None if weights is None else weights.astype(np.float32), **extra)
+        return cls(Strings.of(values), starts, ords, None if weights is None else weights.astype(np.float32), **extra)
 
     def find(self, value: str) -> slice:
         code = self.values.find(value)
@@ -133,8 +133,6 @@ class Postings:
         ``mask`` or, when they are more than half, from the others (subtracted from each value's total): each
         entry's own value where no entry has two, else its pairs in entry order (a pass over every pair in value
         order reads the mask at random: 2-4x slower). ``rows``: the mask's entries, when the caller has them."""
-        if self.totals is None:
-            return np.bincount(self.codes[mask[self.ords]], minlength=len(self.values))
         rows = rows or Rows(mask)
         fewer, subtract = rows.fewer()
         if self.single is not None:
@@ -150,16 +148,15 @@ class Postings:
 
     def arrays(self, prefix: str) -> dict[str, np.ndarray]:
         out = self.values.arrays(f"{prefix}.values")
-        for name in ("starts", "ords", "codes", "weights", "entry_starts", "entry_codes", "totals", "single"):
+        for name in self.ARRAYS:
             if getattr(self, name) is not None:
                 out[f"{prefix}.{name}"] = getattr(self, name)
         return out
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str) -> Postings:
-        return cls(Strings.from_arrays(arrays, f"{prefix}.values"), **{
-            name: arrays.get(f"{prefix}.{name}") for name in ("starts", "ords", "codes", "weights", "entry_starts",
-                                                               "entry_codes", "totals", "single")})
+        return cls(Strings.from_arrays(arrays, f"{prefix}.values"),
+                   **{name: arrays.get(f"{prefix}.{name}") for name in cls.ARRAYS})
 
 
 @dataclass(frozen=True)
@@ -449,25 +446,31 @@ def _refresh(view: View | None, now: int, epoch: str, stamp: tuple[int, int] | N
 
 def _host_base(epoch: str, now: int) -> tuple[Snapshot, int] | None:
     """This host's newest published base, mapped, if it was built from this database at ``now`` or before."""
-    global _mapped
     for _ in range(3):  # a base removed between reading the pointer and opening it: read the pointer again
         name = mapped.pointed(root())
-        if name is None or not name.startswith(f"base-{epoch}-"):
+        if name is None:
             return None
-        built = int(name.rsplit("-", 1)[1])
-        if built > now:
+        built = mapped.generation_of(name)
+        if name != mapped.base_name(epoch, built) or built > now:
             return None
-        if _mapped is not None and _mapped[0] == name:
-            return _mapped[1], built
         try:
-            meta, arrays = mapped.open_base(root(), name)
+            snapshot = _map(name)
         except FileNotFoundError:
             continue
-        if meta.get("format") != mapped.FORMAT:
-            return None
-        _mapped = (name, Snapshot.from_arrays(arrays))
-        return _mapped[1], built
+        return None if snapshot is None else (snapshot, built)
     return None
+
+
+def _map(name: str) -> Snapshot | None:
+    """The published base ``name``, mapped once per process (None if another format of base wrote it)."""
+    global _mapped
+    if _mapped is not None and _mapped[0] == name:
+        return _mapped[1]
+    meta, arrays = mapped.open_base(root(), name)
+    if meta.get("format") != mapped.FORMAT:
+        return None
+    _mapped = (name, Snapshot.from_arrays(arrays))
+    return _mapped[1]
 
 
 def _first_base(epoch: str, now: int) -> tuple[Snapshot, int]:
@@ -490,8 +493,7 @@ def _publish() -> tuple[Snapshot, int]:
     name = mapped.publish(root(), arrays, {"epoch": epoch, "generation": now, "size": len(arrays["ids"])})
     del arrays
     _release_freed_memory()
-    meta, arrays = mapped.open_base(root(), name)
-    return Snapshot.from_arrays(arrays), now
+    return _map(name), now
 
 
 def _with_delta(base: Snapshot, base_generation: int, now: int, epoch: str, stamp: tuple[int, int] | None) -> View:

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ import numpy as np
 
 POINTER = "CURRENT"
 LOCK = "build.lock"
-FORMAT = 2  # raise when the arrays a base holds change: a base of another format is built again
+FORMAT = 3  # raise when the arrays a base holds change: a base of another format is built again
 
 
 class Strings(Sequence):
@@ -74,6 +75,11 @@ class Strings(Sequence):
 
 def base_name(epoch: str, generation: int) -> str:
     return f"base-{epoch}-{generation}"
+
+
+def generation_of(name: str) -> int:
+    """The generation a base named by ``base_name`` was built at."""
+    return int(name.rsplit("-", 1)[1])
 
 
 def pointed(root: Path) -> str | None:
@@ -132,8 +138,6 @@ def publish(root: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> 
 
 def _stale(folder: Path, seconds: float = 3600) -> bool:
     """A half-written base of an indexer that died (another one may be writing a fresh one)."""
-    import time
-
     with contextlib.suppress(FileNotFoundError):
         return time.time() - folder.stat().st_mtime > seconds
     return False
