@@ -93,3 +93,60 @@ def test_sampling_keeps_to_top_k_and_top_p():
     assert {sample(scores, 3, 1.0, random) for _ in range(400)} == {1, 2, 3}
     drawn = [sample(scores, 0, 1.0, np.random.default_rng(seed)) for seed in range(3)]
     assert drawn == [sample(scores, 0, 1.0, np.random.default_rng(seed)) for seed in range(3)]
+
+
+class _Scripted:
+    """A generator that gives the tokens it was handed, one a step (the surface ``run.generate`` drives)."""
+
+    def __init__(self, tokens: list[int]) -> None:
+        self.tokens, self.at = tokens, 0
+
+    def is_done(self) -> bool:
+        return self.at >= len(self.tokens)
+
+    def generate_next_token(self) -> None:
+        self.at += 1
+
+    def get_next_tokens(self) -> list[int]:
+        return [self.tokens[self.at - 1]]
+
+
+def _kv_tokenizer(tmp_path):
+    from hpcfair.generate.onnx_loop import KvTokenizer
+
+    from tests.generation.lm import tokenizer
+
+    tokenizer().save_pretrained(tmp_path)
+    return KvTokenizer(tmp_path)
+
+
+@pytest.mark.parametrize("text, cut, stop, expected", [
+    ("node €", 1, (), "node \ufffd"),  # cut inside "€" (3 bytes): the stream held 2 of them
+    ("node é", 1, (), "node \ufffd"),  # 2 bytes, 1 given: held back, then given as the whole decode renders it
+    ("node €", 0, (), "node €"),  # a whole answer: nothing held
+    ("node €", 1, ("xyz",), "node \ufffd"),  # the stop watch's own held tail is given too
+])
+def test_a_streamed_answer_ends_with_what_decoding_it_whole_gives(tmp_path, monkeypatch, text, cut, stop, expected):
+    from hpcfair.generate import run
+
+    tok = _kv_tokenizer(tmp_path)
+    ids = tok.encode(text)
+    tokens = ids[:len(ids) - cut]
+    assert tok.decode(tokens) == expected  # what a one-piece answer decodes to
+    monkeypatch.setattr(run, "start", lambda loaded, prompt, **options: _Scripted(tokens))
+    loaded = run.LoadedModel(model=None, tokenizer=tok, context_length=64, folder=tmp_path)
+    pieces = list(run.generate(loaded, GenerateRequest.parse({"prompt": "a", "stop": list(stop)}, max_tokens=64)))
+    assert "".join(piece.text for piece in pieces) == expected
+    assert pieces[-1].done and pieces[-1].finish_reason == "length"
+
+
+def test_an_end_token_does_not_drop_the_text_held_for_a_stop_string(tmp_path, monkeypatch):
+    from hpcfair.generate import run
+
+    tok = _kv_tokenizer(tmp_path)
+    tokens = [*tok.encode("the hub"), 2]  # then </s>
+    monkeypatch.setattr(run, "start", lambda loaded, prompt, **options: _Scripted(tokens))
+    loaded = run.LoadedModel(model=None, tokenizer=tok, context_length=64, folder=tmp_path, ends=frozenset({2}))
+    pieces = list(run.generate(loaded, GenerateRequest.parse({"prompt": "a", "stop": ["zzzz"]}, max_tokens=64)))
+    assert "".join(piece.text for piece in pieces) == "the hub"
+    assert pieces[-1].finish_reason == "stop"

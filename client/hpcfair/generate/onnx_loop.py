@@ -168,8 +168,8 @@ class KvTokenizer:
         """Token ids of ``text`` with the tokenizer's special tokens, as ``tokenizer(text)`` gives them."""
         return self.tokenizer.encode(text).ids
 
-    def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
+    def decode(self, ids) -> str:
+        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=True)
 
     def create_stream(self) -> TokenStream:
         return TokenStream(self)

@@ -214,7 +214,7 @@ def generate(loaded: LoadedModel, request: GenerateRequest, *,
                                             f"{loaded.context_length}. Shorten it.")
     generator = start(loaded, ids, max_new_tokens=request.max_new_tokens, temperature=request.temperature,
                       top_p=request.top_p, top_k=request.top_k, seed=request.seed)
-    stream = loaded.tokenizer.create_stream()
+    stream = TextStream(loaded.tokenizer)
     stops = StopWatch(request.stop)
     count, first, reason, ends = 0, 0.0, "length", loaded.ends
     while not generator.is_done():
@@ -236,10 +236,45 @@ def generate(loaded: LoadedModel, request: GenerateRequest, *,
             break
     else:
         reason = "length"
-    if rest := stops.flush() if reason != "stop" else "":
-        yield Piece(rest)
+    if not stops.met:  # ended by length, time, cancellation or an end token: what the stream and stops hold
+        text, hit = stops.feed(stream.rest())
+        if rest := text if hit else text + stops.flush():
+            yield Piece(rest)
     yield Piece("", done=True, finish_reason=reason, prompt_tokens=len(ids), completion_tokens=count,
                 seconds_to_first=first, seconds=time.monotonic() - started)
+
+
+class TextStream:
+    """The tokenizer's stream (onnxruntime-genai's, or the general route's ``TokenStream``), which gives no text
+    for a token that ends in an incomplete character, and ``rest``: what it still holds when generation ends
+    (the bytes of a character no later token finished), as decoding the whole answer at once renders them
+    (U+FFFD), so that a streamed answer ends with the same text as the answer in one piece."""
+
+    CONTEXT = 4  # tokens decoded before the held ones, so that spacing at their start comes out as in the whole
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer, self.stream = tokenizer, tokenizer.create_stream()
+        self.ids: list[int] = []
+        self.sent = 0  # how many of ``ids`` have given their text
+
+    def decode(self, token: int) -> str:
+        self.ids.append(token)
+        text = self.stream.decode(token)
+        if text:
+            self.sent = len(self.ids)
+        return text
+
+    def rest(self) -> str:
+        if self.sent == len(self.ids):
+            return ""
+        import numpy as np
+
+        context = self.ids[max(0, self.sent - self.CONTEXT):self.sent]
+        before = self.tokenizer.decode(np.asarray(context, dtype=np.int32))
+        after = self.tokenizer.decode(np.asarray(context + self.ids[self.sent:], dtype=np.int32))
+        self.sent = len(self.ids)
+        tail = after[len(before):] if after.startswith(before) else ""
+        return tail if "\ufffd" in tail else ""  # held back for an unfinished character, not a skipped token
 
 
 class StopWatch:
@@ -249,13 +284,14 @@ class StopWatch:
         self.stops = stops
         self.hold = max((len(s) for s in stops), default=1) - 1
         self.pending = ""
+        self.met = False
 
     def feed(self, text: str) -> tuple[str, bool]:
         """The text now safe to send, and whether a stop string was met."""
         self.pending += text
         cuts = [self.pending.find(s) for s in self.stops if s in self.pending]
         if cuts:
-            out, self.pending = self.pending[:min(cuts)], ""
+            out, self.pending, self.met = self.pending[:min(cuts)], "", True
             return out, True
         keep = min(self.hold, len(self.pending))
         out, self.pending = self.pending[:len(self.pending) - keep], self.pending[len(self.pending) - keep:]
