@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
+import signal
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -17,6 +19,20 @@ def settle() -> None:
     _ = get_resolver().url_patterns
     gc.collect()
     gc.freeze()
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent() -> None:
+    """Have the kernel kill this process (SIGKILL) when the thread that started it ends, as it does when its
+    parent is killed: a child that a killed worker leaves behind would otherwise go on holding a model's memory
+    until it next looks for its parent. Linux only; elsewhere nothing happens."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 class WithoutProcessEnvironment:

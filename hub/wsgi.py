@@ -1,6 +1,6 @@
 """WSGI entry point (granian ``hub.wsgi:application``): Django, behind the gateway's express path for ``/infer``.
-Each worker builds its in-memory search index in the background as it starts (``/readyz`` says when it is
-loaded)."""
+Each web process maps its host's search base as it starts, in the background (``hub.search.index_copy.warm``;
+the first process on a host builds and publishes it; ``/readyz`` says when it is loaded)."""
 import os
 
 from django.core.wsgi import get_wsgi_application

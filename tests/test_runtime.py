@@ -67,3 +67,44 @@ def test_the_web_server_s_environment_stays_out_of_requests(target, leaks):
         proc.wait(timeout=20)
     assert seen["HTTP_X_PROBE"] == "yes" and seen["PATH_INFO"] == "/x" and seen["QUERY_STRING"] == "y=1"
     assert ("HUB_TEST_SERVER_SECRET" in seen) is leaks  # the first case shows the test can see a leak
+
+
+def test_a_child_that_asked_to_die_with_its_parent_goes_when_the_parent_is_killed(tmp_path):
+    """As a generation engine does: its worker killed (SIGKILL, no clean-up), the kernel ends it too."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    pid_file = tmp_path / "child.pid"
+    child = ("import os, sys, time; sys.path.insert(0, sys.argv[2]); from hub.runtime import die_with_parent; "
+             "die_with_parent(); open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)")
+    parent = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', sys.argv[1], sys.argv[2], "
+              "sys.argv[3]]); time.sleep(60)")
+    root = str(Path(__file__).resolve().parent.parent)
+    started = subprocess.Popen([sys.executable, "-c", parent, child, str(pid_file), root])
+    try:
+        deadline = time.monotonic() + 30
+        while not (pid_file.exists() and pid_file.read_text()):
+            assert time.monotonic() < deadline, "the child did not start"
+            time.sleep(0.05)
+        pid = int(pid_file.read_text())
+        started.send_signal(signal.SIGKILL)
+        started.wait()
+        deadline = time.monotonic() + 5
+        while _alive(pid):
+            assert time.monotonic() < deadline, "the child outlived its killed parent"
+            time.sleep(0.05)
+    finally:
+        started.kill()
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its reaper has ended)."""
+    from pathlib import Path
+
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

@@ -69,11 +69,15 @@ def host() -> str:
 # --- the worker's side ---------------------------------------------------------------------------------
 
 
+PREFIX = "hub-lane-"
+
+
 class Listener:
     """A worker's listening socket for one device lane, in a private folder; its lane engines inherit it."""
 
     def __init__(self, queue: str) -> None:
-        self.folder = tempfile.mkdtemp(prefix="hub-lane-")  # mode 0700: only this user may connect
+        sweep(tempfile.gettempdir())
+        self.folder = tempfile.mkdtemp(prefix=PREFIX)  # mode 0700: only this user may connect
         self.path = os.path.join(self.folder, queue)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -95,6 +99,38 @@ class Listener:
     def close(self) -> None:
         self.sock.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def sweep(folder: str, empty_after_s: float = 60.0) -> int:
+    """Remove the folders that workers killed without a clean-up left in ``folder``: this user's ``hub-lane-*``
+    folders where nobody listens on any socket (a connection is refused), or, with no socket in them, older
+    than ``empty_after_s`` (a worker makes its folder and binds in the same moment). Returns how many went."""
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            if not entry.name.startswith(PREFIX) or not entry.is_dir(follow_symlinks=False) \
+                    or entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+            sockets = [os.path.join(entry.path, name) for name in os.listdir(entry.path)]
+            stale = all(_nobody_listens(path) for path in sockets) if sockets else \
+                time.time() - entry.stat(follow_symlinks=False).st_mtime > empty_after_s
+        except OSError:
+            continue
+        if stale:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def _nobody_listens(path: str) -> bool:
+    found = _connect(path)
+    if isinstance(found, socket.socket):
+        found.close()  # a live engine reads an empty request and goes back to waiting
+    return found is None
 
 
 # --- the web process's side ----------------------------------------------------------------------------
@@ -155,8 +191,8 @@ nearby = Nearby()
 
 
 def _connect(path: str) -> socket.socket | None | bool:
-    """A connection to the socket at ``path``; None when nobody listens there (gone), False when its
-    backlog is full (busy: the lane takes this one)."""
+    """A connection to the socket at ``path``; None when nobody listens there (gone, or not a socket), False
+    when its backlog is full (busy: the lane takes this one)."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.setblocking(False)  # a full backlog answers EAGAIN at once instead of making us wait
     try:

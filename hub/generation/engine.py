@@ -163,6 +163,9 @@ def serve(queue: str) -> None:
 
 
 def main() -> int:
+    from hub.runtime import die_with_parent
+
+    die_with_parent()  # a worker killed while this engine loads or runs a model does not leave it behind
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
     import django
 
