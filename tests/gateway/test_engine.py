@@ -90,7 +90,9 @@ def test_a_single_kernel_past_its_deadline_is_stopped_by_killing_its_process(eng
         run(step, {"n": np.array([6000, 6000], np.int64)}, seconds=0.5)
     waited = time.perf_counter() - started
     assert stopped.value.code == "overtime"
-    assert waited < 0.5 + engine_module.GRACE_S + 1.0, f"answered after {waited:.1f} s"
+    # Stopped, not finished: the kernel alone takes 10-20 s here (432 GFLOP on one thread). The margin past the
+    # deadline and grace is for a loaded machine, where killing and answering took over a second.
+    assert waited < 0.5 + engine_module.GRACE_S + 4.0, f"answered after {waited:.1f} s"
     outputs, _ = run(step, {"n": np.array([3, 3], np.int64)})
     assert float(outputs["total"]) == pytest.approx(6.75)
     assert engine.pid != first and engine.starts == 2, "a new process replaced the killed one"
