@@ -66,6 +66,9 @@ def test_a_client_that_asks_json_gets_the_coded_error(settings):
     body = refused.json()
     assert body["code"] == "throttled" and body["scope"] == "anon" and body["limit"] == "1/minute"
     assert body["retry_after"] == wait and f"Try again in {wait} s" in body["detail"] and body["request_id"]
+    # /sparql counts like the rest (its query slots bound slow queries besides); a SPARQL client asks JSON
+    sparql = Client(REMOTE_ADDR="192.0.2.10", HTTP_ACCEPT="application/sparql-results+json")
+    assert sparql.get("/sparql", {"query": "ASK { ?s ?p ?o }"}).json()["code"] == "throttled"
 
 
 def test_a_signed_in_persons_pages_and_api_calls_draw_on_one_rate(settings, owner, other):
