@@ -77,6 +77,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "hub.accounts.middleware.LockedOutMiddleware",
+    "hub.ops.pagethrottle.PageThrottleMiddleware",  # the API's rates over the pages, /oai and the rest
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -211,8 +212,9 @@ REST_FRAMEWORK = {
     "NUM_PROXIES": int(env("HUB_PROXY_COUNT", "0")),
 }
 # Rate limits of the API (hub.ops.throttles): "N/period" (s, min, h, day), or "off". Per anonymous client and per
-# person over all requests, then per person for the writes of each expensive scope. Generous enough for a
-# scripted client (a download of many files, a tight loop of synchronous inference); benches turn them off.
+# person over all requests (anon and user count the pages, /oai and every other view too: hub.ops.pagethrottle),
+# then per person for the writes of each expensive scope. Generous enough for a scripted client (a download of many
+# files, a tight loop of synchronous inference); benches turn them off.
 # Defaults that stop abuse, not use: a scripted publish of a catalogue, a throughput test of the gateway (it serves
 # ~1,000 one-row requests a second on two cores) or a resumable upload's many sessions stay below them.
 HUB_THROTTLE_RATES = {

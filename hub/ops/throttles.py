@@ -7,6 +7,8 @@ tighter rates per person for the expensive writes, each view naming its scope (`
 
 A scope applies to the writes (POST, PUT, PATCH, DELETE) of its views; reads count only against the client's
 or person's rate. Rates are ``HUB_THROTTLE_<NAME>`` settings, "N/period" (period: s, min, h, day), "off" for none.
+The views outside the API (pages, ``/oai``, the resolver…) count against the same client's and person's rates
+through ``hub.ops.pagethrottle``, with this module's ``take``.
 
 The counts live in Django's cache, which is what every process shares: Redis in the full stack (every node),
 an SQLite file under ``var/`` in the embedded default (every process of its one host; ``hub.ops.sqlitecache``).

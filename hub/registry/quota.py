@@ -12,6 +12,12 @@ row and no blob behind:
 - publishing a version through the API or the pages: the bytes of the files whose content the artifact's owner
   does not hold yet must fit in the owner's quota.
 
+Each check that adds bytes (opening an upload, publishing a version) runs in the transaction that writes the
+upload's or the version's row, and first takes a lock of the person's own (``lock``), held until that transaction
+ends: of two uploads, or an upload and a version, opened at once by one person, the second check waits for the
+first's commit and then counts its bytes, so together they cannot pass the quota. With no quota no lock is taken.
+``check_within`` adds nothing (an upload's bytes were counted when it opened) and takes none.
+
 Versions that the hub's own jobs publish (conversions, generation builds, containers, inference outputs,
 fine-tunes) count towards the quota but are never refused: a job must not fail for where it puts its result.
 Staff are not limited. A refusal is 403 ``storage_quota`` with ``used``, ``limit`` and ``adding`` in bytes.
@@ -22,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import Sum
 from django.utils import timezone
 
@@ -70,18 +78,35 @@ class StorageQuota(HubError):
             used=used, limit=limit, adding=adding)
 
 
+def lock(user) -> None:
+    """Take ``user``'s quota lock until the current transaction ends: a second check of the same person waits here
+    for the first one's commit, then counts what it wrote.
+
+    PostgreSQL: ``SELECT … FOR NO KEY UPDATE`` of the person's row (the weakest lock that two checks cannot share;
+    rows that merely refer to the person, a new upload or job, do not wait for it). SQLite: the hub's transactions
+    begin ``IMMEDIATE`` (``hub.settings``), so the transaction already holds the database's one write lock and
+    this is a no-op. Only inside ``transaction.atomic()``: a lock outside one would end with the statement."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("quota.lock needs a transaction: check the quota inside the atomic block that writes")
+    list(get_user_model().objects.select_for_update(no_key=True).filter(pk=user.pk).values_list("pk", flat=True))
+
+
 def check_adding(user, size: int) -> None:
-    """Raise ``StorageQuota`` if ``size`` more bytes (an upload about to open) do not fit ``user``'s quota."""
+    """Raise ``StorageQuota`` if ``size`` more bytes (an upload about to open) do not fit ``user``'s quota. Call it
+    inside the transaction that writes the upload's row: it takes the person's ``lock`` first."""
     limit = limit_for(user)
     if not limit or size <= 0:
         return
+    lock(user)
     used = used_bytes(user)
     if used + size > limit:
         raise StorageQuota(used, limit, size)
 
 
 def check_within(user) -> None:
-    """Raise ``StorageQuota`` if ``user`` already holds more than the quota (before a chunk or a completion)."""
+    """Raise ``StorageQuota`` if ``user`` already holds more than the quota (before a chunk or a completion). No
+    lock: a chunk or a completion adds no bytes to what the person is counted for (the upload's declared size was
+    counted when it opened, and its content, once complete, counts no more than that)."""
     limit = limit_for(user)
     if not limit:
         return
@@ -92,10 +117,12 @@ def check_within(user) -> None:
 
 def check_files(owner, files: Iterable, publisher=None) -> None:
     """Raise ``StorageQuota`` if the files of a new version (objects with ``sha256`` and ``size``) add more bytes
-    than ``owner``'s quota has room for: only content the owner does not hold yet counts, each once."""
+    than ``owner``'s quota has room for: only content the owner does not hold yet counts, each once. Call it inside
+    the transaction that writes the version: it takes the owner's ``lock`` first."""
     limit = limit_for(owner)
     if not limit:
         return
+    lock(owner)
     sizes = {item.sha256: item.size for item in files}
     held = set(_live_files_of(owner).filter(blob_id__in=sizes).values_list("blob_id", flat=True).distinct())
     held |= set(Upload.objects.filter(owner=owner, state=Upload.State.COMPLETED, sha256__in=sizes)

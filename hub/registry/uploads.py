@@ -21,6 +21,7 @@ from typing import BinaryIO
 
 from django.conf import settings
 from django.core.files.uploadhandler import FileUploadHandler
+from django.db import transaction
 from django.http import HttpRequest
 from django.http.multipartparser import MultiPartParser as DjangoMultiPartParser
 from django.http.multipartparser import MultiPartParserError
@@ -140,14 +141,15 @@ def open_upload(owner, size: int, filename: str = "", sha256: str = "") -> Uploa
         raise HubError("invalid", "size must be zero or more bytes.")
     if size > settings.HUB_UPLOAD_MAX_SIZE:
         raise HubError("upload_too_large", f"This hub accepts files up to {settings.HUB_UPLOAD_MAX_SIZE} bytes.")
-    quota.check_adding(owner, size)
-    return Upload.objects.create(
-        owner=owner,
-        size=size,
-        filename=filename,
-        expected_sha256=sha256.lower(),
-        expires=timezone.now() + timedelta(hours=settings.HUB_UPLOAD_TTL_HOURS),
-    )
+    with transaction.atomic():  # the quota's check and the row it allows, under the person's lock (quota.lock)
+        quota.check_adding(owner, size)
+        return Upload.objects.create(
+            owner=owner,
+            size=size,
+            filename=filename,
+            expected_sha256=sha256.lower(),
+            expires=timezone.now() + timedelta(hours=settings.HUB_UPLOAD_TTL_HOURS),
+        )
 
 
 def offset_of(upload: Upload) -> int:

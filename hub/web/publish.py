@@ -156,7 +156,7 @@ def _create(user, body: dict[str, Any]):
         else:
             artifact = _new_artifact(user, body.get("artifact") or {}, metadata)
         staged = [completed_file(user, item["path"], item["upload"]) for item in files]
-        quota.check_files(artifact.owner, staged, user)
+        quota.check_files(artifact.owner, staged, user)  # the owner's quota lock, held to the commit
         version = services.create_version(artifact, user, files=staged, label=str(body.get("version") or ""),
                                           metadata=metadata)
     return artifact, version

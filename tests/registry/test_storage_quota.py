@@ -6,6 +6,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -166,3 +169,115 @@ def test_the_publish_page_checks_the_artifact_owners_quota_too(one_mib, api, mod
     assert refused.status_code == 403 and refused.json()["code"] == "storage_quota"
     assert Version.objects.filter(artifact__name="cnn").count() == 1
     assert Upload.objects.get(pk=uid).state == Upload.State.COMPLETED  # kept for when room is made
+
+
+def _at_once(*requests):
+    """Run each request in a thread of its own (its own database connection and transaction), started together;
+    their responses in order."""
+    from django.db import connection
+
+    barrier = threading.Barrier(len(requests))
+
+    def run(request):
+        try:
+            barrier.wait(timeout=10)
+            return request()
+        finally:
+            connection.close()  # this thread's own connection
+
+    with ThreadPoolExecutor(len(requests)) as pool:
+        return [future.result(timeout=60) for future in [pool.submit(run, request) for request in requests]]
+
+
+@pytest.mark.postgres  # SQLite's in-memory test database cannot take two writers: the next test races on a file
+@pytest.mark.services  # a PostgreSQL server; one test at a time, as it races two threads on time
+@pytest.mark.django_db(transaction=True)  # each thread commits on its own connection, as two web workers would
+@pytest.mark.parametrize("second", ["upload", "version"])
+def test_two_writes_at_once_that_fit_alone_cannot_pass_the_quota_together(one_mib, owner, monkeypatch, second):
+    """PostgreSQL: an upload and an upload (or a version) opened at the same moment by one person, each fitting
+    alone but not together: the second check waits for the first's commit and counts its bytes, so exactly one is
+    refused. The count is slowed down so that, without the person's lock, both checks would run before either
+    writes."""
+    from tests.conftest import client_for
+
+    alice, again = client_for(owner), client_for(owner)
+    assert alice.post("/api/v1/artifacts/", {"kind": "model", "name": "cnn"}, format="json").status_code == 201
+    counted = quota.used_bytes
+
+    def slowly(user):
+        used = counted(user)
+        time.sleep(0.5)  # the other request reaches its check meanwhile
+        return used
+
+    monkeypatch.setattr(quota, "used_bytes", slowly)
+    content = os.urandom(600 * KB)
+    one = lambda: alice.post("/api/v1/uploads/", {"size": 600 * KB}, format="json")  # noqa: E731
+    two = (one if second == "upload" else  # noqa: E731
+           lambda: post_files(again, "/api/v1/artifacts/alice/cnn/", {"weights.bin": content}))
+    answers = _at_once(one, two)
+    assert sorted(answer.status_code for answer in answers) == [201, 403], [a.content for a in answers]
+    refused = next(answer for answer in answers if answer.status_code == 403)
+    assert_refused(refused, adding=600 * KB)
+    assert refused.json()["used"] == 600 * KB  # the refused check counted the other's bytes
+    made = Upload.objects.filter(owner=owner).count() + Version.objects.filter(artifact__name="cnn").count()
+    assert made == 1  # the refusal left no row
+    assert quota.used_bytes is slowly and counted(owner) == 600 * KB
+    if second == "version" and refused is answers[1]:
+        sha = hashlib.sha256(content).hexdigest()
+        assert not Blob.objects.filter(sha256=sha).exists() and not get_blob_store().exists(sha)  # and no blob
+
+
+SQLITE_RACE = """
+import threading, time
+import django
+django.setup()
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.db import connection
+from hub.registry import quota, uploads
+
+call_command("migrate", verbosity=0)
+alice = get_user_model().objects.create_user("alice")
+counted = quota.used_bytes
+def slowly(user):
+    used = counted(user)
+    time.sleep(0.5)  # the other thread reaches its check meanwhile
+    return used
+quota.used_bytes = slowly
+barrier, answers = threading.Barrier(2), []
+def open_one():
+    barrier.wait()
+    try:
+        uploads.open_upload(alice, 600 * 1000)
+        answers.append("opened")
+    except quota.StorageQuota as refusal:
+        answers.append(f"{refusal.code} used={refusal.extra['used']}")
+    finally:
+        connection.close()
+threads = [threading.Thread(target=open_one) for _ in range(2)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print(sorted(answers), uploads.Upload.objects.count())
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.cpu
+def test_two_uploads_at_once_cannot_pass_the_quota_together_on_sqlite(tmp_path):
+    """The embedded default: two connections to one SQLite file (WAL, as deployed), two uploads of one person
+    opened at once that fit alone but not together: one opens, the other is refused having counted it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "HUB_BROKER_URL")}
+    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'hub.sqlite3'}", HUB_VAR_DIR=str(tmp_path / "var"),
+               HUB_USER_STORAGE_MB="1", DJANGO_SETTINGS_MODULE="hub.settings",
+               PYTHONPATH=f"{root}:{root / 'client'}")
+    out = subprocess.run([sys.executable, "-c", SQLITE_RACE], env=env, cwd=root, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['opened', 'storage_quota used=600000'] 1"

@@ -197,7 +197,7 @@ class VersionListCreate(APIView):
             artifact = self._artifact(request, owner, name, data.get("artifact"))
             require_write(request, artifact)
             files = staged + [completed_file(request.user, item["path"], item["upload"]) for item in data["files"]]
-            quota.check_files(artifact.owner, files, request.user)
+            quota.check_files(artifact.owner, files, request.user)  # the owner's quota lock, held to the commit
             provenance = [
                 services.ProvenanceRef(item["relation"], services.resolve_version_ref(request.user, item["target"]))
                 for item in data["provenance"]
