@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cpu]  # a venv and pip of its own: beside others in the parallel run
 
 
 def test_client_installs_and_runs_alone(tmp_path):

@@ -88,6 +88,7 @@ def predictions(estimator, X) -> list:
 
 
 @pytest.mark.slow
+@pytest.mark.cpu  # its own processes (the sandbox) only: beside others in the parallel run
 def test_every_convertible_estimator_passes_the_scan_and_loads_equal(tmp_path):
     import joblib
     import skops.io
@@ -129,6 +130,7 @@ def test_every_convertible_estimator_passes_the_scan_and_loads_equal(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.cpu  # its own processes (the sandbox) only: beside others in the parallel run
 def test_committed_allowlist_is_what_the_generator_writes():
     out = subprocess.run([sys.executable, "-W", "ignore", str(ROOT / "scripts" / "pickle_allowlist.py"), "--check"],
                          capture_output=True, text=True, timeout=900, cwd=ROOT,
@@ -257,6 +259,7 @@ def test_hostile_pickles_are_refused_and_never_show_what_they_would_read(tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.cpu  # its own processes (the sandbox) only: beside others in the parallel run
 def test_hostile_pickles_are_refused_in_the_sandbox(tmp_path, secret):
     path, text = secret
     marker = tmp_path / "payload-ran"
@@ -271,6 +274,7 @@ def test_hostile_pickles_are_refused_in_the_sandbox(tmp_path, secret):
 
 
 @pytest.mark.slow
+@pytest.mark.cpu  # its own processes (the sandbox) only: beside others in the parallel run
 def test_an_unpickling_error_shows_a_fixed_message_not_the_exception_text(tmp_path):
     """numpy.dtype is allowed; its error would repeat the argument, which a crafted file controls."""
     planted = f"root:$6$SECRET-{uuid.uuid4().hex}"
@@ -304,6 +308,7 @@ def test_allowed_functions_given_a_file_path_do_not_read_it(tmp_path, secret):
 
 
 @pytest.mark.slow
+@pytest.mark.cpu  # its own processes (the sandbox) only: beside others in the parallel run
 def test_gradient_boosting_pickle_converts(tmp_path):
     """Issue 21: a plain GradientBoostingClassifier pickle names __pyx_unpickle_SeedSequence."""
     from sklearn.ensemble import GradientBoostingClassifier
