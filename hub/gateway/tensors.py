@@ -42,7 +42,10 @@ def read_npy(data: bytes) -> np.ndarray:
     try:
         return np.load(io.BytesIO(data), allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
-        raise _bad(f"The body is not a readable .npy array ({exc}); object arrays are refused.")
+        if "pickle" in str(exc).lower():  # numpy's own words would suggest loading it "unsafely"
+            raise _bad("The .npy array holds Python objects (pickled data), which the hub never loads; send a "
+                       "numeric or boolean array (np.save of an array with a number dtype).")
+        raise _bad(f"The body is not a readable .npy array ({str(exc)[:200]}).")
 
 
 def _read_simple_npy(data: bytes) -> np.ndarray | None:
@@ -93,6 +96,15 @@ def from_json(value: Any, names: list[str]) -> dict[str, Any]:
                + (f" ({', '.join(names)})" if names else "") + ", or an array for a one-input model.")
 
 
+def _kind_of(array: np.ndarray) -> str:
+    """What an array that is not numeric holds, in words."""
+    if array.dtype.kind in "US":
+        return "text"
+    if array.dtype.kind == "O":
+        return "mixed values (text, null or nested lists of different depths)"
+    return f"{array.dtype.name} values"
+
+
 def _json_array(name: str, value: Any, dtype: np.dtype, spec: list[dict[str, Any]]) -> np.ndarray:
     try:
         array = np.asarray(value)
@@ -100,8 +112,7 @@ def _json_array(name: str, value: Any, dtype: np.dtype, spec: list[dict[str, Any
         raise _bad(f"Input {name!r} is not a rectangular array (its rows have different lengths).",
                    expected=describe(spec))
     if array.dtype.kind not in "biuf":
-        raise _bad(f"Input {name!r} must hold numbers or booleans, not {array.dtype.name} values.",
-                   expected=describe(spec))
+        raise _bad(f"Input {name!r} must hold numbers or booleans, not {_kind_of(array)}.", expected=describe(spec))
     return array.astype(dtype, copy=False)
 
 

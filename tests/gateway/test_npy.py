@@ -54,3 +54,17 @@ def test_damaged_or_pickled_bodies_are_refused(body):
     with pytest.raises(HubError) as error:
         tensors.read_npy(body)
     assert error.value.error_code == "invalid_inputs"
+
+
+def test_a_pickled_body_is_refused_without_numpy_s_advice_to_load_it_unsafely():
+    with pytest.raises(HubError) as error:
+        tensors.read_npy(saved(np.array([{"a": 1}], dtype=object)))
+    assert "never loads" in error.value.message and "unsafe" not in error.value.message
+
+
+@pytest.mark.parametrize("value, words", [(["a", "b"], "not text"), ([1, None], "not mixed values")])
+def test_json_inputs_that_are_not_numbers_are_named_in_words(value, words):
+    spec = [{"name": "x", "type": "tensor(float)", "shape": [None]}]
+    with pytest.raises(HubError) as error:
+        tensors._json_array("x", value, np.dtype(np.float32), spec)
+    assert words in error.value.message and "str" not in error.value.message
