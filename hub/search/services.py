@@ -86,11 +86,26 @@ def _suggest(q: str, count: Callable[[str], int]) -> str:
             words.append(word)
             continue
         near = vocabulary.near(plain)
-        close = difflib.get_close_matches(plain, near, n=1, cutoff=0.8)
+        one_edit = [w for w in near if _one_edit_apart(plain, w)]  # a typo: a letter wrong, missing, extra or swapped
+        close = difflib.get_close_matches(plain, one_edit, n=1, cutoff=0) or \
+            difflib.get_close_matches(plain, near, n=1, cutoff=0.8)
         words.append(close[0] if close else word)
         changed |= bool(close)
     suggestion = " ".join(words)
     return suggestion if changed and count(suggestion) else ""
+
+
+def _one_edit_apart(a: str, b: str) -> bool:
+    """Whether ``b`` is ``a`` with one letter changed, added, removed, or two neighbours swapped ("irsi", "iris")."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
+                                  and a[diff[1]] == b[diff[0]])
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    i = next((k for k, (x, y) in enumerate(zip(short, long, strict=False)) if x != y), len(short))
+    return short[i:] == long[i + 1:]
 
 
 def _shared(user) -> np.ndarray:

@@ -75,6 +75,7 @@ def test_a_typo_gets_a_suggestion_that_finds_something(forest, anon, owner, tmp_
     assert answer["count"] == 0 and answer["suggestion"] == "flower classifier"
     assert names(anon.get("/api/v1/artifacts/", {"q": answer["suggestion"]})) == ["iris-forest"]
     assert anon.get("/api/v1/artifacts/", {"q": "flower classifier"}).json()["suggestion"] is None
+    assert anon.get("/api/v1/artifacts/", {"q": "irsi"}).json()["suggestion"] == "iris"  # two letters swapped
     # Words of private artifacts are never offered, not even to their owner.
     assert anon.get("/api/v1/artifacts/", {"q": "quokak"}).json()["suggestion"] is None
     assert client_for(owner).get("/api/v1/artifacts/", {"q": "quokak"}).json()["suggestion"] is None
@@ -121,3 +122,12 @@ def test_the_browse_page_offers_the_suggestion_and_lists_derived_under_their_sou
     assert page.count('class="card"') == 2  # the model and the dataset, not the outputs beside them
     chosen = client.get("/browse/", {"kind": "model"}).content.decode()
     assert "?kind=model&amp;kind=dataset" in chosen  # the other kind can still be added
+
+
+@pytest.mark.parametrize("a, b, apart", [("irsi", "iris", True), ("iriss", "iris", True), ("iri", "iris", True),
+                                         ("irjs", "iris", True), ("sirI", "iris", False), ("rsii", "iris", False),
+                                         ("iris", "iris", False), ("ir", "iris", False)])
+def test_one_edit_apart_is_a_typo_away(a, b, apart):
+    from hub.search.services import _one_edit_apart
+
+    assert _one_edit_apart(a, b) is apart and _one_edit_apart(b, a) is apart
