@@ -48,6 +48,7 @@ STATUS: dict[str, int] = {
     "upload_too_large": 413,
     "not_authenticated": 401,
     "invalid_token": 401,
+    "invalid_credentials": 401,
     "insufficient_scope": 403,
     "permission_denied": 403,
     "storage_quota": 403,
@@ -214,6 +215,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         headers["Retry-After"] = str(int(exc.wait))  # type: ignore[attr-defined]
     if code == "not_authenticated" or code == "invalid_token":
         headers.setdefault("WWW-Authenticate", 'Bearer realm="api"')
+    elif code == "invalid_credentials":
+        headers.setdefault("WWW-Authenticate", 'Basic realm="api"')
     headers["X-Error-Code"] = code
     body = error_body(code, detail, getattr(request, "_request", request), **extra)
     return Response(body, status=STATUS[code], headers=headers)

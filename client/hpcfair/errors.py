@@ -152,6 +152,7 @@ BY_CODE: dict[str, type[HubError]] = {
     "upload_incomplete": UploadError, "upload_size_mismatch": UploadError, "checksum_mismatch": UploadError,
     "upload_too_large": UploadError,
     "not_authenticated": NotAuthenticatedError, "invalid_token": NotAuthenticatedError,
+    "invalid_credentials": NotAuthenticatedError,
     "insufficient_scope": InsufficientScopeError, "permission_denied": AccessDeniedError,
     "storage_quota": StorageQuotaError,
     "not_found": NotFoundError, "gone": GoneError,

@@ -6,13 +6,25 @@ from datetime import timedelta
 
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
-from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.authentication import BaseAuthentication, BasicAuthentication, get_authorization_header
+from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from hub.accounts.models import ApiToken, hash_token
 from hub.errors import HubError
 
 _LAST_USED_GRANULARITY = timedelta(minutes=5)
+
+
+class PasswordAuthentication(BasicAuthentication):
+    """HTTP Basic (a username and password: only for managing tokens), whose refusal says what was wrong in the
+    hub's terms: ``invalid_credentials``, not DRF's ``invalid_token`` for a request that sent no token."""
+
+    def authenticate_credentials(self, userid, password, request=None):
+        try:
+            return super().authenticate_credentials(userid, password, request)
+        except AuthenticationFailed:
+            raise HubError("invalid_credentials", "The username or password is wrong, or the account is disabled.")
 
 
 class BearerTokenAuthentication(BaseAuthentication):

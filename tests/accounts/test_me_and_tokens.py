@@ -36,7 +36,8 @@ def test_tokens_are_made_with_a_password_shown_once_and_revoked(owner):
     refused = user.post("/api/v1/tokens/", {"scope": "write"}, format="json")  # a token cannot mint tokens
     assert refused.status_code == 403 and refused.json()["code"] == "permission_denied"
     wrong = web.post("/api/v1/tokens/", {}, format="json", **basic("alice", "wrong"))
-    assert wrong.status_code in (401, 403) and wrong.json()["code"]
+    assert wrong.status_code == 401 and wrong.json()["code"] == "invalid_credentials"  # no token was sent
+    assert wrong["WWW-Authenticate"] == 'Basic realm="api"' and "password is wrong" in wrong.json()["detail"]
     assert web.post("/api/v1/tokens/", {"scope": "admin"}, format="json",
                     **basic("alice", "s3cret-pass")).json()["code"] == "invalid"
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.authentication import BasicAuthentication, SessionAuthentication
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from hub.accounts.auth import BearerTokenAuthentication
+from hub.accounts.auth import BearerTokenAuthentication, PasswordAuthentication
 from hub.accounts.models import ApiToken
 from hub.errors import HubError
 from hub.strict import StrictSerializer
@@ -54,7 +54,7 @@ class Me(APIView):
 class TokenListCreate(APIView):
     """Your tokens (GET) / a new token, shown once in ``token`` (POST)."""
 
-    authentication_classes = [BasicAuthentication, SessionAuthentication, BearerTokenAuthentication]
+    authentication_classes = [PasswordAuthentication, SessionAuthentication, BearerTokenAuthentication]
     permission_classes = [SignedInWithoutToken]
 
     @extend_schema(responses=TokenSerializer(many=True))
