@@ -84,3 +84,12 @@ def test_a_missing_page_answers_in_the_kind_of_media_asked_for(accept, media_typ
         assert response.status_code == 404 and response["Content-Type"].startswith(media_type), (path, accept)
         if media_type == "application/json":
             assert response.json()["code"] == "not_found"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("page, status, code", [("abc", 400, "invalid"), ("0", 400, "invalid"), ("-1", 400, "invalid"),
+                                                ("99", 404, "not_found"), ("1", 200, None), ("last", 200, None)])
+def test_a_page_that_is_not_a_page_number_is_a_400(anon, page, status, code):
+    response = anon.get("/api/v1/artifacts/", {"page": page})
+    assert response.status_code == status
+    assert response.json().get("code") == code
