@@ -242,7 +242,7 @@ def engines(mix: list[tuple[str, dict]], pct) -> None:
     timings: dict[str, list[float]] = {"FTS5": [], "LIKE": []}
     hits: dict[str, list[int]] = {"FTS5": [], "LIKE": []}
     for q in texts:
-        for name, run in (("FTS5", lambda q=q: fts.matches(connection, q)),
+        for name, run in (("FTS5", lambda q=q: fts.matches(connection, q)[0]),
                           ("LIKE", lambda q=q: list(match_words(q).values_list("artifact_id", "rank")))):
             t0 = time.perf_counter()
             found = run()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 TABLE = "search_fts"
@@ -19,11 +20,12 @@ TRIGGERS = ("search_fts_insert", "search_fts_delete", "search_fts_update")
 # bm25 weights of title, keywords, text: the word matcher's 3, 2, 1. Deleted artifacts' entries may match:
 # the search leaves out entries that are not live (hub.search.index_copy), as it does for every engine.
 RANKED = "SELECT rowid, -bm25(search_fts, 3.0, 2.0, 1.0) FROM search_fts WHERE search_fts MATCH %s LIMIT %s"
-IDS = "SELECT rowid FROM search_fts WHERE search_fts MATCH %s"
+# Many ids as one text, read into an array in C (no Python object for each of 180k rows: 9x faster here).
+IDS = "SELECT group_concat(rowid) FROM search_fts WHERE search_fts MATCH %s"
 # Past this many matches bm25 costs more than the rest of a search (about 1 s for 180k rows here): a broad
 # match is scored by where its words occur instead, title 3, keywords 2, elsewhere 1, as word matching scores.
 RANKED_MAX = 5000
-ALL_LIVE = "SELECT e.artifact_id, 0.0 FROM search_searchentry e WHERE e.live"
+ALL_LIVE = "SELECT group_concat(e.artifact_id) FROM search_searchentry e WHERE e.live"
 EXCEPT = " AND e.artifact_id NOT IN (SELECT rowid FROM search_fts WHERE search_fts MATCH %s)"
 SCHEMA = [
     "CREATE VIRTUAL TABLE IF NOT EXISTS search_fts USING fts5(title, keywords, text, "
@@ -99,26 +101,34 @@ def expression(q: str) -> tuple[str, str]:
     return " AND ".join(wanted), " OR ".join(unwanted)
 
 
-def matches(connection: BaseDatabaseWrapper, q: str) -> list[tuple[int, float]]:
-    """(artifact id, score) of the entries that match ``q``; a higher score ranks first."""
+def matches(connection: BaseDatabaseWrapper, q: str) -> tuple[np.ndarray, np.ndarray]:
+    """(artifact ids ascending, their scores) of the entries that match ``q``; a higher score ranks first."""
     wanted, unwanted = expression(q)
     if not wanted and not unwanted:
-        return []
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
     with connection.cursor() as cursor:
         if not wanted:  # only words that must not occur: every live entry without them
-            cursor.execute(ALL_LIVE + EXCEPT, [unwanted])
-            return cursor.fetchall()
+            ids = np.sort(_ids(cursor, ALL_LIVE + EXCEPT, [unwanted]))
+            return ids, np.zeros(len(ids))
         full = f"({wanted}) NOT ({unwanted})" if unwanted else wanted
         cursor.execute(RANKED, [full, RANKED_MAX + 1])
-        rows = cursor.fetchall()
+        rows = sorted(cursor.fetchall())
         if len(rows) <= RANKED_MAX:
-            return rows
-        cursor.execute(IDS, [full])
-        ids = [row[0] for row in cursor.fetchall()]
-        scores = dict.fromkeys(ids, 1.0)
+            return (np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+                    np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows)))
+        ids = np.sort(_ids(cursor, IDS, [full]))  # FTS5 gives rowids in order; sorting them again costs little
+        scores = np.ones(len(ids))
         for column, extra in (("title", 2.0), ("keywords", 1.0)):
-            cursor.execute(IDS, [f"{{{column}}} : ({wanted})"])
-            for (pk,) in cursor.fetchall():
-                if pk in scores:
-                    scores[pk] += extra
-        return list(scores.items())
+            found = _ids(cursor, IDS, [f"{{{column}}} : ({wanted})"])
+            at = np.searchsorted(ids, found)
+            inside = at < len(ids)
+            inside[inside] = ids[at[inside]] == found[inside]
+            scores[at[inside]] += extra
+        return ids, scores
+
+
+def _ids(cursor, sql: str, params: list) -> np.ndarray:
+    """The ids ``sql`` gives as one comma-separated text (``group_concat``)."""
+    cursor.execute(sql, params)
+    text = cursor.fetchone()[0]
+    return np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, dtype=np.int64)

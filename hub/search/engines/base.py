@@ -14,6 +14,12 @@ def matched_by_ids(matches: Iterable[tuple[int, float]]) -> index_copy.Matcher:
     rows = sorted(matches)
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     ranks = np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows))
+    return matched_by_arrays(ids, ranks)
+
+
+def matched_by_arrays(ids: np.ndarray, ranks: np.ndarray) -> index_copy.Matcher:
+    """``matched_by_ids`` of the pairs as two arrays, ``ids`` ascending (an engine that hands over many matches
+    at once, without a Python object for each)."""
 
     def matcher(snapshot: index_copy.Snapshot) -> tuple[np.ndarray, np.ndarray]:
         pos, found = index_copy.locate(snapshot.ids, ids)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from django.db import connection
 
 from hub.search import fts, index_copy
-from hub.search.engines.base import matched_by_ids
+from hub.search.engines.base import matched_by_arrays
 
 
 def matcher(q: str) -> index_copy.Matcher:
     """Raises DatabaseError where SQLite has no FTS5 or the table is missing (the caller falls back to words)."""
-    return matched_by_ids(fts.matches(connection, q))
+    return matched_by_arrays(*fts.matches(connection, q))
