@@ -51,6 +51,7 @@ STATUS: dict[str, int] = {
     "invalid_credentials": 401,
     "insufficient_scope": 403,
     "permission_denied": 403,
+    "csrf_failed": 403,
     "storage_quota": 403,
     "not_found": 404,
     "method_not_allowed": 405,

@@ -39,6 +39,7 @@ VAR_DIR = Path(env("HUB_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 SECRET_KEY = env("HUB_SECRET_KEY", "insecure-embedded-default-change-me-in-deployment")
 DEBUG = env_bool("HUB_DEBUG")
 ALLOWED_HOSTS = env_list("HUB_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver,[::1]")
+CSRF_FAILURE_VIEW = "hub.web.refusals.csrf_failure"  # the hub's page (or coded JSON), code csrf_failed
 CSRF_TRUSTED_ORIGINS = env_list("HUB_CSRF_TRUSTED_ORIGINS", "http://127.0.0.1:8000,http://localhost:8000")
 # Public base URL, used for absolute links in PID records and landing pages.
 HUB_PUBLIC_URL = env("HUB_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")

@@ -77,6 +77,9 @@ urlpatterns = [
 ]
 
 
+handler403 = "hub.web.refusals.forbidden"
+
+
 def handler404(request, exception=None):
     """The API's JSON error under /api/; a short 404 for a client that asks for data; else the page."""
     if request.path.startswith("/api/"):

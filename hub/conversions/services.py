@@ -173,10 +173,32 @@ def request_conversion(version: Version, user, *, files: list[str] | None = None
 def request_optimization(version: Version, user, *, file: str | None = None, quantize: bool = True) -> Job:
     """Queue ONNX Runtime graph optimisation (and dynamic int8 quantisation) of an ONNX file."""
     found = onnx_files(version)
+    if not found:
+        raise no_onnx_to_optimise(version)
     if file is None and len(found) == 1:
         file = found[0]
     if file not in found:
-        raise HubError("unsupported_format", f"{version} has no ONNX file {file!r} to optimise; convert it first."
-                       if file else f"{version} has {len(found)} ONNX files; name one in 'file'.")
+        raise HubError("unsupported_format", f"{version} has no ONNX file {file!r} to optimise; its ONNX files are "
+                       f"{', '.join(found[:5])}." if file else f"{version} has {len(found)} ONNX files "
+                       f"({', '.join(found[:5])}); name one in 'file'.")
     return create_job("optimize", user, version=version, params={"file": file, "quantize": quantize},
                       queue="convert")
+
+
+def no_onnx_to_optimise(version: Version) -> HubError:
+    """Why a version without an ONNX file cannot be optimised, and where its ONNX model is: its conversion (a
+    version of its own, e.g. ``1-onnx``), the conversion still running or failed, or none asked for yet."""
+    start = f"{version} has no ONNX file to optimise"
+    made = conversions_of(version).first()
+    if made is not None:
+        return HubError("unsupported_format", f"{start}; its ONNX conversion is version {made.label}: optimise that "
+                                              f"(POST …/versions/{made.label}/optimize).", conversion=made.label)
+    job = version.jobs.filter(kind="convert").order_by("-created").first()
+    if job is None:
+        return HubError("unsupported_format", f"{start}: convert it first (POST …/versions/{version.label}/convert), "
+                                              "then optimise the version the conversion makes.")
+    if job.state == Job.State.FAILED:
+        return HubError("unsupported_format", f"{start}, and its conversion to ONNX failed ({job.error_code}): "
+                                              "there is no ONNX model of it to optimise.", job=str(job.pk))
+    return HubError("unsupported_format", f"{start}; its conversion to ONNX (job {job.pk}) has not finished: "
+                                          "optimise the version it makes when it has.", job=str(job.pk))

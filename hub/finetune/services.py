@@ -10,7 +10,7 @@ import re
 from pathlib import PurePosixPath
 from typing import Any, BinaryIO
 
-from hpcfair.convert.formats import looks_like_model
+from hpcfair.convert.formats import ZIP_TAIL, looks_like_model, torch_zip_format, zip_names_from_tail
 from hpcfair.finetune import FinetuneError, Hyper, data
 from hpcfair.finetune.errors import untrainable
 from hpcfair.finetune.run import TRAINABLE, format_by_name
@@ -45,27 +45,54 @@ def hf_folder(version: Version) -> str | None:
     return None
 
 
+def file_format(file: File) -> str | None:
+    """The format fine-tuning would see in ``file``: its name's (``format_by_name``), except that a .pt/.pth
+    that is a plain torch.save zip (told by its member names, read from the blob's tail) is ``torch_save``;
+    nothing is unpickled."""
+    fmt = format_by_name(file.path)
+    if fmt != "torchscript":
+        return fmt
+    start = max(0, file.size - ZIP_TAIL)
+    try:
+        with get_blob_store().open(file.blob_id, start, file.size - start) as stream:
+            names = zip_names_from_tail(stream.read())
+    except (StorageUnavailable, OSError):
+        return fmt  # the job reads the file itself
+    return "torch_save" if names is not None and torch_zip_format(names) == "torch_save" else fmt
+
+
 def model_source(version: Version, file: str | None) -> dict[str, str]:
     """What the job trains: {"file": path} or {"folder": path}; a model that cannot be trained is refused
     with the reason and what to upload instead."""
-    paths = [f.path for f in version.files.all()]
+    files = {f.path: f for f in version.files.all()}
     if file:
-        if file not in paths:
+        if file not in files:
             raise HubError("invalid", f"{version} has no file {file!r}.", errors={"file": ["Unknown path."]})
         candidates = [file]
     else:
         folder = hf_folder(version)
         if folder is not None:
             return {"folder": folder}
-        candidates = [p for p in paths if looks_like_model(p)]
-    trainable = [p for p in candidates if format_by_name(p) in (*TRAINABLE, None)]  # None: the job sniffs it
+        candidates = [p for p in files if looks_like_model(p)]
+    found = {p: file_format(files[p]) for p in candidates}
+    trainable = [p for p in candidates if found[p] in (*TRAINABLE, None)]  # None: the job sniffs it
     if not trainable:
         shown = candidates[0] if candidates else f"{version} (no model file)"
-        raise _coded(untrainable(shown, format_by_name(shown) or "this file type"))
+        raise _coded(untrainable(shown, found.get(shown) or "this file type"))
     if len(trainable) > 1:
         raise HubError("invalid", f"{version} has several model files ({', '.join(trainable[:5])}); name one in "
                                   "'file'.", errors={"file": ["Required when the version has several models."]})
     return {"file": trainable[0]}
+
+
+def finetune_offered(version: Version) -> bool:
+    """Whether the page offers the fine-tune form: where ``model_source`` (the rule the request applies)
+    finds a model to train without being told which file."""
+    try:
+        model_source(version, None)
+    except HubError:
+        return False
+    return True
 
 
 class _BlobReader(io.RawIOBase):

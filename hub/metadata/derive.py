@@ -22,7 +22,9 @@ from hpcfair.convert.formats import (
     booster_of,
     looks_like_model,
     maybe_booster,
+    torch_zip_format,
     zip_format_from_tail,
+    zip_names_from_tail,
 )
 from hpcfair.cube.spec import CUBE_FILE, CubeError, CubeSpec, parse_files, parse_zip
 
@@ -32,7 +34,8 @@ from ontology.fields import Invalid, MetadataError, class_labels
 
 log = logging.getLogger(__name__)
 
-MODEL_FORMATS = {".onnx": ("onnx", "onnx"), ".pt": ("torchscript", "pytorch"), ".pth": ("torchscript", "pytorch"),
+# .pt/.pth: torchscript or pytorch, as the zip's members say (``_torch_format``)
+MODEL_FORMATS = {".onnx": ("onnx", "onnx"), ".pt": ("pytorch", "pytorch"), ".pth": ("pytorch", "pytorch"),
                  ".pt2": ("torch-export", "pytorch"), ".keras": ("keras", "keras"), ".h5": ("keras-h5", "keras"),
                  ".hdf5": ("keras-h5", "keras"), ".skops": ("skops", "scikit-learn"),
                  ".pkl": ("pickle", "scikit-learn"), ".pickle": ("pickle", "scikit-learn"),
@@ -128,6 +131,17 @@ def _archive(info: FileInfo) -> str | None:
     return zip_format_from_tail(info.tail(ZIP_TAIL))
 
 
+TORCH_SUFFIXES = (".pt", ".pth")
+
+
+def _torch_format(info: FileInfo) -> str:
+    """A .pt/.pth file's format from its zip's member names (its central directory, read from the file's
+    tail; nothing is unpickled): ``torchscript`` only for a torch.jit.save archive, else ``pytorch`` (a plain
+    torch.save checkpoint, or a file whose names do not tell)."""
+    names = zip_names_from_tail(info.tail(ZIP_TAIL)) or []
+    return "torchscript" if torch_zip_format(names) == "torchscript" else "pytorch"
+
+
 def derive(kind: str, files: Sequence[FileInfo]) -> dict[str, Any]:
     """Facts about ``files`` for a ``kind`` version; only keys the hub could establish."""
     out: dict[str, Any] = {}
@@ -139,6 +153,8 @@ def derive(kind: str, files: Sequence[FileInfo]) -> dict[str, Any]:
         if primary is not None:
             if primary.suffix in MODEL_FORMATS:
                 out["format"], out["framework"] = MODEL_FORMATS[primary.suffix]
+                if primary.suffix in TORCH_SUFFIXES:
+                    out["format"] = _torch_format(primary)
             elif primary.path in boosters:  # model.json, model.lgb.txt: what the bytes say
                 out["format"], out["framework"] = BOOSTERS[boosters[primary.path]]
             elif primary.path in archived:  # a zip of a Hugging Face folder or a SavedModel: its members say

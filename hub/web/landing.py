@@ -19,6 +19,7 @@ from django.utils.safestring import mark_safe
 from hub.accounts.auth import request_user
 from hub.conversions.services import conversions_of, converted_from, latest_original
 from hub.errors import HubError
+from hub.finetune.services import finetune_offered
 from hub.gateway.tensors import shape_text
 from hub.jobs.models import Job
 from hub.metadata import signposting
@@ -206,6 +207,22 @@ NEXT_STEPS = {
     "time_limit": "The conversion took too long: convert it yourself with hpcfair convert and publish the .onnx.",
     "runtime_failed": "ONNX Runtime could not run the export: an axis may have been fixed at export; mark dynamic "
                       "axes with null in the metadata's inputs and publish again.",
+    # Converting on your own machine fails the same way for these: the file itself must change.
+    "weights_only": "The file holds weights without the model's code. Load them into your model and publish the "
+                    "model itself: torch.jit.save(torch.jit.trace(model, example), \"model.pt\"), a torch.export "
+                    ".pt2, or an ONNX export (torch.onnx.export); a Hugging Face model goes with its config.json.",
+    "unsupported_format": "The hub has no converter for this file (a whole module saved with torch.save, for one, "
+                          "needs its Python class to load). Publish TorchScript (torch.jit.save(torch.jit.script("
+                          "model), \"model.pt\")), a torch.export .pt2, Keras .keras or skops instead, or export it "
+                          "to ONNX with its framework's tools and publish the .onnx file.",
+    "invalid_sample_inputs": "The sample inputs could not be used: publish a sample_inputs.npz keyed by the model's "
+                             "input names (or fix the metadata's inputs) in a new version.",
+    "invalid_signature": "The declared inputs cannot be used: give each input a name, a shape (null for dynamic "
+                         "axes) and a dtype in the metadata, and publish a new version.",
+    "unsupported_model": "The hub has no conversion for this kind of model: export it to ONNX with the tools of "
+                         "its framework and publish the .onnx file.",
+    "archive_too_large": "The archive unpacks to more than the hub takes: publish the folder's files themselves "
+                         "(hpcfair upload NAME FOLDER) instead of an archive.",
 }
 DEFAULT_NEXT_STEP = ("Convert it on your machine (hpcfair convert FILE --output model.onnx), which shows every "
                      "step, and publish the ONNX file as a new version.")
@@ -316,6 +333,7 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
             "class_labels": class_labels(version, viewer) if signature and artifact.kind == "model" else None,
             "infer_url": f"/api/v1/artifacts/{artifact.owner.username}/{artifact.name}/versions/{version.label}/infer",
             "generate_url": generate_url(artifact, version),
+            "finetune": artifact.kind == "model" and not version.is_deleted and finetune_offered(version),
         })
     return render(request, "web/landing.html", context)
 

@@ -55,7 +55,38 @@ def test_an_onnx_only_version_is_verified_and_optimising_needs_an_onnx_file(api,
     assert api.post(OPTIMIZE.format(name="onnx-only"), {}, format="json").status_code == 202
     response = api.post(OPTIMIZE.format(name="mixed"), {}, format="json")
     assert response.status_code == 400 and response.json()["code"] == "unsupported_format"
-    assert "convert it first" not in response.json()["detail"] and "0 ONNX files" in response.json()["detail"]
+    detail = response.json()["detail"]  # its conversion is queued: not "convert it first", nor "0 ONNX files"
+    assert "has no ONNX file" in detail and "has not finished" in detail and "0 ONNX files" not in detail
+    assert "convert it first" not in detail
+
+
+def test_optimising_a_version_without_onnx_points_to_its_conversion(api, owner, mixed, tmp_path):
+    """A new user's review: "has 0 ONNX files; name one in 'file'" for a version whose ONNX model is its
+    conversion, 1-onnx."""
+    from hub.registry import services
+    from hub.registry.models import ProvenanceLink
+    from hub.registry.services import ProvenanceRef
+    from tests.conftest import staged, valid_metadata
+
+    artifact, source = mixed
+    services.create_version(artifact, owner, label="1-onnx", files=[staged(tmp_path, "model.onnx", b"onnx")],
+                            metadata=valid_metadata("model"),
+                            provenance=[ProvenanceRef(ProvenanceLink.Relation.CONVERTED_FROM, source)], system=True)
+    response = api.post(OPTIMIZE.format(name="mixed"), {}, format="json")
+    body = response.json()
+    assert response.status_code == 400 and body["code"] == "unsupported_format" and body["conversion"] == "1-onnx"
+    assert "has no ONNX file" in body["detail"] and "versions/1-onnx/optimize" in body["detail"]
+
+
+@pytest.mark.parametrize(("state", "said"), [(None, "convert it first"), ("failed", "conversion to ONNX failed")])
+def test_optimising_a_version_never_converted_says_so(api, mixed, state, said):
+    _, source = mixed
+    if state is None:
+        Job.objects.filter(version=source).delete()
+    else:
+        Job.objects.filter(version=source).update(state=state, error_code="weights_only")
+    detail = api.post(OPTIMIZE.format(name="mixed"), {}, format="json").json()["detail"]
+    assert "has no ONNX file" in detail and said in detail
 
 
 def test_who_may_ask(owner, other, mixed, anon):

@@ -64,13 +64,77 @@ def sniff(path: Path) -> str | None:
             names = archive.namelist()
     except (zipfile.BadZipFile, OSError):
         return None
+    if found := torch_zip_format(names):
+        return None if found == "torch_save" else found
+    if {"config.json", "metadata.json"} <= set(names):
+        return "keras"
+    return None
+
+
+def torch_zip_format(names: list[str]) -> str | None:
+    """What a PyTorch zip holds, from its member names only: ``torch_export`` (a torch.export program),
+    ``torchscript`` (torch.jit.save: ``code/`` and ``constants.pkl``), ``torch_save`` (a plain torch.save
+    checkpoint: a ``data.pkl`` without code) or None (not PyTorch's)."""
     if any(n.endswith("/archive_format") or "/models/" in n for n in names) and any("/data/" in n for n in names):
         return "torch_export"
     if any("/code/" in n for n in names) or any(n.endswith("constants.pkl") for n in names):
         return "torchscript"
-    if {"config.json", "metadata.json"} <= set(names):
-        return "keras"
+    if any(n == "data.pkl" or n.endswith("/data.pkl") for n in names):
+        return "torch_save"
     return None
+
+
+# The globals a torch.save file of tensors only names (a state_dict, or a checkpoint dict holding state_dicts,
+# optimizer state and numbers); any other (torch.nn.modules.linear.Linear, __main__.Net) is a pickled object.
+TENSOR_PICKLE_MODULES = {"collections", "torch._utils", "torch", "torch.storage", "builtins", "__builtin__",
+                         "_codecs", "copyreg", "numpy", "numpy.core.multiarray", "numpy._core.multiarray"}
+PICKLE_SCAN_MAX = 16 * 1024 * 1024
+SAVE_INSTEAD = ("save the model itself: torch.jit.save(torch.jit.trace(model, example), "
+                "'model.pt') (TorchScript), torch.export.save(torch.export.export(model, (example,)), "
+                "'model.pt2'), or torch.onnx.export(model, (example,), 'model.onnx').")
+
+
+def pickle_globals(data: bytes) -> list[str]:
+    """The ``module.name`` globals a pickle names, read from its opcodes (``pickletools``): nothing is
+    unpickled, imported or run."""
+    import pickletools
+
+    found: list[str] = []
+    strings: list[str] = []
+    for opcode, arg, _ in pickletools.genops(data):
+        if opcode.name in ("GLOBAL", "INST"):
+            found.append(str(arg).replace(" ", "."))
+        elif opcode.name == "STACK_GLOBAL" and len(strings) >= 2:
+            found.append(f"{strings[-2]}.{strings[-1]}")
+        elif isinstance(arg, str):
+            strings.append(arg)
+    return list(dict.fromkeys(found))
+
+
+def torch_save_error(path: Path, names: list[str]) -> ConversionError:
+    """Why a plain torch.save file does not convert: ``weights_only`` for a state_dict (tensors in dicts), else
+    ``unsupported_format`` naming the pickled class; either way what to upload instead. The pickle's opcodes
+    are read, never executed."""
+    pickled = next(n for n in names if n == "data.pkl" or n.endswith("/data.pkl"))
+    try:
+        with zipfile.ZipFile(path) as archive:
+            info = archive.getinfo(pickled)
+            classes = pickle_globals(archive.read(pickled)) if info.file_size <= PICKLE_SCAN_MAX else None
+    except Exception:  # a damaged pickle: say what the file is without the detail
+        classes = None
+    if classes is None:
+        return ConversionError("unsupported_format", f"{path.name} is a plain torch.save file (weights or a "
+                                                     "pickled module), which needs the Python code that defines "
+                                                     f"the model: load it in your code and {SAVE_INSTEAD}")
+    objects = [name for name in classes if name.rpartition(".")[0] not in TENSOR_PICKLE_MODULES]
+    if not objects:
+        return ConversionError("weights_only", f"{path.name} is a state_dict saved with torch.save: weights without "
+                                               "the model's code, which the hub cannot run. Load the weights into "
+                                               f"your model (model.load_state_dict(...)) and {SAVE_INSTEAD}")
+    return ConversionError("unsupported_format", f"{path.name} is a whole module pickled with torch.save "
+                                                 f"({objects[0]}): loading it needs that Python class, which the hub "
+                                                 f"does not import or run. Load it where that "
+                                                 f"class is defined and {SAVE_INSTEAD}")
 
 
 BOOSTER_HEAD = 64  # bytes that tell a booster's save_model file
@@ -137,16 +201,22 @@ def archive_format(names: list[str]) -> str | None:
 ZIP_TAIL = 1024 * 1024  # a zip's central directory is read from this many last bytes
 
 
-def zip_format_from_tail(tail: bytes) -> str | None:
-    """``archive_format`` of a zip from the last bytes of the file (``ZIP_TAIL``), when they hold its whole
-    central directory (the hub reads a blob's tail, not the blob); None when they do not, or it is no zip."""
+def zip_names_from_tail(tail: bytes) -> list[str] | None:
+    """A zip's member names from the last bytes of the file (``ZIP_TAIL``), when they hold its whole central
+    directory (the hub reads a blob's tail, not the blob); None when they do not, or it is no zip."""
     import io
 
     try:
         with zipfile.ZipFile(io.BytesIO(tail)) as archive:  # zipfile allows data missing before the directory
-            return archive_format(archive.namelist())
+            return archive.namelist()
     except (zipfile.BadZipFile, OSError, ValueError):
         return None
+
+
+def zip_format_from_tail(tail: bytes) -> str | None:
+    """``archive_format`` of a zip from its tail (``zip_names_from_tail``); None when that does not tell."""
+    names = zip_names_from_tail(tail)
+    return archive_format(names) if names is not None else None
 
 
 def in_folder(path: str, folders: list[str]) -> bool:
@@ -225,6 +295,8 @@ def detect(path: Path) -> str:
         return found
     if suffix in SNIFFED_SUFFIXES:
         found = sniff(path)
+        if found is None and zipfile.is_zipfile(path) and torch_zip_format(names := _require_zip(path, "")):
+            raise torch_save_error(path, names)  # sniff tells every other PyTorch zip
         if found is None:
             known = ", ".join(FORMATS.values())
             raise ConversionError("unsupported_format", f"{path.name}: neither its name nor its content says which "
@@ -235,14 +307,14 @@ def detect(path: Path) -> str:
         return "torch_export"
     if suffix in (".pt", ".pth"):
         names = _require_zip(path, "a TorchScript file (torch.jit.save)")
-        if any("/code/" in n for n in names) or any(n.endswith("constants.pkl") for n in names):
+        found = torch_zip_format(names)
+        if found == "torchscript":
             return "torchscript"
-        raise ConversionError(
-            "unsupported_format",
-            f"{path.name} is a plain torch.save checkpoint (weights or a pickled module). It needs the Python code "
-            "that defines the model, which the hub does not run. Save it with torch.jit.script/trace + "
-            "torch.jit.save (.pt) or torch.export.export + torch.export.save (.pt2).",
-        )
+        if found == "torch_save":
+            raise torch_save_error(path, names)
+        raise ConversionError("unsupported_format", f"{path.name} is a zip but not a TorchScript file "
+                                                    f"(torch.jit.save): load the model in your code "
+                                                    f"and {SAVE_INSTEAD}")
     if suffix == ".keras":
         _require_zip(path, "a Keras v3 file (model.save('x.keras'))")
         return "keras"

@@ -22,8 +22,16 @@ DEMO_PASSWORD = "demo-password"  # noqa: S105 - documented demo account of the e
 EXAMPLE_PROJECT = Path(hpcfair.__file__).parent / "examples" / "project_dir"
 
 
+# The demo content's creator: the hub's demo, an organization (its name stays whole in citations, and DataCite
+# calls it Organizational), not a person named "demo, H.".
+DEMO_CREATOR = {"name": "HPCFair demo", "type": "organization"}
+SMALLEST_MEASURE = 0.1  # cm, as the data are rounded: no flower part is zero or negative in length or width
+
+
 def _iris_like_csv() -> bytes:
-    """A deterministic, synthetic three-class tabular dataset (no download)."""
+    """A deterministic, synthetic three-class tabular dataset (no download). Each measurement spreads by at most
+    0.3 cm and a third of its class's mean (a petal width of 0.2 cm does not reach below zero), and none is
+    below ``SMALLEST_MEASURE``."""
     rng = random.Random(42)
     out = io.StringIO()
     writer = csv.writer(out)
@@ -31,7 +39,8 @@ def _iris_like_csv() -> bytes:
     centres = {"setosa": (5.0, 3.4, 1.5, 0.2), "versicolor": (5.9, 2.8, 4.3, 1.3), "virginica": (6.6, 3.0, 5.6, 2.0)}
     for species, centre in centres.items():
         for _ in range(50):
-            writer.writerow([round(rng.gauss(c, 0.3), 1) for c in centre] + [species])
+            writer.writerow([max(SMALLEST_MEASURE, round(rng.gauss(c, min(0.3, c / 3)), 1)) for c in centre]
+                            + [species])
     return out.getvalue().encode()
 
 
@@ -91,7 +100,7 @@ DEMOS = [
         "files": {"data.csv": _iris_like_csv,
                   "README.md": lambda: b"# Synthetic Iris-like measurements\n\nFour features, three classes.\n"},
         "metadata": {"license": "CC0-1.0", "keywords": ["tabular", "classification", "demo"],
-                     "creators": [{"name": "HPCFair demo"}],
+                     "creators": [DEMO_CREATOR],
                      "labels": ["setosa", "versicolor", "virginica"]},  # the classes' names, index order
     },
     {
@@ -101,7 +110,7 @@ DEMOS = [
                        "Uploaded as a scikit-learn pickle; the hub converts it to ONNX and verifies it.",
         "files": {"model.pkl": _iris_forest, "README.md": lambda: IRIS_CARD},
         "metadata": {"license": "CC0-1.0", "keywords": ["tabular", "classification", "random-forest", "demo"],
-                     "creators": [{"name": "HPCFair demo"}], "framework": "scikit-learn", "task": "classification",
+                     "creators": [DEMO_CREATOR], "framework": "scikit-learn", "task": "classification",
                      "learning_type": "supervised", "model_family": "random-forest"},
         "trained_on": "synthetic-iris",
     },
@@ -112,7 +121,7 @@ DEMOS = [
                        "the tour fine-tunes it on the synthetic iris-like flowers.",
         "files": {"model.pt": _iris_mlp, "README.md": lambda: IRIS_MLP_CARD},
         "metadata": {"license": "CC0-1.0", "keywords": ["tabular", "classification", "mlp", "demo", "fine-tuning"],
-                     "creators": [{"name": "HPCFair demo"}], "framework": "pytorch", "task": "classification",
+                     "creators": [DEMO_CREATOR], "framework": "pytorch", "task": "classification",
                      "model_family": "mlp", "is_tunable": True,
                      "inputs": [{"name": "measurements", "shape": [None, 4], "dtype": "float32"}]},
     },
@@ -124,7 +133,7 @@ DEMOS = [
         "files": {path: (lambda p=path: (EXAMPLE_PROJECT / p).read_bytes()) for path in
                   ("mlcube.yaml", "Containerfile", "requirements.txt", "main.py", "workspace/parameters.yaml")},
         "metadata": {"license": "Apache-2.0", "keywords": ["mlcube", "training", "demo"],
-                     "creators": [{"name": "HPCFair demo"}]},
+                     "creators": [DEMO_CREATOR]},
     },
 ]
 
