@@ -212,6 +212,8 @@ def to_graph(record: Record, *, prefixes: bool = True) -> Graph:
             g.add((job, PROV.used, target))
     if record.concept_iri and record.concept_iri != record.iri:
         g.add((s, DCTERMS.isVersionOf, URIRef(record.concept_iri)))
+    if record.variant_of:  # made by the hub from that version: a variant of it, not a new version
+        g.add((s, HUB.variantOf, URIRef(record.variant_of.iri)))
     if record.previous:
         for predicate in (PROV.wasRevisionOf, HPC.wasRevisionOf, DCTERMS.replaces):
             g.add((s, predicate, URIRef(record.previous.iri)))

@@ -79,8 +79,11 @@ class Record:
     versions: list[Link] = field(default_factory=list)  # for a concept record: its versions
     job_url: str = ""  # the job that generated it, if any
     export_urls: dict[str, str] = field(default_factory=dict)  # format name -> URL
-    previous: Link | None = None  # the version before this one (of the same artifact)
+    previous: Link | None = None  # the upload before this one (of the same artifact; variants left out)
     next: Link | None = None  # the version after it
+    # A version the hub made from another version of the same artifact (its ONNX conversion, an optimisation):
+    # that source. Such a variant is no new version: previous and next are None (``hub.registry.lineage``).
+    variant_of: Link | None = None
     updated: datetime | None = None  # a concept record: when its latest version was published
     latest_label: str = ""  # a concept record: its latest version's label
     withdrawn: datetime | None = None  # a tombstone's record: when it was deleted
