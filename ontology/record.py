@@ -77,7 +77,9 @@ class Record:
     concept_iri: str = ""
     concept_pid: str = ""
     versions: list[Link] = field(default_factory=list)  # for a concept record: its versions
-    job_url: str = ""  # the job that generated it, if any
+    # The hub's activity (a job) that generated it, if any: a fragment of the version's own PID URL (``#activity``),
+    # described in this record. Never the job's API URL, which only its requester may read.
+    activity_iri: str = ""
     export_urls: dict[str, str] = field(default_factory=dict)  # format name -> URL
     previous: Link | None = None  # the upload before this one (of the same artifact; variants left out)
     next: Link | None = None  # the version after it

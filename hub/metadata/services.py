@@ -189,7 +189,7 @@ def version_record(version: Version, viewer: Viewer) -> Record:
                     else Link(s.relation, pid_url(s.target.pid), s.target.pid, str(s.target))
                     for s in sources(viewer, version)],
         concept_iri=pid_url(artifact.pid), concept_pid=artifact.pid,
-        job_url=absolute(reverse("api:job-detail", args=[job])) if isinstance(job, str) and job else "",
+        activity_iri=f"{pid_url(version.pid)}#activity" if isinstance(job, str) and job else "",
         export_urls=(pid_export_urls(version.pid, artifact.kind) if version.is_deleted or artifact.deleted_at
                      else export_urls(version)),
         previous=previous, next=following,
