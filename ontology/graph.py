@@ -190,11 +190,13 @@ def to_graph(record: Record, *, prefixes: bool = True) -> Graph:
         _benchmark(g, s, item)
     for entry in record.files:
         _file(g, s, entry, [SDO.distribution] if record.kind == "dataset" else [SDO.hasPart, SDO.associatedMedia])
-    job = URIRef(record.job_url) if record.job_url else None
-    if job is not None:
+    job = URIRef(record.activity_iri) if record.activity_iri else None
+    if job is not None:  # the hub's job, described here: its IRI is a fragment of this version's own
         g.add((s, PROV.wasGeneratedBy, job))
         g.add((s, HPC.wasGeneratedBy, job))
         g.add((job, RDF.type, PROV.Activity))
+        g.add((job, RDF.type, HUB.HubActivity))
+        g.add((job, RDFS.label, Literal(activity_label(meta))))
         _execution(g, job, meta.get("execution"))
     training = None
     for link in record.provenance:
@@ -212,6 +214,8 @@ def to_graph(record: Record, *, prefixes: bool = True) -> Graph:
             g.add((job, PROV.used, target))
     if record.concept_iri and record.concept_iri != record.iri:
         g.add((s, DCTERMS.isVersionOf, URIRef(record.concept_iri)))
+    if record.variant_of:  # made by the hub from that version: a variant of it, not a new version
+        g.add((s, HUB.variantOf, URIRef(record.variant_of.iri)))
     if record.previous:
         for predicate in (PROV.wasRevisionOf, HPC.wasRevisionOf, DCTERMS.replaces):
             g.add((s, predicate, URIRef(record.previous.iri)))
@@ -220,6 +224,17 @@ def to_graph(record: Record, *, prefixes: bool = True) -> Graph:
     for link in record.versions:
         g.add((s, DCTERMS.hasVersion, URIRef(link.iri)))
     return g
+
+
+# What a hub job did, by the metadata it recorded (``conversion``, ``optimization``, ...).
+ACTIVITY_LABELS = {"conversion": "conversion by the hub", "optimization": "optimisation by the hub",
+                   "generation": "export or generation by the hub", "container": "MLCube build by the hub",
+                   "training": "fine-tuning by the hub"}
+
+
+def activity_label(meta: dict[str, Any]) -> str:
+    """What the hub's activity that generated a version did, in words."""
+    return next((label for key, label in ACTIVITY_LABELS.items() if meta.get(key)), "a job of the hub")
 
 
 def _execution(g: Graph, activity: URIRef, execution: Any) -> None:

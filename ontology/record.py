@@ -77,10 +77,15 @@ class Record:
     concept_iri: str = ""
     concept_pid: str = ""
     versions: list[Link] = field(default_factory=list)  # for a concept record: its versions
-    job_url: str = ""  # the job that generated it, if any
+    # The hub's activity (a job) that generated it, if any: a fragment of the version's own PID URL (``#activity``),
+    # described in this record. Never the job's API URL, which only its requester may read.
+    activity_iri: str = ""
     export_urls: dict[str, str] = field(default_factory=dict)  # format name -> URL
-    previous: Link | None = None  # the version before this one (of the same artifact)
+    previous: Link | None = None  # the upload before this one (of the same artifact; variants left out)
     next: Link | None = None  # the version after it
+    # A version the hub made from another version of the same artifact (its ONNX conversion, an optimisation):
+    # that source. Such a variant is no new version: previous and next are None (``hub.registry.lineage``).
+    variant_of: Link | None = None
     updated: datetime | None = None  # a concept record: when its latest version was published
     latest_label: str = ""  # a concept record: its latest version's label
     withdrawn: datetime | None = None  # a tombstone's record: when it was deleted

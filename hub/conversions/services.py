@@ -23,6 +23,7 @@ from hpcfair.convert.formats import (
 from hub.errors import HubError
 from hub.jobs.models import Job
 from hub.jobs.services import create_job
+from hub.registry.lineage import current_version
 from hub.registry.models import Artifact, File, ProvenanceLink, Version
 from hub.storage import StorageUnavailable, get_blob_store
 
@@ -106,13 +107,8 @@ def conversions_of(version: Version) -> QuerySet[Version]:
 
 
 def latest_original(artifact: Artifact) -> Version | None:
-    """The artifact's newest live version that was published, not converted by the hub from another of its
-    versions: what its page leads with (the uploaded files, card and provenance). The newest live version
-    when every one is a conversion."""
-    live = artifact.versions.filter(deleted_at__isnull=True).order_by("-created", "-id")
-    converted = ProvenanceLink.objects.filter(relation=ProvenanceLink.Relation.CONVERTED_FROM,
-                                              target__artifact_id=artifact.pk).values("version_id")
-    return live.exclude(pk__in=converted).first() or live.first()
+    """What the artifact's page leads with: ``hub.registry.lineage.current_version`` (its newest live upload)."""
+    return current_version(artifact)
 
 
 def converted_from(version: Version) -> Version | None:

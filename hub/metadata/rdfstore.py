@@ -41,6 +41,7 @@ from django.db.models import Prefetch
 
 from hub.metadata.services import version_record
 from hub.registry.access import Viewer
+from hub.registry.lineage import with_variant_flag
 from hub.registry.models import Artifact, ProvenanceLink, Version
 
 GRAPH = "urn:hpcfair:graph:"  # + a version's pk: that version's named graph
@@ -264,8 +265,8 @@ def _graphs(artifact_ids: Iterable[int]) -> Iterator[tuple[str, str | None]]:
     from ontology.graph import to_graph
 
     public = Viewer.public()
-    neighbours = Prefetch("artifact__versions", queryset=Version.objects.only("pk", "pid", "label", "created",
-                                                                              "artifact_id"))
+    neighbours = Prefetch("artifact__versions", queryset=with_variant_flag(
+        Version.objects.only("pk", "pid", "label", "created", "deleted_at", "artifact_id")))
     versions = (Version.objects.filter(artifact_id__in=list(artifact_ids)).select_related("artifact__owner")
                 .prefetch_related("files", "provenance__target__artifact__owner", "benchmarks", neighbours)
                 .order_by("pk"))

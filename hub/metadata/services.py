@@ -14,6 +14,7 @@ from django.urls import reverse
 from hub.errors import HubError
 from hub.metadata.cards import from_hugging_face, title_and_description
 from hub.metadata.derive import FileInfo, derive, read_card, split_card
+from hub.registry import lineage
 from hub.registry.access import Viewer, sources
 from hub.registry.links import absolute, file_url, pid_url
 from hub.registry.models import Artifact, Version
@@ -146,24 +147,25 @@ def _version_link(version: Version) -> Link:
     return Link("version", pid_url(version.pid), version.pid, str(version))
 
 
-def _neighbours(version: Version) -> tuple[Link | None, Link | None]:
-    """The versions just before and after ``version`` (tombstones included: their PIDs still resolve); no query
-    where the artifact's ``versions`` were prefetched (the SPARQL store's render of a batch)."""
+def _siblings(version: Version) -> list[Any]:
+    """The artifact's versions, oldest first, each with ``is_variant`` (``hub.registry.lineage``); no query where
+    the artifact's ``versions`` were prefetched with that flag (the SPARQL store's render of a batch)."""
     artifact = version.artifact
     if "versions" in getattr(artifact, "_prefetched_objects_cache", {}):
-        ordered = [(v.pk, v.pid, v.label) for v in sorted(artifact.versions.all(), key=lambda v: (v.created, v.pk))]
-    else:
-        ordered = list(artifact.versions.order_by("created", "id").values_list("pk", "pid", "label"))
-    index = next(i for i, (pk, _, _) in enumerate(ordered) if pk == version.pk)
-    name = artifact.full_name
+        return sorted(artifact.versions.all(), key=lambda v: (v.created, v.pk))
+    return lineage.chain(artifact)
 
-    def link(position: int) -> Link | None:
-        if not 0 <= position < len(ordered):
-            return None
-        _, pid, label = ordered[position]
-        return Link("version", pid_url(pid), pid, f"{name}@{label}")
 
-    return link(index - 1), link(index + 1)
+def _neighbours(version: Version, ordered: list[Any]) -> tuple[Link | None, Link | None]:
+    """The uploads just before and after ``version`` (``hub.registry.lineage.neighbours``: the hub's variants
+    are left out, deleted uploads only where no live one lies on that side; their PIDs still resolve)."""
+    name = version.artifact.full_name
+
+    def link(found: Any | None) -> Link | None:
+        return Link("version", pid_url(found.pid), found.pid, f"{name}@{found.label}") if found else None
+
+    before, after = lineage.neighbours(version, ordered)
+    return link(before), link(after)
 
 
 def version_record(version: Version, viewer: Viewer) -> Record:
@@ -174,7 +176,9 @@ def version_record(version: Version, viewer: Viewer) -> Record:
     prefetch_related_objects([version], "files", "provenance__target__artifact__owner")
     artifact = version.artifact
     job = version.metadata.get("job")
-    previous, following = _neighbours(version)
+    siblings = _siblings(version)
+    previous, following = _neighbours(version, siblings)
+    source = lineage.variant_source(version, siblings)
     return Record(
         iri=pid_url(version.pid), pid=version.pid, kind=artifact.kind, label=version.label,
         metadata=with_measurements(version), published=version.created, owner=artifact.owner.username,
@@ -185,10 +189,11 @@ def version_record(version: Version, viewer: Viewer) -> Record:
                     else Link(s.relation, pid_url(s.target.pid), s.target.pid, str(s.target))
                     for s in sources(viewer, version)],
         concept_iri=pid_url(artifact.pid), concept_pid=artifact.pid,
-        job_url=absolute(reverse("api:job-detail", args=[job])) if isinstance(job, str) and job else "",
+        activity_iri=f"{pid_url(version.pid)}#activity" if isinstance(job, str) and job else "",
         export_urls=(pid_export_urls(version.pid, artifact.kind) if version.is_deleted or artifact.deleted_at
                      else export_urls(version)),
         previous=previous, next=following,
+        variant_of=Link("variant_of", pid_url(source.pid), source.pid, str(source)) if source else None,
         withdrawn=version.deleted_at, withdrawn_reason=version.deletion_reason, landing_url=landing_url(version.pid),
     )
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 LABEL_RE = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$"
-RESERVED_LABELS = {"latest"}
+RESERVED_LABELS = {"latest", "current"}  # latest: the newest live version; current: lineage.current_version
 
 
 def readable_by(user) -> Q:

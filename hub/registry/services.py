@@ -23,7 +23,7 @@ from django.utils import timezone
 from hub.errors import HubError
 from hub.metadata.derive import FileInfo
 from hub.metadata.services import prepare
-from hub.registry import pids
+from hub.registry import lineage, pids
 from hub.registry.models import (
     LABEL_RE,
     RESERVED_LABELS,
@@ -439,6 +439,8 @@ def get_artifact(user, owner: str, name: str) -> Artifact:
 def get_version(artifact: Artifact, label: str, *, allow_deleted: bool = False) -> Version:
     if label == "latest":
         version = artifact.latest_version()
+    elif label == "current":
+        version = lineage.current_version(artifact)
     else:
         version = artifact.versions.filter(label=label).first()
     if version is None:

@@ -30,6 +30,7 @@ from hub.registry.access import Viewer
 from hub.registry.models import Artifact, Version
 from hub.registry.services import readable_pid
 from hub.web import markdown, preview, snippets, xhtml
+from hub.web.terms import term_url
 from ontology import exports
 from ontology.graph import LITERALS
 from ontology.record import RELATION_WORDS, Record, affiliations
@@ -63,8 +64,8 @@ def _term(name: str) -> tuple[str, str]:
     predicates = [str(p) for p in LITERALS.get(name, ([], None))[0]]
     for namespace, prefix in ((HPC_NAMESPACE, "hpc"), (HUB_NAMESPACE, "hub")):
         for iri in predicates:
-            if iri.startswith(namespace):
-                return f"{prefix}:{iri[len(namespace):]}", iri
+            if iri.startswith(namespace):  # the hub's own terms: described at /terms (hub.web.terms)
+                return f"{prefix}:{iri[len(namespace):]}", term_url(iri)
     return "", ""
 
 

@@ -15,15 +15,16 @@ from hub.metadata.negotiation import choose
 from ontology.vocab import PREFIXES
 
 EXAMPLES = [
-    ("Models and their frameworks",  # as uploaded: the hub's ONNX conversions (hub:convertedFrom) left out
+    ("Models and their frameworks, as uploaded",  # every version the hub made (hub:HubActivity) left out
      "SELECT ?model ?title ?framework WHERE {\n  ?model a hpc:AIModel ; schema:name ?title .\n"
      "  OPTIONAL { ?model hpc:machineLearningFramework ?framework }\n"
-     "  FILTER NOT EXISTS { ?model hub:convertedFrom ?original }  # the hub's ONNX conversions\n} LIMIT 50"),
+     "  FILTER NOT EXISTS { ?model prov:wasGeneratedBy/a hub:HubActivity }  # made by the hub: conversions, "
+     "optimisations, fine-tunes…\n} LIMIT 50"),
     ("Datasets and their licenses",
      "SELECT ?dataset ?title ?license WHERE {\n  ?dataset a hpc:Dataset ; schema:name ?title .\n"
      "  OPTIONAL { ?dataset schema:license ?license }\n} LIMIT 50"),
-    ("What was converted from what",
-     "SELECT ?onnx ?source WHERE {\n  ?onnx prov:wasDerivedFrom ?source .\n} LIMIT 50"),
+    ("What was converted from what",  # the hub's format conversions only: not a model's training data, nor an MLCube
+     "SELECT ?conversion ?source WHERE {\n  ?conversion hub:convertedFrom ?source .\n} LIMIT 50"),
     ("How many of each type", "SELECT ?type (COUNT(?s) AS ?n) WHERE { ?s a ?type } GROUP BY ?type ORDER BY DESC(?n)"),
     ("Is there any model?", "ASK { ?m a hpc:AIModel }"),
 ]

@@ -196,7 +196,7 @@ def test_ro_crate_metadata_attached_and_detached(tmp_path):
     assert root["isBasedOn"] == [{"@id": f"{BASE}/ark:/99999/fk4src"}, {"@id": f"{BASE}/ark:/99999/fk4data"}]
     crate = crosswalks.ro_crate(record)
     action = next(e for e in crate["@graph"] if e["@type"] == "CreateAction")
-    assert action["@id"] == f"{BASE}/api/v1/jobs/1/" and action["result"] == {"@id": "./"}
+    assert action["@id"] == f"{BASE}/ark:/99999/fk4test#activity" and action["result"] == {"@id": "./"}
     detached = json.loads(exports.export(record, "ro-crate"))
     assert assert_ro_crate(detached, record.iri)["hasPart"] == [{"@id": f"{BASE}/files/cnn.onnx"}]
 

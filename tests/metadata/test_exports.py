@@ -39,7 +39,7 @@ def model_record() -> Record:
         provenance=[Link("converted_from", f"{BASE}/ark:/99999/fk4src", "ark:/99999/fk4src"),
                     Link("trained_on", f"{BASE}/ark:/99999/fk4data", "ark:/99999/fk4data")],
         concept_iri=f"{BASE}/ark:/99999/fk4concept", concept_pid="ark:/99999/fk4concept",
-        job_url=f"{BASE}/api/v1/jobs/1/",
+        activity_iri=f"{BASE}/ark:/99999/fk4test#activity",
     )
 
 

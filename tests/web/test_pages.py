@@ -261,7 +261,8 @@ def test_sparql_in_a_browser_is_a_query_page_with_results(owner, publish):
     assert machine.status_code == 200 and machine["Content-Type"].startswith("text/turtle")
     empty = anon.get("/sparql", {"query": ""})  # an empty query is still the protocol's coded 400
     assert empty.status_code == 400 and empty.json()["code"] == "malformed_query"
-    for example in ("Models and their frameworks", "What was converted from what", "How many of each type"):
+    for example in ("Models and their frameworks, as uploaded", "What was converted from what",
+                    "How many of each type"):
         query = next(text for label, text in __import__("hub.web.sparql_page", fromlist=["EXAMPLES"]).EXAMPLES
                      if label == example)
         shown = anon.get("/sparql", {"query": query}, HTTP_ACCEPT=BROWSER_ACCEPT).content.decode()
@@ -392,7 +393,7 @@ def _converted(owner, artifact, source, tmp_path, verified=True):
     return services.create_version(
         artifact, owner, label=f"{source.label}-onnx", files=[staged(tmp_path, "model.onnx", b"onnx bytes")],
         metadata=valid_metadata("model", title=f"Title of {artifact.name}", verified=verified, framework="onnx",
-                                format="onnx"),
+                                format="onnx", job="00000000-0000-4000-8000-000000000041"),
         provenance=[ProvenanceRef(ProvenanceLink.Relation.CONVERTED_FROM, source)], system=True)
 
 
