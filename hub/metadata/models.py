@@ -10,6 +10,7 @@ class SparqlState(models.Model):
     syncs the server, so syncs apply changes one after the other."""
 
     generation = models.BigIntegerField(default=0)
+    format = models.IntegerField(default=1)  # rdfstore.RENDER_FORMAT of the graphs the server holds
 
     def __str__(self) -> str:
         return f"SPARQL store at generation {self.generation}"

@@ -47,6 +47,10 @@ from hub.registry.models import Artifact, ProvenanceLink, Version
 GRAPH = "urn:hpcfair:graph:"  # + a version's pk: that version's named graph
 BATCH = 200  # artifacts rendered per SPARQL Update
 BULK = 2000  # artifacts rendered per bulk load, in a first build
+# What a store's graphs look like: raised whenever rendering changes what a stored graph holds (2: version chains
+# of uploads only, hub activities in place of job URLs). A store of another format is built afresh at its next
+# sync, on every backend, so an upgrade needs no manual rebuild.
+RENDER_FORMAT = 2
 
 
 def graph_name(version_pk: int) -> str:
@@ -63,8 +67,8 @@ class RdfStore(ABC):
     @abstractmethod
     @contextmanager
     def writing(self) -> Iterator[list[int]]:
-        """One writer at a time: yields ``[generation]`` (what the store holds); the writer sets it to what it
-        applied, which is kept when the block ends without an error."""
+        """One writer at a time: yields ``[generation, format]`` (what the store holds, and the ``RENDER_FORMAT``
+        it was rendered in); the writer sets them to what it applied, kept when the block ends without an error."""
 
     @abstractmethod
     def update(self, sparql_update: str) -> None:
@@ -86,12 +90,20 @@ class Embedded(RdfStore):
         self.folder = Path(folder)
         self.lock_path = self.folder.with_name(self.folder.name + ".lock")
         self.state_path = self.folder / "hub-generation"
+        self.format_path = self.folder / "hub-format"
 
     def generation(self) -> int:
         try:
             return int(self.state_path.read_text())
         except (FileNotFoundError, ValueError):
             return 0
+
+    def format(self) -> int:
+        """The ``RENDER_FORMAT`` of the graphs held (1: a store from before the format was written down)."""
+        try:
+            return int(self.format_path.read_text())
+        except (FileNotFoundError, ValueError):
+            return 1
 
     @contextmanager
     def locked(self, mode: int, wait_s: float) -> Iterator[bool]:
@@ -127,12 +139,13 @@ class Embedded(RdfStore):
             except OSError as exc:
                 raise StoreError(str(exc)) from exc
             try:
-                state = [self.generation()]
+                state = [self.generation(), self.format()]
                 yield state
                 self._store.flush()
-                temporary = self.state_path.with_suffix(".new")
-                temporary.write_text(str(state[0]))
-                temporary.replace(self.state_path)
+                for path, value in ((self.format_path, state[1]), (self.state_path, state[0])):
+                    temporary = path.with_suffix(".new")
+                    temporary.write_text(str(value))
+                    temporary.replace(path)
             finally:
                 del self._store  # closes RocksDB before the lock is released
 
@@ -169,9 +182,9 @@ class Server(RdfStore):
                 if time.monotonic() >= deadline:
                     raise StoreError("another web node is syncing the store")
                 time.sleep(0.05)
-            state = [row.generation]
+            state = [row.generation, row.format]
             yield state
-            SparqlState.objects.filter(pk=1).update(generation=state[0])
+            SparqlState.objects.filter(pk=1).update(generation=state[0], format=state[1])
 
     def update(self, sparql_update: str) -> None:
         self._post("/update", sparql_update.encode(), "application/sparql-update")
@@ -208,14 +221,14 @@ def registry_generation() -> int:
 
 def pending(store: RdfStore) -> bool:
     """Whether the registry changed since the store last synced (without taking the store's lock)."""
-    held = store.generation() if isinstance(store, Embedded) else _server_generation()
-    return held != registry_generation()
+    held = (store.generation(), store.format()) if isinstance(store, Embedded) else _server_state()
+    return held != (registry_generation(), RENDER_FORMAT)
 
 
-def _server_generation() -> int:
+def _server_state() -> tuple[int, int]:
     from hub.metadata.models import SparqlState
 
-    return SparqlState.objects.filter(pk=1).values_list("generation", flat=True).first() or 0
+    return SparqlState.objects.filter(pk=1).values_list("generation", "format").first() or (0, RENDER_FORMAT)
 
 
 def sync(store: RdfStore | None = None) -> int:
@@ -225,9 +238,11 @@ def sync(store: RdfStore | None = None) -> int:
     store = store or current()
     with store.writing() as state:
         now, held = registry_generation(), state[0]
-        if now == held:
+        if now == held and state[1] == RENDER_FORMAT:
             return 0
-        if now < held or held == 0:  # built afresh, or it followed another database (restored, rolled back)
+        # Built afresh, rendered in another format (an upgrade), or it followed another database (restored, rolled
+        # back): every graph again.
+        if now < held or held == 0 or state[1] != RENDER_FORMAT:
             count = build(store)
         else:
             changed = list(SearchEntry.objects.filter(seq__gt=held, seq__lte=now).values_list("artifact_id", flat=True))
@@ -235,7 +250,7 @@ def sync(store: RdfStore | None = None) -> int:
             for start in range(0, len(changed), BATCH):
                 store.update(render(changed[start:start + BATCH]))
             count = len(changed)
-        state[0] = now
+        state[:] = [now, RENDER_FORMAT]
         return count
 
 

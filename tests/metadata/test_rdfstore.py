@@ -91,6 +91,19 @@ def test_each_change_renders_only_what_it_touched(owner, publish, backend):
     assert rdfstore.pending(store) and rdfstore.sync(store) == 1
 
 
+def test_a_store_rendered_in_an_older_format_is_built_again_at_its_next_sync(owner, publish, backend):
+    """An upgrade that renders versions differently needs no manual rebuild, on either backend."""
+    for index in range(3):
+        publish(owner, f"model-{index}", {"w.bin": bytes([index])})
+    store = rdfstore.current()
+    rdfstore.sync(store)
+    assert rdfstore.sync(store) == 0
+    with store.writing() as state:
+        state[1] = rdfstore.RENDER_FORMAT - 1  # what a store written before the upgrade holds
+    assert rdfstore.pending(store) and rdfstore.sync(store) == 3  # every graph again, not only what changed
+    assert not rdfstore.pending(store) and rdfstore.sync(store) == 0
+
+
 def test_a_removed_store_or_one_ahead_of_the_database_is_built_again(anon, owner, publish, settings):
     publish(owner, "kept", {"w.bin": b"k"})
     assert titles(anon) == ["Title of kept"]
