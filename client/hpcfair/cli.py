@@ -157,11 +157,14 @@ def infer(ref: Annotated[str, typer.Argument(help="A PID, owner/name[@version] o
           device: Annotated[str, typer.Option(help="cpu, gpu, or local (this machine).")] = "cpu",
           threads: Annotated[int, typer.Option(help="ONNX Runtime threads (worker_num).")] = 0,
           queue: Annotated[bool, typer.Option(help="Queue as a job when no worker of the device is up.")] = False,
+          file: Annotated[str | None, typer.Option(help="Which ONNX file of a version holding several (an "
+                                                        "ensemble), e.g. booster.onnx.")] = None,
           as_json: Json = False) -> None:
     """Run a model on an input file."""
     cfg = {"general_args": {"task": "inference"},
            "device_args": {"device": device, "worker_num": threads, "if_no_worker": "queue" if queue else "refuse"},
-           "task_args": {"model_file": _ref_or_path(ref), "input": str(input.resolve())},
+           "task_args": {"model_file": _ref_or_path(ref), "input": str(input.resolve()),
+                         **({"onnx_file": file} if file else {})},
            "out_args": {"export_file": str(output.resolve())} if output else {}}
     api = _api()
     result = api.inference(cfg)
