@@ -45,16 +45,21 @@ def _print(data: Any, as_json: bool, text: str | None = None) -> None:
         typer.echo(text if text is not None else json.dumps(data, indent=2, default=str))
 
 
-@app.command(epilog="Example: hpcfair login --endpoint https://hub.example.org  (asks for username and password)")
-def login(username: Annotated[str | None, typer.Option(help="Your hub username (asked when missing).")] = None,
+@app.command(epilog="Example: hpcfair login --endpoint https://hub.example.org  (asks for username and password); "
+                     "hpcfair login --endpoint https://hub.example.org --token hpcf_...  (saves a token you made)")
+def login(endpoint: Annotated[str | None, typer.Option(help="The hub (as the global --endpoint).")] = None,
+          token: Annotated[str | None, typer.Option(help="Save this API token (from your account page) instead of "
+                                                         "making one with your password.")] = None,
+          username: Annotated[str | None, typer.Option(help="Your hub username (asked when missing).")] = None,
           password_stdin: Annotated[bool, typer.Option(help="Read the password from standard input.")] = False,
           scope: Annotated[str, typer.Option(help="read or write.")] = "write") -> None:
-    """Create an API token with your password and save it with the endpoint in ~/.hpcfair."""
+    """Create an API token with your password (or take one) and save it with the endpoint in ~/.hpcfair."""
     from hpcfair.client import HubClient
 
-    client = HubClient(_state.get("endpoint"), _state.get("token"))
-    if _state.get("token"):
-        raw = _state["token"]
+    token = token or _state.get("token")
+    client = HubClient(endpoint or _state.get("endpoint"), token)
+    if token:
+        raw = token
     else:
         username = username or typer.prompt("username")
         password = sys.stdin.readline().rstrip("\n") if password_stdin else getpass.getpass("password: ")
@@ -402,6 +407,19 @@ def _summary(result: Any, labels: list[str] | None = None) -> str:
     return json.dumps(_jsonable(result), indent=2, default=str)
 
 
+def _is_usage_error(exc: BaseException) -> bool:
+    """A command line that does not parse: click's ``ClickException`` family, told by its shape since typer
+    0.22 and later raise those of their own copy of click."""
+    return callable(getattr(exc, "format_message", None)) and isinstance(getattr(exc, "exit_code", None), int)
+
+
+def _usage_text(exc: Any) -> str:
+    """The message, and where to look: ``Try 'hpcfair login --help'.``"""
+    context = getattr(exc, "ctx", None)
+    command = context.command_path if context is not None else "hpcfair"
+    return f"{exc.format_message().rstrip('.')}. Try '{command} --help'."
+
+
 def entry() -> None:
     """The console script: one-line errors unless HPCFAIR_DEBUG is set (then also the library's logs: the
     sandbox's child's tracebacks)."""
@@ -410,7 +428,7 @@ def entry() -> None:
 
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        app(standalone_mode=False)
+        app(standalone_mode=False, prog_name="hpcfair")
     except HubError as exc:
         if settings.debug():
             raise
@@ -420,11 +438,9 @@ def entry() -> None:
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)
         sys.exit(130)
-    except Exception as exc:  # click's usage errors carry their own exit code
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
+    except Exception as exc:
+        if _is_usage_error(exc):  # click's (or typer's own copy of click's) usage errors: their own exit code
+            typer.echo(f"error [usage]: {_usage_text(exc)}", err=True)
             sys.exit(exc.exit_code)
         if settings.debug():
             raise
