@@ -107,9 +107,7 @@ def optimize_here(config: Config, source: ModelSource, folder: Path) -> dict[str
         except ConversionError as exc:
             raise HubError(f"{source.key}: {exc.detail}", code=exc.code)
         folder.mkdir(parents=True, exist_ok=True)
-        files = []
-        for name in report.get("variants", {}):
-            files.append(str(shutil.move(sandbox.output_file(workdir, f"out/{name}"), folder / name)))
+        files = [str(sandbox.place(workdir, f"out/{name}", folder / name)) for name in report.get("variants", {})]
         report.pop("ok", None)
         return {"model": source.name, "where": "local", "files": files, "report": report}
     finally:
