@@ -379,7 +379,9 @@ def run_copy_metadata(source: ModelSource, creator: str) -> dict[str, Any]:
 
 
 def read_metadata(value: dict[str, Any] | str | Path | None, base: Path) -> tuple[dict[str, Any], Path | None]:
-    """(metadata, model card file): a dict as is; a YAML/JSON file read; a README.md sent as the card."""
+    """(metadata, model card file): a dict as is; a YAML/JSON file read; a README.md sent as the card (the
+    version's README.md, where the hub reads cards). Another Markdown file is refused: sent as README.md it
+    would be a file of the version under a name it does not have."""
     import json
 
     import yaml
@@ -390,6 +392,11 @@ def read_metadata(value: dict[str, Any] | str | Path | None, base: Path) -> tupl
     if not path.is_file():
         raise ConfigError(f"no metadata file {path}", key="task_args.metadata")
     if path.suffix.lower() == ".md":
+        if path.name.lower() != "readme.md":
+            raise ConfigError(f"{path.name} is Markdown: a Markdown metadata file is a model card, which the hub "
+                              "reads from the version's README.md, and it is published as that file. Name it "
+                              f"README.md, give the metadata as YAML or JSON, or add {path.name} to the files",
+                              key="task_args.metadata")
         return {}, path
     try:
         data = json.loads(path.read_text()) if path.suffix.lower() == ".json" else yaml.safe_load(path.read_text())

@@ -118,7 +118,8 @@ def show(ref: Annotated[str, typer.Argument(help="A PID or owner/name[@version].
 def upload(name: Annotated[str, typer.Argument(help="The artifact name (yours; created if needed).")],
            files: Annotated[list[Path], typer.Argument(help="The files of the version; a folder gives every file "
                                                             "under it, at its path inside the folder.")],
-           metadata: Annotated[Path | None, typer.Option(help="Metadata: YAML, JSON or a README.md card.")] = None,
+           metadata: Annotated[Path | None, typer.Option(help="Metadata: YAML, JSON or a card named README.md "
+                                                               "(published as the version's README.md).")] = None,
            kind: Annotated[str, typer.Option(help="model, dataset or project.")] = "model",
            private: Annotated[bool, typer.Option(help="Only you and your collaborators see it.")] = False,
            version: Annotated[str, typer.Option(help="The version label (default: the next number).")] = "",
