@@ -28,14 +28,15 @@ def run_models(client: HubClient, config: Config) -> dict[str, Any]:
     if len(exports) > 1:
         raise config.error("out_args.export_file", "name one file for the outputs")
     export = config.path(exports[0]) if exports else None
+    files = _sources.onnx_files(config, sources)
+    if len(sources) > 1 and (task.merge or device.device != "local") and any(files):
+        raise config.error(config.where("onnx_file"), "a chain on the hub (or merged there) runs each version's "
+                                                      "only ONNX file; run it with device: local to pick files of "
+                                                      "an ensemble")
     if task.merge:
         return merge(client, config, sources, export)
     dataset = task.dataset or (task.input[len("dataset:"):].strip() if (task.input or "").startswith("dataset:")
                                else None)
-    files = _sources.onnx_files(config, sources)
-    if device.device != "local" and len(sources) > 1 and any(files):
-        raise config.error(config.where("onnx_file"), "a chain on the hub runs each version's only ONNX file; run "
-                                                      "it with device: local to pick files of an ensemble")
     common = {"device": device.device, "threads": device.worker_num or None, "if_no_worker": device.if_no_worker,
               "file": files[0] if len(sources) == 1 else None}
     if dataset:  # a batch run over a hub dataset: always a job

@@ -79,6 +79,12 @@ def test_an_inference_config_names_the_file_with_onnx_file(ensemble, tmp_path):
         np.testing.assert_allclose(saved["y"], X * 2)
     with pytest.raises(ConfigError, match="has 2 entries for 1 models"):
         api.inference({**base, "task_args": {**base["task_args"], "onnx_file": ["booster.onnx", "model.onnx"]}})
+    chain = {"general_args": {"task": "inference", "tag": "collaboration"}, "device_args": {"device": "local"},
+             "task_args": {"model_file": [ref, ref], "onnx_file": ["booster.onnx", "model.onnx"],
+                           "input": str(tmp_path / "input.json")}}
+    np.testing.assert_allclose(api.collaborate(chain)["y"], X * 2 + 1)  # one file of each, in a chain here
+    with pytest.raises(ConfigError, match="a chain on the hub .* runs each version's only ONNX file"):
+        api.collaborate({**chain, "device_args": {"device": "cpu"}})
     # On the hub the file goes with the request: the gateway gets past choosing the model and, with no worker
     # in this test, says so (without the file it refuses the request as ambiguous, the reported failure).
     hub = {**base, "device_args": {"device": "cpu"}}
