@@ -23,12 +23,13 @@ def convert(client: HubClient, config: Config) -> list[dict[str, Any]]:
     backends = _sources.backends(config, sources)
     config.check_models_named([source.name for source in sources])
     options = [config.conversion_options(index, source.name) for index, source in enumerate(sources)]  # all checked
+    files = _sources.onnx_files(config, sources)
     reports = []
     for index, (source, export, backend) in enumerate(zip(sources, exports, backends, strict=True)):
         if source.local and not config.args.general_args.upload:
             reports.append(convert_here(config, source, export, backend, index, options[index]))
         else:
-            reports.append(convert_on_hub(client, config, source, export, options[index]))
+            reports.append(convert_on_hub(client, config, source, export, options[index], files[index]))
     return reports
 
 
@@ -54,15 +55,15 @@ def convert_here(config: Config, source: ModelSource, export: Path, backend: str
 
 
 def convert_on_hub(client: HubClient, config: Config, source: ModelSource, export: Path,
-                   options: dict[str, Any] | None = None) -> dict[str, Any]:
+                   options: dict[str, Any] | None = None, file: str | None = None) -> dict[str, Any]:
     """A hub model (or a local file or folder published first, with the config's declared inputs and sample
-    data) converted by the hub, its ONNX file fetched."""
+    data) converted by the hub, its ONNX file (``file`` of several) fetched."""
     task = config.task
     options = options or {}
     info = _registry.hub_version(client, config, source, private=task.visibility != "public", metadata=task.metadata,
                                  inputs=options.get("inputs"), sample=options.get("sample_inputs"))
     onnx = _registry.onnx_version(client, info, task.onnx_version)
-    _registry.export(client, _registry.onnx_item(onnx), export)
+    _registry.export(client, _registry.onnx_item(onnx, file), export)
     meta = onnx.get("metadata") or {}
     checks = list((meta.get("verification") or {}).values())
     return {"model": source.name, "source": source.ref or str(source.local), "export_file": str(export),
@@ -75,13 +76,14 @@ def optimize(client: HubClient, config: Config) -> list[dict[str, Any]]:
     """``modelAPI.optimize``: each ONNX model optimised here or on the hub, one report each."""
     sources = _sources.sources(config)
     exports = _sources.exports(config, sources, ".optimized.onnx")
+    files = _sources.onnx_files(config, sources)
     reports = []
-    for source, export in zip(sources, exports, strict=True):
+    for source, export, file in zip(sources, exports, files, strict=True):
         if source.local and not config.args.general_args.upload:
             reports.append(optimize_here(config, source, export.parent))
             continue
         info = _registry.onnx_version(client, _registry.hub_version(client, config, source, private=True), None)
-        done = client.wait(client.optimize(info["pid"], quantize=config.task.quantize))
+        done = client.wait(client.optimize(info["pid"], file=file or "", quantize=config.task.quantize))
         derived = client.resolve(done["result"]["pid"])
         files = client.download(derived["pid"], export.parent)
         report = (derived.get("metadata") or {}).get("optimization")
@@ -105,9 +107,7 @@ def optimize_here(config: Config, source: ModelSource, folder: Path) -> dict[str
         except ConversionError as exc:
             raise HubError(f"{source.key}: {exc.detail}", code=exc.code)
         folder.mkdir(parents=True, exist_ok=True)
-        files = []
-        for name in report.get("variants", {}):
-            files.append(str(shutil.move(sandbox.output_file(workdir, f"out/{name}"), folder / name)))
+        files = [str(sandbox.place(workdir, f"out/{name}", folder / name)) for name in report.get("variants", {})]
         report.pop("ok", None)
         return {"model": source.name, "where": "local", "files": files, "report": report}
     finally:

@@ -28,11 +28,17 @@ def run_models(client: HubClient, config: Config) -> dict[str, Any]:
     if len(exports) > 1:
         raise config.error("out_args.export_file", "name one file for the outputs")
     export = config.path(exports[0]) if exports else None
+    files = _sources.onnx_files(config, sources)
+    if len(sources) > 1 and (task.merge or device.device != "local") and any(files):
+        raise config.error(config.where("onnx_file"), "a chain on the hub (or merged there) runs each version's "
+                                                      "only ONNX file; run it with device: local to pick files of "
+                                                      "an ensemble")
     if task.merge:
         return merge(client, config, sources, export)
     dataset = task.dataset or (task.input[len("dataset:"):].strip() if (task.input or "").startswith("dataset:")
                                else None)
-    common = {"device": device.device, "threads": device.worker_num or None, "if_no_worker": device.if_no_worker}
+    common = {"device": device.device, "threads": device.worker_num or None, "if_no_worker": device.if_no_worker,
+              "file": files[0] if len(sources) == 1 else None}
     if dataset:  # a batch run over a hub dataset: always a job
         runnable = _registry.runnable(client, config, sources)
         outputs = on_hub(client, runnable, None, task.links, dataset=dataset, **common)
@@ -42,7 +48,7 @@ def run_models(client: HubClient, config: Config) -> dict[str, Any]:
             outputs = run_here(client, config, sources, raw, cast)
         else:
             runnable = _registry.runnable(client, config, sources)
-            feeds = tensors.fit(raw, (runnable[0].get("metadata") or {}).get("inputs"), cast=cast)
+            feeds = tensors.fit(raw, _registry.onnx_inputs(runnable[0], files[0]), cast=cast)
             outputs = on_hub(client, runnable, feeds, task.links, mode=device.mode, outputs=task.outputs, **common)
     if export is not None:
         tensors.write_outputs(export, outputs)
@@ -94,8 +100,9 @@ def job_outputs(client: HubClient, job: dict[str, Any]) -> dict[str, Any]:
 def run_here(client: HubClient, config: Config, sources: list[ModelSource], raw: Any, cast: bool) -> dict[str, Any]:
     """``device: local``: the model(s) run with ONNX Runtime on this machine."""
     threads = config.args.device_args.worker_num
-    sessions = [_registry.load_model(client, str(s.local) if s.local else s.ref, threads=threads, _key=s.key)
-                for s in sources]
+    files = _sources.onnx_files(config, sources)
+    sessions = [_registry.load_model(client, str(s.local) if s.local else s.ref, file=file, threads=threads,
+                                     _key=s.key) for s, file in zip(sources, files, strict=True)]
     spec = [{"name": i.name, "dtype": ORT_DTYPES.get(i.type), "shape": i.shape} for i in sessions[0].get_inputs()]
     return run_chain(sessions, tensors.fit(raw, spec, cast=cast), config.task.links)
 

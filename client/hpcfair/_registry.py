@@ -183,11 +183,11 @@ def with_data_files(client: HubClient, version: dict[str, Any], item: dict[str, 
     return target
 
 
-def load_model(client: HubClient, ref: str, *, original: bool = False, threads: int = 0, trust_pickle: bool = False,
-               _key: str = "model") -> Any:
-    """An ONNX Runtime session for a hub model (its ONNX conversion) or a local ``.onnx`` file; with
-    ``original=True`` the uploaded model in its own framework (pickles only with ``trust_pickle``:
-    loading one runs the code inside it)."""
+def load_model(client: HubClient, ref: str, *, file: str | None = None, original: bool = False, threads: int = 0,
+               trust_pickle: bool = False, _key: str = "model") -> Any:
+    """An ONNX Runtime session for a hub model (its ONNX conversion; ``file`` picks one ONNX file of a version
+    holding several) or a local ``.onnx`` file; with ``original=True`` the uploaded model in its own framework
+    (pickles only with ``trust_pickle``: loading one runs the code inside it)."""
     local = Path(ref).expanduser()
     if local.is_file():
         if local.suffix.lower() != ".onnx":
@@ -199,7 +199,7 @@ def load_model(client: HubClient, ref: str, *, original: bool = False, threads: 
         if original:
             return load_original(client, info, trust_pickle)
         version = onnx_version(client, info, None)
-        item = onnx_item(version)
+        item = onnx_item(version, file)
         path = with_data_files(client, version, item, client.cached(item))
     try:
         import onnxruntime as ort
@@ -346,13 +346,29 @@ def onnx_version(client: HubClient, info: dict[str, Any], opset: int | None) -> 
     return client.resolve(done["result"]["pid"])
 
 
-def onnx_item(info: dict[str, Any]) -> dict[str, Any]:
-    """The one ONNX file of a version record."""
+def onnx_item(info: dict[str, Any], file: str | None = None) -> dict[str, Any]:
+    """The ONNX file of a version record: ``file`` (a path in the version, ``.onnx`` optional, as the gateway
+    reads its ``file`` option), or its only one."""
     found = [f for f in info["files"] if f["path"].lower().endswith(".onnx")]
+    names = ", ".join(f["path"] for f in found)
+    if file:
+        chosen = [f for f in found if f["path"] in (file, str(Path(file).with_suffix(".onnx")))]
+        if not chosen:
+            raise NotFoundError(f"{version_ref(info)} has no ONNX file {file!r}; it has {names or 'none'}.",
+                                code="not_found")
+        return chosen[0]
     if len(found) != 1:
-        raise HubError(f"{info['artifact']}@{info['version']} has {len(found)} ONNX files; name the model file.",
+        raise HubError(f"{version_ref(info)} holds {len(found)} ONNX models ({names}); name one: file=NAME in "
+                       "api.load_model, --file NAME on the command line, onnx_file: NAME in a config.",
                        code="ambiguous_model")
     return found[0]
+
+
+def onnx_inputs(info: dict[str, Any], file: str | None = None) -> list[dict[str, Any]] | None:
+    """The input signature the hub recorded for a version's ONNX file (``file`` of an ensemble: its member's)."""
+    meta = info.get("metadata") or {}
+    member = (meta.get("members") or {}).get(onnx_item(info, file)["path"]) if file else None
+    return (member if isinstance(member, dict) else meta).get("inputs")
 
 
 def run_copy_metadata(source: ModelSource, creator: str) -> dict[str, Any]:
@@ -363,7 +379,9 @@ def run_copy_metadata(source: ModelSource, creator: str) -> dict[str, Any]:
 
 
 def read_metadata(value: dict[str, Any] | str | Path | None, base: Path) -> tuple[dict[str, Any], Path | None]:
-    """(metadata, model card file): a dict as is; a YAML/JSON file read; a README.md sent as the card."""
+    """(metadata, model card file): a dict as is; a YAML/JSON file read; a README.md sent as the card (the
+    version's README.md, where the hub reads cards). Another Markdown file is refused: sent as README.md it
+    would be a file of the version under a name it does not have."""
     import json
 
     import yaml
@@ -374,6 +392,11 @@ def read_metadata(value: dict[str, Any] | str | Path | None, base: Path) -> tupl
     if not path.is_file():
         raise ConfigError(f"no metadata file {path}", key="task_args.metadata")
     if path.suffix.lower() == ".md":
+        if path.name.lower() != "readme.md":
+            raise ConfigError(f"{path.name} is Markdown: a Markdown metadata file is a model card, which the hub "
+                              "reads from the version's README.md, and it is published as that file. Name it "
+                              f"README.md, give the metadata as YAML or JSON, or add {path.name} to the files",
+                              key="task_args.metadata")
         return {}, path
     try:
         data = json.loads(path.read_text()) if path.suffix.lower() == ".json" else yaml.safe_load(path.read_text())

@@ -67,6 +67,15 @@ def exports(config: Config, sources: list[ModelSource], suffix: str) -> list[Pat
     return [config.path(e) for e in exports] or [config.path(f"{s.name}{suffix}") for s in sources]
 
 
+def onnx_files(config: Config, sources: list[ModelSource]) -> list[str | None]:
+    """Which ONNX file of each model's hub version runs (``onnx_file``: one per model; None: its only one)."""
+    named = config.names("onnx_file")
+    if named and len(named) != len(sources):
+        raise config.error(config.where("onnx_file"), f"has {len(named)} entries for {len(sources)} models; "
+                                                      "write '' for a model with one ONNX file")
+    return [name or None for name in named] or [None] * len(sources)
+
+
 def backends(config: Config, sources: list[ModelSource]) -> list[str | None]:
     """The framework each model is read with (``general_args.backend``: one for all, or one per model)."""
     backend = config.args.general_args.backend

@@ -133,13 +133,14 @@ class modelAPI:  # noqa: N801 - the papers' name
         """``task: download``: the models named in ``model_file`` into ``out_args.export_dir``."""
         return _registry.download_config(self.client, load(cfg))
 
-    def load_model(self, ref: str, *, original: bool = False, threads: int = 0, trust_pickle: bool = False,
-                   _key: str = "model") -> Any:
-        """An ONNX Runtime session for a hub model (its ONNX conversion) or a local ``.onnx`` file; with
+    def load_model(self, ref: str, *, file: str | None = None, original: bool = False, threads: int = 0,
+                   trust_pickle: bool = False, _key: str = "model") -> Any:
+        """An ONNX Runtime session for a hub model (its ONNX conversion; ``file`` names the ONNX file of a
+        version holding several, e.g. ``file="booster.onnx"``) or a local ``.onnx`` file; with
         ``original=True`` the uploaded model in its own framework (pickles only with ``trust_pickle``:
         loading one runs the code inside it)."""
-        return _registry.load_model(self.client, ref, original=original, threads=threads, trust_pickle=trust_pickle,
-                                    _key=_key)
+        return _registry.load_model(self.client, ref, file=file, original=original, threads=threads,
+                                    trust_pickle=trust_pickle, _key=_key)
 
     def load_dataset(self, ref: str) -> Dataset:
         """A dataset version's files on this machine (cached), with ``arrays()`` and ``croissant()``."""

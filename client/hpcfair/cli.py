@@ -45,16 +45,21 @@ def _print(data: Any, as_json: bool, text: str | None = None) -> None:
         typer.echo(text if text is not None else json.dumps(data, indent=2, default=str))
 
 
-@app.command(epilog="Example: hpcfair login --endpoint https://hub.example.org  (asks for username and password)")
-def login(username: Annotated[str | None, typer.Option(help="Your hub username (asked when missing).")] = None,
+@app.command(epilog="Example: hpcfair login --endpoint https://hub.example.org  (asks for username and password); "
+                     "hpcfair login --endpoint https://hub.example.org --token hpcf_...  (saves a token you made)")
+def login(endpoint: Annotated[str | None, typer.Option(help="The hub (as the global --endpoint).")] = None,
+          token: Annotated[str | None, typer.Option(help="Save this API token (from your account page) instead of "
+                                                         "making one with your password.")] = None,
+          username: Annotated[str | None, typer.Option(help="Your hub username (asked when missing).")] = None,
           password_stdin: Annotated[bool, typer.Option(help="Read the password from standard input.")] = False,
           scope: Annotated[str, typer.Option(help="read or write.")] = "write") -> None:
-    """Create an API token with your password and save it with the endpoint in ~/.hpcfair."""
+    """Create an API token with your password (or take one) and save it with the endpoint in ~/.hpcfair."""
     from hpcfair.client import HubClient
 
-    client = HubClient(_state.get("endpoint"), _state.get("token"))
-    if _state.get("token"):
-        raw = _state["token"]
+    token = token or _state.get("token")
+    client = HubClient(endpoint or _state.get("endpoint"), token)
+    if token:
+        raw = token
     else:
         username = username or typer.prompt("username")
         password = sys.stdin.readline().rstrip("\n") if password_stdin else getpass.getpass("password: ")
@@ -113,7 +118,8 @@ def show(ref: Annotated[str, typer.Argument(help="A PID or owner/name[@version].
 def upload(name: Annotated[str, typer.Argument(help="The artifact name (yours; created if needed).")],
            files: Annotated[list[Path], typer.Argument(help="The files of the version; a folder gives every file "
                                                             "under it, at its path inside the folder.")],
-           metadata: Annotated[Path | None, typer.Option(help="Metadata: YAML, JSON or a README.md card.")] = None,
+           metadata: Annotated[Path | None, typer.Option(help="Metadata: YAML, JSON or a card named README.md "
+                                                               "(published as the version's README.md).")] = None,
            kind: Annotated[str, typer.Option(help="model, dataset or project.")] = "model",
            private: Annotated[bool, typer.Option(help="Only you and your collaborators see it.")] = False,
            version: Annotated[str, typer.Option(help="The version label (default: the next number).")] = "",
@@ -157,11 +163,14 @@ def infer(ref: Annotated[str, typer.Argument(help="A PID, owner/name[@version] o
           device: Annotated[str, typer.Option(help="cpu, gpu, or local (this machine).")] = "cpu",
           threads: Annotated[int, typer.Option(help="ONNX Runtime threads (worker_num).")] = 0,
           queue: Annotated[bool, typer.Option(help="Queue as a job when no worker of the device is up.")] = False,
+          file: Annotated[str | None, typer.Option(help="Which ONNX file of a version holding several (an "
+                                                        "ensemble), e.g. booster.onnx.")] = None,
           as_json: Json = False) -> None:
     """Run a model on an input file."""
     cfg = {"general_args": {"task": "inference"},
            "device_args": {"device": device, "worker_num": threads, "if_no_worker": "queue" if queue else "refuse"},
-           "task_args": {"model_file": _ref_or_path(ref), "input": str(input.resolve())},
+           "task_args": {"model_file": _ref_or_path(ref), "input": str(input.resolve()),
+                         **({"onnx_file": file} if file else {})},
            "out_args": {"export_file": str(output.resolve())} if output else {}}
     api = _api()
     result = api.inference(cfg)
@@ -399,6 +408,19 @@ def _summary(result: Any, labels: list[str] | None = None) -> str:
     return json.dumps(_jsonable(result), indent=2, default=str)
 
 
+def _is_usage_error(exc: BaseException) -> bool:
+    """A command line that does not parse: click's ``ClickException`` family, told by its shape since typer
+    0.22 and later raise those of their own copy of click."""
+    return callable(getattr(exc, "format_message", None)) and isinstance(getattr(exc, "exit_code", None), int)
+
+
+def _usage_text(exc: Any) -> str:
+    """The message, and where to look: ``Try 'hpcfair login --help'.``"""
+    context = getattr(exc, "ctx", None)
+    command = context.command_path if context is not None else "hpcfair"
+    return f"{exc.format_message().rstrip('.')}. Try '{command} --help'."
+
+
 def entry() -> None:
     """The console script: one-line errors unless HPCFAIR_DEBUG is set (then also the library's logs: the
     sandbox's child's tracebacks)."""
@@ -407,7 +429,7 @@ def entry() -> None:
 
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        app(standalone_mode=False)
+        app(standalone_mode=False, prog_name="hpcfair")
     except HubError as exc:
         if settings.debug():
             raise
@@ -417,11 +439,9 @@ def entry() -> None:
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)
         sys.exit(130)
-    except Exception as exc:  # click's usage errors carry their own exit code
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
+    except Exception as exc:
+        if _is_usage_error(exc):  # click's (or typer's own copy of click's) usage errors: their own exit code
+            typer.echo(f"error [usage]: {_usage_text(exc)}", err=True)
             sys.exit(exc.exit_code)
         if settings.debug():
             raise

@@ -37,7 +37,8 @@ Names = str | list[str]
 # folded YAML scalar reads "decoder. onnx"), never a name anybody meant.
 STRAY_SPACE = re.compile(r"^\s|\s$|\s[./\\]|[./\\]\s")
 SHIPPED_EXAMPLES = Path(__file__).with_name("examples")
-FILE_KEYS = ("model_file", "input", "sample_inputs", "files", "work_dir", "build_file", "export_file", "export_dir")
+FILE_KEYS = ("model_file", "onnx_file", "input", "sample_inputs", "files", "work_dir", "build_file", "export_file",
+             "export_dir")
 
 
 def _no_stray_space(value: Any) -> Any:
@@ -86,6 +87,9 @@ class TaskArgs(_Group):
     model_name: Names | None = Field(None, description="Name(s) of the model(s); the hub artifact name on upload.")
     model_file: Names | None = Field(
         None, description="Model file(s), or PIDs (ark:/...) or owner/name[@version] of hub models.")
+    onnx_file: Names | None = Field(
+        None, description="Which ONNX file of a hub version holding several (an ensemble, e.g. booster.onnx) runs; "
+                          "one per model in a chain ('' for a model with one). The gateway's 'file' option.")
     onnx_version: Annotated[int, Field(ge=7, le=21)] | None = Field(None, description="Target ONNX opset.")
     input: str | None = Field(None, description="Input file: .npy, .npz, .json, .txt, .csv; or, for a run over "
                                                 "a dataset, dataset: owner/name[@version]. generate: a file of "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
@@ -95,7 +96,8 @@ def account(request: HttpRequest) -> HttpResponse:
     owned = Artifact.objects.live().filter(owner=request.user).order_by("-updated")
     shared = request.user.collaborations.filter(deleted_at__isnull=True).select_related("owner")
     response = render(request, "web/account.html", {"tokens": tokens, "new_token": new_token, "owned": owned,
-                                                    "shared": shared, "scopes": ApiToken.Scope.values})
+                                                    "shared": shared, "scopes": ApiToken.Scope.values,
+                                                    "endpoint": settings.HUB_PUBLIC_URL})
     if new_token:  # a page holding a secret is neither cached nor kept in the browser's history cache
         response["Cache-Control"] = "no-store"
     return response

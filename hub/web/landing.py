@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import quote
 
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
@@ -183,10 +184,25 @@ def latency_rows(metadata: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def runnable_signature(version: Version, converted: list[Version]) -> list[dict[str, Any]]:
-    """Input tensors of the model the try-it form runs (this version's, else its ONNX conversion's)."""
-    if version.metadata.get("inputs"):
-        return version.metadata["inputs"]
-    return (converted[0].metadata.get("inputs") or []) if converted else []
+    """Input tensors of the model the try-it form runs (this version's, else its ONNX conversion's; of an
+    ensemble, its first ONNX file's, the one the "Use it" snippets name)."""
+    first = next(iter(onnx_files(version, converted)), None)
+    for holder in [version, *converted[:1]]:
+        if holder.metadata.get("inputs"):
+            return holder.metadata["inputs"]
+        member = (holder.metadata.get("members") or {}).get(first)
+        if isinstance(member, dict):
+            return member.get("inputs") or []
+    return []
+
+
+def onnx_files(version: Version, converted: list[Version]) -> list[str]:
+    """The ONNX files the gateway chooses from for ``version`` (its own, else its latest conversion's)."""
+    for holder in [version, *converted[:1]]:
+        found = [f.path for f in holder.files.order_by("path") if f.path.lower().endswith(".onnx")]
+        if found:
+            return found
+    return []
 
 
 # What to do after a failed conversion, by its code: the page says this instead of leaving people with the
@@ -313,6 +329,8 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
         converted = conversions(version) if artifact.kind == "model" else []
         failed = failed_conversion(version, files, converted) if artifact.kind == "model" else None
         signature = runnable_signature(version, converted) if artifact.kind == "model" and not failed else []
+        runs = onnx_files(version, converted) if artifact.kind == "model" else []
+        chosen = f"?file={quote(runs[0])}" if len(runs) > 1 else ""  # an ensemble: its first file, as the snippets
         context.update({
             "failed_conversion": failed,
             "onnx": onnx_offer(converted),
@@ -328,11 +346,12 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
             "latency": latency_rows(metadata),
             "container": metadata.get("container") if isinstance(metadata.get("container"), dict) else None,
             "jobs": jobs_shown(version, user) if can_write else [],
-            "use": None if failed else snippets.for_version(artifact, version, signature),
+            "use": None if failed else snippets.for_version(artifact, version, signature, runs),
             "try_signature": shown(signature),
             "try_example": json.dumps(example) if (example := snippets.example_inputs(signature)) else "",
             "class_labels": class_labels(version, viewer) if signature and artifact.kind == "model" else None,
-            "infer_url": f"/api/v1/artifacts/{artifact.owner.username}/{artifact.name}/versions/{version.label}/infer",
+            "infer_url": f"/api/v1/artifacts/{artifact.owner.username}/{artifact.name}/versions/{version.label}/infer"
+                         + chosen,
             "generate_url": generate_url(artifact, version),
             "finetune": artifact.kind == "model" and not version.is_deleted and finetune_offered(version),
         })

@@ -10,6 +10,7 @@ refuses it for a model with several outputs).
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ class Snippets:
     input_name: str = ""  # the input file the YAML and the CLI line read (models)
     input_text: str = ""  # its contents, when the page can give an example ("" when not)
     load_python: str = ""  # api.load_model(...) and one run in ONNX Runtime (models)
+    note: str = ""  # for a version holding several ONNX models: which one the snippets run, and how to pick
 
 
 def example_inputs(signature: list[dict[str, Any]]) -> dict[str, Any]:
@@ -52,10 +54,11 @@ def example_inputs(signature: list[dict[str, Any]]) -> dict[str, Any]:
     return example
 
 
-def _load_model(ref: str, signature: list[dict[str, Any]]) -> str:
+def _load_model(ref: str, signature: list[dict[str, Any]], file: str = "") -> str:
     """``api.load_model`` and one run on zeros of the signature's shapes (the verified ONNX conversion)."""
+    chosen = f', file="{file}"' if file else ""
     lines = ["import numpy as np", "from hpcfair import modelAPI", "api = modelAPI()",
-             f'session = api.load_model("{ref}")  # its ONNX version, in ONNX Runtime on this machine']
+             f'session = api.load_model("{ref}"{chosen})  # its ONNX version, in ONNX Runtime on this machine']
     feeds = []
     for item in signature:
         shape = tuple(d if isinstance(d, int) and d > 0 else 1 for d in (item.get("shape") or []))
@@ -72,23 +75,31 @@ def _load_model(ref: str, signature: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def for_version(artifact: Artifact, version: Version, signature: list[dict[str, Any]] | None = None) -> Snippets:
-    """The snippets of ``version``; for a model, ``signature`` is the inputs of what runs (its ONNX version)."""
+def for_version(artifact: Artifact, version: Version, signature: list[dict[str, Any]] | None = None,
+                onnx_files: list[str] | None = None) -> Snippets:
+    """The snippets of ``version``; for a model, ``signature`` is the inputs of what runs (its ONNX version)
+    and ``onnx_files`` the ONNX files it holds: of several (an ensemble), the snippets name the first, whose
+    inputs ``signature`` must be."""
     ref = f"{artifact.full_name}@{version.label}"
     if artifact.kind == "model":
         name = "inference.yaml"
         example = example_inputs(signature or [])
         input_name = "input.json" if example else "input.npy"
+        file = onnx_files[0] if onnx_files and len(onnx_files) > 1 else ""
         yaml = (f'general_args:\n  task: "inference"\n  backend: "onnx"\n'
                 f'device_args:\n  device: "cpu"\n  worker_num: 1\n'
-                f'task_args:\n  model_file: ["{ref}"]\n  input: "{input_name}"\n'
+                f'task_args:\n  model_file: ["{ref}"]\n' + (f'  onnx_file: ["{file}"]\n' if file else "")
+                + f'  input: "{input_name}"\n'
                 f'out_args:\n  export_file: "{OUTPUTS_FILE}"\n')
         python = (f'from hpcfair import modelAPI\napi = modelAPI()\n'
                   f'outputs = api.inference("{name}")  # {{output name: array}}, also saved in {OUTPUTS_FILE}\n'
                   f'print(outputs)')
         cli = f"hpcfair infer {ref} {input_name} --output {OUTPUTS_FILE}"
+        cli += f" --file {shlex.quote(file)}" if file else ""
+        note = (f"This version holds {len(onnx_files or [])} ONNX models ({', '.join(onnx_files or [])}); the "
+                f"snippets run {file}: name another in onnx_file, --file or file= to run it." if file else "")
         return Snippets(name, yaml, python, cli, input_name, json.dumps(example) if example else "",
-                        _load_model(ref, signature or []))
+                        _load_model(ref, signature or [], file), note)
     if artifact.kind == "project":
         name = "container.yaml"
         yaml = (f'general_args:\n  task: "container"\n  backend: "mlcube"\n'

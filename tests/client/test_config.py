@@ -39,7 +39,7 @@ def test_the_papers_listings_load_as_written(tmp_path):
     assert conversion.task.onnx_version == 10 and conversion.args.device_args.worker_num == 4
     collaboration = config.load(EXAMPLES / "collaboration.yaml")
     assert collaboration.args.general_args.tag == "collaboration"
-    assert collaboration.task.input == "input.txt" and collaboration.names("export_file") == ["out.txt"]
+    assert collaboration.task.input == "input.txt" and collaboration.names("export_file") == ["collaboration-out.txt"]
     container = config.load(EXAMPLES / "container.yaml")
     assert container.task.build_tag == "localhost/hpcfair/linear-regression-project:1"
     # the paper's Listing 4 says gpu; the shipped copy asks for the cpu every machine has (issue 41, point 13)
@@ -47,6 +47,15 @@ def test_the_papers_listings_load_as_written(tmp_path):
     assert config.load(write(tmp_path, (EXAMPLES / "container.yaml").read_text().replace(
         "device: 'cpu'", "device: 'gpu'"))).args.device_args.device == "gpu"  # as the paper writes it
     assert container.path(container.task.work_dir).joinpath("mlcube.yaml").is_file()
+
+
+def test_the_shipped_listings_write_different_files():
+    """Listing 3 runs Listings 1, 2 and 4 in one folder: no listing's output may overwrite another's."""
+    written = []
+    for name in ("conversion.yaml", "collaboration.yaml", "container.yaml"):
+        listing = config.load(EXAMPLES / name)
+        written += [listing.path(f).resolve() for f in listing.names("export_file")]
+    assert len(written) == len(set(written)) == 4, written
 
 
 @pytest.mark.parametrize("old, new, key, line, says", [

@@ -84,7 +84,7 @@ def test_hpcfair_run_of_listing_4_says_what_to_install(missing_runtime, tmp_path
     assert done.returncode == 1
     assert done.stderr.startswith("error [no_container_runtime]:"), done.stderr
     assert f"apt install {runtime}" in done.stderr
-    assert not Path(tmp_path / "out.txt").exists()  # nothing ran
+    assert not Path(tmp_path / "container-out.txt").exists()  # nothing ran
 
 
 @pytest.mark.django_db

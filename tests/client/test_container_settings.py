@@ -58,4 +58,4 @@ def test_listing_4_runs_from_the_terminal_without_containers_conf(cube_base, tmp
     done = subprocess.run([sys.executable, "-m", "hpcfair.cli", "run", "container.yaml"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "train: test RMSE" in (tmp_path / "out.txt").read_text()
+    assert "train: test RMSE" in (tmp_path / "container-out.txt").read_text()

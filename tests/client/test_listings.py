@@ -65,7 +65,7 @@ def test_listing_3_convert_collaborate_container(signed_in, project, monkeypatch
     assert all(r["max_abs_diff"] < 1e-4 and Path(r["export_file"]).is_file() for r in reports)
 
     outputs = api.collaborate("collaboration.yaml")  # Listing 2, on the hub's gateway
-    written = read_outputs(folder / "out.txt")
+    written = read_outputs(folder / "collaboration-out.txt")
     assert list(written) == list(outputs) and written[next(iter(written))].shape == (3, 4)
     np.testing.assert_allclose(next(iter(written.values())), expected, atol=1e-4)
 
@@ -94,7 +94,7 @@ def test_listing_4_runs_the_project_and_a_hub_model_cube(signed_in, project, mon
     (folder / "container-cpu.yaml").write_text(config)
     report = api.run("container-cpu.yaml")
     assert [run["task"] for run in report["runs"]] == ["prepare", "train"] and report["digest"].startswith("sha256:")
-    out = (folder / "out.txt").read_text()
+    out = (folder / "container-out.txt").read_text()
     assert "prepare: 400 training and 100 test samples" in out and "train: test RMSE" in out
     metrics = json.loads((folder / "project_dir" / "workspace" / "metrics.json").read_text())
     assert metrics["test_r2"] > 0.99

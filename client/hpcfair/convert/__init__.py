@@ -79,13 +79,10 @@ def convert_file(source: str | Path, output: str | Path, *, opset: int = 17, inp
                 exc.detail = f"{source.name}: {exc.detail}"
                 exc.args = (exc.detail,)
             raise
-        output.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(sandbox.output_file(workdir, "model.onnx"), output)
+        sandbox.place(workdir, "model.onnx", output)
         for name in [*result.get("data_files", []), *result.get("kept_files", [])]:
-            kept = output.parent / name
-            kept.parent.mkdir(parents=True, exist_ok=True)
             folder = "" if name in result.get("data_files", []) else "keep/"
-            shutil.move(sandbox.output_file(workdir, f"{folder}{name}"), kept)
+            sandbox.place(workdir, f"{folder}{name}", output.parent / name)
         return result
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

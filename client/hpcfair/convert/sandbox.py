@@ -263,6 +263,18 @@ def output_file(workdir: Path, relative: str) -> Path:
     return path
 
 
+def place(workdir: Path, relative: str, dest: Path) -> Path:
+    """A file the child wrote (checked by ``output_file``) moved to ``dest``, which belongs to the caller: a
+    root caller's child ran as another user (``Limits.uid``, nobody), and the file it leaves is the result
+    the caller asked for, in the caller's folder."""
+    source = output_file(workdir, relative)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    moved = Path(shutil.move(source, dest))
+    if os.lstat(moved).st_uid != os.geteuid() or os.lstat(moved).st_gid != os.getegid():
+        os.chown(moved, os.geteuid(), os.getegid(), follow_symlinks=False)
+    return moved
+
+
 def _read_output(workdir: Path, relative: str, limit: int = 64 * 1024 * 1024) -> str:
     path = output_file(workdir, relative)
     descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)

@@ -203,7 +203,7 @@ function setupTry() {
     try {
       if (file) {
         const type = file.name.toLowerCase().endsWith(".npz") ? "application/x-npz" : "application/x-npy";
-        result = await hub.api("POST", `${url}?output_format=json`, file, { headers: { "Content-Type": type } });
+        result = await hub.api("POST", `${url}${url.includes("?") ? "&" : "?"}output_format=json`, file, { headers: { "Content-Type": type } });
       } else {
         let inputs;
         try {
