@@ -99,8 +99,11 @@ def search(query: Annotated[str, typer.Argument(help="Words to look for.")] = ""
 
 @app.command(epilog="Example: hpcfair show demo/encoder@1   or   hpcfair show ark:/99999/fk4...")
 def show(ref: Annotated[str, typer.Argument(help="A PID or owner/name[@version].")], as_json: Json = False) -> None:
-    """A version: PID, metadata and files."""
-    info = _api().client.resolve(ref)
+    """A version: PID, metadata and files (``owner/name`` alone: the version its page opens on, not the hub's
+    conversion of it)."""
+    from hpcfair.client import as_shown
+
+    info = _api().client.resolve(as_shown(ref))
     meta = info.get("metadata") or {}
     lines = [f"{info['artifact']}@{info['version']}  {info['pid']}", f"title: {meta.get('title', '')}"]
     lines += [f"{key}: {meta[key]}" for key in ("framework", "format", "task", "license", "opset") if meta.get(key)]

@@ -107,6 +107,14 @@ def split_ref(ref: str) -> tuple[str, str]:
     return name, label or "latest"
 
 
+def as_shown(ref: str) -> str:
+    """The version to show or cite for ``ref``: ``owner/name`` without a version names the one its page opens on
+    (``@current``: the newest upload, not the hub's conversion of it, which ``latest`` may be); a PID or a named
+    version stays as it is."""
+    ref = ref.strip()
+    return ref if ref.lower().startswith("ark:") or "@" in ref or "/" not in ref else f"{ref}@current"
+
+
 class HubClient:
     """A session with one hub. ``endpoint`` and ``token`` come from arguments, the environment
     (``HPCFAIR_ENDPOINT``, ``HPCFAIR_TOKEN``) or the login file ``~/.hpcfair``.
@@ -213,7 +221,7 @@ class HubClient:
             ref = ref.strip()
             info = self.cache.version("ark:/" + ref[4:].lstrip("/") if ref.lower().startswith("ark:") else ref)
             if info is None:
-                pinned = ref.startswith("ark:") or split_ref(ref)[1] != "latest"
+                pinned = ref.startswith("ark:") or split_ref(ref)[1] not in ("latest", "current")
                 raise offline_error(f"{ref} is not in the cache" if pinned else
                                     f"{ref} names no version (the latest is only known online)")
             return info
@@ -306,8 +314,9 @@ class HubClient:
     def cite(self, ref: str, style: str = "citation") -> str:
         """A reference to a version in any CSL style by its name (``apa``, ``chicago-author-date`` or
         ``chicago``, ``ieee``, ``harvard``, ``nature``, …; ``citation`` is APA), or any export by name
-        (``bibtex``, ``csl-json``, ``ris``, …; ``datacite`` stands for ``datacite-json``)."""
-        info = self.resolve(ref)
+        (``bibtex``, ``csl-json``, ``ris``, …; ``datacite`` stands for ``datacite-json``). ``owner/name`` alone
+        cites the version its page opens on (``as_shown``)."""
+        info = self.resolve(as_shown(ref))
         name = {"datacite": "datacite-json"}.get(style, style)
         if name in EXPORT_NAMES:
             return self.export(info, name).text

@@ -187,6 +187,10 @@ def test_cli_errors_are_one_line_with_the_code(embedded_hub, tmp_path):
     assert "'framwork'" in misspelt.stderr and "did you mean 'framework'?" in misspelt.stderr
     cited = cli("cite", "demo/iris-classifier", "--style", "datacite", env=env)
     assert cited.returncode == 0 and json.loads(cited.stdout)["types"]["resourceTypeGeneral"], cited.stderr
+    # A name alone shows and cites the upload its page opens on, not the hub's conversion (the newest version).
+    shown = cli("show", "demo/iris-classifier", "--json", env=env)
+    assert json.loads(shown.stdout)["version"] == "1.0", shown.stderr
+    assert json.loads(cited.stdout)["version"] == "1.0"
     ieee = cli("cite", "demo/iris-classifier", "--style", "ieee", env=env)
     assert ieee.returncode == 0 and "[Online]. Available: " in ieee.stdout, ieee.stderr
     assert cli("cite", "demo/iris-classifier", "--style", "ris", env=env).stdout.startswith("TY  - COMP")
