@@ -78,3 +78,14 @@ def test_the_derived_format_of_a_pt_file_is_what_its_content_is(tmp_path, what, 
     info = FileInfo("model.pt", Path("/nonexistent/model.pt"), len(data),
                     read_range=lambda start, length: data[start:start + length])
     assert derive("model", [info]) == {"format": fmt, "framework": "pytorch"}
+
+
+def test_a_torchscript_module_whose_code_path_names_models_is_torchscript():
+    """A traced Hugging Face model keeps its code under code/__torch__/transformers/models/…: only the entries
+    right under the archive's top folder tell a torch.export program (models/, archive_format) from it."""
+    traced = ["gpt2/data/0", "gpt2/data.pkl", "gpt2/code/__torch__/transformers/models/gpt2/modeling_gpt2.py",
+              "gpt2/constants.pkl", "gpt2/version"]
+    exported = ["m/data/weights/weight_0", "m/models/model.json", "m/archive_format", "m/version"]
+    saved = ["whole/data.pkl", "whole/data/0", "whole/version"]
+    assert [formats.torch_zip_format(n) for n in (traced, exported, saved)] == ["torchscript", "torch_export",
+                                                                                  "torch_save"]

@@ -150,3 +150,14 @@ def test_an_end_token_does_not_drop_the_text_held_for_a_stop_string(tmp_path, mo
     pieces = list(run.generate(loaded, GenerateRequest.parse({"prompt": "a", "stop": ["zzzz"]}, max_tokens=64)))
     assert "".join(piece.text for piece in pieces) == "the hub"
     assert pieces[-1].finish_reason == "stop"
+
+
+def test_a_held_tail_that_completes_a_stop_string_ends_with_stop(tmp_path, monkeypatch):
+    from hpcfair.generate import run
+
+    tok = _kv_tokenizer(tmp_path)
+    ids = tok.encode("node €")
+    monkeypatch.setattr(run, "start", lambda loaded, prompt, **options: _Scripted(ids[:-1]))
+    loaded = run.LoadedModel(model=None, tokenizer=tok, context_length=64, folder=tmp_path)
+    pieces = list(run.generate(loaded, GenerateRequest.parse({"prompt": "a", "stop": ["e \ufffd"]}, max_tokens=64)))
+    assert "".join(piece.text for piece in pieces) == "nod" and pieces[-1].finish_reason == "stop"

@@ -74,12 +74,14 @@ def sniff(path: Path) -> str | None:
 def torch_zip_format(names: list[str]) -> str | None:
     """What a PyTorch zip holds, from its member names only: ``torch_export`` (a torch.export program),
     ``torchscript`` (torch.jit.save: ``code/`` and ``constants.pkl``), ``torch_save`` (a plain torch.save
-    checkpoint: a ``data.pkl`` without code) or None (not PyTorch's)."""
-    if any(n.endswith("/archive_format") or "/models/" in n for n in names) and any("/data/" in n for n in names):
+    checkpoint: a ``data.pkl`` without code) or None (not PyTorch's). Only the entries right under the archive's
+    top folder count: a TorchScript module's own code may sit under ``code/__torch__/…/models/…``."""
+    top = {parts[1] if len(parts) > 1 else parts[0] for parts in (n.split("/") for n in names)}
+    if {"archive_format", "models"} & top and "data" in top:
         return "torch_export"
-    if any("/code/" in n for n in names) or any(n.endswith("constants.pkl") for n in names):
+    if {"code", "constants.pkl"} & top:
         return "torchscript"
-    if any(n == "data.pkl" or n.endswith("/data.pkl") for n in names):
+    if "data.pkl" in top:
         return "torch_save"
     return None
 

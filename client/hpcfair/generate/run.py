@@ -238,6 +238,7 @@ def generate(loaded: LoadedModel, request: GenerateRequest, *,
         reason = "length"
     if not stops.met:  # ended by length, time, cancellation or an end token: what the stream and stops hold
         text, hit = stops.feed(stream.rest())
+        reason = "stop" if hit else reason  # the held tail completed a stop string
         if rest := text if hit else text + stops.flush():
             yield Piece(rest)
     yield Piece("", done=True, finish_reason=reason, prompt_tokens=len(ids), completion_tokens=count,
