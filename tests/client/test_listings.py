@@ -265,13 +265,17 @@ def test_a_failed_upload_creates_nothing_and_a_retry_may_choose_visibility(embed
     url, token, _ = embedded_hub
     env = {"HPCFAIR_ENDPOINT": url, "HPCFAIR_TOKEN": token}
     (tmp_path / "mlp.onnx").write_bytes(mlp(seed=11))
-    (tmp_path / "bad.md").write_text("---\ntitle: No license\ndescription: A card without a license.\n"
-                                     "creators: [{name: Test}]\ntask: classification\n---\n# No license\n")
-    failed = cli("upload", "half-made", str(tmp_path / "mlp.onnx"), "--metadata", str(tmp_path / "bad.md"), env=env)
+    card = tmp_path / "bad" / "README.md"  # a card is named README.md (another .md is refused before sending)
+    card.parent.mkdir()
+    card.write_text("---\ntitle: No license\ndescription: A card without a license.\n"
+                    "creators: [{name: Test}]\ntask: classification\n---\n# No license\n")
+    failed = cli("upload", "half-made", str(tmp_path / "mlp.onnx"), "--metadata", str(card), env=env)
     assert failed.returncode == 1 and failed.stderr.startswith("error [invalid_metadata]:"), failed.stderr
     assert cli("show", "demo/half-made", env=env).stderr.startswith("error [not_found]:")  # nothing was made
-    (tmp_path / "good.md").write_text((tmp_path / "bad.md").read_text().replace("task:", "license: MIT\ntask:"))
-    retried = cli("upload", "half-made", str(tmp_path / "mlp.onnx"), "--metadata", str(tmp_path / "good.md"),
+    good = tmp_path / "good" / "README.md"
+    good.parent.mkdir()
+    good.write_text(card.read_text().replace("task:", "license: MIT\ntask:"))
+    retried = cli("upload", "half-made", str(tmp_path / "mlp.onnx"), "--metadata", str(good),
                   "--private", "--json", env=env)
     assert retried.returncode == 0, retried.stderr
     assert modelAPI(url, token=token).client.artifact("demo/half-made")["visibility"] == "private"
