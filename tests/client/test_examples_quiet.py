@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cpu]  # its own processes only: beside others in the parallel run
 
 
 def test_examples_prints_no_tensorflow_noise_and_its_checkpoints_convert(tmp_path):
