@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hpcfair.convert import ConversionError, formats
+from hpcfair.convert import ConversionError, formats, pickles
 
 torch = pytest.importorskip("torch")
 
@@ -65,7 +65,7 @@ def test_torchscript_is_still_torchscript(tmp_path):
 def test_reading_a_pickle_s_globals_runs_nothing(tmp_path):
     marker = tmp_path / "ran"
     hostile = f"cos\nsystem\n(S'touch {marker}'\ntR.".encode()
-    assert formats.pickle_globals(hostile) == ["os.system"] and not marker.exists()
+    assert pickles.scan_bytes(hostile).globals == ["os.system"] and not marker.exists()
 
 
 @pytest.mark.parametrize(("what", "fmt"), [("module", "pytorch"), ("state_dict", "pytorch"),

@@ -96,34 +96,20 @@ SAVE_INSTEAD = ("save the model itself: torch.jit.save(torch.jit.trace(model, ex
                 "'model.pt2'), or torch.onnx.export(model, (example,), 'model.onnx').")
 
 
-def pickle_globals(data: bytes) -> list[str]:
-    """The ``module.name`` globals a pickle names, read from its opcodes (``pickletools``): nothing is
-    unpickled, imported or run."""
-    import pickletools
-
-    found: list[str] = []
-    strings: list[str] = []
-    for opcode, arg, _ in pickletools.genops(data):
-        if opcode.name in ("GLOBAL", "INST"):
-            found.append(str(arg).replace(" ", "."))
-        elif opcode.name == "STACK_GLOBAL" and len(strings) >= 2:
-            found.append(f"{strings[-2]}.{strings[-1]}")
-        elif isinstance(arg, str):
-            strings.append(arg)
-    return list(dict.fromkeys(found))
-
-
 def torch_save_error(path: Path, names: list[str]) -> ConversionError:
     """Why a plain torch.save file does not convert: ``weights_only`` for a state_dict (tensors in dicts), else
     ``unsupported_format`` naming the pickled class; either way what to upload instead. The pickle's opcodes
     are read, never executed."""
+    from hpcfair.convert.pickles import scan_bytes
+
     pickled = next(n for n in names if n == "data.pkl" or n.endswith("/data.pkl"))
     try:
         with zipfile.ZipFile(path) as archive:
-            info = archive.getinfo(pickled)
-            classes = pickle_globals(archive.read(pickled)) if info.file_size <= PICKLE_SCAN_MAX else None
-    except Exception:  # a damaged pickle: say what the file is without the detail
-        classes = None
+            data = archive.read(pickled) if archive.getinfo(pickled).file_size <= PICKLE_SCAN_MAX else None
+    except Exception:  # noqa: BLE001 - a damaged zip member (zlib, CRC): the message without the detail
+        data = None
+    report = scan_bytes(data) if data is not None else None  # its opcodes, read: nothing is unpickled or run
+    classes = report.globals if report is not None and report.complete else None  # else: damaged or too large
     if classes is None:
         return ConversionError("unsupported_format", f"{path.name} is a plain torch.save file (weights or a "
                                                      "pickled module), which needs the Python code that defines "

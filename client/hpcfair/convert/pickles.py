@@ -13,6 +13,7 @@ in it opens, maps or writes files, runs code or imports by name.
 
 from __future__ import annotations
 
+import io
 import pickletools
 import re
 from collections.abc import Iterator
@@ -75,6 +76,13 @@ def scan(path: Path) -> ScanReport:
     report = ScanReport()
     with _pickle_stream(path) as stream:
         _walk(stream, report)
+    return report
+
+
+def scan_bytes(data: bytes) -> ScanReport:
+    """``scan`` of a pickle held in memory (a torch.save zip's ``data.pkl``)."""
+    report = ScanReport()
+    _walk(io.BytesIO(data), report)
     return report
 
 
