@@ -23,7 +23,6 @@ from hpcfair.convert.formats import (
 from hub.errors import HubError
 from hub.jobs.models import Job
 from hub.jobs.services import create_job
-from hub.registry.lineage import current_version
 from hub.registry.models import Artifact, File, ProvenanceLink, Version
 from hub.storage import StorageUnavailable, get_blob_store
 
@@ -104,11 +103,6 @@ def conversions_of(version: Version) -> QuerySet[Version]:
     return (Version.objects.filter(artifact_id=version.artifact_id, deleted_at__isnull=True, provenance__target=version,
                                    provenance__relation=ProvenanceLink.Relation.CONVERTED_FROM)
             .select_related("artifact__owner").order_by("-created", "-id"))
-
-
-def latest_original(artifact: Artifact) -> Version | None:
-    """What the artifact's page leads with: ``hub.registry.lineage.current_version`` (its newest live upload)."""
-    return current_version(artifact)
 
 
 def converted_from(version: Version) -> Version | None:

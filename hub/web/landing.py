@@ -18,7 +18,7 @@ from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
 from hub.accounts.auth import request_user
-from hub.conversions.services import conversions_of, converted_from, latest_original
+from hub.conversions.services import conversions_of, converted_from
 from hub.errors import HubError
 from hub.finetune.services import finetune_offered
 from hub.gateway.tensors import shape_text
@@ -28,6 +28,7 @@ from hub.metadata.negotiation import choose
 from hub.metadata.services import class_labels, record_for, version_record
 from hub.registry import access, resolver
 from hub.registry.access import Viewer
+from hub.registry.lineage import current_version
 from hub.registry.models import Artifact, Version
 from hub.registry.services import readable_pid
 from hub.web import markdown, preview, snippets, xhtml
@@ -183,10 +184,10 @@ def latency_rows(metadata: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def runnable_signature(version: Version, converted: list[Version]) -> list[dict[str, Any]]:
+def runnable_signature(version: Version, converted: list[Version], runs: list[str]) -> list[dict[str, Any]]:
     """Input tensors of the model the try-it form runs (this version's, else its ONNX conversion's; of an
-    ensemble, its first ONNX file's, the one the "Use it" snippets name)."""
-    first = next(iter(onnx_files(version, converted)), None)
+    ensemble, its first ONNX file's (``runs``: ``onnx_files``), the one the "Use it" snippets name)."""
+    first = next(iter(runs), None)
     for holder in [version, *converted[:1]]:
         if holder.metadata.get("inputs"):
             return holder.metadata["inputs"]
@@ -257,9 +258,9 @@ def failed_conversion(version: Version, files: list, converted: list[Version]) -
 
 
 def newer_version(artifact: Artifact, version: Version) -> Version | None:
-    """The artifact's latest published version (``latest_original``) when it is neither ``version`` nor the
+    """The artifact's latest published version (``current_version``) when it is neither ``version`` nor the
     version ``version`` was converted from: a version's own ONNX conversion is not a newer version of it."""
-    latest = latest_original(artifact)
+    latest = current_version(artifact)
     if latest is None or latest.pk == version.pk or latest.pk == getattr(converted_from(version), "pk", None):
         return None
     return latest
@@ -307,7 +308,7 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
     record = concept = context["record"]
     if (context.get("is_concept") and version is not None and record is not None and not version.is_deleted
             and getattr(record, "latest_label", None) != version.label):
-        # The concept's page shows the version it leads with (``latest_original``), not the newest one's
+        # The concept's page shows the version it leads with (``current_version``), not the newest one's
         # description (often the hub's ONNX conversion); it keeps the concept's exports and citations.
         record = replace(version_record(version, viewer), export_urls=concept.export_urls)
         context["record"] = record
@@ -328,8 +329,8 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
         files = list(version.files.order_by("path"))
         converted = conversions(version) if artifact.kind == "model" else []
         failed = failed_conversion(version, files, converted) if artifact.kind == "model" else None
-        signature = runnable_signature(version, converted) if artifact.kind == "model" and not failed else []
         runs = onnx_files(version, converted) if artifact.kind == "model" else []
+        signature = runnable_signature(version, converted, runs) if artifact.kind == "model" and not failed else []
         chosen = f"?file={quote(runs[0])}" if len(runs) > 1 else ""  # an ensemble: its first file, as the snippets
         context.update({
             "failed_conversion": failed,
@@ -392,7 +393,7 @@ def view(request: HttpRequest, pid: str) -> HttpResponse:
     record = record_for(version or artifact, viewer)
     context = {
         "artifact": artifact,
-        "version": version or latest_original(artifact),  # the upload leads; its ONNX conversion is offered
+        "version": version or current_version(artifact),  # the upload leads; its ONNX conversion is offered
         "is_concept": version is None,
         "pid": canonical,
         "versions": artifact.versions.all(),
