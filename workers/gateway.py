@@ -107,7 +107,8 @@ class GatewayServer:
         from hub.gateway.engine import Engine, EngineError
 
         listener = self.listeners.get(queue)
-        engine = Engine(lane=queue, listener=listener.fd if listener is not None else None)
+        engine = Engine(lane=queue, listener=listener.fd if listener is not None else None,
+                        datagram=listener.datagram_fd if listener is not None else None)
         try:
             while not self.stop_event.is_set():
                 try:

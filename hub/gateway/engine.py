@@ -8,9 +8,10 @@ worker never runs a graph itself: each lane thread, and each task thread that ru
 requests one at a time:
 
 - a *lane engine* (``Engine(lane="cpu")``) takes synchronous requests from the lane itself and answers
-  them, so that nothing is added to a request's path (and, given its worker's local socket, those of web
-  processes on the same host: ``serve_local``, ``hub.gateway.local``); before each run it writes the request's id and
-  deadline into a slot of shared memory (``Slot``), which its lane thread looks at every 0.25 s
+  them, so that nothing is added to a request's path (and, given its worker's local sockets, those of web
+  processes on the same host: ``serve_datagrams``, ``serve_local``, ``hub.gateway.local``); before each run it
+  writes the request's id, deadline and asker into a slot of shared memory (``Slot``), which its lane thread
+  looks at every 0.25 s
   (``Engine.watch``) to stop a run past its deadline, or to answer for an engine that died;
 - a *call engine* (``engine().call``, ``run_steps``) runs what a job asks, one message at a time over a
   socket pair.
@@ -63,10 +64,11 @@ class EngineError(Exception):
 
 
 class Slot:
-    """What a lane engine is running: a request id and its deadline in 80 bytes of shared memory (a memfd
-    both processes map), written under a sequence number (a seqlock) so that a reader never sees half."""
+    """What a lane engine is running: a request id, its deadline and, for a request that came as a datagram,
+    the address its answer goes to, in 190 bytes of shared memory (a memfd both processes map), written under
+    a sequence number (a seqlock) so that a reader never sees half."""
 
-    FORMAT = struct.Struct("<Qd64s")
+    FORMAT = struct.Struct("<Qd64sH108s")
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -78,23 +80,24 @@ class Slot:
         os.ftruncate(fd, cls.FORMAT.size)
         return cls(fd)
 
-    def write(self, request_id: str, deadline: float) -> None:
+    def write(self, request_id: str, deadline: float, reply_to: str | bytes = b"") -> None:
+        address = reply_to.encode() if isinstance(reply_to, str) else reply_to
         (sequence,) = struct.unpack_from("<Q", self.map)
         struct.pack_into("<Q", self.map, 0, sequence + 1)  # odd: being written
-        self.FORMAT.pack_into(self.map, 0, sequence + 1, deadline, request_id.encode())
+        self.FORMAT.pack_into(self.map, 0, sequence + 1, deadline, request_id.encode(), len(address), address)
         struct.pack_into("<Q", self.map, 0, sequence + 2)
 
     def clear(self) -> None:
         self.write("", 0.0)
 
-    def read(self) -> tuple[str, float] | None:
-        """(request id, deadline) of the run in progress, or None when idle (or when a writer was killed in
-        the middle of writing)."""
+    def read(self) -> tuple[str, float, bytes] | None:
+        """(request id, deadline, the address of its asker or b"") of the run in progress, or None when idle
+        (or when a writer was killed in the middle of writing)."""
         for _ in range(1000):
-            sequence, deadline, raw = self.FORMAT.unpack_from(self.map)
+            sequence, deadline, raw, length, address = self.FORMAT.unpack_from(self.map)
             if sequence % 2 == 0 and struct.unpack_from("<Q", self.map)[0] == sequence:
                 request_id = raw.rstrip(b"\0").decode(errors="replace")
-                return (request_id, deadline) if request_id else None
+                return (request_id, deadline, address[:length]) if request_id else None
         return None
 
     def close(self) -> None:
@@ -109,9 +112,11 @@ class Engine:
     """One child process that runs graphs for one thread of the worker: requests sent with ``call``, or,
     given a ``lane`` (a device queue), the requests it takes from that lane itself."""
 
-    def __init__(self, lane: str | None = None, listener: int | None = None) -> None:
+    def __init__(self, lane: str | None = None, listener: int | None = None, datagram: int | None = None) -> None:
         self.lane = lane
         self.listener = listener  # a lane engine's local socket (hub.gateway.local), shared with its siblings
+        self.datagram = datagram  # and its datagram socket, also shared
+        self.door = socket.socket(fileno=os.dup(datagram)) if datagram is not None else None  # to answer for it
         self.slot = Slot.create() if lane else None
         self.process: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
@@ -131,6 +136,9 @@ class Engine:
             if self.listener is not None:
                 command += ["--listen", str(self.listener)]
                 fds.append(self.listener)
+            if self.datagram is not None:
+                command += ["--datagram", str(self.datagram)]
+                fds.append(self.datagram)
         try:
             self.process = subprocess.Popen(command, pass_fds=fds, stdin=subprocess.DEVNULL,
                                             stdout=subprocess.DEVNULL)  # its logs go to stderr, as ours
@@ -186,6 +194,8 @@ class Engine:
             answer = self._died() if self.process is not None else None
         if running is not None and answer is not None:
             lane.reply(running[0], wire.pack(answer))
+            if running[2] and self.door is not None:  # the asker waits on its datagram socket
+                answer_datagram(self.door, running[2], running[0], wire.pack(answer))
         self.start()
 
     def call(self, message: bytes | list, *, device: str, deadline: float, long: bool = False,
@@ -351,8 +361,8 @@ def _parent_gone(sock: socket.socket) -> bool:
         return False
 
 
-def take(request_id: str, message: bytes | memoryview, queue: str, slot: Slot, running: threading.Lock
-         ) -> bytes | None:
+def take(request_id: str, message: bytes | memoryview, queue: str, slot: Slot, running: threading.Lock,
+         reply_to: str | bytes = b"") -> bytes | None:
     """A lane engine's run of one request, from the lane or from its local socket: its answer, or None when
     its caller has given up already. One at a time (``running``), each written into the slot first, so that
     the parent can stop a run past its deadline and answer for it."""
@@ -366,7 +376,7 @@ def take(request_id: str, message: bytes | memoryview, queue: str, slot: Slot, r
     if time.time() > deadline + 1:
         return None
     with running:
-        slot.write(request_id, deadline)
+        slot.write(request_id, deadline, reply_to)
         try:
             answer = serve_unpacked({"device": queue}, meta, arrays, started)
         except MemoryError:
@@ -412,7 +422,8 @@ LOCAL_READ_S = 5.0  # a web process sends its request as soon as it has connecte
 def serve_local(listener: socket.socket, queue: str, slot: Slot, running: threading.Lock,
                 ready: threading.Event) -> None:
     """A lane engine's second door (``hub.gateway.local``): one request per connection from a web process on
-    this host, taken when this engine is the idle one that accepts it; answered on the same connection."""
+    this host (one too large for a datagram: ``serve_datagrams``), taken when this engine is the idle one that
+    accepts it; answered on the same connection."""
     ready.wait()
     while True:
         try:
@@ -440,9 +451,58 @@ def serve_local(listener: socket.socket, queue: str, slot: Slot, running: thread
                 pass  # the web process went away
 
 
-def main(fd: int, lane: str | None = None, slot: int | None = None, listen: int | None = None) -> None:
+def serve_datagrams(datagram: socket.socket, queue: str, slot: Slot, running: threading.Lock,
+                    ready: threading.Event, buffer: bytearray) -> None:
+    """A lane engine's third door (``hub.gateway.local``): a request from a web process on this host as one
+    datagram on the worker's datagram socket, read by whichever of the lane's engines waits for one (a blocking
+    read wakes one waiter, where a poll would wake them all); answered as a datagram to its sender."""
+    ready.wait()
+    while True:
+        _serve_datagram(datagram, queue, slot, running, buffer)
+
+
+def _serve_datagram(datagram: socket.socket, queue: str, slot: Slot, running: threading.Lock,
+                    buffer: bytearray) -> None:
+    try:
+        size, sender = datagram.recvfrom_into(buffer)
+    except OSError:
+        log.warning("engine: the datagram socket of lane %s failed", queue, exc_info=True)
+        time.sleep(1.0)
+        return
+    if not sender:
+        return  # an unbound sender: nowhere to answer
+    try:
+        control, message = wire.parse_frame(memoryview(buffer)[:size])
+    except (wire.WireError, ValueError) as exc:
+        log.warning("engine: a local request could not be read: %s", exc)
+        return
+    request_id = str(control.get("id", ""))
+    answer = take(request_id, message, queue, slot, running, reply_to=sender)
+    if answer is not None:
+        answer_datagram(datagram, sender, request_id, answer)
+
+
+def answer_datagram(door: socket.socket, address: str | bytes, request_id: str, answer: bytes | memoryview) -> None:
+    """Send the answer to a datagram's sender from the lane's datagram socket (``door``, whose address the
+    sender checks). One too large for a datagram goes to the lane under the request's id, and the datagram
+    says so (``{"lane": true}``). A sender gone, or one whose queue is full, is not waited for."""
+    from hub.gateway.lane import get_lane
+
+    try:
+        if not wire.send_datagram(door, address, {"id": request_id}, answer, wire.DATAGRAM_BYTES):
+            get_lane().reply(request_id, answer)
+            wire.send_datagram(door, address, {"id": request_id, "lane": True}, b"", wire.DATAGRAM_BYTES)
+    except OSError:
+        pass  # the web process went away, or stopped waiting
+    except Exception:  # noqa: BLE001 - the lane unreachable: the caller times out, as with a lost reply
+        log.warning("engine: the answer to %s was not delivered", request_id, exc_info=True)
+
+
+def main(fd: int, lane: str | None = None, slot: int | None = None, listen: int | None = None,
+         datagram: int | None = None) -> None:
     """The child: bound memory, say ready, answer requests until the parent goes away. A lane engine given
-    a listening socket (``listen``) also answers requests on it, one at a time with the lane's."""
+    a listening socket (``listen``, and a ``datagram`` socket) also answers requests on them, one at a time
+    with the lane's."""
     import django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
@@ -455,6 +515,10 @@ def main(fd: int, lane: str | None = None, slot: int | None = None, listen: int 
         # Started before the data limit is measured (a thread's stack counts as data), serving once it is set.
         threading.Thread(target=serve_local, args=(socket.socket(fileno=listen), lane, Slot(slot), running, ready),
                          name="local", daemon=True).start()
+        if datagram is not None:
+            buffer = bytearray(wire.DATAGRAM_BYTES)  # before the limit is measured, too
+            threading.Thread(target=serve_datagrams, args=(socket.socket(fileno=datagram), lane, Slot(slot), running,
+                                                           ready, buffer), name="datagrams", daemon=True).start()
     ceiling = _data_bytes() + settings.HUB_GATEWAY_CACHE_BYTES + 2 * settings.HUB_INFER_MEMORY_BYTES
     resource.setrlimit(resource.RLIMIT_DATA, (ceiling, resource.getrlimit(resource.RLIMIT_DATA)[1]))
     ready.set()
@@ -482,4 +546,5 @@ if __name__ == "__main__":
     arguments = sys.argv[1:]
     main(int(arguments[0]), arguments[arguments.index("--lane") + 1] if "--lane" in arguments else None,
          int(arguments[arguments.index("--slot") + 1]) if "--slot" in arguments else None,
-         int(arguments[arguments.index("--listen") + 1]) if "--listen" in arguments else None)
+         int(arguments[arguments.index("--listen") + 1]) if "--listen" in arguments else None,
+         int(arguments[arguments.index("--datagram") + 1]) if "--datagram" in arguments else None)

@@ -88,6 +88,14 @@ def fill(value: float = 1.0) -> bytes:
                   [helper.make_tensor_value_info("total", TensorProto.FLOAT, [])], [], "fill")
 
 
+def grid(value: float = 1.0) -> bytes:
+    """n [2] int64 -> grid [n0, n1] float32 of ``value``: a small request whose answer is as large as asked."""
+    nodes = [helper.make_node("ConstantOfShape", ["n"], ["grid"],
+                              value=helper.make_tensor("v", TensorProto.FLOAT, [1], [value]))]
+    return _model(nodes, [helper.make_tensor_value_info("n", TensorProto.INT64, [2])],
+                  [helper.make_tensor_value_info("grid", TensorProto.FLOAT, ["rows", "columns"])], [], "grid")
+
+
 def tile_text() -> bytes:
     """s [1] string, r [1] int64 -> y: Tile of strings, whose characters live outside ONNX Runtime's arena."""
     nodes = [helper.make_node("Tile", ["s", "r"], ["tiled"]),

@@ -133,9 +133,9 @@ def test_a_slot_reads_what_was_written_and_idle_when_cleared():
     try:
         assert slot.read() is None
         slot.write("a" * 32, 1234.5)
-        assert slot.read() == ("a" * 32, 1234.5)
+        assert slot.read() == ("a" * 32, 1234.5, b"")
         twin = Slot(slot.fd)  # as the other process maps it
-        assert twin.read() == ("a" * 32, 1234.5)
+        assert twin.read() == ("a" * 32, 1234.5, b"")
         slot.clear()
         assert twin.read() is None
     finally:

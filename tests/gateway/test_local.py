@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import stat
 import threading
 import time
@@ -20,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hub.gateway import local, pipeline, protocol
+from hub.gateway import local, pipeline, protocol, wire
 from hub.gateway.lane import Stale, get_lane
 from tests.conftest import client_for, start_worker, stop_process, worker_env
 from tests.gateway import models
@@ -185,6 +186,89 @@ def test_a_stale_generation_is_refused_on_the_local_path_too(hub, owner, lane_ca
     with pytest.raises(Stale) as stale:
         pipeline.call(protocol.steps_of([model]), {"x": X}, options, generation=b"0")
     assert stale.value.generation == lane.generation() and lane_calls == []
+
+
+@pytest.fixture
+def connections(monkeypatch):
+    """The connections made to local engines' listening sockets (``local._connect``), counted."""
+    made: list[str] = []
+    real = local._connect
+
+    def counted(path):
+        made.append(path)
+        return real(path)
+
+    monkeypatch.setattr(local, "_connect", counted)
+    return made
+
+
+def _run(owner, name: str, arrays: dict[str, np.ndarray]):
+    from hub.gateway import services
+
+    return pipeline.call(protocol.steps_of([services.model_for(owner, f"alice/{name}")]), arrays,
+                         protocol.Options(device="cpu"), generation=get_lane().generation())
+
+
+def test_a_small_run_is_one_datagram_each_way_with_no_connection(hub, owner, lane_calls, connections):
+    _, near, _ = hub
+    (address,) = announced(near.pid)
+    assert stat.S_ISSOCK(os.stat(address["datagram"]).st_mode)
+    assert Path(address["datagram"]).parent == Path(address["path"]).parent  # the same private folder
+    for _ in range(3):
+        meta, outputs = _run(owner, "mlp", {"x": X})
+        assert meta["ok"], meta
+        np.testing.assert_allclose(outputs["logits"], models.reference(MLP, {"x": X})["logits"], rtol=1e-5, atol=1e-6)
+    assert connections == [] and lane_calls == []
+
+
+def test_a_request_too_large_for_a_datagram_takes_a_connection(hub, owner, lane_calls, connections):
+    rows = wire.DATAGRAM_BYTES // (784 * 4) + 1
+    x = np.random.default_rng(4).standard_normal((rows, 784)).astype(np.float32)
+    meta, outputs = _run(owner, "mlp", {"x": x})
+    assert meta["ok"], meta
+    np.testing.assert_allclose(outputs["logits"], models.reference(MLP, {"x": x})["logits"], rtol=1e-4, atol=1e-5)
+    assert len(connections) == 1 and lane_calls == []
+
+
+def test_an_answer_too_large_for_a_datagram_comes_over_the_lane(hub, owner, publish, lane_calls, connections,
+                                                                 monkeypatch):
+    publish(owner, "grid", {"grid.onnx": models.grid(2.5)})
+    lane = get_lane()
+    waited: list[str] = []
+    real = lane.wait_reply
+    monkeypatch.setattr(lane, "wait_reply", lambda request_id, timeout: waited.append(request_id) or
+                        real(request_id, timeout))
+    side = int((wire.DATAGRAM_BYTES // 4) ** 0.5) + 1  # a side*side float32 answer is past a datagram
+    meta, outputs = _run(owner, "grid", {"n": np.array([side, side], np.int64)})
+    assert meta["ok"], meta
+    assert outputs["grid"].shape == (side, side) and np.all(outputs["grid"] == 2.5)
+    assert len(waited) == 1 and connections == [] and lane_calls == []  # sent as a datagram, answered on the lane
+    small, outputs = _run(owner, "grid", {"n": np.array([2, 3], np.int64)})
+    assert small["ok"] and outputs["grid"].shape == (2, 3) and len(waited) == 1
+
+
+def test_only_the_answer_to_this_request_from_the_lanes_socket_is_taken(tmp_path):
+    """A late answer to an earlier request, and a datagram from any other socket, are skipped."""
+    folder = tmp_path / "lane"
+    folder.mkdir(mode=0o700)
+    engines = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    engines.bind(str(folder / "cpu.d"))
+    stranger = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    stranger.bind("")
+    sock = local._door.open()
+    try:
+        address = sock.getsockname()
+        stranger.sendto(b"".join(wire.frame({"id": "mine"}, b"forged")), address)
+        engines.sendto(b"".join(wire.frame({"id": "earlier"}, b"late")), address)
+        engines.sendto(b"".join(wire.frame({"id": "mine"}, b"answer")), address)
+        found = local._await_datagram(sock, "mine", str(folder / "cpu"), str(folder / "cpu.d"),
+                                      time.monotonic() + 5)
+        assert found == b"answer"
+        assert local._await_datagram(sock, "mine", str(folder / "cpu"), str(folder / "cpu.d"),
+                                     time.monotonic() + 0.2) in (None, local.LOST)  # nothing else was waiting
+    finally:
+        engines.close()
+        stranger.close()
 
 
 @pytest.mark.timeout(120)
