@@ -302,6 +302,39 @@ def publish(tmp_path):
     return make
 
 
+def at_once(*requests):
+    """Run each request in a thread of its own (its own database connection and transaction), started together;
+    their answers in order. For races between two requests of one person (the quotas' locks)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    barrier = threading.Barrier(len(requests))
+
+    def run(request):
+        try:
+            barrier.wait(timeout=10)
+            return request()
+        finally:
+            connection.close()  # this thread's own connection
+
+    with ThreadPoolExecutor(len(requests)) as pool:
+        return [future.result(timeout=60) for future in [pool.submit(run, request) for request in requests]]
+
+
+def run_on_sqlite_file(tmp_path: Path, script: str, **env: str) -> str:
+    """Run ``script`` (Python, Django set up by it) in a process of its own on a fresh SQLite file (WAL, the
+    embedded default as deployed, where two connections can race) with ``env`` added; its standard output."""
+    environ = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "HUB_BROKER_URL")}
+    environ.update(DATABASE_URL=f"sqlite:///{tmp_path / 'hub.sqlite3'}", HUB_VAR_DIR=str(tmp_path / "var"),
+                   DJANGO_SETTINGS_MODULE="hub.settings", PYTHONPATH=f"{ROOT}:{ROOT / 'client'}", **env)
+    out = subprocess.run([sys.executable, "-c", script], env=environ, cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 def multipart_file(name: str, data: bytes):
     handle = io.BytesIO(data)
     handle.name = name

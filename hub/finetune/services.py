@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Iterable
 from pathlib import PurePosixPath
 from typing import Any, BinaryIO
 
@@ -61,9 +62,25 @@ def file_format(file: File) -> str | None:
     return "torch_save" if names is not None and torch_zip_format(names) == "torch_save" else fmt
 
 
+def stored_torch_save(version: Version, paths: Iterable[str]) -> str | None:
+    """The path of the version's one .pt/.pth file when publishing already found it a plain torch.save file
+    (its derived metadata ``format`` is ``pytorch``: ``hub.metadata.derive``), which ``file_format`` would call
+    ``torch_save``: its blob need not be read again. ``pytorch`` also names a file whose zip's members could not
+    be read from its 1 MiB tail (a legacy torch.save pickle; rarely, an archive of more than ~10,000 members),
+    which is then not offered either. None where the metadata does not settle it: a format given by hand,
+    several .pt/.pth files (which one was read), or ``torchscript``, which versions published before the hub
+    read the zip's members were given for every .pt/.pth file."""
+    metadata = version.metadata or {}
+    if metadata.get("format") != "pytorch" or "format" not in (metadata.get("derived") or []):
+        return None
+    torch_files = [path for path in paths if path.lower().endswith((".pt", ".pth"))]
+    return torch_files[0] if len(torch_files) == 1 else None
+
+
 def model_source(version: Version, file: str | None) -> dict[str, str]:
     """What the job trains: {"file": path} or {"folder": path}; a model that cannot be trained is refused
-    with the reason and what to upload instead."""
+    with the reason and what to upload instead. A .pt/.pth file's blob is read only where the version's
+    metadata does not settle its format (``stored_torch_save``)."""
     files = {f.path: f for f in version.files.all()}
     if file:
         if file not in files:
@@ -74,7 +91,8 @@ def model_source(version: Version, file: str | None) -> dict[str, str]:
         if folder is not None:
             return {"folder": folder}
         candidates = [p for p in files if looks_like_model(p)]
-    found = {p: file_format(files[p]) for p in candidates}
+    torch_save = stored_torch_save(version, files)
+    found = {p: "torch_save" if p == torch_save else file_format(files[p]) for p in candidates}
     trainable = [p for p in candidates if found[p] in (*TRAINABLE, None)]  # None: the job sniffs it
     if not trainable:
         shown = candidates[0] if candidates else f"{version} (no model file)"
@@ -192,4 +210,4 @@ def request_finetune(base: Version, user, body: dict[str, Any]) -> Job:
               "data_file": chosen,
               "output": {"name": name, "visibility": body.get("visibility") or Artifact.Visibility.PRIVATE},
               "columns": list(columns)[:100]}
-    return create_job("finetune", user, version=base, params=params, queue=device, device=device)
+    return create_job("finetune", user, version=base, params=params, queue=device, device=device, limited=True)

@@ -6,11 +6,11 @@ synchronous run itself is ``hub.gateway.pipeline``. Nothing here loads a model: 
 from __future__ import annotations
 
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from django.db import transaction
 from hpcfair import chain
 
 from hub.conversions.services import conversions_of
@@ -106,10 +106,10 @@ def published_file_url(version: Version, path: str) -> str:
     return file_url(version, path)
 
 
-def _stage_inputs(job: Job, arrays: dict[str, np.ndarray]) -> None:
+def _stage_inputs(job_id: uuid.UUID, arrays: dict[str, np.ndarray]) -> None:
     """The request's inputs into the object store, where the worker that takes the job (on any node) reads
     them: nothing on this web node's disk."""
-    stage_input(job.pk, "inputs.npz", lambda path: np.savez(path, **arrays))
+    stage_input(job_id, "inputs.npz", lambda path: np.savez(path, **arrays))
 
 
 def start_infer_job(user, models: list[ModelRef], options: Options, *, links: list[dict[str, str]] | None = None,
@@ -126,21 +126,18 @@ def start_infer_job(user, models: list[ModelRef], options: Options, *, links: li
                               "outputs": options.outputs, "batch_size": batch_size, "reason": reason}
     if dataset is not None:
         params["dataset"] = {"version_id": dataset.pk, "file": dataset_file}
-    staged = False
-    try:
-        with transaction.atomic():
-            job = create_job("infer", user, version=Version.objects.get(pk=models[0].named_id),
-                             params=params, queue=options.device, device=options.device)
-            if arrays is not None:
-                _stage_inputs(job, arrays)
-                staged = True
-                job.params = {**params, "inputs": "inputs.npz"}
-                job.save(update_fields=["params"])
+    job_id, staged = uuid.uuid4(), False
+    try:  # the inputs are staged first, under the job's id: the quota's lock is held for the row's INSERT only
+        if arrays is not None:
+            _stage_inputs(job_id, arrays)
+            staged = True
+            params["inputs"] = "inputs.npz"
+        return create_job("infer", user, version=Version.objects.get(pk=models[0].named_id), params=params,
+                          queue=options.device, device=options.device, limited=True, job_id=job_id)
     except BaseException:
         if staged:
-            drop_staged_inputs(job.pk)
+            drop_staged_inputs(job_id)
         raise
-    return job
 
 
 # --- collaboration ---------------------------------------------------------------------------------------
@@ -197,7 +194,7 @@ def start_merge_job(user, models: list[ModelRef], links: list[dict[str, str]], *
     params = {"steps": steps_of(models, links), "name": name, "title": title, "license": license or licenses.pop(),
               "task": task, "visibility": visibility}
     return create_job("collaborate", user, version=Version.objects.get(pk=models[0].named_id), params=params,
-                      queue="convert")
+                      queue="convert", limited=True)
 
 
 def dataset_input(user, ref: str, file: str) -> tuple[Version, str]:
@@ -225,4 +222,4 @@ def start_benchmark_job(user, model: ModelRef, options: Options, *, batch_sizes:
     params = {"steps": steps_of([model]), "batch_sizes": batch_sizes, "runs": runs, "warmup": min(10, runs),
               "threads": options.threads}
     return create_job("benchmark", user, version=Version.objects.get(pk=model.named_id), params=params,
-                      queue=options.device, device=options.device)
+                      queue=options.device, device=options.device, limited=True)

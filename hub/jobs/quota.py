@@ -2,9 +2,15 @@
 429 ``too_many_jobs`` (with ``Retry-After``) when asking for another, so that no write token can queue
 unbounded conversions, fine-tunes or inference jobs.
 
-Checked by each endpoint that starts a job at a person's request (conversions, optimisations, containers,
-fine-tunes, inference jobs, merges, benchmarks, fixity checks), not by ``create_job``: publishing a version
-starts its conversion through ``create_job``, and a publish must never fail for the jobs it starts itself.
+Checked for each job started at a person's request (conversions, optimisations, containers, fine-tunes,
+inference jobs, merges, benchmarks, fixity checks), twice: ``check_active_jobs`` first, a fast refusal before
+any work (no lock), then ``take_slot`` in the transaction that writes the job's row (``create_job(...,
+limited=True)``), under the person's lock (``hub.registry.quota.lock``, held to that commit): of two requests
+at once with one slot left, the second count waits for the first's row, so together they cannot pass the quota.
+The lock covers the count and the row's INSERT only, never a worker contacted or a file staged.
+
+Not checked by ``create_job`` unless asked: publishing a version starts its conversion through ``create_job``,
+and a publish must never fail for the jobs it starts itself.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from django.conf import settings
 
 from hub.errors import HubError
 from hub.jobs.models import Job
+from hub.registry.quota import lock
 
 RETRY_AFTER_S = 30
 
@@ -28,12 +35,29 @@ class TooManyJobs(HubError):
         self.wait = RETRY_AFTER_S
 
 
-def check_active_jobs(user) -> None:
-    """Raise ``TooManyJobs`` if ``user`` already has ``HUB_USER_MAX_ACTIVE_JOBS`` jobs queued or running
-    (0: no limit). Staff are not limited."""
+def limit_for(user) -> int:
+    """How many jobs ``user`` may have queued or running; 0 when unlimited (no limit set, staff, or no person)."""
     limit = settings.HUB_USER_MAX_ACTIVE_JOBS
     if not limit or user is None or not user.is_authenticated or user.is_staff:
+        return 0
+    return limit
+
+
+def check_active_jobs(user) -> None:
+    """Raise ``TooManyJobs`` if ``user`` already has ``HUB_USER_MAX_ACTIVE_JOBS`` jobs queued or running
+    (0: no limit). Staff are not limited. No lock: a refusal before any work, which ``take_slot`` confirms."""
+    limit = limit_for(user)
+    if not limit:
         return
     active = Job.objects.filter(requester=user, state__in=(Job.State.QUEUED, Job.State.RUNNING)).count()
     if active >= limit:
         raise TooManyJobs(active, limit)
+
+
+def take_slot(user) -> None:
+    """``check_active_jobs`` under ``user``'s lock: call it inside the transaction that writes the job's row
+    (``create_job(..., limited=True)`` does), so that a second request of the same person counts this job."""
+    if not limit_for(user):
+        return
+    lock(user)
+    check_active_jobs(user)

@@ -4,6 +4,7 @@ after the transaction commits, with the job id only; the worker finds its kind i
 from __future__ import annotations
 
 import logging
+import uuid
 from datetime import timedelta
 from functools import partial
 from typing import Any
@@ -16,7 +17,7 @@ from kombu.exceptions import KombuError
 
 from hub.celery import app
 from hub.errors import HubError
-from hub.jobs import kinds, slurm
+from hub.jobs import kinds, quota, slurm
 from hub.jobs.models import Job, stale_limit
 
 log = logging.getLogger(__name__)
@@ -29,14 +30,23 @@ def create_job(
     params: dict[str, Any] | None = None,
     queue: str = "cpu",
     device: str = "cpu",
+    limited: bool = False,
+    job_id: uuid.UUID | None = None,
 ) -> Job:
-    """Store a queued job and dispatch it once the surrounding transaction commits."""
+    """Store a queued job and dispatch it once the surrounding transaction commits.
+
+    ``limited``: the requester asked for it, so it is refused past their quota of jobs at once (429
+    ``too_many_jobs``), counted under their lock in the transaction that writes the row (``quota.take_slot``).
+    Call it outside other transactions, so that the lock ends with the row's commit. ``job_id``: the id chosen
+    beforehand, for inputs staged under it before the row exists."""
     if kind not in kinds.KINDS:
         raise ValueError(f"no app registers the job kind {kind!r} (hub.jobs.kinds)")
-    job = Job.objects.create(
-        kind=kind, requester=requester, version=version, params=params or {}, queue=queue, device=device
-    )
-    transaction.on_commit(partial(dispatch, job))
+    with transaction.atomic():
+        if limited:
+            quota.take_slot(requester)
+        job = Job.objects.create(id=job_id or uuid.uuid4(), kind=kind, requester=requester, version=version,
+                                 params=params or {}, queue=queue, device=device)
+        transaction.on_commit(partial(dispatch, job))
     return job
 
 

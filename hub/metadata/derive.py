@@ -136,10 +136,11 @@ TORCH_SUFFIXES = (".pt", ".pth")
 
 def _torch_format(info: FileInfo) -> str:
     """A .pt/.pth file's format from its zip's member names (its central directory, read from the file's
-    tail; nothing is unpickled): ``torchscript`` only for a torch.jit.save archive, else ``pytorch`` (a plain
-    torch.save checkpoint, or a file whose names do not tell)."""
-    names = zip_names_from_tail(info.tail(ZIP_TAIL)) or []
-    return "torchscript" if torch_zip_format(names) == "torchscript" else "pytorch"
+    tail; nothing is unpickled): ``torchscript`` for a torch.jit.save archive, ``torch-export`` for a
+    torch.export program (as a .pt2 is called), else ``pytorch`` (a plain torch.save checkpoint, or a file
+    whose names do not tell)."""
+    found = torch_zip_format(zip_names_from_tail(info.tail(ZIP_TAIL)) or [])
+    return {"torchscript": "torchscript", "torch_export": "torch-export"}.get(found or "", "pytorch")
 
 
 def derive(kind: str, files: Sequence[FileInfo]) -> dict[str, Any]:

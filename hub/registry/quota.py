@@ -80,7 +80,8 @@ class StorageQuota(HubError):
 
 def lock(user) -> None:
     """Take ``user``'s quota lock until the current transaction ends: a second check of the same person waits here
-    for the first one's commit, then counts what it wrote.
+    for the first one's commit, then counts what it wrote. The storage quota and the jobs-at-once quota
+    (``hub.jobs.quota.take_slot``) share it.
 
     PostgreSQL: ``SELECT … FOR NO KEY UPDATE`` of the person's row (the weakest lock that two checks cannot share;
     rows that merely refer to the person, a new upload or job, do not wait for it). SQLite: the hub's transactions

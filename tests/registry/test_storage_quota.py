@@ -6,16 +6,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from hub.registry import quota, services
 from hub.registry.models import Artifact, Blob, Upload, Version
 from hub.storage import get_blob_store
-from tests.conftest import multipart_file, valid_metadata
+from tests.conftest import at_once, multipart_file, run_on_sqlite_file, valid_metadata
 
 pytestmark = pytest.mark.django_db
 KB = 1000
@@ -171,24 +169,6 @@ def test_the_publish_page_checks_the_artifact_owners_quota_too(one_mib, api, mod
     assert Upload.objects.get(pk=uid).state == Upload.State.COMPLETED  # kept for when room is made
 
 
-def _at_once(*requests):
-    """Run each request in a thread of its own (its own database connection and transaction), started together;
-    their responses in order."""
-    from django.db import connection
-
-    barrier = threading.Barrier(len(requests))
-
-    def run(request):
-        try:
-            barrier.wait(timeout=10)
-            return request()
-        finally:
-            connection.close()  # this thread's own connection
-
-    with ThreadPoolExecutor(len(requests)) as pool:
-        return [future.result(timeout=60) for future in [pool.submit(run, request) for request in requests]]
-
-
 @pytest.mark.postgres  # SQLite's in-memory test database cannot take two writers: the next test races on a file
 @pytest.mark.services  # a PostgreSQL server; one test at a time, as it races two threads on time
 @pytest.mark.django_db(transaction=True)  # each thread commits on its own connection, as two web workers would
@@ -214,7 +194,7 @@ def test_two_writes_at_once_that_fit_alone_cannot_pass_the_quota_together(one_mi
     one = lambda: alice.post("/api/v1/uploads/", {"size": 600 * KB}, format="json")  # noqa: E731
     two = (one if second == "upload" else  # noqa: E731
            lambda: post_files(again, "/api/v1/artifacts/alice/cnn/", {"weights.bin": content}))
-    answers = _at_once(one, two)
+    answers = at_once(one, two)
     assert sorted(answer.status_code for answer in answers) == [201, 403], [a.content for a in answers]
     refused = next(answer for answer in answers if answer.status_code == 403)
     assert_refused(refused, adding=600 * KB)
@@ -228,13 +208,13 @@ def test_two_writes_at_once_that_fit_alone_cannot_pass_the_quota_together(one_mi
 
 
 SQLITE_RACE = """
-import threading, time
+import time
 import django
 django.setup()
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.db import connection
 from hub.registry import quota, uploads
+from tests.conftest import at_once
 
 call_command("migrate", verbosity=0)
 alice = get_user_model().objects.create_user("alice")
@@ -244,22 +224,13 @@ def slowly(user):
     time.sleep(0.5)  # the other thread reaches its check meanwhile
     return used
 quota.used_bytes = slowly
-barrier, answers = threading.Barrier(2), []
 def open_one():
-    barrier.wait()
     try:
         uploads.open_upload(alice, 600 * 1000)
-        answers.append("opened")
+        return "opened"
     except quota.StorageQuota as refusal:
-        answers.append(f"{refusal.code} used={refusal.extra['used']}")
-    finally:
-        connection.close()
-threads = [threading.Thread(target=open_one) for _ in range(2)]
-for thread in threads:
-    thread.start()
-for thread in threads:
-    thread.join()
-print(sorted(answers), uploads.Upload.objects.count())
+        return f"{refusal.code} used={refusal.extra['used']}"
+print(sorted(at_once(open_one, open_one)), uploads.Upload.objects.count())
 """
 
 
@@ -268,16 +239,5 @@ print(sorted(answers), uploads.Upload.objects.count())
 def test_two_uploads_at_once_cannot_pass_the_quota_together_on_sqlite(tmp_path):
     """The embedded default: two connections to one SQLite file (WAL, as deployed), two uploads of one person
     opened at once that fit alone but not together: one opens, the other is refused having counted it."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-    env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "HUB_BROKER_URL")}
-    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'hub.sqlite3'}", HUB_VAR_DIR=str(tmp_path / "var"),
-               HUB_USER_STORAGE_MB="1", DJANGO_SETTINGS_MODULE="hub.settings",
-               PYTHONPATH=f"{root}:{root / 'client'}")
-    out = subprocess.run([sys.executable, "-c", SQLITE_RACE], env=env, cwd=root, capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "['opened', 'storage_quota used=600000'] 1"
+    out = run_on_sqlite_file(tmp_path, SQLITE_RACE, HUB_USER_STORAGE_MB="1")
+    assert out.strip() == "['opened', 'storage_quota used=600000'] 1"

@@ -56,3 +56,61 @@ def test_a_failed_conversion_of_a_torch_save_file_is_not_told_to_convert_it_loca
     shown = Client().get("/" + version.pid, follow=True).content.decode()
     assert f"<strong>{code}</strong>" in shown and advice in shown.replace("&quot;", '"').replace("&#x27;", "'")
     assert "hpcfair convert FILE" not in shown
+
+
+@pytest.fixture
+def opened(monkeypatch) -> list[str]:
+    """The blobs (sha256) read through the configured store from now on."""
+    from hub.storage import get_blob_store
+
+    store_class, reads = type(get_blob_store()), []
+    read = store_class.open
+
+    def counted(self, sha256, *args, **kwargs):
+        reads.append(sha256)
+        return read(self, sha256, *args, **kwargs)
+
+    monkeypatch.setattr(store_class, "open", counted)
+    return reads
+
+
+def weights_sha(version) -> str:
+    return version.files.get(path="model.pt").blob_id
+
+
+def test_a_torch_save_files_page_takes_its_format_from_the_metadata_not_the_blob(owner, publish, tmp_path, opened):
+    """Publishing read the zip's members once (derived format pytorch): the page does not read them again."""
+    _, version = publish(owner, "saved", {"model.pt": saved(tmp_path, "state_dict").read_bytes(), "README.md": b"# M"})
+    assert "format" in version.metadata["derived"]
+    assert 'id="finetune"' not in page_of(owner, version)
+    assert weights_sha(version) not in opened
+
+
+@pytest.mark.parametrize("how", ["published before the zip was read", "format given by hand"])
+def test_where_the_metadata_does_not_settle_it_the_page_reads_the_blob(owner, publish, tmp_path, opened, how):
+    """A version published before formats were read from the zip's members was called torchscript whatever
+    it held; a format given by hand is not the hub's finding: the page reads the zip's members, as before."""
+    _, version = publish(owner, "saved", {"model.pt": saved(tmp_path, "module").read_bytes()})
+    derived = [key for key in version.metadata["derived"] if key != "format" or how.startswith("published")]
+    version.metadata = {**version.metadata, "format": "torchscript", "derived": derived}
+    version.save(update_fields=["metadata"])
+    assert 'id="finetune"' not in page_of(owner, version)
+    assert weights_sha(version) in opened
+
+
+def test_a_torchscript_and_a_torch_export_pt_file_are_offered_a_fine_tune(owner, publish, tmp_path):
+    """Neither is a plain torch.save file: the form shows (their blobs are read, as the stored torchscript of
+    older versions cannot be trusted). A .pt holding a torch.export program is called torch-export, as a .pt2."""
+    import io
+    import zipfile
+
+    program = io.BytesIO()
+    with zipfile.ZipFile(program, "w") as archive:
+        for name in ("model/archive_format", "model/data/0", "model/models/model.json"):
+            archive.writestr(name, b"0")
+    _, script = publish(owner, "scripted", {"model.pt": saved(tmp_path, "script").read_bytes()})
+    _, exported = publish(owner, "exported", {"model.pt": program.getvalue()})
+    assert exported.metadata["format"] == "torch-export" and script.metadata["format"] == "torchscript"
+    for version in (script, exported):
+        assert 'id="finetune"' in page_of(owner, version)
+        assert model_source(version, None) == {"file": "model.pt"}

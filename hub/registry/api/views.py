@@ -296,6 +296,4 @@ class VersionFixity(APIView):
         require_write(request, artifact)
         found = services.get_version(artifact, version)
         check_active_jobs(request.user)
-        with transaction.atomic():
-            job = create_job("fixity", request.user, version=found)
-        return accepted(job)
+        return accepted(create_job("fixity", request.user, version=found, limited=True))
