@@ -486,10 +486,10 @@ def answer_datagram(door: socket.socket, address: str | bytes, request_id: str, 
     """Send the answer to a datagram's sender from the lane's datagram socket (``door``, whose address the
     sender checks). One too large for a datagram goes to the lane under the request's id, and the datagram
     says so (``{"lane": true}``). A sender gone, or one whose queue is full, is not waited for."""
-    from hub.gateway.lane import get_lane
-
     try:
         if not wire.send_datagram(door, address, {"id": request_id}, answer, wire.DATAGRAM_BYTES):
+            from hub.gateway.lane import get_lane
+
             get_lane().reply(request_id, answer)
             wire.send_datagram(door, address, {"id": request_id, "lane": True}, b"", wire.DATAGRAM_BYTES)
     except OSError:

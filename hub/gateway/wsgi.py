@@ -106,7 +106,7 @@ class Express:
 
     def _run(self, environ: dict[str, Any], match: re.Match, body: bytes) -> Answer | pipeline.EarlierAnswer | None:
         try:
-            asked = protocol.InferRequest.parse(QueryDict(environ.get("QUERY_STRING", "")), body,
+            asked = protocol.InferRequest.parse(_query(environ.get("QUERY_STRING", "")), body,
                                                 environ.get("CONTENT_TYPE"), environ.get("HTTP_ACCEPT", ""))
             found = memory.granted(environ["HTTP_AUTHORIZATION"], *match.groups(), asked.file)
             if found is None:
@@ -138,6 +138,15 @@ class Express:
     @staticmethod
     def _host_allowed(environ: dict[str, Any]) -> bool:
         return _host_allowed(environ.get("HTTP_HOST") or environ.get("SERVER_NAME", ""), tuple(settings.ALLOWED_HOSTS))
+
+
+@lru_cache(maxsize=1)
+def _no_query() -> QueryDict:
+    return QueryDict("")  # immutable: one for every request without a query string
+
+
+def _query(text: str) -> QueryDict:
+    return QueryDict(text) if text else _no_query()
 
 
 @lru_cache(maxsize=256)
