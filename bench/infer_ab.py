@@ -43,7 +43,7 @@ def main() -> None:
     before = args.before.resolve()
     env = bench.services_env()
     env.update({"HUB_STORAGE": "filesystem", "HUB_LOG_LEVEL": "WARNING", "HUB_CUBE_ON_CONVERT": "off",
-                "HUB_THROTTLES_OFF": "1"})
+                **bench.RATES})
     work = Path(tempfile.mkdtemp(prefix="hub-bench-ab-"))
     env.update({"HUB_VAR_DIR": str(work / "var"), "HUB_STORAGE_DIR": str(work / "blobs")})
     bench.psql(env, f"DROP DATABASE IF EXISTS {bench.DB}")

@@ -195,3 +195,46 @@ def test_two_processes_share_one_count(db, settings, owner, cache_kind):
         key, _, _ = throttles.Window("user", 3, 60).keys(f"u{owner.pk}", time.time())
         assert backend.get(key) == 3
         assert 0 < backend._cache.get_client(key).ttl(backend.make_and_validate_key(key)) <= 120
+
+
+def test_a_large_rate_is_counted_a_thousandth_at_a_time_and_exactly_near_its_limit(settings, monkeypatch):
+    """At 10,000 a minute a process counts 10 requests at once and answers the next 9 without the cache; the shared
+    count runs ahead of the requests by less than that. Near the limit it counts one at a time, and refuses at it."""
+    from django.core.cache import cache
+
+    rates(settings, user="10000/min")
+    window = throttles.window_for("user")
+    reads: list[int] = []
+
+    class Counted:  # the cache, its reads counted
+        def get_many(self, keys):
+            reads.append(1)
+            return cache.get_many(keys)
+
+        def __getattr__(self, name):
+            return getattr(cache, name)
+
+    monkeypatch.setattr(throttles, "cache", Counted())
+    now = 60_000.0  # the start of a window
+    for index in range(25):
+        assert take([(window, "u1")], now=now + index * 0.01) is None
+    key, _, _ = window.keys("u1", now)
+    assert len(reads) == 3 and cache.get(key) == 30  # 3 trips for 25 requests; 5 counted ahead, not yet answered
+
+    throttles.leases.clear()  # another process, a little later: the count near the limit
+    cache.set(key, 9_985, timeout=120)
+    answered = sum(take([(window, "u1")], now=now + 1 + index * 0.01) is None for index in range(20))
+    assert answered == 15 and cache.get(key) == 10_000  # 9,985 + 15 one at a time (a lease of 10 no longer fits)
+    refusal = take([(window, "u1")], now=now + 2)
+    assert refusal is not None and refusal.extra["scope"] == "user"
+
+
+def test_a_rate_under_two_thousand_a_window_is_counted_request_by_request(settings):
+    from django.core.cache import cache
+
+    rates(settings, user="1999/min")
+    window = throttles.window_for("user")
+    assert window.lease() == 1
+    for index in range(5):
+        assert take([(window, "u1")], now=60_000.0 + index) is None
+    assert cache.get(window.keys("u1", 60_000.0)[0]) == 5 and throttles.leases.held == {}
