@@ -93,6 +93,10 @@ class Window:
         base = f"throttle:{self.scope}:{self.seconds}:{ident}"
         return f"{base}:{index}", f"{base}:{index - 1}", now / self.seconds - index
 
+    def key(self, ident: str, now: float) -> str:
+        """The key of this window's count (``keys``' first)."""
+        return f"throttle:{self.scope}:{self.seconds}:{ident}:{int(now // self.seconds)}"
+
     def fits(self, current: int, previous: int, into: float, more: int = 1) -> bool:
         """Whether ``more`` requests fit now."""
         return previous * (1 - into) + current + more <= self.count
@@ -161,9 +165,9 @@ def take(windows: Iterable[tuple[Window, str]], now: float | None = None) -> Thr
     if not pairs:
         return None
     now = time.time() if now is None else now
-    keyed = [(window, *window.keys(ident, now)) for window, ident in pairs]
-    if leases.use([f"{current}/{window.count}" for window, current, _, _ in keyed]):  # at this rate
+    if leases.use([f"{window.key(ident, now)}/{window.count}" for window, ident in pairs]):  # at this rate
         return None
+    keyed = [(window, *window.keys(ident, now)) for window, ident in pairs]
     try:
         counts = cache.get_many([key for _, current, previous, _ in keyed for key in (current, previous)])
         refusal: Throttled | None = None

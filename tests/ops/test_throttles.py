@@ -235,6 +235,7 @@ def test_a_rate_under_two_thousand_a_window_is_counted_request_by_request(settin
     rates(settings, user="1999/min")
     window = throttles.window_for("user")
     assert window.lease() == 1
+    assert window.key("u1", 60_030.5) == window.keys("u1", 60_030.5)[0]  # the leases' key is the count's
     for index in range(5):
         assert take([(window, "u1")], now=60_000.0 + index) is None
     assert cache.get(window.keys("u1", 60_000.0)[0]) == 5 and throttles.leases.held == {}
