@@ -193,9 +193,10 @@ class Engine:
         else:
             answer = self._died() if self.process is not None else None
         if running is not None and answer is not None:
-            lane.reply(running[0], wire.pack(answer))
+            packed = wire.pack(answer)
+            lane.reply(running[0], packed)
             if running[2] and self.door is not None:  # the asker waits on its datagram socket
-                answer_datagram(self.door, running[2], running[0], wire.pack(answer))
+                answer_datagram(self.door, running[2], running[0], packed)
         self.start()
 
     def call(self, message: bytes | list, *, device: str, deadline: float, long: bool = False,
@@ -473,7 +474,7 @@ def _serve_datagram(datagram: socket.socket, queue: str, slot: Slot, running: th
         return  # an unbound sender: nowhere to answer
     try:
         control, message = wire.parse_frame(memoryview(buffer)[:size])
-    except (wire.WireError, ValueError) as exc:
+    except wire.WireError as exc:
         log.warning("engine: a local request could not be read: %s", exc)
         return
     request_id = str(control.get("id", ""))

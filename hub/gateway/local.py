@@ -266,6 +266,7 @@ def call(lane: Lane, queue: str, message: bytes, timeout: float, generation: byt
 FRAME_ROOM = 256  # a frame's length fields and control header, past its message
 CHECK_S = 1.0  # while an answer is awaited, how often the worker is checked for (its listening socket)
 BUSY, GONE, TOO_LARGE = object(), object(), object()  # why a datagram was not sent
+ON_THE_LANE, LOST = object(), object()  # the answer was too large for a datagram; the worker went away
 
 
 class _Door(threading.local):
@@ -327,8 +328,6 @@ def _call_by_datagram(path: str, datagram: str, lane: Lane, queue: str, message:
         return lane.call(queue, message, left, generation)
     return found
 
-
-ON_THE_LANE, LOST = object(), object()  # the answer was too large for a datagram; the worker went away
 
 
 def _await_datagram(sock: socket.socket, request_id: str, path: str, datagram: str, deadline: float

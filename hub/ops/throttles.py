@@ -90,12 +90,15 @@ class Window:
     def keys(self, ident: str, now: float) -> tuple[str, str, float]:
         """The keys of this window's and the last window's counts, and how far into this window ``now`` is."""
         index = int(now // self.seconds)
-        base = f"throttle:{self.scope}:{self.seconds}:{ident}"
+        base = self._base(ident)
         return f"{base}:{index}", f"{base}:{index - 1}", now / self.seconds - index
 
     def key(self, ident: str, now: float) -> str:
         """The key of this window's count (``keys``' first)."""
-        return f"throttle:{self.scope}:{self.seconds}:{ident}:{int(now // self.seconds)}"
+        return f"{self._base(ident)}:{int(now // self.seconds)}"
+
+    def _base(self, ident: str) -> str:
+        return f"throttle:{self.scope}:{self.seconds}:{ident}"
 
     def fits(self, current: int, previous: int, into: float, more: int = 1) -> bool:
         """Whether ``more`` requests fit now."""
@@ -130,8 +133,10 @@ class Leases:
         self.held: dict[str, int] = {}
         self.lock = threading.Lock()
 
-    def use(self, keys: list[str]) -> bool:
-        """One request counted already in each key, if this process holds one of each (else nothing is used)."""
+    def use(self, counts: list[tuple[Window, str]]) -> bool:
+        """One request counted already in each (window, count key), if this process holds one of each (else
+        nothing is used)."""
+        keys = [self._held_as(window, key) for window, key in counts]
         with self.lock:
             if not all(self.held.get(key, 0) > 0 for key in keys):
                 return False
@@ -139,11 +144,16 @@ class Leases:
                 self.held[key] -= 1
             return True
 
-    def add(self, key: str, count: int) -> None:
+    def add(self, window: Window, key: str, count: int) -> None:
+        held = self._held_as(window, key)
         with self.lock:
-            if key not in self.held and len(self.held) >= self.MAX_KEYS:
+            if held not in self.held and len(self.held) >= self.MAX_KEYS:
                 self.held.clear()
-            self.held[key] = self.held.get(key, 0) + count
+            self.held[held] = self.held.get(held, 0) + count
+
+    @staticmethod
+    def _held_as(window: Window, key: str) -> str:
+        return f"{key}/{window.count}"  # at this rate: a rate changed meanwhile starts afresh
 
     def clear(self) -> None:
         with self.lock:
@@ -165,7 +175,7 @@ def take(windows: Iterable[tuple[Window, str]], now: float | None = None) -> Thr
     if not pairs:
         return None
     now = time.time() if now is None else now
-    if leases.use([f"{window.key(ident, now)}/{window.count}" for window, ident in pairs]):  # at this rate
+    if leases.use([(window, window.key(ident, now)) for window, ident in pairs]):
         return None
     keyed = [(window, *window.keys(ident, now)) for window, ident in pairs]
     try:
@@ -189,7 +199,7 @@ def take(windows: Iterable[tuple[Window, str]], now: float | None = None) -> Thr
                 _count(key, known, 2 * window.seconds, many)
         for window, key, many, _ in taken:
             if many > 1:
-                leases.add(f"{key}/{window.count}", many - 1)  # this request used one
+                leases.add(window, key, many - 1)  # this request used one
     except Exception:  # noqa: BLE001 - any cache failure: counted as none, never a 500
         log.warning("rate limits: the cache could not be reached; the request was not counted", exc_info=True)
     return None
