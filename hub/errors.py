@@ -78,6 +78,7 @@ STATUS: dict[str, int] = {
     "throttled": 429,
     "too_many_attempts": 429,
     "too_many_jobs": 429,
+    "too_many_generations": 429,
     "internal_error": 500,
     "storage_unavailable": 503,
     "broker_unavailable": 503,

@@ -336,6 +336,8 @@ HUB_GENERATE_MODELS = int(env("HUB_GENERATE_MODELS", "1"))
 HUB_GENERATE_THREADS = int(env("HUB_GENERATE_THREADS", str(max(1, (os.cpu_count() or 2) // 2))))
 HUB_GENERATE_MAX_TOKENS = int(env("HUB_GENERATE_MAX_TOKENS", "2048"))
 HUB_GENERATE_S = float(env("HUB_GENERATE_S", "600"))
+HUB_GENERATE_MEMORY_BYTES = int(env("HUB_GENERATE_MEMORY_MB", "2048")) * 1024 * 1024  # one request, past its model
+HUB_GENERATE_STREAMS = int(env("HUB_GENERATE_STREAMS", "2"))  # one person's generations at once (429 past it)
 HUB_GENERATE_JOB_S = int(env("HUB_GENERATE_JOB_S", "14400"))  # a job over a file of prompts
 HUB_GATEWAY_CACHE_BYTES = int(env("HUB_GATEWAY_CACHE_MB", "2048")) * 1024 * 1024  # loaded sessions, per engine
 # The working memory one model run may use (ONNX Runtime's arena in the engine process that runs it,

@@ -219,7 +219,18 @@ def style_name(style: str | None) -> str:
     if not _STYLE_ID.fullmatch(name) or _style_path(name) is None:
         raise UnknownStyle(f"No citation style {style!r}: name a style of the CSL styles repository "
                            f"(https://github.com/citation-style-language/styles), e.g. {', '.join(STYLES)}.")
+    if not _has_bibliography(_style_path(name)):
+        raise UnknownStyle(f"The citation style {style!r} formats notes only, not a reference list, so it cannot "
+                           f"format a reference on its own; name a style with a bibliography, e.g. "
+                           f"{', '.join(STYLES)} (chicago-author-date for Chicago).")
     return name
+
+
+@functools.lru_cache(maxsize=512)
+def _has_bibliography(path: str) -> bool:
+    """Whether the CSL style file at ``path`` has a ``<bibliography>`` (note styles may have none)."""
+    with open(path, encoding="utf-8") as style:
+        return "<bibliography" in style.read()
 
 
 @functools.lru_cache(maxsize=512)

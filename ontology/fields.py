@@ -458,6 +458,9 @@ class Field:
 MODEL = frozenset({"model"})
 DATASET = frozenset({"dataset"})
 
+# Formats only the hub's own generation build sets (hub.generation): an uploader who types one is refused.
+BUILT_FORMATS = frozenset({"onnx-genai", "onnx-kv"})
+
 FIELDS: dict[str, Field] = {f.name: f for f in [
     Field("title", text(300), "A short human title.", required=ALL, example="ResNet-50 for cloud masks"),
     Field("description", text(20000), "What it is, what it was made for, and how it was made.", required=ALL),

@@ -41,7 +41,6 @@ class GatewayServer:
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}"
         self.pool: list[threading.Thread] = []
         self.generate_engines = generate_engines
-        self.children: list = []
         self.listeners: dict = {}  # queue -> hub.gateway.local.Listener
 
     def start(self) -> None:
@@ -76,8 +75,6 @@ class GatewayServer:
                 self.lane.withdraw(queue, self.worker_id, self._address(queue))
             except Exception:  # noqa: BLE001 - the broker may be gone at shutdown
                 log.warning("gateway: could not withdraw from %s", queue)
-        for child in self.children:
-            child.terminate()
         for thread in self.pool:
             thread.join(timeout=5)
         for listener in self.listeners.values():
@@ -125,26 +122,22 @@ class GatewayServer:
 
 
     def _generate(self, queue: str) -> None:
-        """Keep a generation engine serving ``queue``: start another when it dies."""
-        import subprocess
-        import sys
+        """Keep a generation engine serving ``queue``: stopped a second past a request's deadline and its
+        caller answered, answered for when it dies, started again (``hub.generation.engine.Keeper``)."""
+        from hub.generation.engine import Keeper
 
-        while not self.stop_event.is_set():
-            child = subprocess.Popen([sys.executable, "-m", "hub.generation.engine", queue])
-            self.children.append(child)
-            while child.poll() is None and not self.stop_event.wait(WATCH_S):
-                pass
-            if child.poll() is None:
-                child.terminate()
-            try:
-                child.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                child.kill()
-            self.children.remove(child)
-            if not self.stop_event.is_set():
-                log.error("gateway: the generation engine of %s ended (status %s); starting another", queue,
-                          child.returncode)
-                self.stop_event.wait(1.0)
+        keeper = Keeper(queue)
+        try:
+            while not self.stop_event.is_set():
+                try:
+                    keeper.watch(self.lane)
+                except OSError:
+                    log.error("gateway: the generation engine of %s could not start", queue, exc_info=True)
+                    self.stop_event.wait(5.0)
+                    continue
+                self.stop_event.wait(WATCH_S)
+        finally:
+            keeper.stop()
 
 
 def lanes_for(consumed: list[str]) -> list[str]:

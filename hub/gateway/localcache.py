@@ -73,7 +73,9 @@ class Report:
 
 def write_manifest(folder: Path, digests: Iterable[str]) -> None:
     """Name the blobs a folder holds (written into the folder before it is renamed into place)."""
-    (folder / MANIFEST).write_text("".join(f"{digest}\n" for digest in sorted(set(digests))))
+    from hub.storage.place import create
+
+    create(folder / MANIFEST, "".join(f"{digest}\n" for digest in sorted(set(digests))).encode())
 
 
 def touch(path: Path) -> None:

@@ -25,6 +25,7 @@ from hpcfair.compute import CodedError
 from hpcfair.compute.runs import gpu_available, open_session, run_chain
 
 from hub.gateway import localcache
+from hub.storage.place import create, place
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +47,8 @@ def model_file(sha256: str, size: int) -> Path:
         localcache.touch(target)
         return target
     temp = folder / f".{sha256}.{os.getpid()}.{threading.get_ident()}"
-    with store.open(sha256) as stream, open(temp, "wb") as out:
-        while chunk := stream.read(8 * 1024 * 1024):
-            out.write(chunk)
+    temp.unlink(missing_ok=True)  # left by a thread that died copying
+    place(temp, opener=lambda: store.open(sha256), link=False)
     os.replace(temp, target)
     localcache.enforce()  # a new copy: the others make room (least recently used first)
     return target
@@ -80,12 +80,17 @@ def model_path(step: dict[str, Any]) -> tuple[Path, Any]:
     temporary = folder.with_name(f".{folder.name}.{os.getpid()}.{threading.get_ident()}")
     shutil.rmtree(temporary, ignore_errors=True)
     temporary.mkdir(parents=True)
-    _link(path, temporary / name)
-    for location, (sha256, size) in wanted.items():
-        (temporary / location).parent.mkdir(parents=True, exist_ok=True)
-        _link(model_file(sha256, size), temporary / location)
-    localcache.write_manifest(temporary, [step["sha256"], *(sha256 for sha256, _ in wanted.values())])
-    (temporary / ".complete").write_text("")
+    try:
+        place(temporary / name, local=path)
+        for location, (sha256, size) in wanted.items():
+            (temporary / location).parent.mkdir(parents=True, exist_ok=True)
+            place(temporary / location, local=model_file(sha256, size))
+        localcache.write_manifest(temporary, [step["sha256"], *(sha256 for sha256, _ in wanted.values())])
+        create(temporary / ".complete", b"")
+    except FileExistsError:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise CodedError("model_load_failed", "The model's weights name a data file twice, or on the model's own "
+                                              "name: each file of the model needs a path of its own.") from None
     try:
         os.rename(temporary, folder)
     except OSError:  # another engine put it together first
@@ -98,14 +103,6 @@ def beside_label(step: dict[str, Any]) -> str:
     """A short digest of the step's version's other files (empty when there are none)."""
     beside = step.get("beside")
     return hashlib.sha256(json.dumps(sorted(map(list, beside))).encode()).hexdigest()[:16] if beside else ""
-
-
-def _link(source: Path, target: Path) -> None:
-    """``target`` as a hard link to ``source`` (same filesystem), else a copy."""
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copyfile(source, target)
 
 
 def files_bytes(path: Path, graph) -> int:

@@ -13,12 +13,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import resource
 import shutil
+import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +34,22 @@ CANCEL_EVERY_S = 0.25  # how often a running generation looks whether its reader
 
 
 def model_folder(files: list[list[Any]], root: Path) -> Path:
-    """The model's files as a folder under ``root`` (made once per set of files)."""
+    """The model's files as a folder under ``root`` (made once per set of files), each at its path in the
+    version (``hub.storage.place``: hard links to a filesystem store's blobs, else copies; nothing is written
+    into a blob, and two files on one path are refused)."""
+    from hpcfair.compute import CodedError
+
     from hub.gateway import localcache
     from hub.storage import get_blob_store
+    from hub.storage.place import inside, place
 
     digest = hashlib.sha256(orjson.dumps(sorted(files))).hexdigest()[:24]
     folder = root / digest
-    if (folder / localcache.MANIFEST).is_file() and all((folder / Path(path).name).is_file() for path, _, _ in files):
+    try:
+        wanted = [(inside(folder, path), sha256) for path, sha256, _ in files]
+    except ValueError:
+        raise CodedError("not_runnable", "The generation model names a file outside its folder.") from None
+    if (folder / localcache.MANIFEST).is_file() and all(target.is_file() for target, _ in wanted):
         localcache.touch(folder)
         return folder
     shutil.rmtree(folder, ignore_errors=True)  # made by an older engine, or in part
@@ -43,16 +57,18 @@ def model_folder(files: list[list[Any]], root: Path) -> Path:
     partial = root / f".{digest}.{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    for path, sha256, _size in files:
-        target = partial / Path(path).name
-        local = store.local_path(sha256)
-        try:  # a hard link (ONNX Runtime refuses weights a symbolic link leads out of the folder to)
-            os.link(local, target) if local is not None else None
-        except OSError:
-            local = None  # another file system
-        if local is None:
-            with store.open(sha256) as body, target.open("wb") as out:
-                shutil.copyfileobj(body, out, 1 << 20)
+    try:
+        for target, sha256 in wanted:
+            target = partial / target.relative_to(folder)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            # A hard link where it can (ONNX Runtime refuses weights a symbolic link leads out of the folder to).
+            place(target, local=store.local_path(sha256), opener=lambda sha256=sha256: store.open(sha256))
+    except FileExistsError:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise CodedError("not_runnable", "The generation model has two files on one path.") from None
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
     localcache.write_manifest(partial, [sha256 for _, sha256, _ in files])
     try:
         os.rename(partial, folder)
@@ -93,17 +109,26 @@ class Models:
         return loaded
 
 
-def handle(lane, request_id: str, message: bytes, models: Models, root: Path) -> None:
-    """Answer one request on ``lane``, piece by piece."""
+def handle(lane, request_id: str, message: bytes, models: Models, root: Path, slot=None,
+           memory: int = 0) -> None:
+    """Answer one request on ``lane``, piece by piece. With a ``slot`` (``hub.gateway.engine.Slot``), the
+    request's id, deadline and next piece's number are written there for the keeper to stop it past its
+    deadline and answer for it; ``memory``: what the request may add to the process's data past its model's
+    loading (``RLIMIT_DATA``)."""
     from hpcfair.compute import CodedError
     from hpcfair.generate import GenerateRequest, generate
 
-    seq = 0
+    seq, deadline = 0, time.time() + HANDLE_S
+
+    def mark() -> None:
+        if slot is not None:
+            slot.write(request_id, deadline, str(seq).encode())
 
     def send(payload: dict[str, Any]) -> None:
         nonlocal seq
         lane.send(request_id, seq, orjson.dumps(payload))
         seq += 1
+        mark()
 
     looked, stop = [0.0], [False]
 
@@ -116,25 +141,143 @@ def handle(lane, request_id: str, message: bytes, models: Models, root: Path) ->
 
     try:
         body = orjson.loads(message)
+        seconds = float(body.get("seconds", 300))
+        deadline = time.time() + seconds  # every phase: the model's folder, the template, tokens, the decoder
+        mark()
         request = GenerateRequest.parse(body["request"], max_tokens=int(body.get("max_tokens", 4096)))
         loaded = models.get(model_folder(body["files"], root))
-        deadline = time.monotonic() + float(body.get("seconds", 300))
-        for piece in generate(loaded, request, cancelled=cancelled, deadline=deadline):
-            send(piece.to_dict())
+        with data_limit(memory):
+            for piece in generate(loaded, request, cancelled=cancelled, deadline=time.monotonic() + max(
+                    deadline - time.time(), 0)):
+                send(piece.to_dict())
     except CodedError as exc:
         send({"error": exc.code, "detail": exc.detail})
-    except Exception as exc:  # noqa: BLE001 - the reader is answered; the log has the trace
+    except MemoryError:
+        try:
+            send({"error": "memory_limit", "detail": memory_message(memory)})
+        except MemoryError:
+            os._exit(EXIT_MEMORY)  # the keeper answers for us
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a tokenizer's panic too (a BaseException): answered, logged
         log.exception("generation request %s failed", request_id)
-        send({"error": "internal_error", "detail": f"Generation failed unexpectedly ({type(exc).__name__})."})
+        send({"error": "run_failed", "detail": f"The model could not generate from this request "
+                                               f"({type(exc).__name__}); nothing was kept. A tokenizer or chat "
+                                               "template that fails on some text fails so."})
+    finally:
+        if slot is not None:
+            slot.clear()
 
 
-def serve(queue: str) -> None:
+HANDLE_S = 60.0  # the deadline of a request until its own is read
+EXIT_MEMORY = 3  # what the process exits with when not even an answer could be made
+
+
+def memory_message(limit: int) -> str:
+    return (f"The generation needed more memory than one request may use on this hub: {limit / 2**20:.0f} MiB "
+            "(HUB_GENERATE_MEMORY_MB) past its model. Ask for fewer tokens or a shorter prompt; a chat template "
+            "or tokenizer that builds huge strings is stopped so.")
+
+
+@contextmanager
+def data_limit(extra: int) -> Iterator[None]:
+    """The process's data (``RLIMIT_DATA``) capped at what it holds now plus ``extra`` bytes while the block
+    runs (no cap for 0): an allocation past it fails (``MemoryError`` in Python, a failed allocation in the
+    libraries). The model is loaded before, under no cap: its size is the hub's own build's."""
+    if extra <= 0:
+        yield
+        return
+    from hub.gateway.engine import _data_bytes
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    ceiling = _data_bytes() + extra
+    resource.setrlimit(resource.RLIMIT_DATA, (ceiling if hard == resource.RLIM_INFINITY else min(ceiling, hard), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+
+
+# --- the keeper: the worker's thread that starts an engine and stops it past its deadline -----------------
+
+
+class Keeper:
+    """One generation engine of a worker (``hub.gateway.engine``'s walls, from the same code): a child process
+    serving ``queue`` that writes the request it runs into a ``Slot``; ``watch`` (every 0.25 s) kills one past
+    its deadline by ``GRACE_S`` and answers its caller at once (``worker_timeout``), answers for one that died
+    (``memory_limit`` when it ran out of memory), and starts another."""
+
+    def __init__(self, queue: str) -> None:
+        from hub.gateway.engine import Slot
+
+        self.queue = queue
+        self.slot = Slot.create()
+        self.process: subprocess.Popen | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        self.slot.clear()
+        self.process = subprocess.Popen([sys.executable, "-m", "hub.generation.engine", self.queue,
+                                         "--slot", str(self.slot.fd)], pass_fds=[self.slot.fd])
+        self.starts += 1
+
+    def watch(self, lane) -> None:
+        from hub.gateway.engine import GRACE_S
+
+        running = self.slot.read()
+        if self.process is not None and self.process.poll() is None:
+            if running is None or time.time() <= running[1] + GRACE_S:
+                return
+            self.process.kill()
+            status = self.process.wait()
+            log.error("generation engine %s stopped: a request ran past its deadline", self.process.pid)
+            answer = {"error": "worker_timeout", "detail": "The generation was stopped at its time limit "
+                                                           "(HUB_GENERATE_S); nothing was kept. Ask for fewer "
+                                                           "tokens, or a shorter prompt."}
+        elif self.process is not None:
+            status = self.process.wait()
+            log.error("generation engine %s ended (status %s); starting another", self.process.pid, status)
+            answer = self._died(status)
+        else:
+            answer = None
+        if running is not None and answer is not None:
+            request_id, _, seq = running
+            try:
+                lane.send(request_id, int(seq or b"0"), orjson.dumps(answer))
+            except Exception:  # noqa: BLE001 - the broker gone: the caller times out instead
+                log.warning("generation engine: could not answer for %s", request_id, exc_info=True)
+        self.start()
+
+    @staticmethod
+    def _died(status: int) -> dict[str, Any]:
+        from django.conf import settings
+
+        if status in (EXIT_MEMORY, -signal.SIGABRT, -signal.SIGKILL):
+            return {"error": "memory_limit", "detail": memory_message(settings.HUB_GENERATE_MEMORY_BYTES)}
+        return {"error": "run_failed", "detail": f"The generation engine ended (status {status}) before it "
+                                                 "answered; nothing was kept. Try again."}
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+        self.slot.close()
+
+
+def serve(queue: str, slot_fd: int | None = None) -> None:
     """Take ``queue``'s requests until the parent (the worker) goes away."""
     from django.conf import settings
 
+    from hub.gateway.engine import Slot
     from hub.gateway.lane import ANNOUNCE_S, get_lane
 
     lane = get_lane()
+    slot = Slot(slot_fd) if slot_fd is not None else None
     root = settings.VAR_DIR / "generation"
     root.mkdir(parents=True, exist_ok=True)
     models = Models(settings.HUB_GENERATE_MODELS, settings.HUB_GENERATE_THREADS)
@@ -157,7 +300,7 @@ def serve(queue: str) -> None:
         while True:
             found = lane.pop([queue], 1.0)
             if found is not None:
-                handle(lane, found[0], found[1], models, root)
+                handle(lane, found[0], found[1], models, root, slot, settings.HUB_GENERATE_MEMORY_BYTES)
     finally:
         lane.withdraw(queue, me)
 
@@ -171,7 +314,8 @@ def main() -> int:
 
     django.setup()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s generation %(levelname)s %(message)s")
-    serve(sys.argv[1])
+    arguments = sys.argv[1:]
+    serve(arguments[0], int(arguments[arguments.index("--slot") + 1]) if "--slot" in arguments else None)
     return 0
 
 

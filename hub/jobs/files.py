@@ -4,7 +4,6 @@ staged in the object store (``staging/jobs/<job id>/``), where every web node an
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import uuid
 from pathlib import Path
@@ -14,21 +13,24 @@ from hpcfair.compute import CodedError
 from hub.registry.models import Version
 from hub.registry.uploads import StagedFile, sha256_of_file
 from hub.storage import StorageUnavailable, get_blob_store
+from hub.storage import place as placement
 
 
 def fetch(version: Version, path: str, dest_dir: Path, *, link: bool = False) -> Path:
     """Copy ``path`` of ``version`` out of the object store into ``dest_dir`` (under its base name). With
     ``link``, for a reader in this process tree only (no sandbox), a store on this machine's disk gives a
-    symbolic link to its blob instead (blobs are never changed in place)."""
+    symbolic link to its blob instead (blobs are never changed in place). A name taken already in ``dest_dir``
+    is refused (``invalid``): nothing is ever written over a laid-out file, which may be a blob."""
     file = version.files.select_related("blob").get(path=path)
     dest = dest_dir / Path(path).name
     store = get_blob_store()
+    if os.path.lexists(dest):
+        raise CodedError("invalid", f"Two files of {version} are named {dest.name} ({path} and another); give "
+                                    "each file a name of its own in the version.")
     if link and (local := store.local_path(file.blob_id)) is not None and local.exists():
         dest.symlink_to(local)
         return dest
-    with store.open(file.blob_id) as stream, open(dest, "wb") as out:
-        shutil.copyfileobj(stream, out, 8 * 1024 * 1024)
-    return dest
+    return _placed(file.blob_id, dest, link=False)
 
 
 def staged(path: Path, name: str) -> StagedFile:
@@ -38,21 +40,21 @@ def staged(path: Path, name: str) -> StagedFile:
 
 def place(blob_id: str, target: Path) -> Path:
     """A blob as ``target`` (a Slurm job's folder): a hard link where the store is a local filesystem on the
-    same device, else a copy (the job folder must be on a filesystem the compute nodes see)."""
+    same device, else a copy (the job folder must be on a filesystem the compute nodes see); never written
+    over an existing file (``hub.storage.place``): a path taken already is refused (``invalid``)."""
+    return _placed(blob_id, target, link=True)
+
+
+def _placed(blob_id: str, target: Path, *, link: bool) -> Path:
     store = get_blob_store()
-    local = store.local_path(blob_id)
-    if local is not None:
-        try:
-            os.link(local, target)
-            return target
-        except OSError:
-            pass
     try:
-        with store.open(blob_id) as stream, open(target, "wb") as out:
-            shutil.copyfileobj(stream, out, 8 * 1024 * 1024)
-    except (FileNotFoundError, StorageUnavailable) as exc:
-        raise CodedError("storage_unavailable", f"A file of this job could not be read from the object store: {exc}")
-    return target
+        return placement.place(target, local=store.local_path(blob_id), opener=lambda: store.open(blob_id), link=link)
+    except FileExistsError:
+        raise CodedError("invalid", f"Two files of this job would be laid out as {target.name}; give each file a "
+                                    "name of its own.") from None
+    except (FileNotFoundError, StorageUnavailable):
+        raise CodedError("storage_unavailable", "A file of this job could not be read from the object store; try "
+                                                "again, and tell the hub's administrators if it lasts.") from None
 
 
 def place_model(step: dict, folder: Path) -> Path:

@@ -59,6 +59,8 @@ class Job(models.Model):
     version = models.ForeignKey(
         "registry.Version", on_delete=models.SET_NULL, null=True, blank=True, related_name="jobs"
     )
+    counted = models.BooleanField(default=False, help_text="Asked for by its requester, so it counts in their "
+                                                           "jobs-at-once quota (the hub's own jobs do not).")
     attempts = models.PositiveIntegerField(default=0)
     worker = models.CharField(max_length=200, blank=True)
     heartbeat = models.DateTimeField(null=True, blank=True, help_text="Last sign of life from a running job's worker.")

@@ -45,11 +45,12 @@ def limit_for(user) -> int:
 
 def check_active_jobs(user) -> None:
     """Raise ``TooManyJobs`` if ``user`` already has ``HUB_USER_MAX_ACTIVE_JOBS`` jobs queued or running
-    (0: no limit). Staff are not limited. No lock: a refusal before any work, which ``take_slot`` confirms."""
+    (0: no limit), counting the jobs they asked for, not those the hub started itself (``Job.counted``). Staff are
+    not limited. No lock: a refusal before any work, which ``take_slot`` confirms."""
     limit = limit_for(user)
     if not limit:
         return
-    active = Job.objects.filter(requester=user, state__in=(Job.State.QUEUED, Job.State.RUNNING)).count()
+    active = Job.objects.filter(requester=user, counted=True, state__in=(Job.State.QUEUED, Job.State.RUNNING)).count()
     if active >= limit:
         raise TooManyJobs(active, limit)
 

@@ -45,7 +45,7 @@ def create_job(
         if limited:
             quota.take_slot(requester)
         job = Job.objects.create(id=job_id or uuid.uuid4(), kind=kind, requester=requester, version=version,
-                                 params=params or {}, queue=queue, device=device)
+                                 params=params or {}, queue=queue, device=device, counted=limited)
         transaction.on_commit(partial(dispatch, job))
     return job
 

@@ -20,7 +20,7 @@ from hub.registry.links import absolute, file_url, pid_url
 from hub.registry.models import Artifact, Version
 from ontology import shapes
 from ontology.exports import FORMAT_KINDS, FORMATS
-from ontology.fields import FIELDS, MetadataError, validate
+from ontology.fields import BUILT_FORMATS, FIELDS, MetadataError, validate
 from ontology.graph import to_graph
 from ontology.record import FileEntry, Link, Record
 
@@ -93,8 +93,13 @@ def _columns(found: list[dict[str, Any]], given: list[Any]) -> list[dict[str, An
 def _refuse_hub_fields(sent: dict[str, Any]) -> None:
     """Fields such as ``verified`` or ``card`` are the hub's to write, never a user's."""
     bad = sorted(name for name in sent if name in FIELDS and FIELDS[name].system)
-    if bad:
-        raise MetadataError({name: ["The hub sets this field itself."] for name in bad})
+    errors = {name: ["The hub sets this field itself."] for name in bad}
+    if sent.get("format") in BUILT_FORMATS:
+        errors["format"] = [f"{sent['format']} is the format of the hub's own generation builds: publish the "
+                            "Hugging Face folder (config.json, weights, tokenizer.json) and the hub builds and "
+                            "verifies its generation model."]
+    if errors:
+        raise MetadataError(errors)
 
 
 def _provisional(artifact: Artifact, metadata: dict[str, Any], files: Sequence[FileInfo]) -> Record:

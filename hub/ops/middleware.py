@@ -52,6 +52,12 @@ def readyz(request: HttpRequest) -> HttpResponse:
     return response
 
 
+# Headers a proxy on the hub's host adds for the client it forwards: any of them means the request is not the
+# host's own, whatever its address.
+FORWARDING = ("X-Forwarded-For", "Forwarded", "X-Real-IP", "X-Forwarded-Host", "X-Client-IP", "True-Client-IP",
+              "CF-Connecting-IP", "X-Cluster-Client-IP", "Fastly-Client-IP", "X-Original-Forwarded-For")
+
+
 def _may_scrape(request: HttpRequest) -> HttpResponse | None:
     """None when the request may read the metrics, else the coded refusal."""
     token = settings.HUB_METRICS_TOKEN
@@ -70,7 +76,7 @@ def _may_scrape(request: HttpRequest) -> HttpResponse | None:
         local = ipaddress.ip_address(request.META.get("REMOTE_ADDR", "")).is_loopback
     except ValueError:
         local = False
-    if local and not (request.headers.get("X-Forwarded-For") or request.headers.get("Forwarded")):
+    if local and not any(request.headers.get(name) for name in FORWARDING):
         return None
     return errors.json_error(request, "permission_denied", "The metrics are read from the hub's own host, or with "
                              "the token its administrators set in HUB_METRICS_TOKEN.")

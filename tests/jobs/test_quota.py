@@ -22,11 +22,25 @@ BASE = "/api/v1/artifacts/alice/mlp/versions/1"
 
 @pytest.fixture
 def at_quota(owner, publish, settings):
-    """alice's model, published (its verification job queued), and alice at her quota of 2 active jobs."""
+    """alice's model, published (its verification job queued: the hub's own, not counted), and alice at her
+    quota of 2 active jobs she asked for."""
     settings.HUB_USER_MAX_ACTIVE_JOBS = 2
     publish(owner, "mlp", {"mlp.onnx": MLP}, label="1")
-    Job.objects.create(kind="fixity", requester=owner, state=Job.State.RUNNING)
+    for _ in range(2):
+        Job.objects.create(kind="fixity", requester=owner, state=Job.State.RUNNING, counted=True)
     return owner
+
+
+def test_the_hubs_own_jobs_do_not_count(owner, publish, api, settings):
+    """Verifications the hub queues on publishing are not the person's: with one slot, a request still runs."""
+    settings.HUB_USER_MAX_ACTIVE_JOBS = 1
+    publish(owner, "mlp", {"mlp.onnx": MLP}, label="1")
+    own = Job.objects.filter(requester=owner, state=Job.State.QUEUED)
+    assert own.exists() and not own.filter(counted=True).exists()
+    accepted = api.post(BASE + "/fixity", None, format="json")
+    assert accepted.status_code == 202, accepted.content
+    assert Job.objects.get(pk=accepted.json()["id"]).counted
+    refused(api.post(BASE + "/fixity", None, format="json"))  # the one it asked for does count
 
 
 def refused(response) -> dict:
@@ -115,7 +129,7 @@ alice = get_user_model().objects.create_user("alice")
 artifact = services.create_artifact(alice, kind="dataset", name="d")
 services.create_version(artifact, alice, label="1", metadata=valid_metadata("dataset"),
                         files=[staged(Path(tempfile.mkdtemp()), "data.bin", b"x" * 64)])
-Job.objects.create(kind="fixity", requester=alice, state=Job.State.RUNNING)  # one slot left of 2
+Job.objects.create(kind="fixity", requester=alice, state=Job.State.RUNNING, counted=True)  # one slot left of 2
 def slowly(sender, instance, **kwargs):
     if instance._state.adding:
         time.sleep(0.5)  # the other thread counts meanwhile

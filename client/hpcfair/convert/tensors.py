@@ -32,8 +32,8 @@ def header(path: Path) -> dict[str, Any]:
             raise NotSafetensors(f"{path.name} does not start with a safetensors header (length {length}).")
         try:
             table = json.loads(handle.read(length))
-        except (UnicodeDecodeError, ValueError):
-            raise NotSafetensors(f"{path.name}'s safetensors header is not JSON.")
+        except (UnicodeDecodeError, ValueError, RecursionError):  # nesting deeper than Python's stack: not a table
+            raise NotSafetensors(f"{path.name}'s safetensors header is not JSON.") from None
     if not isinstance(table, dict):
         raise NotSafetensors(f"{path.name}'s safetensors header is not a table of tensors.")
     data = size - 8 - length

@@ -28,16 +28,19 @@ class KvModel:
 
         try:
             self.config: dict[str, Any] = json.loads((folder / CONFIG).read_text())
-        except (OSError, ValueError) as exc:
-            raise CodedError("not_runnable", f"{folder.name} has no readable {CONFIG} ({exc}).") from None
+        except (OSError, ValueError):
+            raise CodedError("not_runnable", f"The generation model has no readable {CONFIG}.") from None
         options = ort.SessionOptions()
         options.intra_op_num_threads, options.inter_op_num_threads = max(1, threads), 1
 
-        def session(name: str):
+        def session(name: Any):
+            # Only a file of the model's own folder, by its plain name: never a path of the host.
+            if not isinstance(name, str) or Path(name).name != name or not (folder / name).is_file():
+                raise CodedError("not_runnable", f"{CONFIG} names a graph that is not a file of the model.")
             try:
                 return ort.InferenceSession(str(folder / name), options, providers=["CPUExecutionProvider"])
-            except Exception as exc:  # noqa: BLE001 - ONNX Runtime's own words
-                raise CodedError("not_runnable", f"ONNX Runtime could not open {name}: {exc}") from None
+            except Exception:  # noqa: BLE001 - its words may name the host's paths
+                raise CodedError("not_runnable", f"ONNX Runtime could not open the model's {name}.") from None
 
         self.decoder = session(self.config["decoder"]["file"])
         self.encoder = session(self.config["encoder"]["file"]) if self.config["kind"] == ENCODER_DECODER else None

@@ -58,9 +58,9 @@ class GenerateRequest:
                                         "{'role': …, 'content': …}), not both or neither.")
         if prompt is not None and (not isinstance(prompt, str) or not prompt):
             raise CodedError("invalid", "'prompt' must be a non-empty string.")
-        chat = tuple(_message(m, i) for i, m in enumerate(messages)) if messages is not None else ()
-        if messages is not None and (not isinstance(messages, list) or not chat):
+        if messages is not None and (not isinstance(messages, list) or not messages):
             raise CodedError("invalid", "'messages' must be a non-empty list of {'role': …, 'content': …}.")
+        chat = tuple(_message(m, i) for i, m in enumerate(messages)) if messages is not None else ()
         if len(prompt or "") + sum(len(m["content"]) for m in chat) > MAX_PROMPT_CHARS:
             raise CodedError("invalid", f"The prompt is longer than {MAX_PROMPT_CHARS:,} characters.")
         stop = data.get("stop") or ()
@@ -146,8 +146,8 @@ def open_model(folder: Path, threads: int = 1) -> LoadedModel:
     path = folder / "genai_config.json"
     try:
         config = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise CodedError("not_runnable", f"{folder.name} has no readable genai_config.json ({exc}).") from None
+    except (OSError, ValueError):
+        raise CodedError("not_runnable", "The generation model has no readable genai_config.json.") from None
     og_config = og.Config(str(folder))
     og_config.overlay(json.dumps({"model": {"decoder": {"session_options": {
         "intra_op_num_threads": max(1, threads), "inter_op_num_threads": 1}}}}))
@@ -155,7 +155,8 @@ def open_model(folder: Path, threads: int = 1) -> LoadedModel:
     try:
         model = og.Model(og_config)
     except Exception as exc:  # onnxruntime-genai raises RuntimeError with its own words
-        raise CodedError("not_runnable", f"onnxruntime-genai could not open the model: {exc}") from None
+        said = str(exc).replace(str(folder), "<model>")  # its words, without the host's paths
+        raise CodedError("not_runnable", f"onnxruntime-genai could not open the model: {said[:300]}") from None
     found = config["model"].get("eos_token_id")
     ends = frozenset(found if isinstance(found, list) else [found] if isinstance(found, int) else [])
     return LoadedModel(model, og.Tokenizer(model), int(config["model"].get("context_length") or 2048), folder, config,

@@ -92,7 +92,7 @@ class Generate(ForceNegotiation, APIView):
             return accepted(services.request_batch(found, request.user, str(fields["dataset"]),
                                                    fields.get("dataset_file"), options, device))
         asked = services.parse_request(fields)
-        pieces = services.stream_generation(found, asked, device)
+        pieces = services.stream_generation(found, asked, device, request.user)
         if not stream:
             return Response(_collect(pieces))
         return sse(_hub_events(pieces))
@@ -159,8 +159,18 @@ class OpenAIView(ForceNegotiation, APIView):
             raise HubError("invalid", "Name the model: 'model' is a hub reference (owner/name[@version] or a PID).")
         key = "messages" if self.chat else "prompt"
         fields, stream, _ = _options(body, self.FIELDS | {key}, stream_default=False)
-        if fields.get("n", 1) != 1:
+        n = fields.get("n", 1)
+        if n is not None and (isinstance(n, bool) or n != 1):
             raise HubError("invalid", "Only n = 1 is offered.")
+        if not isinstance(fields.get("user", ""), str) or len(fields.get("user", "")) > 256:
+            raise HubError("invalid", "'user' must be a string of at most 256 characters.")
+        options = fields.get("stream_options")
+        if options is not None and (not isinstance(options, dict) or set(options) - {"include_usage"}
+                                    or not isinstance(options.get("include_usage", False), bool)):
+            raise HubError("invalid", "'stream_options' takes only {\"include_usage\": true|false}.")
+        if options is not None and not stream:
+            raise HubError("invalid", "'stream_options' goes with \"stream\": true only.")
+        limit = fields.get("max_completion_tokens", fields.get("max_tokens"))
         for penalty in ("frequency_penalty", "presence_penalty"):
             if fields.get(penalty):
                 raise HubError("invalid", f"'{penalty}' is not offered; leave it 0.")
@@ -168,11 +178,11 @@ class OpenAIView(ForceNegotiation, APIView):
         if not self.chat and isinstance(prompt, list) and len(prompt) == 1:
             prompt = prompt[0]
         asked = services.parse_request({
-            key: prompt, "max_new_tokens": fields.get("max_completion_tokens") or fields.get("max_tokens") or 256,
+            key: prompt, "max_new_tokens": 256 if limit is None else limit,
             "temperature": fields.get("temperature"), "top_p": fields.get("top_p"), "top_k": fields.get("top_k"),
             "seed": fields.get("seed"), "stop": fields.get("stop")})
         model = body["model"]
-        pieces = services.stream_generation(resolve_version_ref(request.user, model), asked)
+        pieces = services.stream_generation(resolve_version_ref(request.user, model), asked, user=request.user)
         ident, created = f"{'chatcmpl' if self.chat else 'cmpl'}-{uuid.uuid4().hex}", int(time.time())
         if stream:
             usage = isinstance(fields.get("stream_options"), dict) and fields["stream_options"].get("include_usage")
