@@ -81,6 +81,7 @@ MIDDLEWARE = [
     "hub.ops.pagethrottle.PageThrottleMiddleware",  # the API's rates over the pages, /oai and the rest
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "hub.web.csp.ContentSecurityPolicyMiddleware",
 ]
 
 # Every password (login form, admin, HTTP Basic for tokens) goes through this backend: wrong passwords are

@@ -12,6 +12,7 @@ import logging
 import mimetypes
 import re
 import shutil
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +85,26 @@ def clean_path(path: str) -> str:
     if any(part in {"", ".", ".."} for part in parts):
         raise HubError("invalid_path", f"File path {original!r} has an empty, '.' or '..' segment.")
     return path
+
+
+def distinct_paths(paths: Iterable[str]) -> None:
+    """Refuse (``invalid_path``) paths that one file system would lay out as one file: the same path, the same
+    after case folding and Unicode normalisation (``Data.csv`` and ``data.csv``, ``é`` in NFC and NFD: one file on
+    macOS, Windows and many shares), or a file on a path that another file's folder takes."""
+    seen: dict[str, str] = {}
+    for path in paths:
+        key = unicodedata.normalize("NFC", path).casefold()
+        if key in seen:
+            raise HubError("invalid_path", f"Two files share the path {path!r}." if seen[key] == path else
+                           f"{seen[key]!r} and {path!r} differ only in case or Unicode normalisation, so they would "
+                           "be one file on many file systems; rename one.")
+        seen[key] = path
+    for key, path in seen.items():
+        folder = key.rpartition("/")[0]
+        while folder:
+            if folder in seen:
+                raise HubError("invalid_path", f"{seen[folder]!r} is a file and a folder of {path!r}; rename one.")
+            folder = folder.rpartition("/")[0]
 
 
 def content_digest(sha256s: Iterable[str]) -> str:
@@ -264,9 +285,7 @@ def create_version(
     if not files:
         raise HubError("invalid", "A version needs at least one file.", errors={"files": ["No files."]})
     paths = [clean_path(f.path) for f in files]
-    duplicates = sorted({p for p in paths if paths.count(p) > 1})
-    if duplicates:
-        raise HubError("invalid_path", f"Two files share the path {duplicates[0]!r}.")
+    distinct_paths(paths)
     label = label or next_label(artifact)
     if not re.match(LABEL_RE, label) or label.lower() in RESERVED_LABELS:
         raise HubError(
