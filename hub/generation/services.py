@@ -134,6 +134,7 @@ def _not_built(version: Version) -> HubError:
 
 
 STREAMS_RETRY_S = 5
+ANSWER_GRACE_S = 3.0  # past HUB_GENERATE_S: an engine is stopped 1 s past it (hub.gateway.engine.GRACE_S)
 
 
 def hold_stream(user) -> Callable[[], None]:
@@ -190,7 +191,8 @@ def _first_piece(model: Version, request: GenerateRequest, device: str) -> tuple
     queue = f"generate-{device}"
     with reachable():
         try:
-            parts = stream(get_lane(), queue, message, settings.HUB_GENERATE_S, _last)
+            # A little past the engine's deadline: its keeper stops it GRACE_S after and answers first.
+            parts = stream(get_lane(), queue, message, settings.HUB_GENERATE_S + ANSWER_GRACE_S, _last)
             first = next(parts)
         except NoWorker:
             raise no_worker(device) from None

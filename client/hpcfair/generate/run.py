@@ -198,9 +198,11 @@ def prompt_ids(loaded: LoadedModel, request: GenerateRequest):
         try:
             text = loaded.tokenizer.apply_chat_template(messages=json.dumps(list(request.messages)),
                                                         add_generation_prompt=True)
+        except MemoryError:
+            raise  # a template that builds huge strings: the engine answers memory_limit
         except Exception as exc:
-            raise CodedError("invalid", f"The model's tokenizer has no usable chat template ({exc}); send a "
-                                        "'prompt' instead of 'messages'.") from None
+            raise CodedError("invalid", f"The model's tokenizer has no usable chat template ({str(exc)[:200]}); "
+                                        "send a 'prompt' instead of 'messages'.") from None
     return loaded.tokenizer.encode(text)
 
 
