@@ -194,3 +194,31 @@ def test_pages_send_a_content_security_policy(client, owner, publish):
         assert "script-src 'self'" in policy and "object-src 'none'" in policy and "'unsafe-inline'" not in policy
     assert "Content-Security-Policy" not in client.get("/api/v1/artifacts/")  # JSON answers need none
     assert json.loads(client.get("/api/v1/artifacts/").content)  # and still answer
+
+
+@pytest.mark.parametrize("location", ["graph.onnx", ".complete", ".blobs"])
+def test_a_graphs_data_file_on_a_taken_name_is_refused(owner, publish, settings, tmp_path, location):
+    """A graph whose external data names its own file (or the folder's markers) never writes into that blob."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from hub.gateway.sessions import model_path
+
+    settings.HUB_GATEWAY_MODEL_DIR = str(tmp_path / "models")
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [1], [1.0])
+    weight.data_location = TensorProto.EXTERNAL
+    weight.ClearField("float_data")
+    weight.external_data.add(key="location", value=location)
+    graph = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "g", [],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])], [weight])
+    data = helper.make_model(graph).SerializeToString()
+    _, version = publish(owner, "self-named", {"graph.onnx": data, location: b"\0\0\x80?"} if location != "graph.onnx"
+                         else {"graph.onnx": data})
+    files = {f.path: f for f in version.files.all()}
+    step = {"sha256": files["graph.onnx"].blob_id, "size": files["graph.onnx"].size, "path": "graph.onnx",
+            "beside": [[p, f.blob_id, f.size] for p, f in files.items()]}
+    with pytest.raises(CodedError) as refused:
+        model_path(step)
+    assert refused.value.code == "model_load_failed"
+    assert onnx.load_from_string(blob_bytes(data)).graph.name == "g"  # the graph's blob as published
+    assert blob_bytes(data) == data

@@ -285,7 +285,7 @@ def describe(step: dict[str, Any], device: str, threads: int = 0) -> dict[str, A
 EXIT_MEMORY = 3
 
 
-def _data_bytes() -> int:
+def data_bytes() -> int:
     with open("/proc/self/status") as status:
         for line in status:
             if line.startswith("VmData:"):
@@ -520,7 +520,7 @@ def main(fd: int, lane: str | None = None, slot: int | None = None, listen: int 
             buffer = bytearray(wire.DATAGRAM_BYTES)  # before the limit is measured, too
             threading.Thread(target=serve_datagrams, args=(socket.socket(fileno=datagram), lane, Slot(slot), running,
                                                            ready, buffer), name="datagrams", daemon=True).start()
-    ceiling = _data_bytes() + settings.HUB_GATEWAY_CACHE_BYTES + 2 * settings.HUB_INFER_MEMORY_BYTES
+    ceiling = data_bytes() + settings.HUB_GATEWAY_CACHE_BYTES + 2 * settings.HUB_INFER_MEMORY_BYTES
     resource.setrlimit(resource.RLIMIT_DATA, (ceiling, resource.getrlimit(resource.RLIMIT_DATA)[1]))
     ready.set()
     sock = socket.socket(fileno=fd)

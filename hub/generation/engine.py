@@ -187,10 +187,10 @@ def data_limit(extra: int) -> Iterator[None]:
     if extra <= 0:
         yield
         return
-    from hub.gateway.engine import _data_bytes
+    from hub.gateway.engine import data_bytes
 
     soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    ceiling = _data_bytes() + extra
+    ceiling = data_bytes() + extra
     resource.setrlimit(resource.RLIMIT_DATA, (ceiling if hard == resource.RLIM_INFINITY else min(ceiling, hard), hard))
     try:
         yield
