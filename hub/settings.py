@@ -456,3 +456,7 @@ HUB_SPARQL_SLOT_DIR = Path(env("HUB_SPARQL_SLOT_DIR", str(VAR_DIR / "run" / "spa
 HUB_SPARQL_STORE_URL = env("HUB_SPARQL_STORE_URL", "")
 # Pyoxigraph's embedded store when HUB_SPARQL_STORE_URL is empty.
 HUB_SPARQL_STORE_DIR = Path(env("HUB_SPARQL_STORE_DIR", str(VAR_DIR / "sparql")))
+
+# The manual (docs/, mkdocs.yml) as `make docs-build` builds it; the hub serves it at /docs/ (a 404 that says how to
+# build it when the folder holds no index.html).
+HUB_DOCS_DIR = Path(env("HUB_DOCS_DIR", str(BASE_DIR / "site")))
