@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db
 
 HOST = "http://127.0.0.1:8000"
 BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "docs" / "getting-started" / "tour.md").read_text()
 
 
 def _made(artifact, owner, label, relations, tmp_path, extra=None):

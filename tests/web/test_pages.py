@@ -509,7 +509,7 @@ def test_the_sparql_examples_list_each_model_once(owner, publish, tmp_path):
 
     artifact, source = publish(owner, "listed-once", {"model.pt": b"torchscript bytes"})
     _converted(owner, artifact, source, tmp_path)
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "getting-started" / "tour.md").read_text()
     from_readme = re.search(r"--data-urlencode 'query=(.*?)' \\", readme, re.S).group(1)
     for query in (EXAMPLES[0][1], from_readme):
         page = Client().get("/sparql", {"query": query}, HTTP_ACCEPT=BROWSER_ACCEPT).content.decode()
