@@ -139,3 +139,8 @@ def settings_table(path: Path | None = None) -> list[Setting]:
         raise UndescribedSetting(f"{path.name}: these settings have no description comment (a comment at the end "
                                  f"of the line that reads them, or right above it): {', '.join(missing)}")
     return rows
+
+
+if __name__ == "__main__":  # python -m hub.manual.settings_doc: the table, or which settings lack a description
+    for row in settings_table():
+        print(f"{row.variable:32} {row.default[:40]:42} {row.description[:80]}")
