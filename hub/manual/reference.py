@@ -73,6 +73,9 @@ def _status_table(source: str) -> list[tuple[str, int, str]]:
 def http_errors() -> str:
     """The HTTP error codes (``hub.errors.STATUS``) by status."""
     rows = sorted(_status_table(ERRORS_PATH.read_text()), key=lambda row: (row[1], row[0]))
+    if not any(note for _, _, note in rows):  # a note is the comment at the end of a code's line in STATUS
+        return table(["code", "HTTP status"], [[code(name), f"{status} {HTTPStatus(status).phrase}"]
+                                               for name, status, _ in rows])
     return table(["code", "HTTP status", "note"],
                  [[code(name), f"{status} {HTTPStatus(status).phrase}", cell(note)] for name, status, note in rows])
 
