@@ -58,9 +58,7 @@ def configuration() -> str:
 
 def _status_table(source: str) -> list[tuple[str, int, str]]:
     """hub.errors.STATUS read from the source (code, status, the comment at the end of its line)."""
-    from hub.manual.settings_doc import _comments
-
-    trailing, _ = _comments(source)
+    trailing, _ = settings_doc.comments(source)
     for node in ast.parse(source).body:
         target = node.target if isinstance(node, ast.AnnAssign) else (
             node.targets[0] if isinstance(node, ast.Assign) else None)

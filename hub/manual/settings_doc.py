@@ -36,7 +36,7 @@ class Setting:
     line: int
 
 
-def _comments(source: str) -> tuple[dict[int, str], dict[int, str]]:
+def comments(source: str) -> tuple[dict[int, str], dict[int, str]]:
     """Trailing comments and whole-line comments, by line number."""
     trailing: dict[int, str] = {}
     whole: dict[int, str] = {}
@@ -94,7 +94,7 @@ def _targets(statement: ast.stmt) -> str:
 def read_settings(source: str) -> list[Setting]:
     """Every environment read of ``source`` (a settings module's text), in order, first read of a name only."""
     tree = ast.parse(source)
-    trailing, whole = _comments(source)
+    trailing, whole = comments(source)
     found: dict[str, Setting] = {}
     for statement in tree.body:
         # the smallest enclosing "item": a dict entry's key line, else the statement
