@@ -32,7 +32,7 @@ stack: install
 test: install
 	scripts/test.sh
 
-# The logic tier: no server, no worker, no browser; about a minute (README: Tests and benchmarks).
+# The logic tier: no server, no worker, no browser; about a minute (docs/developing/tests.md).
 test-fast: install
 	scripts/test-fast.sh
 

@@ -300,7 +300,7 @@ HUB_JOB_REAP_S = float(env("HUB_JOB_REAP_S", "30"))  # how often each worker loo
 CELERY_WORKER_MAX_MEMORY_PER_CHILD = int(env("HUB_WORKER_MAX_MEMORY_MB", "4096")) * 1024 or None  # in KiB; 0: never
 # Celery's hard time limit per task (the job fails with time_limit).
 CELERY_TASK_TIME_LIMIT = float(env("HUB_JOB_TIME_LIMIT_S", "7200"))
-# --- the Slurm executor (hub.jobs.slurm, README "HPC sites") ------------------------------------------
+# --- the Slurm executor (hub.jobs.slurm, docs/guides/slurm.md) ----------------------------------------
 # celery (default): every job runs on a Celery worker; slurm: the kinds in HUB_SLURM_KINDS run as Slurm
 # batch jobs submitted with sbatch from the hub's hosts (Celery keeps the rest and synchronous inference).
 HUB_EXECUTOR = env("HUB_EXECUTOR", "celery")

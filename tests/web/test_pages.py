@@ -500,7 +500,7 @@ def test_the_publish_form_reads_a_card_and_the_artifact_takes_its_title(owner, t
 
 
 def test_the_sparql_examples_list_each_model_once(owner, publish, tmp_path):
-    """Issue 41, point 5: the page's first example and the README's list a model as uploaded, not again as the
+    """Issue 41, point 5: the page's first example and the tour's list a model as uploaded, not again as the
     hub's ONNX conversion of it; the query box spans the page (a browser test measures it)."""
     import re
     from pathlib import Path
