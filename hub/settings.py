@@ -256,7 +256,7 @@ SPECTACULAR_SETTINGS = {
 # --- Celery ---------------------------------------------------------------------------------------
 # Embedded default: kombu's filesystem transport under var/broker (no Redis needed). The Job row is
 # the source of truth, so no result backend is used.
-CELERY_BROKER_URL = env("HUB_BROKER_URL", "filesystem://")
+CELERY_BROKER_URL = env("HUB_BROKER_URL", "filesystem://")  # the Celery broker; e.g. redis://host:6379/0
 HUB_EMBEDDED = CELERY_BROKER_URL.startswith("filesystem://")  # pages mention the demo account
 # Django's cache holds what every process must share (the API's rate counts, hub.ops.throttles): HUB_CACHE_URL,
 # by default the broker's Redis in the full stack (every node shares it), else an SQLite file under var/ that every
@@ -313,7 +313,9 @@ HUB_SLURM_PARTITIONS = env("HUB_SLURM_PARTITIONS", "cpu=cpu,gpu=gpu:--gres=gpu:1
 HUB_SLURM_ACCOUNT = env("HUB_SLURM_ACCOUNT")  # sbatch --account (empty: none)
 HUB_SLURM_QOS = env("HUB_SLURM_QOS")  # sbatch --qos (empty: none)
 HUB_SLURM_TIME = env("HUB_SLURM_TIME", "1:00:00")  # sbatch --time per job (each array task)
-HUB_SLURM_MEM = env("HUB_SLURM_MEM", "4G")  # sbatch --mem per node (each array task)
+# sbatch --mem per node (each array task); an inference whose models need more (twice their files and 256 MB)
+# asks for that.
+HUB_SLURM_MEM = env("HUB_SLURM_MEM", "4G")
 HUB_SLURM_MAX_ARRAY = int(env("HUB_SLURM_MAX_ARRAY", "64"))  # most array tasks one batch inference asks for
 # Job folders on a filesystem the compute nodes share; the Python the nodes run the runner with.
 HUB_SLURM_JOB_DIR = Path(env("HUB_SLURM_JOB_DIR", str(VAR_DIR / "slurm")))
@@ -348,7 +350,9 @@ HUB_GENERATE_MAX_TOKENS = int(env("HUB_GENERATE_MAX_TOKENS", "2048"))  # the mos
 # The longest a generation may run (and a reader waits for its next piece).
 HUB_GENERATE_S = float(env("HUB_GENERATE_S", "600"))
 HUB_GENERATE_JOB_S = int(env("HUB_GENERATE_JOB_S", "14400"))  # a job over a file of prompts
-HUB_GATEWAY_CACHE_BYTES = int(env("HUB_GATEWAY_CACHE_MB", "2048")) * 1024 * 1024  # loaded sessions, per engine
+# The memory loaded models may hold in one engine process: a model needs twice its files; one that cannot fit alone
+# is refused model_too_large, others are evicted to make room.
+HUB_GATEWAY_CACHE_BYTES = int(env("HUB_GATEWAY_CACHE_MB", "2048")) * 1024 * 1024
 # The working memory one model run may use (ONNX Runtime's arena in the engine process that runs it,
 # hub.gateway.engine); the engine's process data is capped at its start + the cache + twice this.
 HUB_INFER_MEMORY_BYTES = int(env("HUB_INFER_MEMORY_MB", "2048")) * 1024 * 1024
