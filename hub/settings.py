@@ -214,7 +214,8 @@ REST_FRAMEWORK = {
                                "rest_framework.parsers.MultiPartParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     "DEFAULT_THROTTLE_CLASSES": ["hub.ops.throttles.RateThrottle"],
-    # How many proxies in front of the hub append to X-Forwarded-For; 0: a client is its socket's address.
+    # How many proxies in front of the hub append to X-Forwarded-For; 0: a client is its socket's address (so the
+    # header cannot be forged past a rate).
     "NUM_PROXIES": int(env("HUB_PROXY_COUNT", "0")),
 }
 # Rate limits of the API (hub.ops.throttles): "N/period" (s, min, h, day), or "off". Per anonymous client and per
@@ -297,7 +298,7 @@ HUB_JOB_QUEUED_STALE_S = float(env("HUB_JOB_QUEUED_STALE_S", "300"))
 HUB_JOB_REAP_S = float(env("HUB_JOB_REAP_S", "30"))  # how often each worker looks for stuck jobs
 # Celery's own guards: a pool process that grew past this is replaced after its task (0: never), and a task
 # running longer than this is killed (its job is then queued again or failed, see above).
-CELERY_WORKER_MAX_MEMORY_PER_CHILD = int(env("HUB_WORKER_MAX_MEMORY_MB", "4096")) * 1024 or None  # in KiB; 0: never
+CELERY_WORKER_MAX_MEMORY_PER_CHILD = int(env("HUB_WORKER_MAX_MEMORY_MB", "4096")) * 1024 or None
 # Celery's hard time limit per task (the job fails with time_limit).
 CELERY_TASK_TIME_LIMIT = float(env("HUB_JOB_TIME_LIMIT_S", "7200"))
 # --- the Slurm executor (hub.jobs.slurm, docs/guides/slurm.md) ----------------------------------------
@@ -371,7 +372,7 @@ HUB_INFER_JOB_S = float(env("HUB_INFER_JOB_S", "3600"))  # a job's run-time limi
 HUB_INFER_BATCH_BYTES = int(env("HUB_INFER_BATCH_MB", "16")) * 1024 * 1024  # inputs per batch unless batch_size
 HUB_INFER_SYNC_MAX_BYTES = int(env("HUB_INFER_SYNC_MAX_MB", "32")) * 1024 * 1024  # larger inputs run as jobs
 HUB_INFER_MAX_BYTES = int(env("HUB_INFER_MAX_MB", "512")) * 1024 * 1024  # request body limit
-# How much an .npz body's compressed members may add when inflated (costs the sender nothing: kept small)
+# How much an .npz body's compressed members may add when inflated (costs the sender nothing: kept small); 413 above
 HUB_INFER_INFLATE_MAX_BYTES = int(env("HUB_INFER_INFLATE_MAX_MB", "64")) * 1024 * 1024
 # The same for archives the workers expand: datasets' .npz, containers' outputs, zipped SavedModels
 HUB_ARCHIVE_INFLATE_MAX_BYTES = int(env("HUB_ARCHIVE_INFLATE_MAX_MB", "4096")) * 1024 * 1024
@@ -402,12 +403,13 @@ HUB_FINETUNE_CPU_S = int(env("HUB_FINETUNE_CPU_S", "14400"))  # CPU seconds of o
 # builds and checks the image where the worker has podman/docker and the base image, "off" does nothing.
 HUB_CUBE_ON_CONVERT = env("HUB_CUBE_ON_CONVERT", "generate")
 HUB_CUBE_ENGINE = env("HUB_CUBE_ENGINE")  # podman | docker; empty: the first one on PATH
-HUB_CUBE_BASE_IMAGE = env("HUB_CUBE_BASE_IMAGE", "localhost/hpcfair-base:bookworm")  # scripts/cube-base.sh
+# The base image of MLCube builds (scripts/cube-base.sh makes it).
+HUB_CUBE_BASE_IMAGE = env("HUB_CUBE_BASE_IMAGE", "localhost/hpcfair-base:bookworm")
 # The wheel cache MLCube images install from offline.
 HUB_CUBE_WHEELS = Path(env("HUB_CUBE_WHEELS", str(Path.home() / ".cache" / "hpcfair-hub" / "wheels")))
 HUB_CUBE_BUILD_TIMEOUT_S = float(env("HUB_CUBE_BUILD_TIMEOUT_S", "1800"))  # the longest an MLCube image build may take
 HUB_CUBE_RUN_TIMEOUT_S = float(env("HUB_CUBE_RUN_TIMEOUT_S", "600"))  # the longest an MLCube task may run
-HUB_CUBE_MEMORY_MB = int(env("HUB_CUBE_MEMORY_MB", "4096"))  # each container build step and run (0: no cap)
+HUB_CUBE_MEMORY_MB = int(env("HUB_CUBE_MEMORY_MB", "4096"))  # cap, swap included, of a build step, a run (0: none)
 # Podman's settings file (runc as the OCI runtime).
 HUB_CONTAINERS_CONF = env("CONTAINERS_CONF", str(BASE_DIR / "deploy" / "podman" / "containers.conf"))
 
@@ -443,7 +445,8 @@ HUB_OAI_REPOSITORY_ID = env("HUB_OAI_REPOSITORY_ID", "")
 HUB_READY_TIMEOUT_S = float(env("HUB_READY_TIMEOUT_S", "2"))
 # /metrics answers Authorization: Bearer <this>; unset: only the host itself, unproxied.
 HUB_METRICS_TOKEN = env("HUB_METRICS_TOKEN")
-# Where each web process of a host writes its request counts for /metrics to merge.
+# Where each web process of a host writes its request counts for /metrics to merge (local to the host;
+# hub_serve empties it as it starts).
 HUB_METRICS_DIR = Path(env("HUB_METRICS_DIR", str(VAR_DIR / "run" / "metrics")))
 
 # SPARQL: each query runs in a forked child, killed after this many seconds; answers are capped.
