@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: install lock lock-upgrade run stack test test-fast lint bench clean
+.PHONY: install lock lock-upgrade run stack test test-fast lint bench docs docs-build clean
 
 install: $(STAMP)
 
@@ -21,7 +21,7 @@ lock:
 lock-upgrade:
 	PYTHON=$(PYTHON) scripts/lock.sh upgrade
 
-run: install
+run: install docs-build
 	scripts/system-deps.sh run
 	$(VENV)/bin/python manage.py hub_serve
 
@@ -32,9 +32,17 @@ stack: install
 test: install
 	scripts/test.sh
 
-# The logic tier: no server, no worker, no browser; about a minute (README: Tests and benchmarks).
+# The logic tier: no server, no worker, no browser; about a minute (docs/developing/tests.md).
 test-fast: install
 	scripts/test-fast.sh
+
+# The manual (docs/, mkdocs.yml): `make docs` serves it on http://127.0.0.1:8001 and rebuilds on each edit;
+# `make docs-build` builds it into site/, which the hub serves at /docs/ (`make run` builds it first).
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict
+
+docs-build: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -46,4 +54,4 @@ bench: install
 	$(VENV)/bin/python bench/web.py
 
 clean:
-	rm -rf var test-output
+	rm -rf var test-output site

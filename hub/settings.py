@@ -34,12 +34,16 @@ def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in env(name, default).split(",") if item.strip()]
 
 
+# Root of the embedded default's files (SQLite, blobs, broker, caches).
 VAR_DIR = Path(env("HUB_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 
+# Django's secret key: set a real one in deployment.
 SECRET_KEY = env("HUB_SECRET_KEY", "insecure-embedded-default-change-me-in-deployment")
-DEBUG = env_bool("HUB_DEBUG")
+DEBUG = env_bool("HUB_DEBUG")  # Django's debug pages (never in deployment)
+# Host names the hub answers to (comma-separated).
 ALLOWED_HOSTS = env_list("HUB_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver,[::1]")
 CSRF_FAILURE_VIEW = "hub.web.refusals.csrf_failure"  # the hub's page (or coded JSON), code csrf_failed
+# Origins whose form posts are trusted (comma-separated).
 CSRF_TRUSTED_ORIGINS = env_list("HUB_CSRF_TRUSTED_ORIGINS", "http://127.0.0.1:8000,http://localhost:8000")
 # Public base URL, used for absolute links in PID records and landing pages.
 HUB_PUBLIC_URL = env("HUB_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
@@ -155,18 +159,19 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 0
 # Untrusted JSON and YAML (request bodies, a publish's metadata and provenance; hub.bounded): how deep they
 # may nest, and how many values a YAML document may stand for once its aliases are expanded.
 HUB_PARSE_MAX_DEPTH = int(env("HUB_PARSE_MAX_DEPTH", "64"))
-HUB_PARSE_MAX_NODES = int(env("HUB_PARSE_MAX_NODES", "100000"))
+HUB_PARSE_MAX_NODES = int(env("HUB_PARSE_MAX_NODES", "100000"))  # ... and how many values a YAML document may stand for
 
 # --- HPCFair Hub ----------------------------------------------------------------------------------
 HUB_STORAGE = {
     "BACKEND": env("HUB_STORAGE", "filesystem"),  # filesystem | s3
-    "DIR": env("HUB_STORAGE_DIR", str(VAR_DIR / "blobs")),
+    "DIR": env("HUB_STORAGE_DIR", str(VAR_DIR / "blobs")),  # blob folder of the filesystem backend
+    # S3 backend (MinIO, SeaweedFS or any S3 API, through the minio SDK): host:port.
     "S3_ENDPOINT": env("HUB_S3_ENDPOINT", "127.0.0.1:9000"),
-    "S3_BUCKET": env("HUB_S3_BUCKET", "hpcfair"),
-    "S3_ACCESS_KEY": env("HUB_S3_ACCESS_KEY"),
-    "S3_SECRET_KEY": env("HUB_S3_SECRET_KEY"),
-    "S3_REGION": env("HUB_S3_REGION", "us-east-1"),
-    "S3_SECURE": env_bool("HUB_S3_SECURE"),
+    "S3_BUCKET": env("HUB_S3_BUCKET", "hpcfair"),  # the bucket
+    "S3_ACCESS_KEY": env("HUB_S3_ACCESS_KEY"),  # S3 access key
+    "S3_SECRET_KEY": env("HUB_S3_SECRET_KEY"),  # S3 secret key
+    "S3_REGION": env("HUB_S3_REGION", "us-east-1"),  # S3 region
+    "S3_SECURE": env_bool("HUB_S3_SECURE"),  # talk to S3 over HTTPS
     # Where presigned URLs point, when clients reach S3 under another name than the web server.
     "S3_PUBLIC_ENDPOINT": env("HUB_S3_PUBLIC_ENDPOINT"),
     # How long a presigned URL (a download redirect, an upload part) stays valid: short, it is a bearer key.
@@ -179,19 +184,19 @@ HUB_STORAGE = {
 HUB_UPLOAD_DIR = Path(env("HUB_UPLOAD_DIR", str(VAR_DIR / "uploads")))
 # Jobs one person may have queued or running at once; a request for one more is 429 too_many_jobs (0: no limit).
 HUB_USER_MAX_ACTIVE_JOBS = int(env("HUB_USER_MAX_ACTIVE_JOBS", "20"))
-HUB_UPLOAD_MAX_SIZE = int(env("HUB_UPLOAD_MAX_SIZE", str(64 * 1024**3)))
+HUB_UPLOAD_MAX_SIZE = int(env("HUB_UPLOAD_MAX_SIZE", str(64 * 1024**3)))  # the largest upload, in bytes (64 GiB)
 # The bytes one person may hold (hub.registry.quota): their versions' and uploads' blobs, each counted once, and
 # their open uploads; past it, 403 storage_quota. 0 (the default): no limit, as storage policy is each site's own.
 HUB_USER_STORAGE_MB = int(env("HUB_USER_STORAGE_MB", "0"))
-HUB_UPLOAD_TTL_HOURS = int(env("HUB_UPLOAD_TTL_HOURS", "72"))
+HUB_UPLOAD_TTL_HOURS = int(env("HUB_UPLOAD_TTL_HOURS", "72"))  # an open resumable upload expires after this many hours
 # The workers collect garbage (expired uploads, staged files and blobs nothing references) this often;
 # staged files and blobs younger than the grace period are left alone (a request may be using them).
 HUB_GC_INTERVAL_S = float(env("HUB_GC_INTERVAL_S", "600"))
-HUB_GC_GRACE_S = float(env("HUB_GC_GRACE_S", "3600"))
+HUB_GC_GRACE_S = float(env("HUB_GC_GRACE_S", "3600"))  # staged files and blobs younger than this are left alone
 
 HUB_PID = {
     "NAAN": env("HUB_PID_NAAN", "99999"),  # 99999 is the ARK test NAAN
-    "SHOULDER": env("HUB_PID_SHOULDER", "fk4"),
+    "SHOULDER": env("HUB_PID_SHOULDER", "fk4"),  # the ARK shoulder of minted PIDs
 }
 
 # --- REST API -------------------------------------------------------------------------------------
@@ -210,7 +215,8 @@ REST_FRAMEWORK = {
                                "rest_framework.parsers.MultiPartParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     "DEFAULT_THROTTLE_CLASSES": ["hub.ops.throttles.RateThrottle"],
-    # How many proxies in front of the hub append to X-Forwarded-For; 0: a client is its socket's address.
+    # How many proxies in front of the hub append to X-Forwarded-For; 0: a client is its socket's address (so the
+    # header cannot be forged past a rate).
     "NUM_PROXIES": int(env("HUB_PROXY_COUNT", "0")),
 }
 # Rate limits of the API (hub.ops.throttles): "N/period" (s, min, h, day), or "off". Per anonymous client and per
@@ -228,7 +234,7 @@ HUB_THROTTLE_RATES = {
     "inference": env("HUB_THROTTLE_INFERENCE", "60000/min"),  # …/infer, /collaborate
     "generation": env("HUB_THROTTLE_GENERATION", "600/min"),  # …/generate, /v1/chat/completions, /v1/completions
 }
-if env_bool("HUB_THROTTLES_OFF"):
+if env_bool("HUB_THROTTLES_OFF"):  # 1: no rate limits at all
     HUB_THROTTLE_RATES = dict.fromkeys(HUB_THROTTLE_RATES, "off")
 for _scope, _rate in HUB_THROTTLE_RATES.items():
     if not re.fullmatch(r"\s*(0|off|none|[1-9][0-9]*/[0-9]*(s|sec|second|m|min|minute|h|hour|d|day)s?)\s*", _rate,
@@ -252,7 +258,7 @@ SPECTACULAR_SETTINGS = {
 # --- Celery ---------------------------------------------------------------------------------------
 # Embedded default: kombu's filesystem transport under var/broker (no Redis needed). The Job row is
 # the source of truth, so no result backend is used.
-CELERY_BROKER_URL = env("HUB_BROKER_URL", "filesystem://")
+CELERY_BROKER_URL = env("HUB_BROKER_URL", "filesystem://")  # the Celery broker; e.g. redis://host:6379/0
 HUB_EMBEDDED = CELERY_BROKER_URL.startswith("filesystem://")  # pages mention the demo account
 # Django's cache holds what every process must share (the API's rate counts, hub.ops.throttles): HUB_CACHE_URL,
 # by default the broker's Redis in the full stack (every node shares it), else an SQLite file under var/ that every
@@ -286,32 +292,36 @@ HUB_JOB_MAX_ATTEMPTS = int(env("HUB_JOB_MAX_ATTEMPTS", "3"))
 # A running job's worker touches Job.heartbeat this often; a job silent for HUB_JOB_STALE_S has lost its
 # worker and is queued again (or failed after HUB_JOB_MAX_ATTEMPTS).
 HUB_JOB_HEARTBEAT_S = float(env("HUB_JOB_HEARTBEAT_S", "10"))
-HUB_JOB_STALE_S = float(env("HUB_JOB_STALE_S", "60"))
+HUB_JOB_STALE_S = float(env("HUB_JOB_STALE_S", "60"))  # a running job silent this long has lost its worker
 # A queued job whose message no worker took for this long while nothing runs on its queue is sent again
 # (the message was lost with a killed worker); each worker looks for such jobs every HUB_JOB_REAP_S.
 HUB_JOB_QUEUED_STALE_S = float(env("HUB_JOB_QUEUED_STALE_S", "300"))
-HUB_JOB_REAP_S = float(env("HUB_JOB_REAP_S", "30"))
+HUB_JOB_REAP_S = float(env("HUB_JOB_REAP_S", "30"))  # how often each worker looks for stuck jobs
 # Celery's own guards: a pool process that grew past this is replaced after its task (0: never), and a task
 # running longer than this is killed (its job is then queued again or failed, see above).
-CELERY_WORKER_MAX_MEMORY_PER_CHILD = int(env("HUB_WORKER_MAX_MEMORY_MB", "4096")) * 1024 or None  # KiB
+CELERY_WORKER_MAX_MEMORY_PER_CHILD = int(env("HUB_WORKER_MAX_MEMORY_MB", "4096")) * 1024 or None
+# Celery's hard time limit per task (the job fails with time_limit).
 CELERY_TASK_TIME_LIMIT = float(env("HUB_JOB_TIME_LIMIT_S", "7200"))
-# --- the Slurm executor (hub.jobs.slurm, README "HPC sites") ------------------------------------------
+# --- the Slurm executor (hub.jobs.slurm, docs/guides/slurm.md) ----------------------------------------
 # celery (default): every job runs on a Celery worker; slurm: the kinds in HUB_SLURM_KINDS run as Slurm
 # batch jobs submitted with sbatch from the hub's hosts (Celery keeps the rest and synchronous inference).
 HUB_EXECUTOR = env("HUB_EXECUTOR", "celery")
 if HUB_EXECUTOR not in ("celery", "slurm"):
     raise ImproperlyConfigured(f"HUB_EXECUTOR is celery or slurm, not {HUB_EXECUTOR!r}.")
+# Job kinds run as Slurm batch jobs (convert, verify, optimize, finetune may be added).
 HUB_SLURM_KINDS = env_list("HUB_SLURM_KINDS", "infer,container")
 # device -> partition and extra sbatch options: "cpu=cpu,gpu=gpu:--gres=gpu:1" (options split on spaces)
 HUB_SLURM_PARTITIONS = env("HUB_SLURM_PARTITIONS", "cpu=cpu,gpu=gpu:--gres=gpu:1")
-HUB_SLURM_ACCOUNT = env("HUB_SLURM_ACCOUNT")
-HUB_SLURM_QOS = env("HUB_SLURM_QOS")
+HUB_SLURM_ACCOUNT = env("HUB_SLURM_ACCOUNT")  # sbatch --account (empty: none)
+HUB_SLURM_QOS = env("HUB_SLURM_QOS")  # sbatch --qos (empty: none)
 HUB_SLURM_TIME = env("HUB_SLURM_TIME", "1:00:00")  # sbatch --time per job (each array task)
-HUB_SLURM_MEM = env("HUB_SLURM_MEM", "4G")  # sbatch --mem per node (each array task)
+# sbatch --mem per node (each array task); an inference whose models need more (twice their files and 256 MB)
+# asks for that.
+HUB_SLURM_MEM = env("HUB_SLURM_MEM", "4G")
 HUB_SLURM_MAX_ARRAY = int(env("HUB_SLURM_MAX_ARRAY", "64"))  # most array tasks one batch inference asks for
 # Job folders on a filesystem the compute nodes share; the Python the nodes run the runner with.
 HUB_SLURM_JOB_DIR = Path(env("HUB_SLURM_JOB_DIR", str(VAR_DIR / "slurm")))
-HUB_SLURM_PYTHON = env("HUB_SLURM_PYTHON", sys.executable)
+HUB_SLURM_PYTHON = env("HUB_SLURM_PYTHON", sys.executable)  # the Python the compute nodes run the runner with
 HUB_SLURM_POLL_S = float(env("HUB_SLURM_POLL_S", "2"))  # each worker's poller reads squeue this often
 HUB_SLURM_SUBMIT_QUEUE = env("HUB_SLURM_SUBMIT_QUEUE", "cpu")  # the Celery queue whose workers run sbatch
 SLURM_CONF = env("SLURM_CONF")  # the cluster's slurm.conf for sbatch & co. (empty: Slurm's default)
@@ -332,54 +342,63 @@ HUB_GATEWAY_THREADS = int(env("HUB_GATEWAY_THREADS", "2"))  # lane threads per w
 # open with HUB_GENERATE_THREADS threads; a request may ask up to HUB_GENERATE_MAX_TOKENS new tokens and
 # run HUB_GENERATE_S seconds.
 HUB_GENERATION_AUTO = env("HUB_GENERATION_AUTO", "1") == "1"
+# Generation engines per worker and device lane (0: no generation here).
 HUB_GENERATE_ENGINES = int(env("HUB_GENERATE_ENGINES", "1"))
+# Models each engine keeps open (each holds its weights in memory).
 HUB_GENERATE_MODELS = int(env("HUB_GENERATE_MODELS", "1"))
+# Threads of one generation (default: half the cores).
 HUB_GENERATE_THREADS = int(env("HUB_GENERATE_THREADS", str(max(1, (os.cpu_count() or 2) // 2))))
-HUB_GENERATE_MAX_TOKENS = int(env("HUB_GENERATE_MAX_TOKENS", "2048"))
+HUB_GENERATE_MAX_TOKENS = int(env("HUB_GENERATE_MAX_TOKENS", "2048"))  # the most max_new_tokens a request may ask
+# The longest a generation may run (and a reader waits for its next piece).
 HUB_GENERATE_S = float(env("HUB_GENERATE_S", "600"))
-HUB_GENERATE_MEMORY_BYTES = int(env("HUB_GENERATE_MEMORY_MB", "2048")) * 1024 * 1024  # one request, past its model
-HUB_GENERATE_STREAMS = int(env("HUB_GENERATE_STREAMS", "2"))  # one person's generations at once (429 past it)
+HUB_GENERATE_MEMORY_BYTES = int(env("HUB_GENERATE_MEMORY_MB", "2048")) * 1024 * 1024  # what one generation may add to its engine past its model (422 memory_limit)
+HUB_GENERATE_STREAMS = int(env("HUB_GENERATE_STREAMS", "2"))  # generations one person may run at once, hub-wide (429 too_many_generations)
 HUB_GENERATE_JOB_S = int(env("HUB_GENERATE_JOB_S", "14400"))  # a job over a file of prompts
-HUB_GATEWAY_CACHE_BYTES = int(env("HUB_GATEWAY_CACHE_MB", "2048")) * 1024 * 1024  # loaded sessions, per engine
+# The memory loaded models may hold in one engine process: a model needs twice its files; one that cannot fit alone
+# is refused model_too_large, others are evicted to make room.
+HUB_GATEWAY_CACHE_BYTES = int(env("HUB_GATEWAY_CACHE_MB", "2048")) * 1024 * 1024
 # The working memory one model run may use (ONNX Runtime's arena in the engine process that runs it,
 # hub.gateway.engine); the engine's process data is capped at its start + the cache + twice this.
 HUB_INFER_MEMORY_BYTES = int(env("HUB_INFER_MEMORY_MB", "2048")) * 1024 * 1024
+# Local copies of models (S3); under with-data/, a folder per model with external data.
 HUB_GATEWAY_MODEL_DIR = Path(env("HUB_GATEWAY_MODEL_DIR", str(VAR_DIR / "gateway" / "models")))
 # The local copies of model blobs a worker keeps on its disk (HUB_GATEWAY_MODEL_DIR, VAR_DIR/generation;
 # hub.gateway.localcache): at most this many MiB (links to a filesystem store's blobs cost nothing), least recently
 # used out first; an entry used in the last HUB_WORKER_CACHE_GRACE_S seconds, or that a process holds, stays. Each
 # worker drops the copies of deleted blobs at start and every HUB_WORKER_CACHE_SWEEP_S seconds (0: at start only).
 HUB_WORKER_CACHE_BYTES = int(env("HUB_WORKER_CACHE_MB", "16384")) * 1024 * 1024
-HUB_WORKER_CACHE_GRACE_S = float(env("HUB_WORKER_CACHE_GRACE_S", "60"))
+HUB_WORKER_CACHE_GRACE_S = float(env("HUB_WORKER_CACHE_GRACE_S", "60"))  # a local copy used this recently stays
+# Each worker drops copies of deleted blobs this often (0: at start only).
 HUB_WORKER_CACHE_SWEEP_S = float(env("HUB_WORKER_CACHE_SWEEP_S", "600"))
 HUB_INFER_SYNC_S = float(env("HUB_INFER_SYNC_S", "10"))  # longer runs become jobs (202)
 HUB_INFER_JOB_S = float(env("HUB_INFER_JOB_S", "3600"))  # a job's run-time limit
 HUB_INFER_BATCH_BYTES = int(env("HUB_INFER_BATCH_MB", "16")) * 1024 * 1024  # inputs per batch unless batch_size
 HUB_INFER_SYNC_MAX_BYTES = int(env("HUB_INFER_SYNC_MAX_MB", "32")) * 1024 * 1024  # larger inputs run as jobs
 HUB_INFER_MAX_BYTES = int(env("HUB_INFER_MAX_MB", "512")) * 1024 * 1024  # request body limit
-# How much an .npz body's compressed members may add when inflated (costs the sender nothing: kept small)
+# How much an .npz body's compressed members may add when inflated (costs the sender nothing: kept small); 413 above
 HUB_INFER_INFLATE_MAX_BYTES = int(env("HUB_INFER_INFLATE_MAX_MB", "64")) * 1024 * 1024
 # The same for archives the workers expand: datasets' .npz, containers' outputs, zipped SavedModels
 HUB_ARCHIVE_INFLATE_MAX_BYTES = int(env("HUB_ARCHIVE_INFLATE_MAX_MB", "4096")) * 1024 * 1024
 HUB_INFER_THREADS = int(env("HUB_INFER_THREADS", "1"))  # ONNX Runtime intra-op threads unless asked
+# The most ONNX Runtime threads a request may ask (threads, worker_num).
 HUB_INFER_MAX_THREADS = int(env("HUB_INFER_MAX_THREADS", "16"))
 
 # A conversion's memory limit: 0 follows the model's size (8 GiB + 80 MB per MB of model, at most 85% of the
 # machine's memory); a number fixes it. A conversion request may ask for more, up to the same 85%.
 HUB_CONVERT_MEMORY_MB = int(env("HUB_CONVERT_MEMORY_MB", "0"))
-HUB_CONVERT_CPU_S = int(env("HUB_CONVERT_CPU_S", "1800"))
-HUB_CONVERT_WALL_S = int(env("HUB_CONVERT_WALL_S", "900"))
-HUB_CONVERT_THREADS = int(env("HUB_CONVERT_THREADS", "2"))
+HUB_CONVERT_CPU_S = int(env("HUB_CONVERT_CPU_S", "1800"))  # CPU seconds of one sandboxed conversion
+HUB_CONVERT_WALL_S = int(env("HUB_CONVERT_WALL_S", "900"))  # wall-clock seconds of one sandboxed conversion
+HUB_CONVERT_THREADS = int(env("HUB_CONVERT_THREADS", "2"))  # threads of one sandboxed conversion
 # The unprivileged user and group a sandboxed conversion runs as when the worker is root (nobody).
 HUB_CONVERT_UID = int(env("HUB_CONVERT_UID", "65534"))
-HUB_CONVERT_GID = int(env("HUB_CONVERT_GID", "65534"))
-HUB_CONVERT_OPSET = int(env("HUB_CONVERT_OPSET", "17"))
+HUB_CONVERT_GID = int(env("HUB_CONVERT_GID", "65534"))  # ... and its group
+HUB_CONVERT_OPSET = int(env("HUB_CONVERT_OPSET", "17"))  # the default ONNX opset of conversions
 # converted models with more weights than this keep them beside model.onnx in model.onnx.data (ONNX external
 # data); protobuf cannot hold more than 2 GiB in one file
 HUB_ONNX_EXTERNAL_DATA_MB = float(env("HUB_ONNX_EXTERNAL_DATA_MB", "1024"))
 # Fine-tuning jobs run in the same sandbox with their own time limits (training takes longer than exporting).
 HUB_FINETUNE_WALL_S = int(env("HUB_FINETUNE_WALL_S", "3600"))
-HUB_FINETUNE_CPU_S = int(env("HUB_FINETUNE_CPU_S", "14400"))
+HUB_FINETUNE_CPU_S = int(env("HUB_FINETUNE_CPU_S", "14400"))  # CPU seconds of one sandboxed fine-tune
 
 # MLCube containers (hub.containers, hub.containers.jobs). After a conversion publishes a verified ONNX
 # version: "generate" (the default) only makes the cube, whose image is built when it is first asked for
@@ -387,11 +406,14 @@ HUB_FINETUNE_CPU_S = int(env("HUB_FINETUNE_CPU_S", "14400"))
 # builds and checks the image where the worker has podman/docker and the base image, "off" does nothing.
 HUB_CUBE_ON_CONVERT = env("HUB_CUBE_ON_CONVERT", "generate")
 HUB_CUBE_ENGINE = env("HUB_CUBE_ENGINE")  # podman | docker; empty: the first one on PATH
-HUB_CUBE_BASE_IMAGE = env("HUB_CUBE_BASE_IMAGE", "localhost/hpcfair-base:bookworm")  # scripts/cube-base.sh
+# The base image of MLCube builds (scripts/cube-base.sh makes it).
+HUB_CUBE_BASE_IMAGE = env("HUB_CUBE_BASE_IMAGE", "localhost/hpcfair-base:bookworm")
+# The wheel cache MLCube images install from offline.
 HUB_CUBE_WHEELS = Path(env("HUB_CUBE_WHEELS", str(Path.home() / ".cache" / "hpcfair-hub" / "wheels")))
-HUB_CUBE_BUILD_TIMEOUT_S = float(env("HUB_CUBE_BUILD_TIMEOUT_S", "1800"))
-HUB_CUBE_RUN_TIMEOUT_S = float(env("HUB_CUBE_RUN_TIMEOUT_S", "600"))
-HUB_CUBE_MEMORY_MB = int(env("HUB_CUBE_MEMORY_MB", "4096"))  # each container build step and run (0: no cap)
+HUB_CUBE_BUILD_TIMEOUT_S = float(env("HUB_CUBE_BUILD_TIMEOUT_S", "1800"))  # the longest an MLCube image build may take
+HUB_CUBE_RUN_TIMEOUT_S = float(env("HUB_CUBE_RUN_TIMEOUT_S", "600"))  # the longest an MLCube task may run
+HUB_CUBE_MEMORY_MB = int(env("HUB_CUBE_MEMORY_MB", "4096"))  # cap, swap included, of a build step, a run (0: none)
+# Podman's settings file (runc as the OCI runtime).
 HUB_CONTAINERS_CONF = env("CONTAINERS_CONF", str(BASE_DIR / "deploy" / "podman" / "containers.conf"))
 
 LOGGING = {
@@ -399,7 +421,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env("HUB_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": env("HUB_LOG_LEVEL", "INFO")},  # the root logger's level
     "loggers": {"django.server": {"level": "WARNING"}},  # hub.audit: sign-in pauses (hub.accounts.throttle)
 }
 
@@ -415,7 +437,7 @@ HUB_SEARCH_INDEX_DIR = Path(env("HUB_SEARCH_INDEX_DIR", str(VAR_DIR / "search-in
 
 # OAI-PMH: the contact harvesters see, and how many records one page holds.
 HUB_ADMIN_EMAIL = env("HUB_ADMIN_EMAIL", "admin@localhost")
-HUB_OAI_PAGE_SIZE = int(env("HUB_OAI_PAGE_SIZE", "100"))
+HUB_OAI_PAGE_SIZE = int(env("HUB_OAI_PAGE_SIZE", "100"))  # records per OAI-PMH page
 # The repositoryIdentifier of OAI identifiers (oai:{this}:{pid}); a domain name. Empty: the public host when
 # it is one, else a valid name made from it (an IP address is not).
 HUB_OAI_REPOSITORY_ID = env("HUB_OAI_REPOSITORY_ID", "")
@@ -424,18 +446,27 @@ HUB_OAI_REPOSITORY_ID = env("HUB_OAI_REPOSITORY_ID", "")
 # `Authorization: Bearer <HUB_METRICS_TOKEN>`, or, with no token set, one from the host itself (loopback, not
 # forwarded by a proxy). Each web process's request counts are merged per host through HUB_METRICS_DIR.
 HUB_READY_TIMEOUT_S = float(env("HUB_READY_TIMEOUT_S", "2"))
+# /metrics answers Authorization: Bearer <this>; unset: only the host itself, unproxied.
 HUB_METRICS_TOKEN = env("HUB_METRICS_TOKEN")
+# Where each web process of a host writes its request counts for /metrics to merge (local to the host;
+# hub_serve empties it as it starts).
 HUB_METRICS_DIR = Path(env("HUB_METRICS_DIR", str(VAR_DIR / "run" / "metrics")))
 
 # SPARQL: each query runs in a forked child, killed after this many seconds; answers are capped.
 HUB_SPARQL_TIMEOUT_S = float(env("HUB_SPARQL_TIMEOUT_S", "10"))
-HUB_SPARQL_MAX_ROWS = int(env("HUB_SPARQL_MAX_ROWS", "10000"))
-HUB_SPARQL_MAX_BYTES = int(env("HUB_SPARQL_MAX_BYTES", str(20 * 1024 * 1024)))
+HUB_SPARQL_MAX_ROWS = int(env("HUB_SPARQL_MAX_ROWS", "10000"))  # the most rows one answer holds
+HUB_SPARQL_MAX_BYTES = int(env("HUB_SPARQL_MAX_BYTES", str(20 * 1024 * 1024)))  # the largest answer, in bytes
 HUB_SPARQL_MEMORY_MB = int(env("HUB_SPARQL_MEMORY_MB", "256"))  # what a query's child may add to its memory
 HUB_SPARQL_CONCURRENCY = int(env("HUB_SPARQL_CONCURRENCY", "2"))  # query children at once, per host
 HUB_SPARQL_WAIT_S = float(env("HUB_SPARQL_WAIT_S", "5"))  # wait this long for a free slot, then 503
+# The query slots' lock files (per host).
 HUB_SPARQL_SLOT_DIR = Path(env("HUB_SPARQL_SLOT_DIR", str(VAR_DIR / "run" / "sparql")))
 # The RDF store the endpoint queries (hub.metadata.rdfstore): an Oxigraph server shared by every web node
 # (`oxigraph serve --location ... --bind ...`; the full stack), or, when empty, pyoxigraph's store in a folder.
 HUB_SPARQL_STORE_URL = env("HUB_SPARQL_STORE_URL", "")
+# Pyoxigraph's embedded store when HUB_SPARQL_STORE_URL is empty.
 HUB_SPARQL_STORE_DIR = Path(env("HUB_SPARQL_STORE_DIR", str(VAR_DIR / "sparql")))
+
+# The manual (docs/, mkdocs.yml) as `make docs-build` builds it; the hub serves it at /docs/ (a 404 that says how to
+# build it when the folder holds no index.html).
+HUB_DOCS_DIR = Path(env("HUB_DOCS_DIR", str(BASE_DIR / "site")))

@@ -13,6 +13,7 @@ from hub.finetune.api import views as finetune
 from hub.gateway.api import views as gateway
 from hub.generation.api import views as generation
 from hub.jobs.api import views as jobs
+from hub.manual import views as manual
 from hub.metadata import oai
 from hub.metadata.api import views as metadata
 from hub.registry import resolver
@@ -69,6 +70,8 @@ urlpatterns = [
     path("pid/<path:pid>", resolver.resolve, name="pid"),
     path("landing/<path:pid>", landing.view, name="landing"),
     path("linkset/<path:pid>", metadata.linkset, name="linkset"),
+    path("docs/", manual.page, name="manual"),
+    path("docs/<path:path>", manual.page, name="manual-page"),
     path("oai", oai.endpoint, name="oai"),
     path("sparql", sparql_page.dispatch, name="sparql"),
     path("accounts/login/", login.LoginView.as_view(), name="login"),

@@ -202,13 +202,6 @@ def test_every_error_code_raised_is_in_a_table():
     assert not unknown, sorted(unknown)
 
 
-def test_the_readme_lists_every_job_code():
-    from hpcfair.compute import JOB_CODES
-
-    readme = (ROOT / "README.md").read_text()
-    assert not [code for code in JOB_CODES if f"| `{code}` |" not in readme]
-
-
 def test_services_do_not_import_the_api_layer():
     """Services are what the API, the pages and the jobs call; they never reach up into an API module."""
     wrong = {name: sorted(t for t in targets if "api" in t.split("."))

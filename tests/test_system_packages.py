@@ -4,8 +4,8 @@ A suite that passes on one machine can hide a package that somebody installed th
 ran only because runc had been installed by hand). So the programs that the code, the scripts, the Makefile
 and podman's settings call are collected from the sources themselves, and each one must be in
 ``scripts/debian-packages.txt`` or come with every Debian system (a package of priority ``required``); under
-``make test`` each program of the installed profile must be there, and the README must list the same
-packages as the scripts.
+``make test`` each program of the installed profile must be there, and the manual (docs/getting-started/install.md)
+must list the same packages as the scripts.
 """
 
 from __future__ import annotations
@@ -202,15 +202,16 @@ def test_the_makefile_installs_each_commands_profile():
     assert "scripts/system-deps.sh test" in (ROOT / "scripts" / "test.sh").read_text()
 
 
-def test_the_readme_lists_the_packages_each_command_installs():
-    readme = (ROOT / "README.md").read_text()
+def test_the_manual_lists_the_packages_each_command_installs():
+    readme = (ROOT / "docs" / "getting-started" / "install.md").read_text()
     base = [pkg.name for pkg in packages() if "base" in pkg.profiles]
     needs = re.search(r"(?:Both|All) need only Debian 12 with Python 3\.11 and ([^.]*)\.", readme)
-    assert needs and re.findall(r"`([^`]+)`", needs.group(1)) == base, "the README must name the base packages"
+    assert needs and re.findall(r"`([^`]+)`", needs.group(1)) == base, \
+        "docs/getting-started/install.md must name the base packages"
     for command, profile in (("make run", "run"), ("make stack", "stack"), ("make test", "test"),
                              ("make bench", "bench")):
         row = re.search(rf"^\| `{command}`[^|]*\|([^|\n]*)\|", readme, re.MULTILINE)
-        assert row, f"the README's table of Debian packages has no row for `{command}`"
+        assert row, f"the manual's table of Debian packages has no row for `{command}`"
         listed = re.findall(r"`([^`]+)`", row.group(1))
         assert listed == [pkg.name for pkg in packages() if profile in pkg.profiles], (
-            f"the README's `{command}` row lists {listed}")
+            f"the manual's `{command}` row lists {listed}")

@@ -257,7 +257,8 @@ def convert(source: Annotated[str, typer.Argument(help="A local model file, a PI
     _print(reports, as_json, _summary(reports))
 
 
-@app.command(epilog="Example: hpcfair finetune finetune.yaml   (general_args: {task: finetune}; see the README)")
+@app.command(epilog="Example: hpcfair finetune finetune.yaml   (general_args: {task: finetune}; "
+                     "see docs/guides/finetuning.md)")
 def finetune(config: Annotated[Path, typer.Argument(help="A finetune task config (YAML).")],
              as_json: Json = False) -> None:
     """Fine-tune a model on a dataset: on the hub (a new model version of yours) or with device: local."""

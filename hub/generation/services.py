@@ -122,7 +122,7 @@ def _not_built(version: Version) -> HubError:
     job = version.jobs.filter(kind="generation").order_by("-created").first()
     if job is None:
         return HubError("not_runnable", f"{version} offers no text generation: it is not a causal language model "
-                                        "the hub builds for generation (see the README, 'Text generation').")
+                                        "the hub builds for generation (see the manual: /docs/guides/generation/).")
     if job.state == Job.State.FAILED:
         return HubError("not_runnable", f"{version}'s generation model could not be built: {job.error_detail}",
                         job=str(job.pk))

@@ -1,4 +1,4 @@
-"""The Slurm executor: the hub's heavy jobs as Slurm batch jobs (README "HPC sites").
+"""The Slurm executor: the hub's heavy jobs as Slurm batch jobs (docs/guides/slurm.md).
 
 The login-node side talks to Slurm with its own commands, ``sbatch``, ``squeue``, ``sacct`` and ``scancel``
 (not slurmrestd: no daemon, no JWT keys to run, and these commands are on every login node already). It
@@ -135,7 +135,7 @@ def task_memory(plan: Plan) -> str:
 
 
 def batch_script(job: Job, plan: Plan, partition: Partition, folder: Path, attempt: int) -> str:
-    """The batch script the hub submits (the README shows one)."""
+    """The batch script the hub submits (docs/guides/slurm.md shows one)."""
     options = [f"--job-name=hpcfair-{job.kind}-{str(job.pk)[:8]}", f"--partition={partition.name}",
                f"--array=0-{plan.tasks - 1}", f"--cpus-per-task={plan.cpus}", f"--time={settings.HUB_SLURM_TIME}",
                f"--mem={task_memory(plan)}", f"--output={folder}/task-%a.log", f"--chdir={folder}",

@@ -1,15 +1,21 @@
 """The ``finetune`` task from the client: config checks, a local run (the same sandbox the hub uses), and the
-README's tour against the embedded hub (the demo MLP fine-tuned on the demo dataset, its ONNX downloaded)."""
+tour's fine-tune (docs/getting-started/tour.md: its finetune.yaml as written) against the embedded hub (the demo MLP
+fine-tuned on the demo dataset, its ONNX downloaded)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+import yaml
 from hpcfair import modelAPI
 from hpcfair.config import load
 from hpcfair.errors import ConfigError, HubError
 
 from tests.finetune import fixtures
+
+TOUR = Path(__file__).resolve().parents[2] / "docs" / "getting-started" / "tour.md"
 
 
 def config(**task) -> dict:
@@ -61,11 +67,10 @@ def test_readme_tour_finetunes_the_demo_mlp(embedded_hub, tmp_path, monkeypatch)
     url, token, _ = embedded_hub
     monkeypatch.chdir(tmp_path)
     api = modelAPI(url, token)
-    cfg = {"general_args": {"task": "finetune"}, "device_args": {"device": "cpu"},
-           "model_args": {"model_file": ["demo/iris-mlp@1.0"]},
-           "task_args": {"dataset": "demo/synthetic-iris@1.0", "target": "species", "epochs": 20,
-                         "learning_rate": 0.01, "batch_size": 16, "seed": 0},
-           "out_args": {"export_file": ["iris-tuned.onnx"]}}
+    tour = TOUR.read_text()
+    start = tour.index("cat > finetune.yaml <<'YAML'\n") + len("cat > finetune.yaml <<'YAML'\n")
+    cfg = yaml.safe_load(tour[start:tour.index("\nYAML\n", start)])  # the tour's config, as written
+    assert cfg["model_args"]["model_file"] == ["demo/iris-mlp@1.0"] and cfg["task_args"]["epochs"] == 20
     result = api.finetune(cfg)
     assert result["where"] == "hub" and result["version"] == "demo/iris-mlp-finetuned@1"
     assert result["final"]["accuracy"] > result["base"]["accuracy"] + 0.2

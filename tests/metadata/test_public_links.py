@@ -1,6 +1,6 @@
 """What public metadata names must work for the public: every IRI under the hub's own URL in a public version's
 RDF answers an anonymous client (no job API behind a login: the hub's activity is a fragment of the version's
-own PID URL), and the SPARQL page's and README's examples list what their titles say (issue: new-user review)."""
+own PID URL), and the SPARQL page's and the tour's examples list what their titles say (issue: new-user review)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db
 
 HOST = "http://127.0.0.1:8000"
 BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "docs" / "getting-started" / "tour.md").read_text()
 
 
 def _made(artifact, owner, label, relations, tmp_path, extra=None):
@@ -71,8 +71,8 @@ def example(title: str) -> str:
 
 
 def test_as_uploaded_leaves_out_every_version_the_hub_made(world):
-    """The page's first example and the README's tour query: the upload only, not 1-onnx, 1-onnx-opt or the
-    fine-tune (all made by hub jobs)."""
+    """The page's first example and the tour's query (docs/getting-started/tour.md): the upload only, not 1-onnx,
+    1-onnx-opt or the fine-tune (all made by hub jobs)."""
     rows = bindings(example("Models and their frameworks, as uploaded"))
     assert {row["model"] for row in rows} == {iri(world["1"])}
     from_readme = re.search(r"--data-urlencode 'query=(.*?)' \\", README, re.S).group(1)

@@ -500,7 +500,7 @@ def test_the_publish_form_reads_a_card_and_the_artifact_takes_its_title(owner, t
 
 
 def test_the_sparql_examples_list_each_model_once(owner, publish, tmp_path):
-    """Issue 41, point 5: the page's first example and the README's list a model as uploaded, not again as the
+    """Issue 41, point 5: the page's first example and the tour's list a model as uploaded, not again as the
     hub's ONNX conversion of it; the query box spans the page (a browser test measures it)."""
     import re
     from pathlib import Path
@@ -509,7 +509,7 @@ def test_the_sparql_examples_list_each_model_once(owner, publish, tmp_path):
 
     artifact, source = publish(owner, "listed-once", {"model.pt": b"torchscript bytes"})
     _converted(owner, artifact, source, tmp_path)
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "getting-started" / "tour.md").read_text()
     from_readme = re.search(r"--data-urlencode 'query=(.*?)' \\", readme, re.S).group(1)
     for query in (EXAMPLES[0][1], from_readme):
         page = Client().get("/sparql", {"query": query}, HTTP_ACCEPT=BROWSER_ACCEPT).content.decode()

@@ -8,8 +8,8 @@ HTTP client.
 
 ``JOB_CODES`` is the table of codes a job (``Job.error_code``) may end with, besides the HTTP table's codes
 that a job's publishing step can meet (``duplicate_version``, ``invalid_metadata``…). A code is added here
-before it is raised (``tests/test_imports.py`` checks every literal code in the source); the README's "Job
-error codes" lists the same table.
+before it is raised (``tests/test_imports.py`` checks every literal code in the source); the manual's "Job
+error codes" page (docs/reference/job-errors.md) is made from this table.
 """
 
 from __future__ import annotations

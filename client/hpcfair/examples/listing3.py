@@ -1,7 +1,7 @@
 """The HPCFair paper's Listing 3: convert, collaborate and containerise in three calls.
 
 Run it in this folder after putting ckpt/encoder.ckpt and ckpt/decoder.ckpt here (any torch.export
-program and Keras model; see the README's tour) and signing in (hpcfair login).
+program and Keras model; see docs/getting-started/tour.md) and signing in (hpcfair login).
 """
 
 from hpcfair import modelAPI

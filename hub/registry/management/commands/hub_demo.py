@@ -59,7 +59,7 @@ def _iris_forest() -> bytes:
 
 def _iris_mlp() -> bytes:
     """A small PyTorch network (4-16-3), randomly initialised with a fixed seed, saved as TorchScript: the
-    README's tour fine-tunes it on the demo dataset."""
+    tour (docs/getting-started/tour.md) fine-tunes it on the demo dataset."""
     import torch
 
     torch.manual_seed(0)
