@@ -351,8 +351,10 @@ HUB_GENERATE_THREADS = int(env("HUB_GENERATE_THREADS", str(max(1, (os.cpu_count(
 HUB_GENERATE_MAX_TOKENS = int(env("HUB_GENERATE_MAX_TOKENS", "2048"))  # the most max_new_tokens a request may ask
 # The longest a generation may run (and a reader waits for its next piece).
 HUB_GENERATE_S = float(env("HUB_GENERATE_S", "600"))
-HUB_GENERATE_MEMORY_BYTES = int(env("HUB_GENERATE_MEMORY_MB", "2048")) * 1024 * 1024  # what one generation may add to its engine past its model (422 memory_limit)
-HUB_GENERATE_STREAMS = int(env("HUB_GENERATE_STREAMS", "2"))  # generations one person may run at once, hub-wide (429 too_many_generations)
+# What one generation may add to its engine's memory past its model (422 memory_limit above it).
+HUB_GENERATE_MEMORY_BYTES = int(env("HUB_GENERATE_MEMORY_MB", "2048")) * 1024 * 1024
+# Generations one person may run at once, hub-wide (429 too_many_generations past it).
+HUB_GENERATE_STREAMS = int(env("HUB_GENERATE_STREAMS", "2"))
 HUB_GENERATE_JOB_S = int(env("HUB_GENERATE_JOB_S", "14400"))  # a job over a file of prompts
 # The memory loaded models may hold in one engine process: a model needs twice its files; one that cannot fit alone
 # is refused model_too_large, others are evicted to make room.
