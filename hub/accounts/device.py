@@ -117,34 +117,43 @@ def _pair(user, scope: str, client_id: str) -> dict[str, Any]:
 def exchange(device_code: str, client_id: str) -> dict[str, Any]:
     """The token endpoint's answer to a poll (RFC 8628 3.4, 3.5)."""
     client_id = _client(client_id)
-    with transaction.atomic():
+    with transaction.atomic():  # the poll's time and interval are kept: the refusal is raised after commit
         row = (DeviceAuthorization.objects.select_for_update()
                .filter(device_code_hash=hash_token(device_code), client_id=client_id).first())
-        if row is None:
-            raise HubError("invalid_grant", "This device code is unknown; run 'hpcfair login' again.")
-        now = timezone.now()
-        if row.state == State.USED:
-            raise HubError("invalid_grant", "This device code was exchanged already; run 'hpcfair login' again.")
-        if row.expires_at <= now:
-            raise HubError("expired_token", "The code expired before it was approved; run 'hpcfair login' again.")
-        if row.state == State.DENIED:
-            raise HubError("access_denied", f"{row.user} denied this sign-in on the hub's device page.")
-        if row.state == State.PENDING:
-            wait = timedelta(seconds=row.interval) - _POLL_SLACK
-            early = row.last_polled is not None and now - row.last_polled < wait
-            if early:
-                row.interval += 5  # RFC 8628 3.5: for this and every later request
-            row.last_polled = now
-            row.save(update_fields=["interval", "last_polled"])
-            if early:
-                raise HubError("slow_down", f"Polled too often: wait {row.interval} s between requests.",
-                               interval=row.interval)
-            raise HubError("authorization_pending", "Waiting for the code to be approved on the hub's device page.")
-        row.state = State.USED
-        row.save(update_fields=["state"])
-        answer = _pair(row.user, row.scope, client_id)
+        refusal = _refusal(row)
+        if refusal is None:
+            row.state = State.USED
+            row.save(update_fields=["state"])
+            answer = _pair(row.user, row.scope, client_id)
+    if refusal is not None:
+        raise refusal
     audit.audit.info("device grant: tokens issued to %s for %s (%s)", row.user.username, client_id, row.scope)
     return answer
+
+
+def _refusal(row: DeviceAuthorization | None) -> HubError | None:
+    """Why this poll gets no tokens (None: it does); a pending row records the poll, and a poll sooner than
+    the interval raises the interval by 5 s (RFC 8628 3.5: for this and every later request)."""
+    if row is None:
+        return HubError("invalid_grant", "This device code is unknown; run 'hpcfair login' again.")
+    now = timezone.now()
+    if row.state == State.USED:
+        return HubError("invalid_grant", "This device code was exchanged already; run 'hpcfair login' again.")
+    if row.expires_at <= now:
+        return HubError("expired_token", "The code expired before it was approved; run 'hpcfair login' again.")
+    if row.state == State.DENIED:
+        return HubError("access_denied", f"{row.user} denied this sign-in on the hub's device page.")
+    if row.state == State.APPROVED:
+        return None
+    early = row.last_polled is not None and now - row.last_polled < timedelta(seconds=row.interval) - _POLL_SLACK
+    if early:
+        row.interval += 5
+    row.last_polled = now
+    row.save(update_fields=["interval", "last_polled"])
+    if early:
+        return HubError("slow_down", f"Polled too often: wait {row.interval} s between requests.",
+                        interval=row.interval)
+    return HubError("authorization_pending", "Waiting for the code to be approved on the hub's device page.")
 
 
 def refresh(refresh_token: str, client_id: str) -> dict[str, Any]:
