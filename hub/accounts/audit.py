@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 
+from django.contrib.auth import BACKEND_SESSION_KEY
 from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.http import HttpRequest
 
@@ -20,7 +21,8 @@ def address(request: HttpRequest | None) -> str:
 
 
 def signed_in(sender, request, user, **kwargs) -> None:
-    method = METHODS.get(getattr(user, "backend", ""), getattr(user, "backend", "?"))
+    backend = getattr(user, "backend", None) or (request.session.get(BACKEND_SESSION_KEY) if request else None)
+    method = METHODS.get(backend or "", backend or "?")
     audit.info("sign-in ok: %s by %s from %s", user.username, method, address(request))
 
 

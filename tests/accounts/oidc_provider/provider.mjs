@@ -7,7 +7,8 @@ import http from 'node:http';
 import Provider from 'oidc-provider';
 
 const config = JSON.parse(readFileSync(process.argv[2], 'utf8'));
-const users = new Map(config.users.map((user) => [user.sub, user]));
+// The users are read again at every use: a test changes their claims in the file between two sign-ins.
+const users = () => new Map(JSON.parse(readFileSync(process.argv[2], 'utf8')).users.map((u) => [u.sub, u]));
 
 const provider = new Provider(config.issuer, {
   clients: config.clients,
@@ -26,7 +27,7 @@ const provider = new Provider(config.issuer, {
   ttl: { IdToken: config.idTokenTtl || 3600 },
   interactions: { url: (ctx, interaction) => `/interaction/${interaction.uid}` },
   async findAccount(ctx, sub) {
-    const user = users.get(sub);
+    const user = users().get(sub);
     if (!user) return undefined;
     return {
       accountId: sub,
@@ -68,7 +69,7 @@ async function interaction(req, res) {
   let body = '';
   for await (const chunk of req) body += chunk;
   const fields = new URLSearchParams(body);
-  const user = [...users.values()].find((u) => u.preferred_username === fields.get('login'));
+  const user = [...users().values()].find((u) => u.preferred_username === fields.get('login'));
   if (!user || user.password !== fields.get('password')) {
     return page(res, form(details.uid, 'Wrong username or password'), 401);
   }
