@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # with no server started: the logic of every app. A test is `services` when it needs a process beyond this one
 # (an S3 server, a Celery worker, the hub as a process, a browser, a container engine); the fixtures say so.
 SERVICE_FIXTURES = {"s3_server", "s3", "worker", "shared_storage", "embedded_hub", "browser", "site", "hub_users",
-                    "cube_base"}
+                    "cube_base", "oidc_provider", "slapd"}
 
 
 def pytest_collection_modifyitems(config, items) -> None:

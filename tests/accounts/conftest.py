@@ -82,3 +82,104 @@ def oidc_settings(settings, live_server, oidc_provider):
     oidc._clients.clear()
     yield settings
     oidc._clients.clear()
+
+
+# --- OpenLDAP: slapd with a temporary configuration, a suffix with an ou of people and one of groups --------
+
+LDAP_BASE = "dc=hub,dc=test"
+LDAP_DATA = f"""dn: {LDAP_BASE}
+objectClass: dcObject
+objectClass: organization
+o: HPCFair test directory
+dc: hub
+
+dn: ou=people,{LDAP_BASE}
+objectClass: organizationalUnit
+ou: people
+
+dn: ou=groups,{LDAP_BASE}
+objectClass: organizationalUnit
+ou: groups
+
+dn: uid=grace,ou=people,{LDAP_BASE}
+objectClass: inetOrgPerson
+uid: grace
+cn: Grace Hopper
+givenName: Grace
+sn: Hopper
+mail: grace@lab.example
+userPassword: grace-ldap-pw
+
+dn: uid=linus,ou=people,{LDAP_BASE}
+objectClass: inetOrgPerson
+uid: linus
+cn: Linus Pauling
+givenName: Linus
+sn: Pauling
+mail: linus@lab.example
+userPassword: linus-ldap-pw
+
+dn: cn=hpc-lab,ou=groups,{LDAP_BASE}
+objectClass: groupOfNames
+cn: hpc-lab
+member: uid=grace,ou=people,{LDAP_BASE}
+member: uid=linus,ou=people,{LDAP_BASE}
+
+dn: cn=admins,ou=groups,{LDAP_BASE}
+objectClass: groupOfNames
+cn: admins
+member: uid=grace,ou=people,{LDAP_BASE}
+"""
+
+
+@pytest.fixture(scope="session")
+def slapd(tmp_path_factory):
+    """ldap://127.0.0.1:PORT of a slapd this session starts (an mdb database loaded with slapadd) and stops."""
+    slapd_path, slapadd = require_program("slapd"), require_program("slapadd")
+    ldapsearch = require_program("ldapsearch")
+    root = tmp_path_factory.mktemp("slapd")
+    (root / "data").mkdir()
+    schemas = "\n".join(f"include /etc/ldap/schema/{name}.schema" for name in ("core", "cosine", "inetorgperson"))
+    conf = root / "slapd.conf"
+    conf.write_text(f"""{schemas}
+pidfile {root}/slapd.pid
+modulepath /usr/lib/ldap
+moduleload back_mdb
+database mdb
+suffix "{LDAP_BASE}"
+rootdn "cn=admin,{LDAP_BASE}"
+rootpw admin-secret
+directory {root}/data
+access to attrs=userPassword by self read by anonymous auth by * none
+access to * by users read by * none
+""")
+    (root / "data.ldif").write_text(LDAP_DATA)
+    loaded = subprocess.run([slapadd, "-f", str(conf), "-l", str(root / "data.ldif")], capture_output=True,
+                            text=True, timeout=60)
+    assert loaded.returncode == 0, loaded.stderr
+    port = free_port()
+    uri = f"ldap://127.0.0.1:{port}"
+    log = open(root / "slapd.log", "w")  # noqa: SIM115
+    proc = subprocess.Popen([slapd_path, "-f", str(conf), "-h", f"{uri}/", "-d", "0"], stdout=log,
+                            stderr=subprocess.STDOUT)
+    try:
+        wait_for_port(port, timeout=30, proc=proc)
+        probe = subprocess.run([ldapsearch, "-x", "-H", uri, "-D", f"cn=admin,{LDAP_BASE}", "-w", "admin-secret",
+                                "-b", LDAP_BASE, "(uid=grace)", "dn"], capture_output=True, text=True, timeout=30)
+        assert probe.returncode == 0 and f"uid=grace,ou=people,{LDAP_BASE}" in probe.stdout, probe.stderr
+        yield uri
+    finally:
+        stop_process(proc)
+        log.close()
+
+
+@pytest.fixture
+def ldap_settings(settings, slapd):
+    """The hub signing in against slapd: a DN template for the bind, the groups searched as the person."""
+    settings.HUB_LDAP_URI = slapd
+    settings.HUB_LDAP_USER_DN_TEMPLATE = f"uid=%(user)s,ou=people,{LDAP_BASE}"
+    settings.HUB_LDAP_GROUP_BASE = f"ou=groups,{LDAP_BASE}"
+    settings.HUB_GROUP_MAP = ('{"hpc-lab": "hpc-lab:write", '
+                              f'"cn=admins,ou=groups,{LDAP_BASE}": ["hpc-lab:admin", "ops:read"]}}')
+    settings.AUTHENTICATION_BACKENDS = ["hub.accounts.ldap.HubLDAPBackend", *settings.AUTHENTICATION_BACKENDS]
+    return settings
