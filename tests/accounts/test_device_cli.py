@@ -17,7 +17,6 @@ import yaml
 from django.utils import timezone
 
 from hub.accounts.models import ApiToken
-from tests.web.conftest import browser  # noqa: F401 - the Chromium fixture
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 
@@ -27,7 +26,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
                           env=dict(os.environ), timeout=120)
 
 
-def test_hpcfair_login_by_the_device_grant_then_refresh(browser, live_server, settings, owner):  # noqa: F811
+def test_hpcfair_login_by_the_device_grant_then_refresh(browser, live_server, settings, owner):
     settings.HUB_PUBLIC_URL = live_server.url
     settings.HUB_DEVICE_INTERVAL_S = 1
     settings.HUB_DEVICE_ACCESS_TTL_S = 600

@@ -13,7 +13,6 @@ from django.test import Client
 
 from hub.accounts.models import ApiToken, ExternalIdentity
 from tests.accounts.conftest import LDAP_BASE
-from tests.web.conftest import browser  # noqa: F401 - the Chromium fixture
 
 pytestmark = pytest.mark.django_db
 
@@ -71,7 +70,7 @@ def test_hpcfair_login_with_a_directory_password_makes_a_token(ldap_settings):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_chromium_signs_in_with_a_directory_password(browser, live_server, ldap_settings):  # noqa: F811
+def test_chromium_signs_in_with_a_directory_password(browser, live_server, ldap_settings):
     context = browser.new_context()
     page = context.new_page()
     page.goto(f"{live_server.url}/accounts/login/?next=/account/")

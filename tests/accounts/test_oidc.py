@@ -28,7 +28,6 @@ from hub.accounts import oidc
 from hub.accounts.models import ExternalIdentity
 from hub.errors import HubError
 from tests.accounts.conftest import ADA, CLIENT_ID
-from tests.web.conftest import browser  # noqa: F401 - the Chromium fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,7 +45,7 @@ def sign_in(page, base: str, password: str = ADA["password"]) -> None:
     page.get_by_role("button", name="Sign in to the IdP").click()
 
 
-def test_the_browser_signs_in_through_the_provider_and_out_again(browser, live_server, oidc_settings,  # noqa: F811
+def test_the_browser_signs_in_through_the_provider_and_out_again(browser, live_server, oidc_settings,
                                                                   oidc_provider, caplog):
     caplog.set_level(logging.INFO, logger="hub.audit")
     context = browser.new_context()
@@ -82,7 +81,7 @@ def test_the_browser_signs_in_through_the_provider_and_out_again(browser, live_s
     context.close()
 
 
-def test_a_local_account_with_the_same_name_is_not_taken_over(browser, live_server, oidc_settings,  # noqa: F811
+def test_a_local_account_with_the_same_name_is_not_taken_over(browser, live_server, oidc_settings,
                                                                make_user):
     make_user("ada")
     context = browser.new_context()
@@ -94,7 +93,7 @@ def test_a_local_account_with_the_same_name_is_not_taken_over(browser, live_serv
     context.close()
 
 
-def test_a_callback_with_a_wrong_or_used_state_is_refused(browser, live_server, oidc_settings, caplog):  # noqa: F811
+def test_a_callback_with_a_wrong_or_used_state_is_refused(browser, live_server, oidc_settings, caplog):
     caplog.set_level(logging.INFO, logger="hub.audit")
     context = browser.new_context()
     page = context.new_page()
