@@ -10,6 +10,8 @@ from django.utils import timezone
 
 from hub.errors import HubError
 
+LONGEST_DAYS = 36500  # even where the site sets no maximum: a date Python can still write
+
 
 def max_days() -> int:
     return max(settings.HUB_TOKEN_MAX_DAYS, 0)
@@ -27,8 +29,8 @@ def expires_at(days: int | None = None) -> datetime | None:
     if days is None:
         days = default_days()
     most = max_days()
-    if days < 0:
-        raise HubError("invalid", "expires_days is a number of days, 1 or more.")
+    if days < 0 or days > LONGEST_DAYS:
+        raise HubError("invalid", f"expires_days is a number of days, 1 to {most or LONGEST_DAYS}.")
     if most and (days == 0 or days > most):
         raise HubError("invalid", f"This hub's tokens live {most} days at most; ask for expires_days between 1 "
                                   f"and {most}.", errors={"expires_days": [f"at most {most}"]})

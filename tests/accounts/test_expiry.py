@@ -80,3 +80,20 @@ def test_the_account_page_offers_lifetimes_and_shows_each_tokens_expiry(owner, s
     browser.post("/account/", {"action": "create", "scope": "read", "expires_days": "61"})
     assert ApiToken.objects.count() == 1
     assert "60 days at most" in browser.get("/account/").content.decode()
+
+
+@pytest.mark.parametrize("days", ["36501", "99999999999999999999"])
+def test_a_lifetime_no_date_can_hold_is_refused_even_without_a_maximum(owner, settings, days):
+    settings.HUB_TOKEN_MAX_DAYS = 0
+    refused = basic(owner).post("/api/v1/tokens/", {"expires_days": int(days)}, format="json")
+    assert refused.status_code == 400 and refused["X-Error-Code"] == "invalid"
+    browser = Client()
+    browser.force_login(owner)
+    browser.post("/account/", {"action": "create", "scope": "read", "expires_days": days})
+    assert not ApiToken.objects.exists()
+
+
+def test_me_says_when_the_token_expires(owner):
+    _, raw = ApiToken.issue(owner, expires_at=timezone.now() + timedelta(days=2))
+    me = APIClient().get("/api/v1/me", HTTP_AUTHORIZATION=f"Bearer {raw}").json()
+    assert 1.9 < days_left(me) <= 2

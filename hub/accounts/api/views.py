@@ -52,7 +52,8 @@ class Me(APIView):
             return Response({"authenticated": False, "username": None, "scope": None})
         token = request.auth if isinstance(request.auth, ApiToken) else None
         return Response({"authenticated": True, "username": user.username, "name": user.get_full_name(),
-                         "scope": token.scope if token else "write", "token": token.prefix if token else None})
+                         "scope": token.scope if token else "write", "token": token.prefix if token else None,
+                         "expires_at": token.expires_at if token else None})
 
 
 class TokenListCreate(APIView):
