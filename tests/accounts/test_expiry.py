@@ -4,9 +4,11 @@ refused with a coded 401, tokens made before expiry existed working as before.""
 from __future__ import annotations
 
 import base64
+import io
 from datetime import timedelta
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -97,3 +99,13 @@ def test_me_says_when_the_token_expires(owner):
     _, raw = ApiToken.issue(owner, expires_at=timezone.now() + timedelta(days=2))
     me = APIClient().get("/api/v1/me", HTTP_AUTHORIZATION=f"Bearer {raw}").json()
     assert 1.9 < days_left(me) <= 2
+
+
+def test_hub_token_makes_tokens_that_expire_as_the_sites_do(owner, settings):
+    settings.HUB_TOKEN_DEFAULT_DAYS, settings.HUB_TOKEN_MAX_DAYS = 30, 90
+    call_command("hub_token", owner.username, stdout=io.StringIO())
+    call_command("hub_token", owner.username, "--days", "2", stdout=io.StringIO())
+    assert sorted(round((t.expires_at - timezone.now()) / timedelta(days=1)) for t in ApiToken.objects.all()) \
+        == [2, 30]
+    with pytest.raises(CommandError, match="90 days at most"):
+        call_command("hub_token", owner.username, "--days", "91", stdout=io.StringIO())
