@@ -161,7 +161,7 @@ def refresh(refresh_token: str, client_id: str) -> dict[str, Any]:
     revoked (the account page's revoke ends the device login), or after it expired."""
     client_id = _client(client_id)
     with transaction.atomic():
-        row = (RefreshToken.objects.select_for_update().select_related("user", "access")
+        row = (RefreshToken.objects.select_for_update(of=("self",)).select_related("user", "access")
                .filter(key_hash=hash_token(refresh_token), client_id=client_id).first())
         now = timezone.now()
         if row is None or row.used is not None:
