@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import logging
 import time
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
+import requests
 from django.contrib.auth import get_user_model
 from joserfc import jwt
 from joserfc.jwk import RSAKey
@@ -170,3 +172,28 @@ def test_an_id_token_signed_with_another_key_is_refused(oidc_settings, oidc_prov
     with pytest.raises(HubError) as refused:
         oidc.verify_id_token(id_token(forged, oidc_provider.issuer), nonce="n-1")
     assert refused.value.code == "signin_refused" and "provider's keys" in refused.value.message
+
+
+def test_the_authorization_request_carries_pkce_a_state_and_a_nonce(client, oidc_settings, oidc_provider):
+    sent = client.get("/accounts/oidc/login")
+    assert sent.status_code == 302
+    url = urlsplit(sent["Location"])
+    asked = {key: values[0] for key, values in parse_qs(url.query).items()}
+    assert f"{url.scheme}://{url.netloc}" == oidc_provider.issuer
+    assert asked["code_challenge_method"] == "S256" and len(asked["code_challenge"]) == 43
+    assert asked["state"] and asked["nonce"] and asked["client_id"] == CLIENT_ID
+    assert asked["redirect_uri"] == f"{oidc_settings.HUB_PUBLIC_URL}/accounts/oidc/callback"
+    # and the provider would refuse the same request without PKCE: the flows above did use it
+    bare = {k: v for k, v in asked.items() if not k.startswith("code_challenge")}
+    refused = requests.get(f"{oidc_provider.issuer}{url.path}", params=bare, allow_redirects=False, timeout=30)
+    assert refused.status_code in (302, 303) and "error=invalid_request" in refused.headers["Location"]
+    assert "requires PKCE" in parse_qs(urlsplit(refused.headers["Location"]).query)["error_description"][0]
+
+
+def test_an_answer_carrying_the_providers_refusal_is_refused(client, oidc_settings, caplog):
+    caplog.set_level(logging.INFO, logger="hub.audit")
+    client.get("/accounts/oidc/login")
+    answer = client.get("/accounts/oidc/callback?error=access_denied&error_description=cancelled&state=x")
+    assert answer.status_code == 400 and answer["X-Error-Code"] == "signin_refused"
+    assert "refused the sign-in (access_denied)" in answer.content.decode()
+    assert any(line.endswith("(signin_refused)") for line in audit_lines(caplog))
