@@ -10,6 +10,7 @@ claims (``hub.accounts.people``)."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ from joserfc import errors as jose_errors
 
 from hub.errors import HubError
 
+log = logging.getLogger(__name__)
 CALLBACK_PATH = "/accounts/oidc/callback"
 SESSION_ID_TOKEN = "hub.oidc_id_token"  # noqa: S105 - a session key; kept for RP-initiated logout's id_token_hint
 BACKEND = "hub.accounts.oidc.OIDCBackend"
@@ -95,7 +97,8 @@ def metadata() -> dict[str, Any]:
 
 
 def refusal(exc: Exception) -> HubError:
-    """An Authlib error as the hub's coded refusal, whose message says what to do."""
+    """An Authlib (or joserfc, or requests) error as the hub's coded refusal, whose message says what to do; any
+    other error is logged with its traceback and answered as a refusal, never a 500."""
     again = "Start again from the login page."
     if isinstance(exc, HubError):
         return exc
@@ -120,7 +123,9 @@ def refusal(exc: Exception) -> HubError:
         return HubError("signin_refused", f"The provider refused the sign-in ({said}). {again}")
     if isinstance(exc, requests.RequestException):
         return HubError("signin_unavailable", "The OpenID provider cannot be reached; try again later.")
-    raise exc
+    log.exception("an OpenID provider's answer could not be used")  # e.g. a token response that is not JSON
+    return HubError("signin_refused", f"The provider's answer could not be used; the administrators can see why in "
+                                      f"the hub's log. {again}")
 
 
 def claims_options() -> dict[str, Any]:
@@ -142,7 +147,7 @@ def finish(request: HttpRequest) -> tuple[dict[str, Any], str]:
     Returns (its claims, the raw ID token); raises the coded refusal."""
     try:
         token = client().authorize_access_token(request, claims_options=claims_options(), leeway=LEEWAY_S)
-    except Exception as exc:  # noqa: BLE001 - every Authlib refusal becomes a coded HubError; others re-raise
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a coded HubError (unknown ones logged)
         raise refusal(exc) from None
     claims = dict(token.get("userinfo") or {})
     if not claims.get("sub"):
