@@ -49,6 +49,26 @@ STATUS: dict[str, int] = {
     "not_authenticated": 401,
     "invalid_token": 401,
     "invalid_credentials": 401,
+    "token_expired": 401,
+    # site sign-in (hub.accounts.oidc): the refusals of a callback that cannot be trusted
+    "signin_state": 400,
+    "signin_nonce": 400,
+    "signin_audience": 400,
+    "signin_issuer": 400,
+    "signin_expired": 400,
+    "signin_refused": 400,
+    "signin_off": 404,
+    "signin_unavailable": 503,
+    # the device authorization grant (RFC 8628 3.5, RFC 6749 5.2): these codes are the RFC's own error names
+    "authorization_pending": 400,
+    "slow_down": 400,
+    "expired_token": 400,
+    "access_denied": 400,
+    "invalid_grant": 400,
+    "invalid_request": 400,
+    "invalid_scope": 400,
+    "unsupported_grant_type": 400,
+    "invalid_client": 401,
     "insufficient_scope": 403,
     "permission_denied": 403,
     "csrf_failed": 403,
@@ -215,7 +235,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
     if getattr(exc, "wait", None):  # DRF's Throttled, and sign-ins paused (hub.accounts.throttle.LockedOut)
         headers["Retry-After"] = str(int(exc.wait))  # type: ignore[attr-defined]
-    if code == "not_authenticated" or code == "invalid_token":
+    if code in ("not_authenticated", "invalid_token", "token_expired"):
         headers.setdefault("WWW-Authenticate", 'Bearer realm="api"')
     elif code == "invalid_credentials":
         headers.setdefault("WWW-Authenticate", 'Basic realm="api"')

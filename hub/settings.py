@@ -90,7 +90,55 @@ MIDDLEWARE = [
 
 # Every password (login form, admin, HTTP Basic for tokens) goes through this backend: wrong passwords are
 # counted per account and per address, and past the free allowance sign-in pauses, doubling each time.
-AUTHENTICATION_BACKENDS = ["hub.accounts.backends.ThrottledModelBackend"]
+# hub.accounts.oidc.OIDCBackend checks no password: it is the backend of sessions an OpenID provider signed in.
+AUTHENTICATION_BACKENDS = ["hub.accounts.backends.ThrottledModelBackend", "hub.accounts.oidc.OIDCBackend"]
+# --- Site sign-in (docs/operating/signin.md). Local passwords can be turned off once the site's identity is on.
+HUB_LOCAL_PASSWORDS = env_bool("HUB_LOCAL_PASSWORDS", True)  # the hub's own passwords (0: site identity only)
+# OpenID Connect relying party (hub.accounts.oidc): authorization code + PKCE, discovery from the issuer.
+HUB_OIDC_ENABLED = env_bool("HUB_OIDC_ENABLED")
+HUB_OIDC_ISSUER = env("HUB_OIDC_ISSUER").rstrip("/")  # its /.well-known/openid-configuration is read
+HUB_OIDC_CLIENT_ID = env("HUB_OIDC_CLIENT_ID")  # the hub's client id at the provider
+HUB_OIDC_CLIENT_SECRET = env("HUB_OIDC_CLIENT_SECRET")  # its client secret (a confidential client)
+HUB_OIDC_SCOPES = env("HUB_OIDC_SCOPES", "openid profile email")  # the scopes asked for (add groups for roles)
+HUB_OIDC_LABEL = env("HUB_OIDC_LABEL", "your institution")  # "Sign in with <label>"
+HUB_OIDC_CLAIMS = {  # the claims' names at this IdP
+    "username": env("HUB_OIDC_USERNAME_CLAIM", "preferred_username"),  # the claim a new username comes from
+    "email": env("HUB_OIDC_EMAIL_CLAIM", "email"),  # the e-mail claim
+    "given_name": env("HUB_OIDC_GIVEN_NAME_CLAIM", "given_name"),  # the given-name claim
+    "family_name": env("HUB_OIDC_FAMILY_NAME_CLAIM", "family_name"),  # the family-name claim
+    "orcid": env("HUB_OIDC_ORCID_CLAIM", "orcid"),  # the ORCID claim, when the IdP gives one
+    "groups": env("HUB_OIDC_GROUPS_CLAIM", "groups"),  # the groups claim HUB_GROUP_MAP reads
+}
+HUB_OIDC_LOGOUT = env_bool("HUB_OIDC_LOGOUT", True)  # sign out at the IdP too (RP-initiated logout)
+# LDAP bind (hub.accounts.ldap, django-auth-ldap): on when HUB_LDAP_URI is set.
+HUB_LDAP_URI = env("HUB_LDAP_URI")
+HUB_LDAP_USER_DN_TEMPLATE = env("HUB_LDAP_USER_DN_TEMPLATE")  # uid=%(user)s,ou=people,dc=example,dc=org
+HUB_LDAP_BIND_DN = env("HUB_LDAP_BIND_DN")  # for the group search (empty: as the person signing in)
+HUB_LDAP_BIND_PASSWORD = env("HUB_LDAP_BIND_PASSWORD")  # the password of HUB_LDAP_BIND_DN
+HUB_LDAP_GROUP_BASE = env("HUB_LDAP_GROUP_BASE")  # ou=groups,dc=example,dc=org (empty: no group search)
+HUB_LDAP_GROUP_FILTER = env("HUB_LDAP_GROUP_FILTER", "(objectClass=groupOfNames)")  # which entries are groups
+HUB_LDAP_ATTRS = {
+    "first_name": env("HUB_LDAP_GIVEN_NAME_ATTR", "givenName"),  # the entry's given-name attribute
+    "last_name": env("HUB_LDAP_FAMILY_NAME_ATTR", "sn"),  # its family-name attribute
+    "email": env("HUB_LDAP_EMAIL_ATTR", "mail"),  # its e-mail attribute
+}
+HUB_LDAP_START_TLS = env_bool("HUB_LDAP_START_TLS")  # StartTLS on the LDAP connection
+if HUB_LDAP_URI:
+    AUTHENTICATION_BACKENDS.insert(0, "hub.accounts.ldap.HubLDAPBackend")
+# The IdP's groups (OIDC claim values, LDAP group DNs or names) -> the organization role they give, as JSON:
+# {"hpc-lab": "lab:write", "cn=admins,ou=groups,dc=example,dc=org": ["lab:admin", "ops:read"]}.
+HUB_GROUP_MAP = env("HUB_GROUP_MAP", "{}")
+# API tokens: the lifetime a new token gets unless another is asked for, and the longest one may ask for
+# (days; 0: tokens never expire by default / no maximum). Tokens made before expiry existed keep working.
+HUB_TOKEN_DEFAULT_DAYS = int(env("HUB_TOKEN_DEFAULT_DAYS", "90"))
+HUB_TOKEN_MAX_DAYS = int(env("HUB_TOKEN_MAX_DAYS", "365"))  # the longest lifetime a token may ask for
+# The device authorization grant (RFC 8628, `hpcfair login`): a code's life, the polling interval, the access
+# token's life and the refresh token's (a refresh gives a new pair; never past HUB_TOKEN_MAX_DAYS).
+HUB_DEVICE_CLIENT_IDS = env_list("HUB_DEVICE_CLIENT_IDS", "hpcfair-cli")  # public clients: no secret
+HUB_DEVICE_CODE_TTL_S = int(env("HUB_DEVICE_CODE_TTL_S", "600"))  # how long a device code waits for approval
+HUB_DEVICE_INTERVAL_S = int(env("HUB_DEVICE_INTERVAL_S", "5"))  # the polling interval the CLI is told
+HUB_DEVICE_ACCESS_TTL_S = int(env("HUB_DEVICE_ACCESS_TTL_S", "3600"))  # a device sign-in's access token's life
+HUB_DEVICE_REFRESH_DAYS = int(env("HUB_DEVICE_REFRESH_DAYS", "30"))  # its refresh token's life
 HUB_LOGIN_ACCOUNT_FREE = int(env("HUB_LOGIN_ACCOUNT_FREE", "5"))  # wrong passwords for one account before a pause
 HUB_LOGIN_ADDRESS_FREE = int(env("HUB_LOGIN_ADDRESS_FREE", "20"))  # ... from one address, over all accounts
 HUB_LOGIN_MAX_PAUSE_S = int(env("HUB_LOGIN_MAX_PAUSE_S", "900"))  # the longest pause

@@ -1,11 +1,11 @@
 """URLs: the REST API under /api/v1/, its schema and docs, the PID resolver, and the pages."""
 
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from hub import errors
+from hub.accounts.api import oauth
 from hub.accounts.api import views as accounts
 from hub.containers.api import views as containers
 from hub.conversions.api import views as conversions
@@ -19,7 +19,7 @@ from hub.metadata.api import views as metadata
 from hub.registry import resolver
 from hub.registry.api import transfers
 from hub.registry.api import views as registry
-from hub.web import landing, login, sparql_page
+from hub.web import device, landing, login, signin, sparql_page
 
 OWNER_NAME = "artifacts/<str:owner>/<str:name>/"
 VERSION = OWNER_NAME + "versions/<str:version>/"
@@ -75,7 +75,12 @@ urlpatterns = [
     path("oai", oai.endpoint, name="oai"),
     path("sparql", sparql_page.dispatch, name="sparql"),
     path("accounts/login/", login.LoginView.as_view(), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/logout/", signin.LogoutView.as_view(), name="logout"),
+    path("accounts/oidc/login", signin.oidc_login, name="oidc-login"),
+    path("accounts/oidc/callback", signin.oidc_callback, name="oidc-callback"),
+    path("oauth/device_authorization", oauth.device_authorization, name="oauth-device-authorization"),
+    path("oauth/token", oauth.token, name="oauth-token"),
+    path("device", device.verify, name="device"),
     path("admin/", admin.site.urls),
 ]
 

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
 VENV=${VENV:-.venv}
 test -x "$VENV/bin/python" || "$PYTHON" -m venv "$VENV"
+scripts/system-deps.sh build  # python-ldap is published as source only: its headers first
 pip=("$VENV/bin/pip" install -q --require-hashes --no-deps)
 # The build tools first, from the lock: a package published only as source (jsonpath-rw) is then built with
 # them (--no-build-isolation), not with whatever setuptools was released today.

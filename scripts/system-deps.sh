@@ -6,6 +6,7 @@
 #                                 debootstrap (the MLCube base image), chromium (browser tests)
 #   scripts/system-deps.sh stack  PostgreSQL, Redis, bubblewrap: `make stack` (SeaweedFS comes from the venv)
 #   scripts/system-deps.sh bench  what the benchmarks start: PostgreSQL, Redis, podman, procps, curl, ...
+#   scripts/system-deps.sh build  the headers python-ldap builds on (scripts/install.sh, before pip)
 #   scripts/system-deps.sh list PROFILE   print the profile's packages and install nothing
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -16,8 +17,8 @@ packages_of() {
 profile="${1:-test}"
 if [ "$profile" = list ]; then packages_of "${2:?usage: $0 list PROFILE}"; exit 0; fi
 case "$profile" in
-  run|stack|test|bench) mapfile -t packages < <(packages_of "$profile") ;;
-  *) echo "usage: $0 run|stack|test|bench|list PROFILE" >&2; exit 2 ;;
+  run|stack|test|bench|build) mapfile -t packages < <(packages_of "$profile") ;;
+  *) echo "usage: $0 run|stack|test|bench|build|list PROFILE" >&2; exit 2 ;;
 esac
 needed=()
 for pkg in "${packages[@]}"; do
@@ -32,8 +33,9 @@ install() {
     || { $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q --no-install-recommends "${needed[@]}" >/dev/null; }
 }
 if ! install; then
-  if [ "$profile" = run ]; then
-    echo "warning: could not install ${needed[*]}; conversions will run with resource limits only (no bubblewrap)" >&2
+  if [ "$profile" = run ] || [ "$profile" = build ]; then
+    [ "$profile" = build ] && echo "warning: could not install ${needed[*]}; pip cannot build python-ldap without them" >&2
+    [ "$profile" = run ] && echo "warning: could not install ${needed[*]}; conversions will run with resource limits only (no bubblewrap)" >&2
     exit 0
   fi
   echo "error: could not install the Debian packages ${needed[*]} (as root or through sudo)" >&2

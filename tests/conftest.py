@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # with no server started: the logic of every app. A test is `services` when it needs a process beyond this one
 # (an S3 server, a Celery worker, the hub as a process, a browser, a container engine); the fixtures say so.
 SERVICE_FIXTURES = {"s3_server", "s3", "worker", "shared_storage", "embedded_hub", "browser", "site", "hub_users",
-                    "cube_base"}
+                    "cube_base", "oidc_provider", "slapd"}
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -107,6 +107,36 @@ def stop_process(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+# --- Chromium through Playwright: one browser for the whole session (tests/web, and the sign-in tests) ---------
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Chromium through Playwright's sync API. That API keeps an event loop running in the main thread, and
+    Django's ORM refuses to run beside one unless told the thread is synchronous after all (it is): tests
+    that drive pages of a live server in this process use the database too."""
+    assert require_program("chromium") == CHROMIUM
+    from playwright.sync_api import sync_playwright
+
+    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield launched
+            launched.close()
+    finally:
+        if before is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
+
 
 
 # --- a real S3 server: SeaweedFS (`weed` from the virtual environment), as scripts/services.sh starts it ---

@@ -45,29 +45,39 @@ def _print(data: Any, as_json: bool, text: str | None = None) -> None:
         typer.echo(text if text is not None else json.dumps(data, indent=2, default=str))
 
 
-@app.command(epilog="Example: hpcfair login --endpoint https://hub.example.org  (asks for username and password); "
-                     "hpcfair login --endpoint https://hub.example.org --token hpcf_...  (saves a token you made)")
+@app.command(epilog="Example: hpcfair login --endpoint https://hub.example.org  (prints a URL and a code to approve "
+                     "in any browser); hpcfair login --token hpcf_...  (saves a token you made); hpcfair login "
+                     "--username alice  (makes a token with your hub password)")
 def login(endpoint: Annotated[str | None, typer.Option(help="The hub (as the global --endpoint).")] = None,
           token: Annotated[str | None, typer.Option(help="Save this API token (from your account page) instead of "
-                                                         "making one with your password.")] = None,
-          username: Annotated[str | None, typer.Option(help="Your hub username (asked when missing).")] = None,
-          password_stdin: Annotated[bool, typer.Option(help="Read the password from standard input.")] = False,
+                                                         "signing in.")] = None,
+          username: Annotated[str | None, typer.Option(help="Make a token with this username and its password "
+                                                            "(HTTP Basic) instead of the device sign-in.")] = None,
+          password_stdin: Annotated[bool, typer.Option(help="Read the password from standard input (implies a "
+                                                            "password sign-in).")] = False,
           scope: Annotated[str, typer.Option(help="read or write.")] = "write") -> None:
-    """Create an API token with your password (or take one) and save it with the endpoint in ~/.hpcfair."""
+    """Sign in and save the token with the endpoint in ~/.hpcfair: by default with the device authorization
+    grant (approve the printed code in any browser; the token expires and is renewed with its refresh token),
+    or with a token you made (--token), or with a hub password (--username)."""
+    from hpcfair import device
     from hpcfair.client import HubClient
 
     token = token or _state.get("token")
     client = HubClient(endpoint or _state.get("endpoint"), token)
+    tokens: dict[str, Any] | None = None
     if token:
         raw = token
-    else:
+    elif username or password_stdin:
         username = username or typer.prompt("username")
         password = sys.stdin.readline().rstrip("\n") if password_stdin else getpass.getpass("password: ")
         raw = client.create_token(username, password, scope=scope, name="hpcfair login")
+    else:
+        tokens = device.login(client.endpoint, scope, echo=lambda line: typer.echo(line, err=True))
+        raw = tokens["access_token"]
     me = HubClient(client.endpoint, raw).me()
     if not me.get("authenticated"):
         raise HubError("The hub does not accept this token.", code="invalid_token")
-    path = settings.save_login(client.endpoint, raw)
+    path = device.save(client.endpoint, tokens) if tokens else settings.save_login(client.endpoint, raw)
     typer.echo(f"signed in to {client.endpoint} as {me['username']} ({me['scope']}); saved in {path}")
 
 

@@ -24,7 +24,7 @@ from urllib.parse import quote
 import requests
 import urllib3
 
-from hpcfair import settings, transfer
+from hpcfair import device, settings, transfer
 from hpcfair.cache import Cache
 from hpcfair.errors import (
     ConflictError,
@@ -126,10 +126,10 @@ class HubClient:
                  backoff: float = 0.5, timeout: float = 300.0, cache: Cache | str | Path | None = None,
                  offline: bool | None = None) -> None:
         chosen = settings.resolve(endpoint, token)
-        self.endpoint, self.token = chosen.endpoint, chosen.token
+        self.offline = settings.offline() if offline is None else offline
+        self.endpoint, self.token = chosen.endpoint, chosen.token if self.offline else device.current(chosen)
         self.retries, self.backoff, self.timeout = retries, backoff, timeout
         self.cache = cache if isinstance(cache, Cache) else Cache(cache)
-        self.offline = settings.offline() if offline is None else offline
         self.session = requests.Session()
         self.bare = requests.Session()  # presigned object-store URLs: never the hub's token
         if self.offline:

@@ -105,7 +105,7 @@ class UploadError(ValidationError):
 
 
 class NotAuthenticatedError(AccessDeniedError):
-    """No token, or one the hub does not accept (``not_authenticated``, ``invalid_token``)."""
+    """No token, or one the hub does not accept (``not_authenticated``, ``invalid_token``, ``token_expired``)."""
 
 
 class InsufficientScopeError(AccessDeniedError):
@@ -152,7 +152,7 @@ BY_CODE: dict[str, type[HubError]] = {
     "upload_incomplete": UploadError, "upload_size_mismatch": UploadError, "checksum_mismatch": UploadError,
     "upload_too_large": UploadError,
     "not_authenticated": NotAuthenticatedError, "invalid_token": NotAuthenticatedError,
-    "invalid_credentials": NotAuthenticatedError,
+    "invalid_credentials": NotAuthenticatedError, "token_expired": NotAuthenticatedError,
     "insufficient_scope": InsufficientScopeError, "permission_denied": AccessDeniedError,
     "storage_quota": StorageQuotaError,
     "not_found": NotFoundError, "gone": GoneError,

@@ -48,22 +48,30 @@ def debug() -> bool:
     return _flag("HPCFAIR_DEBUG")
 
 
+LOGIN_KEYS = ("endpoint", "token", "refresh_token", "expires_at")
+
+
 def read_login(path: Path | None = None) -> dict[str, str]:
-    """The login file's ``endpoint`` and ``token`` (empty when there is no file)."""
+    """The login file's ``endpoint`` and ``token`` (and, after a device login, ``refresh_token`` and
+    ``expires_at``, the access token's expiry in seconds since the epoch); empty when there is no file."""
     path = path or login_file()
     if not path.exists():
         return {}
     data = yaml.safe_load(path.read_text()) or {}
-    return {key: str(data[key]) for key in ("endpoint", "token") if data.get(key)} if isinstance(data, dict) else {}
+    return {key: str(data[key]) for key in LOGIN_KEYS if data.get(key)} if isinstance(data, dict) else {}
 
 
-def save_login(endpoint: str, token: str, path: Path | None = None) -> Path:
+def save_login(endpoint: str, token: str, path: Path | None = None, *, refresh_token: str | None = None,
+               expires_at: float | None = None) -> Path:
     """Write the login file, readable by its owner only."""
     path = path or login_file()
     path.parent.mkdir(parents=True, exist_ok=True)
+    data: dict[str, object] = {"endpoint": endpoint, "token": token}
+    if refresh_token:
+        data.update(refresh_token=refresh_token, expires_at=int(expires_at or 0))
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
-        yaml.safe_dump({"endpoint": endpoint, "token": token}, handle)
+        yaml.safe_dump(data, handle)
     os.chmod(path, 0o600)
     return path
 
@@ -72,6 +80,8 @@ def save_login(endpoint: str, token: str, path: Path | None = None) -> Path:
 class Settings:
     endpoint: str
     token: str | None
+    refresh_token: str | None = None  # the login file's, when its token is the one chosen
+    expires_at: float = 0.0
 
 
 def resolve(endpoint: str | None = None, token: str | None = None) -> Settings:
@@ -79,4 +89,12 @@ def resolve(endpoint: str | None = None, token: str | None = None) -> Settings:
     saved = read_login()
     chosen = (endpoint or os.environ.get("HPCFAIR_ENDPOINT") or saved.get("endpoint") or DEFAULT_ENDPOINT).rstrip("/")
     saved_token = saved.get("token") if saved.get("endpoint", "").rstrip("/") == chosen else None
-    return Settings(endpoint=chosen, token=token or os.environ.get("HPCFAIR_TOKEN") or saved_token)
+    given = token or os.environ.get("HPCFAIR_TOKEN")
+    if given or not saved_token:
+        return Settings(endpoint=chosen, token=given or saved_token)
+    try:
+        expires_at = float(saved.get("expires_at") or 0)
+    except ValueError:
+        expires_at = 0.0
+    return Settings(endpoint=chosen, token=saved_token, refresh_token=saved.get("refresh_token"),
+                    expires_at=expires_at)

@@ -6,4 +6,9 @@ class AccountsConfig(AppConfig):
     label = "accounts"
 
     def ready(self) -> None:
-        from hub.accounts import schema  # noqa: F401 - registers the OpenAPI auth extension
+        from hub.accounts import (
+            audit,
+            schema,  # noqa: F401 - registers the OpenAPI auth extension
+        )
+
+        audit.connect()

@@ -47,6 +47,9 @@ class BearerTokenAuthentication(BaseAuthentication):
         )
         if token is None or not token.user.is_active:
             raise HubError("invalid_token", "This token is unknown or was revoked; create a new one.")
+        if token.expired:
+            raise HubError("token_expired", f"This token expired at {token.expires_at:%Y-%m-%d %H:%M} UTC; "
+                                            "create a new one on your account page, or run 'hpcfair login' again.")
         now = timezone.now()
         if token.last_used is None or now - token.last_used > _LAST_USED_GRANULARITY:
             ApiToken.objects.filter(pk=token.pk).update(last_used=now)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 
@@ -11,12 +12,13 @@ from hub.accounts import throttle
 
 class ThrottledModelBackend(ModelBackend):
     """Django's username/password check, refused while the account or the address is paused
-    (``hub.accounts.throttle``), with each wrong password counted."""
+    (``hub.accounts.throttle``), with each wrong password counted; no password is checked when the site turned
+    local passwords off (``HUB_LOCAL_PASSWORDS``)."""
 
     def authenticate(self, request, username=None, password=None, **kwargs):
         if username is None:
             username = kwargs.get(get_user_model().USERNAME_FIELD)
-        if username is None or password is None:
+        if username is None or password is None or not settings.HUB_LOCAL_PASSWORDS:
             return None
         counters = throttle.keys(str(username), request)
         throttle.refuse_if_paused(counters)

@@ -1,4 +1,5 @@
-"""API tokens: stored hashed, shown once, with a read or write scope."""
+"""API tokens: stored hashed, shown once, with a read or write scope and an expiry; the identities a person signs
+in with at the site (OpenID Connect, LDAP); the device grant's codes and refresh tokens (``hub.accounts.device``)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ class ApiToken(models.Model):
     created = models.DateTimeField(default=timezone.now)
     last_used = models.DateTimeField(null=True, blank=True)
     revoked = models.DateTimeField(null=True, blank=True)
+    # None: never (tokens made before expiry existed); new ones get hub.accounts.expiry's default.
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created"]
@@ -39,13 +42,17 @@ class ApiToken(models.Model):
         return f"{self.prefix}… ({self.user}, {self.scope})"
 
     @classmethod
-    def issue(cls, user, scope: str = Scope.READ, name: str = "") -> tuple[ApiToken, str]:
+    def issue(cls, user, scope: str = Scope.READ, name: str = "", expires_at=None) -> tuple[ApiToken, str]:
         """Create a token; returns the row and the raw token (the only time it is known)."""
         raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
         token = cls.objects.create(
-            user=user, name=name, scope=scope, key_hash=hash_token(raw), prefix=raw[:12]
+            user=user, name=name, scope=scope, key_hash=hash_token(raw), prefix=raw[:12], expires_at=expires_at
         )
         return token, raw
+
+    @property
+    def expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
 
     @property
     def can_write(self) -> bool:
@@ -75,3 +82,63 @@ class LoginFailures(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key}: {self.failures}"
+
+
+class ExternalIdentity(models.Model):
+    """Who a person is at the site's identity provider: an OpenID Connect issuer and subject, or an LDAP server
+    and DN. A later sign-in finds the person by it (never by a username, which an IdP may hand out again)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="identities")
+    issuer = models.CharField(max_length=300, help_text="The OIDC issuer URL, or ldap: and the server URI.")
+    subject = models.CharField(max_length=300, help_text="The OIDC 'sub' claim, or the LDAP DN.")
+    orcid = models.CharField(max_length=40, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+    last_signed_in = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="identity_issuer_subject")]
+
+    def __str__(self) -> str:
+        return f"{self.user} at {self.issuer}"
+
+
+class DeviceAuthorization(models.Model):
+    """One RFC 8628 device authorization: the CLI holds the device code (stored hashed), a person types the
+    user code on the verification page and approves or denies it."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        DENIED = "denied"
+        USED = "used"  # exchanged for tokens; the device code works no more
+
+    device_code_hash = models.CharField(max_length=64, unique=True)
+    user_code = models.CharField(max_length=9, unique=True)  # XXXX-XXXX
+    client_id = models.CharField(max_length=100)
+    scope = models.CharField(max_length=8, choices=ApiToken.Scope.choices, default=ApiToken.Scope.WRITE)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.PENDING)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE)
+    created = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    interval = models.PositiveIntegerField()  # seconds; raised by 5 on every slow_down (RFC 8628 3.5)
+    last_polled = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.user_code} ({self.state})"
+
+
+class RefreshToken(models.Model):
+    """A refresh token of the device grant, used once: a refresh answers a new access token and a new refresh
+    token, and revokes the old access token."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="refresh_tokens")
+    key_hash = models.CharField(max_length=64, unique=True)
+    access = models.ForeignKey(ApiToken, null=True, on_delete=models.SET_NULL, related_name="+")
+    client_id = models.CharField(max_length=100)
+    scope = models.CharField(max_length=8, choices=ApiToken.Scope.choices)
+    created = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    used = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"refresh of {self.user} ({self.scope})"

@@ -89,7 +89,7 @@ class CachedBearerAuthentication(BearerTokenAuthentication):
         header = get_authorization_header(request)
         key = ("token", header)
         found = answers.get(key) if header else None
-        if found is not None:
+        if found is not None and not found[1].expired:  # an expired token is refused by the database path
             return found
         result = super().authenticate(request)
         if result is not None:

@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from hub.accounts import expiry
 from hub.accounts.models import ApiToken
 from hub.errors import HubError
 from hub.jobs.api.views import cancellable_by
@@ -79,7 +80,13 @@ def account(request: HttpRequest) -> HttpResponse:
             scope = request.POST.get("scope", "read")
             if scope not in ApiToken.Scope.values:
                 scope = ApiToken.Scope.READ
-            _, request.session[SHOWN_ONCE] = ApiToken.issue(request.user, scope=scope,
+            days = request.POST.get("expires_days", "")
+            try:
+                ends = expiry.expires_at(int(days) if days.isdigit() else None)
+            except HubError as exc:
+                messages.error(request, exc.message)
+                return redirect("account")
+            _, request.session[SHOWN_ONCE] = ApiToken.issue(request.user, scope=scope, expires_at=ends,
                                                                name=request.POST.get("name", "")[:100])
         elif action == "revoke":
             pk = request.POST.get("token", "")
@@ -97,7 +104,9 @@ def account(request: HttpRequest) -> HttpResponse:
     shared = request.user.collaborations.filter(deleted_at__isnull=True).select_related("owner")
     response = render(request, "web/account.html", {"tokens": tokens, "new_token": new_token, "owned": owned,
                                                     "shared": shared, "scopes": ApiToken.Scope.values,
-                                                    "endpoint": settings.HUB_PUBLIC_URL})
+                                                    "endpoint": settings.HUB_PUBLIC_URL,
+                                                    "lifetimes": expiry.choices(), "max_days": expiry.max_days(),
+                                                    "default_days": expiry.default_days()})
     if new_token:  # a page holding a secret is neither cached nor kept in the browser's history cache
         response["Cache-Control"] = "no-store"
     return response

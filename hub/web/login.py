@@ -1,8 +1,10 @@
 """The login page: Django's, answering 429 with ``Retry-After`` while sign-in is paused
-(``hub.accounts.throttle``) instead of checking the password."""
+(``hub.accounts.throttle``) instead of checking the password; with the site's sign-in (OpenID Connect, LDAP)
+offered beside local passwords or instead of them."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.http import HttpResponse
 
@@ -10,6 +12,13 @@ from hub.accounts.throttle import LockedOut
 
 
 class LoginView(auth_views.LoginView):
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context.update(oidc=settings.HUB_OIDC_ENABLED, oidc_label=settings.HUB_OIDC_LABEL,
+                       passwords=settings.HUB_LOCAL_PASSWORDS or bool(settings.HUB_LDAP_URI),
+                       ldap=bool(settings.HUB_LDAP_URI))
+        return context
+
     def post(self, request, *args, **kwargs) -> HttpResponse:
         try:
             return super().post(request, *args, **kwargs)

@@ -14,35 +14,9 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.system_packages import require_program
-
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+# the `browser` fixture (Chromium through Playwright) is tests/conftest.py's: one per session, for every package
 SHOTS = Path(os.environ.get("HUB_TEST_OUTPUT", ROOT / "test-output")) / "screenshots"
-
-
-@pytest.fixture(scope="session")
-def browser():
-    """Chromium through Playwright's sync API. That API keeps an event loop running in the main thread, and
-    Django's ORM refuses to run beside one unless told the thread is synchronous after all (it is): tests
-    that drive pages of a live server in this process use the database too."""
-    assert require_program("chromium") == CHROMIUM
-    from playwright.sync_api import sync_playwright
-
-    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    try:
-        with sync_playwright() as playwright:
-            launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            yield launched
-            launched.close()
-    finally:
-        if before is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
 
 
 class Watched:

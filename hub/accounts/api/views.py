@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from hub.accounts import expiry
 from hub.accounts.auth import BearerTokenAuthentication, PasswordAuthentication
 from hub.accounts.models import ApiToken
 from hub.errors import HubError
@@ -19,12 +20,15 @@ from hub.strict import StrictSerializer
 class TokenSerializer(serializers.ModelSerializer):
     class Meta:
         model = ApiToken
-        fields = ["id", "name", "prefix", "scope", "created", "last_used", "revoked"]
+        fields = ["id", "name", "prefix", "scope", "created", "last_used", "revoked", "expires_at"]
 
 
 class TokenCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
     scope = serializers.ChoiceField(choices=ApiToken.Scope.choices, default=ApiToken.Scope.READ)
+    expires_days = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=0,
+                                            help_text="Days the token lives (default: the hub's; at most its "
+                                                      "maximum; 0: never, where the hub has no maximum).")
 
 
 class SignedInWithoutToken(BasePermission):
@@ -48,7 +52,8 @@ class Me(APIView):
             return Response({"authenticated": False, "username": None, "scope": None})
         token = request.auth if isinstance(request.auth, ApiToken) else None
         return Response({"authenticated": True, "username": user.username, "name": user.get_full_name(),
-                         "scope": token.scope if token else "write", "token": token.prefix if token else None})
+                         "scope": token.scope if token else "write", "token": token.prefix if token else None,
+                         "expires_at": token.expires_at if token else None})
 
 
 class TokenListCreate(APIView):
@@ -65,7 +70,9 @@ class TokenListCreate(APIView):
     def post(self, request: Request) -> Response:
         body = TokenCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        token, raw = ApiToken.issue(request.user, **body.validated_data)
+        data = dict(body.validated_data)
+        expires_at = expiry.expires_at(data.pop("expires_days"))
+        token, raw = ApiToken.issue(request.user, expires_at=expires_at, **data)
         return Response({**TokenSerializer(token).data, "token": raw}, status=status.HTTP_201_CREATED)
 
 

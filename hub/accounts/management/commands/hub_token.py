@@ -1,4 +1,5 @@
-"""``python manage.py hub_token USERNAME [--create] [--scope read|write] [--name NAME]``: print a new API token.
+"""``python manage.py hub_token USERNAME [--create] [--scope read|write] [--name NAME] [--days N]``: print a new API
+token, which expires as the site's tokens do (``HUB_TOKEN_DEFAULT_DAYS``) unless ``--days`` says otherwise.
 
 With ``--name``, the new token replaces the user's earlier tokens of that name (they are revoked), so a
 script that runs the command at every start keeps one token, not a pile (issue 41, point 7)."""
@@ -8,7 +9,9 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from hub.accounts import expiry
 from hub.accounts.models import ApiToken
+from hub.errors import HubError
 
 
 class Command(BaseCommand):
@@ -21,8 +24,15 @@ class Command(BaseCommand):
         parser.add_argument("--scope", choices=["read", "write"], default="read")
         parser.add_argument("--name", default="",
                             help="a label to recognise the token by; earlier tokens of this name are revoked")
+        parser.add_argument("--days", type=int, default=None,
+                            help="days the token lives (default: HUB_TOKEN_DEFAULT_DAYS; at most HUB_TOKEN_MAX_DAYS)")
 
-    def handle(self, username: str, create: bool, scope: str, name: str, **options) -> None:
+    def handle(self, username: str, create: bool, scope: str, name: str, days: int | None = None,
+               **options) -> None:
+        try:
+            expires_at = expiry.expires_at(days)
+        except HubError as exc:
+            raise CommandError(exc.message) from None
         User = get_user_model()
         user = User.objects.filter(username=username).first()
         if user is None:
@@ -33,7 +43,7 @@ class Command(BaseCommand):
         if name:
             earlier = ApiToken.objects.filter(user=user, name=name, revoked__isnull=True).values_list("pk", flat=True)
             replaced = sum(ApiToken.revoke(user, pk) for pk in list(earlier))
-        _, raw = ApiToken.issue(user, scope=scope, name=name or "hub_token")
+        _, raw = ApiToken.issue(user, scope=scope, name=name or "hub_token", expires_at=expires_at)
         if replaced:
             self.stderr.write(f"revoked {replaced} earlier token{'s' if replaced > 1 else ''} named {name!r}")
         self.stdout.write(raw)
