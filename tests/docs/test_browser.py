@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.web.conftest import SHOTS, Watched, browser  # noqa: F401 - the session's Chromium
+from tests.web.conftest import SHOTS, Watched  # the session's Chromium is tests/conftest.py's browser
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 
