@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "hub.containers",
     "hub.finetune",
     "hub.generation",
+    "hub.hfhub",
     "hub.web",
 ]
 

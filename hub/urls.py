@@ -74,6 +74,7 @@ urlpatterns = [
     path("accounts/login/", login.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("", include("hub.hfhub.urls")),  # the Hugging Face Hub protocol; last, so it shadows no route above
 ]
 
 

@@ -1,0 +1,8 @@
+"""The Hugging Face Hub protocol (``HF_ENDPOINT``), read side: repository info, trees, refs, commits and
+``resolve`` downloads, spoken as ``huggingface_hub`` expects them, so that ``transformers``,
+``sentence-transformers`` and ``datasets`` load hub artifacts by ``owner/name`` unchanged.
+
+A repository is an artifact (models under ``/api/models/``, datasets under ``/api/datasets/``, projects as
+spaces under ``/api/spaces/``); a revision is a version (``revisions``); access is the hub's own
+(``readable_by``), and a repository the reader may not see answers exactly as the Hub answers a missing one.
+"""
