@@ -1,0 +1,119 @@
+"""The protocol's answers as bytes and headers (the logic tier: Django's test client): what ``huggingface_hub``
+reads from a HEAD and a GET of ``resolve`` (``X-Repo-Commit``, ``ETag`` = sha256, ``Content-Length``, Range),
+its error codes and the hub's coded body beside them; and, on the S3 backend through the real client, the
+redirect to a presigned URL with ``X-Linked-Etag``/``X-Linked-Size``."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+
+from hub.hfhub.revisions import commit_sha, split_revision
+from tests.conftest import client_for
+from tests.hfhub.conftest import token_for
+
+pytestmark = pytest.mark.django_db
+
+DATA = os.urandom(1000)
+
+
+@pytest.fixture
+def model(owner, publish):
+    return publish(owner, "model", {"w.bin": DATA, "a/b.txt": b"b"})[1]
+
+
+def test_head_and_get_of_resolve_carry_what_the_client_reads(model, anon):
+    sha = hashlib.sha256(DATA).hexdigest()
+    head = anon.head("/alice/model/resolve/main/w.bin", HTTP_ACCEPT_ENCODING="identity")
+    assert head.status_code == 200 and head.content == b""
+    assert head["X-Repo-Commit"] == commit_sha(model) and head["ETag"] == f'"{sha}"'
+    assert head["Content-Length"] == "1000" and head["Accept-Ranges"] == "bytes"
+    got = anon.get("/alice/model/resolve/1/w.bin", HTTP_RANGE="bytes=100-199")
+    assert got.status_code == 206 and b"".join(got.streaming_content) == DATA[100:200]
+    assert got["Content-Range"] == "bytes 100-199/1000" and got["X-Repo-Commit"] == commit_sha(model)
+    assert anon.get("/alice/model/resolve/1/w.bin", HTTP_IF_NONE_MATCH=f'"{sha}"').status_code == 304
+    whole = anon.get(f"/alice/model/resolve/{commit_sha(model)}/a/b.txt")
+    assert b"".join(whole.streaming_content) == b"b"
+    model.artifact.refresh_from_db()
+    assert model.artifact.downloads == 1  # the whole file; neither the HEAD, the range from 100 nor the 304
+
+
+@pytest.mark.parametrize(("path", "status", "code"), [
+    ("/alice/model/resolve/1/missing.bin", 404, "EntryNotFound"),
+    ("/alice/model/resolve/7/w.bin", 404, "RevisionNotFound"),
+    ("/alice/nothing/resolve/main/w.bin", 401, "RepoNotFound"),
+    ("/datasets/alice/model/resolve/main/w.bin", 401, "RepoNotFound"),  # a model is no dataset
+    ("/api/models/alice/model/revision/7", 404, "RevisionNotFound"),
+    ("/api/models/alice/model/tree/1/nowhere", 404, "EntryNotFound"),
+    ("/api/spaces/alice/model/refs", 401, "RepoNotFound"),
+])
+def test_errors_are_the_hubs_coded_bodies_with_the_codes_the_client_reads(model, anon, path, status, code):
+    response = anon.get(path)
+    assert response.status_code == status and response["X-Error-Code"] == code
+    body = response.json()
+    assert body["code"] == code and body["error"] == body["detail"] and body["detail"]
+    assert response["X-Error-Message"] == body["detail"][:500]
+    if code in ("EntryNotFound",):  # the client caches a missing file under the commit it was missing from
+        assert response["X-Repo-Commit"] == commit_sha(model)
+
+
+def test_a_signed_in_reader_gets_404_for_what_an_anonymous_one_gets_401(model, other):
+    response = client_for(other, "read").get("/api/models/alice/nothing")
+    assert response.status_code == 404 and response["X-Error-Code"] == "RepoNotFound"
+
+
+def test_paths_info_is_a_read_for_any_token_scope(model, other):
+    response = client_for(other, "read").post("/api/models/alice/model/paths-info/1",
+                                              {"paths": ["w.bin", "a", "zz"], "expand": "true"})
+    assert response.status_code == 200
+    assert [(e["path"], e["type"]) for e in response.json()] == [("w.bin", "file"), ("a", "directory")]
+    assert response.json()[0]["lastCommit"]["id"] == commit_sha(model)
+    refused = client_for(other, "read").post("/api/models/alice/model/paths-info/1", {"paths": [["x"]]},
+                                             format="json")
+    assert refused.status_code == 400 and refused["X-Error-Code"] == "invalid"
+
+
+def test_the_routes_shadow_none_of_the_hubs_own(model, anon):
+    assert anon.get("/api/v1/artifacts/alice/model/").status_code == 200
+    assert anon.get("/api/v1/artifacts/alice/model/versions/1/files/w.bin").status_code == 200
+    assert anon.get("/api/schema/").status_code == 200
+    assert "hf-" not in anon.get("/api/schema/").content.decode()  # the protocol is not the REST API
+    assert anon.get("/owners/alice/").status_code == 200
+
+
+def test_a_revision_keeps_the_segments_of_a_pid_and_of_refs():
+    assert split_revision("1.0/a/b.json") == ("1.0", "a/b.json")
+    assert split_revision("ark:/99999/fk4abc/a/b.json") == ("ark:/99999/fk4abc", "a/b.json")
+    assert split_revision("ark:99999/fk4abc") == ("ark:99999/fk4abc", "")
+    assert split_revision("refs/convert/parquet/x") == ("refs/convert/parquet", "x")
+
+
+DOWNLOAD_S3 = r"""
+import hashlib, requests
+from huggingface_hub import hf_hub_download, snapshot_download
+
+head = requests.head(f"{ENDPOINT}/alice/on-s3/resolve/main/w.bin",
+                     headers={"Authorization": f"Bearer {ARGS['bearer']}"})
+path = hf_hub_download("alice/on-s3", "w.bin")
+snapshot = snapshot_download("alice/on-s3", local_dir="snap")
+print(json.dumps({"status": head.status_code, "headers": {k: head.headers.get(k) for k in (
+    "X-Linked-Etag", "X-Linked-Size", "X-Repo-Commit", "Location")}, "file": hashlib.sha256(open(path, "rb").read())
+    .hexdigest(), "snapshot": hashlib.sha256(open(snapshot + "/w.bin", "rb").read()).hexdigest()}))
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_s3_the_client_follows_a_presigned_redirect_with_the_linked_headers(s3, owner, publish, hf_client,
+                                                                                 live_server):
+    data = os.urandom(300_000)
+    _, version = publish(owner, "on-s3", {"w.bin": data}, visibility="private")
+    token = token_for(owner)
+    out = hf_client(DOWNLOAD_S3, token=token, bearer=token)
+    sha = hashlib.sha256(data).hexdigest()
+    assert out["status"] == 302
+    assert out["headers"]["X-Linked-Etag"] == f'"{sha}"' and out["headers"]["X-Linked-Size"] == str(len(data))
+    assert out["headers"]["X-Repo-Commit"] == commit_sha(version)
+    assert not out["headers"]["Location"].startswith(live_server.url)  # the object store's own URL
+    assert out["file"] == out["snapshot"] == sha
