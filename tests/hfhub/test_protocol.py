@@ -79,7 +79,8 @@ def test_the_routes_shadow_none_of_the_hubs_own(model, anon):
     assert anon.get("/api/v1/artifacts/alice/model/").status_code == 200
     assert anon.get("/api/v1/artifacts/alice/model/versions/1/files/w.bin").status_code == 200
     assert anon.get("/api/schema/").status_code == 200
-    assert "hf-" not in anon.get("/api/schema/").content.decode()  # the protocol is not the REST API
+    schema = anon.get("/api/schema/").content.decode()
+    assert "/api/models/" not in schema and "paths-info" not in schema  # the protocol is not the REST API
     assert anon.get("/owners/alice/").status_code == 200
 
 
@@ -117,3 +118,84 @@ def test_on_s3_the_client_follows_a_presigned_redirect_with_the_linked_headers(s
     assert out["headers"]["X-Repo-Commit"] == commit_sha(version)
     assert not out["headers"]["Location"].startswith(live_server.url)  # the object store's own URL
     assert out["file"] == out["snapshot"] == sha
+
+
+# --- the write side's refusals -------------------------------------------------------------------------------
+
+
+def test_write_routes_refuse_a_private_artifact_as_missing_and_a_read_token_as_such(owner, other, publish):
+    publish(owner, "hidden", {"w.bin": b"hidden"}, visibility="private")
+    routes = [("/api/models/alice/hidden/preupload/main", {"files": [{"path": "a", "size": 1, "sample": ""}]}),
+              ("/api/models/alice/hidden/commit/main", None),
+              ("/alice/hidden.git/info/lfs/objects/batch", {"operation": "upload", "objects": []})]
+    mallory, reader = client_for(other, "write"), client_for(owner, "read")
+    for path, body in routes:
+        refused = mallory.post(path, body or {}, format="json")
+        missing = mallory.post(path.replace("hidden", "never-was"), body or {}, format="json")
+        assert (refused.status_code, refused["X-Error-Code"]) == (404, "RepoNotFound") == (
+            missing.status_code, missing["X-Error-Code"]), path
+        scoped = reader.post(path, body or {}, format="json")
+        assert (scoped.status_code, scoped["X-Error-Code"]) == (403, "insufficient_scope"), path
+        assert client_for(None).post(path, body or {}, format="json").status_code == 401, path
+
+
+def _signed_upload(owner, data: bytes, size: int | None = None) -> str:
+    from django.test import RequestFactory
+
+    from hub.hfhub import lfs
+
+    oid = hashlib.sha256(data).hexdigest()
+    answer = lfs.batch(RequestFactory().post("/"), owner, {"operation": "upload", "objects": [
+        {"oid": oid, "size": len(data) if size is None else size}]})
+    return answer["objects"][0]["actions"]["upload"]["href"].removeprefix("http://testserver")
+
+
+def test_an_lfs_upload_is_checked_against_its_signed_sha256_and_size(owner, anon, settings):
+    from hub.registry.models import Blob
+    from hub.storage import get_blob_store
+
+    data = os.urandom(2048)
+    oid = hashlib.sha256(data).hexdigest()
+    url = _signed_upload(owner, data)
+    forged = url.split("?sig=")[0] + "?sig=" + url.split("?sig=")[1][::-1]
+    assert anon.put(forged, data, content_type="application/octet-stream")["X-Error-Code"] == "invalid_token"
+    other = _signed_upload(owner, b"other bytes")
+    assert anon.put(other.replace(other.split("/")[3].split("?")[0], oid), data,
+                    content_type="application/octet-stream")["X-Error-Code"] == "invalid_token"
+    short = anon.put(url, data[:100], content_type="application/octet-stream")
+    assert (short.status_code, short["X-Error-Code"]) == (400, "upload_size_mismatch")
+    wrong = anon.put(url, os.urandom(2048), content_type="application/octet-stream")
+    assert (wrong.status_code, wrong["X-Error-Code"]) == (400, "checksum_mismatch")
+    assert not get_blob_store().exists(oid) and not Blob.objects.filter(sha256=oid).exists()
+    from pathlib import Path
+
+    assert not list(Path(settings.HUB_UPLOAD_DIR).glob("hf-lfs-*"))  # nothing half-written stays
+    assert anon.put(url, data, content_type="application/octet-stream").status_code == 200
+    assert get_blob_store().exists(oid) and Blob.objects.get(sha256=oid).size == 2048
+    from django.test import RequestFactory
+
+    from hub.hfhub import lfs
+
+    held = lfs.batch(RequestFactory().post("/"), owner, {"operation": "upload", "objects": [
+        {"oid": oid, "size": 2048}, {"oid": "nope", "size": 1}]})["objects"]
+    assert held[0] == {"oid": oid, "size": 2048} and "error" in held[1]  # held: no upload action, so no upload
+
+
+@pytest.mark.parametrize(("lines", "code"), [
+    (b"not json\n", "malformed_request"),
+    (b'{"key": "header", "value": {"summary": "x"}}\n{"key": "rename", "value": {}}\n', "malformed_request"),
+    (b'{"key": "lfsFile", "value": {"path": "w.bin", "algo": "sha256", "oid": "' + b"0" * 64 + b'"}}\n',
+     "upload_incomplete"),
+    (b'{"key": "file", "value": {"path": "a.txt", "content": "%%%", "encoding": "base64"}}\n', "malformed_request"),
+    (b'{"key": "file", "value": {"path": "../up.txt", "content": "eA==", "encoding": "base64"}}\n', "invalid_path"),
+    (b'{"key": "deletedFile", "value": {"path": "not-there.bin"}}\n', "EntryNotFound"),
+])
+def test_a_malformed_commit_is_a_coded_4xx_and_publishes_nothing(owner, publish, lines, code, settings):
+    from pathlib import Path
+
+    artifact, _ = publish(owner, "target", {"w.bin": b"w"})
+    response = client_for(owner).generic("POST", "/api/models/alice/target/commit/main", lines,
+                                         content_type="application/x-ndjson")
+    assert 400 <= response.status_code < 500 and response["X-Error-Code"] == code, response.content
+    assert artifact.versions.count() == 1
+    assert not list(Path(settings.HUB_UPLOAD_DIR).glob("hf-*.part"))
