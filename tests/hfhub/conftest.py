@@ -19,19 +19,20 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def hf_client(live_server, tmp_path):
-    """``run(script, token=None, env=None, **args)``: the script's last printed line as JSON. ``ARGS`` (a dict) and
+    """``run(script, token=None, env=None, endpoint=None, **args)``: the script's last printed line as JSON
+    (``endpoint``: another hub than the live server). ``ARGS`` (a dict) and
     ``ENDPOINT`` are defined for it; each call runs in a fresh folder with a fresh Hugging Face cache unless
     ``home`` is given."""
     calls = iter(range(1000))
 
     def run(script: str, token: str | None = None, home: str | None = None, timeout: int = 600,
-            env: dict[str, str] | None = None, **args) -> Any:
+            env: dict[str, str] | None = None, endpoint: str | None = None, **args) -> Any:
         environ = {key: value for key, value in os.environ.items()
                    if not key.startswith(("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "SENTENCE_TRANSFORMERS_"))}
         call = next(calls)
         cwd = tmp_path / f"client-{call}"  # a fresh folder and cache: nothing read before is found locally
         cwd.mkdir()
-        environ.update(HF_ENDPOINT=live_server.url, HF_HOME=home or str(cwd / "hf-home"),
+        environ.update(HF_ENDPOINT=endpoint or live_server.url, HF_HOME=home or str(cwd / "hf-home"),
                        HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_PROGRESS_BARS="1", TRANSFORMERS_VERBOSITY="error",
                        HF_DATASETS_DISABLE_PROGRESS_BARS="1", HFHUB_TEST_ARGS=json.dumps(args))
         environ.update(env or {})
