@@ -42,7 +42,7 @@ def create_repo(user, payload: dict[str, Any]) -> tuple[Artifact, bool]:
     """``POST /api/repos/create``: (the artifact, whether it was made now). One that exists already is the
     caller's 409 (``exist_ok`` in the client)."""
     name, namespace = payload.get("name"), payload.get("organization") or user.username
-    kind = CREATE_KINDS.get(payload.get("type"))
+    kind = CREATE_KINDS.get(payload.get("type")) if isinstance(payload.get("type"), str | None) else None
     if not isinstance(name, str) or not re.match(NAME_RE, name):
         raise HubError("invalid", "name is the repository's name: letters, digits and . _ - (up to 100).",
                        errors={"name": ["Invalid name."]})
@@ -96,9 +96,9 @@ def parse_commit(body: bytes) -> Commit:
         for line in lines:
             key = line.get("key") if isinstance(line, dict) else None
             if key == "header":
-                commit.summary = str(line.get("value", {}).get("summary") or "")[:300]
-                parent = line.get("value", {}).get("parentCommit")
-                commit.parent = parent if isinstance(parent, str) else None
+                header = line.get("value") if isinstance(line.get("value"), dict) else {}
+                commit.summary = str(header.get("summary") or "")[:300]
+                commit.parent = header["parentCommit"] if isinstance(header.get("parentCommit"), str) else None
             elif key == "file":
                 path = services.clean_path(_value(line, "path", str))
                 try:

@@ -8,10 +8,12 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.core import signing
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 from django.http import HttpRequest
 
 from hub.errors import HubError
@@ -26,8 +28,9 @@ MAX_OBJECTS = 1000
 OID_RE = re.compile(r"[0-9a-f]{64}")
 
 
-def batch(request: HttpRequest, user, body: dict[str, Any]) -> dict[str, Any]:
-    """The batch API's answer for an ``upload`` of ``body["objects"]``."""
+def batch(request: HttpRequest, user, body: dict[str, Any], *, owner=None) -> dict[str, Any]:
+    """The batch API's answer for ``user``'s ``upload`` of ``body["objects"]`` into an artifact of ``owner`` (whose
+    quota the objects still to come count against; ``user`` by default)."""
     if body.get("operation") != "upload":
         raise HubError("invalid", "This hub takes LFS uploads here; downloads go through resolve.",
                        errors={"operation": ["Expected 'upload'."]})
@@ -36,7 +39,7 @@ def batch(request: HttpRequest, user, body: dict[str, Any]) -> dict[str, Any]:
         raise HubError("invalid", f"objects is a list of at most {MAX_OBJECTS} {{oid, size}}.",
                        errors={"objects": ["Expected a list."]})
     quota.check_within(user)
-    store, out = get_blob_store(), []
+    store, out, wanted = get_blob_store(), [], []
     for item in objects:
         oid = str(item.get("oid", "")).lower() if isinstance(item, dict) else ""
         size = item.get("size") if isinstance(item, dict) else None
@@ -44,13 +47,26 @@ def batch(request: HttpRequest, user, body: dict[str, Any]) -> dict[str, Any]:
             out.append({"oid": oid[:64], "size": size if isinstance(size, int) else 0,
                         "error": {"code": 422, "message": "An object is a sha256 oid and a size in bytes."}})
             continue
+        if size > settings.HUB_UPLOAD_MAX_SIZE:
+            raise HubError("upload_too_large", f"This hub accepts files up to {settings.HUB_UPLOAD_MAX_SIZE} bytes.")
         entry: dict[str, Any] = {"oid": oid, "size": size}
         if not (store.exists(oid) and Blob.objects.filter(sha256=oid, size=size).exists()):
+            wanted.append(Wanted(oid, size))
             signed = signing.dumps({"u": user.pk, "o": oid, "s": size}, salt=SALT)
             href = request.build_absolute_uri(f"/api/hfhub-lfs/{oid}?sig={signed}")
             entry["actions"] = {"upload": {"href": href, "header": {}, "expires_in": URL_SECONDS}}
         out.append(entry)
+    with transaction.atomic():  # the bytes still to come count against the quota now, as an upload's size does
+        quota.check_files(owner or user, wanted, user)
     return {"transfer": "basic", "objects": out, "hash_algo": "sha256"}
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """An object still to upload, as the quota counts files (``sha256``, ``size``)."""
+
+    sha256: str
+    size: int
 
 
 def receive(request: HttpRequest, oid: str) -> None:

@@ -95,8 +95,8 @@ class LfsBatch(HfWrite):
     throttle_scope = "uploads"
 
     def post(self, request: Request, repo_type: str, owner: str, name: str) -> HttpResponse:
-        _writable(request, repo_type, owner, name)
-        answer = lfs.batch(request._request, request.user, _json_body(request))
+        artifact = _writable(request, repo_type, owner, name)
+        answer = lfs.batch(request._request, request.user, _json_body(request), owner=artifact.owner)
         return JsonResponse(answer, content_type="application/vnd.git-lfs+json")
 
 

@@ -199,3 +199,22 @@ def test_a_malformed_commit_is_a_coded_4xx_and_publishes_nothing(owner, publish,
     assert 400 <= response.status_code < 500 and response["X-Error-Code"] == code, response.content
     assert artifact.versions.count() == 1
     assert not list(Path(settings.HUB_UPLOAD_DIR).glob("hf-*.part"))
+
+
+def test_lfs_objects_still_to_come_count_against_the_owners_quota(owner, publish, settings):
+    settings.HUB_USER_STORAGE_MB = 1
+    publish(owner, "quota", {"w.bin": b"w"})
+    api = client_for(owner)
+    too_big = api.post("/alice/quota.git/info/lfs/objects/batch", {"operation": "upload", "objects": [
+        {"oid": "a" * 64, "size": 2 * 1024 * 1024}]}, format="json")
+    assert (too_big.status_code, too_big["X-Error-Code"]) == (403, "storage_quota")
+    fits = api.post("/alice/quota.git/info/lfs/objects/batch", {"operation": "upload", "objects": [
+        {"oid": "b" * 64, "size": 1000}]}, format="json")
+    assert fits.status_code == 200 and fits.json()["objects"][0]["actions"]["upload"]["href"]
+
+
+@pytest.mark.parametrize("body", [{"name": "x", "type": ["model"]}, {"name": "../x"}, {"name": 3},
+                                  {"name": "x", "type": "kernel"}, [1, 2]])
+def test_create_repo_refuses_malformed_requests_with_a_code(owner, body):
+    response = client_for(owner).post("/api/repos/create", body, format="json")
+    assert response.status_code in (400,) and response["X-Error-Code"] in ("invalid", "malformed_request")
