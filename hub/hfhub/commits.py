@@ -19,6 +19,7 @@ from typing import Any
 from django.db import transaction
 
 from hub.errors import HubError
+from hub.hfhub.lfs import held_by
 from hub.hfhub.revisions import MAIN, commit_sha, resolve
 from hub.metadata.derive import CARD_MAX_BYTES, CARD_NAMES, split_card
 from hub.registry import quota, services
@@ -83,8 +84,9 @@ def _value(line: dict[str, Any], key: str, kind: type) -> Any:
     return value
 
 
-def parse_commit(body: bytes) -> Commit:
-    """The commit's NDJSON lines; a ``file`` line's bytes are staged on disk now (removed by ``discard``)."""
+def parse_commit(body: bytes, user) -> Commit:
+    """``user``'s commit, its NDJSON lines; a ``file`` line's bytes are staged on disk now (removed by ``discard``).
+    An ``lfsFile`` names bytes ``user`` holds (``lfs.held_by``)."""
     commit = Commit("", None, {}, set(), set())
     try:
         lines = [json.loads(line) for line in body.splitlines() if line.strip()]
@@ -111,7 +113,7 @@ def parse_commit(body: bytes) -> Commit:
                                                 temporary=True)
             elif key == "lfsFile":
                 path, oid = services.clean_path(_value(line, "path", str)), _value(line, "oid", str).lower()
-                if not re.fullmatch(r"[0-9a-f]{64}", oid) or not get_blob_store().exists(oid):
+                if not re.fullmatch(r"[0-9a-f]{64}", oid) or not held_by(user, oid) or not get_blob_store().exists(oid):
                     raise HubError("upload_incomplete", f"The bytes of {path!r} (sha256 {oid[:64]}) never reached the "
                                                         "hub: upload them through the LFS batch first.")
                 size = line["value"].get("size")

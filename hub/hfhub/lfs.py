@@ -1,7 +1,13 @@
 """Large files by the Git LFS batch API (``{repo}.git/info/lfs/objects/batch``): each object the hub lacks gets
 an upload URL of its own, signed for the person, the sha256 and the size and valid an hour (the client PUTs to it
 without its token, as to the Hub's presigned S3 URLs); an object the hub holds already gets no action, so the
-client skips it. The bytes become a blob once their sha256 and size are checked; a commit then names them."""
+client skips it. The bytes become a blob once their sha256 and size are checked, and a completed upload of the
+person's (an ``Upload`` row: it keeps the blob from the collector until a version holds it, and counts in the
+quota as any upload); a commit then names them.
+
+Content is stored once, but nobody commits bytes by naming a digest alone: an object counts as held only by one
+who uploaded it or may read a version that has it (``held_by``); to anyone else the batch answers an upload
+action even for bytes the hub has, so it tells nobody what is stored."""
 
 from __future__ import annotations
 
@@ -9,16 +15,18 @@ import hashlib
 import re
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.core import signing
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest
+from django.utils import timezone
 
 from hub.errors import HubError
-from hub.registry import quota
-from hub.registry.models import Blob
+from hub.registry import quota, services
+from hub.registry.models import Blob, File, Upload
 from hub.registry.uploads import upload_dir
 from hub.storage import StorageUnavailable, get_blob_store
 
@@ -50,7 +58,7 @@ def batch(request: HttpRequest, user, body: dict[str, Any], *, owner=None) -> di
         if size > settings.HUB_UPLOAD_MAX_SIZE:
             raise HubError("upload_too_large", f"This hub accepts files up to {settings.HUB_UPLOAD_MAX_SIZE} bytes.")
         entry: dict[str, Any] = {"oid": oid, "size": size}
-        if not (store.exists(oid) and Blob.objects.filter(sha256=oid, size=size).exists()):
+        if not (held_by(user, oid) and store.exists(oid) and Blob.objects.filter(sha256=oid, size=size).exists()):
             wanted.append(Wanted(oid, size))
             signed = signing.dumps({"u": user.pk, "o": oid, "s": size}, salt=SALT)
             href = request.build_absolute_uri(f"/api/hfhub-lfs/{oid}?sig={signed}")
@@ -59,6 +67,16 @@ def batch(request: HttpRequest, user, body: dict[str, Any], *, owner=None) -> di
     with transaction.atomic():  # the bytes still to come count against the quota now, as an upload's size does
         quota.check_files(owner or user, wanted, user)
     return {"transfer": "basic", "objects": out, "hash_algo": "sha256"}
+
+
+def held_by(user, oid: str) -> bool:
+    """Whether ``user`` holds the bytes of ``oid``: uploaded them (a completed upload not yet expired), or may read
+    a live version that has them."""
+    if Upload.objects.filter(owner=user, sha256=oid, state=Upload.State.COMPLETED,
+                             expires__gte=timezone.now()).exists():
+        return True
+    return File.objects.filter(blob_id=oid, version__deleted_at__isnull=True,
+                               version__in=services.visible_versions(user)).exists()
 
 
 @dataclass(frozen=True)
@@ -100,5 +118,9 @@ def receive(request: HttpRequest, oid: str) -> None:
             Blob.objects.get_or_create(sha256=oid, defaults={"size": size})
         except IntegrityError:  # another upload of the same bytes made it meanwhile
             pass
+        now = timezone.now()
+        Upload.objects.create(owner_id=claim["u"], filename=f"hfhub-lfs:{oid}", size=size, expected_sha256=oid,
+                              sha256=oid, state=Upload.State.COMPLETED, completed_at=now,
+                              expires=now + timedelta(hours=settings.HUB_UPLOAD_TTL_HOURS))
     finally:
         staged.unlink(missing_ok=True)

@@ -119,7 +119,7 @@ class Commit(HfWrite):
             raise HubError("invalid", "This hub has no pull requests: commit to a revision; it becomes a version.")
         artifact = _writable(request, repo_type, owner, name)
         parent = commits.parent_of(artifact, revision)
-        commit = commits.parse_commit(request._request.body)
+        commit = commits.parse_commit(request._request.body, request.user)
         try:
             version = commits.apply(artifact, request.user, parent, commit)
         finally:

@@ -172,6 +172,10 @@ def test_an_lfs_upload_is_checked_against_its_signed_sha256_and_size(owner, anon
     assert not list(Path(settings.HUB_UPLOAD_DIR).glob("hf-lfs-*"))  # nothing half-written stays
     assert anon.put(url, data, content_type="application/octet-stream").status_code == 200
     assert get_blob_store().exists(oid) and Blob.objects.get(sha256=oid).size == 2048
+    from hub.registry.models import Upload
+
+    kept = Upload.objects.get(sha256=oid)  # the person's completed upload: the collector keeps the blob for it
+    assert kept.owner == owner and kept.state == "completed" and kept.size == 2048
     from django.test import RequestFactory
 
     from hub.hfhub import lfs
@@ -218,3 +222,23 @@ def test_lfs_objects_still_to_come_count_against_the_owners_quota(owner, publish
 def test_create_repo_refuses_malformed_requests_with_a_code(owner, body):
     response = client_for(owner).post("/api/repos/create", body, format="json")
     assert response.status_code in (400,) and response["X-Error-Code"] in ("invalid", "malformed_request")
+
+
+def test_nobody_commits_or_learns_of_bytes_by_naming_their_digest(owner, other, publish):
+    """mallory knows the sha256 of alice's private file: the batch still asks her for the bytes (it tells her
+    nothing of what is stored), and a commit that only names the digest is refused."""
+    secret = os.urandom(300)
+    oid = hashlib.sha256(secret).hexdigest()
+    publish(owner, "private-weights", {"w.bin": secret}, visibility="private")
+    publish(other, "mine", {"m.bin": b"mallory's"})
+    mallory = client_for(other)
+    answer = mallory.post("/mallory/mine.git/info/lfs/objects/batch", {"operation": "upload", "objects": [
+        {"oid": oid, "size": 300}]}, format="json").json()
+    assert answer["objects"][0]["actions"]["upload"]["href"]
+    line = b'{"key": "lfsFile", "value": {"path": "stolen.bin", "algo": "sha256", "oid": "%s", "size": 300}}\n'
+    refused = mallory.generic("POST", "/api/models/mallory/mine/commit/main", line % oid.encode(),
+                              content_type="application/x-ndjson")
+    assert (refused.status_code, refused["X-Error-Code"]) == (400, "upload_incomplete")
+    held = client_for(owner).post("/alice/private-weights.git/info/lfs/objects/batch", {
+        "operation": "upload", "objects": [{"oid": oid, "size": 300}]}, format="json").json()
+    assert "actions" not in held["objects"][0]  # alice holds them: nothing to send again
