@@ -50,6 +50,7 @@ lint: install
 bench: install
 	scripts/system-deps.sh bench
 	$(VENV)/bin/python bench/transfer.py
+	$(VENV)/bin/python bench/hf_download.py
 	$(VENV)/bin/python bench/convert.py
 	$(VENV)/bin/python bench/web.py
 

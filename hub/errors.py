@@ -109,6 +109,12 @@ STATUS: dict[str, int] = {
     "gpu_unavailable": 503,
     "unready": 503,
     "worker_timeout": 504,
+    # The Hugging Face Hub protocol's own codes (hub.hfhub), spelled as its clients read X-Error-Code
+    # (huggingface_hub utils/_http.py hf_raise_for_status): each becomes that client's own exception.
+    "RepoNotFound": 404,  # 401 to an anonymous client, as the Hub answers (hub.hfhub.errors)
+    "RevisionNotFound": 404,
+    "EntryNotFound": 404,
+    "GatedRepo": 403,
 }
 
 

@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "hub.containers",
     "hub.finetune",
     "hub.generation",
+    "hub.hfhub",
     "hub.web",
 ]
 

@@ -188,6 +188,15 @@ def surfaces() -> dict[str, Surface]:
     out["dataset pid datacite-xml"] = Surface(
         _negotiated(lambda w: w.table.pid, "application/vnd.datacite.datacite+xml"), SOURCES,
         marker=_datacite_xml_marker, about="table")
+    # The Hugging Face Hub protocol (hub.hfhub): the public model and dataset as repositories
+    for name, path in (("info", "/api/models/alice/open-model"), ("info revision", "/api/models/alice/open-model/"
+                       "revision/1?blobs=true"), ("tree", "/api/models/alice/open-model/tree/main?recursive=true"
+                       "&expand=true"), ("refs", "/api/models/alice/open-model/refs"),
+                       ("commits", "/api/models/alice/open-model/commits/main"),
+                       ("dataset info", "/api/datasets/alice/open-table")):  # (resolve gives bytes, no names)
+        out[f"hf {name}"] = Surface(lambda c, w, p=path: c.get(p))
+    out["hf paths-info"] = Surface(lambda c, w: c.post("/api/models/alice/open-model/paths-info/main",
+                                                       {"paths": ["m.bin"], "expand": "true"}))
     out["home page"] = Surface(lambda c, w: c.get("/"))
     out["browse page"] = Surface(lambda c, w: c.get("/browse/"))
     out["api artifact list, derived listed"] = Surface(_api("/api/v1/artifacts/?derived=include"))
@@ -272,6 +281,47 @@ def test_private_names_and_pids_reach_only_those_who_may_read_them(world, client
                 problems.append(f"{name}: the derivative is missing for someone who may read it")
         if "sources" in surface.names and surface.about == "model" and world.seen.pid not in text:
             problems.append(f"{name}: the public source's PID is missing")  # what everyone sees stays
+    assert not problems, f"{viewer}:\n" + "\n".join(problems)
+
+
+HF_PRIVATE_ROUTES = {  # every route of the Hugging Face Hub protocol, on the private dataset secret-data
+    "info": ("get", "/api/datasets/alice/secret-data"),
+    "info revision": ("get", "/api/datasets/alice/secret-data/revision/1"),
+    "info by pid": ("get", "/api/datasets/alice/secret-data/revision/{pid}"),
+    "tree": ("get", "/api/datasets/alice/secret-data/tree/main"),
+    "tree recursive": ("get", "/api/datasets/alice/secret-data/tree/1?recursive=true&expand=true"),
+    "paths-info": ("post", "/api/datasets/alice/secret-data/paths-info/main"),
+    "refs": ("get", "/api/datasets/alice/secret-data/refs"),
+    "commits": ("get", "/api/datasets/alice/secret-data/commits/main"),
+    "resolve": ("get", "/datasets/alice/secret-data/resolve/main/s.csv"),
+    "resolve head": ("head", "/datasets/alice/secret-data/resolve/1/s.csv"),
+}
+
+
+@pytest.mark.parametrize("viewer", VIEWERS)
+def test_the_hugging_face_routes_refuse_a_private_artifact_as_the_hub_refuses_a_missing_repository(
+        world, clients, viewer):
+    """Those who may not read it get what a repository that does not exist gets (RepoNotFound: 401 without a
+    token, 404 with one), on every route; its name and PID are in none of those answers."""
+    client, problems = clients[viewer], []
+    for name, (method, path) in HF_PRIVATE_ROUTES.items():
+        path = path.format(pid=world.secret.pid)
+        data = {"paths": ["s.csv"]} if method == "post" else None
+        response = getattr(client, method)(path, data) if data else getattr(client, method)(path)
+        missing = getattr(client, method)(path.replace("secret-data", "never-was"), data) if data else \
+            getattr(client, method)(path.replace("secret-data", "never-was"))
+        if viewer in ("collaborator", "owner"):
+            if response.status_code != 200:
+                problems.append(f"{name}: {response.status_code} for a reader")
+            continue
+        status = 401 if viewer == "anonymous" else 404
+        body = response.content if method == "head" else json.dumps(response.json()).encode()
+        if (response.status_code, response.get("X-Error-Code")) != (status, "RepoNotFound"):
+            problems.append(f"{name}: {response.status_code} {response.get('X-Error-Code')}")
+        if (missing.status_code, missing.get("X-Error-Code")) != (response.status_code, response.get("X-Error-Code")):
+            problems.append(f"{name}: a private repository answers otherwise than a missing one")
+        if response.has_header("X-Repo-Commit") or world.secret.pid.encode() in body:
+            problems.append(f"{name}: names the version")
     assert not problems, f"{viewer}:\n" + "\n".join(problems)
 
 

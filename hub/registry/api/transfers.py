@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 
-from django.db.models import F
-from django.http import FileResponse, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -21,39 +19,10 @@ from hub.registry import direct, quota, services, uploads
 from hub.registry.access import Viewer
 from hub.registry.api.serializers import UploadCompleteSerializer, UploadPartsSerializer, UploadSerializer
 from hub.registry.archive import zip_stream
-from hub.registry.models import Artifact, File, Upload
-from hub.storage import StorageUnavailable, get_blob_store
+from hub.registry.downloads import INLINE_TYPES, count_download, file_response
+from hub.registry.models import File, Upload
+from hub.storage import get_blob_store
 from ontology.crosswalks import RO_CRATE_METADATA, ro_crate
-
-_RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
-
-
-def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
-    """A single ``bytes=`` range as (start, end exclusive); None means the whole file.
-
-    Malformed or multi-range headers are ignored (RFC 9110 allows that); unsatisfiable ones are 416.
-    """
-    if not header:
-        return None
-    match = _RANGE_RE.match(header.strip())
-    if not match or (not match.group(1) and not match.group(2)):
-        return None
-    first, last = match.group(1), match.group(2)
-    if first:
-        start = int(first)
-        end = min(int(last) + 1, size) if last else size
-        if start >= size or (last and int(last) < start):
-            raise HubError("invalid_range", f"The file has {size} bytes; range {header!r} is outside it.",
-                           size=size)
-    else:  # suffix: the last N bytes
-        suffix = int(last)
-        if suffix == 0:
-            raise HubError("invalid_range", f"Range {header!r} asks for no bytes.", size=size)
-        start, end = max(size - suffix, 0), size
-    return start, end
-
-
-INLINE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
 
 
 class FileDownload(OwnMediaType, APIView):
@@ -69,47 +38,10 @@ class FileDownload(OwnMediaType, APIView):
         file = File.objects.filter(version=found, path=path).select_related("blob").first()
         if file is None:
             raise HubError("not_found", f"{found} has no file {path!r}.")
-        etag = f'"{file.blob_id}"'
-        if etag in [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]:
-            response = HttpResponse(status=304)
-            response["ETag"] = etag
-            return response
         # ?inline=1: an image shown on the landing page (raster formats only: an SVG could carry script),
         # displayed rather than saved, and not counted as a download.
         inline = request.query_params.get("inline") == "1" and file.media_type in INLINE_TYPES
-        if not inline:
-            _count_download(artifact, request.headers.get("Range"))
-        store = get_blob_store()
-        filename = path.rsplit("/", 1)[-1]
-        try:
-            url = store.download_url(file.blob_id, filename, file.media_type)
-            if url:
-                response = HttpResponseRedirect(url)
-                response["ETag"] = etag
-                return response
-            byte_range = parse_range(request.headers.get("Range"), file.size)
-            start, end = byte_range or (0, file.size)
-            local = store.local_path(file.blob_id)
-            stream = store.open(file.blob_id, start, end - start)
-        except FileNotFoundError:
-            raise HubError("storage_unavailable", f"The bytes of {path!r} are missing from the object store; "
-                                                  "the administrators have been told.")
-        except StorageUnavailable:
-            raise HubError("storage_unavailable", "The object store is unavailable; try again shortly.")
-        if local is not None:
-            response: HttpResponse = BlockFileResponse(stream, as_attachment=not inline, filename=filename,
-                                                       content_type=file.media_type)
-        else:
-            response = StreamingHttpResponse(iter(lambda: stream.read(1024 * 1024), b""),
-                                             content_type=file.media_type)
-            response["Content-Disposition"] = f'{"inline" if inline else "attachment"}; filename="{filename}"'
-            response["Content-Length"] = str(end - start)
-        response["ETag"] = etag
-        response["Accept-Ranges"] = "bytes"
-        if byte_range:
-            response.status_code = 206
-            response["Content-Range"] = f"bytes {start}-{end - 1}/{file.size}"
-        return response
+        return file_response(request, artifact, file, inline=inline)
 
 
 class VersionArchive(OwnMediaType, APIView):
@@ -120,25 +52,12 @@ class VersionArchive(OwnMediaType, APIView):
     def get(self, request: Request, owner: str, name: str, version: str) -> HttpResponse:
         artifact = services.get_artifact(request.user, owner, name)
         found = services.get_version(artifact, version)
-        _count_download(artifact, None)
+        count_download(artifact, None)
         crate = ro_crate(version_record(found, Viewer(request.user)), attached=True)
         extra = {RO_CRATE_METADATA: json.dumps(crate, indent=2, ensure_ascii=False).encode()}
         response = StreamingHttpResponse(zip_stream(found, extra), content_type="application/zip")
         response["Content-Disposition"] = f'attachment; filename="{artifact.name}-{found.label}.zip"'
         return response
-
-
-class BlockFileResponse(FileResponse):
-    """A file sent in 1 MiB reads. Django's 4 KiB default costs a Python round per 4 KiB on a server
-    without ``wsgi.file_wrapper`` (granian); one that has it still sends the file with ``sendfile``."""
-
-    block_size = 1024 * 1024
-
-
-def _count_download(artifact, range_header: str | None) -> None:
-    """One download per transfer started: a resumed or partial read (a Range not from 0) is not counted."""
-    if not range_header or range_header.strip().startswith("bytes=0-"):
-        Artifact.objects.filter(pk=artifact.pk).update(downloads=F("downloads") + 1)
 
 
 def _own_upload(request: Request, upload_id) -> Upload:

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class HfHubConfig(AppConfig):
+    name = "hub.hfhub"
+    label = "hfhub"
+    verbose_name = "Hugging Face Hub protocol"
