@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "hub.accounts",
+    "hub.orgs",
     "hub.registry",
     "hub.jobs",
     "hub.conversions",
@@ -81,6 +82,7 @@ MIDDLEWARE = [
     "hub.ops.pagethrottle.PageThrottleMiddleware",  # the API's rates over the pages, /oai and the rest
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "hub.registry.handover.FormerNameRedirect",  # an artifact's name before a transfer redirects to its new one
 ]
 
 # Every password (login form, admin, HTTP Basic for tokens) goes through this backend: wrong passwords are

@@ -30,7 +30,7 @@ COLLABORATE_FIELDS = (*OPTION_NAMES, "models", "links", "merge", "name", "title"
 DEVICES = ("cpu", "gpu")
 MODES = ("auto", "sync", "async")
 IF_NO_WORKER = ("refuse", "queue")
-VISIBILITIES = ("public", "private")
+VISIBILITIES = ("public", "internal", "organization", "private")
 
 # name -> the allowed words (a tuple), or the type: "text", "whole", "names", "flag", "list", "links"
 SPEC: dict[str, tuple[str, ...] | str] = {

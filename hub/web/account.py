@@ -121,7 +121,7 @@ def sharing(request: HttpRequest, owner: str, name: str) -> HttpResponse:
     users, unknown = users_named(request.POST.get("collaborators", ""))
     if visibility not in Artifact.Visibility.values or unknown:
         messages.error(request, f"No user named {', '.join(unknown)}; nothing was changed." if unknown
-                       else "Visibility is public or private; nothing was changed.")
+                       else "Visibility is public, internal, organization or private; nothing was changed.")
         return redirect(back)
     services.update_artifact(artifact, {"visibility": visibility}, [u for u in users if u.pk != artifact.owner_id])
     messages.success(request, f"Saved: {artifact.full_name} is {visibility}"

@@ -53,6 +53,8 @@ def cancellable_by(user):
 class JobCancel(APIView):
     """Cancel a job: a queued one ends at once (200), a running one is stopped by its worker, which removes
     what it had made (202; poll the job until it is ``cancelled``). A finished job answers 409."""
+    needs_scope = "infer"
+    limited_ok = True  # only your own jobs
 
     permission_classes = [IsAuthenticatedReader]
 
