@@ -150,6 +150,7 @@ def test_a_limited_token_writes_nothing_outside_its_limit(people, tmp_path):
     assert refused.status_code == 403 and "needs 'publish'" in refused.json()["detail"]
     # the old scopes keep working as they did: write does everything, read nothing unsafe
     old = client_for(alice, scope="write")
-    assert old.patch("/api/v1/artifacts/alice/open-model/", {"visibility": "internal"}, format="json").status_code == 200
+    changed = old.patch("/api/v1/artifacts/alice/open-model/", {"visibility": "internal"}, format="json")
+    assert changed.status_code == 200
     assert client_for(alice, scope="read").patch("/api/v1/artifacts/alice/open-model/", {"title": "x"},
                                                  format="json").json()["code"] == "insufficient_scope"
