@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from hub.accounts.api.views import audit, token_limits
 from hub.accounts.models import ApiToken
 from hub.errors import HubError
 from hub.jobs.api.views import cancellable_by
@@ -79,8 +80,16 @@ def account(request: HttpRequest) -> HttpResponse:
             scope = request.POST.get("scope", "read")
             if scope not in ApiToken.Scope.values:
                 scope = ApiToken.Scope.READ
-            _, request.session[SHOWN_ONCE] = ApiToken.issue(request.user, scope=scope,
-                                                               name=request.POST.get("name", "")[:100])
+            try:
+                limits = token_limits(request.user, request.POST.get("org", "").strip() or None,
+                                      request.POST.get("artifact", "").strip() or None)
+            except HubError as exc:
+                messages.error(request, f"No token was made: {exc.message}")
+                return redirect("account")
+            token, request.session[SHOWN_ONCE] = ApiToken.issue(request.user, scope=scope,
+                                                                name=request.POST.get("name", "")[:100], **limits)
+            audit.info("token %s: %s (%s%s) created", request.user.username, token.prefix, token.scope,
+                       f", {token.limit}" if token.limited else "")
         elif action == "revoke":
             pk = request.POST.get("token", "")
             token = request.user.api_tokens.filter(pk=int(pk), revoked__isnull=True).first() if pk.isdigit() else None
@@ -89,14 +98,17 @@ def account(request: HttpRequest) -> HttpResponse:
             elif request.POST.get("confirm") != "yes":
                 return render(request, "web/revoke.html", {"token": token})
             elif ApiToken.revoke(request.user, token.pk):
+                audit.info("token %s: %d revoked", request.user.username, token.pk)
                 messages.success(request, f"The token {token.prefix}… was revoked; it no longer works.")
         return redirect("account")
     new_token = request.session.pop(SHOWN_ONCE, "")
-    tokens = request.user.api_tokens.all()
+    tokens = request.user.api_tokens.select_related("org__account", "artifact__owner")
+    memberships = request.user.memberships.select_related("org__account")
     owned = Artifact.objects.live().filter(owner=request.user).order_by("-updated")
     shared = request.user.collaborations.filter(deleted_at__isnull=True).select_related("owner")
     response = render(request, "web/account.html", {"tokens": tokens, "new_token": new_token, "owned": owned,
-                                                    "shared": shared, "scopes": ApiToken.Scope.values,
+                                                    "shared": shared, "memberships": memberships,
+                                                    "scopes": [s for s in ApiToken.Scope.values if s != "write"],
                                                     "endpoint": settings.HUB_PUBLIC_URL})
     if new_token:  # a page holding a secret is neither cached nor kept in the browser's history cache
         response["Cache-Control"] = "no-store"
