@@ -435,7 +435,8 @@ class HubClient:
     def infer(self, ref: str, inputs: dict[str, Any], **options: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         """Run one model on the hub: (outputs, info), or ({}, job) when the hub answered with a job.
 
-        ``options``: device, threads, mode, if_no_worker, outputs, file, dataset, dataset_file, batch_size."""
+        ``options``: device, threads, mode, if_no_worker, outputs, file, dataset, dataset_file, batch_size,
+        account (the Slurm account a job is billed to)."""
         import numpy as np
 
         owner_name, label = split_ref(ref) if not ref.startswith("ark:") else self._named(ref)

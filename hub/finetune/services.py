@@ -207,10 +207,11 @@ def request_finetune(base: Version, user, body: dict[str, Any]) -> Job:
         if not covers(base.artifact, body["visibility"], user.pk):
             raise HubError("permission_denied", f"A model fine-tuned from {base.artifact.full_name}, which is "
                                                 f"{base.artifact.visibility}, carries its weights: it cannot be "
-                                                f"{body['visibility']}; choose private.")
+                                                f"{body['visibility']}: it stays private (or as closed as its base).")
     device = body.get("device") or "cpu"
     params = {"source": source, "hyper": hyper.to_dict(), "dataset": {"version_id": dataset.pk, "files": files},
               "data_file": chosen,
               "output": {"name": name, "visibility": body.get("visibility") or Artifact.Visibility.PRIVATE},
               "columns": list(columns)[:100]}
-    return create_job("finetune", user, version=base, params=params, queue=device, device=device, limited=True)
+    return create_job("finetune", user, version=base, params=params, queue=device, device=device, limited=True,
+                      account=body.get("account") or None)

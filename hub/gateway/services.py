@@ -133,7 +133,8 @@ def start_infer_job(user, models: list[ModelRef], options: Options, *, links: li
             staged = True
             params["inputs"] = "inputs.npz"
         return create_job("infer", user, version=Version.objects.get(pk=models[0].named_id), params=params,
-                          queue=options.device, device=options.device, limited=True, job_id=job_id)
+                          queue=options.device, device=options.device, limited=True, job_id=job_id,
+                          account=options.account or None)
     except BaseException:
         if staged:
             drop_staged_inputs(job_id)
@@ -189,7 +190,7 @@ def start_merge_job(user, models: list[ModelRef], links: list[dict[str, str]], *
     check_visibility(user, visibility)
     if stricter := [v.artifact.full_name for v in parents if not covers(v.artifact, visibility, user.pk)]:
         raise HubError("permission_denied", f"A model merged from {stricter[0]} carries its weights: it can be "
-                                            f"{visibility} only if {stricter[0]} is at least as open; choose private.")
+                                            f"{visibility} only if {stricter[0]} is at least as open: it stays private.")
     licenses = {(v.metadata or {}).get("license") for v in parents}
     if not license and len(licenses) != 1:
         raise HubError("invalid", f"The models have different licenses ({', '.join(sorted(map(str, licenses)))}); "

@@ -70,3 +70,26 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.org} ({self.role})"
+
+
+class SlurmAccount(models.Model):
+    """A Slurm account (an allocation: ``sbatch --account``) that a person or an organization may bill jobs to,
+    with the partitions and QoS it may use (empty: any). Set by the site (admin, ``manage.py hub_slurm_account``);
+    an organization's is used by its members with the write or admin role."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="slurm_accounts")
+    account = models.CharField(max_length=64)
+    partitions = models.JSONField(default=list, blank=True, help_text="Partitions it may use (empty: any).")
+    qos = models.CharField(max_length=64, blank=True, help_text="sbatch --qos for its jobs (empty: the site's).")
+    is_default = models.BooleanField(default=False, help_text="Billed when a job names no account.")
+
+    class Meta:
+        ordering = ["owner_id", "account"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "account"], name="slurm_account_unique"),
+            models.UniqueConstraint(fields=["owner"], condition=models.Q(is_default=True),
+                                    name="slurm_account_one_default"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account} ({self.owner})"
