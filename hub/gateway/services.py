@@ -190,7 +190,8 @@ def start_merge_job(user, models: list[ModelRef], links: list[dict[str, str]], *
     check_visibility(user, visibility)
     if stricter := [v.artifact.full_name for v in parents if not covers(v.artifact, visibility, user.pk)]:
         raise HubError("permission_denied", f"A model merged from {stricter[0]} carries its weights: it can be "
-                                            f"{visibility} only if {stricter[0]} is at least as open: it stays private.")
+                                            f"{visibility} only if {stricter[0]} is at least as open: it stays "
+                                            "private.")
     licenses = {(v.metadata or {}).get("license") for v in parents}
     if not license and len(licenses) != 1:
         raise HubError("invalid", f"The models have different licenses ({', '.join(sorted(map(str, licenses)))}); "
