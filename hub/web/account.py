@@ -127,7 +127,8 @@ def sharing(request: HttpRequest, owner: str, name: str) -> HttpResponse:
     if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
         back = "/" + artifact.pid
     if not artifact.can_admin(request.user):
-        messages.error(request, "Only the owner changes who can see this artifact.")
+        messages.error(request, "Only the owner (for an organization's artifact: its admins) changes who can see "
+                                "this artifact.")
         return redirect(back)
     visibility = request.POST.get("visibility", artifact.visibility)
     users, unknown = users_named(request.POST.get("collaborators", ""))
@@ -135,7 +136,12 @@ def sharing(request: HttpRequest, owner: str, name: str) -> HttpResponse:
         messages.error(request, f"No user named {', '.join(unknown)}; nothing was changed." if unknown
                        else "Visibility is public, internal, organization or private; nothing was changed.")
         return redirect(back)
-    services.update_artifact(artifact, {"visibility": visibility}, [u for u in users if u.pk != artifact.owner_id])
+    try:
+        services.update_artifact(artifact, {"visibility": visibility}, [u for u in users if u.pk != artifact.owner_id],
+                                 by=request.user.username)
+    except HubError as exc:
+        messages.error(request, f"{exc.message} Nothing was changed.")
+        return redirect(back)
     messages.success(request, f"Saved: {artifact.full_name} is {visibility}"
                               + (f", shared with {', '.join(u.username for u in users)}." if users else "."))
     return redirect(back)

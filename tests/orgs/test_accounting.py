@@ -126,3 +126,15 @@ def test_the_site_grants_accounts_with_a_command(owner, make_user):
     assert not SlurmAccount.objects.filter(account="lab-a").exists()
     with pytest.raises(CommandError):
         call_command("hub_slurm_account", "nobody", "x")
+
+
+def test_a_limited_token_lists_only_the_jobs_inside_its_limit(centre, collaborator, publish):
+    from hub.accounts.models import ApiToken
+
+    made = _async_infer(collaborator, "lab-gpu").json()["id"]
+    mine = publish(collaborator, "own", {"w.bin": b"w"})[1]
+    for scope, limit, sees in (("read", {"org": centre["lab"]}, True), ("read", {"artifact": mine.artifact}, False)):
+        client = client_for(None)
+        client.credentials(HTTP_AUTHORIZATION="Bearer " + ApiToken.issue(collaborator, scope=scope, **limit)[1])
+        assert (made in [j["id"] for j in client.get("/api/v1/jobs/").json()["results"]]) is sees
+        assert client.get(f"/api/v1/jobs/{made}/").status_code == (200 if sees else 404)

@@ -167,7 +167,7 @@ class ArtifactDetail(APIView):
         data = serializer.validated_data
         if {"visibility", "collaborators"} & data.keys():
             require_admin(request, artifact)
-        services.update_artifact(artifact, data, data.get("collaborators"))
+        services.update_artifact(artifact, data, data.get("collaborators"), by=request.user.username)
         warnings = sharing_warnings(artifact, Viewer(request.user)) if {"visibility", "collaborators"} & data.keys() \
             else []
         return Response({**ArtifactSerializer(artifact).data, "warnings": warnings})
