@@ -154,3 +154,14 @@ def test_service_tokens_act_as_the_organization_on_its_artifacts_only(lab, owner
     lines = [r.getMessage() for r in caplog.records if r.name == "hub.audit"]
     assert any(line.startswith("token lab: service token") and "created by alice" in line for line in lines)
     assert any(line.startswith("token lab: service token") and "revoked by alice" in line for line in lines)
+
+
+def test_hub_token_for_an_organization_makes_a_service_token_limited_to_it(lab, capsys):
+    from django.core.management import call_command
+
+    from hub.accounts.models import ApiToken
+
+    call_command("hub_token", "lab", "--scope", "publish")
+    raw = capsys.readouterr().out.strip()
+    token = ApiToken.objects.get(prefix=raw[:12])
+    assert token.user.username == "lab" and token.org == lab and token.scope == "publish"

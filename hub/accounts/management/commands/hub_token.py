@@ -1,4 +1,5 @@
-"""``python manage.py hub_token USERNAME [--create] [--scope read|write] [--name NAME]``: print a new API token.
+"""``python manage.py hub_token USERNAME [--create] [--scope read|infer|publish|admin|write] [--name NAME]``: print a
+new API token (for an organization: a service token limited to it).
 
 With ``--name``, the new token replaces the user's earlier tokens of that name (they are revoked), so a
 script that runs the command at every start keeps one token, not a pile (issue 41, point 7)."""
@@ -18,7 +19,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("username")
         parser.add_argument("--create", action="store_true", help="create the user if it does not exist")
-        parser.add_argument("--scope", choices=["read", "write"], default="read")
+        parser.add_argument("--scope", choices=ApiToken.Scope.values, default="read",
+                            help="read < infer < publish < admin (write: as admin, as before)")
         parser.add_argument("--name", default="",
                             help="a label to recognise the token by; earlier tokens of this name are revoked")
 
@@ -33,7 +35,8 @@ class Command(BaseCommand):
         if name:
             earlier = ApiToken.objects.filter(user=user, name=name, revoked__isnull=True).values_list("pk", flat=True)
             replaced = sum(ApiToken.revoke(user, pk) for pk in list(earlier))
-        _, raw = ApiToken.issue(user, scope=scope, name=name or "hub_token")
+        org = getattr(user, "organization", None)  # an organization: a service token limited to it
+        _, raw = ApiToken.issue(user, scope=scope, name=name or "hub_token", org=org)
         if replaced:
             self.stderr.write(f"revoked {replaced} earlier token{'s' if replaced > 1 else ''} named {name!r}")
         self.stdout.write(raw)
