@@ -6,10 +6,14 @@ script that runs the command at every start keeps one token, not a pile (issue 4
 
 from __future__ import annotations
 
+import logging
+
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from hub.accounts.models import ApiToken
+
+audit = logging.getLogger("hub.audit")
 
 
 class Command(BaseCommand):
@@ -36,7 +40,9 @@ class Command(BaseCommand):
             earlier = ApiToken.objects.filter(user=user, name=name, revoked__isnull=True).values_list("pk", flat=True)
             replaced = sum(ApiToken.revoke(user, pk) for pk in list(earlier))
         org = getattr(user, "organization", None)  # an organization: a service token limited to it
-        _, raw = ApiToken.issue(user, scope=scope, name=name or "hub_token", org=org)
+        token, raw = ApiToken.issue(user, scope=scope, name=name or "hub_token", org=org)
+        audit.info("token %s: %s (%s%s) created by manage.py hub_token", user.username, token.prefix, token.scope,
+                   f", {token.limit}" if token.limited else "")
         if replaced:
             self.stderr.write(f"revoked {replaced} earlier token{'s' if replaced > 1 else ''} named {name!r}")
         self.stdout.write(raw)
