@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from hub.accounts.api.views import SignedInWithoutToken, TokenCreateSerializer, TokenListCreate, TokenSerializer
+from hub.accounts.api.views import SignedInWithoutToken, TokenListCreate, TokenSerializer
 from hub.accounts.models import ApiToken
 from hub.accounts.permissions import require_scope
 from hub.errors import HubError
@@ -128,8 +128,11 @@ class MemberDetail(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class ServiceTokenSerializer(TokenCreateSerializer):
-    pass
+class ServiceTokenSerializer(StrictSerializer):
+    """A service token is always limited to its organization: it takes a name and a scope only."""
+
+    name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    scope = serializers.ChoiceField(choices=ApiToken.Scope.choices, default=ApiToken.Scope.READ)
 
 
 class ServiceTokens(APIView):
