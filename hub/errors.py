@@ -73,6 +73,7 @@ STATUS: dict[str, int] = {
     "permission_denied": 403,
     "csrf_failed": 403,
     "storage_quota": 403,
+    "account_not_allowed": 403,
     "not_found": 404,
     "method_not_allowed": 405,
     "not_acceptable": 406,

@@ -78,6 +78,11 @@ def add_error_responses(result: dict[str, Any], generator, request, public) -> d
             if not isinstance(operation, dict) or "responses" not in operation:
                 continue
             responses = operation["responses"]
+            if "/artifacts/{owner}/{name}" in path:  # a name the artifact had before a transfer (hub.registry.handover)
+                responses.setdefault("308", {
+                    "description": "The artifact was transferred: Location is the same request under its new "
+                                   "owner/name (method and body kept)",
+                    "headers": {"Location": {"schema": {"type": "string"}, "description": "Its new path"}}})
             for status in statuses_for(path, method):
                 responses.setdefault(str(status), {
                     "description": DESCRIPTIONS[status], "headers": header if status != 429 else retry,

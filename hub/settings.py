@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "hub.accounts",
+    "hub.orgs",
     "hub.registry",
     "hub.jobs",
     "hub.conversions",
@@ -87,6 +88,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "hub.web.csp.ContentSecurityPolicyMiddleware",
+    "hub.registry.handover.FormerNameRedirect",  # an artifact's name before a transfer redirects to its new one
 ]
 
 # Every password (login form, admin, HTTP Basic for tokens) goes through this backend: wrong passwords are

@@ -16,6 +16,7 @@ from hub.jobs.api import views as jobs
 from hub.manual import views as manual
 from hub.metadata import oai
 from hub.metadata.api import views as metadata
+from hub.orgs.api import views as orgs
 from hub.registry import resolver
 from hub.registry.api import transfers
 from hub.registry.api import views as registry
@@ -28,6 +29,7 @@ api_patterns = [
     path("artifacts/", registry.ArtifactListCreate.as_view(), name="artifact-list"),
     path(OWNER_NAME, registry.ArtifactDetail.as_view(), name="artifact-detail"),
     path(OWNER_NAME + "versions/", registry.VersionListCreate.as_view(), name="version-list"),
+    path(OWNER_NAME + "transfer", registry.ArtifactTransfer.as_view(), name="artifact-transfer"),
     path(VERSION, registry.VersionDetail.as_view(), name="version-detail"),
     path(VERSION + "fixity", registry.VersionFixity.as_view(), name="version-fixity"),
     path(VERSION + "convert", conversions.VersionConvert.as_view(), name="version-convert"),
@@ -52,6 +54,12 @@ api_patterns = [
     path("me", accounts.Me.as_view(), name="me"),
     path("tokens/", accounts.TokenListCreate.as_view(), name="token-list"),
     path("tokens/<int:pk>", accounts.TokenRevoke.as_view(), name="token-detail"),
+    path("orgs/", orgs.OrganizationListCreate.as_view(), name="org-list"),
+    path("orgs/<str:org>/", orgs.OrganizationDetail.as_view(), name="org-detail"),
+    path("orgs/<str:org>/members/", orgs.MemberList.as_view(), name="org-members"),
+    path("orgs/<str:org>/members/<str:username>", orgs.MemberDetail.as_view(), name="org-member"),
+    path("orgs/<str:org>/tokens/", orgs.ServiceTokens.as_view(), name="org-tokens"),
+    path("orgs/<str:org>/tokens/<int:pk>", orgs.ServiceTokenRevoke.as_view(), name="org-token"),
     path("jobs/", jobs.JobList.as_view(), name="job-list"),
     path("jobs/<uuid:pk>/", jobs.JobDetail.as_view(), name="job-detail"),
     path("jobs/<uuid:pk>/cancel", jobs.JobCancel.as_view(), name="job-cancel"),

@@ -38,7 +38,7 @@ def run_models(client: HubClient, config: Config) -> dict[str, Any]:
     dataset = task.dataset or (task.input[len("dataset:"):].strip() if (task.input or "").startswith("dataset:")
                                else None)
     common = {"device": device.device, "threads": device.worker_num or None, "if_no_worker": device.if_no_worker,
-              "file": files[0] if len(sources) == 1 else None}
+              "file": files[0] if len(sources) == 1 else None, "account": device.account or None}
     if dataset:  # a batch run over a hub dataset: always a job
         runnable = _registry.runnable(client, config, sources)
         outputs = on_hub(client, runnable, None, task.links, dataset=dataset, **common)

@@ -18,6 +18,8 @@ app = typer.Typer(help="HPCFair Hub client: find, publish, convert and run AI mo
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 jobs_app = typer.Typer(help="Your jobs on the hub: list, show, wait, cancel.", no_args_is_help=True)
 app.add_typer(jobs_app, name="jobs")
+org_app = typer.Typer(help="Organizations: list, create, show, members and roles.", no_args_is_help=True)
+app.add_typer(org_app, name="org")
 
 Json = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
 _state: dict[str, Any] = {}
@@ -461,6 +463,59 @@ def entry() -> None:
             raise
         typer.echo(f"error [{type(exc).__name__}]: {exc} (HPCFAIR_DEBUG=1 shows the traceback)", err=True)
         sys.exit(1)
+
+
+# --- organizations -------------------------------------------------------------------------------------
+
+
+@org_app.command("list", epilog="Example: hpcfair org list --mine")
+def org_list(mine: Annotated[bool, typer.Option(help="Only yours, with your role.")] = False,
+             as_json: Json = False) -> None:
+    """Organizations on the hub."""
+    found = _api().client.orgs(mine=mine)
+    lines = [f"{o['name']:24} {o.get('role') or '':6} {o.get('title') or ''}".rstrip() for o in found]
+    _print(found, as_json, "\n".join(lines) or "no organizations")
+
+
+@org_app.command("create", epilog="Example: hpcfair org create climate-lab --title 'Climate Lab'")
+def org_create(name: str, title: Annotated[str, typer.Option(help="A display name.")] = "",
+               as_json: Json = False) -> None:
+    """Create an organization, with you as its admin."""
+    made = _api().client.create_org(name, title=title)
+    _print(made, as_json, f"created {made['name']}; you are its admin")
+
+
+@org_app.command("show", epilog="Example: hpcfair org show climate-lab")
+def org_show(name: str, as_json: Json = False) -> None:
+    """An organization and, for members, its members."""
+    found = _api().client.org(name)
+    lines = [f"{found['name']}: {found.get('title') or ''}".rstrip(": "), f"your role: {found.get('role') or 'none'}"]
+    lines += [f"  {m['username']:24} {m['role']}" for m in found.get("members", [])]
+    _print(found, as_json, "\n".join(lines))
+
+
+@org_app.command("add", epilog="Example: hpcfair org add climate-lab bob --role write")
+def org_add(name: str, username: str,
+            role: Annotated[str, typer.Option(help="read, write (publish) or admin.")] = "read",
+            as_json: Json = False) -> None:
+    """Add a member, or change a member's role (admins)."""
+    member = _api().client.set_member(name, username, role)
+    _print(member, as_json, f"{member['username']} is a member of {name} with the {member['role']} role")
+
+
+@org_app.command("remove", epilog="Example: hpcfair org remove climate-lab bob")
+def org_remove(name: str, username: str) -> None:
+    """Take a member out (admins), or leave yourself (the last admin cannot)."""
+    _api().client.remove_member(name, username)
+    typer.echo(f"{username} is no longer a member of {name}")
+
+
+@app.command(epilog="Example: hpcfair transfer alice/encoder climate-lab")
+def transfer(name: Annotated[str, typer.Argument(help="owner/name")], to: str, as_json: Json = False) -> None:
+    """Give an artifact to another owner (you, or an organization you write in); its PIDs keep resolving and
+    the old name redirects."""
+    moved = _api().client.transfer_artifact(name, to)
+    _print(moved, as_json, f"{name} is now {moved['full_name']} ({moved['pid']})")
 
 
 if __name__ == "__main__":

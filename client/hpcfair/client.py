@@ -198,6 +198,45 @@ class HubClient:
                                 headers={"Authorization": None}, retry=False)
         return response.json()["token"]
 
+    def create_limited_token(self, username: str, password: str, *, scope: str = "read", name: str = "hpcfair",
+                             org: str | None = None, artifact: str | None = None) -> dict[str, Any]:
+        """A new token with ``scope`` (read, infer, publish, admin), limited to one organization or one
+        artifact (``owner/name``) when given; the answer holds the raw ``token`` (shown once)."""
+        body = {"scope": scope, "name": name, **({"org": org} if org else {}),
+                **({"artifact": artifact} if artifact else {})}
+        return self.request("POST", "tokens/", json=body, auth=(username, password),
+                            headers={"Authorization": None}, retry=False).json()
+
+    # --- organizations ----------------------------------------------------------------------------
+
+    def orgs(self, *, mine: bool = False) -> list[dict[str, Any]]:
+        """Organizations (``mine``: those you are a member of, with your ``role``)."""
+        return self.request("GET", "orgs/", params={"member": "me"} if mine else None).json()
+
+    def org(self, name: str) -> dict[str, Any]:
+        """One organization; ``members`` when you are one of them."""
+        return self.request("GET", f"orgs/{quote(name, safe='')}/").json()
+
+    def create_org(self, name: str, *, title: str = "", description: str = "") -> dict[str, Any]:
+        """A new organization with you as its admin (its name shares the namespace of usernames)."""
+        return self.request("POST", "orgs/", json={"name": name, "title": title, "description": description}).json()
+
+    def org_members(self, name: str) -> list[dict[str, Any]]:
+        return self.request("GET", f"orgs/{quote(name, safe='')}/members/").json()
+
+    def set_member(self, org: str, username: str, role: str) -> dict[str, Any]:
+        """Add ``username`` to ``org`` with ``role`` (read, write, admin), or change their role (admins)."""
+        return self.request("PUT", f"orgs/{quote(org, safe='')}/members/{quote(username, safe='')}",
+                            json={"role": role}).json()
+
+    def remove_member(self, org: str, username: str) -> None:
+        """Take ``username`` out of ``org`` (admins; anyone may leave, except the last admin)."""
+        self.request("DELETE", f"orgs/{quote(org, safe='')}/members/{quote(username, safe='')}")
+
+    def transfer_artifact(self, owner_name: str, to: str) -> dict[str, Any]:
+        """Give ``owner/name`` to ``to`` (you, or an organization you write in); PIDs keep resolving."""
+        return self.request("POST", f"artifacts/{owner_name}/transfer", json={"to": to}).json()
+
     # --- artifacts --------------------------------------------------------------------------------
 
     def search(self, q: str = "", **filters: Any) -> list[dict[str, Any]]:
@@ -396,7 +435,8 @@ class HubClient:
     def infer(self, ref: str, inputs: dict[str, Any], **options: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         """Run one model on the hub: (outputs, info), or ({}, job) when the hub answered with a job.
 
-        ``options``: device, threads, mode, if_no_worker, outputs, file, dataset, dataset_file, batch_size."""
+        ``options``: device, threads, mode, if_no_worker, outputs, file, dataset, dataset_file, batch_size,
+        account (the Slurm account a job is billed to)."""
         import numpy as np
 
         owner_name, label = split_ref(ref) if not ref.startswith("ark:") else self._named(ref)

@@ -79,6 +79,9 @@ class DeviceArgs(_Group):
         "refuse", description="When no worker of the device is up: refuse, or queue the run as a job.")
     mode: Literal["auto", "sync", "async"] = Field(
         "auto", description="auto: answer now or as a job if long; sync: answer now or fail; async: a job.")
+    account: Annotated[str, Field(max_length=64)] = Field(
+        "", description="The Slurm account (project) a hub job is billed to: yours, or an organization's you write "
+                        "in; empty: the model owner's default, else yours.")
 
 
 class TaskArgs(_Group):

@@ -28,3 +28,9 @@ class ThrottledModelBackend(ModelBackend):
         else:
             throttle.succeeded(counters)
         return user
+
+    def user_can_authenticate(self, user) -> bool:
+        """An organization's account never signs in: its members do, and its pipelines use its service tokens."""
+        from hub.orgs.models import Organization
+
+        return super().user_can_authenticate(user) and not Organization.objects.filter(account_id=user.pk).exists()

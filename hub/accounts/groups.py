@@ -59,7 +59,10 @@ def site_pairs(groups: Iterable[str]) -> list[tuple[str, str]]:
 
 
 def apply_memberships(user, pairs: list[tuple[str, str]], source: str) -> None:
-    """Make ``user``'s synced memberships these pairs (the hook the organizations app takes over at merge: it
-    adds, changes and removes the memberships synced from ``source``, leaving those given by hand)."""
+    """Make ``user``'s memberships synced from ``source`` these pairs (``hub.orgs.services.sync_memberships``:
+    it adds, changes and removes only the memberships that source made, leaving those given by hand)."""
+    from hub.orgs.services import sync_memberships
+
     audit.info("memberships from %s for %s: %s", source, user.username,
                ", ".join(f"{org}:{role}" for org, role in pairs) or "none")
+    sync_memberships(user, pairs, source)

@@ -5,6 +5,8 @@ This subclass adds what is the hub's: its settings read from plain ``HUB_LDAP_*`
 
 from __future__ import annotations
 
+import logging
+
 import ldap
 from django.conf import settings
 from django_auth_ldap.backend import LDAPBackend, LDAPSettings
@@ -34,6 +36,9 @@ def ldap_settings() -> dict:
     return found
 
 
+audit = logging.getLogger("hub.audit")
+
+
 class HubLDAPBackend(LDAPBackend):
     """A username and password checked by binding to the site's directory."""
 
@@ -61,6 +66,9 @@ class HubLDAPBackend(LDAPBackend):
 
     def authenticate_ldap_user(self, ldap_user, password):
         user = super().authenticate_ldap_user(ldap_user, password)
+        if user is not None and hasattr(user, "organization"):  # an organization's namespace, never a person
+            audit.warning("ldap sign-in of %s refused: the name is an organization's", user.username)
+            return None
         if user is not None:
             self.synced(user, ldap_user)
         return user

@@ -1,5 +1,7 @@
-"""API tokens: stored hashed, shown once, with a read or write scope and an expiry; the identities a person signs
-in with at the site (OpenID Connect, LDAP); the device grant's codes and refresh tokens (``hub.accounts.device``)."""
+"""API tokens: stored hashed, shown once, with a scope (read < infer < publish < admin; the old ``write`` is
+admin, so tokens made before scopes were fine-grained keep doing what they did), optionally limited to one
+organization or one artifact, and an expiry; the identities a person signs in with at the site (OpenID Connect,
+LDAP); the device grant's codes and refresh tokens (``hub.accounts.device``)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import secrets
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 TOKEN_PREFIX = "hpcf_"  # noqa: S105 - a prefix, not a secret
@@ -18,17 +21,24 @@ def hash_token(raw: str) -> str:
 
 
 class ApiToken(models.Model):
-    """A bearer token. ``write`` implies ``read``."""
+    """A bearer token. Each scope includes the ones below it (``SCOPE_RANK``)."""
 
     class Scope(models.TextChoices):
-        READ = "read"
-        WRITE = "write"
+        READ = "read"  # safe methods only
+        INFER = "infer"  # also runs inference and generation (jobs billed to its person), cancels own jobs
+        PUBLISH = "publish"  # also creates artifacts, publishes versions, uploads, converts, edits descriptions
+        ADMIN = "admin"  # also visibility, collaborators, deletion, transfer, organization members
+        WRITE = "write"  # before fine-grained scopes: everything, as admin
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100, blank=True)
     key_hash = models.CharField(max_length=64, unique=True)
     prefix = models.CharField(max_length=16, help_text="First characters of the token, to recognise it.")
     scope = models.CharField(max_length=8, choices=Scope.choices, default=Scope.READ)
+    org = models.ForeignKey("orgs.Organization", on_delete=models.CASCADE, null=True, blank=True,
+                            related_name="tokens", help_text="Limited to this organization's artifacts.")
+    artifact = models.ForeignKey("registry.Artifact", on_delete=models.CASCADE, null=True, blank=True,
+                                 related_name="tokens", help_text="Limited to this artifact.")
     created = models.DateTimeField(default=timezone.now)
     last_used = models.DateTimeField(null=True, blank=True)
     revoked = models.DateTimeField(null=True, blank=True)
@@ -37,18 +47,39 @@ class ApiToken(models.Model):
 
     class Meta:
         ordering = ["-created"]
+        constraints = [models.CheckConstraint(condition=Q(org__isnull=True) | Q(artifact__isnull=True),
+                                              name="token_one_limit")]
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user}, {self.scope})"
 
     @classmethod
-    def issue(cls, user, scope: str = Scope.READ, name: str = "", expires_at=None) -> tuple[ApiToken, str]:
+    def issue(cls, user, scope: str = Scope.READ, name: str = "", expires_at=None, org=None,
+              artifact=None) -> tuple[ApiToken, str]:
         """Create a token; returns the row and the raw token (the only time it is known)."""
         raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
         token = cls.objects.create(
-            user=user, name=name, scope=scope, key_hash=hash_token(raw), prefix=raw[:12], expires_at=expires_at
+            user=user, name=name, scope=scope, key_hash=hash_token(raw), prefix=raw[:12], expires_at=expires_at,
+            org=org, artifact=artifact,
         )
         return token, raw
+
+    def allows(self, scope: str) -> bool:
+        """Whether this token's scope includes ``scope``."""
+        return SCOPE_RANK[self.scope] >= SCOPE_RANK[scope]
+
+    @property
+    def limited(self) -> bool:
+        return self.org_id is not None or self.artifact_id is not None
+
+    @property
+    def limit(self) -> str:
+        """What it is limited to, in words ('' for none)."""
+        if self.artifact_id is not None:
+            return f"artifact {self.artifact.full_name}"
+        if self.org_id is not None:
+            return f"organization {self.org.slug}"
+        return ""
 
     @property
     def expired(self) -> bool:
@@ -56,7 +87,8 @@ class ApiToken(models.Model):
 
     @property
     def can_write(self) -> bool:
-        return self.scope == self.Scope.WRITE
+        """Publishes (the old question, kept for callers that ask it)."""
+        return self.allows(self.Scope.PUBLISH)
 
     @classmethod
     def revoke(cls, user, pk: int) -> bool:
@@ -69,6 +101,9 @@ class ApiToken(models.Model):
         token.revoked = timezone.now()
         token.save(update_fields=["revoked"])
         return True
+
+
+SCOPE_RANK = {"read": 0, "infer": 1, "publish": 2, "admin": 3, "write": 3}
 
 
 class LoginFailures(models.Model):

@@ -21,7 +21,7 @@ from hub.jobs.models import Job
 from hub.jobs.quota import check_active_jobs
 from hub.jobs.services import create_job
 from hub.registry.models import NAME_RE, Artifact, File, Version
-from hub.registry.services import resolve_version_ref
+from hub.registry.services import check_visibility, covers, resolve_version_ref
 from hub.storage import StorageUnavailable, get_blob_store
 
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
@@ -202,12 +202,16 @@ def request_finetune(base: Version, user, body: dict[str, Any]) -> Job:
                        errors={"dataset": ["Not a dataset."]})
     chosen, files, columns = dataset_files(dataset, hyper, body.get("data_file"))
     name = output_name(user, base, body.get("name"))
-    if body.get("visibility") == Artifact.Visibility.PUBLIC and not base.artifact.is_public:  # as merges do
-        raise HubError("permission_denied", f"A model fine-tuned from {base.artifact.full_name}, which is private, "
-                                            "carries its weights and stays private.")
+    if body.get("visibility"):  # as merges do
+        check_visibility(user, body["visibility"])
+        if not covers(base.artifact, body["visibility"], user.pk):
+            raise HubError("permission_denied", f"A model fine-tuned from {base.artifact.full_name}, which is "
+                                                f"{base.artifact.visibility}, carries its weights: it cannot be "
+                                                f"{body['visibility']}: it stays private (or as closed as its base).")
     device = body.get("device") or "cpu"
     params = {"source": source, "hyper": hyper.to_dict(), "dataset": {"version_id": dataset.pk, "files": files},
               "data_file": chosen,
               "output": {"name": name, "visibility": body.get("visibility") or Artifact.Visibility.PRIVATE},
               "columns": list(columns)[:100]}
-    return create_job("finetune", user, version=base, params=params, queue=device, device=device, limited=True)
+    return create_job("finetune", user, version=base, params=params, queue=device, device=device, limited=True,
+                      account=body.get("account") or None)

@@ -97,6 +97,13 @@ class CachedBearerAuthentication(BearerTokenAuthentication):
         return result
 
 
+def who(user) -> tuple:
+    """The part of a remembered answer's key that says who asked: the person, and a limited token's own number
+    (what a limited token reads differs from what its person reads)."""
+    token = getattr(user, "hub_token", None)
+    return (user.pk, token.pk if token is not None and token.limited else None)
+
+
 def remembered(key: tuple, compute):
     """``compute()``, remembered under ``key`` for this generation."""
     generation = answers.generation
@@ -158,9 +165,10 @@ def connect() -> None:
     from django.contrib.auth import get_user_model
 
     from hub.accounts.models import ApiToken
+    from hub.orgs.models import Membership, Organization
     from hub.registry.models import Artifact, File, ProvenanceLink, Version
 
-    for model in (ApiToken, get_user_model(), Artifact, Version, File, ProvenanceLink):
+    for model in (ApiToken, get_user_model(), Artifact, Version, File, ProvenanceLink, Membership, Organization):
         post_save.connect(bump, sender=model, dispatch_uid=f"gateway.bump.save.{model.__name__}")
         post_delete.connect(bump, sender=model, dispatch_uid=f"gateway.bump.delete.{model.__name__}")
     m2m_changed.connect(bump, sender=Artifact.collaborators.through, dispatch_uid="gateway.bump.collaborators")

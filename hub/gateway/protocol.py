@@ -25,18 +25,18 @@ from hub.gateway import tensors
 # --- options -------------------------------------------------------------------------------------------
 
 OPTION_NAMES = ("device", "threads", "worker_num", "mode", "if_no_worker", "outputs", "output_format", "file",
-                "dataset", "dataset_file", "batch_size")
+                "dataset", "dataset_file", "batch_size", "account")
 COLLABORATE_FIELDS = (*OPTION_NAMES, "models", "links", "merge", "name", "title", "license", "task", "visibility")
 DEVICES = ("cpu", "gpu")
 MODES = ("auto", "sync", "async")
 IF_NO_WORKER = ("refuse", "queue")
-VISIBILITIES = ("public", "private")
+VISIBILITIES = ("public", "internal", "organization", "private")
 
 # name -> the allowed words (a tuple), or the type: "text", "whole", "names", "flag", "list", "links"
 SPEC: dict[str, tuple[str, ...] | str] = {
     "device": DEVICES, "mode": MODES, "if_no_worker": IF_NO_WORKER, "output_format": tuple(tensors.FORMATS),
     "threads": "whole", "worker_num": "whole", "batch_size": "whole",
-    "outputs": "names", "file": "text", "dataset": "text", "dataset_file": "text",
+    "outputs": "names", "file": "text", "dataset": "text", "dataset_file": "text", "account": "text",
     # /collaborate
     "models": "list", "links": "list", "merge": "flag", "name": "text", "title": "text", "license": "text",
     "task": "text", "visibility": VISIBILITIES,
@@ -120,6 +120,7 @@ class Options:
     mode: str = "auto"
     if_no_worker: str = "refuse"
     outputs: list[str] = field(default_factory=list)
+    account: str = ""  # the Slurm account a job is billed to (hub.orgs.billing); empty: the owner's default
 
     @classmethod
     def parse(cls, values: dict[str, Any]) -> Options:
@@ -144,7 +145,8 @@ class Options:
         if not isinstance(outputs, list) or not all(isinstance(name, str) for name in outputs):
             raise HubError("invalid", "outputs is a list of output names.", errors={"outputs": ["Expected names."]})
         return cls(device=pick("device", DEVICES, "cpu"), threads=threads, mode=pick("mode", MODES, "auto"),
-                   if_no_worker=pick("if_no_worker", IF_NO_WORKER, "refuse"), outputs=outputs)
+                   if_no_worker=pick("if_no_worker", IF_NO_WORKER, "refuse"), outputs=outputs,
+                   account=str(values.get("account") or "")[:64])
 
 
 def batch_size(options: dict[str, Any]) -> int:

@@ -23,8 +23,8 @@ from hub.jobs.quota import check_active_jobs
 from hub.jobs.services import create_job
 from hub.jobs.slurm import runs_on_slurm
 from hub.registry.links import file_url
-from hub.registry.models import Version
-from hub.registry.services import resolve_version_ref
+from hub.registry.models import Artifact, Version
+from hub.registry.services import check_visibility, covers, resolve_version_ref
 
 # --- which model answers -------------------------------------------------------------------------------
 
@@ -133,7 +133,8 @@ def start_infer_job(user, models: list[ModelRef], options: Options, *, links: li
             staged = True
             params["inputs"] = "inputs.npz"
         return create_job("infer", user, version=Version.objects.get(pk=models[0].named_id), params=params,
-                          queue=options.device, device=options.device, limited=True, job_id=job_id)
+                          queue=options.device, device=options.device, limited=True, job_id=job_id,
+                          account=options.account or None)
     except BaseException:
         if staged:
             drop_staged_inputs(job_id)
@@ -172,7 +173,7 @@ def check_links(models: list[ModelRef], links: Any) -> list[dict[str, str]]:
 def start_merge_job(user, models: list[ModelRef], links: list[dict[str, str]], *, name: str, title: str = "",
                     license: str = "", task: str = "", visibility: str = "") -> Job:
     """Merge a chain into one ONNX model (``onnx.compose``), published as ``user/name`` with provenance."""
-    from hub.registry.models import NAME_RE, Artifact
+    from hub.registry.models import NAME_RE
 
     check_active_jobs(user)
     if not name or not re.match(NAME_RE, name):
@@ -183,10 +184,14 @@ def start_merge_job(user, models: list[ModelRef], links: list[dict[str, str]], *
     parents = list(Version.objects.filter(pk__in=[m.version_id for m in models]).select_related("artifact"))
     private = any(not v.artifact.is_public for v in parents)
     visibility = visibility or ("private" if private else "public")
-    if visibility not in ("public", "private"):
-        raise HubError("invalid", "visibility is public or private.", errors={"visibility": ["Unknown value."]})
-    if private and visibility == "public":
-        raise HubError("permission_denied", "A model merged from a private model stays private.")
+    if visibility not in Artifact.Visibility.values:
+        raise HubError("invalid", "visibility is public, internal, organization or private.",
+                       errors={"visibility": ["Unknown value."]})
+    check_visibility(user, visibility)
+    if stricter := [v.artifact.full_name for v in parents if not covers(v.artifact, visibility, user.pk)]:
+        raise HubError("permission_denied", f"A model merged from {stricter[0]} carries its weights: it can be "
+                                            f"{visibility} only if {stricter[0]} is at least as open: it stays "
+                                            "private.")
     licenses = {(v.metadata or {}).get("license") for v in parents}
     if not license and len(licenses) != 1:
         raise HubError("invalid", f"The models have different licenses ({', '.join(sorted(map(str, licenses)))}); "

@@ -66,6 +66,9 @@ class Job(models.Model):
     heartbeat = models.DateTimeField(null=True, blank=True, help_text="Last sign of life from a running job's worker.")
     dispatched = models.DateTimeField(null=True, blank=True, help_text="When its task message was last sent.")
     cancel_requested = models.DateTimeField(null=True, blank=True, help_text="When someone asked to cancel it.")
+    account = models.CharField(max_length=64, blank=True, help_text="The Slurm account it is billed to "
+                               "(hub.orgs.billing; empty: the site's HUB_SLURM_ACCOUNT).")
+    qos = models.CharField(max_length=64, blank=True, help_text="Its account's QoS (empty: the site's HUB_SLURM_QOS).")
     slurm = models.JSONField(null=True, blank=True, help_text="The Slurm job that runs it (hub.jobs.slurm): id, "
                              "partition, nodes, state, folder, accounting; null for Celery jobs.")
     created = models.DateTimeField(default=timezone.now, db_index=True)

@@ -62,3 +62,27 @@ def take_slot(user) -> None:
         return
     lock(user)
     check_active_jobs(user)
+
+
+def owner_limit(owner) -> int:
+    """Jobs at once on an organization's artifacts (``Organization.jobs_at_once``); 0: no limit (people are
+    limited as requesters, above)."""
+    from hub.orgs.models import Organization
+
+    return Organization.objects.filter(account_id=owner.pk).values_list("jobs_at_once", flat=True).first() or 0
+
+
+def take_owner_slot(owner) -> None:
+    """Refuse (429 ``too_many_jobs``) a job on an organization's artifact while its members' jobs on its artifacts
+    fill its ``jobs_at_once``; counted under the organization's lock, as ``take_slot`` counts a person's."""
+    limit = owner_limit(owner)
+    if not limit:
+        return
+    lock(owner)
+    active = Job.objects.filter(version__artifact__owner=owner,
+                                state__in=(Job.State.QUEUED, Job.State.RUNNING)).count()
+    if active >= limit:
+        error = TooManyJobs(active, limit)
+        error.detail = (f"{owner.username} has {active} jobs queued or running on its artifacts and runs at most "
+                        f"{limit} at once; wait for some to end or ask its admins to cancel some, then ask again.")
+        raise error

@@ -19,6 +19,7 @@ from hub.celery import app
 from hub.errors import HubError
 from hub.jobs import kinds, quota, slurm
 from hub.jobs.models import Job, stale_limit
+from hub.orgs import billing
 
 log = logging.getLogger(__name__)
 
@@ -32,20 +33,28 @@ def create_job(
     device: str = "cpu",
     limited: bool = False,
     job_id: uuid.UUID | None = None,
+    account: str | None = None,
 ) -> Job:
     """Store a queued job and dispatch it once the surrounding transaction commits.
 
     ``limited``: the requester asked for it, so it is refused past their quota of jobs at once (429
     ``too_many_jobs``), counted under their lock in the transaction that writes the row (``quota.take_slot``).
     Call it outside other transactions, so that the lock ends with the row's commit. ``job_id``: the id chosen
-    beforehand, for inputs staged under it before the row exists."""
+    beforehand, for inputs staged under it before the row exists. ``account``: the Slurm account the requester
+    names (``hub.orgs.billing``; refused with 403 ``account_not_allowed`` when they may not use it)."""
     if kind not in kinds.KINDS:
         raise ValueError(f"no app registers the job kind {kind!r} (hub.jobs.kinds)")
+    owner = version.artifact.owner if version is not None else None
+    partition = slurm.partitions().get(device) if slurm.runs_on_slurm(kind) else None
+    billed = billing.choose(requester, owner, account, partition.name if partition else None)
     with transaction.atomic():
         if limited:
             quota.take_slot(requester)
+            if owner is not None:
+                quota.take_owner_slot(owner)
         job = Job.objects.create(id=job_id or uuid.uuid4(), kind=kind, requester=requester, version=version,
-                                 params=params or {}, queue=queue, device=device, counted=limited)
+                                 params=params or {}, queue=queue, device=device, counted=limited,
+                                 account=billed.account if billed else "", qos=billed.qos if billed else "")
         transaction.on_commit(partial(dispatch, job))
     return job
 

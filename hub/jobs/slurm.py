@@ -140,10 +140,11 @@ def batch_script(job: Job, plan: Plan, partition: Partition, folder: Path, attem
                f"--array=0-{plan.tasks - 1}", f"--cpus-per-task={plan.cpus}", f"--time={settings.HUB_SLURM_TIME}",
                f"--mem={task_memory(plan)}", f"--output={folder}/task-%a.log", f"--chdir={folder}",
                "--no-requeue"]  # a job lost with its node is submitted again by the hub, up to its attempt limit
-    if settings.HUB_SLURM_ACCOUNT:
-        options.append(f"--account={settings.HUB_SLURM_ACCOUNT}")
-    if settings.HUB_SLURM_QOS:
-        options.append(f"--qos={settings.HUB_SLURM_QOS}")
+    account = job.account or settings.HUB_SLURM_ACCOUNT  # the requester's project (hub.orgs.billing), or the site's
+    if account:
+        options.append(f"--account={account}")
+    if job.qos or settings.HUB_SLURM_QOS:
+        options.append(f"--qos={job.qos or settings.HUB_SLURM_QOS}")
     options += partition.options
     client = Path(hpcfair.__file__).resolve().parent.parent  # the hub's own client package: the same runner
     lines = ["#!/bin/bash", *(f"#SBATCH {option}" for option in options),
@@ -457,6 +458,7 @@ def execution(job: Job, tasks: list[Task], folder: Path) -> dict[str, Any]:
     rss = [_bytes(row["MaxRSS"]) for row in rows.values() if row.get("MaxRSS")]
     return {
         "executor": "slurm", "slurm_job": job.slurm["id"], "partition": job.slurm["partition"],
+        "account": job.account or settings.HUB_SLURM_ACCOUNT,
         "nodes": job.slurm.get("nodes", ""), "tasks": len(tasks),
         "started": min(starts) if starts else None, "ended": max(ends) if ends else None,
         "elapsed_s": max(elapsed) if elapsed else None,

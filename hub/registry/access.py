@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from django.db.models import prefetch_related_objects
 
+from hub.orgs.models import Membership, Role, roles_at_least
 from hub.registry.models import Artifact, ProvenanceLink, Version, readable_by
 from ontology.record import RELATION_WORDS, restricted_name
 
@@ -80,16 +81,28 @@ def derivatives(viewer: Viewer, version: Version, *, live_only: bool = False) ->
     return [link for link in links if link.version.artifact_id in readable]
 
 
-def readers_missing(artifact: Artifact, target: Artifact) -> list[str] | None:
-    """The users who may read ``artifact`` but not ``target`` (None: ``artifact`` is public, so anyone
-    may read it); they see a relation from one to the other without the target's name or PID."""
-    if target.is_public:
-        return []
-    if artifact.is_public:
+def explicit_readers(artifact: Artifact) -> set | None:
+    """The users who may read ``artifact`` by name (owner, collaborators, members by role); None when it is
+    public or internal (its readers are everyone, or everyone signed in)."""
+    if artifact.visibility in (Artifact.Visibility.PUBLIC, Artifact.Visibility.INTERNAL):
         return None
-    target_readers = {target.owner_id, *target.collaborators.values_list("pk", flat=True)}
-    readers = [artifact.owner, *artifact.collaborators.all()]
-    return sorted({user.username for user in readers if user.pk not in target_readers and not user.is_superuser})
+    roles = roles_at_least(Role.READ if artifact.visibility == Artifact.Visibility.ORGANIZATION else Role.WRITE)
+    members = Membership.objects.filter(org_id=artifact.owner_id, role__in=roles).select_related("user")
+    return {artifact.owner, *artifact.collaborators.all(), *(m.user for m in members)}
+
+
+def readers_missing(artifact: Artifact, target: Artifact) -> list[str] | None:
+    """The users who may read ``artifact`` but not ``target`` (None: ``artifact`` is public or internal, so
+    everyone, or everyone signed in, may read it); they see a relation from one to the other without the
+    target's name or PID."""
+    if target.is_public or (target.visibility == Artifact.Visibility.INTERNAL and not artifact.is_public):
+        return []
+    readers = explicit_readers(artifact)
+    if readers is None:
+        return None
+    target_readers = {user.pk for user in explicit_readers(target) or ()}
+    return sorted({user.username for user in readers if user.pk not in target_readers and not user.is_superuser
+                   and not hasattr(user, "organization")})
 
 
 def unseen_source(link: ProvenanceLink) -> str:
@@ -99,7 +112,8 @@ def unseen_source(link: ProvenanceLink) -> str:
     if missing == []:
         return ""
     who = f"{', '.join(missing)} may read {link.version} but not" if missing else \
-        f"{link.version} is public; everyone but the readers of {link.target.artifact} cannot see"
+        f"{link.version} is {link.version.artifact.visibility}; everyone but the readers of {link.target.artifact} " \
+        "cannot see"
     return (f"{who} its source {link.target} ({RELATION_WORDS.get(link.relation, link.relation)}): they see "
             f"'{restricted_name(link.target.artifact.kind)}' there, without its name or PID.")
 

@@ -11,19 +11,57 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from hub.orgs.models import RANK, Membership, Role, roles_at_least
+
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 LABEL_RE = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$"
 RESERVED_LABELS = {"latest", "current"}  # latest: the newest live version; current: lineage.current_version
 
 
 def readable_by(user) -> Q:
-    """Who reads what: public artifacts, plus private ones the user owns or collaborates on (all for a
-    superuser). The search index applies the same rule in memory (``hub.search.index_copy``)."""
+    """Who reads what (``VISIBILITY_RULES`` in words). A token limited to one organization or artifact
+    (``hub.accounts.models.ApiToken``, carried on ``user.hub_token``) reads public artifacts and, of the others
+    its person may read, only those inside its limit. The search index applies the same rule to its arrays
+    (``hub.search.index_copy.Snapshot.visible``): change both together."""
     if user is None or not user.is_authenticated:
         return Q(visibility=Artifact.Visibility.PUBLIC)
+    limit = token_limit(user)
     if user.is_superuser:
-        return Q()
-    return Q(visibility=Artifact.Visibility.PUBLIC) | Q(owner=user) | Q(pk__in=shared_with(user).values("artifact_id"))
+        granted = Q()
+    else:
+        granted = (Q(visibility=Artifact.Visibility.INTERNAL) | Q(owner=user)
+                   | Q(pk__in=shared_with(user).values("artifact_id"))
+                   | Q(visibility=Artifact.Visibility.ORGANIZATION, owner_id__in=member_of(user, Role.READ))
+                   | Q(visibility=Artifact.Visibility.PRIVATE, owner_id__in=member_of(user, Role.WRITE)))
+    if limit is not None:
+        granted &= limit
+    return Q(visibility=Artifact.Visibility.PUBLIC) | granted
+
+
+VISIBILITY_RULES = {
+    "public": "everyone, signed in or not",
+    "internal": "everyone signed in at this hub",
+    "organization": "the owning organization's members (any role), and collaborators",
+    "private": "the owner (for an organization: its members with the write or admin role), and collaborators",
+}
+
+
+def member_of(user, role: str) -> models.QuerySet:
+    """The accounts (``Organization.account_id``) of the organizations ``user`` has ``role`` or more in: one
+    indexed subquery (``membership_user_role``)."""
+    return Membership.objects.filter(user=user, role__in=roles_at_least(role)).values("org_id")
+
+
+def token_limit(user) -> Q | None:
+    """The artifacts a limited token may reach beyond public ones (None: not limited)."""
+    token = getattr(user, "hub_token", None)
+    if token is None:
+        return None
+    if token.artifact_id is not None:
+        return Q(pk=token.artifact_id) | Q(follows_id=token.artifact_id)
+    if token.org_id is not None:
+        return Q(owner_id=token.org_id)
+    return None
 
 
 def shared_with(user) -> models.QuerySet:
@@ -50,6 +88,8 @@ class Artifact(models.Model):
 
     class Visibility(models.TextChoices):
         PUBLIC = "public"
+        INTERNAL = "internal"
+        ORGANIZATION = "organization"
         PRIVATE = "private"
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
@@ -57,7 +97,7 @@ class Artifact(models.Model):
     name = models.CharField(max_length=100, validators=[RegexValidator(NAME_RE)])
     title = models.CharField(max_length=300, blank=True)
     description = models.TextField(blank=True)
-    visibility = models.CharField(max_length=8, choices=Visibility.choices, default=Visibility.PUBLIC)
+    visibility = models.CharField(max_length=16, choices=Visibility.choices, default=Visibility.PUBLIC)
     collaborators = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="collaborations", blank=True)
     pid = models.CharField("concept PID", max_length=64, unique=True)
     created = models.DateTimeField(default=timezone.now)
@@ -79,7 +119,8 @@ class Artifact(models.Model):
                 fields=["owner", "name"], condition=Q(deleted_at__isnull=True), name="artifact_owner_name_live"
             ),
             models.CheckConstraint(condition=Q(kind__in=["model", "dataset", "project"]), name="artifact_kind"),
-            models.CheckConstraint(condition=Q(visibility__in=["public", "private"]), name="artifact_visibility"),
+            models.CheckConstraint(condition=Q(visibility__in=["public", "internal", "organization", "private"]),
+                                   name="artifact_visibility"),
         ]
         indexes = [models.Index(fields=["kind", "visibility"])]
 
@@ -97,16 +138,31 @@ class Artifact(models.Model):
     def latest_version(self) -> Version | None:
         return self.versions.filter(deleted_at__isnull=True).order_by("-created", "-id").first()
 
-    def can_write(self, user) -> bool:
-        """Owners and collaborators add versions and edit descriptions."""
+    def role_of(self, user) -> int:
+        """What ``user`` may do here, as a rank: 3 owns it (the owner, a superuser, an admin of the owning
+        organization), 2 writes (a collaborator, a member with the write role), 1 reads as a member, 0 none.
+        A token limited elsewhere has none (public reading is not a role)."""
         if user is None or not user.is_authenticated:
-            return False
-        return user.is_superuser or user.pk == self.owner_id or self.collaborators.filter(pk=user.pk).exists()
+            return 0
+        limit = token_limit(user)
+        if limit is not None and not Artifact.objects.filter(limit, pk=self.pk).exists():
+            return 0
+        if user.is_superuser or user.pk == self.owner_id:
+            return 3
+        membership = Membership.objects.filter(org_id=self.owner_id, user=user).values_list("role", flat=True).first()
+        rank = RANK.get(membership, 0) if membership else 0
+        if rank < 2 and self.collaborators.filter(pk=user.pk).exists():
+            rank = 2
+        return rank
+
+    def can_write(self, user) -> bool:
+        """The owner, collaborators and the owning organization's members with write or admin add versions and
+        edit descriptions."""
+        return self.role_of(user) >= 2
 
     def can_admin(self, user) -> bool:
-        """Only the owner changes visibility and collaborators, or deletes."""
-        return bool(user and user.is_authenticated and (user.is_superuser or user.pk == self.owner_id))
-
+        """The owner (for an organization: its admins) changes visibility and collaborators, deletes, transfers."""
+        return self.role_of(user) >= 3
 
 class Blob(models.Model):
     """Content stored once, addressed by its sha256."""
@@ -230,3 +286,20 @@ class Upload(models.Model):
 
     def __str__(self) -> str:
         return f"upload {self.id} ({self.state})"
+
+
+class FormerName(models.Model):
+    """An ``owner/name`` an artifact had before a transfer: requests naming it are redirected
+    (``hub.registry.handover``). The newest transfer wins when a name was used twice."""
+
+    owner = models.CharField(max_length=150)
+    name = models.CharField(max_length=100)
+    artifact = models.ForeignKey(Artifact, on_delete=models.CASCADE, related_name="former_names")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        indexes = [models.Index(fields=["owner", "name"], name="former_name_lookup")]
+
+    def __str__(self) -> str:
+        return f"{self.owner}/{self.name} -> {self.artifact_id}"

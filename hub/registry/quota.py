@@ -1,4 +1,5 @@
-"""Per-person storage quota (``HUB_USER_STORAGE_MB``; 0, the default: no limit).
+"""Per-owner storage quota (``HUB_USER_STORAGE_MB`` for each person and organization, or an organization's own
+``storage_quota_mb``; 0, the default: no limit).
 
 What a person uses is the bytes of the blobs that their live versions (of the artifacts they own) and their
 completed uploads reference, each blob counted once however many files name it (storage is content-addressed),
@@ -40,11 +41,14 @@ MIB = 1024 * 1024
 
 
 def limit_for(user) -> int:
-    """The person's quota in bytes; 0 when unlimited (no quota set, staff, or no person)."""
-    limit = settings.HUB_USER_STORAGE_MB * MIB
-    if not limit or user is None or not user.is_authenticated or user.is_staff:
+    """The owner's quota in bytes; 0 when unlimited (no quota set, staff, or no person). An organization's is its
+    own ``storage_quota_mb`` when set, else the site's per-owner one."""
+    if user is None or not user.is_authenticated or user.is_staff:
         return 0
-    return limit
+    from hub.orgs.models import Organization
+
+    own = Organization.objects.filter(account_id=user.pk).values_list("storage_quota_mb", flat=True).first()
+    return (own if own is not None else settings.HUB_USER_STORAGE_MB) * MIB
 
 
 def _live_files_of(user):

@@ -40,6 +40,7 @@ from hub.registry.uploads import StagedFile
 from hub.storage import StorageUnavailable, get_blob_store
 
 log = logging.getLogger(__name__)
+audit = logging.getLogger("hub.audit")
 
 MEDIA_TYPES = {
     ".onnx": "application/onnx",
@@ -132,6 +133,7 @@ def create_artifact(owner, *, kind: str, name: str, title: str = "", description
         raise HubError("already_exists", f"You already have an artifact named {owner.username}/{name}.")
     if follows is not None:
         visibility, collaborators = follows.visibility, list(follows.collaborators.all())
+    check_visibility(owner, visibility)
     try:
         with transaction.atomic():
             artifact = Artifact.objects.create(
@@ -145,17 +147,20 @@ def create_artifact(owner, *, kind: str, name: str, title: str = "", description
     return artifact
 
 
-def update_artifact(artifact: Artifact, changes: dict[str, Any], collaborators: Iterable | None = None) -> Artifact:
+def update_artifact(artifact: Artifact, changes: dict[str, Any], collaborators: Iterable | None = None, *,
+                    by: str = "") -> Artifact:
     """Set ``title``, ``description`` and ``visibility`` from ``changes``, and the collaborators when given; the
     artifacts that follow this one take the same visibility and collaborators, and public artifacts derived from
     it become private when it does (``withdraw_derivatives``). An artifact that follows another cannot be given
     its own visibility, nor can one derived from a private or deleted source be public (409
     ``follows_source``)."""
-    if changes.get("visibility") == Artifact.Visibility.PUBLIC and artifact.follows_id is None and (
-            hidden := withheld_sources(artifact)):
+    if "visibility" in changes:
+        check_visibility(artifact.owner, changes["visibility"])
+    if changes.get("visibility", "private") != "private" and artifact.follows_id is None and (
+            hidden := withheld_sources(artifact, changes["visibility"])):
         raise HubError("follows_source", f"{artifact.full_name} carries what its versions were derived or merged "
-                                         f"from, and {hidden[0]} is private or deleted: it can be public only when "
-                                         f"every such source is.")
+                                         f"from, and {hidden[0]} is private or deleted, or less open: it can be "
+                                         f"{changes['visibility']} only when every such source is at least as open.")
     if artifact.follows_id is not None and ("visibility" in changes or collaborators is not None):
         source = artifact.follows
         if changes.get("visibility", artifact.visibility) != source.visibility or (
@@ -163,10 +168,14 @@ def update_artifact(artifact: Artifact, changes: dict[str, Any], collaborators: 
             raise HubError("follows_source", f"{artifact.full_name} was made by the hub from {source.full_name} and "
                                              f"carries its files: it has {source.full_name}'s visibility and "
                                              "collaborators. Change them there.")
+    before = artifact.visibility
     with transaction.atomic():
         for field in ("title", "description", "visibility"):
             if field in changes:
                 setattr(artifact, field, changes[field])
+        if artifact.visibility != before:
+            audit.info("visibility %s: %s -> %s by %s", artifact.full_name, before, artifact.visibility,
+                       by or "its owner")
         artifact.save()
         if collaborators is not None:
             artifact.collaborators.set(collaborators)
@@ -175,8 +184,8 @@ def update_artifact(artifact: Artifact, changes: dict[str, Any], collaborators: 
             shared = list(artifact.collaborators.all())
             for follower in artifact.followers.filter(deleted_at__isnull=True):
                 update_artifact(follower, {"visibility": artifact.visibility}, shared)
-        if artifact.visibility == Artifact.Visibility.PRIVATE:
-            withdraw_derivatives(artifact.versions.all(), f"{artifact.full_name} was made private")
+        if "visibility" in changes and artifact.visibility != Artifact.Visibility.PUBLIC:
+            withdraw_derivatives(artifact.versions.all(), f"{artifact.full_name} was made {artifact.visibility}")
     return artifact
 
 
@@ -191,24 +200,53 @@ def _carrying(**filters):
                                          version__deleted_at__isnull=True, **filters)
 
 
-def withheld_sources(artifact: Artifact) -> list[str]:
-    """The artifacts (``owner/name``) whose content this artifact's hub-made versions carry and that are not
-    public now: private, deleted, or only the carried version deleted."""
+def check_visibility(owner, visibility: str) -> None:
+    """Refuse a visibility that ``owner`` cannot give: ``organization`` needs an organization as owner."""
+    if visibility == Artifact.Visibility.ORGANIZATION and not is_organization(owner):
+        raise HubError("invalid", f"{owner.username} is a person: only an organization's artifact can be visible to "
+                                  "its members. Choose internal or private, or transfer it to an organization.",
+                       errors={"visibility": ["Needs an organization as owner."]})
+
+
+def is_organization(owner) -> bool:
+    from hub.orgs.models import Organization
+
+    return Organization.objects.filter(account_id=owner.pk).exists()
+
+
+def withheld_sources(artifact: Artifact, visibility: str = Artifact.Visibility.PUBLIC) -> list[str]:
+    """The artifacts (``owner/name``) whose content this artifact's hub-made versions carry and that
+    ``visibility`` would show to someone who may not read them: deleted ones, only the carried version deleted,
+    or less open ones (``covers``)."""
     links = (_carrying(version__artifact=artifact).exclude(target__artifact=artifact)
              .select_related("target__artifact__owner"))
     return sorted({link.target.artifact.full_name for link in links
                    if link.target.deleted_at is not None or link.target.artifact.deleted_at is not None
-                   or link.target.artifact.visibility != Artifact.Visibility.PUBLIC})
+                   or not covers(link.target.artifact, visibility, artifact.owner_id)})
+
+
+OPENNESS = {"public": 0, "internal": 1, "organization": 2, "private": 3}
+
+
+def covers(source: Artifact, visibility: str, owner_id: int) -> bool:
+    """Whether an artifact with ``visibility`` owned by ``owner_id`` that carries ``source``'s content is at most
+    as open as ``source``: everything derived follows the strictest source (an organization-visible one only
+    within the same organization)."""
+    if visibility == Artifact.Visibility.PRIVATE:
+        return True
+    if source.visibility == Artifact.Visibility.ORGANIZATION and visibility == Artifact.Visibility.ORGANIZATION:
+        return owner_id == source.owner_id
+    return OPENNESS[visibility] >= OPENNESS[source.visibility]
 
 
 def withdraw_derivatives(sources, reason: str) -> None:
-    """What the hub made from the versions ``sources``, after they became private or were deleted: the
+    """What the hub made from the versions ``sources``, after they became less open or were deleted: the
     packaging of a deleted version (an artifact that follows its source, e.g. an MLCube project) is deleted
-    with it; every other public artifact with a version made from them becomes private (its owner keeps it).
-    Logged for the audit trail."""
+    with it; every other artifact with a version made from them that is now more open than its source becomes
+    private (its owner keeps it). Logged for the audit trail."""
     links = (_carrying(target__in=sources)
              .exclude(version__artifact__in=Artifact.objects.filter(versions__in=sources))
-             .select_related("version__artifact__owner", "target"))
+             .select_related("version__artifact__owner", "target__artifact"))
     for link in links:
         derived = link.version.artifact
         if derived.deleted_at is not None:
@@ -217,10 +255,11 @@ def withdraw_derivatives(sources, reason: str) -> None:
             if link.target.deleted_at is not None:
                 delete_version(link.version, f"Made from {link.target}, which was deleted.")
             continue  # a follower takes its source's visibility itself
-        if derived.visibility == Artifact.Visibility.PUBLIC:
-            log.warning("audit: %s made private: %s, whose content it carries (%s)", derived.full_name, reason,
-                        link.target)
-            update_artifact(derived, {"visibility": Artifact.Visibility.PRIVATE})
+        gone = link.target.deleted_at is not None or link.target.artifact.deleted_at is not None
+        if derived.visibility != Artifact.Visibility.PRIVATE and (
+                gone or not covers(link.target.artifact, derived.visibility, derived.owner_id)):
+            update_artifact(derived, {"visibility": Artifact.Visibility.PRIVATE},
+                            by=f"the hub ({reason}, whose content it carries: {link.target})")
 
 
 def delete_artifact(artifact: Artifact, reason: str = "") -> None:

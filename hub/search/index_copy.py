@@ -172,6 +172,27 @@ class Spelling:
         return 0 if at is None else int(self.counts[at])
 
 
+LEVELS = {"public": 0, "internal": 1, "organization": 2, "private": 3}
+
+
+@dataclass(frozen=True)
+class Access:
+    """What a viewer reads beyond the visibility levels, from the database (``hub.search.services.access_of``):
+    the artifacts shared with them, the accounts of the organizations they read (any role) and write in, and a
+    token's limit (one owner, or one artifact with those that follow it)."""
+
+    shared: np.ndarray
+    orgs_read: np.ndarray
+    orgs_write: np.ndarray
+    limit_owner: int | None = None
+    limit_artifacts: np.ndarray | None = None
+
+    @classmethod
+    def none(cls) -> Access:
+        empty = np.zeros(0, dtype=np.int64)
+        return cls(empty, empty, empty)
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """Entries in ascending artifact id order (an entry's ordinal is its position)."""
@@ -179,6 +200,7 @@ class Snapshot:
     ids: np.ndarray
     live: np.ndarray
     public: np.ndarray
+    level: np.ndarray  # LEVELS: 0 public, 1 internal, 2 organization, 3 private
     owner: np.ndarray
     parent: np.ndarray  # the artifact a derived entry is listed under (0: none; ``SearchEntry.parent``)
     updated: np.ndarray  # seconds since the epoch
@@ -189,7 +211,7 @@ class Snapshot:
     words: Postings | None  # lexemes with their best weight, PostgreSQL only
     spelling: Spelling | None = None  # a base's public words (a delta's are read when asked)
 
-    COLUMNS = ("ids", "live", "public", "owner", "parent", "updated", "recency", "by_title")
+    COLUMNS = ("ids", "live", "public", "level", "owner", "parent", "updated", "recency", "by_title")
 
     @property
     def size(self) -> int:
@@ -200,15 +222,25 @@ class Snapshot:
         pos, found = locate(self.ids, artifact_ids)
         return pos[found]
 
-    def visible(self, user, shared: np.ndarray) -> np.ndarray:
+    def visible(self, user, access: Access) -> np.ndarray:
         """The registry's access rule (``hub.registry.models.readable_by``) over this snapshot."""
-        if user is not None and user.is_authenticated and user.is_superuser:
-            return np.array(self.live, dtype=bool)
         mask = np.array(self.public, dtype=bool)
-        if user is not None and user.is_authenticated:
-            mask |= self.owner == user.pk
-            mask[self.positions(shared)] = True
-        return mask & self.live
+        if user is None or not user.is_authenticated:
+            return mask & self.live
+        if user.is_superuser:
+            granted = np.ones(self.size, dtype=bool)
+        else:
+            granted = (self.level == LEVELS["internal"]) | (self.owner == user.pk)
+            granted[self.positions(access.shared)] = True
+            granted |= (self.level == LEVELS["organization"]) & np.isin(self.owner, access.orgs_read)
+            granted |= (self.level == LEVELS["private"]) & np.isin(self.owner, access.orgs_write)
+        if access.limit_artifacts is not None:
+            within = np.zeros(self.size, dtype=bool)
+            within[self.positions(access.limit_artifacts)] = True
+            granted &= within
+        elif access.limit_owner is not None:
+            granted &= self.owner == access.limit_owner
+        return (mask | granted) & self.live
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Everything this snapshot holds, as named arrays (``hub.search.mapped`` writes them)."""
@@ -352,6 +384,7 @@ def _load(where: Q) -> Snapshot:
     words = _words(entries, size) if connection.vendor == "postgresql" else None
     snapshot = Snapshot(
         ids=ids, live=np.asarray(live, dtype=bool), public=np.asarray([v == "public" for v in visibility], dtype=bool),
+        level=np.asarray([LEVELS.get(v, 3) for v in visibility], dtype=np.int8),
         owner=np.asarray(owner, dtype=np.int64), parent=np.asarray([p or 0 for p in parents], dtype=np.int64),
         updated=updated, titles=Strings.of(titles),
         recency=_ranks(np.lexsort((ids, -updated))),
@@ -674,13 +707,13 @@ def _top(snapshot: Snapshot, ords: np.ndarray, scores: np.ndarray | None, sort: 
     return ords[chosen[np.lexsort((recency[chosen], negative[chosen]))]]
 
 
-def search(user, shared: np.ndarray, filters: dict[str, list[str]], visibility: str, matcher: Matcher | None,
+def search(user, access: Access, filters: dict[str, list[str]], visibility: str, matcher: Matcher | None,
            sort: str, collapse: bool = True) -> Hits:
-    """Entries ``user`` may see (``shared``: ids of private artifacts shared with them) that pass every facet
+    """Entries ``user`` may see (``access``: what they read beyond the levels) that pass every facet
     filter, ``visibility`` and ``matcher``, in ``sort`` order. ``collapse``: leave out derived entries whose
     parent the user can see (they are listed under it)."""
     view = current()
-    visible = [counted & snapshot.visible(user, shared) for snapshot, counted in view.parts]
+    visible = [counted & snapshot.visible(user, access) for snapshot, counted in view.parts]
     if collapse:  # decided for every part before any is changed: what a user sees is the same either way
         hidden = []
         for (snapshot, _), mask in zip(view.parts, visible, strict=True):
@@ -695,7 +728,7 @@ def search(user, shared: np.ndarray, filters: dict[str, list[str]], visibility: 
     parts, counted_parts = [], []
     for (snapshot, _), mask in zip(view.parts, visible, strict=True):
         if visibility:
-            mask &= snapshot.public if visibility == "public" else ~np.asarray(snapshot.public)
+            mask &= snapshot.level == LEVELS[visibility]
         scores = None
         if matcher is not None:
             matched, scores = matcher(snapshot)

@@ -24,7 +24,7 @@ class SearchEntry(models.Model):
                                     related_name="search_entry")
     version = models.ForeignKey(Version, null=True, on_delete=models.SET_NULL, related_name="+")
     kind = models.CharField(max_length=16)
-    visibility = models.CharField(max_length=8)
+    visibility = models.CharField(max_length=16)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     title = models.CharField(max_length=300)
     keywords = models.TextField(blank=True)

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from hub.errors import HubError
-from hub.registry.models import Artifact, shared_with
+from hub.orgs.models import Role
+from hub.registry.models import Artifact, member_of, shared_with, token_limit
 from hub.search import engines, index_copy
 from hub.search.models import FACETS, SearchEntry
 from ontology.fields import FRAMEWORK_ALIASES
@@ -55,12 +56,12 @@ def search(user, q: str = "", filters: dict[str, list[str]] | None = None, sort:
     q = " ".join(CONTROL.sub(" ", q).split()[:MAX_WORDS])  # PostgreSQL refuses NUL in a string
     matcher = engines.matcher(q) if q else None
     sort = sort or ("relevance" if q else "new")
-    shared = _shared(user)
-    hits = index_copy.search(user, shared, filters, visibility, matcher, sort, collapse=derived == "collapse")
+    access = access_of(user)
+    hits = index_copy.search(user, access, filters, visibility, matcher, sort, collapse=derived == "collapse")
     suggestion = ""
     if q and not hits.count():
         suggestion = _suggest(q, lambda words: index_copy.search(
-            user, shared, filters, visibility, engines.matcher(words), sort, collapse=derived == "collapse").count())
+            user, access, filters, visibility, engines.matcher(words), sort, collapse=derived == "collapse").count())
     return SearchResult(hits, hits.facet_counts() if with_facets else {}, suggestion)
 
 
@@ -108,9 +109,25 @@ def _one_edit_apart(a: str, b: str) -> bool:
     return short[i:] == long[i + 1:]
 
 
-def _shared(user) -> np.ndarray:
-    if user is None or not user.is_authenticated or user.is_superuser:
-        return np.zeros(0, dtype=np.int64)
-    return np.sort(np.fromiter(shared_with(user).values_list("artifact_id", flat=True), dtype=np.int64))
+def access_of(user) -> index_copy.Access:
+    """What ``user`` reads beyond the visibility levels, for the index's arrays: three indexed queries."""
+    if user is None or not user.is_authenticated:
+        return index_copy.Access.none()
+
+    def ids(rows) -> np.ndarray:
+        return np.sort(np.fromiter(rows, dtype=np.int64))
+    token = getattr(user, "hub_token", None)
+    limit_owner = token.org_id if token is not None and token.artifact_id is None else None
+    limit_artifacts = None
+    if token is not None and token.artifact_id is not None:
+        limit_artifacts = ids(Artifact.objects.filter(token_limit(user)).values_list("pk", flat=True))
+    if user.is_superuser:
+        empty = index_copy.Access.none()
+        return index_copy.Access(empty.shared, empty.orgs_read, empty.orgs_write, limit_owner, limit_artifacts)
+    return index_copy.Access(
+        shared=ids(shared_with(user).values_list("artifact_id", flat=True)),
+        orgs_read=ids(member_of(user, Role.READ).values_list("org_id", flat=True)),
+        orgs_write=ids(member_of(user, Role.WRITE).values_list("org_id", flat=True)),
+        limit_owner=limit_owner, limit_artifacts=limit_artifacts)
 
 

@@ -13,6 +13,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from hub.accounts import expiry
+from hub.accounts.api.views import audit, token_limits
 from hub.accounts.models import ApiToken
 from hub.errors import HubError
 from hub.jobs.api.views import cancellable_by
@@ -83,11 +84,15 @@ def account(request: HttpRequest) -> HttpResponse:
             days = request.POST.get("expires_days", "")
             try:
                 ends = expiry.expires_at(int(days) if days.isdigit() else None)
+                limits = token_limits(request.user, request.POST.get("org", "").strip() or None,
+                                      request.POST.get("artifact", "").strip() or None)
             except HubError as exc:
-                messages.error(request, exc.message)
+                messages.error(request, f"No token was made: {exc.message}")
                 return redirect("account")
-            _, request.session[SHOWN_ONCE] = ApiToken.issue(request.user, scope=scope, expires_at=ends,
-                                                               name=request.POST.get("name", "")[:100])
+            token, request.session[SHOWN_ONCE] = ApiToken.issue(request.user, scope=scope, expires_at=ends,
+                                                                name=request.POST.get("name", "")[:100], **limits)
+            audit.info("token %s: %s (%s%s) created", request.user.username, token.prefix, token.scope,
+                       f", {token.limit}" if token.limited else "")
         elif action == "revoke":
             pk = request.POST.get("token", "")
             token = request.user.api_tokens.filter(pk=int(pk), revoked__isnull=True).first() if pk.isdigit() else None
@@ -96,14 +101,17 @@ def account(request: HttpRequest) -> HttpResponse:
             elif request.POST.get("confirm") != "yes":
                 return render(request, "web/revoke.html", {"token": token})
             elif ApiToken.revoke(request.user, token.pk):
+                audit.info("token %s: %d revoked", request.user.username, token.pk)
                 messages.success(request, f"The token {token.prefix}… was revoked; it no longer works.")
         return redirect("account")
     new_token = request.session.pop(SHOWN_ONCE, "")
-    tokens = request.user.api_tokens.all()
+    tokens = request.user.api_tokens.select_related("org__account", "artifact__owner")
+    memberships = request.user.memberships.select_related("org__account")
     owned = Artifact.objects.live().filter(owner=request.user).order_by("-updated")
     shared = request.user.collaborations.filter(deleted_at__isnull=True).select_related("owner")
     response = render(request, "web/account.html", {"tokens": tokens, "new_token": new_token, "owned": owned,
-                                                    "shared": shared, "scopes": ApiToken.Scope.values,
+                                                    "shared": shared, "memberships": memberships,
+                                                    "scopes": [s for s in ApiToken.Scope.values if s != "write"],
                                                     "endpoint": settings.HUB_PUBLIC_URL,
                                                     "lifetimes": expiry.choices(), "max_days": expiry.max_days(),
                                                     "default_days": expiry.default_days()})
@@ -124,15 +132,21 @@ def sharing(request: HttpRequest, owner: str, name: str) -> HttpResponse:
     if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
         back = "/" + artifact.pid
     if not artifact.can_admin(request.user):
-        messages.error(request, "Only the owner changes who can see this artifact.")
+        messages.error(request, "Only the owner (for an organization's artifact: its admins) changes who can see "
+                                "this artifact.")
         return redirect(back)
     visibility = request.POST.get("visibility", artifact.visibility)
     users, unknown = users_named(request.POST.get("collaborators", ""))
     if visibility not in Artifact.Visibility.values or unknown:
         messages.error(request, f"No user named {', '.join(unknown)}; nothing was changed." if unknown
-                       else "Visibility is public or private; nothing was changed.")
+                       else "Visibility is public, internal, organization or private; nothing was changed.")
         return redirect(back)
-    services.update_artifact(artifact, {"visibility": visibility}, [u for u in users if u.pk != artifact.owner_id])
+    try:
+        services.update_artifact(artifact, {"visibility": visibility}, [u for u in users if u.pk != artifact.owner_id],
+                                 by=request.user.username)
+    except HubError as exc:
+        messages.error(request, f"{exc.message} Nothing was changed.")
+        return redirect(back)
     messages.success(request, f"Saved: {artifact.full_name} is {visibility}"
                               + (f", shared with {', '.join(u.username for u in users)}." if users else "."))
     return redirect(back)

@@ -173,7 +173,7 @@ def _new_artifact(user, fields: dict[str, Any], metadata: dict[str, Any]) -> Art
         errors["name"] = ["Use letters, digits, '.', '_' and '-' (up to 100), starting with a letter or digit."]
     visibility = fields.get("visibility", "public")
     if visibility not in Artifact.Visibility.values:
-        errors["visibility"] = ["Public or private."]
+        errors["visibility"] = ["Public, internal, organization or private."]
     collaborators, unknown = users_named(fields.get("collaborators", ""))
     if unknown:
         errors["collaborators"] = [f"No user named {', '.join(unknown)}."]

@@ -2,13 +2,14 @@
 
 from django.urls import path
 
-from hub.web import account, finetune, publish, terms, views
+from hub.web import account, finetune, orgs, publish, terms, views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("browse/", views.browse, name="browse"),
     path("terms", terms.view, name="terms"),
     path("owners/<str:username>/", views.owner, name="owner"),
+    path("orgs/<str:slug>/", orgs.page, name="org"),
     path("publish/", publish.publish, name="publish"),
     path("publish/card", publish.card, name="publish-card"),
     path("jobs/", account.jobs, name="jobs"),

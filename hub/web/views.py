@@ -11,6 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from hub.errors import HubError
+from hub.orgs.models import Organization
 from hub.registry.models import Artifact
 from hub.search.models import FACETS
 from hub.search.services import SORTS, derived_under, search
@@ -110,6 +111,8 @@ def owner(request: HttpRequest, username: str) -> HttpResponse:
     page = Paginator(result.entries, PAGE_SIZE).get_page(request.GET.get("page"))
     with_derived(request.user, page)
     counts = {item["value"]: item["count"] for item in result.facets["kind"]}
+    is_org = Organization.objects.filter(account__username=username).exists()
     return render(request, "web/owner.html", {"owner": username, "page": page, "total": result.entries.count(),
+                                              "is_org": is_org,
                                               "counts": [(kind, counts[kind]) for kind in Artifact.Kind.values
                                                          if counts.get(kind)]})

@@ -38,7 +38,7 @@ def test_tokens_are_made_with_a_password_shown_once_and_revoked(owner):
     wrong = web.post("/api/v1/tokens/", {}, format="json", **basic("alice", "wrong"))
     assert wrong.status_code == 401 and wrong.json()["code"] == "invalid_credentials"  # no token was sent
     assert wrong["WWW-Authenticate"] == 'Basic realm="api"' and "password is wrong" in wrong.json()["detail"]
-    assert web.post("/api/v1/tokens/", {"scope": "admin"}, format="json",
+    assert web.post("/api/v1/tokens/", {"scope": "root"}, format="json",
                     **basic("alice", "s3cret-pass")).json()["code"] == "invalid"
 
     revoked = web.delete(f"/api/v1/tokens/{listed[0]['id']}", **basic("alice", "s3cret-pass"))

@@ -504,3 +504,24 @@ def test_a_model_with_external_data_runs_on_a_node_with_its_versions_files(hub, 
     assert job.worker.startswith("slurm:")
     np.testing.assert_allclose(outputs_of(job)["logits"], models.reference(MLP, {"x": x})["logits"],
                                rtol=1e-5, atol=1e-6)
+
+
+def test_a_job_is_billed_to_its_requesters_account_and_a_foreign_one_never_reaches_sbatch(mlp, owner, other,
+                                                                                          publish, api):
+    from hub.orgs.models import SlurmAccount
+
+    SlurmAccount.objects.create(owner=owner, account="alice-proj", partitions=["cpu"], is_default=True)
+    SlurmAccount.objects.create(owner=other, account="mallory-proj")
+    dataset(owner, publish, 4)
+    queued = Job.objects.count()
+    refused = api.post("/api/v1/artifacts/alice/mlp/versions/latest/infer",
+                       {"dataset": "alice/digits-4-5", "account": "mallory-proj"}, format="json")
+    assert refused.status_code == 403 and refused.json()["code"] == "account_not_allowed"
+    assert Job.objects.count() == queued  # nothing was queued, so nothing reached sbatch
+    job = wait_for_job(batch(api, owner, "digits-4-5", account="alice-proj"), timeout=60)
+    assert job.state == "succeeded", (job.error_code, job.error_detail)
+    assert job.account == "alice-proj"
+    assert "Account=alice-proj" in slurm_command("scontrol", "show", "job", job.slurm["id"])
+    assert job.result["execution"]["account"] == "alice-proj"  # in the job's record
+    published = Version.objects.get(pid=job.result["pid"])  # and in the provenance of what it published
+    assert published.metadata["execution"]["account"] == "alice-proj", published.metadata

@@ -66,7 +66,7 @@ def _on_hub(client: HubClient, config: Config, model: str, export: Path | None) 
     task = config.task
     body = {**hyper_args(config), "dataset": task.dataset, "device": config.args.device_args.device}
     for key, value in (("name", (config.names("model_name") or [None])[0]), ("visibility", task.visibility),
-                       ("data_file", task.data_file)):
+                       ("data_file", task.data_file), ("account", config.args.device_args.account)):
         if value:
             body[key] = value
     job = client.request("POST", f"artifacts/{info['artifact']}/versions/{info['version']}/finetune",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.authentication import SessionAuthentication
@@ -16,19 +18,48 @@ from hub.accounts.models import ApiToken
 from hub.errors import HubError
 from hub.strict import StrictSerializer
 
+audit = logging.getLogger("hub.audit")
+
 
 class TokenSerializer(serializers.ModelSerializer):
+    org = serializers.CharField(source="org.slug", read_only=True, default=None)
+    artifact = serializers.CharField(source="artifact.full_name", read_only=True, default=None)
+
     class Meta:
         model = ApiToken
-        fields = ["id", "name", "prefix", "scope", "created", "last_used", "revoked", "expires_at"]
+        fields = ["id", "name", "prefix", "scope", "org", "artifact", "created", "last_used", "revoked", "expires_at"]
 
 
 class TokenCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
-    scope = serializers.ChoiceField(choices=ApiToken.Scope.choices, default=ApiToken.Scope.READ)
+    scope = serializers.ChoiceField(choices=ApiToken.Scope.choices, default=ApiToken.Scope.READ,
+                                    help_text="read < infer < publish < admin (write: as admin, for old scripts).")
+    org = serializers.CharField(max_length=150, required=False, help_text="Limit it to this organization's artifacts.")
+    artifact = serializers.CharField(max_length=300, required=False,
+                                     help_text="Limit it to this artifact (owner/name).")
     expires_days = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=0,
                                             help_text="Days the token lives (default: the hub's; at most its "
                                                       "maximum; 0: never, where the hub has no maximum).")
+
+
+def token_limits(user, org: str | None, artifact: str | None) -> dict:
+    """The ``org``/``artifact`` rows a new token of ``user`` is limited to, checked: a member's organization, an
+    artifact they may read."""
+    from hub.orgs.services import organization_named, require_role
+    from hub.registry.services import get_artifact
+
+    if org and artifact:
+        raise HubError("invalid", "Limit a token to one organization or one artifact, not both.")
+    if org:
+        found = organization_named(org)
+        require_role(found, user, "read", "make a token for its artifacts")
+        return {"org": found}
+    if artifact:
+        owner, slash, name = artifact.partition("/")
+        if not slash:
+            raise HubError("invalid", "artifact is owner/name.", errors={"artifact": ["Expected owner/name."]})
+        return {"artifact": get_artifact(user, owner, name)}
+    return {}
 
 
 class SignedInWithoutToken(BasePermission):
@@ -53,7 +84,8 @@ class Me(APIView):
         token = request.auth if isinstance(request.auth, ApiToken) else None
         return Response({"authenticated": True, "username": user.username, "name": user.get_full_name(),
                          "scope": token.scope if token else "write", "token": token.prefix if token else None,
-                         "expires_at": token.expires_at if token else None})
+                         "expires_at": token.expires_at if token else None,
+                         "limit": token.limit or None if token else None})
 
 
 class TokenListCreate(APIView):
@@ -70,9 +102,12 @@ class TokenListCreate(APIView):
     def post(self, request: Request) -> Response:
         body = TokenCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        data = dict(body.validated_data)
-        expires_at = expiry.expires_at(data.pop("expires_days"))
-        token, raw = ApiToken.issue(request.user, expires_at=expires_at, **data)
+        data = body.validated_data
+        token, raw = ApiToken.issue(request.user, scope=data["scope"], name=data["name"],
+                                    expires_at=expiry.expires_at(data.get("expires_days")),
+                                    **token_limits(request.user, data.get("org"), data.get("artifact")))
+        audit.info("token %s: %s (%s%s) created", request.user.username, token.prefix, token.scope,
+                   f", {token.limit}" if token.limited else "")
         return Response({**TokenSerializer(token).data, "token": raw}, status=status.HTTP_201_CREATED)
 
 
@@ -84,4 +119,5 @@ class TokenRevoke(APIView):
     def delete(self, request: Request, pk: int) -> Response:
         if not ApiToken.revoke(request.user, pk):
             raise HubError("not_found", f"You have no active token {pk}.")
+        audit.info("token %s: %d revoked", request.user.username, pk)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -39,6 +39,8 @@ class FinetuneRequestSerializer(StrictSerializer):
                                                            "(default <base>-finetuned).")
     visibility = serializers.ChoiceField(Artifact.Visibility.choices, required=False, help_text="Default private.")
     device = serializers.ChoiceField(["cpu", "gpu"], required=False, help_text="The workers to train on.")
+    account = serializers.CharField(max_length=64, required=False, help_text="The Slurm account to bill (yours or "
+                                    "an organization's you write in; default: the owner's, else yours).")
 
 
 class VersionFinetune(APIView):

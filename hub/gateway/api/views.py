@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from hub.accounts.permissions import IsAuthenticatedReader, TokenScopePermission
+from hub.accounts.permissions import IsAuthenticatedReader, TokenScopePermission, require_scope
 from hub.bounded import JSONParser
 from hub.errors import HubError
 from hub.gateway import memory, pipeline, protocol, services, tensors
@@ -77,6 +77,7 @@ def respond(result: pipeline.Encoded | Job) -> HttpResponse | Response:
 
 class Infer(ForceNegotiation, APIView):
     """Run a model version (or its ONNX conversion) on inputs sent as JSON, .npy or .npz."""
+    needs_scope = "infer"
 
     throttle_scope = "inference"  # hub.ops.throttles: the rate of its writes
     authentication_classes = [CachedBearerAuthentication, SessionAuthentication]
@@ -103,7 +104,7 @@ class Infer(ForceNegotiation, APIView):
 
     def run(self, request: Request, owner: str, name: str, version: str, asked: InferRequest):
         file = asked.file
-        model = memory.remembered(("model", request.user.pk, owner, name, version, file),
+        model = memory.remembered(("model", memory.who(request.user), owner, name, version, file),
                                   lambda: services.resolve_model(get_version(get_artifact(request.user, owner, name),
                                                                              version), file))
         response = respond(pipeline.run(request.user, [model], asked, earlier=pipeline.earlier_answer(request.META)))
@@ -115,6 +116,7 @@ class Infer(ForceNegotiation, APIView):
 class Collaborate(ForceNegotiation, APIView):
     """Run a chain of models (outputs of one into inputs of the next) in one request, or merge the chain
     into one ONNX model published with provenance (``merge: true``, 202 + job)."""
+    needs_scope = "infer"  # a merge publishes: checked in post
 
     throttle_scope = "inference"  # hub.ops.throttles: the rate of its writes
     authentication_classes = [CachedBearerAuthentication, SessionAuthentication]
@@ -131,7 +133,7 @@ class Collaborate(ForceNegotiation, APIView):
             "inputs": {"description": "inputs of the first model"}, "merge": {"type": "boolean"},
             "name": {"type": "string", "description": "the merged model's name (merge)"},
             "title": {"type": "string"}, "license": {"type": "string"}, "task": {"type": "string"},
-            "visibility": {"enum": ["public", "private"]},
+            "visibility": {"enum": list(protocol.VISIBILITIES)},
             "device": {"enum": list(protocol.DEVICES)}, "mode": {"enum": list(protocol.MODES)},
             "if_no_worker": {"enum": list(protocol.IF_NO_WORKER)}, "output_format": {"enum": list(tensors.FORMATS)},
             "dataset": {"type": "string"}, "dataset_file": {"type": "string"}, "batch_size": {"type": "integer"}}}},
@@ -151,10 +153,11 @@ class Collaborate(ForceNegotiation, APIView):
     def run(self, request: Request, refs: list[str], asked: InferRequest):
         user = request.user
         options_raw = asked.fields
-        models = [memory.remembered(("ref", user.pk, ref), lambda ref=ref: services.model_for(user, ref))
+        models = [memory.remembered(("ref", memory.who(user), ref), lambda ref=ref: services.model_for(user, ref))
                   for ref in refs]
         links = services.check_links(models, options_raw.get("links"))
         if options_raw.get("merge"):
+            require_scope(request, "publish", "merging models into a new one")
             memory.answers.validate()
             return accepted(services.start_merge_job(
                 user, models, links, name=str(options_raw.get("name") or ""), title=str(options_raw.get("title") or ""),
@@ -168,6 +171,7 @@ class Collaborate(ForceNegotiation, APIView):
 class VersionBenchmark(APIView):
     """Latency measured on the hub's workers (GET), or a new measurement on a device (POST, 202 + job; for
     the owner and collaborators)."""
+    needs_scope = "infer"
 
     throttle_scope = "conversions"  # hub.ops.throttles: the rate of its writes
     permission_classes = [TokenScopePermission]

@@ -65,6 +65,7 @@ class Generate(ForceNegotiation, APIView):
     """Generate text with a causal language model version: a prompt or chat messages in, text out, streamed
     as server-sent events (``data: {"text": …}`` per piece, then ``event: done`` with the totals) or, with
     ``"stream": false``, one JSON answer."""
+    needs_scope = "infer"
 
     throttle_scope = "generation"  # hub.ops.throttles: the rate of its writes
     authentication_classes = [CachedBearerAuthentication, SessionAuthentication]
@@ -135,6 +136,8 @@ def openai_error(code: str, detail: str) -> JsonResponse:
 @extend_schema(exclude=True)  # OpenAI's own specification describes these, errors included, not the hub's schema
 class OpenAIView(ForceNegotiation, APIView):
     """OpenAI's request and answer shapes over the hub's generation; errors in OpenAI's shape."""
+    needs_scope = "infer"
+    limited_ok = True  # the model is read by name: a limit hides what lies outside it
 
     throttle_scope = "generation"  # hub.ops.throttles: the rate of its writes
     authentication_classes = [CachedBearerAuthentication]

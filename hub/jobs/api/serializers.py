@@ -21,7 +21,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id", "url", "kind", "state", "queue", "device", "params", "progress", "log", "result",
             "error_code", "error_detail", "requester", "version", "attempts", "worker", "created", "started",
-            "finished", "duration", "cancel_requested", "slurm",
+            "finished", "duration", "cancel_requested", "slurm", "account",
         ]
 
     def get_url(self, job: Job) -> str:

@@ -13,6 +13,7 @@ from hub.errors import HubError
 from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.models import Job
 from hub.jobs.services import cancel_job, reap_stale
+from hub.registry.models import Artifact, token_limit
 
 
 def accepted(job: Job) -> Response:
@@ -29,6 +30,9 @@ class _OwnJobs:
         if getattr(self, "swagger_fake_view", False):
             return Job.objects.none()
         own = Job.objects.filter(requester=self.request.user)
+        limit = token_limit(self.request.user)
+        if limit is not None:  # a limited token sees the jobs on what it may reach, as it reads artifacts
+            own = own.filter(version__artifact__in=Artifact.objects.filter(limit))
         reap_stale(own)  # a job whose worker died is never left "running" for its requester to watch
         return own.select_related("requester", "version__artifact__owner")
 
@@ -53,6 +57,8 @@ def cancellable_by(user):
 class JobCancel(APIView):
     """Cancel a job: a queued one ends at once (200), a running one is stopped by its worker, which removes
     what it had made (202; poll the job until it is ``cancelled``). A finished job answers 409."""
+    needs_scope = "infer"
+    limited_ok = True  # only your own jobs
 
     permission_classes = [IsAuthenticatedReader]
 

@@ -31,7 +31,8 @@ class UsernameListField(serializers.ListField):
 
 
 class ArtifactSerializer(StrictFields, serializers.ModelSerializer):
-    owner = serializers.CharField(source="owner.username", read_only=True)
+    owner = serializers.CharField(source="owner.username", required=False, max_length=150,
+                                  help_text="On create: an organization you write in (default: you).")
     full_name = serializers.CharField(read_only=True)
     collaborators = UsernameListField(required=False)
     pid_url = serializers.SerializerMethodField()

@@ -70,6 +70,7 @@ def _own_upload(request: Request, upload_id) -> Upload:
 class UploadCreate(APIView):
     """Open a resumable upload: ``{"size": N, "filename": "...", "expected_sha256": "...", "direct": true}``.
     With ``direct`` on a store that offers it, the bytes go to the object store by presigned part URLs."""
+    limited_ok = True  # bytes of your own, published only where the token may
 
     throttle_scope = "uploads"  # hub.ops.throttles: the rate of its writes
     permission_classes = [IsAuthenticatedReader]
@@ -90,6 +91,7 @@ class UploadCreate(APIView):
 class UploadDetail(APIView):
     """``GET``: state and ``offset`` (bytes held; resume there). ``PUT``: send bytes with
     ``Content-Range: bytes START-END/TOTAL`` (or the whole file without it). ``DELETE``: abort."""
+    limited_ok = True  # bytes of your own, published only where the token may
 
     permission_classes = [IsAuthenticatedReader]
 
@@ -125,6 +127,7 @@ class UploadDetail(APIView):
 
 class UploadComplete(APIView):
     """Finish an upload: the hub checks the size and the sha256 (given now or when opening)."""
+    limited_ok = True  # bytes of your own, published only where the token may
 
     permission_classes = [IsAuthenticatedReader]
 
@@ -142,6 +145,7 @@ class UploadComplete(APIView):
 class UploadParts(APIView):
     """Presigned PUT URLs for parts of a direct upload (``{"numbers": [1, 2, …]}``, at most 100): each
     valid ``url_seconds``, for the upload's owner only. ``GET`` on the upload lists the parts received."""
+    limited_ok = True  # bytes of your own, published only where the token may
 
     permission_classes = [IsAuthenticatedReader]
 

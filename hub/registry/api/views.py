@@ -7,11 +7,12 @@ from typing import Any
 
 from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, status
+from rest_framework import generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from hub.accounts.permissions import require_scope, require_within
 from hub.api import OwnMediaType
 from hub.bounded import JSONParser, load_json_or_yaml
 from hub.errors import HubError
@@ -19,7 +20,8 @@ from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.api.views import accepted
 from hub.jobs.quota import check_active_jobs
 from hub.jobs.services import create_job
-from hub.registry import quota, services
+from hub.orgs.services import owner_for_new, writes_in
+from hub.registry import handover, quota, services
 from hub.registry.access import Viewer, publish_warnings, sharing_warnings
 from hub.registry.api.serializers import (
     ArtifactSerializer,
@@ -33,16 +35,36 @@ from hub.registry.models import Artifact, Version
 from hub.registry.uploads import FolderFormParser, StagedFile, StagingUploadHandler, completed_file, keep_folders
 from hub.search.models import FACETS
 from hub.search.services import DERIVED, SORTS, derived_under, search
+from hub.strict import StrictSerializer
 
 
 def require_write(request: Request, artifact: Artifact) -> None:
+    """Publishing and editing: the owner, collaborators, and the owning organization's writers and admins."""
     if not artifact.can_write(request.user):
-        raise HubError("permission_denied", f"Only the owner and collaborators of {artifact} can change it.")
+        raise HubError("permission_denied", who_to_ask(artifact, "change it", "write"))
+    require_scope(request, "publish", f"changing {artifact}")
 
 
 def require_admin(request: Request, artifact: Artifact) -> None:
+    """Visibility, collaborators, deletion and transfer: the owner, or the owning organization's admins."""
     if not artifact.can_admin(request.user):
-        raise HubError("permission_denied", f"Only the owner of {artifact} can do this.")
+        raise HubError("permission_denied", who_to_ask(artifact, "do this", "admin"))
+    require_scope(request, "admin", f"this change to {artifact}")
+
+
+def who_to_ask(artifact: Artifact, act: str, role: str) -> str:
+    """A refusal's message: who may act on ``artifact``, and whom to ask."""
+    from hub.orgs.services import admins_of
+
+    admins = admins_of(artifact.owner)
+    if admins is None:
+        return (f"Only the owner of {artifact} ({artifact.owner.username})"
+                + (" and its collaborators" if role == "write" else "") + f" can {act}; ask {artifact.owner.username}"
+                + (" to add you as a collaborator." if role == "write" else "."))
+    return (f"Only members of the organization {artifact.owner.username} with the {role} role"
+            + (" (or admin), and the artifact's collaborators," if role == "write" else "")
+            + f" can {act} to {artifact}; ask an admin of {artifact.owner.username} ({', '.join(admins) or 'none'})"
+            + f" for the {role} role.")
 
 
 def as_seen_by(request: Request) -> dict[str, Any]:
@@ -63,7 +85,7 @@ SEARCH_PARAMETERS = [
     *[OpenApiParameter(name, str, many=True, description=f"Facet filter: {name} (repeat for alternatives"
                        + ("; keywords are tags that must all be present)" if name == "keyword" else ")"))
       for name in FACETS],
-    OpenApiParameter("visibility", str, enum=["public", "private"]),
+    OpenApiParameter("visibility", str, enum=list(Artifact.Visibility.values)),
     OpenApiParameter("sort", str, enum=list(SORTS), description="relevance (default with q), new, name."),
     OpenApiParameter("derived", str, enum=list(DERIVED),
                      description="collapse (default): what the hub made from an artifact (its MLCube project, "
@@ -76,6 +98,7 @@ SEARCH_KEYS = {"q", "sort", "visibility", "derived", "page", "page_size", *FACET
 
 class ArtifactListCreate(OwnMediaType, generics.ListCreateAPIView):
     """Search and list artifacts (full text, facet filters, facet counts in ``facets``) / create one."""
+    limited_ok = True  # perform_create checks the owner
 
     throttle_scope = "versions"  # hub.ops.throttles: the rate of its writes
     serializer_class = ArtifactSerializer
@@ -94,7 +117,8 @@ class ArtifactListCreate(OwnMediaType, generics.ListCreateAPIView):
                            errors={name: ["Unknown parameter."] for name in unknown})
         visibility = params.get("visibility", "")
         if visibility and visibility not in Artifact.Visibility.values:
-            raise HubError("invalid", "visibility is public or private.", errors={"visibility": ["Unknown value."]})
+            raise HubError("invalid", "visibility is public, internal, organization or private.",
+                           errors={"visibility": ["Unknown value."]})
         result = search(request.user, q=params.get("q", ""), sort=params.get("sort", ""), visibility=visibility,
                         filters={name: params.getlist(name) for name in FACETS if name in params},
                         derived=params.get("derived", "collapse"))
@@ -115,8 +139,11 @@ class ArtifactListCreate(OwnMediaType, generics.ListCreateAPIView):
 
     def perform_create(self, serializer: ArtifactSerializer) -> None:
         data = serializer.validated_data
+        owner_name = (data.get("owner") or {}).get("username") or self.request.user.username
+        require_within(self.request, owner_name)
         serializer.instance = services.create_artifact(
-            self.request.user, kind=data["kind"], name=data["name"], title=data.get("title", ""),
+            owner_for_new(self.request.user, owner_name), kind=data["kind"], name=data["name"],
+            title=data.get("title", ""),
             description=data.get("description", ""), visibility=data.get("visibility", "public"),
             collaborators=data.get("collaborators", []),
         )
@@ -140,7 +167,7 @@ class ArtifactDetail(APIView):
         data = serializer.validated_data
         if {"visibility", "collaborators"} & data.keys():
             require_admin(request, artifact)
-        services.update_artifact(artifact, data, data.get("collaborators"))
+        services.update_artifact(artifact, data, data.get("collaborators"), by=request.user.username)
         warnings = sharing_warnings(artifact, Viewer(request.user)) if {"visibility", "collaborators"} & data.keys() \
             else []
         return Response({**ArtifactSerializer(artifact).data, "warnings": warnings})
@@ -216,9 +243,12 @@ class VersionListCreate(APIView):
         try:
             return services.get_artifact(request.user, owner, name)
         except HubError as exc:
-            if new is None or exc.error_code != "not_found" or owner != request.user.username:
+            if new is None or exc.error_code != "not_found":
                 raise
-        return services.create_artifact(request.user, kind=new["kind"], name=name, title=new["title"],
+            if owner != request.user.username and not writes_in(request.user, owner):
+                raise
+        return services.create_artifact(owner_for_new(request.user, owner), kind=new["kind"], name=name,
+                                        title=new["title"],
                                         description=new["description"], visibility=new["visibility"])
 
     @staticmethod
@@ -297,3 +327,24 @@ class VersionFixity(APIView):
         found = services.get_version(artifact, version)
         check_active_jobs(request.user)
         return accepted(create_job("fixity", request.user, version=found, limited=True))
+
+
+class TransferSerializer(StrictSerializer):
+    to = serializers.CharField(max_length=150, help_text="You, or an organization you write in.")
+
+
+class ArtifactTransfer(APIView):
+    """Give the artifact to another owner (its owner or admins; to yourself or an organization you write in).
+    PIDs and provenance stay; the old ``owner/name`` redirects (308) to the new one."""
+
+    needs_scope = "admin"
+
+    @extend_schema(request=TransferSerializer, responses=ArtifactSerializer)
+    def post(self, request: Request, owner: str, name: str) -> Response:
+        artifact = services.get_artifact(request.user, owner, name)
+        require_admin(request, artifact)
+        body = TransferSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        require_within(request, body.validated_data["to"])
+        handover.transfer(artifact, owner_for_new(request.user, body.validated_data["to"]), by=request.user.username)
+        return Response(ArtifactSerializer(artifact).data)

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0006_kinds_from_the_registry'),
+        ('jobs', '0007_job_account'),
     ]
 
     operations = [

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class OrgsConfig(AppConfig):
+    name = "hub.orgs"
+    label = "orgs"
