@@ -61,8 +61,14 @@ def pasted(block: str, base: str, var: Path) -> tuple[subprocess.CompletedProces
               + "\n".join(block.splitlines()[1:]).replace("http://127.0.0.1:8000", base))
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "HUB_BROKER_URL", "HUB_STORAGE"}}
     env["HUB_VAR_DIR"] = str(var)
-    done = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, errors="replace",
-                          timeout=400)
+    before = {p.name for p in ROOT.iterdir()}
+    try:
+        done = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                              errors="replace", timeout=400)
+    finally:  # what the tour downloads into the reader's folder (part.bin), not left in the checkout
+        for made in {p.name for p in ROOT.iterdir()} - before:
+            if (ROOT / made).is_file():
+                (ROOT / made).unlink()
     return done, re.findall(r"^=> (\d{3}) (\S+)$", done.stdout, re.M)
 
 
