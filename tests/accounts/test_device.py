@@ -155,7 +155,7 @@ def test_an_expired_refresh_token_is_refused(hub, owner):
 @pytest.mark.parametrize("path, form, code", [
     ("/oauth/device_authorization", {"client_id": "someone-else"}, "invalid_client"),
     ("/oauth/device_authorization", {}, "invalid_request"),
-    ("/oauth/device_authorization", {"client_id": CLIENT, "scope": "admin"}, "invalid_scope"),
+    ("/oauth/device_authorization", {"client_id": CLIENT, "scope": "root"}, "invalid_scope"),
     ("/oauth/token", {"grant_type": "password", "client_id": CLIENT}, "unsupported_grant_type"),
     ("/oauth/token", {"grant_type": GRANT_TYPE, "client_id": CLIENT}, "invalid_request"),
     ("/oauth/token", {"grant_type": GRANT_TYPE, "device_code": "nope", "client_id": CLIENT}, "invalid_grant"),

@@ -46,9 +46,19 @@ def test_a_wrong_mapping_is_refused_naming_the_entry(text, named):
     assert named in str(refused.value)
 
 
-def test_the_hook_logs_the_pairs_on_the_audit_log(caplog, settings, make_user):
-    settings.HUB_GROUP_MAP = '{"lab": "hpc-lab:write"}'
+def test_the_hook_syncs_the_memberships_and_logs_them(caplog, settings, make_user):
+    """The sign-in hook is hub.orgs' sync: the mapped role is given, an organization the site lacks is skipped."""
+    from hub.orgs.models import Membership
+    from hub.orgs.services import create_organization
+
+    settings.HUB_GROUP_MAP = '{"lab": "hpc-lab:write", "other": "nowhere:read"}'
+    create_organization(make_user("boss"), "hpc-lab")
+    ada = make_user("ada")
     with caplog.at_level(logging.INFO, logger="hub.audit"):
-        groups.apply_memberships(make_user("ada"), groups.site_pairs(["lab", "other"]), source="oidc")
-    assert [r.getMessage() for r in caplog.records if r.name == "hub.audit"] == [
-        "memberships from oidc for ada: hpc-lab:write"]
+        groups.apply_memberships(ada, groups.site_pairs(["lab", "other"]), source="oidc")
+    said = [r.getMessage() for r in caplog.records if r.name == "hub.audit"]
+    assert "memberships from oidc for ada: hpc-lab:write, nowhere:read" in said
+    found = Membership.objects.get(user=ada, org__account__username="hpc-lab")
+    assert found.role == "write" and found.source == "oidc"
+    groups.apply_memberships(ada, [], source="oidc")  # the group gone at the next sign-in: the role goes
+    assert not Membership.objects.filter(user=ada, org__account__username="hpc-lab").exists()
