@@ -31,7 +31,7 @@ from hub.registry.access import Viewer
 from hub.registry.lineage import current_version
 from hub.registry.models import Artifact, Version
 from hub.registry.services import readable_pid
-from hub.web import markdown, preview, snippets, xhtml
+from hub.web import markdown, preview, scipreview, snippets, xhtml
 from hub.web.terms import term_url
 from ontology import exports
 from ontology.graph import LITERALS
@@ -340,6 +340,7 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
             "schema": metadata.get("records") if artifact.kind == "dataset" else None,
             "mlcube": metadata.get("mlcube") if artifact.kind == "project" else None,
             "files": with_previews(files),
+            "scientific": scipreview.previews(metadata, files) if metadata.get("scientific") else [],
             "citations": [(label, exports.export(concept, name, style)) for label, name, style in CITATIONS]
             if concept else [],
             "graph": provenance_graph(version, viewer),
