@@ -347,6 +347,43 @@ def first_slice(path: Path, variable: str, bounds: Bounds | None = None) -> Any:
             closer.close()
 
 
+SUFFIXES = (".h5", ".hdf5", ".he5", ".nc", ".nc4", ".netcdf", ".zarr")
+
+
+def split_reference(text: str) -> tuple[str, str] | None:
+    """``tas.nc:/tas`` as (``tas.nc``, ``/tas``): a file of a scientific format and a variable's path in it;
+    None for anything else (``input.npy``, ``C:/data``)."""
+    name, sep, variable = text.partition(":/")
+    if not sep or not name.lower().endswith(SUFFIXES):
+        return None
+    return name, "/" + variable.strip("/")
+
+
+def read_variable(path: Path, variable: str, slab_bytes: int = 64 * 2**20) -> Any:
+    """The whole of ``variable`` as a numpy array, read slab by slab along its first axis (each slab at most
+    ``slab_bytes``, whole chunks where the variable is chunked), so no library holds a second full copy.
+    A KeyError names a variable the file does not have."""
+    import numpy as np
+
+    array, closer = _open_variable(Path(path), variable)
+    try:
+        shape = tuple(array.shape)
+        if not shape:
+            return np.asarray(array[()])
+        out = np.empty(shape, dtype=np.dtype(array.dtype))
+        row = max(math.prod(shape[1:]) * out.itemsize, 1)
+        step = max(slab_bytes // row, 1)
+        chunks = getattr(array, "chunks", None)
+        if isinstance(chunks, tuple) and chunks and chunks[0]:
+            step = max(step // chunks[0], 1) * chunks[0]
+        for start in range(0, shape[0], step):
+            out[start:start + step] = array[start:start + step]
+        return out
+    finally:
+        if closer is not None:
+            closer.close()
+
+
 def preview(path: Path, variable: str, bounds: Bounds | None = None) -> dict[str, Any]:
     """``variable``'s first values and, for numbers, a PNG of its first 1-D or 2-D slice."""
     import numpy as np
