@@ -18,7 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from hpcfair.convert.errors import ConversionError
-from hpcfair.convert.sandbox import Limits, run
+from hpcfair.convert.sandbox import Limits, place, run
 
 from hub.errors import HubError
 
@@ -71,9 +71,11 @@ def _place(source: Path, dest: Path) -> None:
 
 
 def read_unit(name: str, members: Sequence[tuple[str, Path]], *, auto: int = 0,
-              variables: Sequence[str] = ()) -> dict[str, Any]:
+              variables: Sequence[str] = (), extract: str = "", dest: Path | None = None) -> dict[str, Any]:
     """Run the child over one file or store (``members``: (path in the version, local copy)); its result:
-    {"structure": ..., "previews": [...]}. A coded 400 for what the child refused."""
+    {"structure": ..., "previews": [...]}. With ``extract`` (a variable's path) the child also writes that
+    variable as a ``.npy``, moved to ``dest`` (at most ``HUB_SCIDATA_EXTRACT_MAX_BYTES``). A coded 400 for
+    what the child refused."""
     work = Path(tempfile.mkdtemp(prefix="hub-scidata-"))
     try:
         root = zarr_root(members[0][0]) if len(members) > 1 or zarr_root(members[0][0]) else None
@@ -85,7 +87,8 @@ def read_unit(name: str, members: Sequence[tuple[str, Path]], *, auto: int = 0,
             source = "data" + PurePosixPath(name).suffix.lower()
             _place(members[0][1], work / source)
         request = {"task": "scidata", "source": source, "bounds": bounds(), "auto": auto,
-                   "previews": list(variables)}
+                   "previews": list(variables), "extract": extract,
+                   "max_bytes": settings.HUB_SCIDATA_EXTRACT_MAX_BYTES}
         try:
             result = run(request, work, limits(), hide=_hidden())
         except ConversionError as exc:
@@ -95,7 +98,10 @@ def read_unit(name: str, members: Sequence[tuple[str, Path]], *, auto: int = 0,
             raise HubError("scientific_unreadable", f"{name} could not be read as HDF5, NetCDF or Zarr within the "
                                                  f"hub's limits ({settings.HUB_SCIDATA_MEMORY_MB} MB, "
                                                  f"{settings.HUB_SCIDATA_WALL_S} s): {exc.detail}") from None
-        return {"structure": result.get("structure") or {}, "previews": result.get("previews") or []}
+        if extract and dest is not None:
+            place(work, "variable.npy", dest)
+        return {"structure": result.get("structure") or {}, "previews": result.get("previews") or [],
+                "extracted": result.get("extracted")}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -128,6 +134,24 @@ def facts(files: Sequence[Any]) -> dict[str, Any]:
     if len(formats) == 1:
         out["format"] = formats.pop()
     return out
+
+
+def variable_input(metadata: dict[str, Any], reference: str) -> tuple[str, str] | None:
+    """``tas.nc:/tas`` as (file or store, variable) when the version's metadata describes that variable; None
+    when ``reference`` names no variable. A 404 ``not_found`` naming what the file has otherwise."""
+    from hpcfair.scidata import split_reference
+
+    found = split_reference(reference)
+    if found is None:
+        return None
+    name, variable = found
+    unit = next((d for d in metadata.get("scientific") or [] if d.get("path") == name), None)
+    if unit is None:
+        raise HubError("not_found", f"The version has no HDF5, NetCDF or Zarr file {name!r} that the hub read.")
+    paths = [v["path"] for v in unit.get("variables") or []]
+    if variable not in paths:
+        raise HubError("not_found", f"{name} has no variable {variable!r}; it has {', '.join(paths[:20]) or 'none'}.")
+    return name, variable
 
 
 def standard_names(metadata: dict[str, Any]) -> list[str]:

@@ -98,6 +98,8 @@ def scidata(request: dict[str, Any]) -> dict[str, Any]:
     source = Path(request["source"])
     try:
         out: dict[str, Any] = {"structure": describe(source, bounds)}
+        if request.get("extract"):  # one variable as a .npy, for a job that runs a model over it
+            return {**out, **extract(source, request["extract"], int(request["max_bytes"]), out["structure"])}
         wanted = list(request.get("previews") or [])
         if request.get("auto"):
             wanted += [v["path"] for v in out["structure"]["variables"]
@@ -117,6 +119,27 @@ def scidata(request: dict[str, Any]) -> dict[str, Any]:
     except ScienceRefused as exc:
         raise ConversionError(exc.code, exc.detail) from None
     return out
+
+
+def extract(source: Path, variable: str, max_bytes: int, structure: dict[str, Any]) -> dict[str, Any]:
+    """``variable`` of the (checked) file written as ``variable.npy``, read slab by slab; refused past
+    ``max_bytes`` before anything is read."""
+    import math
+
+    import numpy as np
+
+    from hpcfair.scidata import ScienceRefused, read_variable
+
+    found = next((v for v in structure["variables"] if v["path"] == variable), None)
+    if found is None:
+        raise ConversionError("scientific_unreadable", f"The file has no variable {variable}.")
+    size = math.prod(found["shape"]) * np.dtype(found["dtype"]).itemsize
+    if size > max_bytes:
+        raise ScienceRefused("scientific_too_large", f"{variable} holds {size} bytes; a job reads variables of up "
+                                                     f"to {max_bytes} bytes.")
+    array = read_variable(source, variable)
+    np.save("variable.npy", array, allow_pickle=False)
+    return {"extracted": {"variable": variable, "shape": list(array.shape), "dtype": str(array.dtype)}}
 
 
 def _library(exc: BaseException) -> str:
