@@ -389,8 +389,12 @@ def preview(path: Path, variable: str, bounds: Bounds | None = None) -> dict[str
     import numpy as np
 
     values = first_slice(path, variable, bounds)
-    out: dict[str, Any] = {"variable": variable, "slice_shape": list(values.shape),
-                           "values": [_text(v) for v in values.reshape(-1)[:PREVIEW_VALUES].tolist()]}
+    first = values.reshape(-1)[:PREVIEW_VALUES]
+    if np.issubdtype(values.dtype, np.floating):  # float32 270.1 as 270.1, not 270.1000061035156
+        shown = [float(np.format_float_positional(v, unique=True)) if np.isfinite(v) else str(v) for v in first]
+    else:
+        shown = [_text(v) for v in first.tolist()]
+    out: dict[str, Any] = {"variable": variable, "slice_shape": list(values.shape), "values": shown}
     if values.ndim in (1, 2) and np.issubdtype(values.dtype, np.number) and values.size > 1:
         out["png"] = line_png(values) if values.ndim == 1 else heatmap_png(values)
     return out

@@ -40,7 +40,8 @@ from ontology.vocab import HPC_NAMESPACE, HUB_NAMESPACE
 
 # Shown elsewhere on the page, or the hub's own bookkeeping.
 NOT_IN_TABLE = {"title", "description", "creators", "card", "derived", "verification", "conversion", "benchmarks",
-                "job", "container", "members", "optimization", "mlcube", "inputs", "outputs", "records"}
+                "job", "container", "members", "optimization", "mlcube", "inputs", "outputs", "records",
+                "scientific"}  # HDF5/NetCDF/Zarr structure: its own preview under Files (hub.web.scipreview)
 LABELS = {"opset": "ONNX opset", "parameters": "Parameters", "url": "Home page", "is_tunable": "Can be fine-tuned",
           "supports_accelerator": "Runs on accelerators", "record_count": "Records", "size": "Total size",
           "learning_type": "Learning type", "model_family": "Model family", "sample_inputs": "Sample inputs",
