@@ -42,6 +42,13 @@ STATUS: dict[str, int] = {
     "ambiguous_dataset": 400,
     "dataset_too_small": 400,
     "unknown_file": 400,
+    # HDF5/NetCDF/Zarr refused by the sandboxed reader (hub.metadata.scientific, hpcfair.scidata)
+    "scientific_external": 400,
+    "scientific_too_large": 400,
+    "scientific_too_many_chunks": 400,
+    "scientific_inconsistent": 400,
+    "scientific_compression_bomb": 400,
+    "scientific_unreadable": 400,
     "upload_incomplete": 400,
     "upload_size_mismatch": 400,
     "checksum_mismatch": 400,

@@ -481,6 +481,29 @@ LOGGING = {
 # Metadata: ONNX files up to this size are read (protobuf only) to derive opset, signature and parameters.
 HUB_METADATA_ONNX_MAX_BYTES = int(env("HUB_METADATA_ONNX_MAX_BYTES", str(512 * 1024 * 1024)))
 
+# Scientific formats (hub.metadata.scientific): HDF5, NetCDF and Zarr files are read by a sandboxed child.
+# The child's address-space limit (MB).
+HUB_SCIDATA_MEMORY_MB = int(env("HUB_SCIDATA_MEMORY_MB", "4096"))
+# The child's deadline (s, wall clock and CPU time).
+HUB_SCIDATA_WALL_S = int(env("HUB_SCIDATA_WALL_S", "60"))
+# Files (a Zarr store: its metadata files) larger than this are listed with their size, not read, at publication
+# (the child reads a copy of each file, made in the publishing request).
+HUB_SCIDATA_MAX_BYTES = int(env("HUB_SCIDATA_MAX_BYTES", str(1024**3)))
+# A file of more groups and variables than this is refused (scientific_too_large).
+HUB_SCIDATA_MAX_NODES = int(env("HUB_SCIDATA_MAX_NODES", "5000"))
+# A variable split into more chunks than this is refused (scientific_too_many_chunks).
+HUB_SCIDATA_MAX_CHUNKS = int(env("HUB_SCIDATA_MAX_CHUNKS", "10000000"))
+# A chunked variable whose stored bytes expand more times than this is refused (scientific_compression_bomb).
+HUB_SCIDATA_MAX_RATIO = float(env("HUB_SCIDATA_MAX_RATIO", "1000"))
+# A preview never decompresses a chunk larger than this (bytes).
+HUB_SCIDATA_MAX_CHUNK_BYTES = int(env("HUB_SCIDATA_MAX_CHUNK_BYTES", str(64 * 1024**2)))
+# A job's input variable (dataset_file: tas.nc:/tas) is read into an array of at most this many bytes.
+HUB_SCIDATA_EXTRACT_MAX_BYTES = int(env("HUB_SCIDATA_EXTRACT_MAX_BYTES", str(8 * 1024**3)))
+# Landing-page previews (first values, a slice's plot) read files (a Zarr store: all of it) up to this size.
+HUB_SCIDATA_PREVIEW_MAX_BYTES = int(env("HUB_SCIDATA_PREVIEW_MAX_BYTES", str(256 * 1024**2)))
+# How long (s) a landing page's preview stays in the cache (keyed by the files' sha256: it never goes stale).
+HUB_SCIDATA_PREVIEW_CACHE_S = int(env("HUB_SCIDATA_PREVIEW_CACHE_S", str(7 * 24 * 3600)))
+
 # Search: "auto" uses PostgreSQL's full-text search where the database is PostgreSQL and FTS5 on SQLite
 # (hub.search.fts); "words" forces LIKE word matching everywhere.
 HUB_SEARCH_ENGINE = env("HUB_SEARCH_ENGINE", "auto")

@@ -14,7 +14,7 @@ from ontology.graph import to_graph
 from ontology.record import Link, Record, affiliations
 from ontology.related import RelatedWork, related_works
 from ontology.subjects import Term, fields_of_science
-from ontology.vocab import PREFIXES
+from ontology.vocab import PREFIXES, cf_standard_name_iri
 
 # format name -> (media type, rdflib serializer or None)
 FORMATS: dict[str, tuple[str, str | None]] = {
@@ -165,6 +165,43 @@ def variables(record: Record) -> list[dict[str, Any]]:
     return out
 
 
+def scientific_variables(record: Record) -> list[dict[str, Any]]:
+    """The HDF5/NetCDF/Zarr variables the hub read, as schema.org ``variableMeasured``: name, unit, the CF
+    standard name (``propertyID``, its NERC vocabulary IRI) and long name, dims and shape in the description."""
+    out = []
+    for unit in record.metadata.get("scientific") or []:
+        for item in unit.get("variables") or []:
+            entry: dict[str, Any] = {"@type": "PropertyValue", "name": item["name"],
+                                     "identifier": f"{unit['path']}:{item['path']}",
+                                     "additionalType": SCHEMA_DATATYPES[_array_type(item.get("dtype", ""))],
+                                     "description": _variable_text(item)}
+            if item.get("units"):
+                entry["unitText"] = item["units"]
+            if item.get("standard_name"):
+                entry["alternateName"] = item["standard_name"]
+                if iri := cf_standard_name_iri(item["standard_name"]):
+                    entry["propertyID"] = iri
+            out.append(entry)
+    return out
+
+
+def _array_type(dtype: str) -> str:
+    """A numpy dtype's Croissant type (float32 -> sc:Float, int16 -> sc:Integer; strings and others sc:Text)."""
+    if dtype.startswith(("float", "complex")):
+        return "sc:Float"
+    if dtype.startswith(("int", "uint")):
+        return "sc:Integer"
+    return "sc:Boolean" if dtype == "bool" else "sc:Text"
+
+
+def _variable_text(item: dict[str, Any]) -> str:
+    dims = ", ".join(f"{d}={n}" for d, n in zip(item.get("dims") or [], item.get("shape") or [], strict=False))
+    words = [item.get("long_name") or item["name"], f"{item.get('dtype', '')}[{dims}]"]
+    if item.get("coordinate"):
+        words.append("coordinate")
+    return " ".join(w for w in words if w)
+
+
 def schema_org(record: Record) -> dict[str, Any]:
     """The plain schema.org record that landing pages embed (what search engines and FAIR checkers read)."""
     meta = record.metadata
@@ -230,8 +267,8 @@ def schema_org(record: Record) -> dict[str, Any]:
             out["subjectOf"] = {"@type": "WebPage", "url": meta["url"]}
         else:
             out["codeRepository"] = meta["url"]
-    if record.kind == "dataset" and meta.get("records"):
-        out["variableMeasured"] = variables(record)
+    if record.kind == "dataset" and (meta.get("records") or meta.get("scientific")):
+        out["variableMeasured"] = variables(record) + scientific_variables(record)
     if record.concept_iri and record.concept_iri != record.iri:
         out["isPartOf"] = {"@id": record.concept_iri, "identifier": record.concept_pid}
     if record.versions:  # a concept's versions are parts too, after its latest files
@@ -496,6 +533,33 @@ def croissant(record: Record) -> dict[str, Any]:
                        "source": {"fileObject": {"@id": source}, "extract": {"column": item["name"]}}}
                       for item in meta["records"]],
         }]
+    sets = _scientific_record_sets(record)
+    if sets:
+        out["recordSet"] = [*out.get("recordSet", []), *sets]
+    return out
+
+
+def _scientific_record_sets(record: Record) -> list[dict[str, Any]]:
+    """One Croissant ``RecordSet`` per HDF5/NetCDF file or Zarr store: a ``Field`` per variable (its dtype's
+    type, units, dims and shape in the description), drawn from the file (a store: its root metadata)."""
+    paths = {f.path: _croissant_id(f.path) for f in record.files}
+    out = []
+    for unit in record.metadata.get("scientific") or []:
+        source = paths.get(unit["path"]) or paths.get(f"{unit['path']}/zarr.json") \
+            or paths.get(f"{unit['path']}/.zgroup")
+        if source is None or not unit.get("variables"):
+            continue
+        base = "variables_" + _croissant_id(unit["path"])  # apart from the FileObject's @id
+        fields = []
+        for item in unit["variables"]:
+            text = _variable_text(item) + (f" in {item['units']}" if item.get("units") else "") \
+                + (f"; CF standard_name {item['standard_name']}" if item.get("standard_name") else "")
+            fields.append({"@type": "cr:Field", "@id": f"{base}/{_croissant_id(item['path'].strip('/'))}",
+                           "name": _croissant_id(item["path"].strip("/")), "description": text,
+                           "dataType": _array_type(item.get("dtype", "")),
+                           "source": {"fileObject": {"@id": source}}})
+        out.append({"@type": "cr:RecordSet", "@id": base, "name": base,
+                    "description": f"The variables of {unit['path']} ({unit.get('format')}).", "field": fields})
     return out
 
 

@@ -524,6 +524,10 @@ FIELDS: dict[str, Field] = {f.name: f for f in [
           derived=True),
     Field("record_count", integer(0), "How many records (rows, samples) the dataset holds.", kinds=DATASET,
           derived=True),
+    Field("scientific", anything, "The HDF5, NetCDF and Zarr files' structure, read by the hub: per file its "
+          "format, groups, global attributes (title, institution, source, Conventions) and variables with dtype, "
+          "shape, chunks, dimensions, coordinates, units and CF standard_name.", kinds=DATASET, derived=True,
+          system=True),
     Field("extra", obj, "Anything else, as name: value (kept, not interpreted)."),
     # Written by the hub only.
     Field("card", text(100_000), "The model card's text (from README.md).", system=True),

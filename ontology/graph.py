@@ -15,7 +15,7 @@ from ontology.fields import MODEL_FAMILIES
 from ontology.record import Record, affiliations
 from ontology.related import related_works
 from ontology.subjects import fields_of_science
-from ontology.vocab import DCAT, DCTERMS, HPC, HUB, PROV, RDF, RDFS, SDO, XSD, bind
+from ontology.vocab import DCAT, DCTERMS, HPC, HUB, PROV, RDF, RDFS, SDO, XSD, bind, cf_standard_name_iri
 
 KIND_CLASSES = {
     "model": [HPC.AIModel, SDO.SoftwareSourceCode],
@@ -186,6 +186,9 @@ def to_graph(record: Record, *, prefixes: bool = True) -> Graph:
         _pair(g, s, HUB.metric, HUB.Metric, name, value)
     for position, item in enumerate(meta.get("records") or []):
         _record_field(g, s, item, position, measured=record.kind == "dataset")
+    for unit in meta.get("scientific") or []:
+        for item in unit.get("variables") or []:
+            _scientific_variable(g, s, unit["path"], item)
     for item in meta.get("benchmarks") or []:
         _benchmark(g, s, item)
     for entry in record.files:
@@ -321,6 +324,19 @@ def _record_field(g: Graph, s: Node, item: dict[str, Any], position: int, *, mea
         g.add((node, SDO.name, Literal(item["name"])))
         if item.get("unit"):
             g.add((node, SDO.unitText, Literal(item["unit"])))
+
+
+def _scientific_variable(g: Graph, s: Node, path: str, item: dict[str, Any]) -> None:
+    """An HDF5/NetCDF/Zarr variable as schema.org's ``variableMeasured``: name, unit, the CF standard name."""
+    node = BNode()
+    g.add((s, SDO.variableMeasured, node))
+    g.add((node, RDF.type, SDO.PropertyValue))
+    g.add((node, SDO.name, Literal(item["name"])))
+    g.add((node, SDO.identifier, Literal(f"{path}:{item['path']}")))
+    if item.get("units"):
+        g.add((node, SDO.unitText, Literal(item["units"])))
+    if item.get("standard_name") and (iri := cf_standard_name_iri(item["standard_name"])):
+        g.add((node, SDO.propertyID, URIRef(iri)))
 
 
 def _tensor(g: Graph, s: Node, predicate: URIRef, spec: dict[str, Any], position: int) -> None:

@@ -3,6 +3,7 @@ vocabularies the records are also mapped to (schema.org, PROV-O, DCTERMS)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from rdflib import Graph, Namespace
@@ -38,3 +39,8 @@ def hub_terms() -> Graph:
 
 __all__ = ["DCAT", "DCTERMS", "HPC", "HUB", "ORCID", "PROV", "RDF", "RDFS", "SDO", "SPDX_LICENSES", "XSD", "bind",
            "hub_terms"]
+
+
+def cf_standard_name_iri(name: str) -> str | None:
+    """A CF standard name's IRI in the NERC vocabulary server's table; None for a name that is not one."""
+    return f"https://vocab.nerc.ac.uk/standard_name/{name}/" if re.fullmatch(r"[A-Za-z0-9_]{1,200}", name) else None

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcfair import arrays as tensors
+from hpcfair import scidata
 from hpcfair.config import Config
 
 REF_RE = re.compile(r"^(ark:/?\S+|[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(@[\w.+-]+)?)$")
@@ -29,10 +30,30 @@ def read_input(config: Config) -> tuple[Any, bool]:
     """``task_args.input`` read, and whether its arrays need casting to the model's dtypes (text, JSON)."""
     if not config.task.input:
         raise config.error(config.where("input"), "missing: the input file (.npy, .npz, .json, .txt, .csv)")
+    reference = scidata.split_reference(config.task.input)
+    if reference is not None:  # tas.nc:/tas, run.h5:/sim/energy, ocean.zarr:/ocean/u
+        return read_variable(config, *reference), False
     path = config.path(config.task.input)
     if not path.is_file():
         raise config.error(config.where("input"), f"no file {path}")
     return tensors.read_inputs(path, key=config.where("input")), path.suffix.lower() not in (".npy", ".npz")
+
+
+def read_variable(config: Config, name: str, variable: str) -> Any:
+    """A variable of an HDF5, NetCDF or Zarr file of this machine (``task_args.input: tas.nc:/tas``), read slab
+    by slab (``hpcfair.scidata``)."""
+    path = config.path(name)
+    if not path.exists():
+        raise config.error(config.where("input"), f"no file {path}")
+    try:
+        return scidata.read_variable(path, variable)
+    except KeyError:
+        raise config.error(config.where("input"), f"{path.name} has no variable {variable}") from None
+    except ImportError as exc:
+        raise config.error(config.where("input"), f"reading {path.name} needs {exc.name}: pip install h5py netCDF4 "
+                                                  "zarr") from None
+    except (OSError, ValueError) as exc:
+        raise config.error(config.where("input"), f"cannot read {variable} of {path}: {exc}") from None
 
 
 def sources(config: Config) -> list[ModelSource]:

@@ -22,6 +22,7 @@ from hub.jobs.models import Job
 from hub.jobs.quota import check_active_jobs
 from hub.jobs.services import create_job
 from hub.jobs.slurm import runs_on_slurm
+from hub.metadata import scientific
 from hub.registry.links import file_url
 from hub.registry.models import Artifact, Version
 from hub.registry.services import check_visibility, covers, resolve_version_ref
@@ -205,6 +206,8 @@ def start_merge_job(user, models: list[ModelRef], links: list[dict[str, str]], *
 def dataset_input(user, ref: str, file: str) -> tuple[Version, str]:
     """A dataset version and the .npy/.npz file of it to run over."""
     version = resolve_version_ref(user, ref)
+    if file and scientific.variable_input(version.metadata or {}, file) is not None:
+        return version, file  # a variable of an HDF5/NetCDF/Zarr file: tas.nc:/tas
     arrays = [f.path for f in version.files.all() if f.path.lower().endswith((".npy", ".npz"))]
     if file:
         if file not in arrays:

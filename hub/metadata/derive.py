@@ -1,6 +1,7 @@
 """What the hub derives from a version's files instead of asking for it: formats and frameworks (from
 names), ONNX opset, signature and parameter count (the protobuf, parsed without running anything),
-sizes, a CSV's record structure, and the model card (README.md with YAML front matter).
+sizes, a CSV's record structure, HDF5/NetCDF/Zarr structure (read in the sandbox, ``hub.metadata.scientific``),
+and the model card (README.md with YAML front matter).
 
 Nothing here unpickles or imports a model: ONNX is plain protobuf and CSV is text.
 """
@@ -30,6 +31,7 @@ from hpcfair.cube.spec import CUBE_FILE, CubeError, CubeSpec, parse_files, parse
 
 from hub.bounded import Unreadable, load_yaml
 from hub.errors import HubError
+from hub.metadata import scientific
 from ontology.fields import Invalid, MetadataError, class_labels
 
 log = logging.getLogger(__name__)
@@ -180,6 +182,7 @@ def derive(kind: str, files: Sequence[FileInfo]) -> dict[str, Any]:
         table = next((f for f in data if f.suffix in (".csv", ".tsv")), None)
         if table is not None:
             out.update(csv_facts(table))
+        out.update(scientific.facts(data))  # HDF5, NetCDF, Zarr: read in the sandbox
     return out
 
 

@@ -8,6 +8,7 @@ from django.contrib.postgres.search import SearchVector
 from django.db import connection, transaction
 from django.db.models import F, Value
 
+from hub.metadata import scientific
 from hub.metadata.services import with_measurements
 from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.search.models import FacetValue, SearchEntry, SearchState
@@ -25,6 +26,8 @@ def facet_values(artifact: Artifact, metadata: dict[str, Any]) -> set[tuple[str,
             values.add((name, metadata[name]))
     for word in metadata.get("keywords") or []:
         values.add(("keyword", word.lower()[:200]))
+    values |= {("standard_name", name[:200]) for name in scientific.standard_names(metadata)}
+    values |= {("variable", name[:200]) for name in scientific.variable_names(metadata)}
     for item in metadata.get("benchmarks") or []:
         hardware = item.get("hardware") or {}
         values.add(("hardware", hardware.get("kind", "cpu")))
@@ -47,6 +50,7 @@ def document(artifact: Artifact, versions: list[Version]) -> dict[str, Any]:
         words += [str(w) for w in meta.get("keywords") or []]
         words += [meta[name] for name in ("framework", "format", "task") if isinstance(meta.get(name), str)]
         words += ALIASES.get(str(meta.get("framework")), [])  # "sklearn" finds scikit-learn models
+        words += scientific.standard_names(meta) + scientific.variable_names(meta)  # "air_temperature" finds it
         texts.append(str(meta.get("description") or ""))
         texts += [str(c.get("name", "")) for c in meta.get("creators") or [] if isinstance(c, dict)]
     if not versions:
@@ -88,7 +92,8 @@ def next_generation() -> int:
 # Raise it whenever document() or facet_values() change what an entry holds: the next `migrate` rebuilds
 # every entry (hub.search.apps), so an upgrade never leaves artifacts unfindable by what the new code indexes.
 # 2: MLCube projects made before cubes followed their model took its visibility in registry 0004, beside the index.
-INDEX_FORMAT = 2
+# 3: HDF5/NetCDF/Zarr variables and CF standard names (facets standard_name and variable, and words).
+INDEX_FORMAT = 3
 
 
 def rebuild() -> int:

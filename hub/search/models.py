@@ -16,7 +16,8 @@ from django.db import models
 
 from hub.registry.models import Artifact, Version
 
-FACETS = ("kind", "framework", "format", "task", "license", "keyword", "owner", "hardware")
+FACETS = ("kind", "framework", "format", "task", "license", "keyword", "owner", "hardware", "standard_name",
+          "variable")
 
 
 class SearchEntry(models.Model):

@@ -31,7 +31,7 @@ from hub.registry.access import Viewer
 from hub.registry.lineage import current_version
 from hub.registry.models import Artifact, Version
 from hub.registry.services import readable_pid
-from hub.web import markdown, preview, snippets, xhtml
+from hub.web import markdown, preview, scipreview, snippets, xhtml
 from hub.web.terms import term_url
 from ontology import exports
 from ontology.graph import LITERALS
@@ -40,7 +40,8 @@ from ontology.vocab import HPC_NAMESPACE, HUB_NAMESPACE
 
 # Shown elsewhere on the page, or the hub's own bookkeeping.
 NOT_IN_TABLE = {"title", "description", "creators", "card", "derived", "verification", "conversion", "benchmarks",
-                "job", "container", "members", "optimization", "mlcube", "inputs", "outputs", "records"}
+                "job", "container", "members", "optimization", "mlcube", "inputs", "outputs", "records",
+                "scientific"}  # HDF5/NetCDF/Zarr structure: its own preview under Files (hub.web.scipreview)
 LABELS = {"opset": "ONNX opset", "parameters": "Parameters", "url": "Home page", "is_tunable": "Can be fine-tuned",
           "supports_accelerator": "Runs on accelerators", "record_count": "Records", "size": "Total size",
           "learning_type": "Learning type", "model_family": "Model family", "sample_inputs": "Sample inputs",
@@ -340,6 +341,7 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
             "schema": metadata.get("records") if artifact.kind == "dataset" else None,
             "mlcube": metadata.get("mlcube") if artifact.kind == "project" else None,
             "files": with_previews(files),
+            "scientific": scipreview.previews(metadata, files) if metadata.get("scientific") else [],
             "citations": [(label, exports.export(concept, name, style)) for label, name, style in CITATIONS]
             if concept else [],
             "graph": provenance_graph(version, viewer),

@@ -220,9 +220,10 @@ def test_early_stopping_keeps_the_best_epoch(tmp_path):
 
 
 def test_png_without_matplotlib_decodes():
+    from hpcfair import png as encoder
     from hpcfair.finetune import curve
 
-    png = curve._png(curve._raster([1, 2, 3], {"t": [1.0, 0.5, 0.2], "v": [1.1, 0.7, 0.6]}))
+    png = encoder.encode(curve._raster([1, 2, 3], {"t": [1.0, 0.5, 0.2], "v": [1.1, 0.7, 0.6]}))
     assert png[12:16] == b"IHDR"
     width, height = struct.unpack(">II", png[16:24])
     idat = png[33 + 8:]

@@ -78,11 +78,68 @@ def work(request: dict[str, Any]) -> dict[str, Any]:
 
         return run_batch(Path(request["model"]), Path(request["prompts"]), Path(request["output"]),
                          request.get("options") or {}, threads=int(request.get("threads", 1)), progress=progress)
+    if task == "scidata":
+        return scidata(request)
     if task == "finetune":
         from hpcfair.finetune.child import work as finetune
 
         return finetune(request, say)
     raise ConversionError("invalid_request", f"unknown task {task!r}")
+
+
+def scidata(request: dict[str, Any]) -> dict[str, Any]:
+    """An HDF5/NetCDF/Zarr file's structure and, for ``previews`` variables (or the first ``auto`` that are not
+    coordinates), first values and a PNG (base64); a refusal is the result's code, as any coded failure."""
+    import base64
+
+    from hpcfair.scidata import Bounds, ScienceRefused, describe, preview
+
+    bounds = Bounds(**request.get("bounds") or {})
+    source = Path(request["source"])
+    try:
+        out: dict[str, Any] = {"structure": describe(source, bounds)}
+        if request.get("extract"):  # one variable as a .npy, for a job that runs a model over it
+            return {**out, **extract(source, request["extract"], int(request["max_bytes"]), out["structure"])}
+        wanted = list(request.get("previews") or [])
+        if request.get("auto"):
+            wanted += [v["path"] for v in out["structure"]["variables"]
+                       if not v.get("coordinate") and v["shape"]][:int(request["auto"])]
+        shown = []
+        for variable in wanted[:8]:
+            try:
+                one = preview(source, variable, bounds)
+            except ScienceRefused as exc:
+                one = {"variable": variable, "refused": exc.detail}
+            except (KeyError, ValueError, TypeError, OSError):
+                one = {"variable": variable, "refused": "This variable's values could not be read."}
+            if "png" in one:
+                one["png"] = base64.b64encode(one["png"]).decode()
+            shown.append(one)
+        out["previews"] = shown
+    except ScienceRefused as exc:
+        raise ConversionError(exc.code, exc.detail) from None
+    return out
+
+
+def extract(source: Path, variable: str, max_bytes: int, structure: dict[str, Any]) -> dict[str, Any]:
+    """``variable`` of the (checked) file written as ``variable.npy``, read slab by slab; refused past
+    ``max_bytes`` before anything is read."""
+    import math
+
+    import numpy as np
+
+    from hpcfair.scidata import ScienceRefused, read_variable
+
+    found = next((v for v in structure["variables"] if v["path"] == variable), None)
+    if found is None:
+        raise ConversionError("scientific_unreadable", f"The file has no variable {variable}.")
+    size = math.prod(found["shape"]) * np.dtype(found["dtype"]).itemsize
+    if size > max_bytes:
+        raise ScienceRefused("scientific_too_large", f"{variable} holds {size} bytes; a job reads variables of up "
+                                                     f"to {max_bytes} bytes.")
+    array = read_variable(source, variable)
+    np.save("variable.npy", array, allow_pickle=False)
+    return {"extracted": {"variable": variable, "shape": list(array.shape), "dtype": str(array.dtype)}}
 
 
 def _library(exc: BaseException) -> str:

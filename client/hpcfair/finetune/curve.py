@@ -4,12 +4,12 @@ shown)."""
 
 from __future__ import annotations
 
-import struct
-import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from hpcfair import png
 
 WIDTH, HEIGHT, MARGIN = 480, 300, 24
 TRAIN, VALIDATION, AXES = (31, 119, 180), (255, 127, 14), (120, 120, 120)
@@ -31,7 +31,7 @@ def write(history: list[dict[str, Any]], path: Path) -> Path:
         matplotlib.use("Agg")
         from matplotlib import pyplot as plt
     except ImportError:
-        path.write_bytes(_png(_raster(epochs, series)))
+        path.write_bytes(png.encode(_raster(epochs, series)))
         return path
     figure, axes = plt.subplots(figsize=(6, 3.75), dpi=80)
     for (name, values), colour in zip(series.items(), (TRAIN, VALIDATION), strict=True):
@@ -76,14 +76,3 @@ def _dot(image: np.ndarray, x: float, y: float, colour: tuple[int, int, int], ra
     x, y = int(round(x)), int(round(y))
     image[max(y - radius, 0):y + radius + 1, max(x - radius, 0):x + radius + 1] = colour
 
-
-def _png(image: np.ndarray) -> bytes:
-    """An RGB image as PNG bytes (filter 0 on every row)."""
-    height, width, _ = image.shape
-    raw = b"".join(b"\0" + image[row].tobytes() for row in range(height))
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b"")

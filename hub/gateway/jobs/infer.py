@@ -30,6 +30,7 @@ from hub.jobs.files import drop_staged_inputs, fetch, place, place_model, staged
 from hub.jobs.kinds import JobKind, Plan, register
 from hub.jobs.models import Job
 from hub.jobs.runner import JobContext
+from hub.metadata import scientific
 from hub.registry import services as registry
 from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef
@@ -66,6 +67,26 @@ def mapped_source(path: Path, arrays: dict[str, np.ndarray]) -> dict[str, str] |
     return {"path": str(path), "name": name} if same and array.ndim else None
 
 
+def dataset_file(dataset: Version, name: str, folder: Path) -> Path:
+    """The input file of a run over ``dataset``: the file ``name`` (linked where the store allows: read here
+    and by the engine), or for ``tas.nc:/tas`` the variable, read from the file in the sandbox and written as
+    ``inputs.npy`` (which the engine then maps and reads batch by batch)."""
+    found = scientific.variable_input(dataset.metadata or {}, name)
+    if found is None:
+        return fetch(dataset, name, folder, link=True)
+    unit, variable = found
+    copies = folder / "scidata"
+    copies.mkdir()
+    members = []
+    for index, file in enumerate(f for f in dataset.files.order_by("path")
+                                 if f.path == unit or f.path.startswith(unit + "/")):
+        members.append((file.path, place(file.blob_id, copies / str(index))))
+    dest = folder / "inputs.npy"
+    scientific.read_unit(unit, members, extract=variable, dest=dest)
+    shutil.rmtree(copies, ignore_errors=True)
+    return dest
+
+
 def _inputs(ctx: JobContext, model_version: Version, folder: Path
             ) -> tuple[dict[str, np.ndarray], Version | None, dict[str, str] | None]:
     params = ctx.job.params
@@ -77,7 +98,7 @@ def _inputs(ctx: JobContext, model_version: Version, folder: Path
         dataset = Version.objects.filter(pk=params["dataset"]["version_id"], deleted_at__isnull=True).first()
         if dataset is None:
             raise CodedError("gone", "The input dataset version was deleted before the job ran.")
-        path = fetch(dataset, params["dataset"]["file"], folder, link=True)  # read here and by the engine
+        path = dataset_file(dataset, params["dataset"]["file"], folder)
     try:
         arrays = check(load_sample_inputs(path, specs_from_metadata(spec) if spec else None,
                                           settings.HUB_ARCHIVE_INFLATE_MAX_BYTES), spec)
@@ -207,9 +228,13 @@ class InferJob(JobKind):
             dataset = Version.objects.filter(pk=params["dataset"]["version_id"], deleted_at__isnull=True).first()
             if dataset is None:
                 raise CodedError("gone", "The input dataset version was deleted before the job ran.")
-            file = dataset.files.get(path=params["dataset"]["file"])
-            inputs = place(file.blob_id, folder / f"inputs{Path(file.path).suffix}")
-            what = f"{dataset} {file.path}"
+            name = params["dataset"]["file"]
+            if scientific.variable_input(dataset.metadata or {}, name) is not None:
+                inputs = dataset_file(dataset, name, folder)  # the variable, read in the sandbox, as a .npy
+            else:
+                file = dataset.files.get(path=name)
+                inputs = place(file.blob_id, folder / f"inputs{Path(file.path).suffix}")
+            what = f"{dataset} {name}"
         tasks = max(1, min(int(params.get("threads") or 1), settings.HUB_SLURM_MAX_ARRAY))
         spec = {"compute": "infer", "steps": steps, "inputs": inputs.name, "device": job.device,
                 "input_specs": (models[0].metadata or {}).get("inputs"), "outputs": params.get("outputs") or [],

@@ -1,0 +1,167 @@
+"""HDF5, NetCDF and Zarr files of a dataset version described for its metadata, previewed for its page.
+
+The files are read only by the sandbox child (``hpcfair.convert.child``, task ``scidata``, which calls
+``hpcfair.scidata``): under the conversion sandbox's confinement, with a memory cap and a deadline
+(``HUB_SCIDATA_*``). What it refuses (external links, virtual datasets, a compression bomb, a billion tiny
+chunks, a file that lies about its shapes) is a 400 with the child's code; a child that runs out of
+memory or time is a 400 ``scientific_unreadable``.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from django.conf import settings
+from hpcfair.convert.errors import ConversionError
+from hpcfair.convert.sandbox import Limits, place, run
+
+from hub.errors import HubError
+
+log = logging.getLogger(__name__)
+
+FILE_SUFFIXES = (".h5", ".hdf5", ".he5", ".nc", ".nc4", ".netcdf")
+ZARR_METADATA = {"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"}
+REFUSALS = {"scientific_external", "scientific_too_large", "scientific_too_many_chunks", "scientific_inconsistent",
+            "scientific_compression_bomb", "scientific_unreadable"}
+MAX_FILES = 20  # scientific files (or stores) described per version
+
+
+def zarr_root(path: str) -> str | None:
+    """The store a file of a version belongs to (``ocean.zarr`` for ``ocean.zarr/temp/c/0/0``), or None."""
+    parts = PurePosixPath(path).parts
+    for index, part in enumerate(parts[:-1]):
+        if part.lower().endswith(".zarr"):
+            return "/".join(parts[:index + 1])
+    return None
+
+
+def units(files: Sequence[Any]) -> list[tuple[str, list[Any]]]:
+    """(name, files) of each HDF5/NetCDF file and each Zarr store among ``files`` (objects with ``path``)."""
+    out: dict[str, list[Any]] = {}
+    for item in files:
+        root = zarr_root(item.path)
+        if root is not None:
+            out.setdefault(root, []).append(item)
+        elif PurePosixPath(item.path.lower()).suffix in FILE_SUFFIXES:
+            out[item.path] = [item]
+    return list(out.items())[:MAX_FILES]
+
+
+def limits() -> Limits:
+    return Limits(memory_mb=settings.HUB_SCIDATA_MEMORY_MB, cpu_seconds=settings.HUB_SCIDATA_WALL_S,
+                  wall_seconds=settings.HUB_SCIDATA_WALL_S, threads=1, file_mb=64,
+                  uid=settings.HUB_CONVERT_UID, gid=settings.HUB_CONVERT_GID)
+
+
+def bounds() -> dict[str, Any]:
+    return {"max_nodes": settings.HUB_SCIDATA_MAX_NODES, "max_chunks": settings.HUB_SCIDATA_MAX_CHUNKS,
+            "max_ratio": settings.HUB_SCIDATA_MAX_RATIO, "max_chunk_bytes": settings.HUB_SCIDATA_MAX_CHUNK_BYTES}
+
+
+def _place(source: Path, dest: Path) -> None:
+    """A copy of ``source`` at ``dest`` in the child's folder. Never a hard link: the folder is handed to the
+    child's user, who could then write into the staged upload after its sha256 was taken."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, dest)
+
+
+def read_unit(name: str, members: Sequence[tuple[str, Path]], *, auto: int = 0,
+              variables: Sequence[str] = (), extract: str = "", dest: Path | None = None) -> dict[str, Any]:
+    """Run the child over one file or store (``members``: (path in the version, local copy)); its result:
+    {"structure": ..., "previews": [...]}. With ``extract`` (a variable's path) the child also writes that
+    variable as a ``.npy``, moved to ``dest`` (at most ``HUB_SCIDATA_EXTRACT_MAX_BYTES``). A coded 400 for
+    what the child refused."""
+    work = Path(tempfile.mkdtemp(prefix="hub-scidata-"))
+    try:
+        root = zarr_root(members[0][0]) if len(members) > 1 or zarr_root(members[0][0]) else None
+        if root is not None:
+            for path, local in members:
+                _place(local, work / "store.zarr" / path[len(root) + 1:])
+            source = "store.zarr"
+        else:
+            source = "data" + PurePosixPath(name).suffix.lower()
+            _place(members[0][1], work / source)
+        request = {"task": "scidata", "source": source, "bounds": bounds(), "auto": auto,
+                   "previews": list(variables), "extract": extract,
+                   "max_bytes": settings.HUB_SCIDATA_EXTRACT_MAX_BYTES}
+        try:
+            result = run(request, work, limits(), hide=_hidden())
+        except ConversionError as exc:
+            if exc.code in REFUSALS:
+                raise HubError(exc.code, f"{name}: {exc.detail}") from None
+            log.warning("scientific read of %s failed: %s %s", name, exc.code, exc.detail)
+            raise HubError("scientific_unreadable", f"{name} could not be read as HDF5, NetCDF or Zarr within the "
+                                                 f"hub's limits ({settings.HUB_SCIDATA_MEMORY_MB} MB, "
+                                                 f"{settings.HUB_SCIDATA_WALL_S} s): {exc.detail}") from None
+        if extract and dest is not None:
+            place(work, "variable.npy", dest)
+        return {"structure": result.get("structure") or {}, "previews": result.get("previews") or [],
+                "extracted": result.get("extracted")}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _hidden() -> list[Path]:
+    return [Path(p) for p in (settings.VAR_DIR, settings.HUB_STORAGE.get("DIR"), settings.HUB_UPLOAD_DIR) if p]
+
+
+def facts(files: Sequence[Any]) -> dict[str, Any]:
+    """``{"scientific": [{path, format, groups, variables, attributes, ...}], "format": ...}`` for the version's
+    scientific files (``FileInfo``s); {} when it has none. Files past ``HUB_SCIDATA_MAX_BYTES`` are listed
+    with their format and size and not read."""
+    described = []
+    for name, members in units(files):
+        size = sum(m.size for m in members)
+        store = zarr_root(members[0].path) is not None
+        if store:  # a store's structure is in its metadata files: only those go to the child
+            members = [m for m in members if PurePosixPath(m.path).name in ZARR_METADATA]
+            if not members:
+                continue
+        if sum(m.size for m in members) > settings.HUB_SCIDATA_MAX_BYTES:
+            described.append({"path": name, "format": "zarr" if store else None, "size": size, "read": False})
+            continue
+        found = read_unit(name, [(m.path, m.local) for m in members])
+        described.append({"path": name, "size": size, **found["structure"]})
+    if not described:
+        return {}
+    out: dict[str, Any] = {"scientific": described}
+    formats = {d["format"] for d in described if d.get("format")}
+    if len(formats) == 1:
+        out["format"] = formats.pop()
+    return out
+
+
+def variable_input(metadata: dict[str, Any], reference: str) -> tuple[str, str] | None:
+    """``tas.nc:/tas`` as (file or store, variable) when the version's metadata describes that variable; None
+    when ``reference`` names no variable. A 404 ``not_found`` naming what the file has otherwise."""
+    from hpcfair.scidata import split_reference
+
+    found = split_reference(reference)
+    if found is None:
+        return None
+    name, variable = found
+    unit = next((d for d in metadata.get("scientific") or [] if d.get("path") == name), None)
+    if unit is None:
+        raise HubError("not_found", f"The version has no HDF5, NetCDF or Zarr file {name!r} that the hub read.")
+    paths = [v["path"] for v in unit.get("variables") or []]
+    if variable not in paths:
+        raise HubError("not_found", f"{name} has no variable {variable!r}; it has {', '.join(paths[:20]) or 'none'}.")
+    return name, variable
+
+
+def standard_names(metadata: dict[str, Any]) -> list[str]:
+    """Every CF ``standard_name`` of the version's variables, in order, once each."""
+    names = (v.get("standard_name") for d in metadata.get("scientific") or [] for v in d.get("variables") or [])
+    return list(dict.fromkeys(n for n in names if isinstance(n, str) and n))
+
+
+def variable_names(metadata: dict[str, Any]) -> list[str]:
+    """The names of the version's (non-coordinate) variables, once each."""
+    names = (v.get("name") for d in metadata.get("scientific") or [] for v in d.get("variables") or []
+             if not v.get("coordinate"))
+    return list(dict.fromkeys(n for n in names if isinstance(n, str) and n))
