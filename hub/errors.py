@@ -130,6 +130,7 @@ STATUS: dict[str, int] = {
     "UNAUTHORIZED": 401,
     "DENIED": 403,
     "UNSUPPORTED": 405,
+    "LENGTH_REQUIRED": 411,  # a chunked body on a server that cannot decode it (Django's development server)
 }
 
 

@@ -13,6 +13,7 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 
 from hub.oci import artifacts
+from hub.oci.body import reader
 from hub.oci.errors import OciError
 from hub.oci.models import Manifest, RepoBlob, Tag
 from hub.oci.names import TAG_RE, parse_digest
@@ -104,7 +105,7 @@ def _keep(body: bytes, hex_digest: str) -> None:
 
 def put(request: HttpRequest, name: str, reference: str) -> HttpResponse:
     """``PUT /v2/<name>/manifests/<reference>``: 201 with ``Location`` and ``Docker-Content-Digest``."""
-    body = request.read(MAX_MANIFEST + 1)
+    body = reader(request)(MAX_MANIFEST + 1)
     if len(body) > MAX_MANIFEST:
         raise OciError("SIZE_INVALID", f"A manifest here is at most {MAX_MANIFEST} bytes.")
     hex_digest = hashlib.sha256(body).hexdigest()

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.http import HttpRequest
 
+from hub.oci import body
 from hub.oci.errors import OciError
 from hub.oci.models import BlobUpload, RepoBlob
 from hub.registry.uploads import upload_dir
@@ -25,11 +26,11 @@ CHUNK = 1024 * 1024
 def _spool(request: HttpRequest, limit: int) -> tuple[Path, int]:
     """The request body in a fresh local file (at most ``limit`` bytes): (path, size)."""
     path = upload_dir() / f"oci-{uuid.uuid4().hex}.part"
-    size = 0
+    size, read = 0, body.reader(request)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
         with os.fdopen(fd, "wb") as out:
-            while block := request.read(CHUNK):
+            while block := read(CHUNK):
                 size += len(block)
                 if size > limit:
                     raise OciError("SIZE_INVALID", f"A blob here is at most {settings.HUB_UPLOAD_MAX_SIZE} bytes "

@@ -51,8 +51,9 @@ def challenge(request: HttpRequest, name: str = "", actions: str = "pull") -> st
 
 def authorize(request: HttpRequest, name: str, action: str) -> tuple[Access, Artifact | None]:
     """Who asks, if they may ``action`` (pull, push) on ``name``; else the refusal the specification names: 401
-    with a challenge to one who has not shown who they are (or whose token lacks the scope), ``NAME_UNKNOWN`` to
-    one who may not read it (whether or not it exists), ``DENIED`` to a reader who may not push."""
+    with a challenge to one who has not shown who they are, 403 with a challenge to one whose registry token lacks
+    the scope, ``NAME_UNKNOWN`` to one who may not read it (whether or not it exists), ``DENIED`` to a reader who
+    may not push."""
     check_name(name)
     wanted = "pull,push" if action == "push" else "pull"
     try:
@@ -64,12 +65,17 @@ def authorize(request: HttpRequest, name: str, action: str) -> tuple[Access, Art
     rule = may_pull if action == "pull" else may_push
     if access.allows(name, action) and rule(access.user, name, artifact):
         return access, artifact
-    if access.user is None or (access.scopes is not None and not access.allows(name, action)
-                               and (action == "pull" or access.write)):
+    scope = [{"Type": "repository", "Name": name, "Action": action}]
+    if access.user is None:
         raise OciError("UNAUTHORIZED", f"Authentication required to {action} {name}: the client asks the token "
                                        "endpoint with a hub token (podman login, or oras's username/password).",
-                       detail=[{"Type": "repository", "Name": name, "Action": action}],
-                       challenge=challenge(request, name, wanted))
+                       detail=scope, challenge=challenge(request, name, wanted))
+    if access.scopes is not None and not access.allows(name, action) and (action == "pull" or access.write):
+        # a registry token for other scopes: 403 with the challenge, on which clients that keep one token (oras)
+        # ask for a new one; those that keep a token per scope (containers/image) never send it here
+        raise OciError("DENIED", f"This registry token does not cover {action} on {name}; ask the token endpoint "
+                                 f"for scope repository:{name}:{wanted}.", detail=scope,
+                       challenge=f'{challenge(request, name, wanted)},error="insufficient_scope"')
     if action == "push" and may_pull(access.user, name, artifact):
         why = "a read token cannot push: use a write token" if not access.write else \
             "only the artifact's writers (or the namespace's owner) push here"
