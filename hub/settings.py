@@ -452,16 +452,17 @@ HUB_ONNX_EXTERNAL_DATA_MB = float(env("HUB_ONNX_EXTERNAL_DATA_MB", "1024"))
 HUB_FINETUNE_WALL_S = int(env("HUB_FINETUNE_WALL_S", "3600"))
 HUB_FINETUNE_CPU_S = int(env("HUB_FINETUNE_CPU_S", "14400"))  # CPU seconds of one sandboxed fine-tune
 
-# MLCube containers (hub.containers, hub.containers.jobs). After a conversion publishes a verified ONNX
-# version: "generate" (the default) only makes the cube, whose image is built when it is first asked for
-# (POST …/container; a ~340 MB image per version otherwise, issue 41 point 14), "build" makes its cube and
-# builds and checks the image where the worker has podman/docker and the base image, "off" does nothing.
-# How long a registry token from /v2/token is good for, in seconds (clients ask again when it runs out).
+# The OCI registry (hub.oci): how long a registry token from /v2/token lasts, in seconds (clients then ask again).
 HUB_OCI_TOKEN_SECONDS = int(env("HUB_OCI_TOKEN_SECONDS", "300"))
 # The hub's registry host (host:port) the workers push each built MLCube image to, as <owner>/<name>-mlcube:<label>
 # (the cube's mlcube.yaml and page then name that reference); empty: images stay on the worker that built them.
 HUB_CUBE_REGISTRY = env("HUB_CUBE_REGISTRY", "")
 HUB_CUBE_REGISTRY_TLS_VERIFY = env_bool("HUB_CUBE_REGISTRY_TLS_VERIFY", True)  # 0: a plain-HTTP registry (127.0.0.1)
+
+# MLCube containers (hub.containers, hub.containers.jobs). After a conversion publishes a verified ONNX
+# version: "generate" (the default) only makes the cube, whose image is built when it is first asked for
+# (POST …/container; a ~340 MB image per version otherwise, issue 41 point 14), "build" makes its cube and
+# builds and checks the image where the worker has podman/docker and the base image, "off" does nothing.
 HUB_CUBE_ON_CONVERT = env("HUB_CUBE_ON_CONVERT", "generate")
 HUB_CUBE_ENGINE = env("HUB_CUBE_ENGINE")  # podman | docker; empty: the first one on PATH
 # The base image of MLCube builds (scripts/cube-base.sh makes it).
