@@ -1,5 +1,6 @@
 """``/v2/``: the OCI Distribution API's paths. A repository name has slashes, so the routes are matched by their
-endings (``/manifests/<ref>``, ``/blobs/uploads/…``, ``/blobs/<digest>``, ``/tags/list``, ``/referrers/<digest>``)."""
+endings (``/manifests/<ref>``, ``/blobs/uploads/…``, ``/blobs/<digest>``, ``/tags/list``, ``/referrers/<digest>``).
+Other paths under ``/v2/`` are left to the routes after these (a Hugging Face repository of a user named ``v2``)."""
 
 from django.urls import path, re_path
 
@@ -17,5 +18,4 @@ urlpatterns = [
     re_path(rf"^v2/{NAME}/blobs/(?P<digest>[^/]+)$", views.blob, name="oci-blob"),
     re_path(rf"^v2/{NAME}/tags/list$", views.tags_list, name="oci-tags"),
     re_path(rf"^v2/{NAME}/referrers/(?P<digest>[^/]+)$", views.referrers, name="oci-referrers"),
-    re_path(r"^v2/(?P<rest>.*)$", views.unknown, name="oci-unknown"),
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -222,7 +223,10 @@ def upload_start(request: HttpRequest, name: str) -> HttpResponse:
 def upload_session(request: HttpRequest, name: str, upload_id: str) -> HttpResponse:
     """``GET`` (where it stands), ``PATCH`` (a chunk), ``PUT ?digest=`` (the last chunk, closing), ``DELETE``."""
     access, _ = authorize(request, name, "push")
-    session = BlobUpload.objects.filter(pk=upload_id, repository=name, user=access.user).first()
+    try:
+        session = BlobUpload.objects.filter(pk=uuid.UUID(upload_id), repository=name, user=access.user).first()
+    except ValueError:
+        session = None
     if session is None:
         raise OciError("BLOB_UPLOAD_UNKNOWN", f"No open upload {upload_id} to {name} of yours: start one with "
                                               f"POST /v2/{name}/blobs/uploads/.")
@@ -283,12 +287,3 @@ def referrers(request: HttpRequest, name: str, digest: str) -> HttpResponse:
     if wanted:
         response["OCI-Filters-Applied"] = "artifactType"
     return responses.finish(response)
-
-
-@registry_view(("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"))
-def unknown(request: HttpRequest, rest: str) -> HttpResponse:
-    """Any other path under ``/v2/``."""
-    raise OciError("UNSUPPORTED", f"/v2/{rest[:200]} is no endpoint of the OCI Distribution API: "
-                                  "/v2/<name>/manifests|blobs|tags/list|referrers/….")
-
-

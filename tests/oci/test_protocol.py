@@ -147,6 +147,7 @@ def test_push_blobs_monolithic_chunked_and_mounted(pusher, model):
     again = pusher.post("/v2/alice/img/blobs/uploads/")["Location"]
     assert pusher.delete(again).status_code == 204
     assert error_code(pusher.get(again)) == "BLOB_UPLOAD_UNKNOWN"
+    assert error_code(pusher.get("/v2/alice/img/blobs/uploads/" + "-" * 36)) == "BLOB_UPLOAD_UNKNOWN"
 
     mounted = pusher.post(f"/v2/alice/other/blobs/uploads/?mount=sha256:{sha(whole)}&from=alice/img")
     assert mounted.status_code == 201 and mounted["Docker-Content-Digest"] == f"sha256:{sha(whole)}"
