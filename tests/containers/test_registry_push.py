@@ -51,3 +51,22 @@ def test_a_built_image_is_pushed_to_the_served_hub_and_pulled_back(embedded_hub,
         assert raw.returncode == 0 and f"sha256:{hashlib.sha256(raw.stdout.encode()).hexdigest()}" == result["digest"]
     finally:
         run("podman", "rmi", "--force", local)
+
+
+@pytest.mark.django_db
+def test_the_cubes_page_names_the_pushed_reference(owner, tmp_path, client):
+    from hub.registry import services
+    from tests.conftest import staged, valid_metadata
+
+    reference = "hub.example.org/alice/cnn-mlcube:1-onnx"
+    # the page's container section is the version metadata's "container", which the job writes (a model here, so
+    # that the test needs no built cube archive)
+    artifact = services.create_artifact(owner, kind="model", name="cnn-mlcube", title="MLCube of cnn")
+    container = {"image": reference, "built": True, "registry": {"reference": reference, "pushed": True,
+                                                                  "digest": "sha256:" + "a" * 64}}
+    version = services.create_version(artifact, owner, files=[staged(tmp_path, "w.bin", b"weights")],
+                                      label="1-onnx", metadata=valid_metadata("model", container=container,
+                                                                              container_image=reference),
+                                      system=True)  # the hub's own fields, as the container job writes them
+    page = client.get(f"/landing/{version.pid}").content.decode()
+    assert f"podman pull {reference}" in page and f"apptainer pull docker://{reference}" in page
