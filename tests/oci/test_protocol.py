@@ -340,3 +340,30 @@ def test_a_chunked_body_is_read_where_the_server_decoded_it(rf):
     request.META.update({"wsgi.input_terminated": True, "wsgi.input": io.BytesIO(b"layer bytes")})
     read = reader(request)
     assert read(5) + read(100) == b"layer bytes" and read(10) == b""
+
+
+def test_docker_schema_2_manifests_keep_their_media_type(pusher):
+    """Push/pull of a Docker image manifest v2 schema 2 and a manifest list: stored and answered as sent."""
+    layer = os.urandom(100)
+    manifest, _ = _image(pusher, "alice/docker", layer)
+    data = json.loads(manifest)
+    data["mediaType"] = "application/vnd.docker.distribution.manifest.v2+json"
+    data["config"]["mediaType"] = "application/vnd.docker.container.image.v1+json"
+    data["layers"][0]["mediaType"] = "application/vnd.docker.image.rootfs.diff.tar.gzip"
+    body = json.dumps(data).encode()
+    put = pusher.put("/v2/alice/docker/manifests/v2s2", body, content_type=data["mediaType"])
+    assert put.status_code == 201
+    got = pusher.get("/v2/alice/docker/manifests/v2s2")
+    assert got.content == body and got["Content-Type"] == data["mediaType"]
+    listed = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.list.v2+json",
+                         "manifests": [{"mediaType": data["mediaType"], "digest": f"sha256:{sha(body)}",
+                                        "size": len(body), "platform": {"architecture": "amd64", "os": "linux"}}]})
+    assert pusher.put("/v2/alice/docker/manifests/list", listed,
+                      content_type="application/vnd.docker.distribution.manifest.list.v2+json").status_code == 201
+    head = pusher.head("/v2/alice/docker/manifests/list")
+    assert head["Content-Type"] == "application/vnd.docker.distribution.manifest.list.v2+json"
+    assert error_code(pusher.put("/v2/alice/docker/manifests/other", body,
+                                 content_type=OCI_MANIFEST)) == "MANIFEST_INVALID"  # header and body disagree
+    unknown_type = json.dumps({**data, "mediaType": "application/x-mine"})
+    assert error_code(pusher.put("/v2/alice/docker/manifests/x", unknown_type,
+                                 content_type="application/x-mine")) == "MANIFEST_INVALID"
