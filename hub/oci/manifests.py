@@ -16,7 +16,7 @@ from hub.oci import artifacts
 from hub.oci.body import reader
 from hub.oci.errors import OciError
 from hub.oci.models import Manifest, RepoBlob, Tag
-from hub.oci.names import TAG_RE, parse_digest
+from hub.oci.names import TAG_RE, artifact_of, parse_digest
 from hub.oci.responses import finish
 from hub.registry.models import Artifact
 from hub.registry.uploads import upload_dir
@@ -130,8 +130,6 @@ def put(request: HttpRequest, name: str, reference: str) -> HttpResponse:
     if header_type and header_type != media_type and header_type in IMAGE_TYPES + INDEX_TYPES:
         raise OciError("MANIFEST_INVALID", f"Content-Type {header_type} and the manifest's mediaType {media_type} "
                                            "differ.")
-    from hub.oci.names import artifact_of
-
     references = _references(name, artifact_of(name), data, media_type)
     subject = parse_digest((data.get("subject") or {}).get("digest", "")) if isinstance(data.get("subject"), dict) \
         else None
