@@ -83,7 +83,7 @@ def _model(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
     info = CubeInfo(name=f"{artifact.owner.username}-{artifact.name}", title=str(meta.get("title") or artifact.name),
                     description=str(meta.get("description") or ""), authors=_authors(meta.get("creators")),
                     source=source.pid, base_image=settings.HUB_CUBE_BASE_IMAGE)
-    reference = registry_reference(source)
+    reference = registry_reference(source) if engine is not None else None  # only an image built here is pushed
     info.image = reference or image_name(source)  # the registry's name, when the image is pushed there
     cube_dir = generate(workdir / "cube" / slug(info.name), model, info, sample)
     spec = parse_dir(cube_dir)  # our own cube passes our own check
