@@ -51,6 +51,7 @@ bench: install
 	scripts/system-deps.sh bench
 	$(VENV)/bin/python bench/transfer.py
 	$(VENV)/bin/python bench/hf_download.py
+	$(VENV)/bin/python bench/oci_pull.py
 	$(VENV)/bin/python bench/convert.py
 	$(VENV)/bin/python bench/web.py
 

@@ -123,6 +123,22 @@ STATUS: dict[str, int] = {
     "RevisionNotFound": 404,
     "EntryNotFound": 404,
     "GatedRepo": 403,
+    # The OCI Distribution specification's codes (hub.oci), as registry clients read them in {"errors": [...]}.
+    "BLOB_UNKNOWN": 404,
+    "BLOB_UPLOAD_INVALID": 400,
+    "BLOB_UPLOAD_UNKNOWN": 404,
+    "BLOB_UPLOAD_RANGE": 416,  # a chunk that does not start where the upload stands (the spec's 416)
+    "DIGEST_INVALID": 400,
+    "MANIFEST_BLOB_UNKNOWN": 404,
+    "MANIFEST_INVALID": 400,
+    "MANIFEST_UNKNOWN": 404,
+    "NAME_INVALID": 400,
+    "NAME_UNKNOWN": 404,
+    "SIZE_INVALID": 400,
+    "UNAUTHORIZED": 401,
+    "DENIED": 403,
+    "UNSUPPORTED": 405,
+    "LENGTH_REQUIRED": 411,  # a chunked body on a server that cannot decode it (Django's development server)
 }
 
 

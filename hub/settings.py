@@ -71,6 +71,7 @@ INSTALLED_APPS = [
     "hub.finetune",
     "hub.generation",
     "hub.hfhub",
+    "hub.oci",
     "hub.web",
 ]
 
@@ -452,6 +453,13 @@ HUB_ONNX_EXTERNAL_DATA_MB = float(env("HUB_ONNX_EXTERNAL_DATA_MB", "1024"))
 # Fine-tuning jobs run in the same sandbox with their own time limits (training takes longer than exporting).
 HUB_FINETUNE_WALL_S = int(env("HUB_FINETUNE_WALL_S", "3600"))
 HUB_FINETUNE_CPU_S = int(env("HUB_FINETUNE_CPU_S", "14400"))  # CPU seconds of one sandboxed fine-tune
+
+# The OCI registry (hub.oci): how long a registry token from /v2/token lasts, in seconds (clients then ask again).
+HUB_OCI_TOKEN_SECONDS = int(env("HUB_OCI_TOKEN_SECONDS", "300"))
+# The hub's registry host (host:port) the workers push each built MLCube image to, as <owner>/<name>-mlcube:<label>
+# (the cube's mlcube.yaml and page then name that reference); empty: images stay on the worker that built them.
+HUB_CUBE_REGISTRY = env("HUB_CUBE_REGISTRY", "")
+HUB_CUBE_REGISTRY_TLS_VERIFY = env_bool("HUB_CUBE_REGISTRY_TLS_VERIFY", True)  # 0: a plain-HTTP registry (127.0.0.1)
 
 # MLCube containers (hub.containers, hub.containers.jobs). After a conversion publishes a verified ONNX
 # version: "generate" (the default) only makes the cube, whose image is built when it is first asked for

@@ -90,6 +90,7 @@ urlpatterns = [
     path("oauth/token", oauth.token, name="oauth-token"),
     path("device", device.verify, name="device"),
     path("admin/", admin.site.urls),
+    path("", include("hub.oci.urls")),  # the OCI Distribution registry at /v2/
     path("", include("hub.hfhub.urls")),  # the Hugging Face Hub protocol; last, so it shadows no route above
 ]
 

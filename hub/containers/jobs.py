@@ -27,6 +27,7 @@ from hpcfair.cube import CubeError, CubeInfo, CubeSpec, EngineError, build, find
 from hpcfair.cube.engine import BuildResult, engine_problem, image_exists, prepare_context, run_task
 from hpcfair.cube.generate import slug, unzip_cube
 
+from hub.containers.registry import push_as, registry_reference
 from hub.containers.services import CUBE_SUFFIX, cube_of, is_built
 from hub.conversions.jobs import free_label, node_result, source_of
 from hub.conversions.services import sample_inputs_path
@@ -82,7 +83,8 @@ def _model(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
     info = CubeInfo(name=f"{artifact.owner.username}-{artifact.name}", title=str(meta.get("title") or artifact.name),
                     description=str(meta.get("description") or ""), authors=_authors(meta.get("creators")),
                     source=source.pid, base_image=settings.HUB_CUBE_BASE_IMAGE)
-    info.image = image_name(source)
+    reference = registry_reference(source) if engine is not None else None  # only an image built here is pushed
+    info.image = reference or image_name(source)  # the registry's name, when the image is pushed there
     cube_dir = generate(workdir / "cube" / slug(info.name), model, info, sample)
     spec = parse_dir(cube_dir)  # our own cube passes our own check
     ctx.log(f"generated the MLCube {spec.name} (image {spec.image}; GPU variant {spec.image}-gpu)")
@@ -94,6 +96,11 @@ def _model(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
     if engine is not None:
         built, log_path = _build_and_check(ctx, engine, spec, cube_dir, source, model_path, workdir)
         container.update(built)
+        if reference:
+            container["registry"] = push_as(engine, spec.image, reference, source.artifact.owner)
+            pushed = container["registry"]
+            ctx.log(f"pushed {reference} ({pushed['digest']})" if pushed["pushed"] else
+                    f"could not push {reference}: {pushed['error']}", "info" if pushed["pushed"] else "warning")
         extra_files.append(staged(log_path, "build.log"))
     archive = zip_cube(cube_dir, workdir / f"{spec.name}.mlcube.zip")
     cube = _publish(ctx, source, [staged(archive, archive.name), *extra_files], container)

@@ -16,6 +16,8 @@ from django.apps import apps
 from django.db import connection
 from django.utils import timezone
 
+from hub.oci.gc import live_blobs as oci_live_blobs
+from hub.oci.gc import upload_open as oci_upload_open
 from hub.registry import direct
 from hub.registry.models import Blob, File, Upload
 from hub.registry.uploads import upload_dir
@@ -60,6 +62,7 @@ def collect(grace_hours: float = 1.0) -> Collected:
     live = set(File.objects.filter(version__deleted_at__isnull=True).values_list("blob_id", flat=True))
     # a checked direct upload is a blob already, waiting for its version
     live |= set(Upload.objects.filter(state=Upload.State.COMPLETED, expires__gte=now).values_list("sha256", flat=True))
+    live |= oci_live_blobs()  # what the OCI registry's repositories and manifests hold (hub.oci)
     for sha256, modified in store.iter_blobs():
         if sha256 not in live and modified < cutoff:
             store.delete(sha256)
@@ -78,14 +81,16 @@ def _stale_staged(store, cutoff) -> int:
     for key, modified in store.iter_staged():
         area, _, rest = key.partition("/")
         owner = rest.split("/", 1)[0]
-        if modified >= cutoff or area not in ("uploads", "jobs"):
+        if modified >= cutoff or area not in ("uploads", "jobs", "oci"):
             continue
         if (area, owner) not in decided:
             try:
                 pk = uuid.UUID(owner)
             except ValueError:
                 pk = None
-            if area == "uploads":
+            if area == "oci":
+                live = pk is not None and oci_upload_open(pk)
+            elif area == "uploads":
                 live = pk is not None and Upload.objects.filter(pk=pk, state=Upload.State.OPEN).exists()
             else:
                 live = pk is not None and job_model.objects.filter(pk=pk).exclude(

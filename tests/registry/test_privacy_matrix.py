@@ -197,6 +197,11 @@ def surfaces() -> dict[str, Surface]:
         out[f"hf {name}"] = Surface(lambda c, w, p=path: c.get(p))
     out["hf paths-info"] = Surface(lambda c, w: c.post("/api/models/alice/open-model/paths-info/main",
                                                        {"paths": ["m.bin"], "expand": "true"}))
+    # The OCI registry (hub.oci): the public model's version as an ORAS artifact (manifest, config, tags)
+    out["oci manifest"] = Surface(lambda c, w: c.get("/v2/alice/open-model/manifests/1"))
+    out["oci config"] = Surface(lambda c, w: c.get("/v2/alice/open-model/blobs/" + json.loads(
+        c.get("/v2/alice/open-model/manifests/1").content)["config"]["digest"]))
+    out["oci tags"] = Surface(lambda c, w: c.get("/v2/alice/open-model/tags/list"))
     out["home page"] = Surface(lambda c, w: c.get("/"))
     out["browse page"] = Surface(lambda c, w: c.get("/browse/"))
     out["api artifact list, derived listed"] = Surface(_api("/api/v1/artifacts/?derived=include"))
@@ -321,6 +326,41 @@ def test_the_hugging_face_routes_refuse_a_private_artifact_as_the_hub_refuses_a_
         if (missing.status_code, missing.get("X-Error-Code")) != (response.status_code, response.get("X-Error-Code")):
             problems.append(f"{name}: a private repository answers otherwise than a missing one")
         if response.has_header("X-Repo-Commit") or world.secret.pid.encode() in body:
+            problems.append(f"{name}: names the version")
+    assert not problems, f"{viewer}:\n" + "\n".join(problems)
+
+
+def _oci_private_routes(world) -> dict[str, tuple[str, str]]:
+    """Every read route of the OCI registry, on the private dataset secret-data."""
+    from hub.oci.artifacts import build
+
+    generated = build(world.secret.artifact, world.secret)
+    blob = world.secret.files.get().blob_id
+    return {"manifest by tag": ("get", "manifests/1"), "manifest head": ("head", "manifests/1"),
+            "manifest by digest": ("get", f"manifests/sha256:{generated.digest}"),
+            "config": ("get", f"blobs/sha256:{generated.config_digest}"), "layer": ("get", f"blobs/sha256:{blob}"),
+            "layer head": ("head", f"blobs/sha256:{blob}"), "tags": ("get", "tags/list"),
+            "referrers": ("get", f"referrers/sha256:{generated.digest}")}
+
+
+@pytest.mark.parametrize("viewer", VIEWERS)
+def test_the_oci_routes_refuse_a_private_artifact_as_a_missing_repository(world, clients, viewer):
+    """Those who may not read it get what a repository that does not exist gets: 401 with the Bearer challenge
+    without a token, NAME_UNKNOWN with one; readers get it. Its name and PID are in none of the refusals."""
+    client, problems = clients[viewer], []
+    for name, (method, tail) in _oci_private_routes(world).items():
+        response = getattr(client, method)(f"/v2/alice/secret-data/{tail}")
+        missing = getattr(client, method)(f"/v2/alice/never-was/{tail}")
+        if viewer in ("collaborator", "owner"):
+            if response.status_code != 200:
+                problems.append(f"{name}: {response.status_code} for a reader")
+            continue
+        expected = (401, "UNAUTHORIZED") if viewer == "anonymous" else (404, "NAME_UNKNOWN")
+        if (response.status_code, response.get("X-Error-Code")) != expected:
+            problems.append(f"{name}: {response.status_code} {response.get('X-Error-Code')}")
+        if (missing.status_code, missing.get("X-Error-Code")) != (response.status_code, response.get("X-Error-Code")):
+            problems.append(f"{name}: a private repository answers otherwise than a missing one")
+        if world.secret.pid.encode() in response.content or response.has_header("Docker-Content-Digest"):
             problems.append(f"{name}: names the version")
     assert not problems, f"{viewer}:\n" + "\n".join(problems)
 
