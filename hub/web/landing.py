@@ -8,10 +8,12 @@ latency, jobs, "use it" snippets, the try-it form) and renders it.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote
 
+from django.conf import settings
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -275,11 +277,12 @@ def onnx_offer(converted: list[Version]) -> dict[str, Any] | None:
             "files": [f.path for f in made.files.order_by("path") if f.path.lower().endswith(".onnx")]}
 
 
-def with_previews(files: list) -> list:
-    """``files``, each with ``preview`` (``hub.web.preview``) where it has one."""
+def with_previews(files: list, card_shown: bool = False) -> list:
+    """``files``, each with ``preview`` (``hub.web.preview``) where it has one; not the card's README.md when
+    the page shows it rendered (its raw text and front matter again below would only repeat it)."""
     shown = preview.previews(files)
     for file in files:
-        file.preview = shown.get(file.pk)
+        file.preview = None if card_shown and file.path.lower() == "readme.md" else shown.get(file.pk)
     return files
 
 
@@ -288,10 +291,43 @@ PERSONAL_JOBS = ("infer", "collaborate")
 
 
 def jobs_shown(version: Version, user) -> list[Job]:
-    """The version's upkeep (conversion, verification, containers, ...) and the viewer's own runs: other
-    people's inference runs on a public model are theirs (their inputs, their private outputs)."""
-    jobs = Job.objects.filter(version=version).filter(Q(requester=user) | ~Q(kind__in=PERSONAL_JOBS))
+    """The version's upkeep (conversion, verification, containers, ...) and the viewer's own runs while they
+    are queued or running (finished ones are on the jobs page): other people's inference runs on a public
+    model are theirs (their inputs, their private outputs)."""
+    jobs = (Job.objects.filter(version=version).exclude(state__in=Job.FINAL_STATES)
+            .filter(Q(requester=user) | ~Q(kind__in=PERSONAL_JOBS)))
     return list(jobs.order_by("-created")[:10])
+
+
+def versions_listed(artifact: Artifact) -> list[Version]:
+    """The artifact's versions, newest first, each build the hub made from a version (``2-onnx``,
+    ``2-genai``) right under the version it was made from rather than above it as if newer."""
+    versions = list(artifact.versions.all())
+    by_label = {v.label: v for v in versions}
+    rank = {v.pk: index for index, v in enumerate(versions)}
+
+    def key(version: Version) -> tuple[int, int, int]:
+        base, dash, _ = version.label.partition("-")
+        origin = by_label.get(base) if dash and base in by_label else None
+        return (rank[origin.pk], 1, rank[version.pk]) if origin else (rank[version.pk], 0, 0)
+
+    return sorted(versions, key=key)
+
+
+def card_without_title(html: str, title: str) -> str:
+    """The rendered card without its first ``<h1>`` when that heading only repeats the page's title, and its
+    headings a level down (the page's title is its one ``<h1>``)."""
+    match = re.match(r"\s*<h1>(.*?)</h1>\s*", html, re.S)
+    if match and re.sub(r"<[^>]+>", "", match.group(1)).strip().casefold() == (title or "").strip().casefold():
+        html = html[match.end():]
+    shifted = re.sub(r"<(/?)h([1-5])>", lambda m: f"<{m.group(1)}h{int(m.group(2)) + 1}>", html)
+    return mark_safe(shifted)  # noqa: S308 - nh3's sanitised output with its heading tags renamed
+
+
+def human_url(artifact: Artifact, version: Version | None, is_concept: bool) -> str:
+    """The address a person types or shares: ``/owner/name`` (the concept) or ``/owner/name/version``."""
+    base = f"/{artifact.owner.username}/{artifact.name}"
+    return base if is_concept or version is None else f"{base}/{version.label}"
 
 
 def people(record: Record) -> list[dict[str, str]]:
@@ -315,7 +351,10 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
     metadata = record.metadata if record else {}
     can_write = artifact.can_write(user)
     context.update({
-        "card_html": markdown.render(metadata.get("card", "")) if metadata.get("card") else "",
+        "card_html": card_without_title(markdown.render(metadata["card"]), artifact.title or artifact.name)
+        if metadata.get("card") else "",
+        "human_url": human_url(artifact, version, bool(context.get("is_concept"))),
+        "canonical": concept.iri if concept else "",  # the PID's address, whichever address opened the page
         "card_title": {"model": "Model card", "dataset": "Dataset card"}.get(artifact.kind, "README"),
         "rows": metadata_rows(metadata),
         "can_write": can_write,
@@ -332,6 +371,7 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
         runs = onnx_files(version, converted) if artifact.kind == "model" else []
         signature = runnable_signature(version, converted, runs) if artifact.kind == "model" and not failed else []
         chosen = f"?file={quote(runs[0])}" if len(runs) > 1 else ""  # an ensemble: its first file, as the snippets
+        generation = generate_url(artifact, version)
         context.update({
             "failed_conversion": failed,
             "onnx": onnx_offer(converted),
@@ -339,7 +379,7 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
             "newer": None if context.get("is_concept") else newer_version(artifact, version),
             "schema": metadata.get("records") if artifact.kind == "dataset" else None,
             "mlcube": metadata.get("mlcube") if artifact.kind == "project" else None,
-            "files": with_previews(files),
+            "files": with_previews(files, bool(context.get("card_html"))),
             "citations": [(label, exports.export(concept, name, style)) for label, name, style in CITATIONS]
             if concept else [],
             "graph": provenance_graph(version, viewer),
@@ -347,16 +387,28 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
             "latency": latency_rows(metadata),
             "container": metadata.get("container") if isinstance(metadata.get("container"), dict) else None,
             "jobs": jobs_shown(version, user) if can_write else [],
-            "use": None if failed else snippets.for_version(artifact, version, signature, runs),
+            "use": None if failed else use_snippets(artifact, version, signature, runs, files, generation),
             "try_signature": shown(signature),
             "try_example": json.dumps(example) if (example := snippets.example_inputs(signature)) else "",
             "class_labels": class_labels(version, viewer) if signature and artifact.kind == "model" else None,
             "infer_url": f"/api/v1/artifacts/{artifact.owner.username}/{artifact.name}/versions/{version.label}/infer"
                          + chosen,
-            "generate_url": generate_url(artifact, version),
+            "generate_url": generation,
             "finetune": artifact.kind == "model" and not version.is_deleted and finetune_offered(version),
         })
     return render(request, "web/landing.html", context)
+
+
+def use_snippets(artifact: Artifact, version: Version, signature: list, runs: list[str], files: list,
+                 generation: str) -> snippets.Snippets:
+    """The "Use it" snippets for this kind: text generation for a language model (one the hub builds or
+    has built for generation), tensors for other models, downloads for datasets, MLCube for projects."""
+    language_model = bool(generation) or (artifact.kind == "model" and (
+        version.metadata.get("task") == "text-generation" or version.jobs.filter(kind="generation").exists()))
+    if language_model:
+        hugging_face = any(f.path == "config.json" for f in files)
+        return snippets.for_generation(artifact, version, settings.HUB_PUBLIC_URL, hugging_face)
+    return snippets.for_version(artifact, version, signature, runs)
 
 
 def generate_url(artifact, version) -> str:
@@ -396,7 +448,7 @@ def view(request: HttpRequest, pid: str) -> HttpResponse:
         "version": version or current_version(artifact),  # the upload leads; its ONNX conversion is offered
         "is_concept": version is None,
         "pid": canonical,
-        "versions": artifact.versions.all(),
+        "versions": versions_listed(artifact),
         "jsonld": embedded_jsonld(record),
         "record": record,
         "signposts": signposting.links(record),
