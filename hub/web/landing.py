@@ -25,7 +25,7 @@ from hub.errors import HubError
 from hub.finetune.services import finetune_offered
 from hub.gateway.tensors import shape_text
 from hub.jobs.models import Job
-from hub.metadata import signposting
+from hub.metadata import signposting, written_card
 from hub.metadata.negotiation import choose
 from hub.metadata.services import class_labels, record_for, version_record
 from hub.registry import access, resolver
@@ -351,8 +351,9 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
     metadata = record.metadata if record else {}
     can_write = artifact.can_write(user)
     context.update({
-        "card_html": card_without_title(markdown.render(metadata["card"]), artifact.title or artifact.name)
-        if metadata.get("card") else "",
+        "card_html": card_without_title(markdown.render(metadata.get("card") or written_card.body(
+            artifact.kind, metadata)), artifact.title or artifact.name) if record else "",
+        "card_written": not metadata.get("card"),  # none uploaded: the page shows one written from the metadata
         "human_url": human_url(artifact, version, bool(context.get("is_concept"))),
         "canonical": concept.iri if concept else "",  # the PID's address, whichever address opened the page
         "card_title": {"model": "Model card", "dataset": "Dataset card"}.get(artifact.kind, "README"),
@@ -379,7 +380,7 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
             "newer": None if context.get("is_concept") else newer_version(artifact, version),
             "schema": metadata.get("records") if artifact.kind == "dataset" else None,
             "mlcube": metadata.get("mlcube") if artifact.kind == "project" else None,
-            "files": with_previews(files, bool(context.get("card_html"))),
+            "files": with_previews(files, bool(context.get("card_html")) and not context.get("card_written")),
             "citations": [(label, exports.export(concept, name, style)) for label, name, style in CITATIONS]
             if concept else [],
             "graph": provenance_graph(version, viewer),

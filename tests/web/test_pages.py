@@ -567,3 +567,15 @@ def test_human_addresses_open_the_pages_and_reserved_names_are_refused(owner, pu
     assert literal <= RESERVED_OWNERS, literal - RESERVED_OWNERS
     with pytest.raises(ValidationError):
         type(owner).objects.create_user("docs", password="pw-docs-1")
+
+
+def test_a_version_without_a_card_shows_one_written_from_its_metadata(owner, publish):
+    """Issue 55, point 3 (its page): a version published with metadata only leads with a card the hub wrote
+    from it (title, description, creators, the main fields), said to be written by the hub."""
+    _, version = publish(owner, "no-card", {"weights.bin": b"w" * 16})
+    page = Client().get("/" + version.pid, follow=True).content.decode()
+    card = page[page.index('<section id="card"'):]
+    card = card[:card.index("</section>")]
+    assert "written by the hub from the metadata" in card
+    assert "Made by the test suite." in card and "Alice Example" in card and "<td>Framework</td>" in card
+    assert "none was uploaded with this version" in card
