@@ -287,8 +287,9 @@ def hub_version(client: HubClient, config: Config, source: ModelSource, *, priva
         except HubError as exc:
             if exc.code != "unreachable":
                 raise
-            raise config.error(source.key, f"no file {config.path(source.ref)}; as a hub reference it could not "
-                                           f"be looked up: {exc.message}")
+            # the hub is what is missing, not the config: say `unreachable` (issue 55), naming the local path too
+            raise type(exc)(f"{exc.message} ({source.ref} is no file here either: {config.path(source.ref)})",
+                            code="unreachable") from None
     name = NAME_RE.sub("-", source.name).strip("-.") or "model"
     me = client.me()
     meta, card = (read_metadata(metadata, config.base) if metadata

@@ -87,3 +87,22 @@ def test_on_a_node_without_network_the_client_fails_at_once_and_names_offline_mo
     said = shown.stdout + shown.stderr
     assert shown.returncode != 0 and "unreachable" in said and "HPCFAIR_OFFLINE=1" in said, said
     assert "Traceback" not in said, said
+
+
+def test_infer_with_the_hub_down_says_unreachable_not_a_config_error(tmp_path):
+    """Issue 55: `hpcfair infer owner/name x.npy` with the hub stopped is `unreachable` (it said
+    `invalid_config`, as if the config were wrong)."""
+    import os
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    np.save(tmp_path / "x.npy", np.zeros((1, 4), dtype="float32"))
+    env = {**os.environ, "HPCFAIR_ENDPOINT": f"http://127.0.0.1:{free_port()}", "HPCFAIR_TOKEN": "x",
+           "HOME": str(tmp_path), "HPCFAIR_CACHE": str(tmp_path / "cache")}
+    env.pop("HPCFAIR_OFFLINE", None)
+    done = subprocess.run([sys.executable, "-m", "hpcfair.cli", "infer", "demo/iris-classifier", "x.npy"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stderr.startswith("error [unreachable]: Cannot reach the hub"), done.stderr
+    assert "HPCFAIR_OFFLINE=1" in done.stderr

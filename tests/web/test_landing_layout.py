@@ -47,7 +47,7 @@ def language_model(embedded_hub, tmp_path_factory):
     from hpcfair import modelAPI
 
     base, token, _ = embedded_hub
-    folder = save_lm(tmp_path_factory.mktemp("layout-lm") / "layout-llama", "llama")
+    folder = save_lm(tmp_path_factory.mktemp("layout-lm") / "layout-llama", "llama", seed=55)  # its own weights
     meta = {"title": "Layout llama", "description": "A random tiny Llama for the page layout",
             "creators": [{"name": "demo"}], "license": "MIT", "framework": "pytorch", "task": "text-generation"}
     published = modelAPI(base, token).client.publish(
@@ -144,3 +144,50 @@ def test_on_a_node_without_network_bare_names_cite_and_local_generation_work(emb
     assert apa.returncode == 0 and "Layout llama" in apa.stdout and "(Version 1)" in apa.stdout, apa.stderr
     never = cli("show", "demo/never-used-here", offline=True)
     assert never.returncode != 0 and "was not used on this machine online" in never.stdout + never.stderr
+
+
+def test_the_running_hub_keeps_a_quiet_log(embedded_hub, language_model):
+    """Issue 55, point 7: once the hub runs (a worker took jobs: the language model's conversion), its log
+    has none of kombu's "No hostname was supplied" nor Celery's superuser warning at each worker start."""
+    _, _, var = embedded_hub
+    log = (var / "serve.log").read_text()
+    assert "HPCFair Hub on http://" in log and "ready." in log, log[-2000:]  # a worker said it was ready
+    assert "No hostname was supplied" not in log
+    assert "superuser privileges" not in log
+
+
+def test_the_publish_form_asks_a_torchscript_model_for_its_inputs(site, embedded_hub, tmp_path):
+    """Issue 55, point 5: a .pt file records no input shapes; the form asks for them before publishing
+    (not a failed conversion afterwards) and sends them as the metadata's inputs."""
+    import requests
+    from playwright.sync_api import expect
+
+    from tests.conversions import models
+
+    base, token, _ = embedded_hub
+    name, _ = models.torchscript_cnn(tmp_path)
+    w = site()
+    w.login("demo", "demo-password")
+    page = w.page
+    page.goto("/publish/")
+    assert page.locator("#inputs-field").is_hidden()
+    page.set_input_files("#f-files", str(tmp_path / name))
+    page.locator("#inputs-field").wait_for(state="visible")
+    assert "cnn.pt (TorchScript) does not record its inputs" in page.locator("#inputs-field").inner_text()
+    for label, value in (("Name", "form-cnn"), ("Title", "A CNN from the form"), ("Task", "image-classification"),
+                         ("Description", "A small TorchScript CNN."), ("Creators", "Ada Lovelace"),
+                         ("License", "MIT")):
+        page.get_by_label(label).fill(value)
+    page.get_by_role("button", name="Publish").click()
+    page.locator("#err-inputs").wait_for(state="visible")
+    assert "Give the model's inputs" in page.locator("#err-inputs").inner_text()
+    assert requests.get(f"{base}/api/v1/artifacts/demo/form-cnn/", timeout=30).status_code == 404
+    page.get_by_label("Model inputs").fill("image: [2, 1, 28]x float32")
+    page.get_by_role("button", name="Publish").click()
+    expect(page.locator("#err-inputs")).to_contain_text("Line 1")  # (no wait_for_function: the CSP bars eval)
+    page.get_by_label("Model inputs").fill("image: [null, 1, 28, 28] float32")
+    page.get_by_role("button", name="Publish").click()
+    page.wait_for_url("**/ark:/**", timeout=60_000)
+    version = requests.get(f"{base}/api/v1/artifacts/demo/form-cnn/versions/1/",
+                           headers={"Authorization": f"Bearer {token}"}, timeout=30).json()
+    assert version["metadata"]["inputs"] == [{"name": "image", "shape": [None, 1, 28, 28], "dtype": "float32"}]
