@@ -429,14 +429,23 @@ def _task_text(task: str, result: Any) -> str:
     return _summary(result)
 
 
+def _checked(report: dict[str, Any]) -> str:
+    """A conversion's check in words: never "verified: None" (issue 55) while the hub has not checked it yet."""
+    if report.get("verified") is None:
+        where = f": hpcfair show {report['pid']} tells when it is" if report.get("pid") else ""
+        return f"not verified yet{where}"
+    diff = report.get("max_abs_diff")
+    return (f"verified: {report['verified']}" + (f", max abs difference {diff:.3g}" if isinstance(diff, int | float)
+                                                 else ""))
+
+
 def _summary(result: Any, labels: list[str] | None = None) -> str:
     if isinstance(result, dict) and result and all(hasattr(v, "shape") for v in result.values()):
         named = class_names(result, labels)
         return "\n".join(_array_text(name, v) + (f"\n  → {named[name]}" if name in named else "")
                          for name, v in result.items())
     if isinstance(result, list) and result and isinstance(result[0], dict) and "export_file" in result[0]:
-        return "\n".join(f"{r['model']}: {r['export_file']} (verified: {r.get('verified')}, max abs difference "
-                         f"{r.get('max_abs_diff')})" for r in result)
+        return "\n".join(f"{r['model']}: {r['export_file']} ({_checked(r)})" for r in result)
     return json.dumps(_jsonable(result), indent=2, default=str)
 
 
