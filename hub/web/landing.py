@@ -176,6 +176,40 @@ def _summary(name: str, made: Version | None, report: dict[str, Any]) -> dict[st
             "inputs_shown": list(dict.fromkeys(inputs))}
 
 
+# The verification plot: each file's largest absolute difference and its tolerance on a log scale.
+PLOT_W, PLOT_ROW, PLOT_LABEL, PLOT_MIN_EXP, PLOT_MAX_EXP = 560, 26, 170, -12, 0
+
+
+def verification_plot(reports: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Bars of the largest absolute difference per checked file against its ``atol`` (a tick), on a log
+    axis from 1e-12 to 1: a difference under its tick passed. None when no report has a difference."""
+    import math
+
+    span = PLOT_W - PLOT_LABEL - 10
+
+    def x(value: float) -> int:
+        exponent = math.log10(value) if value > 0 else PLOT_MIN_EXP
+        share = (min(max(exponent, PLOT_MIN_EXP), PLOT_MAX_EXP) - PLOT_MIN_EXP) / (PLOT_MAX_EXP - PLOT_MIN_EXP)
+        return PLOT_LABEL + round(share * span)
+
+    rows = []
+    for report in reports:
+        diff = report.get("max_abs_diff")
+        if not isinstance(diff, int | float):
+            continue
+        atol = report.get("atol") if isinstance(report.get("atol"), int | float) else None
+        y = 8 + len(rows) * PLOT_ROW
+        rows.append({"label": report["file"][-26:], "y": y, "text_y": y + 13, "bar": max(2, x(diff) - PLOT_LABEL),
+                     "tick": x(atol) if atol else None, "tick_y2": y + 20, "passed": bool(report.get("passed")),
+                     "value": f"{diff:.2g}"})
+    if not rows:
+        return None
+    height = 8 + len(rows) * PLOT_ROW + 22
+    axis = [{"x": x(10.0 ** e), "label": f"1e{e}"} for e in range(PLOT_MIN_EXP, PLOT_MAX_EXP + 1, 3)]
+    return {"rows": rows, "width": PLOT_W, "height": height, "axis": axis, "axis_y": height - 20,
+            "label_y": height - 6, "left": PLOT_LABEL}
+
+
 def latency_rows(metadata: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for entry in metadata.get("benchmarks") or []:
@@ -384,7 +418,8 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
             "citations": [(label, exports.export(concept, name, style)) for label, name, style in CITATIONS]
             if concept else [],
             "graph": provenance_graph(version, viewer),
-            "reports": verification(version, converted),
+            "reports": (reports := verification(version, converted)),
+            "verification_plot": verification_plot(reports),
             "latency": latency_rows(metadata),
             "container": metadata.get("container") if isinstance(metadata.get("container"), dict) else None,
             "jobs": jobs_shown(version, user) if can_write else [],

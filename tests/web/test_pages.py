@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.test import Client
@@ -330,6 +331,13 @@ def test_the_verification_table_shows_relative_differences_and_inputs(owner, pub
     assert "<td>7e-06</td>" in row  # the largest over both runs, not "–"
     assert "<code>x [2, 4] float32 (generated)</code>" in row
     assert "<code>x [5, 4] float32 (generated, other sizes)</code>" in row
+    # issue 55: the differences as a small plot, the bar (2e-7) short of its tolerance's tick (1e-4)
+    plot = page[page.index('<svg class="plot"'):]
+    plot = plot[:plot.index("</svg>")]
+    bar = int(re.search(r'<rect x="(\d+)" y="\d+" width="(\d+)"', plot).group(2))
+    tick = int(re.search(r'<line x1="(\d+)" x2="\1"', plot).group(1))
+    assert 'class="bar-ok"' in plot and "model.onnx: 2e-07" in plot
+    assert 170 + bar < tick  # the difference lies under the tolerance on the log axis
 
 
 def test_previews_download_all_and_counts(owner, publish):
