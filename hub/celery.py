@@ -6,10 +6,27 @@ Settings come from Django's (``CELERY_*``), so the broker is ``HUB_BROKER_URL`` 
 broker.
 """
 
+import logging
 import os
+import warnings
 
 from celery import Celery
+from celery.exceptions import SecurityWarning
 from kombu import Queue
+
+
+class _NoHostnameNote(logging.Filter):
+    """kombu's "No hostname was supplied" (every connection of the filesystem broker, which has no host)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("No hostname was supplied")
+
+
+logging.getLogger("kombu.connection").addFilter(_NoHostnameNote())
+if os.environ.get("HUB_BROKER_URL", "filesystem://").startswith("filesystem://") and os.geteuid() == 0:
+    # the embedded default in a container runs as root: hub_serve says so once (the pickle-less worker is
+    # what Celery's warning is about, and it takes JSON only), not Celery at each worker start
+    warnings.filterwarnings("ignore", category=SecurityWarning)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
 

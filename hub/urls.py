@@ -20,7 +20,7 @@ from hub.orgs.api import views as orgs
 from hub.registry import resolver
 from hub.registry.api import transfers
 from hub.registry.api import views as registry
-from hub.web import device, landing, login, signin, sparql_page
+from hub.web import device, human, landing, login, signin, sparql_page
 
 OWNER_NAME = "artifacts/<str:owner>/<str:name>/"
 VERSION = OWNER_NAME + "versions/<str:version>/"
@@ -91,7 +91,10 @@ urlpatterns = [
     path("device", device.verify, name="device"),
     path("admin/", admin.site.urls),
     path("", include("hub.oci.urls")),  # the OCI Distribution registry at /v2/
-    path("", include("hub.hfhub.urls")),  # the Hugging Face Hub protocol; last, so it shadows no route above
+    path("", include("hub.hfhub.urls")),  # the Hugging Face Hub protocol; after the hub's own routes
+    # addresses people type (issue 55): after every route above, whose first segments are reserved owner names
+    path("<str:owner>/<str:name>", human.view, name="human"),
+    path("<str:owner>/<str:name>/<str:version>", human.view, name="human-version"),
 ]
 
 

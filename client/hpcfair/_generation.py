@@ -14,14 +14,69 @@ written to ``export_file`` as JSON lines."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from hpcfair import _sources
 from hpcfair.client import HubClient
 from hpcfair.config import Config
+from hpcfair.errors import HubError
 
 OPTIONS = ("max_new_tokens", "temperature", "top_p", "top_k", "seed", "stop")
+BUILT = ("onnx-genai", "onnx-kv")  # the formats of the hub's generation builds (ontology.fields.BUILT_FORMATS)
+SUFFIXES = ("genai", "kv", "genai-int4", "kv-int4", "genai-fp16", "kv-fp16")  # their labels: <label>-<suffix>
+
+
+def generation_build(client: HubClient, ref: str) -> dict[str, Any]:
+    """The version record of the generation build that answers ``ref`` (itself when it is one): its
+    ``<label>-genai`` or ``<label>-kv`` version, resolved online or, offline, from the cache."""
+    info = client.resolve(ref)
+    if (info.get("metadata") or {}).get("format") in BUILT:
+        return info
+    for suffix in SUFFIXES:
+        try:
+            built = client.resolve(f"{info['artifact']}@{info['version']}-{suffix}")
+        except HubError as exc:
+            if exc.code in ("not_found", "offline"):
+                continue
+            raise
+        if (built.get("metadata") or {}).get("format") in BUILT:
+            return built
+    raise HubError(f"{info['artifact']}@{info['version']} has no generation build "
+                   + ("in the cache: run it once online with --device local first." if client.offline else
+                      "yet: the hub builds one after publishing a causal LM (hpcfair jobs list shows the build)."),
+                   code="offline" if client.offline else "not_ready")
+
+
+def generate_local(client: HubClient, ref: str, request: dict[str, Any],
+                   on_text: Callable[[str], None] | None = None, folder: Path | None = None) -> dict[str, Any]:
+    """Generate on this machine's CPU (``--device local``) with the generation build of ``ref``, its files
+    from the cache (fetched once online): works offline (``HPCFAIR_OFFLINE=1``) on a compute node."""
+    from hpcfair.compute.errors import CodedError
+    from hpcfair.generate.run import GenerateRequest, open_model
+    from hpcfair.generate.run import generate as run
+
+    built = generation_build(client, ref)
+    where = folder or client.cache.root / "generation" / built["pid"].replace(":", "_").replace("/", "_")
+    client.download(built["pid"], where)
+    try:
+        asked = GenerateRequest.parse(request)
+        loaded = open_model(where, threads=max(1, (os.cpu_count() or 1)))
+        parts: list[str] = []
+        last: dict[str, Any] = {}
+        for piece in run(loaded, asked):
+            if piece.done:
+                last = {"finish_reason": piece.finish_reason, "prompt_tokens": piece.prompt_tokens,
+                        "completion_tokens": piece.completion_tokens}
+                continue
+            parts.append(piece.text)
+            if on_text is not None:
+                on_text(piece.text)
+    except CodedError as exc:
+        raise HubError(exc.detail, code=exc.code) from None
+    return {"text": "".join(parts), "version": f"{built['artifact']}@{built['version']}", **last}
 
 
 def generate(client: HubClient, config: Config, on_text: Callable[[str], None] | None = None) -> dict[str, Any]:

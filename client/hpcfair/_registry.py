@@ -287,8 +287,12 @@ def hub_version(client: HubClient, config: Config, source: ModelSource, *, priva
         except HubError as exc:
             if exc.code != "unreachable":
                 raise
-            raise config.error(source.key, f"no file {config.path(source.ref)}; as a hub reference it could not "
-                                           f"be looked up: {exc.message}")
+            if Path(source.ref).suffix:  # it looks like a file name (ckpt/encoder.ckpt): the file is what is missing
+                raise config.error(source.key, f"no file {config.path(source.ref)}; as a hub reference it could "
+                                               f"not be looked up: {exc.message}")
+            # owner/name: the hub is what is missing, not the config: `unreachable` (issue 55), the local path too
+            raise type(exc)(f"{exc.message} ({source.ref} is no file here either: {config.path(source.ref)})",
+                            code="unreachable") from None
     name = NAME_RE.sub("-", source.name).strip("-.") or "model"
     me = client.me()
     meta, card = (read_metadata(metadata, config.base) if metadata

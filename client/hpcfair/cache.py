@@ -53,14 +53,34 @@ class Cache:
             return
         data = json.dumps(info, default=str)
         for ref in (info["pid"], f"{info['artifact']}@{info['version']}"):
-            path = self._record(ref)
-            temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                temporary.write_text(data)
-                temporary.replace(path)
-            except OSError:
+            if not self._write(self._record(ref), data):
                 return
+
+    def remember(self, ref: str, info: dict[str, Any]) -> None:
+        """Keep ``info`` under an unpinned name (``owner/name``, ``owner/name@latest``) too: offline, that
+        name resolves to the version it named when last used online (as Hugging Face's offline mode does)."""
+        self._write(self._record(ref), json.dumps(info, default=str))
+
+    def save_text(self, key: str, text: str) -> None:
+        """Keep a text the hub made (a citation) under ``key``, for offline use."""
+        self._write(self.root / "texts" / f"{hashlib.sha256(key.encode()).hexdigest()}.txt", text)
+
+    def text(self, key: str) -> str | None:
+        try:
+            return (self.root / "texts" / f"{hashlib.sha256(key.encode()).hexdigest()}.txt").read_text()
+        except OSError:
+            return None
+
+    def _write(self, path: Path, data: str) -> bool:
+        """Write ``data`` to ``path`` whole (or not at all); False when the cache cannot be written."""
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary.write_text(data)
+            temporary.replace(path)
+        except OSError:
+            return False  # a read-only shared cache keeps nothing, and nothing fails
+        return True
 
     def version(self, ref: str) -> dict[str, Any] | None:
         """The kept record of a pinned version (its PID or ``owner/name@version``), or None."""

@@ -240,9 +240,27 @@ def generate(ref: Annotated[str, typer.Argument(help="A language model: a PID or
              stop: Annotated[list[str] | None, typer.Option(help="Text that ends generation (repeatable).")] = None,
              chat: Annotated[bool, typer.Option(help="Send the prompt as a user message through the model's chat "
                                                      "template.")] = False,
+             device: Annotated[str, typer.Option(help="hub: on the hub; local: on this machine's CPU with the "
+                                                      "cached generation build (works with HPCFAIR_OFFLINE=1).")
+                               ] = "hub",
              as_json: Json = False) -> None:
-    """Generate text with a language model on the hub, printed as it streams in."""
+    """Generate text with a language model on the hub (or here: --device local), printed as it streams in."""
     asked = {"messages": [{"role": "user", "content": prompt}]} if chat else {"prompt": prompt}
+    if device not in ("hub", "local"):
+        raise typer.BadParameter("--device is hub or local")
+    if device == "local":
+        from hpcfair._generation import generate_local
+
+        options = {k: v for k, v in {"max_new_tokens": max_new_tokens, "temperature": temperature, "top_p": top_p,
+                                     "top_k": top_k, "seed": seed, "stop": stop}.items() if v not in (None, [])}
+        streamed = None if as_json else (lambda text: typer.echo(text, nl=False))
+        result = generate_local(_api().client, ref, {**asked, **options}, streamed)
+        if as_json:
+            _print(result, True)
+        else:
+            typer.echo(f"\n[{result.get('completion_tokens', 0)} tokens, {result.get('finish_reason', '')}, "
+                       f"{result['version']} on this machine]", err=True)
+        return
     cfg = {"general_args": {"task": "generate"},
            "task_args": {"model_file": ref, **asked, "max_new_tokens": max_new_tokens, "temperature": temperature,
                          **{k: v for k, v in {"top_p": top_p, "top_k": top_k, "seed": seed, "stop": stop}.items()
@@ -413,14 +431,23 @@ def _task_text(task: str, result: Any) -> str:
     return _summary(result)
 
 
+def _checked(report: dict[str, Any]) -> str:
+    """A conversion's check in words: never "verified: None" (issue 55) while the hub has not checked it yet."""
+    if report.get("verified") is None:
+        where = f": hpcfair show {report['pid']} tells when it is" if report.get("pid") else ""
+        return f"not verified yet{where}"
+    diff = report.get("max_abs_diff")
+    return (f"verified: {report['verified']}" + (f", max abs difference {diff:.3g}" if isinstance(diff, int | float)
+                                                 else ""))
+
+
 def _summary(result: Any, labels: list[str] | None = None) -> str:
     if isinstance(result, dict) and result and all(hasattr(v, "shape") for v in result.values()):
         named = class_names(result, labels)
         return "\n".join(_array_text(name, v) + (f"\n  → {named[name]}" if name in named else "")
                          for name, v in result.items())
     if isinstance(result, list) and result and isinstance(result[0], dict) and "export_file" in result[0]:
-        return "\n".join(f"{r['model']}: {r['export_file']} (verified: {r.get('verified')}, max abs difference "
-                         f"{r.get('max_abs_diff')})" for r in result)
+        return "\n".join(f"{r['model']}: {r['export_file']} ({_checked(r)})" for r in result)
     return json.dumps(_jsonable(result), indent=2, default=str)
 
 

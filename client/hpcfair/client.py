@@ -10,9 +10,12 @@ retried with exponential backoff.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
+import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -56,23 +59,63 @@ FINISHED = {"succeeded", "failed", "cancelled"}
 NPZ = "application/x-npz"
 
 
+# A connection that cannot be made at all (nothing listens, no network, no route, no such host): trying again
+# for longer does not help, so the client says so in about a second (issue 55: a compute node without network).
+NO_CONNECTION_ERRNOS = {errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN,
+                        errno.EHOSTDOWN, errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT}
+
+
 def refused(exc: BaseException) -> bool:
-    """Whether a connection failed because nothing listens at the address (not a dropped connection)."""
+    """Whether a connection could not be made at all (refused, network unreachable, no route, a name that
+    does not resolve), as opposed to a connection that dropped in the middle."""
     seen: BaseException | None = exc
     for _ in range(10):
         if seen is None:
             return False
-        if isinstance(seen, ConnectionRefusedError):
+        if isinstance(seen, ConnectionRefusedError | socket.gaierror | urllib3.exceptions.NameResolutionError):
+            return True
+        if isinstance(seen, OSError) and seen.errno in NO_CONNECTION_ERRNOS:
             return True
         seen = seen.__cause__ or seen.__context__ or (seen.args[0] if seen.args and isinstance(
             seen.args[0], BaseException) else None) or getattr(seen, "reason", None)
     return False
 
 
+UNREACHABLE_HINT = ("On a node without network, set HPCFAIR_OFFLINE=1 to run the pinned versions already in "
+                    "the cache (owner/name@VERSION, or a bare name used here online before).")
+
+
+def unreachable(endpoint: str, exc: BaseException) -> TransferError:
+    """The error of a hub that cannot be reached, with what to do on a compute node."""
+    why = "no connection can be made" if refused(exc) else type(exc).__name__
+    return TransferError(f"Cannot reach the hub at {endpoint} ({why}); is it running? "
+                         + UNREACHABLE_HINT, code="unreachable")
+
+
+def offline_reference(info: dict[str, Any], name: str) -> str | None:
+    """APA (``citation``, ``apa``) or BibTeX written from a cached version record, for ``cite`` offline; None
+    for other styles (those the hub's CSL processor writes)."""
+    meta = info.get("metadata") or {}
+    people = [c.get("name", "") for c in meta.get("creators") or [] if isinstance(c, dict) and c.get("name")]
+    year = str(info.get("created") or "")[:4] or "n.d."
+    title = meta.get("title") or info.get("artifact", "")
+    url = info.get("pid_url") or info.get("pid", "")
+    if name in ("citation", "apa"):
+        return f"{', '.join(people) or info.get('artifact', '')} ({year}). {title} (Version {info['version']}). " \
+               f"HPCFair Hub. {url}\n"
+    if name == "bibtex":
+        key = re.sub(r"[^A-Za-z0-9]+", "_", f"{info.get('artifact', '')}_{info['version']}")
+        return (f"@misc{{{key},\n  author = {{{' and '.join(people)}}},\n  title = {{{title}}},\n"
+                f"  year = {{{year}}},\n  version = {{{info['version']}}},\n  publisher = {{HPCFair Hub}},\n"
+                f"  url = {{{url}}}\n}}\n")
+    return None
+
+
 def offline_error(what: str) -> OfflineError:
-    return OfflineError(f"HPCFAIR_OFFLINE is set, and {what}. Offline, only pinned versions (owner/name@VERSION "
-                        "or a version's PID) used once online, with their files in the cache, can be used; unset "
-                        "HPCFAIR_OFFLINE to ask the hub.", code="offline")
+    return OfflineError(f"HPCFAIR_OFFLINE is set, and {what}. Offline, the versions used once online, with their "
+                        "files in the cache, can be used (owner/name@VERSION, a version's PID, or a bare owner/name: "
+                        "the version it named when last used online); unset HPCFAIR_OFFLINE to ask the hub.",
+                        code="offline")
 
 
 class _Offline(requests.adapters.BaseAdapter):
@@ -160,8 +203,7 @@ class HubClient:
             response = self._with_retries(lambda: self.session.request(method, self.url(path), **kwargs), retry,
                                           patient)
         except DROPPED as exc:
-            raise TransferError(f"Cannot reach the hub at {self.endpoint} ({type(exc).__name__}); is it running?",
-                                code="unreachable")
+            raise unreachable(self.endpoint, exc) from exc
         if response.status_code >= 400:
             raise from_response(response)
         return response
@@ -256,16 +298,22 @@ class HubClient:
     def resolve(self, ref: str) -> dict[str, Any]:
         """The version a PID (``ark:/…``) or ``owner/name[@version]`` names. Its record is kept in the cache
         (refreshed on each call: derivatives appear later), which is where an offline client reads it."""
+        ref = ref.strip()
+        pinned = ref.lower().startswith("ark:") or "@" in ref and split_ref(ref)[1] not in ("latest", "current")
         if self.offline:
-            ref = ref.strip()
             info = self.cache.version("ark:/" + ref[4:].lstrip("/") if ref.lower().startswith("ark:") else ref)
+            if info is None and not pinned:  # a bare name: the version it last named online
+                info = self.cache.version(ref.partition("@")[0])
             if info is None:
-                pinned = ref.startswith("ark:") or split_ref(ref)[1] not in ("latest", "current")
                 raise offline_error(f"{ref} is not in the cache" if pinned else
-                                    f"{ref} names no version (the latest is only known online)")
+                                    f"{ref} was not used on this machine online (offline, a bare name is the "
+                                    "version it named when last used online)")
             return info
         info = self.request("GET", "resolve", params={"ref": ref}).json()
         self.cache.save_version(info)
+        if not pinned:
+            self.cache.remember(ref, info)
+            self.cache.remember(ref.partition("@")[0], info)
         return info
 
     def create_artifact(self, kind: str, name: str, **fields: Any) -> dict[str, Any]:
@@ -357,9 +405,16 @@ class HubClient:
         cites the version its page opens on (``as_shown``)."""
         info = self.resolve(as_shown(ref))
         name = {"datacite": "datacite-json"}.get(style, style)
-        if name in EXPORT_NAMES:
-            return self.export(info, name).text
-        return self.export(info, "citation", style=style).text
+        key = f"cite {info['pid']} {name}"
+        if self.offline:  # the reference as the hub wrote it when this version was cited online
+            kept = self.cache.text(key) or offline_reference(info, name)
+            if kept is None:
+                raise offline_error(f"{info['artifact']}@{info['version']} was never cited as {style} on this "
+                                    "machine online (offline, APA and BibTeX are written from the cached record)")
+            return kept
+        text = (self.export(info, name) if name in EXPORT_NAMES else self.export(info, "citation", style=style)).text
+        self.cache.save_text(key, text)
+        return text
 
     # --- jobs, conversion, inference ----------------------------------------------------------------
 

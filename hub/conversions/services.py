@@ -25,6 +25,7 @@ from hub.jobs.models import Job
 from hub.jobs.services import create_job
 from hub.registry.models import Artifact, File, ProvenanceLink, Version
 from hub.storage import StorageUnavailable, get_blob_store
+from ontology.fields import BUILT_FORMATS
 
 SAMPLE_INPUT_NAMES = ("sample_inputs.npz", "sample_inputs.npy", "sample_inputs.csv", "sample_inputs.parquet",
                       "test_data.npz", "test_data.npy", "test_data.csv", "test_data.parquet")
@@ -117,11 +118,18 @@ def is_conversion_result(version: Version) -> bool:
 
 
 def on_version_published(sender, version: Version, user, **kwargs) -> None:
-    """Every new model version with a model file is converted (or, for ONNX files, verified)."""
-    if version.artifact.kind != Artifact.Kind.MODEL or is_conversion_result(version):
+    """Every new model version with a model file is converted (or, for ONNX files, verified). A generation
+    build (``-genai``, ``-kv``) is not: the generation check that made it verified it, and the plain ONNX
+    checker cannot read its ``com.microsoft`` operators (issue 55)."""
+    if version.artifact.kind != Artifact.Kind.MODEL or is_conversion_result(version) or built_for_generation(version):
         return
     if model_files(version):
         request_conversion(version, user, auto=True)
+
+
+def built_for_generation(version: Version) -> bool:
+    """Whether the hub built ``version`` for text generation (a format and a report only the hub writes)."""
+    return version.metadata.get("format") in BUILT_FORMATS and isinstance(version.metadata.get("generation"), dict)
 
 
 def request_conversion(version: Version, user, *, files: list[str] | None = None, opset: int | None = None,

@@ -47,7 +47,7 @@ def _not_converted(version: Version) -> HubError:
         return HubError("not_runnable", f"{version} could not be converted to ONNX: {job.error_detail}",
                         job=str(job.pk))
     return HubError("not_ready", f"{version} is still being converted to ONNX (job {job.pk}, {job.state}); "
-                                 "try again when it has finished.", job=str(job.pk))
+                                 f"`hpcfair jobs wait {job.pk}` returns when it has finished.", job=str(job.pk))
 
 
 def resolve_model(version: Version, file: str = "") -> ModelRef:

@@ -127,7 +127,7 @@ def _not_built(version: Version) -> HubError:
         return HubError("not_runnable", f"{version}'s generation model could not be built: {job.error_detail}",
                         job=str(job.pk))
     return HubError("not_ready", f"{version}'s generation model is still being built (job {job.pk}, {job.state}); "
-                                 "try again when it has finished.", job=str(job.pk))
+                                 f"`hpcfair jobs wait {job.pk}` returns when it has finished.", job=str(job.pk))
 
 
 # --- running: the web side of a generation (the worker side is hub.generation.engine) -------------------

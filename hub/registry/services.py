@@ -490,8 +490,22 @@ def get_artifact(user, owner: str, name: str) -> Artifact:
         .filter(owner__username=owner, name=name).first()
     )
     if artifact is None:
-        raise HubError("not_found", f"No artifact {owner}/{name} (or you may not see it).")
+        hint = did_you_mean(user, owner, name)
+        raise HubError("not_found", f"No artifact {owner}/{name} (or you may not see it).{hint}")
     return artifact
+
+
+def did_you_mean(user, owner: str, name: str) -> str:
+    """``" Did you mean owner/other?"`` for the closest name of what ``user`` may read, or "" (only names the
+    user could list anyway: a private artifact is never suggested to someone who may not see it)."""
+    import difflib
+
+    names = (Artifact.objects.live().visible_to(user).filter(owner__username__iexact=owner)
+             .values_list("owner__username", "name")[:2000])
+    known = {f"{o}/{n}": f"{o}/{n}".lower() for o, n in names}
+    close = difflib.get_close_matches(f"{owner}/{name}".lower(), list(known.values()), n=1, cutoff=0.8)
+    match = next((full for full, lower in known.items() if close and lower == close[0]), "")
+    return f" Did you mean {match}?" if match else ""
 
 
 def get_version(artifact: Artifact, label: str, *, allow_deleted: bool = False) -> Version:

@@ -8,10 +8,12 @@ latency, jobs, "use it" snippets, the try-it form) and renders it.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote
 
+from django.conf import settings
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -23,7 +25,7 @@ from hub.errors import HubError
 from hub.finetune.services import finetune_offered
 from hub.gateway.tensors import shape_text
 from hub.jobs.models import Job
-from hub.metadata import signposting
+from hub.metadata import signposting, written_card
 from hub.metadata.negotiation import choose
 from hub.metadata.services import class_labels, record_for, version_record
 from hub.registry import access, resolver
@@ -175,6 +177,40 @@ def _summary(name: str, made: Version | None, report: dict[str, Any]) -> dict[st
             "inputs_shown": list(dict.fromkeys(inputs))}
 
 
+# The verification plot: each file's largest absolute difference and its tolerance on a log scale.
+PLOT_W, PLOT_ROW, PLOT_LABEL, PLOT_MIN_EXP, PLOT_MAX_EXP = 560, 26, 170, -12, 0
+
+
+def verification_plot(reports: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Bars of the largest absolute difference per checked file against its ``atol`` (a tick), on a log
+    axis from 1e-12 to 1: a difference under its tick passed. None when no report has a difference."""
+    import math
+
+    span = PLOT_W - PLOT_LABEL - 10
+
+    def x(value: float) -> int:
+        exponent = math.log10(value) if value > 0 else PLOT_MIN_EXP
+        share = (min(max(exponent, PLOT_MIN_EXP), PLOT_MAX_EXP) - PLOT_MIN_EXP) / (PLOT_MAX_EXP - PLOT_MIN_EXP)
+        return PLOT_LABEL + round(share * span)
+
+    rows = []
+    for report in reports:
+        diff = report.get("max_abs_diff")
+        if not isinstance(diff, int | float):
+            continue
+        atol = report.get("atol") if isinstance(report.get("atol"), int | float) else None
+        y = 8 + len(rows) * PLOT_ROW
+        rows.append({"label": report["file"][-26:], "y": y, "text_y": y + 13, "bar": max(2, x(diff) - PLOT_LABEL),
+                     "tick": x(atol) if atol else None, "tick_y2": y + 20, "passed": bool(report.get("passed")),
+                     "value": f"{diff:.2g}"})
+    if not rows:
+        return None
+    height = 8 + len(rows) * PLOT_ROW + 22
+    axis = [{"x": x(10.0 ** e), "label": f"1e{e}"} for e in range(PLOT_MIN_EXP, PLOT_MAX_EXP + 1, 3)]
+    return {"rows": rows, "width": PLOT_W, "height": height, "axis": axis, "axis_y": height - 20,
+            "label_y": height - 6, "left": PLOT_LABEL}
+
+
 def latency_rows(metadata: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for entry in metadata.get("benchmarks") or []:
@@ -276,11 +312,12 @@ def onnx_offer(converted: list[Version]) -> dict[str, Any] | None:
             "files": [f.path for f in made.files.order_by("path") if f.path.lower().endswith(".onnx")]}
 
 
-def with_previews(files: list) -> list:
-    """``files``, each with ``preview`` (``hub.web.preview``) where it has one."""
+def with_previews(files: list, card_shown: bool = False) -> list:
+    """``files``, each with ``preview`` (``hub.web.preview``) where it has one; not the card's README.md when
+    the page shows it rendered (its raw text and front matter again below would only repeat it)."""
     shown = preview.previews(files)
     for file in files:
-        file.preview = shown.get(file.pk)
+        file.preview = None if card_shown and file.path.lower() == "readme.md" else shown.get(file.pk)
     return files
 
 
@@ -289,10 +326,43 @@ PERSONAL_JOBS = ("infer", "collaborate")
 
 
 def jobs_shown(version: Version, user) -> list[Job]:
-    """The version's upkeep (conversion, verification, containers, ...) and the viewer's own runs: other
-    people's inference runs on a public model are theirs (their inputs, their private outputs)."""
-    jobs = Job.objects.filter(version=version).filter(Q(requester=user) | ~Q(kind__in=PERSONAL_JOBS))
+    """The version's upkeep (conversion, verification, containers, ...) and the viewer's own runs while they
+    are queued or running (finished ones are on the jobs page): other people's inference runs on a public
+    model are theirs (their inputs, their private outputs)."""
+    jobs = (Job.objects.filter(version=version).exclude(state__in=Job.FINAL_STATES)
+            .filter(Q(requester=user) | ~Q(kind__in=PERSONAL_JOBS)))
     return list(jobs.order_by("-created")[:10])
+
+
+def versions_listed(artifact: Artifact) -> list[Version]:
+    """The artifact's versions, newest first, each build the hub made from a version (``2-onnx``,
+    ``2-genai``) right under the version it was made from rather than above it as if newer."""
+    versions = list(artifact.versions.all())
+    by_label = {v.label: v for v in versions}
+    rank = {v.pk: index for index, v in enumerate(versions)}
+
+    def key(version: Version) -> tuple[int, int, int]:
+        base, dash, _ = version.label.partition("-")
+        origin = by_label.get(base) if dash and base in by_label else None
+        return (rank[origin.pk], 1, rank[version.pk]) if origin else (rank[version.pk], 0, 0)
+
+    return sorted(versions, key=key)
+
+
+def card_without_title(html: str, title: str) -> str:
+    """The rendered card without its first ``<h1>`` when that heading only repeats the page's title, and its
+    headings a level down (the page's title is its one ``<h1>``)."""
+    match = re.match(r"\s*<h1>(.*?)</h1>\s*", html, re.S)
+    if match and re.sub(r"<[^>]+>", "", match.group(1)).strip().casefold() == (title or "").strip().casefold():
+        html = html[match.end():]
+    shifted = re.sub(r"<(/?)h([1-5])>", lambda m: f"<{m.group(1)}h{int(m.group(2)) + 1}>", html)
+    return mark_safe(shifted)  # noqa: S308 - nh3's sanitised output with its heading tags renamed
+
+
+def human_url(artifact: Artifact, version: Version | None, is_concept: bool) -> str:
+    """The address a person types or shares: ``/owner/name`` (the concept) or ``/owner/name/version``."""
+    base = f"/{artifact.owner.username}/{artifact.name}"
+    return base if is_concept or version is None else f"{base}/{version.label}"
 
 
 def people(record: Record) -> list[dict[str, str]]:
@@ -316,7 +386,11 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
     metadata = record.metadata if record else {}
     can_write = artifact.can_write(user)
     context.update({
-        "card_html": markdown.render(metadata.get("card", "")) if metadata.get("card") else "",
+        "card_html": card_without_title(markdown.render(metadata.get("card") or written_card.body(
+            artifact.kind, metadata)), artifact.title or artifact.name) if record else "",
+        "card_written": not metadata.get("card"),  # none uploaded: the page shows one written from the metadata
+        "human_url": human_url(artifact, version, bool(context.get("is_concept"))),
+        "canonical": concept.iri if concept else "",  # the PID's address, whichever address opened the page
         "card_title": {"model": "Model card", "dataset": "Dataset card"}.get(artifact.kind, "README"),
         "rows": metadata_rows(metadata),
         "can_write": can_write,
@@ -333,6 +407,7 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
         runs = onnx_files(version, converted) if artifact.kind == "model" else []
         signature = runnable_signature(version, converted, runs) if artifact.kind == "model" and not failed else []
         chosen = f"?file={quote(runs[0])}" if len(runs) > 1 else ""  # an ensemble: its first file, as the snippets
+        generation = generate_url(artifact, version)
         context.update({
             "failed_conversion": failed,
             "onnx": onnx_offer(converted),
@@ -340,25 +415,38 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
             "newer": None if context.get("is_concept") else newer_version(artifact, version),
             "schema": metadata.get("records") if artifact.kind == "dataset" else None,
             "mlcube": metadata.get("mlcube") if artifact.kind == "project" else None,
-            "files": with_previews(files),
+            "files": with_previews(files, bool(context.get("card_html")) and not context.get("card_written")),
             "scientific": scipreview.previews(metadata, files) if metadata.get("scientific") else [],
             "citations": [(label, exports.export(concept, name, style)) for label, name, style in CITATIONS]
             if concept else [],
             "graph": provenance_graph(version, viewer),
-            "reports": verification(version, converted),
+            "reports": (reports := verification(version, converted)),
+            "verification_plot": verification_plot(reports),
             "latency": latency_rows(metadata),
             "container": metadata.get("container") if isinstance(metadata.get("container"), dict) else None,
             "jobs": jobs_shown(version, user) if can_write else [],
-            "use": None if failed else snippets.for_version(artifact, version, signature, runs),
+            "use": None if failed else use_snippets(artifact, version, signature, runs, files, generation),
             "try_signature": shown(signature),
             "try_example": json.dumps(example) if (example := snippets.example_inputs(signature)) else "",
             "class_labels": class_labels(version, viewer) if signature and artifact.kind == "model" else None,
             "infer_url": f"/api/v1/artifacts/{artifact.owner.username}/{artifact.name}/versions/{version.label}/infer"
                          + chosen,
-            "generate_url": generate_url(artifact, version),
+            "generate_url": generation,
             "finetune": artifact.kind == "model" and not version.is_deleted and finetune_offered(version),
         })
     return render(request, "web/landing.html", context)
+
+
+def use_snippets(artifact: Artifact, version: Version, signature: list, runs: list[str], files: list,
+                 generation: str) -> snippets.Snippets:
+    """The "Use it" snippets for this kind: text generation for a language model (one the hub builds or
+    has built for generation), tensors for other models, downloads for datasets, MLCube for projects."""
+    language_model = bool(generation) or (artifact.kind == "model" and (
+        version.metadata.get("task") == "text-generation" or version.jobs.filter(kind="generation").exists()))
+    if language_model:
+        hugging_face = any(f.path == "config.json" for f in files)
+        return snippets.for_generation(artifact, version, settings.HUB_PUBLIC_URL, hugging_face)
+    return snippets.for_version(artifact, version, signature, runs)
 
 
 def generate_url(artifact, version) -> str:
@@ -398,7 +486,7 @@ def view(request: HttpRequest, pid: str) -> HttpResponse:
         "version": version or current_version(artifact),  # the upload leads; its ONNX conversion is offered
         "is_concept": version is None,
         "pid": canonical,
-        "versions": artifact.versions.all(),
+        "versions": versions_listed(artifact),
         "jsonld": embedded_jsonld(record),
         "record": record,
         "signposts": signposting.links(record),

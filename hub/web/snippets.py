@@ -33,6 +33,9 @@ class Snippets:
     input_text: str = ""  # its contents, when the page can give an example ("" when not)
     load_python: str = ""  # api.load_model(...) and one run in ONNX Runtime (models)
     note: str = ""  # for a version holding several ONNX models: which one the snippets run, and how to pick
+    openai: str = ""  # a language model: the OpenAI-compatible endpoint through the openai client
+    transformers: str = ""  # a language model in Hugging Face's layout: transformers through the hub's HF route
+    generation: bool = False  # the snippets generate text (a language model) rather than run tensors
 
 
 def example_inputs(signature: list[dict[str, Any]]) -> dict[str, Any]:
@@ -73,6 +76,37 @@ def _load_model(ref: str, signature: list[dict[str, Any]], file: str = "") -> st
     lines.append(f"outputs = dict(zip(names, session.run(None, {{{', '.join(feeds)}}})))")
     lines.append("print(outputs)")
     return "\n".join(lines)
+
+
+def for_generation(artifact: Artifact, version: Version, public_url: str, hugging_face: bool) -> Snippets:
+    """A language model's snippets: ``hpcfair generate``, ``task: generate`` YAML and ``api.generate``, the
+    ``openai`` client on ``/v1``, and ``transformers`` through the hub's Hugging Face route when the version
+    is in Hugging Face's layout (``hugging_face``)."""
+    ref = f"{artifact.full_name}@{version.label}"
+    name = "generate.yaml"
+    yaml = (f'general_args:\n  task: "generate"\n'
+            f'model_args:\n  model_file: "{ref}"\n'
+            f'task_args:\n  prompt: "The hub converts"\n  max_new_tokens: 64\n  temperature: 0\n'
+            f'out_args:\n  export_file: "answer.txt"\n')
+    python = (f'from hpcfair import modelAPI\napi = modelAPI()\n'
+              f'answer = api.generate("{name}", lambda text: print(text, end=""))  # streamed; also in answer.txt\n'
+              f'print(answer["finish_reason"], answer["completion_tokens"])')
+    cli = f'hpcfair generate {ref} "The hub converts" --max-new-tokens 64 --temperature 0'
+    openai = (f'from openai import OpenAI\n'
+              f'client = OpenAI(base_url="{public_url}/v1", api_key=TOKEN)  # a hub token (hpcfair login)\n'
+              f'answer = client.completions.create(model="{ref}", prompt="The hub converts", max_tokens=64,\n'
+              f'                                   temperature=0)\n'
+              f'print(answer.choices[0].text)')
+    transformers = (f'import os\nos.environ["HF_ENDPOINT"] = "{public_url}"  # the hub speaks the Hugging Face '
+                    f'Hub protocol\n'
+                    f'from transformers import AutoModelForCausalLM, AutoTokenizer\n'
+                    f'repo, revision = "{artifact.full_name}", "{version.label}"\n'
+                    f'tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)\n'
+                    f'model = AutoModelForCausalLM.from_pretrained(repo, revision=revision)\n'
+                    f'ids = tokenizer("The hub converts", return_tensors="pt").input_ids\n'
+                    f'print(tokenizer.decode(model.generate(ids, max_new_tokens=64, do_sample=False)[0]))'
+                    if hugging_face else "")
+    return Snippets(name, yaml, python, cli, openai=openai, transformers=transformers, generation=True)
 
 
 def for_version(artifact: Artifact, version: Version, signature: list[dict[str, Any]] | None = None,

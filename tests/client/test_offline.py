@@ -63,7 +63,7 @@ def test_every_network_call_fails_at_once_without_connecting(listener, tmp_path,
         assert offline.value.code == "offline" and isinstance(offline.value, TransferError)
         assert "HPCFAIR_OFFLINE" in str(offline.value)
     assert connections(listener) == 0
-    assert "names no version" in _message(lambda: client.resolve("alice/mlp"))
+    assert "was not used on this machine online" in _message(lambda: client.resolve("alice/mlp"))
     assert "alice/mlp@1 is not in the cache" in _message(lambda: client.resolve("alice/mlp@1"))
     assert not HubClient(f"http://127.0.0.1:{listener.getsockname()[1]}", offline=False).offline
 
@@ -110,7 +110,14 @@ def test_a_pinned_cached_version_runs_offline_from_the_terminal(live_server, own
     for refused in (unpinned, on_hub, searched):
         assert refused.returncode == 1 and refused.stderr.startswith("error [offline]: HPCFAIR_OFFLINE is set")
         assert len(refused.stderr.strip().splitlines()) == 1
-    assert "names no version" in unpinned.stderr
+    assert "alice/offline-mlp was not used on this machine online" in unpinned.stderr
+    assert connections(listener) == 0
+    # issue 55: once a bare name is used online, offline it names the version it named then
+    online.client.resolve("alice/offline-mlp")
+    bare = cli("infer", "alice/offline-mlp", str(tmp_path / "x.npy"), "--device", "local", "--output",
+               str(tmp_path / "y.npz"), env=env)
+    assert bare.returncode == 0, bare.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "y.npz")["logits"], expected, rtol=1e-5, atol=1e-5)
     assert connections(listener) == 0
 
 

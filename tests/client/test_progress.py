@@ -129,3 +129,13 @@ def test_run_prints_lines_for_every_task():
     for task, result in (("upload", version), ("search", found), ("container", container),
                          ("collaboration", merged), ("optimize", optimized)):
         assert not _task_text(task, result).lstrip().startswith(("{", "[")), task
+
+
+def test_a_conversion_not_checked_yet_does_not_print_none():
+    """Issue 55: `hpcfair convert … --on-hub` printed "verified: None, max abs difference None"."""
+    pending = [{"model": "m", "export_file": "m.onnx", "pid": "ark:/99999/fk4c", "verified": None,
+                "max_abs_diff": None}]
+    assert _task_text("conversion", pending) == "m: m.onnx (not verified yet: hpcfair show ark:/99999/fk4c tells " \
+                                                "when it is)"
+    checked = [{**pending[0], "verified": True, "max_abs_diff": 2.5e-07}]
+    assert _task_text("conversion", checked) == "m: m.onnx (verified: True, max abs difference 2.5e-07)"

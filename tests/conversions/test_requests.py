@@ -110,3 +110,21 @@ def test_the_onnx_version_carries_the_source_model_card(owner, publish, tmp_path
     assert carried.path == "README.md" and carried.sha256 == hashlib.sha256(card).hexdigest()
     assert carried.staged.read_bytes() == card and carried.size == len(card)
     assert _source_cards(source, tmp_path, {"README.md"}) == []
+
+
+def test_a_generation_build_is_not_sent_to_the_plain_onnx_checker(owner, publish, tmp_path):
+    """Issue 55, point 4: the hub's -genai build (verified by its greedy check) gets no `verify` job, which
+    would run the plain ONNX checker on com.microsoft operators and fail; an uploaded .onnx still does."""
+    from hub.registry import services
+    from hub.registry.models import ProvenanceLink
+    from tests.conftest import staged, valid_metadata
+
+    artifact, source = publish(owner, "lm", {"model.onnx": b"an uploaded ONNX file"})
+    assert Job.objects.get(version=source).kind == "verify"
+    metadata = {**valid_metadata("model", title="lm"), "framework": "onnx", "format": "onnx-genai",
+                "task": "text-generation", "verified": True, "generation": {"precision": "fp32", "passed": True}}
+    built = services.create_version(artifact, owner, files=[staged(tmp_path, "model.onnx", b"a genai graph"),
+                                                            staged(tmp_path, "genai_config.json", b"{}")],
+                                    label="1-genai", metadata=metadata, system=True, provenance=[
+                                        services.ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, source)])
+    assert not Job.objects.filter(version=built).exists()

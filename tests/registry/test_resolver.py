@@ -72,3 +72,20 @@ def test_deleted_artifact_concept_pid_is_a_tombstone(api, owner, publish):
         response = Client().get("/" + pid, follow=True)
         assert response.status_code == 410 and b"superseded" in response.content
     assert "status: deleted" in Client().get("/" + version.pid + "?info").content.decode()
+
+
+def test_a_mistyped_name_gets_a_did_you_mean_but_never_a_private_one(api, owner, other, publish):
+    """Issue 55: ``demo/iris-clasifier`` suggests ``demo/iris-classifier``; a private artifact is suggested
+    only to those who may see it."""
+    from tests.conftest import client_for
+
+    publish(owner, "iris-classifier")
+    publish(owner, "secret-forest", visibility="private")
+    answer = api.get("/api/v1/resolve", {"ref": f"{owner.username}/iris-clasifier"})
+    assert answer.status_code == 404 and answer["X-Error-Code"] == "not_found"
+    assert f"Did you mean {owner.username}/iris-classifier?" in answer.json()["detail"]
+    assert "Did you mean" in api.get("/api/v1/resolve", {"ref": f"{owner.username}/secret-forrest"}).json()["detail"]
+    hidden = client_for(other).get("/api/v1/resolve", {"ref": f"{owner.username}/secret-forrest"}).json()
+    assert "Did you mean" not in hidden["detail"] and "secret-forest" not in hidden["detail"]
+    far = api.get("/api/v1/resolve", {"ref": f"{owner.username}/completely-else"}).json()
+    assert "Did you mean" not in far["detail"]

@@ -43,7 +43,7 @@ def open_demo_model(w) -> None:
 def wait_for_converted(w, timeout: float = 240) -> None:
     """Reload the page until the demo model's ONNX version is its latest (the worker converts it at start)."""
     deadline = time.monotonic() + timeout
-    while "1.0-onnx" not in w.page.locator("table.facts").inner_text():
+    while "1.0-onnx" not in w.page.locator(".landing-side dl.facts").inner_text():
         assert time.monotonic() < deadline, "the demo model was not converted in time"
         time.sleep(2)
         w.page.reload()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.test import Client
@@ -274,7 +275,7 @@ def test_dataset_and_project_pages_show_what_they_hold(owner, publish):
     card = b"---\ntitle: Heights\n---\n# Heights\nMeasured by hand.\n"
     _, dataset = publish(owner, "heights", {"heights.csv": csv_data, "README.md": card}, kind="dataset")
     page = Client().get("/" + dataset.pid, follow=True).content.decode()
-    assert "<h2>Dataset card</h2>" in page and "Model card" not in page
+    assert '<p class="card-label small muted">Dataset card</p>' in page and "Model card" not in page
     assert '<section id="schema">' in page and "2 rows" in page
     for column, dtype in (("age", "int64"), ("height", "float64"), ("species", "string")):
         assert f"<td><code>{column}</code></td><td>{dtype}</td>" in page
@@ -291,7 +292,7 @@ def test_version_pages_name_the_concept_pid_and_a_newer_version(owner, publish):
     _, second = publish(owner, "evolving", label="2")
     old = Client().get("/" + first.pid, follow=True).content.decode()
     assert f'a newer version exists: <a href="/{second.pid}">2</a>' in old
-    assert f'<a class="pid" href="/{artifact.pid}">{artifact.pid}</a>' in old
+    assert f'<a class="pid small" href="/{artifact.pid}">{artifact.pid}</a>' in old
     assert "a newer version exists" not in Client().get("/" + second.pid, follow=True).content.decode()
 
 
@@ -330,6 +331,13 @@ def test_the_verification_table_shows_relative_differences_and_inputs(owner, pub
     assert "<td>7e-06</td>" in row  # the largest over both runs, not "–"
     assert "<code>x [2, 4] float32 (generated)</code>" in row
     assert "<code>x [5, 4] float32 (generated, other sizes)</code>" in row
+    # issue 55: the differences as a small plot, the bar (2e-7) short of its tolerance's tick (1e-4)
+    plot = page[page.index('<svg class="plot"'):]
+    plot = plot[:plot.index("</svg>")]
+    bar = int(re.search(r'<rect x="(\d+)" y="\d+" width="(\d+)"', plot).group(2))
+    tick = int(re.search(r'<line x1="(\d+)" x2="\1"', plot).group(1))
+    assert 'class="bar-ok"' in plot and "model.onnx: 2e-07" in plot
+    assert 170 + bar < tick  # the difference lies under the tolerance on the log axis
 
 
 def test_previews_download_all_and_counts(owner, publish):
@@ -352,7 +360,7 @@ def test_previews_download_all_and_counts(owner, publish):
     base = f"/api/v1/artifacts/{owner.username}/previewed/versions/{version.label}"
     assert f'<img src="{base}/files/plot.png?inline=1"' in page
     assert "Preview of shape.svg" not in page and "Preview of weights.pt" not in page
-    assert '<td id="downloads">0</td>' in page
+    assert '<dd id="downloads">0</dd>' in page
     image = anon.get(f"{base}/files/plot.png", {"inline": "1"})
     assert image["Content-Disposition"].startswith("inline") and b"".join(image.streaming_content) == png
     svg = anon.get(f"{base}/files/shape.svg", {"inline": "1"})
@@ -410,15 +418,15 @@ def test_a_model_page_leads_with_the_upload_and_offers_its_onnx_conversion(owner
     files = text[text.index('<section id="files">'):text.index('<section id="versions">')]
     assert "model.pt" in files and "model.onnx" not in files
     assert '<section id="card"' in text and "The original TorchScript file." in text
-    offer = text[text.index('<tr id="onnx-conversion">'):]
-    offer = offer[:offer.index("</tr>")]
+    offer = text[text.index('<dd id="onnx-conversion">'):]
+    offer = offer[:offer.index("</dd>")]
     assert f'<a href="/{onnx.pid}">{onnx.label}</a>' in offer and "<code>model.onnx</code>" in offer
     assert "✓ verified" in offer
     assert "a newer version exists" not in text
     own = Client().get("/" + source.pid, follow=True).content.decode()
     assert "a newer version exists" not in own and 'id="onnx-conversion"' in own
     converted = Client().get("/" + onnx.pid, follow=True).content.decode()
-    assert f'<tr id="converted-from"><th scope="row">Converted from</th><td><a href="/{source.pid}">' in converted
+    assert f'<dt>Converted from</dt><dd id="converted-from"><a href="/{source.pid}">' in converted
     assert "a newer version exists" not in converted
     _, second = publish(owner, "lead-upload", {"model.pt": b"torchscript, retrained"}, label="2")
     assert Client().get("/" + artifact.pid, follow=True).context["version"] == second  # newest upload leads
@@ -518,3 +526,64 @@ def test_the_sparql_examples_list_each_model_once(owner, publish, tmp_path):
     everything = "SELECT ?t WHERE { ?s a hpc:AIModel ; schema:name ?t }"
     assert Client().get("/sparql", {"query": everything}, HTTP_ACCEPT=BROWSER_ACCEPT).content.decode() \
         .count("<td>Title of listed-once</td>") == 2  # what the filter leaves out
+
+
+def test_a_page_lists_builds_under_their_version_and_jobs_only_while_they_run(owner, publish, client):
+    """Issue 55: ``2-onnx`` is listed under ``2``, not above it as if newer; a finished job leaves the page
+    (it is on the jobs page); the card does not repeat the page's title."""
+    from hub.jobs.models import Job
+    from hub.web.landing import versions_listed
+
+    artifact, first = publish(owner, "listed", {"README.md": b"# Title of listed\n\nThe card's own words.\n"},
+                              label="1")
+    _, second = publish(owner, "listed", label="2")
+    _, built = publish(owner, "listed", label="2-onnx")
+    assert [v.label for v in versions_listed(artifact)] == ["2", "2-onnx", "1"]
+    job = Job.objects.create(kind="convert", version=first, requester=owner, state=Job.State.RUNNING)
+    client.force_login(owner)
+    page = client.get("/" + first.pid, follow=True).content.decode()
+    assert f'data-job="{job.pk}"' in page and "Running on this version" in page
+    assert "Title of listed</h" not in page.split('<section id="card"')[1]  # only the page's own h1
+    assert "The card&#x27;s own words." in page or "The card's own words." in page
+    Job.objects.filter(pk=job.pk).update(state=Job.State.SUCCEEDED)
+    assert f'data-job="{job.pk}"' not in client.get("/" + first.pid, follow=True).content.decode()
+
+
+def test_human_addresses_open_the_pages_and_reserved_names_are_refused(owner, publish):
+    from django.core.exceptions import ValidationError
+    from django.urls import get_resolver
+
+    from hub.registry.links import pid_url
+    from hub.web.human import RESERVED_OWNERS
+
+    artifact, version = publish(owner, "typed", label="1.0")
+    concept = Client().get(f"/{owner.username}/typed")
+    assert concept.status_code == 200  # the PID stays the canonical, citable address
+    assert f'<link rel="canonical" href="{pid_url(artifact.pid)}">' in concept.content.decode()
+    assert 'rel="cite-as"' in concept["Link"]
+    page = Client().get(f"/{owner.username}/typed/1.0").content.decode()
+    assert version.pid in page and f"/{owner.username}/typed/1.0" in page
+    for missing in (f"/{owner.username}/typed/9", f"/{owner.username}/nothing", "/nobody/typed"):
+        answer = Client().get(missing)
+        assert answer.status_code == 404 and answer["X-Error-Code"] == "not_found", missing
+    # every literal first segment of the hub's routes is a reserved owner name
+    firsts = {str(p.pattern).lstrip("^").split("/")[0] for p in get_resolver().url_patterns}
+    for include in get_resolver().url_patterns:
+        firsts |= {str(p.pattern).lstrip("^").split("/")[0] for p in getattr(include, "url_patterns", [])
+                   if str(include.pattern) == ""}
+    literal = {first for first in firsts if first and "<" not in first and "(" not in first}
+    assert literal <= RESERVED_OWNERS, literal - RESERVED_OWNERS
+    with pytest.raises(ValidationError):
+        type(owner).objects.create_user("docs", password="pw-docs-1")
+
+
+def test_a_version_without_a_card_shows_one_written_from_its_metadata(owner, publish):
+    """Issue 55, point 3 (its page): a version published with metadata only leads with a card the hub wrote
+    from it (title, description, creators, the main fields), said to be written by the hub."""
+    _, version = publish(owner, "no-card", {"weights.bin": b"w" * 16})
+    page = Client().get("/" + version.pid, follow=True).content.decode()
+    card = page[page.index('<section id="card"'):]
+    card = card[:card.index("</section>")]
+    assert "written by the hub from the metadata" in card
+    assert "Made by the test suite." in card and "Alice Example" in card and "<td>Framework</td>" in card
+    assert "none was uploaded with this version" in card

@@ -74,6 +74,8 @@ class Command(BaseCommand):
             worker = [python, "-m", "celery", "-A", "workers", "worker", "-Q", "convert,cpu", "--pool", pool,
                       "--concurrency", "1", "--loglevel", "INFO", "--hostname", f"embedded{number}@%h"]
             children.insert(0, Supervised(f"Celery worker {number}", worker, env, self.say))
+        if celery_workers and os.geteuid() == 0:  # Celery's own warning is silenced (hub.celery): said once here
+            self.say("the workers run as root: fine in a container; elsewhere run the hub as an ordinary user")
         for child in children:
             child.start()
         self.stdout.write(f"HPCFair Hub on http://{bind}/ (API docs at /api/docs/); Ctrl-C stops it.")

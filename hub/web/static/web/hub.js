@@ -574,6 +574,32 @@ function setupPublish() {
       });
     }
   };
+  /** A TorchScript file (.pt, .pth, .jit) records no input shapes and a conversion needs them: ask for them
+   * (or a sample_inputs file) before publishing, unless the files hold sample inputs already. */
+  const inputsField = document.getElementById("inputs-field");
+  const needsInputs = () => {
+    const paths = items.filter((it) => !it.removed).map((it) => uploads.path(it.file).toLowerCase());
+    const torchscript = paths.find((p) => /\.(pt|pth|jit)$/.test(p));
+    const samples = paths.some((p) => /(^|\/)sample_inputs\.(npz|npy|csv|parquet)$/.test(p));
+    return kind() === "model" && torchscript && !samples ? torchscript : "";
+  };
+  const askInputs = () => {
+    if (!inputsField) return;
+    const file = needsInputs();
+    inputsField.hidden = !file;
+    if (file) document.getElementById("inputs-why").textContent = `${file.split("/").pop()} (TorchScript) does not record its inputs`;
+  };
+  /** "x: [null, 3] float32" lines as the metadata's inputs; throws with the line that is wrong. */
+  const parseInputs = (text) => text.split("\n").map((l) => l.trim()).filter(Boolean).map((line, n) => {
+    const m = line.match(/^([A-Za-z_][\w.:-]*)\s*:\s*(\[[^\]]*\])\s*([a-z0-9]+)?$/);
+    let shape;
+    try { shape = m && JSON.parse(m[2]); } catch (e) { shape = null; }
+    if (!m || !Array.isArray(shape) || !shape.every((d) => d === null || Number.isInteger(d) && d > 0))
+      throw new Error(`Line ${n + 1} is not "name: [shape] dtype" (e.g. x: [null, 3, 224, 224] float32).`);
+    return { name: m[1], shape, dtype: m[3] || "float32" };
+  });
+  if (kindSelect) kindSelect.addEventListener("change", askInputs);
+
   /** Add files, each with its path in the version; a second file on a path already taken is refused. The files
    * are hashed first and the hub asked whether a version holds exactly the files chosen: then nothing is sent. */
   const add = (files) => {
@@ -602,9 +628,11 @@ function setupPublish() {
         if (item.uploadId && !item.done) hub.api("DELETE", `/api/v1/uploads/${item.uploadId}`);
         localStorage.removeItem(uploads.key(file));
         if (items.some((it) => !it.removed && it.duplicateOf)) check();  // the rest may be new now
+        askInputs();
       });
     }
     if (added) check();
+    askInputs();
     filesError.textContent = clashes.length
       ? `Two different files would both be ${clashes.map((p) => `'${p}'`).join(", ")} in the version; remove the one you do not want first.`
       : "";
@@ -686,6 +714,15 @@ function setupPublish() {
     const button = document.getElementById("publish-button");
     const live = items.filter((it) => !it.removed);
     if (!live.length) { showErrors({ detail: "Add at least one file.", errors: { files: ["Add at least one file."] } }); return; }
+    let inputs = null;
+    if (needsInputs()) {
+      const text = document.getElementById("f-inputs").value;
+      try { inputs = parseInputs(text); } catch (e) { showErrors({ errors: { inputs: [e.message] } }); return; }
+      if (!inputs.length) {
+        showErrors({ errors: { inputs: ["Give the model's inputs (or add sample_inputs.npz): the conversion to ONNX cannot run a TorchScript file without them."] } });
+        return;
+      }
+    }
     button.disabled = true;
     status.textContent = "Waiting for the uploads to finish…";
     await Promise.all(live.map((it) => it.promise));
@@ -696,6 +733,7 @@ function setupPublish() {
       const found = identical.duplicateOf;
       showErrors({ detail: `These files are identical to ${found.artifact}@${found.version} (${found.pid}).`,
                    errors: { files: [`Identical to ${found.artifact}@${found.version}, already in the hub: add or remove a file.`] } });
+      document.getElementById("form-error").textContent = `These files are identical to ${found.artifact}@${found.version}, already in the hub: add or remove a file to publish something new.`;
       return;
     }
     const failed = live.filter((it) => it.error);
@@ -711,7 +749,7 @@ function setupPublish() {
     const body = {
       to: form.dataset.to || "",
       artifact: { kind: kind(), name: value("name"), visibility: visibility ? visibility.value : "public", collaborators: value("collaborators") },
-      metadata: metadata(), more: value("more"), version: value("version"),
+      metadata: inputs ? { ...metadata(), inputs } : metadata(), more: value("more"), version: value("version"),
       files: live.map((it) => ({ path: uploads.path(it.file), upload: it.uploadId })),
     };
     const result = await hub.api("POST", form.action || window.location.pathname, body).catch(() => null);
