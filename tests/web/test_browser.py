@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from playwright.sync_api import expect
 
 from ontology.fields import FIELDS
 from tests.conversions import models
@@ -187,7 +188,7 @@ def test_try_it_with_an_npy_file(site, tmp_path):
     np.save(tmp_path / "rows.npy", np.array([[6.6, 3.0, 5.6, 2.0]], dtype=np.float32))
     w.page.set_input_files("#try-file", str(tmp_path / "rows.npy"))
     w.page.get_by_role("button", name="Run").click()
-    w.page.wait_for_function("document.getElementById('try-result').textContent !== 'Running…'")
+    expect(w.page.locator("#try-result")).not_to_have_text("Running…", timeout=30_000)
     assert w.page.locator("#try-output").count() == 1, w.page.locator("#try-result").inner_text()
     assert w.page.locator("#try-output").inner_text().startswith("label: [2]")
 
@@ -330,7 +331,7 @@ def test_an_upload_resumes_after_the_page_is_reloaded(site, tmp_path):
 
     page.route("**/api/v1/uploads/*", cut_after_two_chunks)
     page.set_input_files("#f-files", str(data))
-    page.wait_for_function("document.querySelector('#file-list .status').textContent.includes('resuming')")
+    expect(page.locator("#file-list .status").first).to_contain_text("resuming", timeout=30_000)
     page.unroute("**/api/v1/uploads/*")
     page.reload()  # the page is gone; the hub keeps the 16 KiB it received
     ranges = []
@@ -364,7 +365,7 @@ def test_a_model_folder_keeps_its_structure_when_published_from_the_page(site, t
     (other / "config.json").write_bytes(b'{"hidden_size": 16}')
 
     page.set_input_files("#f-folder", str(folder))
-    page.wait_for_function("document.querySelectorAll('#file-list li[data-state=\"uploaded\"]').length === 3")
+    expect(page.locator('#file-list li[data-state="uploaded"]')).to_have_count(3, timeout=30_000)
     assert sorted(page.locator("#file-list .name").all_inner_texts()) == sorted(contents)
     page.set_input_files("#f-files", str(other / "config.json"))  # a different config.json: refused here
     assert "'config.json'" in page.locator("#err-files").inner_text()
@@ -424,10 +425,10 @@ def test_publishing_a_folder_with_a_hugging_face_card_shows_what_it_read(site, t
     assert page.get_by_label("License").input_value() == "apache-2.0"
     assert page.get_by_label("Task").input_value() == "tabular-classification"
     w.shot("publish-card-read")
-    page.wait_for_function("document.querySelectorAll('#file-list li[data-state=\"uploaded\"]').length === 2")
+    expect(page.locator('#file-list li[data-state="uploaded"]')).to_have_count(2, timeout=30_000)
     fill_model_form(page, Name="wine-1795625527", Framework="scikit-learn")
     page.get_by_role("button", name="Publish").click()  # the card names no creators (issue 41, point 12)
-    page.wait_for_function("document.getElementById('err-creators').textContent !== ''")
+    expect(page.locator("#err-creators")).not_to_have_text("", timeout=30_000)
     said = page.locator("#err-creators").inner_text()
     assert "one per line" in said and "Ada Lovelace, 0000-0002-1825-0097" in said and "{'name'" not in said, said
     fill_model_form(page, Creators="Ada Lovelace")
@@ -536,5 +537,5 @@ def test_files_identical_to_a_version_are_not_sent_from_the_publish_form(site, e
     assert states == ["identical", "identical"] and opened == []  # not a byte sent
     w.shot("publish-identical-files")
     page.locator("#file-list li", has_text="README.md").get_by_role("button", name="remove").click()
-    page.wait_for_function("document.querySelector('#file-list li[data-state=\"uploaded\"]') !== null")
+    expect(page.locator('#file-list li[data-state="uploaded"]').first).to_be_attached(timeout=30_000)
     assert note.is_hidden() and opened  # one file alone is new: it is sent

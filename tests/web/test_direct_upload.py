@@ -9,6 +9,7 @@ import os
 from urllib.parse import urlparse
 
 import pytest
+from playwright.sync_api import expect
 
 from hub.registry.models import Upload
 from tests.conftest import S3_PART
@@ -70,7 +71,7 @@ def test_the_page_uploads_straight_to_the_object_store_and_resumes_after_a_reloa
 
     page.route(store, cut_after_one_part)
     page.set_input_files("#f-files", str(path))
-    page.wait_for_function("document.querySelector('#file-list .status').textContent.includes('resuming')")
+    expect(page.locator("#file-list .status").first).to_contain_text("resuming", timeout=30_000)
     page.unroute(store)
     first, through_hub = puts(sent)
     assert first[0] == 1 and through_hub == [], (first, through_hub)

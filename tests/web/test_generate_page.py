@@ -3,9 +3,11 @@ lane, its Celery worker and generation engine), and shows the API's refusals."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.generation.lm import folder_files, save_lm
 
@@ -42,12 +44,11 @@ def test_a_language_model_page_streams_generated_text(site, embedded_hub, tmp_pa
     page.get_by_label("New tokens").fill("10")
     page.get_by_label("Temperature (0: greedy)").fill("0")
     page.get_by_role("button", name="Generate").click()
-    page.wait_for_function("!document.getElementById('generate-status').textContent.startsWith('generating')",
-                           timeout=60_000)
+    expect(page.locator("#generate-status")).not_to_have_text(re.compile(r"^generating"), timeout=60_000)
     assert page.locator("#generate-status").inner_text() == "10 tokens, length"
     assert page.locator("#generate-output").text_content() == expected
     w.shot("landing-generate")
     page.get_by_label("Prompt").fill("the hub converts models " * 200)  # longer than the model's context
     page.get_by_role("button", name="Generate").click()
-    page.wait_for_function("document.getElementById('generate-status').textContent.includes('[prompt_too_long]')")
+    expect(page.locator("#generate-status")).to_contain_text("[prompt_too_long]", timeout=30_000)
     assert "context holds 256" in page.locator("#generate-status").inner_text()
