@@ -86,3 +86,20 @@ def _save(folder: Path, model_class, config, fast, seed: int) -> Path:
 
 def folder_files(folder: Path, prefix: str = "") -> dict[str, bytes]:
     return {f"{prefix}{p.name}": p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+class Scripted:
+    """A generator that gives the tokens it was handed, one a step (the surface ``run.generate`` drives), where
+    the model's part is not what a test checks."""
+
+    def __init__(self, tokens: list[int]) -> None:
+        self.tokens, self.at = tokens, 0
+
+    def is_done(self) -> bool:
+        return self.at >= len(self.tokens)
+
+    def generate_next_token(self) -> None:
+        self.at += 1
+
+    def get_next_tokens(self) -> list[int]:
+        return [self.tokens[self.at - 1]]

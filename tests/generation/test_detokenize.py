@@ -107,22 +107,6 @@ def test_an_unfinished_character_is_held_and_a_finished_one_sent():
     assert [stream.push(token) for token in ids[:2]] == ["", ""] and stream.rest() == "\ufffd"
 
 
-class _Scripted:
-    """A generator that gives fixed token ids (the model's part is not what is tested here)."""
-
-    def __init__(self, tokens: list[int]) -> None:
-        self.tokens, self.at = tokens, 0
-
-    def is_done(self) -> bool:
-        return self.at >= len(self.tokens)
-
-    def generate_next_token(self) -> None:
-        self.at += 1
-
-    def get_next_tokens(self) -> list[int]:
-        return [self.tokens[self.at - 1]]
-
-
 @pytest.mark.parametrize("build", ["lm", "sentencepiece_style"])
 def test_generate_streams_the_tokenizers_own_decode_on_every_route(tmp_path, monkeypatch, build):
     """``run.generate`` on random ids (any route: the text comes from the folder's tokenizer.json, not from
@@ -132,14 +116,14 @@ def test_generate_streams_the_tokenizers_own_decode_on_every_route(tmp_path, mon
     from hpcfair.generate.run import GenerateRequest
     from transformers import PreTrainedTokenizerFast
 
-    from tests.generation.lm import tokenizer
+    from tests.generation.lm import Scripted, tokenizer
 
     fast = tokenizer() if build == "lm" else PreTrainedTokenizerFast(tokenizer_object=sentencepiece_style(1))
     fast.save_pretrained(tmp_path)
     rng = random.Random(5)
     for _ in range(12):
         tokens = [rng.randrange(3, len(fast)) for _ in range(rng.randint(1, 30))]
-        monkeypatch.setattr(run, "start", lambda loaded, prompt, tokens=tokens, **options: _Scripted(tokens))
+        monkeypatch.setattr(run, "start", lambda loaded, prompt, tokens=tokens, **options: Scripted(tokens))
         loaded = run.LoadedModel(model=None, tokenizer=KvTokenizer(tmp_path), context_length=64, folder=tmp_path)
         for stop in ((), ("zzq",)):
             request = GenerateRequest.parse({"prompt": "a", "stop": list(stop)}, max_tokens=64)

@@ -433,18 +433,15 @@ def _check_weights(name: str, class_name: str, task: str, loading: dict[str, Any
     folder keeps its encoder only, as sentence-transformers itself does; a missing pooler is not exported."""
     unexpected = [] if task == "sentence-similarity" else list(loading.get("unexpected_keys") or [])
     missing = [key for key in loading.get("missing_keys") or [] if "pooler" not in key.split(".")[:2]]
-    if unexpected:
-        shown = ", ".join(sorted(unexpected)[:4])
-        raise ConversionError("unsupported_format", f"{name}: loading the folder as {class_name} ({task}) would "
-                                                    f"drop {len(unexpected)} of its weights ({shown}…): the export "
-                                                    "would not be the uploaded model. Convert it without a task, so "
-                                                    "that its own architecture (config.json) and head are kept.")
-    if missing:
-        shown = ", ".join(sorted(missing)[:4])
-        raise ConversionError("unsupported_format", f"{name}: the folder's weights lack {len(missing)} of what "
-                                                    f"{class_name} ({task}) needs ({shown}…), so that part would be "
-                                                    "random. Convert it without a task, or with the task its "
-                                                    "weights were trained for.")
+    for keys, said, then in ((unexpected, "would drop {n} of its weights", "the export would not be the uploaded "
+                               "model. Convert it without a task, so that its own architecture (config.json) and "
+                               "head are kept."),
+                              (missing, "finds {n} of the weights it needs missing", "that part would be random. "
+                               "Convert it without a task, or with the task its weights were trained for.")):
+        if keys:
+            raise ConversionError("unsupported_format", f"{name}: loading the folder as {class_name} ({task}) "
+                                                        f"{said.format(n=len(keys))} ({', '.join(sorted(keys)[:4])}"
+                                                        f"…): {then}")
 
 
 def checkpoint_dtype(config: dict[str, Any]) -> str:
