@@ -33,7 +33,7 @@ def tokenizer(end: bool = False):
 
 
 def save_lm(folder: Path, family: str = "llama", seed: int = 0, **sizes) -> Path:
-    """A random ``family`` (llama, qwen2, mistral, gpt2) causal LM with this test's tokenizer, saved in
+    """A random ``family`` (llama, qwen2, mistral, gemma2, gpt2) causal LM with this test's tokenizer, saved in
     ``folder``."""
     import torch
     import transformers
@@ -46,7 +46,10 @@ def save_lm(folder: Path, family: str = "llama", seed: int = 0, **sizes) -> Path
         "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
         "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
         "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
+        "gemma2": (transformers.Gemma2Config, transformers.Gemma2ForCausalLM),  # local and global layers
     }[family]
+    if family == "gemma2":
+        sizes = {"head_dim": 16, "pad_token_id": 0, **sizes}
     fast = tokenizer()
     torch.manual_seed(seed)
     config = config_class(**{"vocab_size": len(fast), "hidden_size": 64, "intermediate_size": 128,

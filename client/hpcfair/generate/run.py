@@ -178,7 +178,7 @@ def start(loaded: LoadedModel, ids, *, max_new_tokens: int, temperature: float =
     import onnxruntime_genai as og
 
     params = og.GeneratorParams(loaded.model)
-    length = min(loaded.context_length, len(ids) + max_new_tokens)
+    length = min(loaded.context_length, max(len(ids) + max_new_tokens, window_capacity(loaded.config)))
     options: dict[str, Any] = {"max_length": length, "do_sample": temperature != 0}
     if min_new_tokens:
         options["min_length"] = min(length, len(ids) + min_new_tokens)
@@ -190,6 +190,16 @@ def start(loaded: LoadedModel, ids, *, max_new_tokens: int, temperature: float =
     generator = og.Generator(loaded.model, params)
     generator.append_tokens(np.asarray(ids, dtype=np.int32))
     return generator
+
+
+def window_capacity(config: dict[str, Any]) -> int:
+    """The KV cache a build with window-sized caches (Gemma-2/3's local layers, Mistral's window) needs: at
+    least its window (and the slack the builder recorded), however short the request; 0 for another build.
+    Generation still stops after ``max_new_tokens`` (``generate`` counts them)."""
+    window = ((config.get("model") or {}).get("decoder") or {}).get("sliding_window") or {}
+    if not isinstance(window, dict) or not window.get("layers"):
+        return 0
+    return int(window.get("window_size") or 0) + int(window.get("cache_slack") or 0)
 
 
 def prompt_ids(loaded: LoadedModel, request: GenerateRequest):
@@ -221,7 +231,7 @@ def generate(loaded: LoadedModel, request: GenerateRequest, *,
     stream = TextStream(*text_decoder(loaded))
     stops = StopWatch(request.stop)
     count, first, reason, ends = 0, 0.0, "length", loaded.ends
-    while not generator.is_done():
+    while not generator.is_done() and count < request.max_new_tokens:
         if cancelled() or (deadline is not None and time.monotonic() > deadline):
             reason = "cancelled" if cancelled() else "time"
             break
