@@ -35,13 +35,14 @@ def test_a_coded_refusal_reaches_the_user_as_it_is(tmp_path):
     assert error.code == "unsupported_model" and "BertModel has no generation build" in error.detail
 
 
-def test_a_runtime_failure_names_its_cause(tmp_path):
-    """A Mistral with an 8-token sliding window: onnxruntime-genai builds it, then its attention fails at
-    verification (issue 57, point 3, left open); the message is the runtime's."""
-    def mistral(folder):
-        save_lm(folder, "mistral", sliding_window=8)
+def test_a_failure_inside_the_build_names_its_cause(tmp_path):
+    """A llama whose tokenizer_config.json is not JSON: onnxruntime-genai's builder fails, and the message is
+    its own last line (the JSON error), not an opset to try."""
+    def broken(folder):
+        save_lm(folder, "llama")
+        (folder / "tokenizer_config.json").write_text("{not json")
 
-    error = _build_in_sandbox(tmp_path, mistral)
-    assert error.code == "conversion_failed" and "generation build failed" in error.detail
-    assert "(RuntimeError)" in error.detail and "'present.0.key'" in error.detail, error.detail
+    error = _build_in_sandbox(tmp_path, broken)
+    assert error.code == "conversion_failed" and "onnxruntime-genai's builder failed" in error.detail
+    assert "JSONDecodeError: Expecting property name" in error.detail, error.detail
     shutil.rmtree(tmp_path / "work", ignore_errors=True)
