@@ -596,3 +596,32 @@ def hf_head_folder(directory: Path, family: str) -> str:
     if settings:
         _preprocessor(directory / family, settings)
     return family
+
+
+def keras_custom_layer(directory: Path) -> tuple[str, str]:
+    """A Keras 3 model with a custom layer registered with ``register_keras_serializable`` (the converter's
+    process does not have its class), saved as ``.keras``, and the same model's ``model.export()``
+    SavedModel zipped under a name containing "savedmodel" (what the refusal advises)."""
+    import shutil
+
+    import keras
+
+    @keras.saving.register_keras_serializable(package="lab")
+    class Scaled(keras.layers.Layer):
+        def __init__(self, factor: float = 2.0, **kwargs) -> None:
+            super().__init__(**kwargs)
+            self.factor = factor
+
+        def call(self, x):
+            return x * self.factor
+
+        def get_config(self):
+            return {**super().get_config(), "factor": self.factor}
+
+    keras.utils.set_random_seed(4)
+    inputs = keras.Input((5,), name="x")
+    model = keras.Model(inputs, keras.layers.Dense(3)(Scaled(3.0)(inputs)))
+    model.save(directory / "scaled.keras")
+    model.export(str(directory / "scaled_savedmodel"))
+    shutil.make_archive(str(directory / "scaled_savedmodel"), "zip", directory / "scaled_savedmodel")
+    return "scaled.keras", "scaled_savedmodel.zip"

@@ -105,3 +105,20 @@ def test_a_diffusers_folder_a_catboost_model_and_a_lightning_checkpoint_are_told
         with pytest.raises(ConversionError) as caught:
             formats.detect(tmp_path / name)
         assert caught.value.code == code and said in caught.value.detail, caught.value.detail
+
+
+@pytest.mark.slow
+def test_a_keras_file_with_a_registered_custom_layer_names_it_and_the_export_that_works(tmp_path):
+    """Issue 57, point 6: not "the file is damaged": the class its config names, and model.export(), whose
+    SavedModel converts (checked here too)."""
+    from hpcfair.convert import convert_file
+
+    from tests.conversions import models
+
+    keras_file, saved = models.keras_custom_layer(tmp_path)
+    with pytest.raises(ConversionError) as caught:
+        convert_file(tmp_path / keras_file, tmp_path / "out" / "model.onnx")
+    assert caught.value.code == "unsupported_format" and "lab>Scaled" in caught.value.detail
+    assert "model.export(" in caught.value.detail and "damaged" not in caught.value.detail
+    report = convert_file(tmp_path / saved, tmp_path / "saved" / "model.onnx")
+    assert report["verification"]["passed"] is True
