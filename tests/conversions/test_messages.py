@@ -108,6 +108,7 @@ def test_a_diffusers_folder_a_catboost_model_and_a_lightning_checkpoint_are_told
 
 
 @pytest.mark.slow
+@pytest.mark.cpu
 def test_a_keras_file_with_a_registered_custom_layer_names_it_and_the_export_that_works(tmp_path):
     """Issue 57, point 6: not "the file is damaged": the class its config names, and model.export(), whose
     SavedModel converts (checked here too)."""
