@@ -216,6 +216,11 @@ def keras_two_outputs(directory: Path) -> models.Built:
     return "two_heads.keras", {}
 
 
+def hf_head(family: str) -> Callable[[Path], models.Built]:
+    """A Hugging Face folder with a head of its own (issue 57: every head kept, at its preprocessor's size)."""
+    return lambda directory: (models.hf_head_folder(directory, family), {})
+
+
 ZOO: dict[str, Callable[[Path], models.Built]] = {
     "TorchScript CNN (script)": models.torchscript_cnn,
     "TorchScript LSTM tagger (trace)": lstm_traced,
@@ -248,6 +253,12 @@ ZOO: dict[str, Callable[[Path], models.Built]] = {
     "FNO 2-D, complex spectral layers (.pt2)": fno_2d_program,
     "U-Net, 2 levels (trace)": unet_traced,
     "Keras functional, two outputs": keras_two_outputs,
+    "SegFormer segmentation, HF folder + preprocessor": hf_head("segformer"),
+    "DETR detection, HF folder + preprocessor": hf_head("detr"),
+    "GLPN depth, HF folder + preprocessor": hf_head("glpn"),
+    "wav2vec2 CTC, HF folder at 8 kHz": hf_head("wav2vec2_ctc"),
+    "wav2vec2 audio classification, HF folder": hf_head("wav2vec2_audio_classification"),
+    "BERT pretraining (two heads), HF folder": hf_head("bert_pretraining"),
 }
 
 
@@ -337,11 +348,10 @@ def _hf_runner(path: Path, report: dict[str, Any], names: list[str]):
 
         return run_st
     import transformers
-    from hpcfair.convert.huggingface import TASKS
 
     outputs = [o["name"] for o in report["outputs"]]
-
-    model = getattr(transformers, TASKS[report["task"]]).from_pretrained(str(folder), dtype=torch.float32).eval()
+    # the class the converter loaded: the folder's own architecture, with its head (issue 57)
+    model = getattr(transformers, report["hf_class"]).from_pretrained(str(folder), dtype=torch.float32).eval()
 
     def run_hf(feeds):
         with torch.no_grad():

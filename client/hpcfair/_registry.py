@@ -323,8 +323,14 @@ def onnx_version(client: HubClient, info: dict[str, Any], opset: int | None) -> 
     """The version itself when it is ONNX, else its conversion (waiting for the hub's conversion job,
     or asking for one)."""
     meta = info.get("metadata") or {}
-    if any(f["path"].lower().endswith(".onnx") for f in info["files"]) and opset in (None, meta.get("opset")):
-        return info
+    if any(f["path"].lower().endswith(".onnx") for f in info["files"]):
+        if opset in (None, meta.get("opset")):
+            return info
+        recorded = meta.get("opset")
+        raise HubError(f"{version_ref(info)} is an ONNX model at opset {recorded}, and the config asks for opset "
+                       f"{opset} (onnx_version). The hub converts models to ONNX but does not re-export an ONNX "
+                       f"file at another opset: set onnx_version to {recorded} or leave it out, or name the "
+                       "version of the model in its own framework's format.", code="opset_unsupported")
     for link in info.get("derivatives") or []:
         if link["relation"] == "converted_from":
             candidate = client.resolve(link["version_pid"])
@@ -347,7 +353,11 @@ def onnx_version(client: HubClient, info: dict[str, Any], opset: int | None) -> 
         except ConflictError as exc:
             raise HubError(f"{info['artifact']}@{info['version']} cannot be converted: {exc}", code=exc.code)
     done = client.wait(job)
-    return client.resolve(done["result"]["pid"])
+    published = (done.get("result") or {}).get("pid")
+    if not published:  # a job that published nothing (an ONNX version's verification): say so, not a KeyError
+        raise JobError(f"{version_ref(info)}: the hub's {done.get('kind', 'conversion')} job ended without an ONNX "
+                       "version to run.", code="conversion_failed", body=done)
+    return client.resolve(published)
 
 
 def onnx_item(info: dict[str, Any], file: str | None = None) -> dict[str, Any]:

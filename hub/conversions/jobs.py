@@ -182,7 +182,8 @@ def _publish_conversion(ctx, source: Version, outputs: list[StagedFile], reports
         "conversion": {name: {key: r[key] for key in ("source", "source_format", "framework", "converter",
                                                        "libraries", "opset", "ir_version", "parameters", "sandbox",
                                                        "opset_requested", "opset_note", "fixed_axes", "coupled_axes",
-                                                       "data_files", "dtype", "tolerance_note", "peak_memory_mb")
+                                                       "data_files", "dtype", "tolerance_note", "peak_memory_mb",
+                                                       "task", "hf_class", "head_outputs")
                               if key in r} | ({"pickle_scan": r["pickle_scan"]} if "pickle_scan" in r else {})
                        for name, r in reports.items()},
         "verification": {name: r["verification"] for name, r in reports.items()},

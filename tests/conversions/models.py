@@ -537,3 +537,91 @@ def masked_encoder(directory: Path) -> tuple[str, str, dict]:
     return "masked_encoder.pt", "tokens.npz", {"inputs": [
         {"name": "ids", "shape": [None, None], "dtype": "int64", "low": 0, "high": 50},
         {"name": "mask", "shape": [None, None], "dtype": "bool"}]}
+
+
+def _preprocessor(folder: Path, settings: dict[str, Any]) -> None:
+    import json
+
+    (folder / "preprocessor_config.json").write_text(json.dumps(settings))
+
+
+def hf_head_folder(directory: Path, family: str) -> str:
+    """A tiny random Hugging Face folder with a head beyond classification, as ``save_pretrained`` writes it,
+    with the ``preprocessor_config.json`` its processor saves: a SegFormer segmenter and a DETR detector at a
+    non-square preprocessor size, a GLPN depth model, wav2vec2 CTC and audio classification at 8 kHz; and
+    a BERT pretraining head (two outputs); and one the converter refuses: an architecture
+    transformers does not ship."""
+    import json
+
+    import torch
+    import transformers as hf
+
+    torch.manual_seed(3)
+    image = {"do_resize": True, "size": {"height": 48, "width": 64}, "image_mean": [0.5] * 3, "image_std": [0.5] * 3}
+    audio = {"feature_size": 1, "sampling_rate": 8000, "padding_value": 0.0, "do_normalize": True,
+             "return_attention_mask": False}
+    tiny_audio = {"vocab_size": 12, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+                  "intermediate_size": 32, "conv_dim": (8, 8), "conv_stride": (5, 4), "conv_kernel": (10, 4),
+                  "num_conv_pos_embeddings": 8, "num_conv_pos_embedding_groups": 2, "do_stable_layer_norm": False}
+    build = {
+        "segformer": (lambda: hf.SegformerForSemanticSegmentation(hf.SegformerConfig(
+            num_channels=3, num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16],
+            patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2],
+            decoder_hidden_size=16, num_labels=5)), image),
+        "detr": (lambda: hf.DetrForObjectDetection(hf.DetrConfig(
+            use_timm_backbone=False, use_pretrained_backbone=False, backbone=None,
+            backbone_config=hf.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
+                                            out_features=["stage2"]),
+            d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+            encoder_ffn_dim=32, decoder_ffn_dim=32, num_queries=6, num_labels=4)), image),
+        "glpn": (lambda: hf.GLPNForDepthEstimation(hf.GLPNConfig(
+            num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16], patch_sizes=[7, 3],
+            strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2], decoder_hidden_size=16)),
+            {**image, "size_divisor": 32}),
+        "wav2vec2_ctc": (lambda: hf.Wav2Vec2ForCTC(hf.Wav2Vec2Config(**tiny_audio)), audio),
+        "wav2vec2_audio_classification": (lambda: hf.Wav2Vec2ForSequenceClassification(hf.Wav2Vec2Config(
+            num_labels=3, classifier_proj_size=8, **tiny_audio)), audio),
+        "bert_pretraining": (lambda: hf.BertForPreTraining(hf.BertConfig(
+            vocab_size=200, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)), None),
+    }
+    if family == "custom_architecture":
+        folder = directory / family
+        hf.BertModel(hf.BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                   intermediate_size=64)).eval().save_pretrained(folder)
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, "architectures": ["LabBertForPlasmaRegression"]}))
+        return family
+    model, settings = build[family]
+    model().eval().save_pretrained(directory / family)
+    if settings:
+        _preprocessor(directory / family, settings)
+    return family
+
+
+def keras_custom_layer(directory: Path) -> tuple[str, str]:
+    """A Keras 3 model with a custom layer registered with ``register_keras_serializable`` (the converter's
+    process does not have its class), saved as ``.keras``, and the same model's ``model.export()``
+    SavedModel zipped under a name containing "savedmodel" (what the refusal advises)."""
+    import shutil
+
+    import keras
+
+    @keras.saving.register_keras_serializable(package="lab")
+    class Scaled(keras.layers.Layer):
+        def __init__(self, factor: float = 2.0, **kwargs) -> None:
+            super().__init__(**kwargs)
+            self.factor = factor
+
+        def call(self, x):
+            return x * self.factor
+
+        def get_config(self):
+            return {**super().get_config(), "factor": self.factor}
+
+    keras.utils.set_random_seed(4)
+    inputs = keras.Input((5,), name="x")
+    model = keras.Model(inputs, keras.layers.Dense(3)(Scaled(3.0)(inputs)))
+    model.save(directory / "scaled.keras")
+    model.export(str(directory / "scaled_savedmodel"))
+    shutil.make_archive(str(directory / "scaled_savedmodel"), "zip", directory / "scaled_savedmodel")
+    return "scaled.keras", "scaled_savedmodel.zip"

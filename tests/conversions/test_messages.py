@@ -80,3 +80,46 @@ def test_an_exporter_writing_invalid_graphs_at_every_opset_is_not_told_to_try_an
     assert caught.value.code == "invalid_onnx" and "Opsets 17 to 21 were tried" in caught.value.detail
     assert "another opset" not in caught.value.detail
 
+
+
+def test_a_diffusers_folder_a_catboost_model_and_a_lightning_checkpoint_are_told_what_works(tmp_path):
+    """Issue 57, point 6. diffusers, CatBoost and Lightning do not install here: the files are written in their
+    layouts by hand (a UNet folder as ``save_pretrained`` writes it; a checkpoint as Lightning's
+    ``trainer.save_checkpoint`` does: ``torch.save`` of a dict with its version key and the state_dict)."""
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    unet = tmp_path / "unet"
+    unet.mkdir()
+    (unet / "config.json").write_text(json.dumps({"_class_name": "UNet2DModel", "_diffusers_version": "0.31.0"}))
+    save_file({"conv_in.weight": torch.zeros(4, 3, 3, 3)}, str(unet / "diffusion_pytorch_model.safetensors"))
+    (tmp_path / "booster.cbm").write_bytes(b"CBM1" + bytes(64))
+    torch.save({"epoch": 3, "global_step": 30, "pytorch-lightning_version": "2.4.0",
+                "state_dict": {"layer.weight": torch.zeros(2, 2)}, "optimizer_states": [], "lr_schedulers": []},
+               tmp_path / "epoch=3.ckpt")
+    for name, code, said in (("unet", "unsupported_format", "torch.export.save(torch.export.export(unet"),
+                             ("booster.cbm", "unsupported_format", "save_model('model.onnx', format='onnx')"),
+                             ("epoch=3.ckpt", "weights_only", "model.to_torchscript(")):
+        with pytest.raises(ConversionError) as caught:
+            formats.detect(tmp_path / name)
+        assert caught.value.code == code and said in caught.value.detail, caught.value.detail
+
+
+@pytest.mark.slow
+@pytest.mark.cpu
+def test_a_keras_file_with_a_registered_custom_layer_names_it_and_the_export_that_works(tmp_path):
+    """Issue 57, point 6: not "the file is damaged": the class its config names, and model.export(), whose
+    SavedModel converts (checked here too)."""
+    from hpcfair.convert import convert_file
+
+    from tests.conversions import models
+
+    keras_file, saved = models.keras_custom_layer(tmp_path)
+    with pytest.raises(ConversionError) as caught:
+        convert_file(tmp_path / keras_file, tmp_path / "out" / "model.onnx")
+    assert caught.value.code == "unsupported_format" and "lab>Scaled" in caught.value.detail
+    assert "model.export(" in caught.value.detail and "damaged" not in caught.value.detail
+    report = convert_file(tmp_path / saved, tmp_path / "saved" / "model.onnx")
+    assert report["verification"]["passed"] is True

@@ -33,7 +33,7 @@ def tokenizer(end: bool = False):
 
 
 def save_lm(folder: Path, family: str = "llama", seed: int = 0, **sizes) -> Path:
-    """A random ``family`` (llama, qwen2, mistral, gpt2) causal LM with this test's tokenizer, saved in
+    """A random ``family`` (llama, qwen2, mistral, gemma2, gpt2) causal LM with this test's tokenizer, saved in
     ``folder``."""
     import torch
     import transformers
@@ -46,7 +46,10 @@ def save_lm(folder: Path, family: str = "llama", seed: int = 0, **sizes) -> Path
         "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
         "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
         "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
+        "gemma2": (transformers.Gemma2Config, transformers.Gemma2ForCausalLM),  # local and global layers
     }[family]
+    if family == "gemma2":
+        sizes = {"head_dim": 16, "pad_token_id": 0, **sizes}
     fast = tokenizer()
     torch.manual_seed(seed)
     config = config_class(**{"vocab_size": len(fast), "hidden_size": 64, "intermediate_size": 128,
@@ -86,3 +89,20 @@ def _save(folder: Path, model_class, config, fast, seed: int) -> Path:
 
 def folder_files(folder: Path, prefix: str = "") -> dict[str, bytes]:
     return {f"{prefix}{p.name}": p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+class Scripted:
+    """A generator that gives the tokens it was handed, one a step (the surface ``run.generate`` drives), where
+    the model's part is not what a test checks."""
+
+    def __init__(self, tokens: list[int]) -> None:
+        self.tokens, self.at = tokens, 0
+
+    def is_done(self) -> bool:
+        return self.at >= len(self.tokens)
+
+    def generate_next_token(self) -> None:
+        self.at += 1
+
+    def get_next_tokens(self) -> list[int]:
+        return [self.tokens[self.at - 1]]

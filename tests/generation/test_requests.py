@@ -6,6 +6,8 @@ from hpcfair.generate import GenerateRequest, supports
 from hpcfair.generate.families import route_of
 from hpcfair.generate.run import StopWatch
 
+from tests.generation.lm import Scripted
+
 
 def test_a_prompt_with_defaults():
     request = GenerateRequest.parse({"prompt": "hello"})
@@ -95,22 +97,6 @@ def test_sampling_keeps_to_top_k_and_top_p():
     assert drawn == [sample(scores, 0, 1.0, np.random.default_rng(seed)) for seed in range(3)]
 
 
-class _Scripted:
-    """A generator that gives the tokens it was handed, one a step (the surface ``run.generate`` drives)."""
-
-    def __init__(self, tokens: list[int]) -> None:
-        self.tokens, self.at = tokens, 0
-
-    def is_done(self) -> bool:
-        return self.at >= len(self.tokens)
-
-    def generate_next_token(self) -> None:
-        self.at += 1
-
-    def get_next_tokens(self) -> list[int]:
-        return [self.tokens[self.at - 1]]
-
-
 def _kv_tokenizer(tmp_path):
     from hpcfair.generate.onnx_loop import KvTokenizer
 
@@ -133,7 +119,7 @@ def test_a_streamed_answer_ends_with_what_decoding_it_whole_gives(tmp_path, monk
     ids = tok.encode(text)
     tokens = ids[:len(ids) - cut]
     assert tok.decode(tokens) == expected  # what a one-piece answer decodes to
-    monkeypatch.setattr(run, "start", lambda loaded, prompt, **options: _Scripted(tokens))
+    monkeypatch.setattr(run, "start", lambda loaded, prompt, **options: Scripted(tokens))
     loaded = run.LoadedModel(model=None, tokenizer=tok, context_length=64, folder=tmp_path)
     pieces = list(run.generate(loaded, GenerateRequest.parse({"prompt": "a", "stop": list(stop)}, max_tokens=64)))
     assert "".join(piece.text for piece in pieces) == expected
@@ -145,7 +131,7 @@ def test_an_end_token_does_not_drop_the_text_held_for_a_stop_string(tmp_path, mo
 
     tok = _kv_tokenizer(tmp_path)
     tokens = [*tok.encode("the hub"), 2]  # then </s>
-    monkeypatch.setattr(run, "start", lambda loaded, prompt, **options: _Scripted(tokens))
+    monkeypatch.setattr(run, "start", lambda loaded, prompt, **options: Scripted(tokens))
     loaded = run.LoadedModel(model=None, tokenizer=tok, context_length=64, folder=tmp_path, ends=frozenset({2}))
     pieces = list(run.generate(loaded, GenerateRequest.parse({"prompt": "a", "stop": ["zzzz"]}, max_tokens=64)))
     assert "".join(piece.text for piece in pieces) == "the hub"
@@ -157,7 +143,7 @@ def test_a_held_tail_that_completes_a_stop_string_ends_with_stop(tmp_path, monke
 
     tok = _kv_tokenizer(tmp_path)
     ids = tok.encode("node €")
-    monkeypatch.setattr(run, "start", lambda loaded, prompt, **options: _Scripted(ids[:-1]))
+    monkeypatch.setattr(run, "start", lambda loaded, prompt, **options: Scripted(ids[:-1]))
     loaded = run.LoadedModel(model=None, tokenizer=tok, context_length=64, folder=tmp_path)
     pieces = list(run.generate(loaded, GenerateRequest.parse({"prompt": "a", "stop": ["e \ufffd"]}, max_tokens=64)))
     assert "".join(piece.text for piece in pieces) == "nod" and pieces[-1].finish_reason == "stop"

@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from hpcfair.compute.errors import CodedError
 from hpcfair.convert.errors import ConversionError, log_cause
 from hpcfair.convert.sandbox import LOG_PREFIX, stage_line
 
@@ -149,6 +150,9 @@ def _library(exc: BaseException) -> str:
     return "the model's or the exporter's code" if module == "builtins" else module
 
 
+HOST_PATH = re.compile(r"(?:/[\w.+@-]+){2,}/?")  # a host path in a library's message: not shown
+
+
 def main() -> int:
     """Run the request; a failure becomes a code and a fixed message, its text goes to stderr only."""
     Path("started").write_text(str(os.getpid()))  # Python runs here: a crash from now on is the work's
@@ -161,6 +165,8 @@ def main() -> int:
     except ConversionError as exc:
         log_cause(exc.code, exc.cause)
         result = {"ok": False, **exc.to_dict()}
+    except CodedError as exc:  # a generation build's coded failure (the builder's own cause): as it is
+        result = {"ok": False, **exc.to_dict()}
     except MemoryError:
         result = {"ok": False, "code": "memory_limit", "detail": "The conversion ran out of its memory limit."}
     except Exception as exc:  # noqa: BLE001 - the traceback goes to the log, a fixed message to the user
@@ -169,6 +175,14 @@ def main() -> int:
         if MEMORY_TEXT.search(text) or near_memory_limit():  # protobuf's "Failed to serialize proto" when it could
             # not allocate, a shared library that could not be mapped: each a limit reached, not a bug
             result = {"ok": False, "code": "memory_limit", "detail": "The conversion ran out of its memory limit."}
+        elif request.get("task") == "generation_build":  # the runtime's or builder's own words: the cause
+            said = HOST_PATH.sub("<path>", text.strip().splitlines()[-1] if text.strip() else "")
+            said = f"…{said[-400:]}" if len(said) > 400 else said  # a runtime's cause comes last
+            result = {"ok": False, "code": "conversion_failed",
+                      "detail": f"{request.get('source')}: the generation build failed inside {_library(exc)} "
+                                f"({type(exc).__name__}): {said or 'no message'}. The model's config is what it "
+                                "names (a window size, a cache or attention class); its traceback is in the "
+                                "build's log."}
         else:
             result = {"ok": False, "code": "conversion_failed",
                       "detail": f"{request.get('source')}: the conversion failed inside "

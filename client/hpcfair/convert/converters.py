@@ -252,9 +252,9 @@ def export_keras(path: Path, opset: int, specs: list[TensorSpec], sample: dict |
                 f"{path.name} contains a Lambda layer with Python code, which the hub does not run (Keras "
                 "safe_mode). Replace the Lambda by a built-in or registered custom layer.", cause=exc,
             )
-        raise ConversionError("corrupt_file", _keras_unloadable(path), cause=exc)
+        raise _keras_unloadable_error(path, exc)
     except Exception as exc:  # noqa: BLE001
-        raise ConversionError("corrupt_file", _keras_unloadable(path), cause=exc)
+        raise _keras_unloadable_error(path, exc)
     try:
         keras_inputs = list(model.inputs)
     except (AttributeError, ValueError):
@@ -287,6 +287,52 @@ def export_keras(path: Path, opset: int, specs: list[TensorSpec], sample: dict |
 
     return Exported(onnx_model, reference, specs, "tf2onnx.convert.from_function (Keras model)",
                     versions("tensorflow-cpu", "tensorflow", "keras", "tf2onnx", "onnx"))
+
+
+def keras_custom_classes(path: Path) -> list[str]:
+    """The custom classes a ``.keras`` file's config names (``registered_name`` outside Keras: a class
+    registered with ``keras.saving.register_keras_serializable``), read from its ``config.json``; none for
+    another file."""
+    import json
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            config = json.loads(archive.read("config.json"))
+    except Exception:  # noqa: BLE001 - not a readable .keras zip: no names to give
+        return []
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            module, registered = str(node.get("module") or ""), node.get("registered_name")
+            if isinstance(registered, str) and registered and not module.startswith("keras") \
+                    and registered not in found:
+                found.append(registered)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(config)
+    return found
+
+
+def _keras_unloadable_error(path: Path, exc: Exception) -> ConversionError:
+    """A Keras file that does not load: one naming its custom classes when its config names some (their Python
+    code is not here), else the file is called unloadable."""
+    custom = keras_custom_classes(path) if path.suffix.lower() == ".keras" else []
+    if custom:
+        return ConversionError("unsupported_format", f"{path.name} uses the custom class"
+                                                     f"{'es' if len(custom) > 1 else ''} {', '.join(custom[:4])} "
+                                                     "(registered with keras.saving.register_keras_serializable), "
+                                                     "whose Python code the hub does not have or run. Where the "
+                                                     "class is defined, export the model with model.export("
+                                                     "'model_savedmodel') and upload that folder as a zip whose "
+                                                     "name contains 'savedmodel' (a TensorFlow SavedModel needs no "
+                                                     "Python classes).", cause=exc)
+    return ConversionError("corrupt_file", _keras_unloadable(path), cause=exc)
 
 
 def _keras_unloadable(path: Path) -> str:

@@ -114,6 +114,12 @@ def torch_save_error(path: Path, names: list[str]) -> ConversionError:
         return ConversionError("unsupported_format", f"{path.name} is a plain torch.save file (weights or a "
                                                      "pickled module), which needs the Python code that defines "
                                                      f"the model: load it in your code and {SAVE_INSTEAD}")
+    if path.suffix.lower() == ".ckpt" and data is not None and b"pytorch-lightning_version" in data:
+        return ConversionError("weights_only", f"{path.name} is a PyTorch Lightning checkpoint: weights and training "
+                                               "state without the LightningModule's code, which the hub cannot "
+                                               "run. Load it with YourModule.load_from_checkpoint(...) and save "
+                                               "model.to_torchscript(file_path='model.pt') (or "
+                                               "model.to_onnx('model.onnx', example)), then upload that file.")
     objects = [name for name in classes if name.rpartition(".")[0] not in TENSOR_PICKLE_MODULES]
     if not objects:
         return ConversionError("weights_only", f"{path.name} is a state_dict saved with torch.save: weights without "
@@ -261,6 +267,12 @@ def detect(path: Path) -> str:
             return "tf_savedmodel"
         if (path / "config.json").is_file() and any((path / w).is_file() for w in HF_WEIGHTS):
             return "huggingface"
+        if (path / "model_index.json").is_file() or any(path.glob("diffusion_pytorch_model*")):
+            raise ConversionError("unsupported_format", f"{path.name}/ is a diffusers model (a pipeline or one of its "
+                                                        "UNet/VAE parts), which the hub does not load. Export each "
+                                                        "part with torch.export in your code (torch.export.save("
+                                                        "torch.export.export(unet, example_inputs), 'unet.pt2')) and "
+                                                        "upload the .pt2 files.")
         raise ConversionError("unsupported_format", f"{path.name}/ is a folder without saved_model.pb (TensorFlow) "
                                                     "or config.json with model.safetensors/pytorch_model.bin "
                                                     "(Hugging Face).")
@@ -315,6 +327,10 @@ def detect(path: Path) -> str:
         return "skops"
     if suffix in PICKLE_SUFFIXES:
         return "sklearn"
+    if suffix == ".cbm":
+        raise ConversionError("unsupported_format", f"{path.name} is a CatBoost model, which the hub does not load; "
+                                                    "CatBoost writes ONNX itself: model.save_model('model.onnx', "
+                                                    "format='onnx'), then upload the ONNX file.")
     raise ConversionError(
         "unsupported_format",
         f"{path.name}: the hub converts {', '.join(FORMATS.values())}; this file's type is not one of them.",

@@ -9,6 +9,7 @@ full-precision model's, and tokens per second of each."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -59,7 +60,13 @@ def build(source: Path, output: Path, *, precision: str = "fp32", stage: Stage =
     stage(0.1, f"building the {precision} generation model ({architecture})")
     started = time.monotonic()
     if route == GENAI:
-        run_builder(source, output, precision)
+        staged = windowed_source(source, output)
+        try:
+            run_builder(staged, output, precision)
+            drop_empty_window(output)
+        finally:
+            if staged != source:
+                shutil.rmtree(staged, ignore_errors=True)
         family, builder, context = GENAI_ARCHITECTURES[architecture], \
             f"onnxruntime-genai {_version('onnxruntime_genai')}", _context(output)
     else:
@@ -81,6 +88,46 @@ def build(source: Path, output: Path, *, precision: str = "fp32", stage: Stage =
     report["verification"] = verify_tokens(source, output, threads=threads) if precision == "fp32" else \
         {"method": "perplexity", "passed": True, "note": "a reduced-precision copy is compared by perplexity"}
     return report
+
+
+def windowed_source(source: Path, output: Path) -> Path:
+    """``source``, or beside ``output`` a copy of it (files linked, not copied) whose config names each layer's
+    attention as transformers runs it, for onnxruntime-genai's builder, which reads ``layer_types`` only: a
+    ``sliding_window`` without ``layer_types`` is a window on every layer (Mistral, Mixtral, Phi-3; the builder
+    built full attention with a window-sized cache); a window no shorter than the context is full attention
+    (Mistral's default 4096 on a shorter model; the builder's window-sized cache could not hold it)."""
+    config = read_config(source)
+    window, layers = config.get("sliding_window"), config.get("num_hidden_layers")
+    context = config.get("max_position_embeddings")
+    if not isinstance(window, int) or window <= 0 or not isinstance(layers, int):
+        return source
+    if isinstance(context, int) and window >= context:
+        types = ["full_attention"] * layers
+    elif config.get("layer_types"):
+        return source
+    else:
+        types = ["sliding_attention"] * layers
+    if config.get("layer_types") == types:
+        return source
+    staged = output.parent / f".{output.name}-source"
+    shutil.rmtree(staged, ignore_errors=True)
+    staged.mkdir(parents=True)
+    for path in source.iterdir():
+        if path.name != "config.json":
+            (staged / path.name).symlink_to(path.resolve(), target_is_directory=path.is_dir())
+    (staged / "config.json").write_text(json.dumps({**config, "layer_types": types}))
+    return staged
+
+
+def drop_empty_window(output: Path) -> None:
+    """A build with no window-sized layer keeps no ``sliding_window`` entry: with one, the runtime sizes its
+    caches for a window no layer has (the attention then fails on a longer prompt)."""
+    path = output / "genai_config.json"
+    config = json.loads(path.read_text())
+    decoder = config.get("model", {}).get("decoder", {})
+    if isinstance(decoder.get("sliding_window"), dict) and not decoder["sliding_window"].get("layers"):
+        del decoder["sliding_window"]
+        path.write_text(json.dumps(config, indent=4))
 
 
 def run_builder(source: Path, output: Path, precision: str) -> None:

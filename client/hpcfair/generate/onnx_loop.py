@@ -195,17 +195,12 @@ class KvTokenizer:
 
 
 class TokenStream:
-    """Text of one token at a time, held back while it ends in an incomplete character; only the last few
-    tokens are decoded again each step."""
+    """Text of one token at a time (``decode``), as ``hpcfair.generate.detokenize.IncrementalText`` gives it."""
 
     def __init__(self, tokenizer: KvTokenizer) -> None:
-        self.tokenizer, self.ids, self.start, self.sent = tokenizer, [], 0, 0
+        from hpcfair.generate.detokenize import IncrementalText, byte_tokens
+
+        self.text = IncrementalText(tokenizer.decode, held=byte_tokens(tokenizer.tokenizer.get_vocab()))
 
     def decode(self, token: int) -> str:
-        self.ids.append(int(token))
-        before = self.tokenizer.decode(self.ids[self.start:self.sent])
-        after = self.tokenizer.decode(self.ids[self.start:])
-        if after.endswith("\ufffd") or len(after) <= len(before):
-            return ""
-        self.start, self.sent = self.sent, len(self.ids)
-        return after[len(before):]
+        return self.text.push(token)

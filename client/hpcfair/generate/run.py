@@ -129,6 +129,7 @@ class LoadedModel:
     folder: Path
     config: dict[str, Any] = field(default_factory=dict)
     ends: frozenset[int] = frozenset()
+    decoder: tuple[Callable[[Any], str], frozenset[int]] | None = None  # ``text_decoder``'s, once asked
 
 
 def open_model(folder: Path, threads: int = 1) -> LoadedModel:
@@ -177,7 +178,7 @@ def start(loaded: LoadedModel, ids, *, max_new_tokens: int, temperature: float =
     import onnxruntime_genai as og
 
     params = og.GeneratorParams(loaded.model)
-    length = min(loaded.context_length, len(ids) + max_new_tokens)
+    length = min(loaded.context_length, max(len(ids) + max_new_tokens, window_capacity(loaded.config)))
     options: dict[str, Any] = {"max_length": length, "do_sample": temperature != 0}
     if min_new_tokens:
         options["min_length"] = min(length, len(ids) + min_new_tokens)
@@ -189,6 +190,16 @@ def start(loaded: LoadedModel, ids, *, max_new_tokens: int, temperature: float =
     generator = og.Generator(loaded.model, params)
     generator.append_tokens(np.asarray(ids, dtype=np.int32))
     return generator
+
+
+def window_capacity(config: dict[str, Any]) -> int:
+    """The KV cache a build with window-sized caches (Gemma-2/3's local layers, Mistral's window) needs: at
+    least its window (and the slack the builder recorded), however short the request; 0 for another build.
+    Generation still stops after ``max_new_tokens`` (``generate`` counts them)."""
+    window = ((config.get("model") or {}).get("decoder") or {}).get("sliding_window") or {}
+    if not isinstance(window, dict) or not window.get("layers"):
+        return 0
+    return int(window.get("window_size") or 0) + int(window.get("cache_slack") or 0)
 
 
 def prompt_ids(loaded: LoadedModel, request: GenerateRequest):
@@ -217,10 +228,10 @@ def generate(loaded: LoadedModel, request: GenerateRequest, *,
                                             f"{loaded.context_length}. Shorten it.")
     generator = start(loaded, ids, max_new_tokens=request.max_new_tokens, temperature=request.temperature,
                       top_p=request.top_p, top_k=request.top_k, seed=request.seed)
-    stream = TextStream(loaded.tokenizer)
+    stream = TextStream(*text_decoder(loaded))
     stops = StopWatch(request.stop)
     count, first, reason, ends = 0, 0.0, "length", loaded.ends
-    while not generator.is_done():
+    while not generator.is_done() and count < request.max_new_tokens:
         if cancelled() or (deadline is not None and time.monotonic() > deadline):
             reason = "cancelled" if cancelled() else "time"
             break
@@ -249,36 +260,52 @@ def generate(loaded: LoadedModel, request: GenerateRequest, *,
 
 
 class TextStream:
-    """The tokenizer's stream (onnxruntime-genai's, or the general route's ``TokenStream``), which gives no text
-    for a token that ends in an incomplete character, and ``rest``: what it still holds when generation ends
-    (the bytes of a character no later token finished), as decoding the whole answer at once renders them
-    (U+FFFD), so that a streamed answer ends with the same text as the answer in one piece."""
+    """The answer's text token by token (``decode``) and, when generation ends, what is still held (``rest``):
+    ``hpcfair.generate.detokenize.IncrementalText`` over the model's ``text_decoder``, so that the pieces join
+    to exactly the tokenizer's decode of the same ids, streamed or not (onnxruntime-genai's own stream drops
+    the characters after an incomplete UTF-8 sequence, so it is not used)."""
 
-    CONTEXT = 4  # tokens decoded before the held ones, so that spacing at their start comes out as in the whole
+    def __init__(self, decode: Callable[[Any], str], held: frozenset[int] = frozenset()) -> None:
+        from hpcfair.generate.detokenize import IncrementalText
 
-    def __init__(self, tokenizer) -> None:
-        self.tokenizer, self.stream = tokenizer, tokenizer.create_stream()
-        self.ids: list[int] = []
-        self.sent = 0  # how many of ``ids`` have given their text
+        self.text = IncrementalText(decode, held=held)
 
     def decode(self, token: int) -> str:
-        self.ids.append(token)
-        text = self.stream.decode(token)
-        if text:
-            self.sent = len(self.ids)
-        return text
+        return self.text.push(token)
 
     def rest(self) -> str:
-        if self.sent == len(self.ids):
-            return ""
-        import numpy as np
+        return self.text.rest()
 
-        context = self.ids[max(0, self.sent - self.CONTEXT):self.sent]
-        before = self.tokenizer.decode(np.asarray(context, dtype=np.int32))
-        after = self.tokenizer.decode(np.asarray(context + self.ids[self.sent:], dtype=np.int32))
-        self.sent = len(self.ids)
-        tail = after[len(before):] if after.startswith(before) else ""
-        return tail if "\ufffd" in tail else ""  # held back for an unfinished character, not a skipped token
+
+def text_decoder(loaded: LoadedModel) -> tuple[Callable[[Any], str], frozenset[int]]:
+    """The decode transformers' tokenizer of the folder does (``tokenizers`` on its ``tokenizer.json``, special
+    tokens skipped), and its byte-fallback token ids; onnxruntime-genai's decoder where the folder has no
+    ``tokenizer.json`` tokenizers can read."""
+    if loaded.decoder is not None:
+        return loaded.decoder
+    from hpcfair.generate.detokenize import byte_tokens
+
+    fast = None
+    if (loaded.folder / "tokenizer.json").is_file():
+        try:
+            from tokenizers import Tokenizer
+
+            fast = Tokenizer.from_file(str(loaded.folder / "tokenizer.json"))
+        except Exception:  # noqa: BLE001 - one tokenizers cannot read: onnxruntime-genai's decode
+            fast = None
+    if fast is not None:
+        def decode(ids) -> str:
+            return fast.decode([int(i) for i in ids], skip_special_tokens=True)
+
+        loaded.decoder = decode, byte_tokens(fast.get_vocab())
+        return loaded.decoder
+    import numpy as np
+
+    def decode_genai(ids) -> str:
+        return loaded.tokenizer.decode(np.asarray(list(ids), dtype=np.int32)) if len(ids) else ""
+
+    loaded.decoder = decode_genai, frozenset()
+    return loaded.decoder
 
 
 class StopWatch:
