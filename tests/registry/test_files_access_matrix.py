@@ -165,3 +165,17 @@ def test_a_revoked_share_link_fails_at_once(world, owner):
     assert refused.status_code == 403 and SECRET not in _body(refused)
     # a share link opens its own version only
     assert client_for(None).get(url.replace("/1/", "/2/"), {"share": world["token"]}).status_code == 403
+
+
+def test_naming_a_restricted_digest_copies_no_bytes(world, owner):
+    """A Hugging Face commit may name bytes by sha256 that its author holds (``hub.hfhub.lfs.held_by``): the
+    digest of a restricted file is in its public metadata, and naming it must not copy the bytes into a repository
+    of one's own."""
+    from hashlib import sha256
+
+    from hub.hfhub.lfs import held_by
+
+    oid = sha256(SECRET).hexdigest()
+    assert not held_by(world["people"]["mallory"], oid)
+    assert not held_by(world["people"]["carol"], oid)  # a revoked grant
+    assert held_by(world["people"]["bob"], oid) and held_by(owner, oid)

@@ -138,6 +138,8 @@ class GrantList(APIView):
 class GrantDetail(APIView):
     """``DELETE`` (the artifact's admins, or the grantee giving it up): revoke at once."""
 
+    needs_scope = "read"  # the grantee gives up their own; the admins' revocation checks admin (require_admin)
+
     @extend_schema(responses={204: None})
     def delete(self, request: Request, owner: str, name: str, pk: int) -> Response:
         artifact = services.get_artifact(request.user, owner, name)
@@ -255,6 +257,8 @@ def request_data(made: AccessRequest) -> dict[str, Any]:
 class AccessRequestList(APIView):
     """``GET``: the requests for an artifact (its admins: all; anyone else: their own); ``POST`` (signed in):
     ask for its restricted files with a purpose and the policy's answers."""
+
+    needs_scope = "read"  # asking changes nothing of the artifact: a read token may ask
 
     @extend_schema(responses={200: None})
     def get(self, request: Request, owner: str, name: str) -> Response:
