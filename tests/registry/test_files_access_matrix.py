@@ -179,3 +179,42 @@ def test_naming_a_restricted_digest_copies_no_bytes(world, owner):
     assert not held_by(world["people"]["mallory"], oid)
     assert not held_by(world["people"]["carol"], oid)  # a revoked grant
     assert held_by(world["people"]["bob"], oid) and held_by(owner, oid)
+
+
+def test_jobs_and_inference_on_restricted_files_need_a_grant(world):
+    """Inference resolves its model through ``gateway.services.model_for``/``model_of`` and every job starts
+    in ``jobs.services.create_job``: both refuse restricted files with the same code, before anything runs."""
+    from hub.errors import HubError
+    from hub.gateway.services import model_for
+    from hub.jobs.models import Job
+    from hub.jobs.services import create_job
+
+    mallory, bob = world["people"]["mallory"], world["people"]["bob"]
+    for ref in ("alice/gated-model@1", "alice/open-model@1"):  # the second: derived from the first
+        with pytest.raises(HubError) as refused:
+            model_for(mallory, ref)
+        assert refused.value.code == "access_restricted"
+    with pytest.raises(HubError) as refused:
+        create_job("infer", mallory, version=world["v1"])
+    assert refused.value.code == "access_restricted" and not Job.objects.filter(requester=mallory).exists()
+    with pytest.raises(HubError) as other:
+        model_for(bob, "alice/gated-model@1")  # granted: past the check, to the model's own answer
+    assert other.value.code in ("not_converted", "not_runnable")
+
+
+def test_the_web_ui_request_and_decision(world, owner, client, make_user):
+    erin = make_user("erin")
+    client.force_login(erin)
+    page = client.get(f"/{world['v1'].pid}", HTTP_ACCEPT="text/html", follow=True).content.decode()
+    assert 'id="request-access"' in page
+    asked = client.post("/access/ask/alice/gated-model", {"purpose": "Benchmark on Frontier"}, follow=True)
+    assert "is pending" in asked.content.decode()
+    assert "gated-model" in client.get("/access/requests/").content.decode()
+    client.force_login(owner)
+    waiting = client.get("/access/requests/").content.decode()
+    assert "erin" in waiting and "Benchmark on Frontier" in waiting
+    pk = erin.access_requests.get().pk
+    client.post(f"/access/requests/{pk}", {"decision": "approve", "message": "ok"})
+    client.force_login(erin)
+    got = client.get("/api/v1/artifacts/alice/gated-model/versions/1/files/m.bin")
+    assert got.status_code == 200 and b"".join(got.streaming_content) == SECRET
