@@ -215,6 +215,7 @@ def start_merge_job(user, models: list[ModelRef], links: list[dict[str, str]], *
 def dataset_input(user, ref: str, file: str) -> tuple[Version, str]:
     """A dataset version and the .npy/.npz file of it to run over."""
     version = resolve_version_ref(user, ref)
+    require_files_of(user, version)
     arrays = [f.path for f in version.files.all() if f.path.lower().endswith((".npy", ".npz"))]
     if file:
         if file not in arrays:

@@ -185,7 +185,7 @@ def test_jobs_and_inference_on_restricted_files_need_a_grant(world):
     """Inference resolves its model through ``gateway.services.model_for``/``model_of`` and every job starts
     in ``jobs.services.create_job``: both refuse restricted files with the same code, before anything runs."""
     from hub.errors import HubError
-    from hub.gateway.services import model_for
+    from hub.gateway.services import dataset_input, model_for
     from hub.jobs.models import Job
     from hub.jobs.services import create_job
 
@@ -194,6 +194,9 @@ def test_jobs_and_inference_on_restricted_files_need_a_grant(world):
         with pytest.raises(HubError) as refused:
             model_for(mallory, ref)
         assert refused.value.code == "access_restricted"
+    with pytest.raises(HubError) as refused:  # a batch run's dataset input
+        dataset_input(mallory, "alice/gated-model@1", "")
+    assert refused.value.code == "access_restricted"
     with pytest.raises(HubError) as refused:
         create_job("infer", mallory, version=world["v1"])
     assert refused.value.code == "access_restricted" and not Job.objects.filter(requester=mallory).exists()
