@@ -78,6 +78,7 @@ STATUS: dict[str, int] = {
     "invalid_client": 401,
     "insufficient_scope": 403,
     "permission_denied": 403,
+    "access_restricted": 403,  # a version's files are restricted or embargoed (hub.registry.files_access)
     "csrf_failed": 403,
     "storage_quota": 403,
     "account_not_allowed": 403,

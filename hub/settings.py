@@ -245,6 +245,9 @@ HUB_UPLOAD_TTL_HOURS = int(env("HUB_UPLOAD_TTL_HOURS", "72"))  # an open resumab
 # staged files and blobs younger than the grace period are left alone (a request may be using them).
 HUB_GC_INTERVAL_S = float(env("HUB_GC_INTERVAL_S", "600"))
 HUB_GC_GRACE_S = float(env("HUB_GC_GRACE_S", "3600"))  # staged files and blobs younger than this are left alone
+# The workers open the files of versions whose embargo date has passed this often (0: never; the check on each
+# download treats a past date as open anyway, so this only updates the rows and writes the audit line).
+HUB_EMBARGO_INTERVAL_S = float(env("HUB_EMBARGO_INTERVAL_S", "300"))
 
 HUB_PID = {
     "NAAN": env("HUB_PID_NAAN", "99999"),  # 99999 is the ARK test NAAN
@@ -525,6 +528,15 @@ HUB_OAI_PAGE_SIZE = int(env("HUB_OAI_PAGE_SIZE", "100"))  # records per OAI-PMH 
 # The repositoryIdentifier of OAI identifiers (oai:{this}:{pid}); a domain name. Empty: the public host when
 # it is one, else a valid name made from it (an IP address is not).
 HUB_OAI_REPOSITORY_ID = env("HUB_OAI_REPOSITORY_ID", "")
+# E-mail (access requests and their decisions, hub.registry.grants) goes through Django's SMTP backend.
+EMAIL_BACKEND = env("HUB_EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")  # Django's mail backend class
+EMAIL_HOST = env("HUB_EMAIL_HOST", "127.0.0.1")  # the SMTP server the hub sends through
+EMAIL_PORT = int(env("HUB_EMAIL_PORT", "25"))  # its port
+EMAIL_HOST_USER = env("HUB_EMAIL_USER", "")  # SMTP user name ("": no authentication)
+EMAIL_HOST_PASSWORD = env("HUB_EMAIL_PASSWORD", "")  # SMTP password
+EMAIL_USE_TLS = env("HUB_EMAIL_TLS", "0") == "1"  # STARTTLS to the SMTP server
+EMAIL_TIMEOUT = float(env("HUB_EMAIL_TIMEOUT_S", "10"))  # seconds before an unreachable SMTP server is given up
+DEFAULT_FROM_EMAIL = env("HUB_EMAIL_FROM", "hub@localhost")  # the From: of the hub's e-mail
 
 # Operations (hub.ops): /readyz gives each dependency this long to answer; /metrics answers a request with
 # `Authorization: Bearer <HUB_METRICS_TOKEN>`, or, with no token set, one from the host itself (loopback, not

@@ -18,7 +18,7 @@ from hub.metadata import oai
 from hub.metadata.api import views as metadata
 from hub.orgs.api import views as orgs
 from hub.registry import resolver
-from hub.registry.api import transfers
+from hub.registry.api import access, transfers
 from hub.registry.api import views as registry
 from hub.web import device, human, landing, login, signin, sparql_page
 
@@ -31,6 +31,14 @@ api_patterns = [
     path(OWNER_NAME + "versions/", registry.VersionListCreate.as_view(), name="version-list"),
     path(OWNER_NAME + "transfer", registry.ArtifactTransfer.as_view(), name="artifact-transfer"),
     path(VERSION, registry.VersionDetail.as_view(), name="version-detail"),
+    path(VERSION + "access", access.VersionAccess.as_view(), name="version-access"),
+    path(VERSION + "share-links/", access.ShareLinkList.as_view(), name="share-link-list"),
+    path(VERSION + "share-links/<int:pk>", access.ShareLinkDetail.as_view(), name="share-link-detail"),
+    path(OWNER_NAME + "grants/", access.GrantList.as_view(), name="grant-list"),
+    path(OWNER_NAME + "grants/<int:pk>", access.GrantDetail.as_view(), name="grant-detail"),
+    path(OWNER_NAME + "access-policy", access.AccessPolicyView.as_view(), name="access-policy"),
+    path(OWNER_NAME + "access-requests", access.AccessRequestList.as_view(), name="access-request-list"),
+    path(OWNER_NAME + "access-requests/<int:pk>", access.AccessRequestDetail.as_view(), name="access-request"),
     path(VERSION + "fixity", registry.VersionFixity.as_view(), name="version-fixity"),
     path(VERSION + "convert", conversions.VersionConvert.as_view(), name="version-convert"),
     path(VERSION + "optimize", conversions.VersionOptimize.as_view(), name="version-optimize"),

@@ -58,6 +58,9 @@ def dublin_core_element(parent: ET.Element | None, record: Record) -> ET.Element
     add("identifier", record.iri)
     add("identifier", record.pid)
     add("rights", record.license_uri)
+    add("rights", record.access_right)  # OpenAIRE's info:eu-repo access right (OAI-PMH harvesters read it)
+    if record.available is not None and record.files_access == "embargoed":
+        add("date", f"info:eu-repo/date/embargoEnd/{record.available.date().isoformat()}")
     for link in record.provenance:
         add("relation", link.words if link.restricted else link.iri)
     for work in related_works(meta):  # a typed one as its resolvable IRI, free text as given

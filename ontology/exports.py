@@ -43,6 +43,7 @@ PROFILES = {"datacite-json": "http://datacite.org/schema/kernel-4", "datacite-xm
             "dcat": crosswalks.DCAT_AP, "ro-crate": crosswalks.RO_CRATE}
 # Formats for some kinds only (the others: every kind).
 FORMAT_KINDS = {"croissant": {"dataset"}, "codemeta": {"model", "project"}}
+ACCESS_WORDS = {"restricted": "Restricted Access", "embargoed": "Embargoed Access"}  # DataCite rights
 RESTRICTED_ACCESS = "Restricted: its owner has not made it public."
 SCHEMA_TYPES = {"model": "SoftwareSourceCode", "dataset": "Dataset", "project": "SoftwareSourceCode"}
 DATACITE_TYPES = {"model": ("Model", "AI model"), "dataset": ("Dataset", "Dataset"),
@@ -219,7 +220,7 @@ def schema_org(record: Record) -> dict[str, Any]:
         "creator": [_person(p) for p in record.creators],
         "publisher": {"@type": "Organization", "name": record.publisher},
         "datePublished": record.published.date().isoformat(),
-        "isAccessibleForFree": True,
+        "isAccessibleForFree": record.files_access == "open",
     }
     # schema.org defines distribution (DataDownload) for datasets. Other works list their files as parts
     # (hasPart, where F-UJI and most harvesters look for a creative work's content) and as media.
@@ -235,6 +236,10 @@ def schema_org(record: Record) -> dict[str, Any]:
         out["conditionsOfAccess"] = "Public: anyone may read and download it."
     else:
         out["conditionsOfAccess"] = "Private: only the owner and collaborators may read it."
+    if record.files_conditions and not record.is_withdrawn:
+        out["conditionsOfAccess"] = record.files_conditions
+    if record.available is not None and record.files_access == "embargoed":
+        out["availabilityStarts"] = record.available.date().isoformat()
     if record.label:
         out["version"] = record.label
     if meta.get("keywords"):
@@ -392,6 +397,10 @@ def datacite(record: Record) -> dict[str, Any]:
         out["rightsList"] = [{"rights": meta["license"], "rightsUri": record.license_uri,
                               "rightsIdentifier": meta["license"], "rightsIdentifierScheme": "SPDX",
                               "schemeUri": "https://spdx.org/licenses/"}]
+    if record.files_access != "open":  # OpenAIRE's access right, as Zenodo/InvenioRDM write it
+        out["rightsList"].append({"rights": ACCESS_WORDS[record.files_access], "rightsUri": record.access_right})
+    if record.available is not None and record.files_access == "embargoed":
+        out["dates"].append({"date": record.available.date().isoformat(), "dateType": "Available"})
     return out
 
 
@@ -464,10 +473,14 @@ def datacite_xml(record: Record) -> str:
     if data.get("version"):
         sub(root, "version", data["version"])
     if data.get("rightsList"):
-        right = data["rightsList"][0]
-        sub(sub(root, "rightsList"), "rights", right["rights"], rightsURI=right["rightsUri"],
-            rightsIdentifier=right["rightsIdentifier"], rightsIdentifierScheme="SPDX",
-            schemeURI="https://spdx.org/licenses/")
+        rights = sub(root, "rightsList")
+        for right in data["rightsList"]:
+            if right.get("rightsIdentifier"):
+                sub(rights, "rights", right["rights"], rightsURI=right["rightsUri"],
+                    rightsIdentifier=right["rightsIdentifier"], rightsIdentifierScheme="SPDX",
+                    schemeURI="https://spdx.org/licenses/")
+            else:
+                sub(rights, "rights", right["rights"], rightsURI=right["rightsUri"])
     if data["descriptions"]:
         descriptions = sub(root, "descriptions")
         for item in data["descriptions"]:

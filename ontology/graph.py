@@ -129,7 +129,9 @@ def to_graph(record: Record, *, prefixes: bool = True) -> Graph:
     g.add((s, HPC.submitDate, published))
     g.add((s, HPC.submitter, Literal(record.owner)))
     g.add((s, HPC.isPubliclyAccessible, Literal(record.public)))
-    g.add((s, SDO.isAccessibleForFree, Literal(True)))
+    g.add((s, SDO.isAccessibleForFree, Literal(record.files_access == "open")))
+    if record.files_conditions:
+        g.add((s, SDO.conditionsOfAccess, Literal(record.files_conditions)))
     publisher = BNode()
     g.add((s, SDO.publisher, publisher))
     g.add((publisher, RDF.type, SDO.Organization))

@@ -91,6 +91,28 @@ class Record:
     withdrawn: datetime | None = None  # a tombstone's record: when it was deleted
     withdrawn_reason: str = ""
     landing_url: str = ""  # the HTML landing page (where the PID sends browsers); "" where unknown
+    files_access: str = "open"  # open | restricted | embargoed (the version's files, apart from ``public``)
+    available: datetime | None = None  # an embargoed version's files: the date they open
+
+    @property
+    def access_right(self) -> str:
+        """The COAR / info:eu-repo access right of the files (DataCite ``rightsList``, Dublin Core ``rights``)."""
+        if self.is_withdrawn:
+            return "info:eu-repo/semantics/closedAccess"
+        return {"restricted": "info:eu-repo/semantics/restrictedAccess",
+                "embargoed": "info:eu-repo/semantics/embargoedAccess"}.get(self.files_access,
+                                                                           "info:eu-repo/semantics/openAccess")
+
+    @property
+    def files_conditions(self) -> str:
+        """The files' conditions in words; "" for open files."""
+        if self.files_access == "restricted":
+            return ("Restricted files: the metadata is open; the files are for those the owner grants access "
+                    "(request it on the landing page or with `hpcfair request-access`).")
+        if self.files_access == "embargoed" and self.available is not None:
+            return (f"Embargoed files: the metadata is open; the files open on {self.available.date().isoformat()} "
+                    "(until then, for those the owner grants access).")
+        return ""
 
     @property
     def title(self) -> str:

@@ -2,7 +2,8 @@
 PostgreSQL, Redis, the S3 store (SeaweedFS) and the SPARQL store (``oxigraph serve``). Nothing one node needs may
 be on another node's disk, and what one node changes the other answers at once: asynchronous, large and chained
 inference asked of a web node runs on worker C; a resumable upload whose chunks alternate between A and B
-completes and is published; search, SPARQL and the API on one node follow a publish, a visibility change and a
+completes and is published; a share link made on A opens restricted files on B and, revoked on A, closes
+there; search, SPARQL and the API on one node follow a publish, a visibility change and a
 deletion made on the other; the collector, run on C, removes what every node left staged."""
 
 from __future__ import annotations
@@ -135,6 +136,7 @@ def test_two_web_nodes_and_a_worker_share_only_the_database_broker_object_store_
     title = "Cross-node survey of plasma turbulence"
     resumable_upload_across_nodes_then_published(a, b, auth, title)
     changes_on_one_node_are_answered_by_the_other(a, b, auth, title)
+    a_share_link_made_on_one_node_opens_and_closes_on_the_other(a, b, auth, publish(owner, "reviewed")[1])
     the_collector_on_the_worker_removes_what_every_node_left_staged(a, b, auth, node_env(worker_root, settings))
     for node in ("a", "b"):
         assert local_files(tmp_path / node) == [], f"node {node} keeps files another node would need"
@@ -240,6 +242,21 @@ def changes_on_one_node_are_answered_by_the_other(a: str, b: str, auth: dict, ti
     assert shown(a) == 404 and not in_sparql(a) and eventually(lambda: not found(a))
     tombstone = requests.get(f"{a}/{Version.objects.get(artifact__name='big').pid}", timeout=30)
     assert tombstone.status_code == 410 and "withdrawn" in tombstone.text
+
+
+def a_share_link_made_on_one_node_opens_and_closes_on_the_other(a: str, b: str, auth: dict, version: Version) -> None:
+    """A share link to restricted files made on A opens them on B; revoked on A, B refuses it at the next request
+    (the token's sha256 is in PostgreSQL, nothing is cached per node)."""
+    Version.objects.filter(pk=version.pk).update(files_access="restricted")
+    base = f"/api/v1/artifacts/{version.artifact.full_name}/versions/{version.label}"
+    url = f"{b}{base}/files/weights.bin"
+    assert requests.get(url, allow_redirects=False, timeout=30).status_code == 403
+    link = requests.post(f"{a}{base}/share-links/", json={"note": "reviewer"}, headers=auth, timeout=30).json()
+    opened = requests.get(url, headers={"X-Share-Token": link["token"]}, allow_redirects=False, timeout=30)
+    assert opened.status_code in (200, 302), opened.text  # 302: a presigned URL of the shared store
+    assert requests.delete(f"{a}{base}/share-links/{link['id']}", headers=auth, timeout=30).status_code == 204
+    closed = requests.get(url, headers={"X-Share-Token": link["token"]}, allow_redirects=False, timeout=30)
+    assert closed.status_code == 403 and closed.headers["X-Error-Code"] == "access_restricted"
 
 
 def the_collector_on_the_worker_removes_what_every_node_left_staged(a: str, b: str, auth: dict, worker_env: dict

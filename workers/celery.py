@@ -14,6 +14,8 @@ app.steps["worker"].add("workers.gateway:GatewayStep")
 app.steps["worker"].add("workers.reaper:ReaperStep")
 # ... and collects garbage every HUB_GC_INTERVAL_S (workers.housekeeping).
 app.steps["worker"].add("workers.housekeeping:HousekeepingStep")
+# ... and opens the files of versions whose embargo has ended, every HUB_EMBARGO_INTERVAL_S (workers.housekeeping).
+app.steps["worker"].add("workers.housekeeping:EmbargoStep")
 # ... and bounds its local copies of models, dropping those of deleted blobs (workers.housekeeping).
 app.steps["worker"].add("workers.housekeeping:CacheSweepStep")
 # ... and follows the hub's Slurm jobs when HUB_EXECUTOR=slurm (workers.slurm_poller).

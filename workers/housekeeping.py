@@ -79,6 +79,26 @@ class HousekeepingStep(PeriodicStep):
             log.info("garbage collected: %s", done)
 
 
+class EmbargoStep(PeriodicStep):
+    """Opens the files of versions whose embargo date has passed (``hub.registry.files_access.lift_embargoes``)
+    every ``HUB_EMBARGO_INTERVAL_S`` seconds (0 turns it off). Any worker may: the update is conditional, so two
+    that race write one audit line between them. Until it runs, ``files_state`` treats a past date as open."""
+
+    name_of_thread = "hub-embargo"
+
+    def interval(self) -> float:
+        from django.conf import settings
+
+        return settings.HUB_EMBARGO_INTERVAL_S
+
+    def tick(self) -> None:
+        from hub.registry.files_access import lift_embargoes
+
+        lifted = lift_embargoes()
+        if lifted:
+            log.info("embargoes lifted: %d", lifted)
+
+
 class CacheSweepStep(PeriodicStep):
     """Sweeps this worker's local copies of models (``hub.gateway.localcache``) as it starts and every
     ``HUB_WORKER_CACHE_SWEEP_S`` seconds: the copies of blobs no live version references are dropped (the

@@ -124,7 +124,59 @@ def show(ref: Annotated[str, typer.Argument(help="A PID or owner/name[@version].
               else f"{p['relation']}: {p.get('description') or 'a restricted artifact'} (you may not see it)"
               for p in info.get("provenance") or []]
     lines += [f"{d['relation']} by: {d['version']} ({d['version_pid']})" for d in info.get("derivatives") or []]
+    if info.get("files_access", "open") != "open":
+        access = _api().client.files_access(info["artifact"], info["version"])
+        info["access"] = access
+        until = f" until {access['embargo_until'][:10]}" if access.get("embargo_until") else ""
+        state = ("you may download them" + (" (you hold a grant)" if access.get("granted") else "")
+                 if access["may_read_files"] else f"ask with: hpcfair request-access {info['artifact']}")
+        lines.append(f"files: {access['files_access']}{until}; {state}")
     _print(info, as_json, "\n".join(lines))
+
+
+@app.command("request-access", epilog="Example: hpcfair request-access alice/encoder --purpose 'reproduce "
+                                      "table 2' --field affiliation='ORNL' --agree")
+def request_access(name: Annotated[str, typer.Argument(help="owner/name")],
+                   purpose: Annotated[str, typer.Option(help="What you will use the files for.")],
+                   field: Annotated[list[str] | None, typer.Option("--field", help="An answer the owner asks "
+                                                                   "for, name=value (repeatable).")] = None,
+                   agree: Annotated[bool, typer.Option(help="Agree to the owner's terms.")] = False,
+                   as_json: Json = False) -> None:
+    """Ask an artifact's owner for its restricted or embargoed files; you get the answer by e-mail and here."""
+    answers = {}
+    for item in field or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise HubError(f"--field {item!r}: write name=value, e.g. affiliation=ORNL", code="invalid")
+        answers[key] = value
+    made = _api().client.request_access(name, purpose, answers, agree_terms=agree)
+    text = (f"request {made['id']} for {name}: approved; download its files now" if made["state"] == "approved"
+            else f"request {made['id']} for {name}: {made['state']}; the owner is told by e-mail")
+    _print(made, as_json, text)
+
+
+@app.command(epilog="Example: hpcfair grants alice/encoder   or   hpcfair grants alice/encoder --add bob "
+                    "--expires 2027-01-01T00:00:00Z   or   --revoke 3")
+def grants(name: Annotated[str, typer.Argument(help="owner/name")],
+           add: Annotated[str | None, typer.Option(help="Grant this person the files (owners).")] = None,
+           expires: Annotated[str | None, typer.Option(help="With --add: when the grant ends (ISO 8601).")] = None,
+           revoke: Annotated[int | None, typer.Option(help="Revoke the grant with this id.")] = None,
+           as_json: Json = False) -> None:
+    """The grants on an artifact's restricted files (owners: all of them; anyone else: their own)."""
+    client = _api().client
+    if add:
+        made = client.grant(name, add, expires)
+        _print(made, as_json, f"grant {made['id']}: {made['user']} may download the files of {name}"
+               + (f" until {made['expires']}" if made.get("expires") else ""))
+        return
+    if revoke is not None:
+        client.revoke_grant(name, revoke)
+        _print({"revoked": revoke}, as_json, f"grant {revoke} on {name} revoked")
+        return
+    found = client.grants(name)
+    lines = [f"{g['id']:>5}  {g['user']:24} {'active' if g['active'] else 'ended':7} "
+             f"{('until ' + g['expires']) if g.get('expires') else 'no expiry'}" for g in found]
+    _print(found, as_json, "\n".join(lines) or f"no grants on {name}")
 
 
 @app.command(epilog="Example: hpcfair upload my-encoder encoder.pt --metadata card/README.md --creator "

@@ -279,6 +279,42 @@ class HubClient:
         """Give ``owner/name`` to ``to`` (you, or an organization you write in); PIDs keep resolving."""
         return self.request("POST", f"artifacts/{owner_name}/transfer", json={"to": to}).json()
 
+    # --- files access: grants, access requests ------------------------------------------------------
+
+    def files_access(self, owner_name: str, version: str = "latest") -> dict[str, Any]:
+        """A version's files access (open, restricted, embargoed), whether you may read them, and your grant."""
+        return self.request("GET", f"artifacts/{owner_name}/versions/{version}/access").json()
+
+    def access_policy(self, owner_name: str) -> dict[str, Any]:
+        """What a request for ``owner/name`` must say: ``fields``, ``terms``, ``auto_approve``."""
+        return self.request("GET", f"artifacts/{owner_name}/access-policy").json()
+
+    def request_access(self, owner_name: str, purpose: str, answers: dict[str, str] | None = None, *,
+                       agree_terms: bool = False) -> dict[str, Any]:
+        """Ask for the restricted files of ``owner/name``; the answer's ``state`` is pending or approved."""
+        body = {"purpose": purpose, "answers": answers or {}, "agree_terms": agree_terms}
+        return self.request("POST", f"artifacts/{owner_name}/access-requests", json=body, retry=False).json()
+
+    def access_requests(self, owner_name: str) -> list[dict[str, Any]]:
+        """The requests for ``owner/name`` (its admins: all of them; anyone else: their own)."""
+        return self.request("GET", f"artifacts/{owner_name}/access-requests").json()
+
+    def decide_access(self, owner_name: str, request_id: int, approve: bool, message: str = "") -> dict[str, Any]:
+        body = {"decision": "approve" if approve else "refuse", "message": message}
+        return self.request("POST", f"artifacts/{owner_name}/access-requests/{request_id}", json=body,
+                            retry=False).json()
+
+    def grants(self, owner_name: str) -> list[dict[str, Any]]:
+        """The grants on ``owner/name`` (its admins: all; anyone else: their own)."""
+        return self.request("GET", f"artifacts/{owner_name}/grants/").json()
+
+    def grant(self, owner_name: str, username: str, expires: str | None = None) -> dict[str, Any]:
+        return self.request("POST", f"artifacts/{owner_name}/grants/", json={"user": username, "expires": expires},
+                            retry=False).json()
+
+    def revoke_grant(self, owner_name: str, grant_id: int) -> None:
+        self.request("DELETE", f"artifacts/{owner_name}/grants/{grant_id}", retry=False)
+
     # --- artifacts --------------------------------------------------------------------------------
 
     def search(self, q: str = "", **filters: Any) -> list[dict[str, Any]]:

@@ -104,6 +104,11 @@ class UploadError(ValidationError):
     ``checksum_mismatch``) or is too large (``upload_too_large``)."""
 
 
+class AccessRestrictedError(AccessDeniedError):
+    """The version's files are restricted or embargoed and you hold no grant: ``hpcfair request-access``
+    (the message says how; the body's ``request_access`` is the API path)."""
+
+
 class NotAuthenticatedError(AccessDeniedError):
     """No token, or one the hub does not accept (``not_authenticated``, ``invalid_token``, ``token_expired``)."""
 
@@ -154,7 +159,8 @@ BY_CODE: dict[str, type[HubError]] = {
     "not_authenticated": NotAuthenticatedError, "invalid_token": NotAuthenticatedError,
     "invalid_credentials": NotAuthenticatedError, "token_expired": NotAuthenticatedError,
     "insufficient_scope": InsufficientScopeError, "permission_denied": AccessDeniedError,
-    "storage_quota": StorageQuotaError,
+    "storage_quota": StorageQuotaError, "access_restricted": AccessRestrictedError,
+    "GatedRepo": AccessRestrictedError,
     "not_found": NotFoundError, "gone": GoneError,
     "duplicate_version": DuplicateVersionError,
     "not_ready": NotReadyError, "not_converted": NotReadyError, "not_runnable": NotReadyError,

@@ -20,6 +20,7 @@ from hub.errors import HubError
 from hub.jobs.models import Job
 from hub.jobs.quota import check_active_jobs
 from hub.jobs.services import create_job
+from hub.registry.files_access import require_files_of
 from hub.registry.models import NAME_RE, Artifact, File, Version
 from hub.registry.services import check_visibility, covers, resolve_version_ref
 from hub.storage import StorageUnavailable, get_blob_store
@@ -197,6 +198,7 @@ def request_finetune(base: Version, user, body: dict[str, Any]) -> Job:
     if "folder" in source and not hyper.text:
         raise HubError("invalid_config", "task_args.text: name the dataset's text column for a text model.")
     dataset = resolve_version_ref(user, str(body.get("dataset") or ""))
+    require_files_of(user, dataset)  # the job reads the dataset's files (hub.registry.files_access)
     if dataset.artifact.kind != Artifact.Kind.DATASET:
         raise HubError("invalid", f"{dataset.artifact.full_name} is a {dataset.artifact.kind}, not a dataset.",
                        errors={"dataset": ["Not a dataset."]})

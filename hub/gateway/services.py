@@ -23,6 +23,7 @@ from hub.jobs.quota import check_active_jobs
 from hub.jobs.services import create_job
 from hub.jobs.slurm import runs_on_slurm
 from hub.metadata import scientific
+from hub.registry.files_access import require_files_of
 from hub.registry.links import file_url
 from hub.registry.models import Artifact, Version
 from hub.registry.services import check_visibility, covers, resolve_version_ref
@@ -89,9 +90,18 @@ def _beside(version: Version, onnx_path: str) -> tuple[tuple[str, str, int], ...
                         if f.path.startswith(prefix) and not f.path.lower().endswith(".onnx")))
 
 
+def model_of(user, version: Version, file: str = "") -> ModelRef:
+    """``version``'s ONNX file for ``user``, who must be allowed its files (``hub.registry.files_access``)."""
+    require_files_of(user, version)
+    return resolve_model(version, file)
+
+
 def model_for(user, ref: str, file: str = "") -> ModelRef:
-    """``owner/name[@version]`` or a PID, readable by ``user``, to its ONNX file."""
-    return resolve_model(resolve_version_ref(user, ref), file)
+    """``owner/name[@version]`` or a PID, readable by ``user``, to its ONNX file (403 ``access_restricted``
+    when its files are restricted to others)."""
+    version = resolve_version_ref(user, ref)
+    require_files_of(user, version)
+    return resolve_model(version, file)
 
 
 def alive(device: str) -> bool:
@@ -206,6 +216,7 @@ def start_merge_job(user, models: list[ModelRef], links: list[dict[str, str]], *
 def dataset_input(user, ref: str, file: str) -> tuple[Version, str]:
     """A dataset version and the .npy/.npz file of it to run over."""
     version = resolve_version_ref(user, ref)
+    require_files_of(user, version)
     if file and scientific.variable_input(version.metadata or {}, file) is not None:
         return version, file  # a variable of an HDF5/NetCDF/Zarr file: tas.nc:/tas
     arrays = [f.path for f in version.files.all() if f.path.lower().endswith((".npy", ".npz"))]

@@ -23,6 +23,7 @@ from hub.gateway.protocol import no_worker
 from hub.jobs.models import Job
 from hub.jobs.quota import check_active_jobs
 from hub.jobs.services import create_job
+from hub.registry.files_access import require_files_of
 from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.storage import get_blob_store
 from ontology.fields import BUILT_FORMATS
@@ -174,6 +175,7 @@ def stream_generation(version: Version, request: GenerateRequest, device: str = 
     dicts (``hpcfair.generate.Piece.to_dict``); the last has ``done``. Refusals before the first piece are
     ``HubError``s (no worker, a prompt too long, too many of ``user``'s at once…); after it, an
     ``{"error": …}`` piece ends the stream."""
+    require_files_of(user, version)  # generation reads the model's files (hub.registry.files_access)
     model = generation_model(version)
     release = hold_stream(user) if user is not None and user.is_authenticated else (lambda: None)
     try:
@@ -264,6 +266,7 @@ def request_batch(version: Version, user, dataset_ref: str, file: str | None, op
     check_active_jobs(user)
     model = generation_model(version)
     dataset = resolve_version_ref(user, dataset_ref)
+    require_files_of(user, dataset)
     if dataset.artifact.kind != Artifact.Kind.DATASET:
         raise HubError("invalid", f"{dataset} is a {dataset.artifact.kind}, not a dataset of prompts.")
     paths = [f.path for f in dataset.files.all()]

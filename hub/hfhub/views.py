@@ -126,7 +126,7 @@ class Resolve(HfView):
         file = File.objects.filter(version=version, path=path).select_related("blob").first()
         if file is None:
             raise HubError("EntryNotFound", f"{version} has no file {path!r}.")
-        response = file_response(request, artifact, file, head=head)
+        response = file_response(request, artifact, file, head=head, refused="GatedRepo")
         if response.status_code in REDIRECTS:
             response["X-Linked-Etag"] = f'"{file.blob_id}"'
             response["X-Linked-Size"] = str(file.size)

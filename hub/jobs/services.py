@@ -20,6 +20,7 @@ from hub.errors import HubError
 from hub.jobs import kinds, quota, slurm
 from hub.jobs.models import Job, stale_limit
 from hub.orgs import billing
+from hub.registry.files_access import require_files_of
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,8 @@ def create_job(
     names (``hub.orgs.billing``; refused with 403 ``account_not_allowed`` when they may not use it)."""
     if kind not in kinds.KINDS:
         raise ValueError(f"no app registers the job kind {kind!r} (hub.jobs.kinds)")
+    if version is not None and requester is not None:
+        require_files_of(requester, version)  # a job on restricted files needs a grant (hub.registry.files_access)
     owner = version.artifact.owner if version is not None else None
     partition = slurm.partitions().get(device) if slurm.runs_on_slurm(kind) else None
     billed = billing.choose(requester, owner, account, partition.name if partition else None)

@@ -16,6 +16,7 @@ from hub.metadata.cards import from_hugging_face, title_and_description
 from hub.metadata.derive import FileInfo, derive, read_card, split_card
 from hub.registry import lineage
 from hub.registry.access import Viewer, sources
+from hub.registry.files_access import strictest_state
 from hub.registry.links import absolute, file_url, pid_url
 from hub.registry.models import Artifact, Version
 from ontology import shapes
@@ -188,6 +189,7 @@ def version_record(version: Version, viewer: Viewer) -> Record:
         iri=pid_url(version.pid), pid=version.pid, kind=artifact.kind, label=version.label,
         metadata=with_measurements(version), published=version.created, owner=artifact.owner.username,
         public=artifact.is_public,
+        files_access=(access := strictest_state(version))[0], available=access[1],
         files=[] if version.is_deleted else [FileEntry(f.path, f.size, f.blob_id, f.media_type,
                                                        file_url(version, f.path)) for f in version.files.all()],
         provenance=[Link.hidden(s.relation, s.kind) if s.target is None

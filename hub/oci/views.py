@@ -21,6 +21,7 @@ from hub.oci.models import BlobUpload, Manifest, RepoBlob, Tag
 from hub.oci.names import artifact_of, check_name, may_pull, may_push, require_digest
 from hub.oci.tokens import Access, credentials, issue, parse_scopes
 from hub.registry.downloads import file_response
+from hub.registry.files_access import may_read_files
 from hub.registry.models import Artifact
 
 
@@ -148,9 +149,11 @@ def blob(request: HttpRequest, name: str, digest: str) -> HttpResponse:
         authorize(request, name, "push")
         raise OciError("UNSUPPORTED", "Blobs are not deleted through the registry; the hub's collector removes "
                                       "those no manifest or version needs.")
-    _, artifact = authorize(request, name, "pull")
+    access, artifact = authorize(request, name, "pull")
     hex_digest = require_digest(digest)
     head = request.method == "HEAD"
+    if access.user is not None:  # a registry token's person: whose grants the files' check reads
+        request.user = access.user
     pushed = RepoBlob.objects.filter(repository=name, digest=hex_digest).first()
     if pushed is not None:
         return responses.stored(request, hex_digest, pushed.size, "application/octet-stream", head=head)
@@ -196,7 +199,10 @@ def _mountable(access: Access, source: str, hex_digest: str) -> int | None:
         return pushed.size
     if artifact is not None:
         file, _ = artifacts.find_blob(artifact, hex_digest)
-        return file.size if file is not None else None
+        # A restricted version's file mounts only for who may read its bytes (a mount copies no bytes, then
+        # serves them from the new repository).
+        if file is not None and may_read_files(access.user, file.version):
+            return file.size
     return None
 
 

@@ -10,6 +10,7 @@ from django.db.models import F
 from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 
 from hub.errors import HubError
+from hub.registry.files_access import require_files
 from hub.registry.models import Artifact, File
 from hub.storage import StorageUnavailable, get_blob_store
 
@@ -58,11 +59,13 @@ def count_download(artifact: Artifact, range_header: str | None) -> None:
 
 
 def file_response(request: HttpRequest, artifact: Artifact, file: File, *, inline: bool = False,
-                  head: bool = False) -> HttpResponse:
+                  head: bool = False, refused: str = "access_restricted") -> HttpResponse:
     """``file``'s bytes for ``request`` (a Django or DRF request): 200, 206 for a ``Range``, 304 for a matching
     ``If-None-Match``, or a 302 to a presigned URL on a store that offers one. ``inline`` shows an image rather
     than saving it and is not counted; ``head`` answers the same status and headers without opening the bytes
-    (and counts nothing)."""
+    (and counts nothing). Restricted and embargoed files are a coded 403 ``refused`` to those without a grant or a
+    share link (``hub.registry.files_access``), before any byte, ETag or presigned URL."""
+    require_files(request, file.version, code=refused)
     etag = f'"{file.blob_id}"'
     if etag in [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]:
         response = HttpResponse(status=304)

@@ -191,9 +191,24 @@ class Version(models.Model):
     deleted_at = models.DateTimeField(null=True, blank=True)
     deletion_reason = models.CharField(max_length=500, blank=True)
 
+    class FilesAccess(models.TextChoices):
+        OPEN = "open"  # whoever reads the record reads its files
+        RESTRICTED = "restricted"  # metadata as the record's visibility says; files to members, grants, links
+        EMBARGOED = "embargoed"  # restricted until ``embargo_until``, then open (hub.registry.files_access)
+
+    # Who reads the bytes, apart from who reads the record (``hub.registry.files_access.may_read_files``).
+    files_access = models.CharField(max_length=16, choices=FilesAccess.choices, default=FilesAccess.OPEN)
+    embargo_until = models.DateTimeField(null=True, blank=True)
+
     class Meta:
         ordering = ["-created", "-id"]
-        constraints = [models.UniqueConstraint(fields=["artifact", "label"], name="version_label_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["artifact", "label"], name="version_label_unique"),
+            models.CheckConstraint(condition=Q(files_access__in=["open", "restricted", "embargoed"]),
+                                   name="version_files_access"),
+            models.CheckConstraint(condition=~Q(files_access="embargoed") | Q(embargo_until__isnull=False),
+                                   name="version_embargo_has_date"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.artifact.full_name}@{self.label}"
@@ -303,3 +318,94 @@ class FormerName(models.Model):
 
     def __str__(self) -> str:
         return f"{self.owner}/{self.name} -> {self.artifact_id}"
+
+
+class Grant(models.Model):
+    """``user`` may read the files of ``artifact``'s restricted and embargoed versions, until ``expires`` (None:
+    no end) or until revoked. Made by an owner, or by approving an access request."""
+
+    artifact = models.ForeignKey(Artifact, on_delete=models.CASCADE, related_name="grants")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="file_grants")
+    granted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+    expires = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [models.UniqueConstraint(fields=["artifact", "user"], condition=Q(revoked_at__isnull=True),
+                                               name="grant_one_live")]
+
+    def __str__(self) -> str:
+        return f"{self.user} -> {self.artifact_id}"
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None and (self.expires is None or self.expires > timezone.now())
+
+
+class ShareLink(models.Model):
+    """A secret link to one version's files (for a paper's reviewer). Only the sha256 of its token is stored, so
+    the database is the one truth: a revocation is seen by every web node at the next request."""
+
+    version = models.ForeignKey(Version, on_delete=models.CASCADE, related_name="share_links")
+    token_sha256 = models.CharField(max_length=64, unique=True)
+    note = models.CharField(max_length=200, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+    expires = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return f"share link {self.pk} to {self.version_id}"
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None and (self.expires is None or self.expires > timezone.now())
+
+
+class AccessPolicy(models.Model):
+    """How people ask for an artifact's restricted files: the fields the owner requires beside the purpose
+    (e.g. affiliation), terms to agree to, and whether a complete request is approved at once."""
+
+    artifact = models.OneToOneField(Artifact, on_delete=models.CASCADE, related_name="access_policy")
+    fields = models.JSONField(default=list, blank=True, help_text="Names of required answers, e.g. affiliation.")
+    terms = models.TextField(blank=True, help_text="Terms a requester must agree to; empty: none.")
+    auto_approve = models.BooleanField(default=False)
+    grant_days = models.PositiveIntegerField(null=True, blank=True, help_text="Approved grants expire after this.")
+
+    def __str__(self) -> str:
+        return f"access policy of {self.artifact_id}"
+
+
+class AccessRequest(models.Model):
+    """A person asks for an artifact's restricted files, with a purpose and the policy's answers; its owner
+    (or the owning organization's admins) approves (a ``Grant``) or refuses, with a message."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        REFUSED = "refused"
+        WITHDRAWN = "withdrawn"
+
+    artifact = models.ForeignKey(Artifact, on_delete=models.CASCADE, related_name="access_requests")
+    requester = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="access_requests")
+    purpose = models.TextField()
+    answers = models.JSONField(default=dict, blank=True)
+    agreed_terms = models.BooleanField(default=False)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    message = models.TextField(blank=True, help_text="The decider's message to the requester.")
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [models.UniqueConstraint(fields=["artifact", "requester"], condition=Q(state="pending"),
+                                               name="access_request_one_pending")]
+
+    def __str__(self) -> str:
+        return f"{self.requester} asks {self.artifact_id} ({self.state})"

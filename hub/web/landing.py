@@ -30,6 +30,8 @@ from hub.metadata.negotiation import choose
 from hub.metadata.services import class_labels, record_for, version_record
 from hub.registry import access, resolver
 from hub.registry.access import Viewer
+from hub.registry.files_access import files_blocker, files_state, how_to_request, may_read_files, request_share_token
+from hub.registry.grants import policy_of
 from hub.registry.lineage import current_version
 from hub.registry.models import Artifact, Version
 from hub.registry.services import readable_pid
@@ -402,6 +404,7 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
     })
     if version is not None:
         files = list(version.files.order_by("path"))
+        files_open = may_read_files(user, version, request_share_token(request))
         converted = conversions(version) if artifact.kind == "model" else []
         failed = failed_conversion(version, files, converted) if artifact.kind == "model" else None
         runs = onnx_files(version, converted) if artifact.kind == "model" else []
@@ -415,8 +418,13 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
             "newer": None if context.get("is_concept") else newer_version(artifact, version),
             "schema": metadata.get("records") if artifact.kind == "dataset" else None,
             "mlcube": metadata.get("mlcube") if artifact.kind == "project" else None,
-            "files": with_previews(files, bool(context.get("card_html")) and not context.get("card_written")),
-            "scientific": scipreview.previews(metadata, files) if metadata.get("scientific") else [],
+            "files": (with_previews(files, bool(context.get("card_html")) and not context.get("card_written"))
+                      if files_open else files),  # no byte of restricted files, not even a preview
+            "scientific": scipreview.previews(metadata, files) if metadata.get("scientific") and files_open else [],
+            "files_open": files_open,
+            "files_state": files_state(version),
+            "files_notice": "" if files_open else how_to_request(version, files_blocker(user, version), user),
+            "access_policy": None if files_open else policy_of(artifact),
             "citations": [(label, exports.export(concept, name, style)) for label, name, style in CITATIONS]
             if concept else [],
             "graph": provenance_graph(version, viewer),

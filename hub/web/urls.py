@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from hub.web import account, finetune, orgs, publish, terms, views
+from hub.web import access, account, finetune, orgs, publish, terms, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -17,5 +17,8 @@ urlpatterns = [
     path("jobs/<uuid:pk>/cancel", account.cancel, name="job-cancel"),
     path("account/", account.account, name="account"),
     path("sharing/<str:owner>/<str:name>", account.sharing, name="sharing"),
+    path("access/requests/", access.requests_page, name="access-requests"),
+    path("access/requests/<int:pk>", access.decide_page, name="access-decide"),
+    path("access/ask/<str:owner>/<str:name>", access.ask_page, name="access-ask"),
     path("finetune/<str:owner>/<str:name>/<str:version>", finetune.start, name="finetune"),
 ]

@@ -47,7 +47,8 @@ def test_dublin_core_xml_uses_only_the_fifteen_elements():
         values.setdefault(child.tag[len(DC):], []).append(child.text)
     assert values["title"] == ["Cloud mask CNN"] and values["creator"] == ["Ada Lovelace", "Alan Turing"]
     assert values["identifier"] == [f"{BASE}/ark:/99999/fk4model1", "ark:/99999/fk4model1"]
-    assert values["type"] == ["Software"] and values["rights"] == ["https://spdx.org/licenses/Apache-2.0"]
+    assert values["type"] == ["Software"] and values["rights"] == [
+        "https://spdx.org/licenses/Apache-2.0", "info:eu-repo/semantics/openAccess"]  # the license, OpenAIRE access
 
 
 def test_codemeta_uses_codemeta_terms_and_parses():

@@ -367,3 +367,22 @@ def test_docker_schema_2_manifests_keep_their_media_type(pusher):
     unknown_type = json.dumps({**data, "mediaType": "application/x-mine"})
     assert error_code(pusher.put("/v2/alice/docker/manifests/x", unknown_type,
                                  content_type="application/x-mine")) == "MANIFEST_INVALID"
+
+
+def test_a_restricted_versions_files_are_neither_pulled_nor_mounted_without_a_grant(owner, other, publish):
+    """Restricted files (issue 54) over the registry: its metadata and manifest stay readable, its file blobs are
+    a coded 403 to a stranger's registry token, and a mount into their own repository copies nothing."""
+    secret = os.urandom(3000)
+    _, version = publish(owner, "held", {"weights.bin": secret, "config.json": b"{}"}, label="1.0")
+    version.files_access = version.FilesAccess.RESTRICTED
+    version.save(update_fields=["files_access"])
+    stranger, mine = client_for(other, scope="write"), client_for(owner, scope="read")
+    layer = f"sha256:{sha(secret)}"
+    assert stranger.get("/v2/alice/held/manifests/1.0").status_code == 200
+    refused = stranger.get(f"/v2/alice/held/blobs/{layer}")
+    assert refused.status_code == 403 and refused["X-Error-Code"] == "access_restricted"
+    assert secret not in refused.content
+    assert mine.get(f"/v2/alice/held/blobs/{layer}").getvalue() == secret  # its owner reads it
+    mounted = stranger.post(f"/v2/{other.username}/copy/blobs/uploads/?mount={layer}&from=alice/held")
+    assert mounted.status_code == 202, mounted.content  # an upload to fill, not a mount
+    assert stranger.get(f"/v2/{other.username}/copy/blobs/{layer}").status_code == 404

@@ -105,8 +105,8 @@ class Infer(ForceNegotiation, APIView):
     def run(self, request: Request, owner: str, name: str, version: str, asked: InferRequest):
         file = asked.file
         model = memory.remembered(("model", memory.who(request.user), owner, name, version, file),
-                                  lambda: services.resolve_model(get_version(get_artifact(request.user, owner, name),
-                                                                             version), file))
+                                  lambda: services.model_of(request.user, get_version(
+                                      get_artifact(request.user, owner, name), version), file))
         response = respond(pipeline.run(request.user, [model], asked, earlier=pipeline.earlier_answer(request.META)))
         if response.status_code == 200:
             memory.grant(request, owner, name, version, file, model)

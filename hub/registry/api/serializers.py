@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from hub.metadata.services import class_labels
 from hub.registry import access, direct
+from hub.registry.files_access import strictest_state
 from hub.registry.links import absolute, file_url, pid_url
 from hub.registry.models import LABEL_RE, NAME_RE, Artifact, File, ProvenanceLink, Upload, Version
 from hub.registry.uploads import offset_of
@@ -133,6 +134,10 @@ class VersionSerializer(serializers.ModelSerializer):
     provenance = serializers.SerializerMethodField()
     derivatives = serializers.SerializerMethodField()
     deleted = serializers.BooleanField(source="is_deleted")
+    files_access = serializers.SerializerMethodField(
+        help_text="open, restricted or embargoed: who reads the files, apart from who reads the record (the "
+                  "strictest of this version's and its sources'; GET .../access says whether you may).")
+    embargo_until = serializers.SerializerMethodField()
     class_labels = serializers.SerializerMethodField(
         help_text="The names of the model's classes in index order, where it, the version it was converted from or "
                   "a dataset it was trained on records them (metadata field labels); null otherwise.")
@@ -142,7 +147,16 @@ class VersionSerializer(serializers.ModelSerializer):
         fields = [
             "artifact", "version", "pid", "pid_url", "metadata", "content_digest", "created", "created_by",
             "files", "provenance", "derivatives", "deleted", "deleted_at", "deletion_reason", "class_labels",
+            "files_access", "embargo_until",
         ]
+
+    def get_files_access(self, version: Version) -> str:
+        return strictest_state(version)[0]
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_embargo_until(self, version: Version) -> str | None:
+        until = strictest_state(version)[1]
+        return until.isoformat() if until else None
 
     def get_pid_url(self, version: Version) -> str:
         return pid_url(version.pid)

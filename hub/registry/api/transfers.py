@@ -20,6 +20,7 @@ from hub.registry.access import Viewer
 from hub.registry.api.serializers import UploadCompleteSerializer, UploadPartsSerializer, UploadSerializer
 from hub.registry.archive import zip_stream
 from hub.registry.downloads import INLINE_TYPES, count_download, file_response
+from hub.registry.files_access import require_files
 from hub.registry.models import File, Upload
 from hub.storage import get_blob_store
 from ontology.crosswalks import RO_CRATE_METADATA, ro_crate
@@ -52,6 +53,7 @@ class VersionArchive(OwnMediaType, APIView):
     def get(self, request: Request, owner: str, name: str, version: str) -> HttpResponse:
         artifact = services.get_artifact(request.user, owner, name)
         found = services.get_version(artifact, version)
+        require_files(request, found)
         count_download(artifact, None)
         crate = ro_crate(version_record(found, Viewer(request.user)), attached=True)
         extra = {RO_CRATE_METADATA: json.dumps(crate, indent=2, ensure_ascii=False).encode()}
