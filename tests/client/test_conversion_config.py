@@ -42,15 +42,24 @@ def test_torchscript_converts_with_the_configs_inputs_and_verifies_on_task_args_
     assert caught.value.code == "memory_limit" and "memory_mb" in str(caught.value) and name in str(caught.value)
 
 
-def test_a_hugging_face_archive_converts_locally_with_the_task_its_config_names(tmp_path):
+def test_a_hugging_face_archive_converts_locally_with_its_own_head(tmp_path):
+    """A task that would drop the folder's classifier head is refused by name (issue 57: the export would not be
+    the uploaded model); without one, the folder's own architecture converts, head and all."""
+    from hpcfair.convert import ConversionError
+
     name, _ = models.hf_classifier_zip(tmp_path)
     config = {"general_args": {"task": "conversion"},
               "model_args": {"model_name": "classifier", "model_file": str(tmp_path / name)},
-              "task_args": {"metadata": {"task": "feature-extraction"}},  # the encoder, not its classifier head
+              "task_args": {"metadata": {"task": "feature-extraction"}},  # the encoder alone: it drops the head
               "out_args": {"export_file": str(tmp_path / "out" / "encoder.onnx")}}
+    with pytest.raises(ConversionError) as refused:
+        modelAPI("http://127.0.0.1:9").conversion(config)
+    assert "would drop 2 of its weights" in refused.value.detail and "Convert it without a task" in refused.value.detail
+    del config["task_args"]
+    config["out_args"]["export_file"] = str(tmp_path / "out" / "classifier.onnx")
     [report] = modelAPI("http://127.0.0.1:9").conversion(config)
     assert report["format"] == "huggingface" and report["verified"] is True
-    assert [o["name"] for o in report["verification"]["runs"][0]["outputs"]] == ["last_hidden_state"]
+    assert [o["name"] for o in report["verification"]["runs"][0]["outputs"]] == ["logits"]
     assert (tmp_path / "out" / "tokenizer.json").is_file()  # the tokenizer beside the ONNX file
 
 
