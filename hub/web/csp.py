@@ -2,12 +2,13 @@
 script or style), no plugins, no framing, forms posted to the hub only. A model card is sanitised already
 (``hub.web.markdown``); the policy is the second wall should a card's HTML ever get through. On the S3 backend
 the browser also talks to the object store (direct uploads, previews and downloads by presigned URL), so its
-origin is allowed for connections and images."""
+origin is allowed for connections and images, and with OpenID Connect on, the provider's for the forms that
+sign in and out there."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cache
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -16,17 +17,25 @@ from django.http import HttpRequest, HttpResponse
 EXEMPT = ("/api/docs/", "/admin/", "/docs/")
 
 
-@cache
+def _origin(url: str, secure: bool = False) -> str:
+    if "://" not in url:
+        url = f"{'https' if secure else 'http'}://{url}"
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
 def policy() -> str:
+    """The policy for the settings in force (worked out per answer: a few string joins, and settings that tests and
+    sites change stay true)."""
     store = settings.HUB_STORAGE
-    origin = ""
+    store_origin = ""
     if store["BACKEND"] == "s3":
-        endpoint = store["S3_PUBLIC_ENDPOINT"] or store["S3_ENDPOINT"]
-        origin = endpoint if "://" in endpoint else f"{'https' if store['S3_SECURE'] else 'http'}://{endpoint}"
-        origin = " " + origin.rstrip("/")
+        store_origin = " " + _origin(store["S3_PUBLIC_ENDPOINT"] or store["S3_ENDPOINT"], bool(store["S3_SECURE"]))
+    # Signing in and out at the site's identity provider: a form posted here is redirected there.
+    provider = f" {_origin(settings.HUB_OIDC_ISSUER)}" if settings.HUB_OIDC_ENABLED and settings.HUB_OIDC_ISSUER else ""
     return ("default-src 'self'; script-src 'self'; style-src 'self'; "
-            f"img-src 'self' data:{origin}; connect-src 'self'{origin}; font-src 'self'; object-src 'none'; "
-            "base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
+            f"img-src 'self' data:{store_origin}; connect-src 'self'{store_origin}; font-src 'self'; "
+            f"object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'{provider}")
 
 
 class ContentSecurityPolicyMiddleware:
