@@ -21,10 +21,10 @@ from hub.web import landing
 # Top-level paths of the hub (hub.urls, hub.web.urls, hub.hfhub.urls), those served before Django's
 # routing (static files, health), and those of the coming OCI registry (/v2/): none of them is an owner.
 RESERVED_OWNERS = frozenset({
-    "account", "accounts", "admin", "api", "ark:", "browse", "datasets", "device", "docs", "finetune", "healthz",
-    "jobs", "landing", "linkset", "login", "logout", "media", "metrics", "models", "oai", "oauth", "orgs", "owners",
-    "pid", "publish", "readyz", "sharing", "spaces", "sparql", "static", "terms", "v1", "v2", "well-known",
-    ".well-known", "favicon.ico", "robots.txt",
+    "access", "account", "accounts", "admin", "api", "ark:", "browse", "datasets", "device", "docs", "favicon.ico",
+    "finetune", "healthz", "jobs", "landing", "linkset", "login", "logout", "media", "metrics", "models", "oai",
+    "oauth", "orgs", "owners", "pid", "publish", "readyz", "robots.txt", "sharing", "spaces", "sparql", "static",
+    "terms", "v1", "v2", ".well-known", "well-known",
 })
 
 

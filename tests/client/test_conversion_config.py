@@ -45,16 +45,17 @@ def test_torchscript_converts_with_the_configs_inputs_and_verifies_on_task_args_
 def test_a_hugging_face_archive_converts_locally_with_its_own_head(tmp_path):
     """A task that would drop the folder's classifier head is refused by name (issue 57: the export would not be
     the uploaded model); without one, the folder's own architecture converts, head and all."""
-    from hpcfair.convert import ConversionError
+    from hpcfair.errors import HubError
 
     name, _ = models.hf_classifier_zip(tmp_path)
     config = {"general_args": {"task": "conversion"},
               "model_args": {"model_name": "classifier", "model_file": str(tmp_path / name)},
               "task_args": {"metadata": {"task": "feature-extraction"}},  # the encoder alone: it drops the head
               "out_args": {"export_file": str(tmp_path / "out" / "encoder.onnx")}}
-    with pytest.raises(ConversionError) as refused:
+    with pytest.raises(HubError) as refused:
         modelAPI("http://127.0.0.1:9").conversion(config)
-    assert "would drop 2 of its weights" in refused.value.detail and "Convert it without a task" in refused.value.detail
+    said = str(refused.value)
+    assert "unsupported_format" in said and "would drop 2 of its weights" in said and "without a task" in said
     del config["task_args"]
     config["out_args"]["export_file"] = str(tmp_path / "out" / "classifier.onnx")
     [report] = modelAPI("http://127.0.0.1:9").conversion(config)
