@@ -29,6 +29,8 @@ from typing import Any
 
 import orjson
 
+from hub.gateway.engine import EXIT_MEMORY, GRACE_S, Slot, data_bytes
+
 log = logging.getLogger(__name__)
 CANCEL_EVERY_S = 0.25  # how often a running generation looks whether its reader went away
 
@@ -170,7 +172,6 @@ def handle(lane, request_id: str, message: bytes, models: Models, root: Path, sl
 
 
 HANDLE_S = 60.0  # the deadline of a request until its own is read
-EXIT_MEMORY = 3  # what the process exits with when not even an answer could be made
 
 
 def memory_message(limit: int) -> str:
@@ -187,8 +188,6 @@ def data_limit(extra: int) -> Iterator[None]:
     if extra <= 0:
         yield
         return
-    from hub.gateway.engine import data_bytes
-
     soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
     ceiling = data_bytes() + extra
     resource.setrlimit(resource.RLIMIT_DATA, (ceiling if hard == resource.RLIM_INFINITY else min(ceiling, hard), hard))
@@ -208,28 +207,22 @@ class Keeper:
     (``memory_limit`` when it ran out of memory), and starts another."""
 
     def __init__(self, queue: str) -> None:
-        from hub.gateway.engine import Slot
-
         self.queue = queue
         self.slot = Slot.create()
         self.process: subprocess.Popen | None = None
-        self.starts = 0
 
     def start(self) -> None:
         self.slot.clear()
         self.process = subprocess.Popen([sys.executable, "-m", "hub.generation.engine", self.queue,
                                          "--slot", str(self.slot.fd)], pass_fds=[self.slot.fd])
-        self.starts += 1
 
     def watch(self, lane) -> None:
-        from hub.gateway.engine import GRACE_S
-
         running = self.slot.read()
         if self.process is not None and self.process.poll() is None:
             if running is None or time.time() <= running[1] + GRACE_S:
                 return
             self.process.kill()
-            status = self.process.wait()
+            self.process.wait()
             log.error("generation engine %s stopped: a request ran past its deadline", self.process.pid)
             answer = {"error": "worker_timeout", "detail": "The generation was stopped at its time limit "
                                                            "(HUB_GENERATE_S); nothing was kept. Ask for fewer "
@@ -273,7 +266,6 @@ def serve(queue: str, slot_fd: int | None = None) -> None:
     """Take ``queue``'s requests until the parent (the worker) goes away."""
     from django.conf import settings
 
-    from hub.gateway.engine import Slot
     from hub.gateway.lane import ANNOUNCE_S, get_lane
 
     lane = get_lane()
