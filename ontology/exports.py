@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from xml.etree import ElementTree as ET
 
@@ -16,33 +18,6 @@ from ontology.related import RelatedWork, related_works
 from ontology.subjects import Term, fields_of_science
 from ontology.vocab import PREFIXES, cf_standard_name_iri
 
-# format name -> (media type, rdflib serializer or None)
-FORMATS: dict[str, tuple[str, str | None]] = {
-    "jsonld": ("application/ld+json", "json-ld"),
-    "turtle": ("text/turtle", "turtle"),
-    "rdfxml": ("application/rdf+xml", "xml"),
-    "ntriples": ("application/n-triples", "nt"),
-    "datacite-json": ("application/vnd.datacite.datacite+json", None),
-    "datacite-xml": ("application/vnd.datacite.datacite+xml", None),
-    "croissant": ("application/ld+json", None),
-    "schemaorg": ("application/ld+json", None),
-    "bibtex": ("application/x-bibtex", None),
-    "csl-json": ("application/vnd.citationstyles.csl+json", None),
-    "ris": ("application/x-research-info-systems", None),
-    "citation": ("text/plain", None),  # a reference in any CSL style (?style=, APA by default)
-    "dublin-core": ("application/x-dc+xml", None),
-    "codemeta": ("application/vnd.codemeta.ld+json", None),  # models and projects
-    "cff": ("application/yaml", None),  # CITATION.cff
-    "dcat": ("application/rdf+xml", None),  # DCAT-AP (the profile tells it from the metadata graph)
-    "ro-crate": ("application/ld+json", None),  # RO-Crate metadata, detached (the zip holds it attached)
-}
-# The profile each format conforms to, where one names it (signposting's and content negotiation's ``profile``).
-PROFILES = {"datacite-json": "http://datacite.org/schema/kernel-4", "datacite-xml": "http://datacite.org/schema/kernel-4",
-            "schemaorg": "https://schema.org/", "croissant": "http://mlcommons.org/croissant/1.0",
-            "codemeta": "https://w3id.org/codemeta/3.0", "cff": "https://citation-file-format.github.io/1.2.0/",
-            "dcat": crosswalks.DCAT_AP, "ro-crate": crosswalks.RO_CRATE}
-# Formats for some kinds only (the others: every kind).
-FORMAT_KINDS = {"croissant": {"dataset"}, "codemeta": {"model", "project"}}
 ACCESS_WORDS = {"restricted": "Restricted Access", "embargoed": "Embargoed Access"}  # DataCite rights
 RESTRICTED_ACCESS = "Restricted: its owner has not made it public."
 SCHEMA_TYPES = {"model": "SoftwareSourceCode", "dataset": "Dataset", "project": "SoftwareSourceCode"}
@@ -77,20 +52,7 @@ CROISSANT_TYPES = {"int8": "sc:Integer", "int16": "sc:Integer", "int32": "sc:Int
 def export(record: Record, name: str, style: str | None = None) -> str:
     """The record in export format ``name`` (a key of ``FORMATS``) as text; ``style`` names the citation
     style of ``citation`` (any CSL style, e.g. ``ontology.citations.STYLES``; raises ``citations.UnknownStyle``)."""
-    media_type, serializer = FORMATS[name]
-    if serializer == "json-ld":
-        return to_graph(record).serialize(format="json-ld", context={k: str(v) for k, v in PREFIXES.items()},
-                                          indent=2)
-    if serializer:
-        return to_graph(record).serialize(format=serializer)
-    producers = {"datacite-json": lambda r: json.dumps(datacite(r), indent=2), "datacite-xml": datacite_xml,
-                 "croissant": lambda r: json.dumps(croissant(r), indent=2),
-                 "schemaorg": lambda r: json.dumps(schema_org(r), indent=2), "bibtex": citations.bibtex,
-                 "csl-json": citations.csl_json, "ris": citations.ris, "dublin-core": crosswalks.dublin_core,
-                 "codemeta": crosswalks.codemeta_json, "cff": crosswalks.citation_cff, "dcat": crosswalks.dcat,
-                 "ro-crate": crosswalks.ro_crate_json,
-                 "citation": lambda r: citations.formatted(r, style)}
-    return producers[name](record)
+    return FORMATS[name].produce(record, style)
 
 
 # --- schema.org --------------------------------------------------------------------------------------
@@ -580,3 +542,83 @@ def _semver(label: str) -> str:
     """Croissant wants MAJOR.MINOR.PATCH; hub labels are freer (``1``, ``1.0``, ``1-onnx``)."""
     numbers = re.findall(r"\d+", label)[:3]
     return ".".join((numbers + ["0", "0", "0"])[:3]) if numbers else "0.0.0"
+
+
+# --- the formats -------------------------------------------------------------------------------------
+
+KINDS = frozenset({"model", "dataset", "project"})
+
+
+@dataclass(frozen=True)
+class OaiFormat:
+    """How OAI-PMH disseminates a format: its ``metadataPrefix``, schema location and namespace."""
+
+    prefix: str
+    schema_location: str  # "namespace schema-URL", as xsi:schemaLocation writes it
+    namespace: str
+
+
+@dataclass(frozen=True)
+class Format:
+    """One export format, the only place it is spelled: the API's export and its file name, the PID's content
+    negotiation, the landing page's signposting (``describedby``), OAI-PMH and the manual all read it."""
+
+    media_type: str
+    suffix: str  # the saved file's ending
+    produce: Callable[[Record, str | None], str]  # (record, citation style) -> text
+    profile: str = ""  # the profile it conforms to (signposting's and content negotiation's ``profile``)
+    kinds: frozenset[str] = KINDS  # the kinds of records it describes
+    described_by: bool = True  # a landing page announces it with rel="describedby"
+    also: tuple[str, ...] = ()  # media types it answers besides its own (JSON ones also application/json)
+    oai: OaiFormat | None = None  # offered by OAI-PMH
+
+
+def _graph(serializer: str) -> Callable[[Record, str | None], str]:
+    if serializer == "json-ld":
+        return lambda r, _: to_graph(r).serialize(format="json-ld", context={k: str(v) for k, v in PREFIXES.items()},
+                                                  indent=2)
+    return lambda r, _: to_graph(r).serialize(format=serializer)
+
+
+def _text(make: Callable[[Record], Any]) -> Callable[[Record, str | None], str]:
+    return lambda r, _: (lambda out: out if isinstance(out, str) else json.dumps(out, indent=2))(make(r))
+
+
+_RDF_NS = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+FORMATS: dict[str, Format] = {
+    "jsonld": Format("application/ld+json", ".jsonld", _graph("json-ld")),
+    "turtle": Format("text/turtle", ".ttl", _graph("turtle")),
+    "rdfxml": Format("application/rdf+xml", ".rdf", _graph("xml")),
+    "ntriples": Format("application/n-triples", ".nt", _graph("nt")),
+    "datacite-json": Format("application/vnd.datacite.datacite+json", ".datacite.json", _text(datacite), DATACITE_NS),
+    "datacite-xml": Format("application/vnd.datacite.datacite+xml", ".datacite.xml", _text(datacite_xml), DATACITE_NS,
+                           oai=OaiFormat("oai_datacite", "http://schema.datacite.org/oai/oai-1.1/ "
+                                         "http://schema.datacite.org/oai/oai-1.1/oai.xsd",
+                                         "http://schema.datacite.org/oai/oai-1.1/")),
+    "croissant": Format("application/ld+json", ".croissant.json", _text(croissant),
+                        "http://mlcommons.org/croissant/1.0", kinds=frozenset({"dataset"})),
+    "schemaorg": Format("application/ld+json", ".schemaorg.json", _text(schema_org), "https://schema.org/"),
+    "bibtex": Format("application/x-bibtex", ".bib", _text(citations.bibtex)),
+    "csl-json": Format("application/vnd.citationstyles.csl+json", ".csl.json", _text(citations.csl_json)),
+    "ris": Format("application/x-research-info-systems", ".ris", _text(citations.ris)),
+    # A reference in any CSL style (?style=, APA by default); what DOI resolvers answer for text/x-bibliography.
+    "citation": Format("text/plain", ".txt", lambda r, style: citations.formatted(r, style), described_by=False,
+                       also=("text/x-bibliography",)),
+    "dublin-core": Format("application/x-dc+xml", ".dc.xml", _text(crosswalks.dublin_core),
+                          oai=OaiFormat("oai_dc", crosswalks.OAI_DC_SCHEMA, crosswalks.OAI_DC)),
+    "codemeta": Format("application/vnd.codemeta.ld+json", ".codemeta.json", _text(crosswalks.codemeta_json),
+                       "https://w3id.org/codemeta/3.0", kinds=frozenset({"model", "project"})),
+    "cff": Format("application/yaml", ".cff", _text(crosswalks.citation_cff),  # CITATION.cff
+                  "https://citation-file-format.github.io/1.2.0/"),
+    # DCAT-AP (the profile tells it from the metadata graph); RDF/XML has no XML Schema: OAI-PMH names DCAT's own.
+    "dcat": Format("application/rdf+xml", ".dcat.rdf", _text(crosswalks.dcat), crosswalks.DCAT_AP,
+                   oai=OaiFormat("dcat", f"{_RDF_NS} https://www.w3.org/ns/dcat.rdf", _RDF_NS)),
+    # RO-Crate metadata, detached (the zip holds it attached).
+    "ro-crate": Format("application/ld+json", ".ro-crate-metadata.json", _text(crosswalks.ro_crate_json),
+                       crosswalks.RO_CRATE),
+}
+
+
+def names_for(kind: str) -> list[str]:
+    """The formats that describe records of ``kind``, in ``FORMATS``' order."""
+    return [name for name, found in FORMATS.items() if kind in found.kinds]

@@ -93,9 +93,9 @@ def export_formats() -> str:
     from ontology import exports
 
     return table(["format", "media type", "profile", "kinds"],
-                 [[code(name), code(media), code(exports.PROFILES.get(name, "")),
-                   cell(", ".join(sorted(exports.FORMAT_KINDS.get(name, ()))) or "every kind")]
-                  for name, (media, _serializer) in exports.FORMATS.items()])
+                 [[code(name), code(found.media_type), code(found.profile),
+                   cell("every kind" if found.kinds == exports.KINDS else ", ".join(sorted(found.kinds)))]
+                  for name, found in exports.FORMATS.items()])
 
 
 def openapi_schema() -> dict[str, Any]:

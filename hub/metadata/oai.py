@@ -25,8 +25,8 @@ from django.views.decorators.csrf import csrf_exempt
 from hub.metadata.services import version_record
 from hub.registry.access import Viewer
 from hub.registry.models import Artifact, Version
-from ontology.crosswalks import dcat, dublin_core_element
-from ontology.exports import DATACITE_NS, datacite_xml
+from ontology import exports
+from ontology.exports import DATACITE_NS
 
 OAI = "http://www.openarchives.org/OAI/2.0/"
 OAI_DC = "http://www.openarchives.org/OAI/2.0/oai_dc/"
@@ -35,13 +35,11 @@ XSI = "http://www.w3.org/2001/XMLSchema-instance"
 OAI_DATACITE = "http://schema.datacite.org/oai/oai-1.1/"
 OAI_IDENTIFIER = "http://www.openarchives.org/OAI/2.0/oai-identifier"
 RDF_NS = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
-FORMATS = {
-    "oai_dc": (f"{OAI_DC} http://www.openarchives.org/OAI/2.0/oai_dc.xsd", OAI_DC),
-    "oai_datacite": ("http://schema.datacite.org/oai/oai-1.1/ http://schema.datacite.org/oai/oai-1.1/oai.xsd",
-                     OAI_DATACITE),
-    # DCAT-AP as RDF/XML (an rdf:RDF element); RDF/XML has no XML Schema, so the schema named is DCAT's own.
-    "dcat": (f"{RDF_NS} https://www.w3.org/ns/dcat.rdf", RDF_NS),
-}
+def offered() -> dict[str, tuple[str, exports.OaiFormat]]:
+    """metadataPrefix -> (export name, how OAI-PMH offers it): the exports that say OAI-PMH offers them
+    (``ontology.exports``), oai_dc (the one every repository must offer) first."""
+    found = {f.oai.prefix: (name, f.oai) for name, f in exports.FORMATS.items() if f.oai}
+    return dict(sorted(found.items(), key=lambda item: item[0] != "oai_dc"))
 SETS = {f"kind:{kind}": f"{kind.capitalize()}s" for kind in ("model", "dataset", "project")}
 OWNER_SET = "owner:"
 # What a setSpec part may hold (OAI-PMH's setSpecType); a username with other characters (@, +) has no set.
@@ -149,7 +147,7 @@ def _decode_token(token: str) -> dict[str, Any]:
         state = None
     if (not isinstance(state, dict) or set(state) != set(_TOKEN_FIELDS)
             or not all(type(state[k]) is kind for k, kind in _TOKEN_FIELDS.items())
-            or state["prefix"] not in FORMATS or state["after"] < 0 or state["cursor"] < 0):
+            or state["prefix"] not in offered() or state["after"] < 0 or state["cursor"] < 0):
         raise OaiError("badResumptionToken", "The resumption token is not one this hub issued.")
     return state
 
@@ -180,11 +178,11 @@ def _list_formats(root: ET.Element, args: dict[str, str]) -> None:
     if "identifier" in args:
         _find(args["identifier"])
     node = _sub(root, "ListMetadataFormats")
-    for prefix, (schema_location, namespace) in FORMATS.items():
+    for prefix, (_, found) in offered().items():
         item = _sub(node, "metadataFormat")
         _sub(item, "metadataPrefix", prefix)
-        _sub(item, "schema", schema_location.split()[1])
-        _sub(item, "metadataNamespace", namespace)
+        _sub(item, "schema", found.schema_location.split()[1])
+        _sub(item, "metadataNamespace", found.namespace)
 
 
 def _list_sets(root: ET.Element, args: dict[str, str]) -> None:
@@ -210,8 +208,8 @@ def _find(identifier: str) -> Version:
 
 
 def _prefix(value: str) -> str:
-    if value not in FORMATS:
-        raise OaiError("cannotDisseminateFormat", f"Formats are {', '.join(FORMATS)}; not {value!r}.")
+    if value not in offered():
+        raise OaiError("cannotDisseminateFormat", f"Formats are {', '.join(offered())}; not {value!r}.")
     return value
 
 
@@ -227,18 +225,17 @@ def _header(parent: ET.Element, version: Version) -> None:
 def _metadata(parent: ET.Element, version: Version, prefix: str) -> None:
     record = version_record(version, Viewer.public())  # harvesters are the public
     holder = _sub(parent, "metadata")
-    if prefix == "oai_datacite":
+    name, found = offered()[prefix]
+    document = ET.fromstring(exports.export(record, name).encode())  # noqa: S314 - our own XML
+    if prefix == "oai_datacite":  # OAI-PMH's DataCite format wraps the kernel record
         wrapper = ET.SubElement(holder, _q(OAI_DATACITE, "oai_datacite"),
-                                {_q(XSI, "schemaLocation"): FORMATS["oai_datacite"][0]})
+                                {_q(XSI, "schemaLocation"): found.schema_location})
         ET.SubElement(wrapper, _q(OAI_DATACITE, "schemaVersion")).text = "4"
         ET.SubElement(wrapper, _q(OAI_DATACITE, "datacentreSymbol")).text = "HPCFAIR.HUB"
         payload = ET.SubElement(wrapper, _q(OAI_DATACITE, "payload"))
-        payload.append(ET.fromstring(datacite_xml(record).encode()))  # noqa: S314 - our own XML
+        payload.append(document)
         return
-    if prefix == "dcat":
-        holder.append(ET.fromstring(dcat(record).encode()))  # noqa: S314 - our own XML
-        return
-    dublin_core_element(holder, record)  # the same record as the dublin-core export
+    holder.append(document)
 
 
 def _get_record(root: ET.Element, args: dict[str, str]) -> None:

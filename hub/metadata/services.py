@@ -20,7 +20,7 @@ from hub.registry.files_access import strictest_state
 from hub.registry.links import absolute, file_url, pid_url
 from hub.registry.models import Artifact, Version
 from ontology import shapes
-from ontology.exports import FORMAT_KINDS, FORMATS
+from ontology.exports import names_for
 from ontology.fields import BUILT_FORMATS, FIELDS, MetadataError, validate
 from ontology.graph import to_graph
 from ontology.record import FileEntry, Link, Record
@@ -113,15 +113,11 @@ def _provisional(artifact: Artifact, metadata: dict[str, Any], files: Sequence[F
 # --- records -----------------------------------------------------------------------------------------
 
 
-def export_names(kind: str) -> list[str]:
-    return [n for n in FORMATS if kind in FORMAT_KINDS.get(n, {kind})]
-
-
 def export_urls(version: Version) -> dict[str, str]:
     artifact = version.artifact
     return {name: absolute(reverse("api:version-metadata",
                                    args=[artifact.owner.username, artifact.name, version.label, name]))
-            for name in export_names(artifact.kind)}
+            for name in names_for(artifact.kind)}
 
 
 def pid_export_url(pid: str, name: str) -> str:
@@ -131,7 +127,7 @@ def pid_export_url(pid: str, name: str) -> str:
 
 
 def pid_export_urls(pid: str, kind: str) -> dict[str, str]:
-    return {name: pid_export_url(pid, name) for name in export_names(kind)}
+    return {name: pid_export_url(pid, name) for name in names_for(kind)}
 
 
 def landing_url(pid: str) -> str:

@@ -10,14 +10,8 @@ from typing import Any, NamedTuple
 from django.urls import reverse
 
 from hub.registry.links import absolute
-from ontology.exports import FORMATS, PROFILES, SCHEMA_TYPES
+from ontology.exports import FORMATS, SCHEMA_TYPES
 from ontology.record import Record
-
-# The metadata formats a landing page announces with rel="describedby" (with the profile each conforms to,
-# ``ontology.exports.PROFILES``): the graph, DataCite, schema.org, Croissant, the citation formats, Dublin
-# Core, CodeMeta, CITATION.cff, DCAT-AP and RO-Crate (each where the record's kind has it).
-DESCRIBED_BY = ["jsonld", "turtle", "rdfxml", "ntriples", "datacite-json", "datacite-xml", "schemaorg", "croissant",
-                "bibtex", "csl-json", "ris", "dublin-core", "codemeta", "cff", "dcat", "ro-crate"]
 
 
 class Signpost(NamedTuple):
@@ -34,9 +28,9 @@ def linkset_url(pid: str) -> str:
 def links(record: Record) -> list[Signpost]:
     """Every signpost of ``record``'s landing page."""
     out = [Signpost(record.iri, "cite-as")]
-    for name in DESCRIBED_BY:
-        if name in record.export_urls:
-            out.append(Signpost(record.export_urls[name], "describedby", FORMATS[name][0], PROFILES.get(name, "")))
+    for name, url in record.export_urls.items():  # the metadata formats a landing page announces
+        if FORMATS[name].described_by:
+            out.append(Signpost(url, "describedby", FORMATS[name].media_type, FORMATS[name].profile))
     for entry in record.files:
         out.append(Signpost(entry.url, "item", entry.media_type))
     out.append(Signpost(f"https://schema.org/{SCHEMA_TYPES[record.kind]}", "type"))
@@ -115,7 +109,7 @@ def linkset(record: Record, landing: str) -> dict[str, Any]:
     home = [{"href": landing, "type": "text/html"}]
     items = [{"anchor": entry.url, "collection": home} for entry in record.files]
     described = [{"anchor": url, "describes": home}
-                 for name, url in record.export_urls.items() if name in DESCRIBED_BY]
+                 for name, url in record.export_urls.items() if FORMATS[name].described_by]
     return {"linkset": [context, *items, *described]}
 
 

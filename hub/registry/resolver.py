@@ -24,13 +24,13 @@ from hub.accounts.auth import request_user
 from hub.errors import data_not_found, json_error
 from hub.metadata import signposting
 from hub.metadata.negotiation import Offer, choose_offer
-from hub.metadata.services import export_names, landing_url, pid_export_url
+from hub.metadata.services import landing_url, pid_export_url
 from hub.registry.access import Viewer
 from hub.registry.api.serializers import ArtifactSerializer, VersionSerializer, absolute, pid_url
 from hub.registry.models import Artifact, Version
 from hub.registry.services import readable_pid
 from ontology.citations import UnknownStyle, style_name
-from ontology.exports import FORMATS, PROFILES
+from ontology.exports import FORMATS, names_for
 
 
 class SeeOther(HttpResponseRedirectBase):
@@ -47,7 +47,7 @@ def not_found(request: HttpRequest, pid: str) -> HttpResponse:
     return response
 
 
-# What the PID offers besides its exports (``hub.metadata.services.export_names``), first the default:
+# What the PID offers besides its exports (``ontology.exports.names_for``), first the default:
 # (media type, profile) -> what answers it (None: the API's JSON record).
 PAGES = [
     (Offer("text/html"), "html"),
@@ -55,15 +55,15 @@ PAGES = [
     (Offer("application/json"), None),
 ]
 LINKSETS = [(Offer("application/linkset+json"), "linkset"), (Offer("application/linkset"), "linkset")]
-# A formatted reference: what DOI resolvers answer for text/x-bibliography (a ``style`` parameter names it).
-BIBLIOGRAPHY = [(Offer("text/x-bibliography"), "citation")]
 
 
 def offers(kind: str) -> list[tuple[Offer, str | None]]:
     """Every (media type, profile) a PID of ``kind`` answers, and what answers it. JSON-LD without a profile
     is the metadata graph; with the Croissant (datasets) or schema.org profile, that document."""
-    exported = [(Offer(FORMATS[name][0], PROFILES.get(name, "")), name) for name in export_names(kind)]
-    return [*PAGES, *exported, *LINKSETS, *BIBLIOGRAPHY]
+    exported = [(Offer(FORMATS[name].media_type, FORMATS[name].profile), name) for name in names_for(kind)]
+    # and the types an export also answers: a formatted reference as DOI resolvers answer text/x-bibliography
+    also = [(Offer(media), name) for name in names_for(kind) for media in FORMATS[name].also]
+    return [*PAGES, *exported, *LINKSETS, *also]
 
 
 def _described(offered: list[tuple[Offer, str | None]]) -> str:

@@ -45,8 +45,8 @@ def test_every_export_format_has_a_row(built_manual):
     from ontology.exports import FORMATS
 
     page = text_of(built_manual, "reference/export-formats")
-    assert not [name for name, (media, _) in FORMATS.items()
-                if not re.search(rf"{re.escape(name)}\s+{re.escape(media)}", page)]
+    assert not [name for name, found in FORMATS.items()
+                if not re.search(rf"{re.escape(name)}\s+{re.escape(found.media_type)}", page)]
 
 
 def test_every_api_path_and_operation_is_listed(built_manual, client):

@@ -82,7 +82,7 @@ def test_codemeta_uses_codemeta_terms_and_parses():
     assert graph.value(subject, URIRef("http://schema.org/license")) == URIRef("https://spdx.org/licenses/Apache-2.0")
     assert {str(p) for p in graph.predicates(subject, None)} >= {
         f"http://schema.org/{term}" for term in ("author", "datePublished", "version", "keywords", "runtimePlatform")}
-    assert "codemeta" in exports.FORMAT_KINDS and "dataset" not in exports.FORMAT_KINDS["codemeta"]
+    assert "codemeta" in exports.names_for("model") and "codemeta" not in exports.names_for("dataset")
 
 
 def test_citation_cff_follows_the_citation_file_format():
@@ -116,10 +116,10 @@ def test_each_by_its_own_url_by_negotiation_and_as_describedby(anon, owner, publ
     _, model = publish(owner, "m")
     own = "/api/v1/artifacts/alice/m/versions/1/metadata/"
     for name in ("dublin-core", "codemeta", "cff", "dcat"):
-        media = exports.FORMATS[name][0]
+        media = exports.FORMATS[name].media_type
         answer = anon.get(own + name)
         assert answer.status_code == 200 and answer["Content-Type"].startswith(media), name
-        profile = exports.PROFILES.get(name)
+        profile = exports.FORMATS[name].profile
         if profile and "vnd." not in media:  # a vendor type names its profile itself
             assert f'profile="{profile}"' in answer["Content-Type"], name
     dcat = get(anon, model.pid, f'application/rdf+xml; profile="{crosswalks.DCAT_AP}"')

@@ -33,17 +33,18 @@ def export_response(record, name: str, artifact: Artifact, request: HttpRequest 
     ``?style=`` or the ``Accept`` header's ``style`` parameter."""
     if name not in exports.FORMATS:
         raise HubError("unsupported_format", f"No export {name!r}; choose one of {', '.join(exports.FORMATS)}.")
-    if artifact.kind not in exports.FORMAT_KINDS.get(name, {artifact.kind}):
-        kinds = " and ".join(f"{kind}s" for kind in sorted(exports.FORMAT_KINDS[name]))
+    found = exports.FORMATS[name]
+    if artifact.kind not in found.kinds:
+        kinds = " and ".join(f"{kind}s" for kind in sorted(found.kinds))
         raise HubError("unsupported_format", f"{name} describes {kinds}; {artifact} is a {artifact.kind}.")
-    media_type, asked = accepted(request, name) if request is not None else (exports.FORMATS[name][0], None)
+    media_type, asked = accepted(request, name) if request is not None else (found.media_type, None)
     style = request.GET.get("style") if request is not None else None
     style = style or (asked.params.get("style") if asked else None)
     try:
         text = exports.export(record, name, style=style)
     except UnknownStyle as exc:
         raise HubError("unknown_style", str(exc))
-    profile = exports.PROFILES.get(name, "")
+    profile = found.profile
     # The profile in the type where the type alone does not say it (not DataCite's own types).
     parameters = f'; profile="{profile}"' if profile and "vnd." not in media_type else ""
     charset = "" if media_type.endswith("json") else "; charset=utf-8"
@@ -53,30 +54,27 @@ def export_response(record, name: str, artifact: Artifact, request: HttpRequest 
     label = getattr(record, "label", "") or ""
     stem = f"{artifact.name}-{label}" if label else artifact.name
     # Shown where the browser can; saved under a name that says what it is (not "bibtex").
-    response["Content-Disposition"] = f'inline; filename="{stem}{SUFFIXES[name]}"'
+    response["Content-Disposition"] = f'inline; filename="{stem}{found.suffix}"'
     response["Link"] = signposting.back_links(record.pid, landing_url(record.pid), "describes")
     patch_vary_headers(response, ["Accept", "Authorization", "Cookie"])  # as the PID that sends clients here
     return response
 
 
-# Media types an export also answers besides its own: JSON ones application/json (answered with their own
-# type), a formatted citation text/x-bibliography (what DOI resolvers answer).
-ALSO = {"citation": ["text/x-bibliography"]}
-
-
 def accepted(request: HttpRequest, export: str) -> tuple[str, Wanted | None]:
-    """The media type export ``export`` answers ``request`` with (its own, or one of ``ALSO``), and the
+    """The media type export ``export`` answers ``request`` with (its own, or one it ``also`` answers; JSON ones
+    also application/json, answered with their own type), and the
     ``Accept`` range that chose it; an ``Accept`` it cannot answer, or a profile it does not conform to, is
     a coded 406."""
-    media_type = exports.FORMATS[export][0]
+    own = exports.FORMATS[export]
+    media_type = own.media_type
     accept = request.headers.get("Accept", "").strip()
     if not accept:
         return media_type, None
-    offers = [Offer(media_type, exports.PROFILES.get(export, "")), *(Offer(m) for m in ALSO.get(export, [])),
+    offers = [Offer(media_type, own.profile), *(Offer(m) for m in own.also),
               *([Offer("application/json")] if media_type.endswith("json") else [])]
     found = choose_offer(accept, offers)
     if found is None:
-        profile = f" (profile {exports.PROFILES[export]})" if export in exports.PROFILES else ""
+        profile = f" (profile {own.profile})" if own.profile else ""
         raise HubError("not_acceptable", f"The {export} export is {media_type}{profile}; ask for that (or */*).")
     offer, asked = found
     return (media_type if offer.media == "application/json" else offer.media), asked
@@ -86,13 +84,6 @@ def check_accept(request: Request, export: str) -> None:
     """An export answers its own media type (JSON ones also application/json) and */*; else a coded 406."""
     if export in exports.FORMATS:
         accepted(request, export)
-
-
-SUFFIXES = {"jsonld": ".jsonld", "turtle": ".ttl", "rdfxml": ".rdf", "ntriples": ".nt",
-            "datacite-json": ".datacite.json", "datacite-xml": ".datacite.xml", "croissant": ".croissant.json",
-            "schemaorg": ".schemaorg.json", "bibtex": ".bib", "csl-json": ".csl.json", "ris": ".ris",
-            "citation": ".txt", "dublin-core": ".dc.xml", "codemeta": ".codemeta.json", "cff": ".cff",
-            "dcat": ".dcat.rdf", "ro-crate": ".ro-crate-metadata.json"}
 
 
 class VersionMetadata(OwnMediaType, APIView):
