@@ -351,6 +351,7 @@ class ContainerJob(JobKind):
 
     name = "container"
     label = "container build"
+    queue = "convert"
 
     def run(self, ctx: JobContext) -> dict[str, Any]:
         os.environ.setdefault("CONTAINERS_CONF", settings.HUB_CONTAINERS_CONF)

@@ -66,7 +66,7 @@ def request_container(version: Version, user, *, build: str = "auto", tasks: lis
     if open_job is not None and not tasks:
         return open_job
     params = {"build": build, "auto": auto, "tasks": list(tasks or [])}
-    return create_job("container", user, version=source, params=params, queue="convert", limited=not auto)
+    return create_job("container", user, version=source, params=params, limited=not auto)
 
 
 def on_onnx_verified(version: Version, user, verified: bool) -> Job | None:

@@ -251,6 +251,7 @@ class ConvertJob(JobKind):
 
     name = "convert"
     label = "conversion to ONNX"
+    queue = "convert"
     verb = "converting"
 
     def done_already(self, ctx: JobContext, source: Version) -> Version | None:
@@ -312,6 +313,7 @@ class OptimizeJob(JobKind):
 
     name = "optimize"
     label = "optimisation"
+    queue = "convert"
 
     def run(self, ctx: JobContext) -> dict[str, Any]:
         source = source_of(ctx)

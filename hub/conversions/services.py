@@ -165,7 +165,7 @@ def request_conversion(version: Version, user, *, files: list[str] | None = None
     if memory_mb is not None:
         params["memory_mb"] = memory_mb
     kind = "verify" if only_onnx else "convert"
-    return create_job(kind, user, version=version, params=params, queue="convert", limited=not auto)
+    return create_job(kind, user, version=version, params=params, limited=not auto)
 
 
 def request_optimization(version: Version, user, *, file: str | None = None, quantize: bool = True) -> Job:
@@ -180,7 +180,7 @@ def request_optimization(version: Version, user, *, file: str | None = None, qua
                        f"{', '.join(found[:5])}." if file else f"{version} has {len(found)} ONNX files "
                        f"({', '.join(found[:5])}); name one in 'file'.")
     return create_job("optimize", user, version=version, params={"file": file, "quantize": quantize},
-                      queue="convert", limited=True)  # only a person asks for one
+                      limited=True)  # only a person asks for one
 
 
 def no_onnx_to_optimise(version: Version) -> HubError:

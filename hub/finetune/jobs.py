@@ -20,7 +20,7 @@ from hpcfair.convert import Limits, sandbox
 from hub.conversions.jobs import hidden_paths, node_result, sandbox_plan
 from hub.errors import HubError
 from hub.jobs.files import fetch, staged
-from hub.jobs.kinds import JobKind, Plan, register
+from hub.jobs.kinds import DEVICE, JobKind, Plan, register
 from hub.jobs.models import Job
 from hub.jobs.runner import JobContext
 from hub.registry import services as registry
@@ -191,6 +191,7 @@ class FinetuneJob(JobKind):
 
     name = "finetune"
     label = "fine-tuning"
+    queue = DEVICE
 
     def run(self, ctx: JobContext) -> dict[str, Any]:
         base, dataset, done = sources(ctx)

@@ -215,5 +215,5 @@ def request_finetune(base: Version, user, body: dict[str, Any]) -> Job:
               "data_file": chosen,
               "output": {"name": name, "visibility": body.get("visibility") or Artifact.Visibility.PRIVATE},
               "columns": list(columns)[:100]}
-    return create_job("finetune", user, version=base, params=params, queue=device, device=device, limited=True,
+    return create_job("finetune", user, version=base, params=params, device=device, limited=True,
                       account=body.get("account") or None)

@@ -144,7 +144,7 @@ def start_infer_job(user, models: list[ModelRef], options: Options, *, links: li
             staged = True
             params["inputs"] = "inputs.npz"
         return create_job("infer", user, version=Version.objects.get(pk=models[0].named_id), params=params,
-                          queue=options.device, device=options.device, limited=True, job_id=job_id,
+                          device=options.device, limited=True, job_id=job_id,
                           account=options.account or None)
     except BaseException:
         if staged:
@@ -210,7 +210,7 @@ def start_merge_job(user, models: list[ModelRef], links: list[dict[str, str]], *
     params = {"steps": steps_of(models, links), "name": name, "title": title, "license": license or licenses.pop(),
               "task": task, "visibility": visibility}
     return create_job("collaborate", user, version=Version.objects.get(pk=models[0].named_id), params=params,
-                      queue="convert", limited=True)
+                      limited=True)
 
 
 def dataset_input(user, ref: str, file: str) -> tuple[Version, str]:
@@ -241,4 +241,4 @@ def start_benchmark_job(user, model: ModelRef, options: Options, *, batch_sizes:
     params = {"steps": steps_of([model]), "batch_sizes": batch_sizes, "runs": runs, "warmup": min(10, runs),
               "threads": options.threads}
     return create_job("benchmark", user, version=Version.objects.get(pk=model.named_id), params=params,
-                      queue=options.device, device=options.device, limited=True)
+                      device=options.device, limited=True)

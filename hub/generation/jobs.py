@@ -31,7 +31,7 @@ from hub.errors import HubError
 from hub.gateway.jobs.infer import results_artifact
 from hub.generation.services import FORMAT, FORMATS, generation_model
 from hub.jobs.files import fetch, staged
-from hub.jobs.kinds import JobKind, Plan, register
+from hub.jobs.kinds import DEVICE, JobKind, Plan, register
 from hub.jobs.runner import JobContext
 from hub.registry.models import ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef, create_version
@@ -105,6 +105,7 @@ class GenerationBuildJob(JobKind):
 
     name = "generation"
     label = "generation build"
+    queue = "convert"
 
     def run(self, ctx: JobContext) -> dict[str, Any]:
         source = source_of(ctx)
@@ -197,6 +198,7 @@ class GenerateJob(JobKind):
 
     name = "generate"
     label = "generation over a dataset"
+    queue = DEVICE
 
     def run(self, ctx: JobContext) -> dict[str, Any]:
         workdir = Path(tempfile.mkdtemp(prefix="hpcfair-generate-"))

@@ -86,7 +86,7 @@ def request_build(version: Version, user, *, folder: str | None = None, precisio
         raise HubError("invalid", f"{version}'s language model is built by the general route, in fp32 only: "
                                   f"{precision} copies are made for the families onnxruntime-genai builds "
                                   "(Llama, Mistral, Qwen2/3, Phi, Gemma…).")
-    return create_job("generation", user, version=version, queue="convert",
+    return create_job("generation", user, version=version,
                       params={"folder": folder, "precision": precision, "auto": auto}, limited=not auto)
 
 
@@ -280,5 +280,5 @@ def request_batch(version: Version, user, dataset_ref: str, file: str | None, op
         GenerateRequest.parse({"prompt": "x", **options}, max_tokens=settings.HUB_GENERATE_MAX_TOKENS)
     except CodedError as exc:
         raise HubError(exc.code, exc.detail) from None
-    return create_job("generate", user, version=version, queue=device, device=device, limited=True, params={
+    return create_job("generate", user, version=version, device=device, limited=True, params={
         "model": model.pk, "dataset": {"version_id": dataset.pk, "file": file}, "options": options})

@@ -49,6 +49,9 @@ class JobKind:
 
     name: ClassVar[str]
     label: ClassVar[str]
+    # The Celery queue its jobs wait in: "cpu", "convert" (the converters' workers) or DEVICE, the queue of the
+    # device the job asks for ("cpu" or "gpu").
+    queue: ClassVar[str] = "cpu"
 
     def run(self, ctx: JobContext) -> dict[str, Any]:
         """The whole job in this process (the Celery executor); returns the job's result."""
@@ -68,6 +71,8 @@ class JobKind:
         """Whether this kind can run on a Slurm node (it defines ``stage``)."""
         return cls.stage is not JobKind.stage
 
+
+DEVICE = "device"  # a kind's ``queue``: its jobs wait in the queue of the device they ask for
 
 KINDS: dict[str, JobKind] = {}
 

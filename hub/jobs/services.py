@@ -30,13 +30,13 @@ def create_job(
     *,
     version=None,
     params: dict[str, Any] | None = None,
-    queue: str = "cpu",
     device: str = "cpu",
     limited: bool = False,
     job_id: uuid.UUID | None = None,
     account: str | None = None,
 ) -> Job:
-    """Store a queued job and dispatch it once the surrounding transaction commits.
+    """Store a queued job and dispatch it once the surrounding transaction commits, to its kind's queue (the
+    ``device``'s queue for a kind whose ``queue`` is ``kinds.DEVICE``).
 
     ``limited``: the requester asked for it, so it is refused past their quota of jobs at once (429
     ``too_many_jobs``), counted under their lock in the transaction that writes the row (``quota.take_slot``).
@@ -45,6 +45,7 @@ def create_job(
     names (``hub.orgs.billing``; refused with 403 ``account_not_allowed`` when they may not use it)."""
     if kind not in kinds.KINDS:
         raise ValueError(f"no app registers the job kind {kind!r} (hub.jobs.kinds)")
+    queue = device if kinds.KINDS[kind].queue == kinds.DEVICE else kinds.KINDS[kind].queue
     if version is not None and requester is not None:
         require_files_of(requester, version)  # a job on restricted files needs a grant (hub.registry.files_access)
     owner = version.artifact.owner if version is not None else None

@@ -33,6 +33,21 @@ def test_every_kind_is_registered_once_and_the_job_row_offers_them():
     assert Job(kind="finetune").get_kind_display() == "fine-tuning"
 
 
+def test_a_job_waits_in_its_kind_s_queue(owner, publish, monkeypatch):
+    """The queue is the kind's (``JobKind.queue``): the converters' for conversions, the device's for the kinds
+    that compute on one, the CPU workers' for the rest; no caller picks it."""
+    from hub.jobs import services
+
+    monkeypatch.setattr(services, "dispatch", lambda job: None)  # no broker here: the row is what is checked
+    _, version = publish(owner, "m")
+    queued = {(name, device): services.create_job(name, owner, version=version, device=device).queue
+              for name, device in (("convert", "cpu"), ("fixity", "cpu"), ("infer", "gpu"), ("infer", "cpu"),
+                                   ("finetune", "gpu"), ("container", "gpu"))}
+    assert queued == {("convert", "cpu"): "convert", ("fixity", "cpu"): "cpu", ("infer", "gpu"): "gpu",
+                      ("infer", "cpu"): "cpu", ("finetune", "gpu"): "gpu", ("container", "gpu"): "convert"}
+    assert {kind.queue for kind in kinds.KINDS.values()} == {"cpu", "convert", kinds.DEVICE}
+
+
 def test_a_second_class_cannot_take_a_kind_s_name():
     class Impostor(kinds.JobKind):
         name = "fixity"

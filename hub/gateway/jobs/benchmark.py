@@ -18,7 +18,7 @@ from hpcfair.convert.signature import OTHER_DYNAMIC, TensorSpec, generate_inputs
 from hub.gateway.engine import run_steps
 from hub.gateway.jobs.infer import session_for, step_versions
 from hub.gateway.models import Benchmark
-from hub.jobs.kinds import JobKind, register
+from hub.jobs.kinds import DEVICE, JobKind, register
 from hub.jobs.runner import JobContext
 from hub.registry.signals import artifact_changed
 
@@ -73,6 +73,7 @@ class BenchmarkJob(JobKind):
 
     name = "benchmark"
     label = "hardware benchmark"
+    queue = DEVICE
 
     def run(self, ctx: JobContext) -> dict[str, Any]:
         params = ctx.job.params

@@ -180,6 +180,7 @@ class CollaborateJob(JobKind):
 
     name = "collaborate"
     label = "collaboration"
+    queue = "convert"
 
     def run(self, ctx: JobContext) -> dict[str, Any]:
         import onnx

@@ -27,7 +27,7 @@ from hub.gateway.services import published_file_url
 from hub.gateway.sessions import gpu_available, needed_bytes
 from hub.gateway.tensors import check
 from hub.jobs.files import drop_staged_inputs, fetch, place, place_model, staged, staged_input
-from hub.jobs.kinds import JobKind, Plan, register
+from hub.jobs.kinds import DEVICE, JobKind, Plan, register
 from hub.jobs.models import Job
 from hub.jobs.runner import JobContext
 from hub.metadata import scientific
@@ -191,6 +191,7 @@ class InferJob(JobKind):
 
     name = "infer"
     label = "inference"
+    queue = DEVICE
 
     def run(self, ctx: JobContext) -> dict[str, Any]:
         params = ctx.job.params
