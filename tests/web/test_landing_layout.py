@@ -191,3 +191,29 @@ def test_the_publish_form_asks_a_torchscript_model_for_its_inputs(site, embedded
     version = requests.get(f"{base}/api/v1/artifacts/demo/form-cnn/versions/1/",
                            headers={"Authorization": f"Bearer {token}"}, timeout=30).json()
     assert version["metadata"]["inputs"] == [{"name": "image", "shape": [None, 1, 28, 28], "dtype": "float32"}]
+
+
+def test_an_image_preview_shows_at_its_size_where_the_page_opens(site, embedded_hub, tmp_path):
+    """Issue 55: a fine-tuned model's loss curve (a PNG among its files) was lazily loaded below the first
+    screen and stood as a 2-pixel dot (its border) until scrolled to, in a full-page view or print; it loads
+    with the page at its own size."""
+    from hpcfair import modelAPI
+    from hpcfair.finetune import curve
+    from playwright.sync_api import expect
+
+    base, token, _ = embedded_hub
+    png = curve.write([{"epoch": e, "train_loss": 1 / e, "val_loss": 1.2 / e} for e in range(1, 9)],
+                      tmp_path / "loss_curve.png")
+    (tmp_path / "weights.bin").write_bytes(b"curve weights")
+    meta = {"title": "Curve preview", "description": "A curve among the files", "creators": [{"name": "demo"}],
+            "license": "MIT", "framework": "pytorch", "task": "classification"}
+    modelAPI(base, token).client.publish("curve-preview", {"weights.bin": tmp_path / "weights.bin",
+                                                           "loss_curve.png": png}, meta)
+    w = site(viewport=SIZES["desktop"])
+    w.page.goto("/demo/curve-preview/1")
+    image = w.page.locator('details.preview[data-path="loss_curve.png"] img')
+    expect(image).to_have_js_property("complete", True)
+    assert image.evaluate("i => i.naturalWidth") > 0  # loaded without being scrolled to
+    box = image.bounding_box()
+    assert box["width"] > 300 and box["height"] > 150, box
+    assert box["y"] > SIZES["desktop"]["height"]  # below the first screen all the same
