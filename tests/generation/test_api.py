@@ -120,3 +120,27 @@ def test_v1_models_lists_the_names_people_type(owner, api, publish, tmp_path):
         assert generation.generation_model(generation.named(owner, name)) == built, name
     for label, built in (("1-genai", older), ("2-genai", newest)):  # the labels still resolve
         assert generation.generation_model(generation.named(owner, f"alice/lm@{label}")) == built
+
+
+@pytest.mark.django_db(transaction=True)
+def test_generate_before_the_build_finishes_names_its_job(live_server, owner, publish, settings):
+    """Issue 55: ``hpcfair generate`` (on the hub or ``--device local``) while the build is queued names
+    ``hpcfair jobs wait ID``, the command that returns when the build is there."""
+    import os
+    import subprocess
+    import sys
+
+    from hub.accounts.models import ApiToken
+    from hub.jobs.models import Job
+
+    settings.HUB_PUBLIC_URL = live_server.url
+    _, version = publish(owner, "queued-lm", _lm_files())
+    job = Job.objects.get(version=version, kind="generation")
+    _, token = ApiToken.issue(owner, scope="infer")
+    env = {**os.environ, "HPCFAIR_ENDPOINT": live_server.url, "HPCFAIR_TOKEN": token}
+    env.pop("HPCFAIR_OFFLINE", None)
+    for device in ([], ["--device", "local"]):
+        done = subprocess.run([sys.executable, "-m", "hpcfair.cli", "generate", "alice/queued-lm", "hi", *device],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1 and done.stderr.startswith("error [not_ready]"), (device, done.stderr)
+        assert f"`hpcfair jobs wait {job.pk}` returns when it has finished" in done.stderr, (device, done.stderr)
