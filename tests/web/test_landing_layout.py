@@ -240,7 +240,8 @@ def test_the_publish_form_asks_a_torchscript_model_for_its_inputs(site, embedded
         assert onnx["verified"] is True, (artifact, onnx.get("verification"))
         assert onnx["inputs"][0]["shape"][1:] == [1, 28, 28], onnx["inputs"]
     report = converted(base, token, "form-cnn-sample")["metadata"]["verification"]["cnn.onnx"]
-    assert [3, 1, 28, 28] in [run["inputs"]["image"]["shape"] for run in report["runs"]]  # the sample itself
+    ran = [given["shape"] for run in report["runs"] for given in run["inputs"].values()]
+    assert [3, 1, 28, 28] in ran, report["runs"]  # the sample itself, its 3 images
 
 
 def test_the_publish_form_offers_a_pickle_the_inputs_without_requiring_them(site, embedded_hub, tmp_path):
