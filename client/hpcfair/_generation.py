@@ -44,6 +44,15 @@ def generation_build(client: HubClient, ref: str) -> dict[str, Any]:
             raise
         if (built.get("metadata") or {}).get("format") in BUILT:
             return built
+    if not client.offline:  # the hub says why: the build's job (`hpcfair jobs wait ID`), or why it has none
+        ask = client.generate(info["pid"], prompt="x", max_new_tokens=1, temperature=0)
+        try:
+            next(ask, None)
+        except HubError as exc:
+            if exc.code in ("not_ready", "not_runnable"):
+                raise
+        finally:
+            ask.close()
     raise HubError(f"{info['artifact']}@{info['version']} has no generation build "
                    + ("in the cache: run it once online with --device local first." if client.offline else
                       "yet: the hub builds one after publishing a causal LM (hpcfair jobs list shows the build)."),

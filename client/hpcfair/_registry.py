@@ -281,9 +281,10 @@ def hub_version(client: HubClient, config: Config, source: ModelSource, *, priva
     if source.ref:
         try:
             return client.resolve(source.ref)
-        except NotFoundError:
+        except NotFoundError as exc:
+            hint = re.search(r" Did you mean \S+\?", exc.message)  # the hub's nearest name, for a typo
             raise config.error(source.key, f"no file {config.path(source.ref)}, and the hub has no model "
-                                           f"{source.ref} that you can see")
+                                           f"{source.ref} that you can see{'.' + hint.group(0) if hint else ''}")
         except HubError as exc:
             if exc.code != "unreachable":
                 raise

@@ -453,7 +453,9 @@ def _array_text(name: str, value: Any) -> str:
 
 
 def _search_lines(results: list[dict[str, Any]]) -> str:
-    lines = [f"{r['full_name']:40} {r['kind']:8} {r.get('latest_version') or '-':10} {r['title']}" for r in results]
+    # the version each artifact stands for (its newest upload, not the hub's 1.0-onnx); older hubs say latest only
+    lines = [f"{r['full_name']:40} {r['kind']:8} {r.get('current_version') or r.get('latest_version') or '-':10} "
+             f"{r['title']}" for r in results]
     return "\n".join(lines) or "nothing found"
 
 

@@ -7,7 +7,7 @@ conversion sandbox (``hub.generation.jobs``), the generation in a worker's gener
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -25,6 +25,7 @@ from hub.jobs.quota import check_active_jobs
 from hub.jobs.services import create_job
 from hub.registry.files_access import require_files_of
 from hub.registry.models import Artifact, ProvenanceLink, Version
+from hub.registry.services import resolve_version_ref
 from hub.storage import get_blob_store
 from ontology.fields import BUILT_FORMATS
 
@@ -117,6 +118,34 @@ def generation_model(version: Version) -> Version:
     if built:
         return built[0]
     raise _not_built(version)
+
+
+def named(user, model: str) -> Version:
+    """The version an OpenAI ``model`` names: a PID or ``owner/name@version`` as everywhere, and a bare
+    ``owner/name`` as the version the artifact stands for (``@current``, its upload, whose full-precision build
+    answers, as ``/v1/models`` lists it), not its newest version, which may be a precision copy."""
+    model = model.strip()
+    bare = "@" not in model and not model.lower().startswith("ark:")
+    return resolve_version_ref(user, f"{model}@current" if bare else model)
+
+
+def names_of_builds(builds: Iterable[Version]) -> dict[str, Version]:
+    """The names people type for generation builds (newest first, ``provenance`` prefetched), as the README
+    and ``/v1/models`` use them: ``owner/name`` for an artifact's newest full-precision build,
+    ``owner/name@1`` (its source) for an older one, and the build's own label for a precision copy
+    (``@1-genai-int4``), which nothing else names. Every build's own label still resolves."""
+    names: dict[str, Version] = {}
+    for build in builds:
+        full = build.artifact.full_name
+        sources = [link.target for link in build.provenance.all()
+                   if link.relation == ProvenanceLink.Relation.DERIVED_FROM]
+        if build.metadata.get("generation", {}).get("precision", "fp32") != "fp32" or not sources:
+            names.setdefault(f"{full}@{build.label}", build)
+        elif full not in names:
+            names[full] = build
+        else:
+            names.setdefault(f"{full}@{sources[0].label}", build)
+    return names
 
 
 def _not_built(version: Version) -> HubError:
@@ -261,8 +290,6 @@ def request_batch(version: Version, user, dataset_ref: str, file: str | None, op
                   device: str = "cpu") -> Job:
     """Queue a job answering every prompt of a dataset's file (``.txt``: a line each; ``.jsonl``: a JSON
     object each) with ``version``'s generation model; the answers become a dataset version of yours."""
-    from hub.registry.services import resolve_version_ref
-
     check_active_jobs(user)
     model = generation_model(version)
     dataset = resolve_version_ref(user, dataset_ref)

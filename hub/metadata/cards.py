@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from markdown_it import MarkdownIt
+
 # The Hugging Face Hub's card metadata (huggingface_hub's ModelCardData and DatasetCardData, and the keys
 # its documentation lists) that the hub has no field of the same name for.
 HF_MODEL_KEYS = {"language", "license_name", "license_link", "library_name", "tags", "datasets", "metrics",
@@ -78,19 +80,33 @@ def from_hugging_face(front: dict[str, Any], kind: str) -> dict[str, Any]:
     return out
 
 
+_INLINE = MarkdownIt("commonmark")
+_WORDS = {"text", "code_inline"}  # what a reader sees of a line (images, raw HTML and markup are left out)
+_SPACES = {"softbreak", "hardbreak"}
+
+
+def plain(text: str) -> str:
+    """One line of a card as the words it shows: ``**bold**``, `` `code` `` and ``[link](url)`` as their text,
+    images and raw HTML left out, escapes undone."""
+    parsed = _INLINE.parseInline(text)
+    children = (parsed[0].children or []) if parsed else []
+    words = "".join(t.content if t.type in _WORDS else " " if t.type in _SPACES else "" for t in children)
+    return re.sub(r"\s+", " ", words).strip()
+
+
 def title_and_description(body: str) -> dict[str, str]:
-    """The card's first ``#`` heading as a title and its first paragraph of prose as a description, for a
-    version whose metadata has neither (a Hugging Face card usually opens this way)."""
+    """The card's first ``#`` heading as a title and its first paragraph of prose as a description, as plain
+    text (``plain``), for a version whose metadata has neither (a Hugging Face card usually opens this way)."""
     out: dict[str, str] = {}
     paragraph: list[str] = []
     for line in body.splitlines():
         stripped = line.strip()
         if stripped.startswith("# ") and "title" not in out and not paragraph:
-            out["title"] = stripped[2:].strip()[:300]
+            out["title"] = plain(stripped[2:])[:300]
         elif stripped and not stripped.startswith(("#", "<", "!", "|", "```", "---", "-", "*", ">")):
             paragraph.append(stripped)
         elif paragraph:
             break
-    if paragraph:
-        out["description"] = " ".join(paragraph)[:2000]
+    if paragraph and plain(" ".join(paragraph)):
+        out["description"] = plain(" ".join(paragraph))[:2000]
     return out

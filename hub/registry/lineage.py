@@ -32,6 +32,13 @@ def _from_a_sibling() -> Exists:
                                | Q(version__metadata__has_key="job")))
 
 
+def is_variant(version: Version) -> bool:
+    """The module's rule for one version already in hand, over its ``provenance`` (prefetch it for many)."""
+    return any(link.target.artifact_id == version.artifact_id and link.relation in SOURCE_RELATIONS
+               and (link.relation == ProvenanceLink.Relation.CONVERTED_FROM or "job" in (version.metadata or {}))
+               for link in version.provenance.all())
+
+
 def with_variant_flag(versions: QuerySet[Version]) -> QuerySet[Version]:
     """``versions``, each annotated ``is_variant`` (one query, whatever their number)."""
     return versions.annotate(is_variant=_from_a_sibling())

@@ -10,6 +10,7 @@ from django.db.models import F, Value
 
 from hub.metadata import scientific
 from hub.metadata.services import with_measurements
+from hub.registry import lineage
 from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.search.models import FacetValue, SearchEntry, SearchState
 from ontology.fields import FRAMEWORK_ALIASES
@@ -38,11 +39,13 @@ def facet_values(artifact: Artifact, metadata: dict[str, Any]) -> set[tuple[str,
 
 
 def document(artifact: Artifact, versions: list[Version]) -> dict[str, Any]:
-    """The entry's columns: the title from the artifact's latest version, and the words of all its live
-    versions (newest first), so that a model is found by what its original is as well as by its ONNX
-    conversion: keywords, framework, format and task names, descriptions, creators and the latest card."""
+    """The entry's columns: the title from the version the artifact stands for (its newest upload, not the
+    hub's ``1.0-onnx`` made from it: ``current``), and the words of all its live versions (newest first), so that
+    a model is found by what its original is as well as by its ONNX conversion: keywords, framework, format and
+    task names, descriptions, creators and the current card."""
     latest = versions[0] if versions else None
-    metadata = latest.metadata if latest else {}
+    current = next((v for v in versions if not lineage.is_variant(v)), latest)
+    metadata = current.metadata if current else {}
     words: list[str] = []
     texts: list[str] = [artifact.name]
     for version in versions:
@@ -57,7 +60,8 @@ def document(artifact: Artifact, versions: list[Version]) -> dict[str, Any]:
         texts.append(artifact.description)
     texts.append(str(metadata.get("card") or "")[:CARD_CHARS])
     return {
-        "version": latest, "kind": artifact.kind, "visibility": artifact.visibility, "owner": artifact.owner,
+        "version": latest, "current": current, "kind": artifact.kind, "visibility": artifact.visibility,
+        "owner": artifact.owner,
         "title": (metadata.get("title") or artifact.title or artifact.name)[:300],
         "keywords": " ".join(dict.fromkeys(words)),
         "text": "\n".join(dict.fromkeys(filter(None, texts))),
@@ -93,7 +97,8 @@ def next_generation() -> int:
 # every entry (hub.search.apps), so an upgrade never leaves artifacts unfindable by what the new code indexes.
 # 2: MLCube projects made before cubes followed their model took its visibility in registry 0004, beside the index.
 # 3: HDF5/NetCDF/Zarr variables and CF standard names (facets standard_name and variable, and words).
-INDEX_FORMAT = 3
+# 4: the current version (the newest upload, not a conversion) beside the newest one, its title and card.
+INDEX_FORMAT = 4
 
 
 def rebuild() -> int:

@@ -638,7 +638,8 @@ class Hits(Sequence):
         start, stop, _ = index.indices(self.count())
         ids = self.ids(stop)[start:]
         rows = SearchEntry.objects.filter(pk__in=ids).defer("search_vector", "text", "keywords") \
-            .select_related("artifact__owner", "version").prefetch_related("artifact__collaborators").in_bulk()
+            .select_related("artifact__owner", "version", "current").prefetch_related("artifact__collaborators") \
+            .in_bulk()
         return [rows[i] for i in ids if i in rows]
 
     def facet_counts(self) -> dict[str, list[dict[str, Any]]]:

@@ -23,7 +23,9 @@ FACETS = ("kind", "framework", "format", "task", "license", "keyword", "owner", 
 class SearchEntry(models.Model):
     artifact = models.OneToOneField(Artifact, primary_key=True, on_delete=models.CASCADE,
                                     related_name="search_entry")
-    version = models.ForeignKey(Version, null=True, on_delete=models.SET_NULL, related_name="+")
+    version = models.ForeignKey(Version, null=True, on_delete=models.SET_NULL, related_name="+")  # newest live
+    # the version the artifact stands for (hub.registry.lineage.current_version): what a listing shows
+    current = models.ForeignKey(Version, null=True, on_delete=models.SET_NULL, related_name="+")
     kind = models.CharField(max_length=16)
     visibility = models.CharField(max_length=16)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")

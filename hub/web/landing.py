@@ -26,6 +26,7 @@ from hub.finetune.services import finetune_offered
 from hub.gateway.tensors import shape_text
 from hub.jobs.models import Job
 from hub.metadata import signposting, written_card
+from hub.metadata.derive import CARD_NAMES
 from hub.metadata.negotiation import choose
 from hub.metadata.services import class_labels, record_for, version_record
 from hub.registry import access, resolver
@@ -315,11 +316,12 @@ def onnx_offer(converted: list[Version]) -> dict[str, Any] | None:
 
 
 def with_previews(files: list, card_shown: bool = False) -> list:
-    """``files``, each with ``preview`` (``hub.web.preview``) where it has one; not the card's README.md when
-    the page shows it rendered (its raw text and front matter again below would only repeat it)."""
-    shown = preview.previews(files)
+    """``files``, each with ``preview`` (``hub.web.preview``) where it has one; not the card (README.md,
+    MODEL_CARD.md, ...) when the page shows it rendered (its raw text and front matter again below would only
+    repeat it)."""
+    shown = preview.previews([file for file in files if not (card_shown and file.path.lower() in CARD_NAMES)])
     for file in files:
-        file.preview = None if card_shown and file.path.lower() == "readme.md" else shown.get(file.pk)
+        file.preview = shown.get(file.pk)
     return files
 
 

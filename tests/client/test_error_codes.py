@@ -129,3 +129,32 @@ def test_every_typed_code_is_a_hub_code_and_subclasses_its_status_class():
     for code, cls in BY_CODE.items():
         status = STATUS[code]
         assert issubclass(cls, BY_STATUS.get(status, ServerError if status >= 500 else HubError)), code
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_mistyped_model_name_in_a_command_gets_the_hubs_did_you_mean(live_server, owner, tmp_path, settings):
+    """Issue 55: ``hpcfair infer demo/iris-clasifier x.npy`` said only that no such file or model exists; the
+    hub's nearest name comes along, as ``hpcfair show`` gives it."""
+    import os
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from hub.accounts.models import ApiToken
+
+    settings.HUB_PUBLIC_URL = live_server.url
+    _, token = ApiToken.issue(owner, scope="write")
+    weights = tmp_path / "weights.bin"
+    weights.write_bytes(b"\x03" * 100)
+    HubClient(live_server.url, token, cache=tmp_path / "cache").publish("iris-classifier", {"weights.bin": weights},
+                                                                        valid_metadata())
+    np.save(tmp_path / "x.npy", np.zeros((1, 4), dtype="float32"))
+    env = {**os.environ, "HPCFAIR_ENDPOINT": live_server.url, "HPCFAIR_TOKEN": token, "HOME": str(tmp_path),
+           "HPCFAIR_CACHE": str(tmp_path / "cache")}
+    env.pop("HPCFAIR_OFFLINE", None)
+    done = subprocess.run([sys.executable, "-m", "hpcfair.cli", "infer", "alice/iris-clasifier", "x.npy"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and done.stderr.startswith("error [invalid_config]"), done.stderr
+    assert "the hub has no model alice/iris-clasifier that you can see. Did you mean alice/iris-classifier?" \
+        in done.stderr, done.stderr

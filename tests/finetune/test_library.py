@@ -230,3 +230,16 @@ def test_png_without_matplotlib_decodes():
     raw = zlib.decompress(idat[:struct.unpack(">I", png[33:37])[0]])
     assert len(raw) == height * (1 + 3 * width)
     assert bytes(curve.TRAIN) in raw and bytes(curve.VALIDATION) in raw
+
+
+def test_the_curve_caption_says_the_losses_in_the_epochs_order():
+    """Issue 55: "from 0.1602 to 1.027" (min to max) read as if the loss rose; the caption says each loss at the
+    first and last epoch, in that order, and its lowest."""
+    from hpcfair.finetune import curve
+
+    history = [{"epoch": e, "train_loss": t, "val_loss": v}
+               for e, t, v in ((1, 1.027, 1.2), (2, 0.4, 0.5), (3, 0.1602, 0.55))]
+    assert curve.caption(history) == (
+        "Loss per epoch (1 to 3), training in blue, validation in orange: training 1.027 at epoch 1, 0.1602 at "
+        "epoch 3 (lowest 0.1602, epoch 3); validation 1.2 at epoch 1, 0.55 at epoch 3 (lowest 0.5, epoch 2).")
+    assert curve.caption([]) == "No epochs were run."

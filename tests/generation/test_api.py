@@ -91,3 +91,56 @@ def test_optimize_asks_a_language_model_for_an_int4_build(api, owner, publish, p
                        {"precision": "int4"}, format="json")
     assert (refused.status_code, refused.json()["code"]) == (400, "invalid")
     assert "fp32 only" in refused.json()["detail"]
+
+
+def test_v1_models_lists_the_names_people_type(owner, api, publish, tmp_path):
+    """Issue 55: ``/v1/models`` listed the build's label (``alice/lm@1-genai``) where the README and the docs
+    use the name (``alice/lm``): the newest full-precision build is listed by the name, an older one by its
+    source's version, a precision copy by its own label; each name answers with that build, and the labels
+    still resolve."""
+    from hub.generation import services as generation
+    from hub.registry import services
+    from hub.registry.models import ProvenanceLink
+    from tests.conftest import staged, valid_metadata
+
+    def build(source, label: str, precision: str = "fp32"):
+        return services.create_version(
+            source.artifact, owner, label=label, files=[staged(tmp_path, "lm/model.onnx", label.encode())],
+            metadata=valid_metadata(format="onnx-genai", job="1", generation={"precision": precision}),
+            provenance=[services.ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, source)], system=True)
+
+    _, first = publish(owner, "lm", _lm_files(), label="1")
+    older = build(first, "1-genai")
+    copy = build(first, "1-genai-int4", "int4")
+    _, second = publish(owner, "lm", {**_lm_files(), "lm/extra.txt": b"2"}, label="2")
+    newest = build(second, "2-genai")
+    listed = [m["id"] for m in api.get("/v1/models").json()["data"]]
+    assert listed == ["alice/lm", "alice/lm@1-genai-int4", "alice/lm@1"]
+    for name, built in zip(listed, (newest, copy, older), strict=True):
+        assert generation.generation_model(generation.named(owner, name)) == built, name
+    for label, built in (("1-genai", older), ("2-genai", newest)):  # the labels still resolve
+        assert generation.generation_model(generation.named(owner, f"alice/lm@{label}")) == built
+
+
+@pytest.mark.django_db(transaction=True)
+def test_generate_before_the_build_finishes_names_its_job(live_server, owner, publish, settings):
+    """Issue 55: ``hpcfair generate`` (on the hub or ``--device local``) while the build is queued names
+    ``hpcfair jobs wait ID``, the command that returns when the build is there."""
+    import os
+    import subprocess
+    import sys
+
+    from hub.accounts.models import ApiToken
+    from hub.jobs.models import Job
+
+    settings.HUB_PUBLIC_URL = live_server.url
+    _, version = publish(owner, "queued-lm", _lm_files())
+    job = Job.objects.get(version=version, kind="generation")
+    _, token = ApiToken.issue(owner, scope="infer")
+    env = {**os.environ, "HPCFAIR_ENDPOINT": live_server.url, "HPCFAIR_TOKEN": token}
+    env.pop("HPCFAIR_OFFLINE", None)
+    for device in ([], ["--device", "local"]):
+        done = subprocess.run([sys.executable, "-m", "hpcfair.cli", "generate", "alice/queued-lm", "hi", *device],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1 and done.stderr.startswith("error [not_ready]"), (device, done.stderr)
+        assert f"`hpcfair jobs wait {job.pk}` returns when it has finished" in done.stderr, (device, done.stderr)

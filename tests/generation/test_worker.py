@@ -64,7 +64,7 @@ def test_a_published_llama_generates_over_sse_json_and_openai(llama, api, tmp_pa
     assert streamed == local
     long = api.post(url, {"prompt": "the hub converts models " * 200}, format="json")
     assert long.status_code == 400 and long.json()["code"] == "prompt_too_long"
-    _openai_client_chats_and_completes(artifact, version, built.label, live_server, owner, api)
+    _openai_client_chats_and_completes(artifact, version, live_server, owner, api)
     _the_client_and_the_cli_stream(artifact, streamed, live_server, owner, tmp_path)
     _a_dataset_of_prompts_is_a_job(artifact, version, streamed, api, owner, publish)
 
@@ -126,7 +126,7 @@ def _the_client_and_the_cli_stream(artifact, expected: str, live_server, owner, 
     assert refused.returncode != 0 and "max_new_tokens" in refused.stderr
 
 
-def _openai_client_chats_and_completes(artifact, version, built_label, live_server, owner, api):
+def _openai_client_chats_and_completes(artifact, version, live_server, owner, api):
     import openai
 
     from hub.accounts.models import ApiToken
@@ -148,7 +148,7 @@ def _openai_client_chats_and_completes(artifact, version, built_label, live_serv
     completion = client.completions.create(model=artifact.full_name, prompt="the hub", temperature=0, max_tokens=5)
     assert completion.usage.completion_tokens == 5 and completion.choices[0].text is not None
     listed = [m.id for m in client.models.list()]
-    assert listed == [f"{artifact.full_name}@{built_label}"]  # the generation model itself
+    assert listed == [artifact.full_name]  # the name people type (issue 55), not the build's label
     assert client.completions.create(model=listed[0], prompt="the hub", temperature=0,
                                      max_tokens=5).choices[0].text == completion.choices[0].text
     with pytest.raises(openai.BadRequestError) as caught:

@@ -33,7 +33,7 @@ def test_a_hugging_face_model_card_publishes_with_its_fields(owner, tmp_path):
     version = publish_card(owner, tmp_path, minilm_card(), {"framework": "pytorch"})
     meta = version.metadata
     assert meta["title"] == "all-MiniLM-L6-v2"
-    assert meta["description"].startswith("This is a [sentence-transformers](https://www.SBERT.net) model")
+    assert meta["description"].startswith("This is a sentence-transformers model")  # the link's text
     assert meta["license"] == "Apache-2.0" and meta["task"] == "sentence-similarity"
     assert {"sentence-transformers", "feature-extraction", "transformers"} <= set(meta["keywords"])
     assert "https://huggingface.co/datasets/s2orc" in meta["sources"] and len(meta["sources"]) <= 50
@@ -80,6 +80,18 @@ def test_a_key_neither_hub_knows_is_still_refused(owner, tmp_path):
     with pytest.raises(HubError) as caught:
         publish_card(owner, tmp_path, card, {"framework": "pytorch", "task": "regression"})
     assert caught.value.error_code == "invalid_metadata" and "licence" in caught.value.message
+
+
+def test_the_cards_opening_becomes_plain_text(owner, tmp_path):
+    """Issue 55: the first heading and paragraph become the title and description as the words a reader sees
+    (no backticks, asterisks, link targets, images or raw HTML)."""
+    card = (b"# The `fast` model\n\n![badge](https://example.org/b.svg)\n\nIt maps **sentences** to `384` "
+            b"dimensions\n(see [the paper](https://example.org/p)) <br> for *search*.\n\nMore.\n")
+    meta = publish_card(owner, tmp_path, card, {"framework": "pytorch", "task": "retrieval",
+                                                    "license": "MIT"}).metadata
+    assert meta["title"] == "The fast model"
+    assert meta["description"] == "It maps sentences to 384 dimensions (see the paper) for search."
+    assert meta["card"].startswith("# The `fast` model")  # the card itself is kept as written
 
 
 def test_an_artifact_title_given_by_its_author_wins_over_the_card_heading(owner, tmp_path):

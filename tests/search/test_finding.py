@@ -124,6 +124,21 @@ def test_the_browse_page_offers_the_suggestion_and_lists_derived_under_their_sou
     assert "?kind=model&amp;kind=dataset" in chosen  # the other kind can still be added
 
 
+def test_listings_show_the_version_an_artifact_stands_for_not_its_conversion(forest, anon, client):
+    """Issue 55: the home page's cards, the browse page and ``hpcfair search`` showed ``v1-onnx`` (the newest
+    version, the hub's conversion) as the model's version; they show its own newest upload, ``1``."""
+    from hpcfair.cli import _search_lines
+
+    found = anon.get("/api/v1/artifacts/", {"q": "iris flower"}).json()["results"]
+    model = next(item for item in found if item["name"] == "iris-forest")
+    assert model["current_version"] == "1" and model["latest_version"] == "1-onnx"
+    assert anon.get("/api/v1/artifacts/alice/iris-forest/").json()["current_version"] == "1"  # the detail too
+    assert _search_lines([model]).split()[:3] == ["alice/iris-forest", "model", "1"]
+    for address in ("/", "/browse/"):
+        page = client.get(address).content.decode()
+        assert "/iris-forest · v1 ·" in page and "v1-onnx" not in page, address
+
+
 @pytest.mark.parametrize("a, b, apart", [("irsi", "iris", True), ("iriss", "iris", True), ("iri", "iris", True),
                                          ("irjs", "iris", True), ("sirI", "iris", False), ("rsii", "iris", False),
                                          ("iris", "iris", False), ("ir", "iris", False)])

@@ -536,6 +536,10 @@ def test_files_identical_to_a_version_are_not_sent_from_the_publish_form(site, e
     states = page.locator("#file-list li").evaluate_all("rows => rows.map(row => row.dataset.state)")
     assert states == ["identical", "identical"] and opened == []  # not a byte sent
     w.shot("publish-identical-files")
+    page.get_by_role("button", name="Publish").click()  # issue 55: the banner says why, not "choose files"
+    banner = page.locator("#form-error")
+    expect(banner).to_contain_text("These files are identical to demo/synthetic-iris@1.0, already in the hub")
+    assert "choose" not in banner.inner_text().lower()
     page.locator("#file-list li", has_text="README.md").get_by_role("button", name="remove").click()
     expect(page.locator('#file-list li[data-state="uploaded"]').first).to_be_attached(timeout=30_000)
     assert note.is_hidden() and opened  # one file alone is new: it is sent

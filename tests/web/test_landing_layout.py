@@ -4,6 +4,8 @@ the addresses people type (``/owner/name``, ``/owner/name/version``) open them."
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.generation.lm import folder_files, save_lm
@@ -156,9 +158,38 @@ def test_the_running_hub_keeps_a_quiet_log(embedded_hub, language_model):
     assert "superuser privileges" not in log
 
 
+def converted(base: str, token: str, name: str, timeout: float = 420) -> dict:
+    """``demo/<name>@1-onnx`` once the embedded hub's worker has converted ``demo/<name>@1`` (a failed conversion
+    fails the test with its error)."""
+    import time
+
+    import requests
+
+    headers = {"Authorization": f"Bearer {token}"}
+    deadline = time.monotonic() + timeout
+    while True:
+        found = requests.get(f"{base}/api/v1/artifacts/demo/{name}/versions/1-onnx/", headers=headers, timeout=30)
+        if found.status_code == 200:
+            return found.json()
+        jobs = requests.get(f"{base}/api/v1/jobs/", params={"kind": "convert"}, headers=headers, timeout=30).json()
+        failed = [j for j in jobs["results"] if j["state"] == "failed" and f"demo/{name}@" in json.dumps(j)]
+        assert not failed, failed[0]
+        assert time.monotonic() < deadline, f"demo/{name} was not converted in time"
+        time.sleep(3)
+
+
+def fill_publish_form(page, name: str) -> None:
+    for label, value in (("Name", name), ("Title", f"{name} from the form"), ("Task", "image-classification"),
+                         ("Description", "A small model published from the form."), ("Creators", "Ada Lovelace"),
+                         ("License", "MIT")):
+        page.get_by_label(label).fill(value)
+
+
 def test_the_publish_form_asks_a_torchscript_model_for_its_inputs(site, embedded_hub, tmp_path):
-    """Issue 55, point 5: a .pt file records no input shapes; the form asks for them before publishing
-    (not a failed conversion afterwards) and sends them as the metadata's inputs."""
+    """Issue 55, point 5: a .pt file records no input shapes; the form asks for them (or a sample file) before
+    publishing, not a failed conversion afterwards, and what it is given is the version's metadata: its
+    ``inputs``, or its ``sample_inputs`` file. The embedded hub's worker then converts both and verifies them."""
+    import numpy as np
     import requests
     from playwright.sync_api import expect
 
@@ -174,10 +205,7 @@ def test_the_publish_form_asks_a_torchscript_model_for_its_inputs(site, embedded
     page.set_input_files("#f-files", str(tmp_path / name))
     page.locator("#inputs-field").wait_for(state="visible")
     assert "cnn.pt (TorchScript) does not record its inputs" in page.locator("#inputs-field").inner_text()
-    for label, value in (("Name", "form-cnn"), ("Title", "A CNN from the form"), ("Task", "image-classification"),
-                         ("Description", "A small TorchScript CNN."), ("Creators", "Ada Lovelace"),
-                         ("License", "MIT")):
-        page.get_by_label(label).fill(value)
+    fill_publish_form(page, "form-cnn")
     page.get_by_role("button", name="Publish").click()
     page.locator("#err-inputs").wait_for(state="visible")
     assert "Give the model's inputs" in page.locator("#err-inputs").inner_text()
@@ -191,3 +219,70 @@ def test_the_publish_form_asks_a_torchscript_model_for_its_inputs(site, embedded
     version = requests.get(f"{base}/api/v1/artifacts/demo/form-cnn/versions/1/",
                            headers={"Authorization": f"Bearer {token}"}, timeout=30).json()
     assert version["metadata"]["inputs"] == [{"name": "image", "shape": [None, 1, 28, 28], "dtype": "float32"}]
+
+    # the other answer: a sample file, picked in the same field, becomes one of the files and sample_inputs
+    np.save(tmp_path / "digits.npy", np.random.default_rng(0).random((3, 1, 28, 28), dtype=np.float32))
+    page.goto("/publish/")
+    page.set_input_files("#f-files", str(tmp_path / name))
+    page.locator("#inputs-field").wait_for(state="visible")
+    page.set_input_files("#f-sample", str(tmp_path / "digits.npy"))
+    expect(page.locator("#file-list")).to_contain_text("digits.npy")
+    fill_publish_form(page, "form-cnn-sample")
+    page.get_by_role("button", name="Publish").click()
+    page.wait_for_url("**/ark:/**", timeout=60_000)
+    sampled = requests.get(f"{base}/api/v1/artifacts/demo/form-cnn-sample/versions/1/",
+                           headers={"Authorization": f"Bearer {token}"}, timeout=30).json()
+    assert sampled["metadata"]["sample_inputs"] == "digits.npy" and "inputs" not in sampled["metadata"]
+    assert {f["path"] for f in sampled["files"]} == {"cnn.pt", "digits.npy"}
+
+    for artifact in ("form-cnn", "form-cnn-sample"):  # the form's answers are what the conversion ran on
+        onnx = converted(base, token, artifact)["metadata"]
+        assert onnx["verified"] is True, (artifact, onnx.get("verification"))
+        assert onnx["inputs"][0]["shape"][1:] == [1, 28, 28], onnx["inputs"]
+    report = converted(base, token, "form-cnn-sample")["metadata"]["verification"]["cnn.onnx"]
+    ran = [given["shape"] for run in report["runs"] for given in run["inputs"].values()]
+    assert [3, 1, 28, 28] in ran, report["runs"]  # the sample itself, its 3 images
+
+
+def test_the_publish_form_offers_a_pickle_the_inputs_without_requiring_them(site, embedded_hub, tmp_path):
+    """A pickle may not record its inputs (an estimator without n_features_in_): the field is offered, and a
+    scikit-learn pipeline that records them publishes without."""
+    from tests.conversions import models
+
+    name, _ = models.scaler_logistic(tmp_path)
+    w = site()
+    w.login("demo", "demo-password")
+    page = w.page
+    page.goto("/publish/")
+    page.set_input_files("#f-files", str(tmp_path / name))
+    page.locator("#inputs-field").wait_for(state="visible")
+    assert "(a pickle) may not record its inputs" in page.locator("#inputs-field").inner_text()
+    fill_publish_form(page, "form-pipeline")
+    page.get_by_role("button", name="Publish").click()
+    page.wait_for_url("**/ark:/**", timeout=60_000)
+
+
+def test_an_image_preview_shows_at_its_size_where_the_page_opens(site, embedded_hub, tmp_path):
+    """Issue 55: a fine-tuned model's loss curve (a PNG among its files) was lazily loaded below the first
+    screen and stood as a 2-pixel dot (its border) until scrolled to, in a full-page view or print; it loads
+    with the page at its own size."""
+    from hpcfair import modelAPI
+    from hpcfair.finetune import curve
+    from playwright.sync_api import expect
+
+    base, token, _ = embedded_hub
+    png = curve.write([{"epoch": e, "train_loss": 1 / e, "val_loss": 1.2 / e} for e in range(1, 9)],
+                      tmp_path / "loss_curve.png")
+    (tmp_path / "weights.bin").write_bytes(b"curve weights")
+    meta = {"title": "Curve preview", "description": "A curve among the files", "creators": [{"name": "demo"}],
+            "license": "MIT", "framework": "pytorch", "task": "classification"}
+    modelAPI(base, token).client.publish("curve-preview", {"weights.bin": tmp_path / "weights.bin",
+                                                           "loss_curve.png": png}, meta)
+    w = site(viewport=SIZES["desktop"])
+    w.page.goto("/demo/curve-preview/1")
+    image = w.page.locator('details.preview[data-path="loss_curve.png"] img')
+    expect(image).to_have_js_property("complete", True)
+    assert image.evaluate("i => i.naturalWidth") > 0  # loaded without being scrolled to
+    box = image.bounding_box()
+    assert box["width"] > 300 and box["height"] > 150, box
+    assert box["y"] > SIZES["desktop"]["height"]  # below the first screen all the same

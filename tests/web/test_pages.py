@@ -549,6 +549,19 @@ def test_a_page_lists_builds_under_their_version_and_jobs_only_while_they_run(ow
     assert f'data-job="{job.pk}"' not in client.get("/" + first.pid, follow=True).content.decode()
 
 
+def test_the_card_file_is_not_previewed_again_under_the_rendered_card(owner, publish):
+    """Issue 55: the Files list previewed the card's file as raw text, front matter and all, under the card the
+    page renders; whatever the card's name (README.md, MODEL_CARD.md), it is listed, not previewed. Without an
+    uploaded card a README.md is previewed as any text file."""
+    card = b"---\nlicense: MIT\n---\n# Carded\n\nThe card's words.\n"
+    for name in ("README.md", "MODEL_CARD.md"):
+        files = {name: card, "notes.txt": f"notes of {name}\n".encode()}
+        _, version = publish(owner, f"carded-{name[:5].lower()}", files)
+        page = Client().get("/" + version.pid, follow=True).content.decode()
+        assert f"Preview of {name}" not in page and "license: MIT" not in page, name
+        assert "Preview of notes.txt" in page and f">{name}</a>" in page, name
+
+
 def test_human_addresses_open_the_pages_and_reserved_names_are_refused(owner, publish):
     from django.core.exceptions import ValidationError
     from django.urls import get_resolver

@@ -16,9 +16,20 @@ TRAIN, VALIDATION, AXES = (31, 119, 180), (255, 127, 14), (120, 120, 120)
 
 
 def caption(history: list[dict[str, Any]]) -> str:
-    losses = [r[k] for r in history for k in ("train_loss", "val_loss") if k in r]
-    return (f"Loss per epoch (1 to {len(history)}): training in blue, validation in orange; "
-            f"from {min(losses):.4g} to {max(losses):.4g}.") if losses else "No epochs were run."
+    """What the curve shows in words, in the epochs' order: each loss at the first and last epoch, then its
+    lowest and when (a range "from min to max" read as if the loss rose)."""
+    if not history:
+        return "No epochs were run."
+    first, last = history[0]["epoch"], history[-1]["epoch"]
+    said = []
+    for key, name in (("train_loss", "training"), ("val_loss", "validation")):
+        rows = [r for r in history if key in r]
+        if rows:
+            low = min(rows, key=lambda r: r[key])
+            said.append(f"{name} {rows[0][key]:.4g} at epoch {rows[0]['epoch']}, {rows[-1][key]:.4g} at epoch "
+                        f"{rows[-1]['epoch']} (lowest {low[key]:.4g}, epoch {low['epoch']})")
+    return (f"Loss per epoch ({first} to {last}), training in blue, validation in orange: {'; '.join(said)}."
+            if said else "No losses were recorded.")
 
 
 def write(history: list[dict[str, Any]], path: Path) -> Path:

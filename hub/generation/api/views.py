@@ -25,7 +25,7 @@ from hub.gateway.memory import CachedBearerAuthentication
 from hub.generation import services
 from hub.jobs.api.views import accepted
 from hub.registry.models import Artifact, Version
-from hub.registry.services import get_artifact, get_version, resolve_version_ref
+from hub.registry.services import get_artifact, get_version
 
 GENERATE_FIELDS = {"prompt", "messages", "max_new_tokens", "temperature", "top_p", "top_k", "seed", "stop"}
 OPTIONS = {"stream", "device"}
@@ -185,7 +185,7 @@ class OpenAIView(ForceNegotiation, APIView):
             "temperature": fields.get("temperature"), "top_p": fields.get("top_p"), "top_k": fields.get("top_k"),
             "seed": fields.get("seed"), "stop": fields.get("stop")})
         model = body["model"]
-        pieces = services.stream_generation(resolve_version_ref(request.user, model), asked, user=request.user)
+        pieces = services.stream_generation(services.named(request.user, model), asked, user=request.user)
         ident, created = f"{'chatcmpl' if self.chat else 'cmpl'}-{uuid.uuid4().hex}", int(time.time())
         if stream:
             usage = isinstance(fields.get("stream_options"), dict) and fields["stream_options"].get("include_usage")
@@ -258,8 +258,9 @@ class Models(APIView):
     def get(self, request: Request) -> HttpResponse:
         visible = Artifact.objects.live().visible_to(request.user)
         found = (Version.objects.filter(artifact__in=visible, deleted_at__isnull=True,
-                                        metadata__format__in=services.FORMATS)
-                 .select_related("artifact__owner").order_by("-created")[:1000])
+                                        metadata__format__in=services.FORMATS, metadata__has_key="generation")
+                 .select_related("artifact__owner").prefetch_related("provenance__target")
+                 .order_by("-created", "-id")[:1000])
         return Response({"object": "list", "data": [
-            {"id": f"{v.artifact.full_name}@{v.label}", "object": "model", "created": int(v.created.timestamp()),
-             "owned_by": v.artifact.owner.username} for v in found]})
+            {"id": name, "object": "model", "created": int(v.created.timestamp()),
+             "owned_by": v.artifact.owner.username} for name, v in services.names_of_builds(found).items()]})

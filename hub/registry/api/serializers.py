@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from hub.metadata.services import class_labels
-from hub.registry import access, direct
+from hub.registry import access, direct, lineage
 from hub.registry.files_access import strictest_state
 from hub.registry.links import absolute, file_url, pid_url
 from hub.registry.models import LABEL_RE, NAME_RE, Artifact, File, ProvenanceLink, Upload, Version
@@ -38,7 +38,9 @@ class ArtifactSerializer(StrictFields, serializers.ModelSerializer):
     collaborators = UsernameListField(required=False)
     pid_url = serializers.SerializerMethodField()
     url = serializers.SerializerMethodField()
-    latest_version = serializers.SerializerMethodField()
+    latest_version = serializers.SerializerMethodField(help_text="The newest live version of any kind (`latest`).")
+    current_version = serializers.SerializerMethodField(
+        help_text="The version the artifact stands for (`current`): its newest upload, not the hub's conversion.")
     name = serializers.RegexField(
         NAME_RE, max_length=100,
         error_messages={"invalid": "Use letters, digits, '.', '_' and '-', starting with a letter or digit."},
@@ -50,7 +52,7 @@ class ArtifactSerializer(StrictFields, serializers.ModelSerializer):
         model = Artifact
         fields = [
             "kind", "owner", "name", "full_name", "title", "description", "visibility", "collaborators",
-            "pid", "pid_url", "url", "latest_version", "created", "updated",
+            "pid", "pid_url", "url", "latest_version", "current_version", "created", "updated",
         ]
         read_only_fields = ["pid", "created", "updated"]
 
@@ -65,6 +67,12 @@ class ArtifactSerializer(StrictFields, serializers.ModelSerializer):
             return artifact.latest_label
         latest = artifact.latest_version()
         return latest.label if latest else None
+
+    def get_current_version(self, artifact: Artifact) -> str | None:
+        if hasattr(artifact, "current_label"):  # set by the search listing
+            return artifact.current_label
+        current = lineage.current_version(artifact)
+        return current.label if current else None
 
 
 class ArtifactUpdateSerializer(StrictSerializer):

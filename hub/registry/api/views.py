@@ -124,8 +124,9 @@ class ArtifactListCreate(OwnMediaType, generics.ListCreateAPIView):
                         derived=params.get("derived", "collapse"))
         page = self.paginate_queryset(result.entries)
         artifacts = []
-        for entry in page:  # the index knows each latest version: no query per artifact
+        for entry in page:  # the index knows each latest and current version: no query per artifact
             entry.artifact.latest_label = entry.version.label if entry.version else None
+            entry.artifact.current_label = entry.current.label if entry.current else entry.artifact.latest_label
             artifacts.append(entry.artifact)
         data = ArtifactSerializer(artifacts, many=True).data
         under = derived_under(request.user, [a.pk for a in artifacts])

@@ -574,21 +574,35 @@ function setupPublish() {
       });
     }
   };
-  /** A TorchScript file (.pt, .pth, .jit) records no input shapes and a conversion needs them: ask for them
-   * (or a sample_inputs file) before publishing, unless the files hold sample inputs already. */
+  /** A TorchScript file (.pt, .pth, .jit) records no input shapes and a conversion needs them: ask for them (or
+   * a sample file) before publishing; a pickle may not record them (an estimator without n_features_in_): offer
+   * the same, not required. Not asked when the files hold sample inputs (sample_inputs.*, or the one picked). */
   const inputsField = document.getElementById("inputs-field");
+  let samplePath = "";
+  const livePaths = () => items.filter((it) => !it.removed).map((it) => uploads.path(it.file));
   const needsInputs = () => {
-    const paths = items.filter((it) => !it.removed).map((it) => uploads.path(it.file).toLowerCase());
+    const paths = livePaths().map((p) => p.toLowerCase());
+    const samples = paths.includes(samplePath.toLowerCase())
+      || paths.some((p) => /(^|\/)sample_inputs\.(npz|npy|csv|parquet)$/.test(p));
+    if (kind() !== "model" || samples) return null;
     const torchscript = paths.find((p) => /\.(pt|pth|jit)$/.test(p));
-    const samples = paths.some((p) => /(^|\/)sample_inputs\.(npz|npy|csv|parquet)$/.test(p));
-    return kind() === "model" && torchscript && !samples ? torchscript : "";
+    if (torchscript) return { file: torchscript, required: true, why: "(TorchScript) does not record its inputs" };
+    const pickle = paths.find((p) => /\.(pkl|pickle|joblib)$/.test(p));
+    return pickle ? { file: pickle, required: false, why: "(a pickle) may not record its inputs: give them if the estimator does not keep n_features_in_" } : null;
   };
   const askInputs = () => {
     if (!inputsField) return;
-    const file = needsInputs();
-    inputsField.hidden = !file;
-    if (file) document.getElementById("inputs-why").textContent = `${file.split("/").pop()} (TorchScript) does not record its inputs`;
+    const need = needsInputs();
+    inputsField.hidden = !need && !livePaths().includes(samplePath);
+    if (need) document.getElementById("inputs-why").textContent = `${need.file.split("/").pop()} ${need.why}`;
   };
+  const sampleInput = document.getElementById("f-sample");
+  if (sampleInput) sampleInput.addEventListener("change", () => {
+    if (!sampleInput.files.length) return;
+    samplePath = uploads.path(sampleInput.files[0]);
+    add([sampleInput.files[0]]);  // one of the version's files, named as the metadata's sample_inputs
+    sampleInput.value = "";
+  });
   /** "x: [null, 3] float32" lines as the metadata's inputs; throws with the line that is wrong. */
   const parseInputs = (text) => text.split("\n").map((l) => l.trim()).filter(Boolean).map((line, n) => {
     const m = line.match(/^([A-Za-z_][\w.:-]*)\s*:\s*(\[[^\]]*\])\s*([a-z0-9]+)?$/);
@@ -715,14 +729,17 @@ function setupPublish() {
     const live = items.filter((it) => !it.removed);
     if (!live.length) { showErrors({ detail: "Add at least one file.", errors: { files: ["Add at least one file."] } }); return; }
     let inputs = null;
-    if (needsInputs()) {
+    const need = needsInputs();
+    if (need) {
       const text = document.getElementById("f-inputs").value;
       try { inputs = parseInputs(text); } catch (e) { showErrors({ errors: { inputs: [e.message] } }); return; }
-      if (!inputs.length) {
-        showErrors({ errors: { inputs: ["Give the model's inputs (or add sample_inputs.npz): the conversion to ONNX cannot run a TorchScript file without them."] } });
+      if (!inputs.length && need.required) {
+        showErrors({ errors: { inputs: ["Give the model's inputs (or a sample file): the conversion to ONNX cannot run a TorchScript file without them."] } });
         return;
       }
+      if (!inputs.length) inputs = null;
     }
+    const sample = livePaths().includes(samplePath) ? samplePath : "";
     button.disabled = true;
     status.textContent = "Waiting for the uploads to finish…";
     await Promise.all(live.map((it) => it.promise));
@@ -749,7 +766,8 @@ function setupPublish() {
     const body = {
       to: form.dataset.to || "",
       artifact: { kind: kind(), name: value("name"), visibility: visibility ? visibility.value : "public", collaborators: value("collaborators") },
-      metadata: inputs ? { ...metadata(), inputs } : metadata(), more: value("more"), version: value("version"),
+      metadata: { ...metadata(), ...(inputs ? { inputs } : {}), ...(sample ? { sample_inputs: sample } : {}) },
+      more: value("more"), version: value("version"),
       files: live.map((it) => ({ path: uploads.path(it.file), upload: it.uploadId })),
     };
     const result = await hub.api("POST", form.action || window.location.pathname, body).catch(() => null);
