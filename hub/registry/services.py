@@ -319,7 +319,8 @@ def create_version(
     The metadata is validated and completed by ``hub.metadata`` (``system``: the hub itself publishes,
     e.g. a conversion result, and may write the fields users cannot). A version a person publishes without a
     card gets a ``README.md`` written from its metadata (``hub.metadata.written_card``), a file like the others;
-    its content digest stays that of the files sent, which the client asks about before uploading them."""
+    its content digest stays that of the files sent, which the client asks about before uploading them (the hub's
+    README.md sent back, by a download published again or a Hugging Face commit, is not counted either)."""
     metadata = metadata or {}
     if not isinstance(metadata, dict):
         raise HubError("invalid", "metadata must be a JSON object.", errors={"metadata": ["Expected an object."]})
@@ -341,7 +342,9 @@ def create_version(
     local = [FileInfo(p, f.staged, f.size, fetch=_fetcher(store, f), read_range=_range_reader(store, f))
              for f, p in zip(files, paths, strict=True)]
     metadata = prepare(artifact, metadata, local, system=system)
-    digest = content_digest(f.sha256 for f in files)
+    carried = written_card.is_written(metadata.get("card") or "")  # a README.md the hub wrote, sent back
+    digest = content_digest(f.sha256 for f, p in zip(files, paths, strict=True)
+                            if not (carried and p == written_card.NAME))
     existing = find_duplicate(user, digest)
     if existing is not None:
         raise HubError(

@@ -96,3 +96,15 @@ def test_the_written_card_is_a_card_when_its_files_are_published_again(api, anon
     assert second["metadata"]["card"] == first["metadata"]["card"]
     assert yaml.safe_load(readme.decode().split("---")[1])["license"] == "mit"
     assert second["metadata"]["license"] == "MIT"
+
+
+def test_the_same_files_sent_back_with_the_written_card_are_a_duplicate(api, anon):
+    """The content digest leaves the hub's card out: a download published again, the card with it (or a Hugging
+    Face commit that changes nothing), is the version it came from."""
+    first = publish_form(api, "twice", {"model.skops": b"the same weights"})
+    again = api.post("/api/v1/artifacts/alice/twice/versions/", {
+        "metadata": METADATA, "files": [multipart_file("model.skops", b"the same weights"),
+                                        multipart_file("README.md", download(anon, "twice", "1", "README.md"))]},
+        format="multipart")
+    assert again.status_code == 409 and again.json()["code"] == "duplicate_version", again.content
+    assert again.json()["existing_pid"] == first["pid"]
