@@ -15,7 +15,11 @@ The run:
    lists; this machine reaches no registry anyway, so re3data, DataCite and GitHub look-ups find nothing);
 3. asks F-UJI to assess the PID URL of every public page: each version of the dataset, the models (and
    their ONNX versions) and the project, and each artifact's concept PID (which points to its latest version);
-4. prints each page's FAIR score (per cent of the metrics' points), each metric's points (with the tests
+4. publishes, as the demo user over the API, three versions of a held-out random forest (a pickle and a
+   ``.npy`` of sample inputs) with YAML metadata and no card: one open (the hub writes its README.md, issue
+   55), one whose files are restricted and one embargoed for a year (issue 54: metadata open, bytes not), and
+   assesses their PID URLs too;
+5. prints each page's FAIR score (per cent of the metrics' points), each metric's points (with the tests
    not passed), the size of the page's Link header, and the target: every page at least 91.7 %.
 """
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import configparser
+import io
 import json
 import os
 import platform
@@ -33,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import requests
@@ -105,6 +111,58 @@ def pages(base: str) -> list[tuple[str, str]]:
     if missing:
         raise SystemExit(f"the demo has no public {', '.join(missing)}")
     return sorted(found, key=lambda page: KINDS.index(page[0]))
+
+
+FOREST_YAML = """\
+title: Held-out random forest ({access})
+description: A random forest fitted on a held-out split of random measurements, published by bench/fuji.py.
+creators:
+  - name: Demo Researcher
+license: CC0-1.0
+keywords: [tabular, classification, random-forest]
+framework: scikit-learn
+task: classification
+"""
+# (kind of page, artifact name, its files access): the same model, three ways of giving its files.
+HELD_OUT = (("open, no card", "forest-open", {}), ("restricted", "forest-restricted", {"files_access": "restricted"}),
+            ("embargoed", "forest-embargoed", {"files_access": "embargoed"}))
+
+
+def forest(seed: int) -> dict[str, bytes]:
+    """A fitted random forest as a pickle, and sample inputs as .npy (another seed: other bytes)."""
+    import pickle
+
+    import numpy as np
+    from sklearn.ensemble import RandomForestClassifier
+
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(120, 4)).astype("float32")
+    model = RandomForestClassifier(n_estimators=8, max_depth=4, random_state=seed).fit(x, (x[:, 0] > 0).astype(int))
+    sample = io.BytesIO()
+    np.save(sample, x[:4])
+    return {"model.pkl": pickle.dumps(model), "sample_inputs.npy": sample.getvalue()}
+
+
+def publish_held_out(base: str, env: dict[str, str]) -> list[tuple[str, str]]:
+    """Publish the ``HELD_OUT`` versions as the demo user; (kind of page, PID URL) of each."""
+    token = subprocess.run([sys.executable, "manage.py", "hub_token", "demo", "--scope", "write", "--name", "fuji"],
+                           cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout.split()[-1]
+    session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {token}"
+    api, found = f"{base}/api/v1/artifacts", []
+    for seed, (kind, name, access) in enumerate(HELD_OUT):
+        session.post(f"{api}/", json={"kind": "model", "name": name}, timeout=30).raise_for_status()
+        published = session.post(f"{api}/demo/{name}/versions/", data={"metadata": FOREST_YAML.format(access=kind)},
+                                 files=[("files", (path, data)) for path, data in forest(seed).items()], timeout=300)
+        published.raise_for_status()
+        if access:
+            if access["files_access"] == "embargoed":
+                access = {**access, "embargo_until": (datetime.now(UTC) + timedelta(days=365)).isoformat()}
+            session.put(f"{api}/demo/{name}/versions/1/access", json=access, timeout=30).raise_for_status()
+        files = sorted(f["path"] for f in published.json()["files"])
+        print(f"published demo/{name}@1 ({kind}): {', '.join(files)}")
+        found.append((kind, published.json()["pid_url"]))
+    return found
 
 
 def start_fuji(work: Path) -> tuple[subprocess.Popen, str]:
@@ -182,11 +240,12 @@ def run(args: argparse.Namespace) -> int:
     fuji = None
     try:
         wait_for_demo(var, base, hub)
+        listed = pages(base) + publish_held_out(base, env)
         fuji, fuji_url = start_fuji(work)
         print(f"F-UJI {VERSION}, metrics v0.5, offline; hub {base}; {platform.node()}, "
               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
         results, scores = {}, []
-        for kind, url in pages(base):
+        for kind, url in listed:
             start = time.monotonic()
             results[url] = assess(fuji_url, url)
             scores.append((kind, url, report(kind, url, results[url])))
@@ -197,7 +256,7 @@ def run(args: argparse.Namespace) -> int:
             Path(args.json).write_text(json.dumps(results, indent=2))
         print(f"\nFAIR score per page (target >= {TARGET} %, F-UJI's own figure to one decimal):")
         for kind, url, score in scores:
-            print(f"  {kind:<13} {score:5.1f} %  {'ok' if round(score, 1) >= TARGET else 'BELOW'}  {url}")
+            print(f"  {kind:<14} {score:5.1f} %  {'ok' if round(score, 1) >= TARGET else 'BELOW'}  {url}")
         return 0 if all(round(score, 1) >= TARGET for *_, score in scores) else 1
     finally:
         if fuji is not None:

@@ -19,6 +19,7 @@ from hpcfair.convert import Limits, sandbox
 from hub.conversions.jobs import (
     SOURCE_ONLY,
     _fetch_model,
+    _source_cards,
     existing_result,
     free_label,
     hidden_paths,
@@ -84,6 +85,7 @@ def publish_build(ctx: JobContext, source: Version, workdir: Path, report: dict[
                 "tokens/s")
     out = workdir / "out"
     files = [staged(path, path.name) for path in sorted(out.iterdir()) if path.is_file()]
+    files += _source_cards(source, workdir, {f.path for f in files})  # the model's card holds for its build too
     metadata = {key: value for key, value in source.metadata.items() if key not in _SOURCE_ONLY}
     form = report.get("route") if report.get("route") in FORMATS else FORMAT
     task = "text2text-generation" if report.get("kind") == "encoder-decoder" else "text-generation"

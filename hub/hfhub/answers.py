@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hub.hfhub.revisions import MAIN, commit_sha
+from hub.metadata.written_card import front_matter
 from hub.registry.lineage import current_version
 from hub.registry.models import Artifact, File, Version
 
@@ -93,19 +94,6 @@ def paths_info(version: Version, files: list[File], paths: list[str], *, expand:
     return out
 
 
-def _card(version: Version) -> dict[str, Any]:
-    meta = version.metadata or {}
-    card: dict[str, Any] = {}
-    if meta.get("license"):
-        card["license"] = str(meta["license"]).lower()
-    keywords = [str(k) for k in meta.get("keywords") or []]
-    if keywords:
-        card["tags"] = keywords
-    if meta.get("task"):
-        card["pipeline_tag"] = meta["task"]
-    return card
-
-
 def repo_info(artifact: Artifact, version: Version, files: list[File], *, blobs: bool) -> dict[str, Any]:
     """``/api/{models,datasets,spaces}/{id}[/revision/{rev}]``: the repository at ``version``."""
     meta = version.metadata or {}
@@ -117,7 +105,7 @@ def repo_info(artifact: Artifact, version: Version, files: list[File], *, blobs:
             sibling.update(size=file.size, blobId=git_blob_id(pointer),
                            lfs={"size": file.size, "sha256": file.blob_id, "pointerSize": len(pointer)})
         siblings.append(sibling)
-    card = _card(version)
+    card = front_matter(meta)
     tags = list(card.get("tags", []))
     if meta.get("framework"):
         tags.append(str(meta["framework"]))

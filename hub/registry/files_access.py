@@ -5,7 +5,9 @@ collaborators, grants and share links) or embargoed until a date (restricted unt
 whether or not the periodic task (``lift_embargoes``) has changed the row yet).
 
 Derived versions follow the strictest source: a version made from restricted files is restricted to the
-readers of those files (``files_blocker``), and its record says so (``strictest_state``).
+readers of those files (``files_blocker``), and its record says so (``strictest_state``). One file is read as
+the record is: the ``README.md`` the hub wrote from the record (``record_card``), as a gated Hugging Face
+repository's card is.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from hub.errors import HubError
+from hub.metadata import written_card
 from hub.registry.access import Viewer
-from hub.registry.models import Grant, ShareLink, Version
+from hub.registry.models import File, Grant, ShareLink, Version
 
 audit = logging.getLogger("hub.audit")
 
@@ -107,6 +110,13 @@ def may_read_files(user, version: Version, share_token: str | None = None) -> bo
     the record itself is readable (``readable_by``); this is the files' rule on top, the one every byte surface
     calls."""
     return files_blocker(user, version, share_token) is None
+
+
+def record_card(file: File) -> bool:
+    """Is ``file`` the ``README.md`` the hub wrote from its version's metadata (``hub.metadata.written_card``)?
+    Its bytes say only what the open record says, so whoever reads the record reads it, restricted files or
+    not: harvesters (F-UJI) and the Hugging Face client find a card they can read beside the closed files."""
+    return file.path == written_card.NAME and written_card.is_written((file.version.metadata or {}).get("card") or "")
 
 
 def strictest_state(version: Version, depth: int = 0) -> tuple[str, datetime | None]:

@@ -12,6 +12,7 @@ import logging
 import mimetypes
 import re
 import shutil
+import tempfile
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,7 +23,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from hub.errors import HubError
-from hub.metadata.derive import FileInfo
+from hub.metadata import written_card
+from hub.metadata.derive import CARD_NAMES, FileInfo
 from hub.metadata.services import prepare
 from hub.registry import lineage, pids
 from hub.registry.models import (
@@ -36,7 +38,7 @@ from hub.registry.models import (
     Version,
 )
 from hub.registry.signals import artifact_changed, version_published
-from hub.registry.uploads import StagedFile
+from hub.registry.uploads import StagedFile, upload_dir
 from hub.storage import StorageUnavailable, get_blob_store
 
 log = logging.getLogger(__name__)
@@ -315,7 +317,10 @@ def create_version(
     """Publish a new immutable version from staged files.
 
     The metadata is validated and completed by ``hub.metadata`` (``system``: the hub itself publishes,
-    e.g. a conversion result, and may write the fields users cannot)."""
+    e.g. a conversion result, and may write the fields users cannot). A version a person publishes without a
+    card gets a ``README.md`` written from its metadata (``hub.metadata.written_card``), a file like the others;
+    its content digest stays that of the files sent, which the client asks about before uploading them (the hub's
+    README.md sent back, by a download published again or a Hugging Face commit, is not counted either)."""
     metadata = metadata or {}
     if not isinstance(metadata, dict):
         raise HubError("invalid", "metadata must be a JSON object.", errors={"metadata": ["Expected an object."]})
@@ -337,7 +342,9 @@ def create_version(
     local = [FileInfo(p, f.staged, f.size, fetch=_fetcher(store, f), read_range=_range_reader(store, f))
              for f, p in zip(files, paths, strict=True)]
     metadata = prepare(artifact, metadata, local, system=system)
-    digest = content_digest(f.sha256 for f in files)
+    carried = written_card.is_written(metadata.get("card") or "")  # a README.md the hub wrote, sent back
+    digest = content_digest(f.sha256 for f, p in zip(files, paths, strict=True)
+                            if not (carried and p == written_card.NAME))
     existing = find_duplicate(user, digest)
     if existing is not None:
         raise HubError(
@@ -347,6 +354,9 @@ def create_version(
             existing=str(existing),
         )
 
+    card = None if system else _written_card(artifact, metadata, paths)
+    if card is not None:
+        files, paths = [*files, card], [*paths, card.path]
     newly_stored: list[str] = []
     try:
         with transaction.atomic():
@@ -385,10 +395,29 @@ def create_version(
     except BaseException:
         _remove_blobs(newly_stored)
         raise
+    finally:
+        if card is not None:
+            card.staged.unlink(missing_ok=True)
     for staged in files:
         if staged.upload is not None:
             transaction.on_commit(lambda path=staged.staged: path.unlink(missing_ok=True))
     return version
+
+
+def _written_card(artifact: Artifact, metadata: dict[str, Any], paths: list[str]) -> StagedFile | None:
+    """The ``README.md`` the hub writes for a version whose files hold no card at their root (``card`` in
+    ``metadata`` then becomes its body, as an uploaded card's would), staged in a new local file; None when
+    the files have a card (or a folder named README.md)."""
+    if any(p.lower() in CARD_NAMES or p.lower().startswith("readme.md/") for p in paths):
+        return None
+    text, body = written_card.readme(artifact.kind, metadata)
+    metadata["card"] = body.strip()
+    metadata["derived"] = sorted({*metadata.get("derived", []), "card"})
+    data = text.encode()
+    with tempfile.NamedTemporaryFile(dir=upload_dir(), prefix="card-", suffix=".md", delete=False) as out:
+        out.write(data)
+    return StagedFile(path=written_card.NAME, staged=Path(out.name), sha256=hashlib.sha256(data).hexdigest(),
+                      size=len(data))
 
 
 def named_by(artifact: Artifact, metadata: dict[str, Any]) -> dict[str, str]:

@@ -392,7 +392,8 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
     context.update({
         "card_html": card_without_title(markdown.render(metadata.get("card") or written_card.body(
             artifact.kind, metadata)), artifact.title or artifact.name) if record else "",
-        "card_written": not metadata.get("card"),  # none uploaded: the page shows one written from the metadata
+        # none uploaded: the card the hub stored (or, for an older version, writes now) from the metadata
+        "card_written": written_card.is_written(metadata.get("card") or "") or not metadata.get("card"),
         "human_url": human_url(artifact, version, bool(context.get("is_concept"))),
         "canonical": concept.iri if concept else "",  # the PID's address, whichever address opened the page
         "card_title": {"model": "Model card", "dataset": "Dataset card"}.get(artifact.kind, "README"),
@@ -420,7 +421,7 @@ def page(request: HttpRequest, viewer: Viewer, context: dict[str, Any]) -> HttpR
             "newer": None if context.get("is_concept") else newer_version(artifact, version),
             "schema": metadata.get("records") if artifact.kind == "dataset" else None,
             "mlcube": metadata.get("mlcube") if artifact.kind == "project" else None,
-            "files": (with_previews(files, bool(context.get("card_html")) and not context.get("card_written"))
+            "files": (with_previews(files, bool(context.get("card_html")))
                       if files_open else files),  # no byte of restricted files, not even a preview
             "scientific": scipreview.previews(metadata, files) if metadata.get("scientific") and files_open else [],
             "files_open": files_open,

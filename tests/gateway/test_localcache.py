@@ -173,7 +173,7 @@ def test_still_referenced_names_only_blobs_of_live_versions(owner, publish):
     _, live = publish(owner, "live", {"a.bin": b"kept bytes"})
     _, dead = publish(owner, "dead", {"b.bin": b"deleted bytes"})
     services.delete_version(dead)
-    kept, deleted = live.files.get().blob_id, dead.files.get().blob_id
+    kept, deleted = live.files.get(path="a.bin").blob_id, dead.files.get(path="b.bin").blob_id
     assert localcache.still_referenced({kept, deleted, sha("never")}) == {kept}
 
 

@@ -22,7 +22,8 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-V1 = {"config.json": b'{"hidden": 4}\n', "weights.bin": os.urandom(3000), "sub/notes.txt": b"notes of 1.0\n",
+V1 = {"README.md": b"# Tiny\n",  # a card: the hub would write one
+      "config.json": b'{"hidden": 4}\n', "weights.bin": os.urandom(3000), "sub/notes.txt": b"notes of 1.0\n",
       "sub/deep/x.bin": os.urandom(500)}
 V2 = {**V1, "weights.bin": os.urandom(3000), "sub/notes.txt": b"notes of 2.0\n"}
 
@@ -121,7 +122,8 @@ def test_huggingface_hub_reads_a_model_at_every_kind_of_revision(tiny, hf_client
     assert out["allow"] == {p: sha(d) for p, d in V1.items() if p.startswith("sub/")}  # fnmatch: * spans /
     assert out["ignore"] == {p: sha(d) for p, d in V1.items() if not p.endswith(".bin")}
     assert out["cached"] == {p: sha(d) for p, d in V2.items()}
-    assert out["ls"] == ["alice/tiny@1.0/config.json", "alice/tiny@1.0/sub", "alice/tiny@1.0/weights.bin"]
+    assert out["ls"] == ["alice/tiny@1.0/README.md", "alice/tiny@1.0/config.json", "alice/tiny@1.0/sub",
+                         "alice/tiny@1.0/weights.bin"]
     assert out["ls_sub"] == [["alice/tiny@1.0/sub/deep", "directory"], ["alice/tiny@1.0/sub/notes.txt", "file"]]
     assert out["glob"] == ["alice/tiny@1.0/sub/deep/x.bin", "alice/tiny@1.0/weights.bin"]
     assert out["info"] == 500 and out["range"] == V1["sub/deep/x.bin"][100:150].hex()
@@ -166,8 +168,9 @@ def test_datasets_and_projects_are_dataset_and_space_repositories(owner, publish
     cube = project_files()
     _, project = publish(owner, "bundle", cube, kind="project")
     out = hf_client(READ_KINDS, dataset="alice/table", project="alice/bundle")
-    assert out["dataset"] == [commit_sha(table), "alice/table", ["t.csv"], sha(csv), ["t.csv"]]
-    assert out["project"] == [commit_sha(project), sorted(cube), sha(cube["mlcube.yaml"])]
+    card = ["README.md", "t.csv"]  # the card the hub wrote (issue 55) is a file of the repository
+    assert out["dataset"] == [commit_sha(table), "alice/table", card, sha(csv), card]
+    assert out["project"] == [commit_sha(project), sorted([*cube, "README.md"]), sha(cube["mlcube.yaml"])]
     assert out["wrong_type"] == ["RepositoryNotFoundError"] * 3  # a repository type serves its own kind only
 
 
@@ -208,9 +211,10 @@ def test_a_private_model_is_refused_to_the_wrong_token_on_every_route(owner, col
         seen = hf_client(READ_PRIVATE, token=token, repo="alice/secret")
         assert seen["hf_hub_download"] == ["read", sha(weights)], who
         assert seen["model_info"] == seen["model_info revision"] == ["read", commit_sha(version)], who
-        assert seen["list_repo_files"] == seen["paths_info"] == ["read", ["w.bin"]], who
-        assert seen["snapshot_download"][1] == [".cache", "w.bin"] and seen["HfFileSystem"] == [
-            "read", ["alice/secret/w.bin"]], who
+        assert seen["list_repo_files"] == ["read", ["README.md", "w.bin"]], who  # the card the hub wrote
+        assert seen["paths_info"] == ["read", ["w.bin"]], who
+        assert seen["snapshot_download"][1] == [".cache", "README.md", "w.bin"] and seen["HfFileSystem"] == [
+            "read", ["alice/secret/README.md", "alice/secret/w.bin"]], who
     for who, token, status in (("anonymous", None, 401), ("other user", token_for(other), 404)):
         seen = hf_client(READ_PRIVATE, token=token, repo="alice/secret")
         for name, answer in seen.items():

@@ -213,11 +213,12 @@ def test_a_versions_zip_is_an_ro_crate(anon, owner, publish, tmp_path):
         crate = json.loads(held.read("ro-crate-metadata.json"))
         names = set(held.namelist())
     root = assert_ro_crate(crate, "./")
-    assert {part["@id"] for part in root["hasPart"]} == names - {"ro-crate-metadata.json"} == {"a.csv", "sub/b.bin"}
+    parts = {"README.md", "a.csv", "sub/b.bin"}  # README.md: the card the hub wrote
+    assert {part["@id"] for part in root["hasPart"]} == names - {"ro-crate-metadata.json"} == parts
     zipped = tmp_path / "crated.zip"
     zipped.write_bytes(b"".join(anon.get("/api/v1/artifacts/alice/crated/versions/1/archive").streaming_content))
     read = ROCrate(zipped)  # ro-crate-py reads the zip itself, its files beside the metadata
-    assert {part.id for part in read.root_dataset["hasPart"]} == {"a.csv", "sub/b.bin"}
+    assert {part.id for part in read.root_dataset["hasPart"]} == {"README.md", "a.csv", "sub/b.bin"}
     assert read.dereference("a.csv").type == "File" and read.root_dataset["identifier"][0] == version.pid
     assert root["identifier"][0] == version.pid
     detached = get(anon, version.pid, 'application/ld+json; profile="https://w3id.org/ro/crate/1.1"')
@@ -228,4 +229,4 @@ def test_a_versions_zip_is_an_ro_crate(anon, owner, publish, tmp_path):
     archive = anon.get("/api/v1/artifacts/alice/own-crate/versions/1/archive")
     with zipfile.ZipFile(io.BytesIO(b"".join(archive.streaming_content))) as held:
         assert held.read("ro-crate-metadata.json") == b'{"mine": true}'  # the version's own file, once
-        assert sorted(held.namelist()) == ["c.txt", "ro-crate-metadata.json"]
+        assert sorted(held.namelist()) == ["README.md", "c.txt", "ro-crate-metadata.json"]  # the card the hub wrote

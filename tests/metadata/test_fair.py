@@ -388,7 +388,7 @@ def test_back_links_and_a_linkset_that_lists_every_describedby(anon, rich):
         answer = anon.get(href.replace(HOST, ""))
         assert f'<{landing}> ; rel="describes"' in answer["Link"]
         assert f'<{rich["pid_url"]}> ; rel="cite-as"' in answer["Link"]
-    [data] = rich["files"]
+    [data] = [f for f in rich["files"] if f["path"] == "data.csv"]  # and the README.md the hub wrote
     download = anon.get(data["download_url"].replace(HOST, ""))
     assert download.status_code == 200 and download.getvalue() == CSV
     assert f'<{landing}> ; rel="collection" ; type="text/html"' in download["Link"]

@@ -23,7 +23,8 @@ from hub.accounts.models import ApiToken
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 ROOT = Path(__file__).resolve().parents[2]
 
-FILES = {"config.json": b'{"hidden": 4}\n', "weights.bin": os.urandom(300_000), "sub/notes.txt": b"notes\n"}
+FILES = {"README.md": b"# Tiny\n",  # a card: the hub would write one
+         "config.json": b'{"hidden": 4}\n', "weights.bin": os.urandom(300_000), "sub/notes.txt": b"notes\n"}
 SECRET = {**FILES, "weights.bin": os.urandom(1000)}
 
 

@@ -18,7 +18,8 @@ from tests.conftest import client_for
 
 pytestmark = pytest.mark.django_db
 
-FILES = {"config.json": b'{"hidden": 4}\n', "weights.bin": os.urandom(4000), "sub/notes.txt": b"notes\n"}
+FILES = {"README.md": b"# Tiny\n",  # a card: the hub would write one
+         "config.json": b'{"hidden": 4}\n', "weights.bin": os.urandom(4000), "sub/notes.txt": b"notes\n"}
 
 
 def sha(data: bytes) -> str:

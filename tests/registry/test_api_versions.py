@@ -125,6 +125,7 @@ def test_multipart_file_names_keep_their_folders(backend, api, model):
     response = api.generic("POST", model + "versions/", body, content_type=content_type)
     assert response.status_code == 201, response.content
     files = {item["path"]: item["sha256"] for item in response.json()["files"]}
+    assert files.pop("README.md")  # the card the hub wrote (issue 55)
     assert files == {"config.json": hashlib.sha256(top).hexdigest(), "w.bin": hashlib.sha256(b"w").hexdigest(),
                      "1_Pooling/config.json": hashlib.sha256(pooling).hexdigest()}
 
@@ -147,7 +148,7 @@ def test_a_browser_session_form_keeps_folders_too(owner, model):
     body, content_type = form_with_names({"1_Pooling/config.json": b"{}"}, metadata=json.dumps(valid_metadata()))
     response = browser.generic("POST", model + "versions/", body, content_type=content_type, HTTP_X_CSRFTOKEN=token)
     assert response.status_code == 201, response.content
-    assert [item["path"] for item in response.json()["files"]] == ["1_Pooling/config.json"]
+    assert [item["path"] for item in response.json()["files"]] == ["1_Pooling/config.json", "README.md"]
 
 
 def test_failure_after_storing_removes_new_blobs(api, model, owner, tmp_path, monkeypatch):

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from hub.metadata.oai import oai_identifier
 from hub.registry import services
-from hub.registry.files_access import new_share_token, token_hash
+from hub.registry.files_access import new_share_token, record_card, token_hash
 from hub.registry.models import Grant, ShareLink, Version
 from tests.conftest import client_for, staged, valid_metadata
 
@@ -110,6 +110,33 @@ def test_file_bytes_only_to_those_granted(world, owner, surface, reader):
             if response.request["REQUEST_METHOD"] != "HEAD":
                 detail = json.loads(body)["detail"]
                 assert "hpcfair request-access alice/gated-model" in detail
+
+
+@pytest.mark.parametrize("path", ["/api/v1/artifacts/alice/gated-model/versions/{}/files/README.md",
+                                  "/alice/gated-model/resolve/{}/README.md"])
+def test_the_card_the_hub_wrote_is_read_as_the_record_is(world, path):
+    """The README.md the hub wrote from the record (issue 55) says only what the open record says: anyone who
+    reads the record reads it, restricted or embargoed files or not; an uploaded file stays closed."""
+    for label, secret in (("1", SECRET), ("2", EMBARGOED)):
+        response = client_for(None).get(path.format(label))
+        body = _body(response)
+        assert response.status_code == 200 and body.startswith(b"---\nlicense: mit\n"), (label, response.status_code)
+        assert secret not in body and b"The hub wrote this card" in body
+        assert client_for(None).get(path.format(label).replace("README.md", "m.bin")).status_code == 403
+
+
+
+def test_an_uploaded_card_of_restricted_files_stays_closed(world, owner, tmp_path):
+    card = b"# Gated\n\nThe card its owner wrote.\n" + SECRET
+    v3 = services.create_version(world["v1"].artifact, owner, files=[staged(tmp_path, "README.md", card),
+                                                                     staged(tmp_path, "m.bin", SECRET + b"3")],
+                                 metadata=valid_metadata("model"), label="3")
+    Version.objects.filter(pk=v3.pk).update(files_access="restricted")
+    assert not record_card(v3.files.get(path="README.md"))
+    for path in ("/api/v1/artifacts/alice/gated-model/versions/3/files/README.md",
+                 "/alice/gated-model/resolve/3/README.md"):
+        response = client_for(None).get(path)
+        assert response.status_code == 403 and SECRET not in _body(response)
 
 
 def test_the_landing_page_lists_files_but_shows_no_preview_or_byte(world, owner):

@@ -335,7 +335,7 @@ def _oci_private_routes(world) -> dict[str, tuple[str, str]]:
     from hub.oci.artifacts import build
 
     generated = build(world.secret.artifact, world.secret)
-    blob = world.secret.files.get().blob_id
+    blob = world.secret.files.exclude(path="README.md").get().blob_id
     return {"manifest by tag": ("get", "manifests/1"), "manifest head": ("head", "manifests/1"),
             "manifest by digest": ("get", f"manifests/sha256:{generated.digest}"),
             "config": ("get", f"blobs/sha256:{generated.config_digest}"), "layer": ("get", f"blobs/sha256:{blob}"),

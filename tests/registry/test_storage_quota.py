@@ -19,6 +19,14 @@ pytestmark = pytest.mark.django_db
 KB = 1000
 
 
+def written_cards(user) -> int:
+    """The bytes of the README.md files the hub wrote for ``user``'s live versions published without a card
+    (issue 55): stored blobs, counted like any other (each distinct blob once)."""
+    cards = Blob.objects.filter(files__path="README.md", files__version__artifact__owner=user,
+                                files__version__deleted_at__isnull=True)
+    return sum(dict(cards.values_list("sha256", "size")).values())
+
+
 @pytest.fixture
 def one_mib(settings):
     settings.HUB_USER_STORAGE_MB = 1
@@ -60,17 +68,17 @@ def test_the_default_is_no_limit(settings, owner):
 def test_a_version_past_the_quota_is_refused_and_leaves_nothing(one_mib, api, model, owner):
     first = os.urandom(600 * KB)
     assert post_files(api, model, {"weights.bin": first}).status_code == 201
-    assert quota.used_bytes(owner) == 600 * KB
+    assert quota.used_bytes(owner) == 600 * KB + written_cards(owner)
     second = os.urandom(600 * KB)
     body = assert_refused(post_files(api, model, {"weights.bin": second}), adding=600 * KB)
-    assert body["used"] == 600 * KB
+    assert body["used"] == 600 * KB + written_cards(owner)
     assert Version.objects.filter(artifact__name="cnn").count() == 1
     sha = hashlib.sha256(second).hexdigest()
     assert not Blob.objects.filter(sha256=sha).exists() and not get_blob_store().exists(sha)
     # content the person already holds is counted once: the same weights and a small new file fit
     again = post_files(api, model, {"weights.bin": first, "card.md": b"# CNN\n" * 1000})
     assert again.status_code == 201, again.content
-    assert quota.used_bytes(owner) == 600 * KB + 6 * KB
+    assert quota.used_bytes(owner) == 600 * KB + 6 * KB + written_cards(owner)
 
 
 def test_a_new_artifact_with_a_refused_first_version_is_not_created(one_mib, api):
@@ -95,11 +103,11 @@ def test_a_completed_upload_is_not_counted_again_when_it_becomes_a_version(one_m
     uid = api.post("/api/v1/uploads/", {"size": len(data)}, format="json").json()["id"]
     assert put(api, uid, data, 0, len(data)).status_code == 200
     assert api.post(f"/api/v1/uploads/{uid}/complete", {}, format="json").status_code == 200
-    assert quota.used_bytes(owner) == 900 * KB
+    assert quota.used_bytes(owner) == 900 * KB + written_cards(owner)
     published = api.post(model + "versions/", {"metadata": valid_metadata(),
                                                 "files": [{"path": "w.bin", "upload": uid}]}, format="json")
     assert published.status_code == 201, published.content
-    assert quota.used_bytes(owner) == 900 * KB
+    assert quota.used_bytes(owner) == 900 * KB + written_cards(owner)
 
 
 def test_chunks_and_completion_stop_past_the_quota_and_the_upload_waits_for_room(one_mib, api, owner, publish):
@@ -108,7 +116,7 @@ def test_chunks_and_completion_stop_past_the_quota_and_the_upload_waits_for_room
     assert put(api, uid, data[:200 * KB], 0, len(data)).status_code == 200
     # a job of the person's publishes a result: never refused, but it fills the quota
     _, made = publish(owner, "outputs", {"outputs.bin": os.urandom(600 * KB)})
-    assert quota.used_bytes(owner) == 1100 * KB
+    assert quota.used_bytes(owner) == 1100 * KB + written_cards(owner)
     assert_refused(put(api, uid, data[200 * KB:], 200 * KB, len(data)), adding=0)
     assert api.get(f"/api/v1/uploads/{uid}").json()["offset"] == 200 * KB  # nothing lost
     services.delete_version(made)
@@ -141,9 +149,9 @@ def test_deleted_versions_and_staff_are_not_counted(one_mib, owner, publish, mak
     content = os.urandom(700 * KB)
     _, made = publish(owner, "m", {"a.bin": content})
     _, other = publish(owner, "n", {"a.bin": content, "b.bin": b"x"})
-    assert quota.used_bytes(owner) == 700 * KB + 1  # the same content in two artifacts, once
+    assert quota.used_bytes(owner) == 700 * KB + 1 + written_cards(owner)  # the same content in two artifacts, once
     services.delete_version(made)
-    assert quota.used_bytes(owner) == 700 * KB + 1  # still held by the other version
+    assert quota.used_bytes(owner) == 700 * KB + 1 + written_cards(owner)  # still held by the other version
     services.delete_version(other)
     assert quota.used_bytes(owner) == 0
     admin = make_user("root")

@@ -95,12 +95,13 @@ def test_a_direct_upload_resumes_part_by_part_after_a_cut(s3, owner, live_server
     # It publishes like any upload, and downloads back (a redirect to the store, ranges in parallel).
     resumed.create_artifact("model", "direct")
     version = resumed.create_version("alice/direct", {"w.bin": path}, metadata=valid_metadata())
-    assert version["files"][0]["sha256"] == SHA
+    assert {f["path"]: f["sha256"] for f in version["files"]}["w.bin"] == SHA
     out = resumed.download_file("alice/direct", "1", "w.bin", tmp_path / "back.bin", cache=False)
     assert out.read_bytes() == DATA
     # Deleting the blob (the collector does, once nothing references it) removes pointer and bytes.
     s3.delete(SHA)
-    assert not s3.exists(SHA) and stored(s3) == {}
+    card = {f["path"]: f["sha256"] for f in version["files"]}["README.md"]  # the card the hub wrote stays
+    assert not s3.exists(SHA) and set(stored(s3)) == {blob_key(card)}
 
 
 def test_the_client_uploads_directly_when_the_hub_offers_it(s3, owner, live_server, tmp_path):

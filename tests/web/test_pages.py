@@ -370,7 +370,7 @@ def test_previews_download_all_and_counts(owner, publish):
     archive = anon.get(f"{base}/archive")
     assert archive["Content-Disposition"] == f'attachment; filename="previewed-{version.label}.zip"'
     with zipfile.ZipFile(io.BytesIO(b"".join(archive.streaming_content))) as held:
-        assert sorted(held.namelist()) == sorted([*files, "ro-crate-metadata.json"])  # an RO-Crate
+        assert sorted(held.namelist()) == sorted([*files, "README.md", "ro-crate-metadata.json"])  # an RO-Crate
         for name, data in files.items():
             assert hashlib.sha256(held.read(name)).digest() == hashlib.sha256(data).digest()
     artifact.refresh_from_db()
