@@ -52,8 +52,9 @@ def limit_for(user) -> int:
 
 
 def _live_files_of(user):
+    """The files of ``user``'s live versions whose bytes the hub stores (data by reference counts nothing)."""
     return File.objects.filter(version__artifact__owner=user, version__deleted_at__isnull=True,
-                               version__artifact__deleted_at__isnull=True)
+                               version__artifact__deleted_at__isnull=True, location="")
 
 
 def used_bytes(user) -> int:
@@ -62,10 +63,10 @@ def used_bytes(user) -> int:
     uploads."""
     in_versions = _live_files_of(user).values("blob_id")
     held = Blob.objects.filter(sha256__in=in_versions).aggregate(total=Sum("size"))["total"] or 0
-    completed = (Upload.objects.filter(owner=user, state=Upload.State.COMPLETED).exclude(sha256="")
+    completed = (Upload.objects.filter(owner=user, state=Upload.State.COMPLETED, reference=False).exclude(sha256="")
                  .exclude(sha256__in=in_versions).values_list("sha256", "size").distinct())
     held += sum(dict(completed).values())
-    opened = Upload.objects.filter(owner=user, state=Upload.State.OPEN, expires__gt=timezone.now())
+    opened = Upload.objects.filter(owner=user, state=Upload.State.OPEN, expires__gt=timezone.now(), reference=False)
     return held + (opened.aggregate(total=Sum("size"))["total"] or 0)
 
 
@@ -128,7 +129,7 @@ def check_files(owner, files: Iterable, publisher=None) -> None:
     if not limit:
         return
     lock(owner)
-    sizes = {item.sha256: item.size for item in files}
+    sizes = {item.sha256: item.size for item in files if not getattr(item, "location", "")}
     held = set(_live_files_of(owner).filter(blob_id__in=sizes).values_list("blob_id", flat=True).distinct())
     held |= set(Upload.objects.filter(owner=owner, state=Upload.State.COMPLETED, sha256__in=sizes)
                 .values_list("sha256", flat=True))

@@ -24,7 +24,7 @@ from django.utils import timezone
 from hub.errors import HubError
 from hub.metadata.derive import FileInfo
 from hub.metadata.services import prepare
-from hub.registry import lineage, pids
+from hub.registry import lineage, pids, references
 from hub.registry.models import (
     LABEL_RE,
     RESERVED_LABELS,
@@ -334,8 +334,7 @@ def create_version(
     if artifact.versions.filter(label=label).exists():
         raise HubError("already_exists", f"{artifact.full_name} already has a version {label!r}.")
     store = get_blob_store()
-    local = [FileInfo(p, f.staged, f.size, fetch=_fetcher(store, f), read_range=_range_reader(store, f))
-             for f, p in zip(files, paths, strict=True)]
+    local = [_file_info(store, f, p) for f, p in zip(files, paths, strict=True)]
     metadata = prepare(artifact, metadata, local, system=system)
     digest = content_digest(f.sha256 for f in files)
     existing = find_duplicate(user, digest)
@@ -356,11 +355,10 @@ def create_version(
             )
             for staged, path in zip(files, paths, strict=True):
                 blob, _ = Blob.objects.get_or_create(sha256=staged.sha256, defaults={"size": staged.size})
-                if store.put_file(staged.staged, staged.sha256):
+                if not staged.location and store.put_file(staged.staged, staged.sha256):
                     newly_stored.append(staged.sha256)
-                File.objects.create(
-                    version=version, path=path, blob=blob, size=staged.size, media_type=media_type_for(path)
-                )
+                File.objects.create(version=version, path=path, blob=blob, size=staged.size,
+                                    media_type=media_type_for(path), location=staged.location)
                 if staged.upload is not None:
                     consumed = Upload.objects.filter(pk=staged.upload.pk, state=Upload.State.COMPLETED).update(
                         state=Upload.State.CONSUMED
@@ -386,7 +384,7 @@ def create_version(
         _remove_blobs(newly_stored)
         raise
     for staged in files:
-        if staged.upload is not None:
+        if staged.upload is not None and not staged.location:  # never the referenced data itself
             transaction.on_commit(lambda path=staged.staged: path.unlink(missing_ok=True))
     return version
 
@@ -402,6 +400,28 @@ def named_by(artifact: Artifact, metadata: dict[str, Any]) -> dict[str, str]:
     if isinstance(description, str) and description.strip() and not artifact.description:
         out["description"] = description.strip()[:20000]
     return out
+
+
+def _file_info(store, staged: StagedFile, path: str) -> FileInfo:
+    """What metadata derivation reads of a staged file: a path reference in place, an S3 one by ranged reads."""
+    if not staged.location:
+        return FileInfo(path, staged.staged, staged.size, fetch=_fetcher(store, staged),
+                        read_range=_range_reader(store, staged))
+    if not references.is_s3(staged.location):
+        return FileInfo(path, references.resolved(staged.location), staged.size)
+
+    def fetch(local: Path) -> None:
+        with references.open_bytes(staged.location) as source, open(local, "wb") as out:
+            shutil.copyfileobj(source, out, 8 * 1024 * 1024)
+
+    def read_range(start: int, length: int) -> bytes:
+        length = min(length, staged.size - start)
+        if length <= 0:
+            return b""
+        with references.open_bytes(staged.location, start, length) as part:
+            return part.read()
+
+    return FileInfo(path, staged.staged, staged.size, fetch=fetch, read_range=read_range)
 
 
 def _fetcher(store, staged: StagedFile):
