@@ -174,8 +174,8 @@ def test_an_s3_reference_is_hashed_in_the_bucket_and_served_by_redirect(api, s3,
     data = os.urandom(200_000)
     s3.client.put_object(s3.bucket, "collection/part-0.bin", io.BytesIO(data), len(data))
     settings.HUB_REFERENCE_ROOTS = [f"s3://{s3.bucket}/collection/"]
-    settings.HUB_REFERENCE_S3 = {"ENDPOINT": settings.HUB_STORAGE["S3_ENDPOINT"], "SECURE": False, "REGION": "us-east-1",
-                                 "ACCESS_KEY": settings.HUB_STORAGE["S3_ACCESS_KEY"],
+    settings.HUB_REFERENCE_S3 = {"ENDPOINT": settings.HUB_STORAGE["S3_ENDPOINT"], "SECURE": False,
+                                 "REGION": "us-east-1", "ACCESS_KEY": settings.HUB_STORAGE["S3_ACCESS_KEY"],
                                  "SECRET_KEY": settings.HUB_STORAGE["S3_SECRET_KEY"]}
     location = f"s3://{s3.bucket}/collection/part-0.bin"
     upload = register(api, location)
