@@ -49,7 +49,8 @@ def _http(url: str, offset: int) -> urllib3.BaseHTTPResponse:
     for _ in range(settings.HUB_FETCH_MAX_REDIRECTS + 1):
         headers = {"Range": f"bytes={offset}-"} if offset else {}
         try:
-            response = pool.request("GET", url, headers=headers, redirect=False, preload_content=False)
+            response = pool.request("GET", url, headers=headers, redirect=False, preload_content=False,
+                                    enforce_content_length=False)  # a short body: kept, resumed from
         except urllib3.exceptions.HTTPError as exc:
             raise CodedError("fetch_failed", f"{urlsplit(url).netloc} could not be reached: {type(exc).__name__}.")
         if response.status in (301, 302, 303, 307, 308):
@@ -89,6 +90,20 @@ def _open(url: str, offset: int):
     return response, _size_of(response)
 
 
+class _UntilBroken:
+    """A stream whose failure reads as its end, so ``write_chunk`` keeps what arrived and a retry resumes there."""
+
+    def __init__(self, stream) -> None:
+        self.stream, self.error = stream, None
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return self.stream.read(size)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            self.error = exc
+            return b""
+
+
 def run(upload: Upload, log=print, progress=None) -> Upload:
     """Fetch ``upload.source`` into ``upload`` (resuming at its offset) and complete it."""
     deadline = time.monotonic() + settings.HUB_FETCH_DEADLINE_S
@@ -111,17 +126,15 @@ def run(upload: Upload, log=print, progress=None) -> Upload:
                 raise CodedError("time_limit", f"The fetch read {upload.received} of {size} bytes in "
                                                f"{settings.HUB_FETCH_DEADLINE_S:.0f} s (HUB_FETCH_DEADLINE_S); "
                                                "run it again to resume.")
-            start = upload.received
+            start, reader = upload.received, _UntilBroken(stream)
             try:
-                uploads.write_chunk(upload, stream, start, min(size, start + CHUNK))
+                uploads.write_chunk(upload, reader, start, min(size, start + CHUNK))
             except HubError as exc:
                 if exc.code != "upload_incomplete":
                     raise
-                raise CodedError("fetch_failed", f"The server closed the connection after byte {upload.received}; "
-                                                 "run the fetch again to resume there.")
-            except (urllib3.exceptions.HTTPError, OSError) as exc:
-                raise CodedError("fetch_failed", f"Reading stopped after byte {upload.received}: "
-                                                 f"{type(exc).__name__}; run the fetch again to resume there.")
+                why = type(reader.error).__name__ if reader.error else "the server closed the connection"
+                raise CodedError("fetch_failed", f"Reading stopped after byte {upload.received} ({why}); run the "
+                                                 "fetch again to resume there.")
             if progress is not None:
                 progress(upload.received / size if size else 1.0)
     finally:
