@@ -250,9 +250,9 @@ class File(models.Model):
     @property
     def where(self) -> str:
         """Where a referenced file's bytes live, in words (the landing page)."""
-        from hub.registry.references import describe
-
-        return describe(self.location) if self.location else "in the hub's store"
+        if self.location.startswith("s3://"):
+            return f"in the S3 bucket {self.location[5:].partition('/')[0]}"
+        return "on the site's file system" if self.location else "in the hub's store"
 
 
 class ProvenanceLink(models.Model):

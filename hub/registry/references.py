@@ -139,10 +139,10 @@ def members(location: str) -> list[Member]:
 def open_bytes(location: str, start: int = 0, length: int | None = None) -> BinaryIO:
     """The bytes of a referenced file from ``start`` (``length`` of them, or to the end)."""
     if is_s3(location):
-        from hub.storage.s3 import _Body
+        from hub.storage.s3 import Body
 
         bucket, key = _bucket_key(location)
-        return _Body(_client().get_object(bucket, key, offset=start, length=length or 0))
+        return Body(_client().get_object(bucket, key, offset=start, length=length or 0))
     handle = open(resolved(location), "rb")  # noqa: SIM115 - the caller closes it
     handle.seek(start)
     return handle if length is None else _Limited(handle, length)
@@ -203,8 +203,3 @@ def download_url(location: str, filename: str, media_type: str) -> str | None:
         bucket, key, expires=timedelta(seconds=settings.HUB_STORAGE["S3_PRESIGN_SECONDS"]),
         response_headers={"response-content-disposition": f'attachment; filename="{filename}"',
                           "response-content-type": media_type})
-
-
-def describe(location: str) -> str:
-    """Where the data lives, in words (the landing page's line)."""
-    return f"in the S3 bucket {_bucket_key(location)[0]}" if is_s3(location) else "on the site's file system"

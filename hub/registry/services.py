@@ -403,55 +403,36 @@ def named_by(artifact: Artifact, metadata: dict[str, Any]) -> dict[str, str]:
 
 
 def _file_info(store, staged: StagedFile, path: str) -> FileInfo:
-    """What metadata derivation reads of a staged file: a path reference in place, an S3 one by ranged reads."""
-    if not staged.location:
-        return FileInfo(path, staged.staged, staged.size, fetch=_fetcher(store, staged),
-                        read_range=_range_reader(store, staged))
-    if not references.is_s3(staged.location):
+    """What metadata derivation reads of a staged file: a local one, a path reference in place, or one whose bytes
+    are only in the object store (a direct upload, checked when it completed) or in an S3 reference: copied to the
+    local path when derivation first reads it whole, read by ranges otherwise."""
+    if staged.location and not references.is_s3(staged.location):
         return FileInfo(path, references.resolved(staged.location), staged.size)
-
-    def fetch(local: Path) -> None:
-        with references.open_bytes(staged.location) as source, open(local, "wb") as out:
-            shutil.copyfileobj(source, out, 8 * 1024 * 1024)
-
-    def read_range(start: int, length: int) -> bytes:
-        length = min(length, staged.size - start)
-        if length <= 0:
-            return b""
-        with references.open_bytes(staged.location, start, length) as part:
-            return part.read()
-
-    return FileInfo(path, staged.staged, staged.size, fetch=fetch, read_range=read_range)
-
-
-def _fetcher(store, staged: StagedFile):
-    """For a file whose bytes are only in the object store (a direct upload, checked when it completed): a
-    function that copies them to the local path derivation reads; None for a file on local disk."""
-    if staged.staged.exists():
-        return None
-    if not store.exists(staged.sha256):
-        raise HubError("upload_not_open", f"The bytes of {staged.path!r} are gone from the hub (the upload expired); "
-                                          "upload the file again.")
+    if staged.location:
+        def opener(start: int = 0, length: int | None = None):
+            return references.open_bytes(staged.location, start, length)
+    else:
+        def opener(start: int = 0, length: int | None = None):
+            return store.open(staged.sha256, start, length)
+        if not staged.staged.exists() and not store.exists(staged.sha256):
+            raise HubError("upload_not_open", f"The bytes of {staged.path!r} are gone from the hub (the upload "
+                                              "expired); upload the file again.")
 
     def fetch(local: Path) -> None:
         partial = local.with_name(f"{local.name}.fetching")
-        with store.open(staged.sha256) as source, open(partial, "wb") as out:
+        with opener() as source, open(partial, "wb") as out:
             shutil.copyfileobj(source, out, 8 * 1024 * 1024)
         partial.replace(local)
 
-    return fetch
-
-
-def _range_reader(store, staged: StagedFile):
-    """For a file only in the object store: a function reading ``length`` bytes from ``start`` (a ranged read)."""
     def read_range(start: int, length: int) -> bytes:
         length = min(length, staged.size - start)
         if length <= 0:
             return b""
-        with store.open(staged.sha256, start, length) as part:
+        with opener(start, length) as part:
             return part.read()
 
-    return read_range
+    local = staged.staged.exists() and not staged.location
+    return FileInfo(path, staged.staged, staged.size, fetch=None if local else fetch, read_range=read_range)
 
 
 def _remove_blobs(sha256s: list[str]) -> None:
