@@ -21,7 +21,9 @@ first's commit and then counts its bytes, so together they cannot pass the quota
 
 Versions that the hub's own jobs publish (conversions, generation builds, containers, inference outputs,
 fine-tunes) count towards the quota but are never refused: a job must not fail for where it puts its result.
-Staff are not limited. A refusal is 403 ``storage_quota`` with ``used``, ``limit`` and ``adding`` in bytes.
+Staff are not limited. A refusal is 403 ``storage_quota`` with ``used``, ``limit`` and ``adding`` in bytes. Data by
+reference (``hub.registry.references``: files whose bytes stay on the site's file system or in an S3 bucket) is
+not counted: the hub holds none of its bytes.
 """
 
 from __future__ import annotations
