@@ -53,6 +53,10 @@ STATUS: dict[str, int] = {
     "upload_size_mismatch": 400,
     "checksum_mismatch": 400,
     "upload_too_large": 413,
+    # data by reference and fetched data (hub.registry.references, hub.registry.fetch)
+    "reference_not_allowed": 403,
+    "fetch_not_allowed": 403,
+    "reference_changed": 409,
     "not_authenticated": 401,
     "invalid_token": 401,
     "invalid_credentials": 401,

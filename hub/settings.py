@@ -249,6 +249,26 @@ HUB_GC_GRACE_S = float(env("HUB_GC_GRACE_S", "3600"))  # staged files and blobs 
 # download treats a past date as open anyway, so this only updates the rows and writes the audit line).
 HUB_EMBARGO_INTERVAL_S = float(env("HUB_EMBARGO_INTERVAL_S", "300"))
 
+# Data by reference (hub.registry.references): the roots a version's file may live under without a copy, each an
+# absolute path on a file system the workers and the web nodes mount alike (/lustre/project) or an S3 prefix
+# (s3://bucket/prefix); anything else, and a path whose symbolic links lead out of every root, is refused.
+HUB_REFERENCE_ROOTS = env_list("HUB_REFERENCE_ROOTS", "")
+# The S3 service that s3:// references and fetches are read from (default: the object store's own endpoint).
+HUB_REFERENCE_S3 = {
+    "ENDPOINT": env("HUB_REFERENCE_S3_ENDPOINT", HUB_STORAGE["S3_ENDPOINT"]),  # host:port of s3:// references
+    "ACCESS_KEY": env("HUB_REFERENCE_S3_ACCESS_KEY", HUB_STORAGE["S3_ACCESS_KEY"]),  # its access key
+    "SECRET_KEY": env("HUB_REFERENCE_S3_SECRET_KEY", HUB_STORAGE["S3_SECRET_KEY"]),  # its secret key
+    "REGION": env("HUB_REFERENCE_S3_REGION", HUB_STORAGE["S3_REGION"]),  # its region
+    "SECURE": env_bool("HUB_REFERENCE_S3_SECURE", HUB_STORAGE["S3_SECURE"]),  # over HTTPS
+}
+HUB_REFERENCE_MAX_FILES = int(env("HUB_REFERENCE_MAX_FILES", "10000"))  # files one referenced folder may hold
+# URL prefixes the hub fetches from (hub.registry.fetch): https://data.example.org/, s3://bucket/prefix; empty:
+# fetching is off. A redirect to a URL outside them is refused.
+HUB_FETCH_ALLOWED = env_list("HUB_FETCH_ALLOWED", "")
+HUB_FETCH_MAX_SIZE = int(env("HUB_FETCH_MAX_SIZE", str(HUB_UPLOAD_MAX_SIZE)))  # the largest fetch, in bytes
+HUB_FETCH_DEADLINE_S = float(env("HUB_FETCH_DEADLINE_S", "3600"))  # a fetch still reading after this fails
+HUB_FETCH_MAX_REDIRECTS = int(env("HUB_FETCH_MAX_REDIRECTS", "5"))  # redirects one fetch follows
+
 HUB_PID = {
     "NAAN": env("HUB_PID_NAAN", "99999"),  # 99999 is the ARK test NAAN
     "SHOULDER": env("HUB_PID_SHOULDER", "fk4"),  # the ARK shoulder of minted PIDs

@@ -13,7 +13,7 @@ from typing import Any
 
 from hpcfair import arrays as tensors
 from hpcfair._sources import NAME_RE, ModelSource, version_ref
-from hpcfair.client import HubClient
+from hpcfair.client import HubClient, Remote
 from hpcfair.config import Config
 from hpcfair.errors import ConfigError, ConflictError, HubError, InvalidMetadataError, JobError, NotFoundError
 
@@ -75,9 +75,12 @@ def parse_creator(value: str | dict[str, Any]) -> dict[str, Any]:
 
 def upload(client: HubClient, config: Config | None, *, name: str | None, files: list[str | Path] | None,
            metadata: dict[str, Any] | str | Path | None, kind: str, visibility: str, version: str,
-           creators: list[str | dict[str, Any]] | None = None) -> dict[str, Any]:
+           creators: list[str | dict[str, Any]] | None = None, references: list[str] | None = None,
+           fetches: list[str] | None = None) -> dict[str, Any]:
     """``modelAPI.upload``: what the arguments say, completed from the config when there is one. ``creators``
-    ("Name, ORCID" or {name, orcid, affiliation}) win over the metadata's and the card's."""
+    ("Name, ORCID" or {name, orcid, affiliation}) win over the metadata's and the card's. ``references`` (paths
+    under a root the hub declares, or s3:// URLs: the bytes stay there) and ``fetches`` (URLs the hub copies from)
+    are files the hub reads itself, named by their last part."""
     base = Path.cwd()
     if config is not None:
         task, base = config.task, config.base
@@ -85,10 +88,13 @@ def upload(client: HubClient, config: Config | None, *, name: str | None, files:
         files = files or task.files or config.names("model_file")
         metadata = metadata if metadata is not None else task.metadata
         kind, visibility, version = task.kind, task.visibility or visibility, task.version or version
-    if not name or not files:
+    remote = {source.rstrip("/").rsplit("/", 1)[-1]: Remote(kind, source)
+              for kind, sources in (("reference", references), ("fetch", fetches)) for source in sources or []}
+    if not name or not (files or remote):
         raise ConfigError("an upload needs a name (model_name) and files (task_args.files or model_file)",
                           key="task_args.files")
-    named = version_files([Path(f) if Path(f).is_absolute() else base / f for f in files])
+    named: dict[str, Any] = version_files([Path(f) if Path(f).is_absolute() else base / f for f in files or []])
+    named |= remote
     meta, card = read_metadata(metadata, base)
     named |= {"README.md": card} if card else {}  # a card given as metadata wins over a folder's README.md
     if creators:

@@ -117,13 +117,15 @@ class modelAPI:  # noqa: N801 - the papers' name
 
     def upload(self, cfg: Cfg | None = None, *, name: str | None = None, files: list[str | Path] | None = None,
                metadata: dict[str, Any] | str | Path | None = None, kind: str = "model", visibility: str = "public",
-               version: str = "", creators: list[str | dict[str, Any]] | None = None) -> dict[str, Any]:
+               version: str = "", creators: list[str | dict[str, Any]] | None = None,
+               references: list[str] | None = None, fetches: list[str] | None = None) -> dict[str, Any]:
         """Publish a version (of your artifact ``name``, created if needed) from files and metadata; returns
         the version with its PID. Metadata is a dict or a file: YAML, JSON, or a model card README.md.
-        ``creators`` ("Name, ORCID" strings or {name, orcid, affiliation}) win over the metadata's."""
+        ``creators`` ("Name, ORCID" strings or {name, orcid, affiliation}) win over the metadata's.
+        ``references``: paths (or s3:// URLs) whose data stays where it lives; ``fetches``: URLs the hub copies."""
         return _registry.upload(self.client, load(cfg) if cfg is not None else None, name=name, files=files,
                                 metadata=metadata, kind=kind, visibility=visibility, version=version,
-                                creators=creators)
+                                creators=creators, references=references, fetches=fetches)
 
     def download(self, ref: str, dest: str | Path = ".", files: list[str] | None = None) -> list[Path]:
         """A version's files (or some of them) under ``dest``, through the local cache."""

@@ -183,8 +183,9 @@ def grants(name: Annotated[str, typer.Argument(help="owner/name")],
                      "'Ada Lovelace, 0000-0002-1825-0097' --private; a model folder: hpcfair upload minilm "
                      "./all-MiniLM-L6-v2/")
 def upload(name: Annotated[str, typer.Argument(help="The artifact name (yours; created if needed).")],
-           files: Annotated[list[Path], typer.Argument(help="The files of the version; a folder gives every file "
-                                                            "under it, at its path inside the folder.")],
+           files: Annotated[list[Path] | None, typer.Argument(help="The files of the version; a folder gives every "
+                                                                   "file under it, at its path inside the folder.")
+                            ] = None,
            metadata: Annotated[Path | None, typer.Option(help="Metadata: YAML, JSON or a card named README.md "
                                                                "(published as the version's README.md).")] = None,
            kind: Annotated[str, typer.Option(help="model, dataset or project.")] = "model",
@@ -193,11 +194,17 @@ def upload(name: Annotated[str, typer.Argument(help="The artifact name (yours; c
            creator: Annotated[list[str] | None, typer.Option(
                help="A creator: 'Name' or 'Name, ORCID' (repeatable); wins over the metadata's and the card's "
                     "creators (a Hugging Face card has none).")] = None,
+           reference: Annotated[list[str] | None, typer.Option(
+               help="Data by reference (repeatable): a file or folder under a root the hub declares (/lustre/…) or "
+                    "s3://bucket/key; the bytes stay there, the hub reads them once for size and sha256.")] = None,
+           fetch: Annotated[list[str] | None, typer.Option(
+               help="A URL the hub fetches the file from (repeatable; http(s) or s3, of a site the hub allows).")
+                            ] = None,
            as_json: Json = False) -> None:
-    """Publish a version of an artifact from files and metadata."""
-    info = _api().upload(name=name, files=[str(f.resolve()) for f in files], metadata=metadata and str(metadata),
-                         kind=kind, visibility="private" if private else "public", version=version,
-                         creators=creator)
+    """Publish a version of an artifact from files (sent, referenced in place or fetched by the hub) and metadata."""
+    info = _api().upload(name=name, files=[str(f.resolve()) for f in files or []],
+                         metadata=metadata and str(metadata), kind=kind, visibility="private" if private else "public",
+                         version=version, creators=creator, references=reference, fetches=fetch)
     _print(info, as_json, f"published {info['artifact']}@{info['version']}  {info['pid']}")
 
 

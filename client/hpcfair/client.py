@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -57,6 +58,18 @@ REFUSED_S = 1.0  # how long a refused connection (nothing listens there) is trie
 PARALLEL_FILES = 4  # files of a version downloaded at once (each large one over several connections too)
 FINISHED = {"succeeded", "failed", "cancelled"}
 NPZ = "application/x-npz"
+
+
+@dataclass(frozen=True)
+class Remote:
+    """A file of a new version that the hub fills itself: ``reference`` (data by reference: a path under a root the
+    hub declares, or s3://) or ``fetch`` (a URL the hub copies from)."""
+
+    kind: str
+    source: str
+
+    def wire(self) -> dict[str, str]:
+        return {self.kind: self.source}
 
 
 # A connection that cannot be made at all (nothing listens, no network, no route, no such host): trying again
@@ -355,19 +368,23 @@ class HubClient:
     def create_artifact(self, kind: str, name: str, **fields: Any) -> dict[str, Any]:
         return self.request("POST", "artifacts/", json={"kind": kind, "name": name, **fields}).json()
 
-    def create_version(self, owner_name: str, files: dict[str, str | Path], *, version: str = "",
+    def create_version(self, owner_name: str, files: dict[str, str | Path | Remote], *, version: str = "",
                        metadata: dict[str, Any] | None = None,
                        provenance: list[dict[str, str]] | None = None,
                        new_artifact: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Publish a version from local files ({path in version: local path}), via resumable uploads;
+        """Publish a version from local files ({path in version: local path}), via resumable uploads, and
+        ``Remote`` ones the hub reads itself (data by reference, fetched URLs);
         ``new_artifact`` ({kind, visibility, title, description}) creates the artifact with it, or neither.
 
         The files are hashed first and the hub asked whether a version you can see holds exactly them: if so,
         ``DuplicateVersionError`` (as the hub would answer after the upload) and not a byte is sent."""
+        remote = {name: self.remote_upload(**source.wire()) for name, source in files.items()
+                  if isinstance(source, Remote)}
+        files = {name: local for name, local in files.items() if name not in remote}
         total = sum(Path(local).stat().st_size for local in files.values())
         with bar(total=total, desc="hash files", unit="B") as shown:
             sha256s = {name: file_sha256(local, shown.update) for name, local in files.items()}
-        answer = self._by_content(sha256s.values())
+        answer = None if remote else self._by_content(sha256s.values())  # a referenced folder: files not known
         if answer is not None:
             found = answer.json()
             existing = f"{found['artifact']}@{found['version']}"
@@ -377,7 +394,7 @@ class HubClient:
                                         body={"code": "duplicate_version", "existing_pid": found["pid"],
                                               "existing": existing})
         items = [{"path": name, "upload": self.upload_file(local, sha256=sha256s[name])["id"]}
-                 for name, local in files.items()]
+                 for name, local in files.items()] + [{"path": name, "upload": up["id"]} for name, up in remote.items()]
         body = {"version": version, "metadata": metadata or {}, "files": items, "provenance": provenance or []}
         if new_artifact is not None:
             body["artifact"] = new_artifact
@@ -593,6 +610,15 @@ class HubClient:
         upload = self.request("POST", "uploads/", json=body).json()
         return self.resume_upload(upload["url"], path, chunk_size=chunk_size)
 
+    def remote_upload(self, *, reference: str = "", fetch: str = "", timeout: float = 24 * 3600.0) -> dict[str, Any]:
+        """An upload the hub fills itself: ``reference`` (a path under a root the hub declares, or s3://; the bytes
+        stay there and the hub reads them once for size and sha256) or ``fetch`` (a URL of an allowed site the hub
+        copies). Waits for its job; returns the completed upload."""
+        body = {"reference": reference} if reference else {"fetch": fetch}
+        opened = self.request("POST", "uploads/", json=body).json()
+        self.wait(opened["job"], timeout=timeout)
+        return self.request("GET", opened["url"], patient=True).json()
+
     def resume_upload(self, upload_url: str, path: str | Path, *, chunk_size: int = CHUNK_SIZE) -> dict[str, Any]:
         """Send what the hub (or its object store) does not hold yet of an open upload, then complete it."""
         path = Path(path)
@@ -735,14 +761,53 @@ class HubClient:
         with bar(total=total, desc=f"download {info['artifact']}@{info['version']}", unit="B") as shown, \
                 ThreadPoolExecutor(max_workers=PARALLEL_FILES, thread_name_prefix="download") as pool:
             def one(item: dict[str, Any]) -> Path:
-                self.fetch(item["download_url"], item["sha256"], item["size"], label=item["path"],
-                           progress=shown.update)
+                self.fetch_item(item, progress=shown.update)
                 return self.cache.copy_out(item["sha256"], Path(dest_dir) / item["path"])
             return list(pool.map(one, wanted))
 
     def cached(self, item: dict[str, Any]) -> Path:
         """The cache path of a file entry of a version (fetched if not cached yet)."""
-        return self.fetch(item["download_url"], item["sha256"], item["size"], label=item["path"])
+        return self.fetch_item(item)
+
+    def fetch_item(self, item: dict[str, Any], progress: Callable[[int], None] | None = None) -> Path:
+        """A version's file entry in the cache. Data by reference (``location``) is read where it lives when this
+        machine mounts it (a login node of the site), else through the hub; where neither can read it, the error
+        says where the data lives."""
+        location = item.get("location") or ""
+        if location.startswith("/") and os.access(location, os.R_OK) and (hit := self._from_location(item)):
+            if progress is not None:
+                progress(item["size"])
+            return hit
+        try:
+            return self.fetch(item["download_url"], item["sha256"], item["size"], label=item["path"],
+                              progress=progress)
+        except HubError as exc:
+            if not location:
+                raise
+            here = "" if location.startswith("s3://") else f" This machine cannot read {location} either: run the " \
+                                                          "download where that file system is mounted."
+            raise type(exc)(f"{item['path']} is data by reference at {location}, and the hub could not serve it: "
+                            f"{exc.message}{here}", code=exc.code, status=exc.status, request_id=exc.request_id,
+                            body=exc.body) from None
+
+    def _from_location(self, item: dict[str, Any]) -> Path | None:
+        """A referenced file read from this machine's own mount into the cache, its size and sha256 checked (None
+        when they differ from the record: the hub then says what changed)."""
+        target = self.cache.path(item["sha256"])
+        if hit := self.cache.get(item["sha256"]):
+            return hit
+        partial = target.with_name(target.name + ".incomplete")
+        partial.parent.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256()
+        with open(item["location"], "rb") as source, open(partial, "wb") as out:
+            while block := source.read(CHUNK_SIZE):
+                digest.update(block)
+                out.write(block)
+        if digest.hexdigest() != item["sha256"] or partial.stat().st_size != item["size"]:
+            partial.unlink()
+            return None
+        partial.replace(target)
+        return target
 
     def fetch(self, url: str, sha256: str, size: int, *, label: str = "",
               progress: Callable[[int], None] | None = None) -> Path:

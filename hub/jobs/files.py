@@ -10,7 +10,8 @@ from pathlib import Path
 
 from hpcfair.compute import CodedError
 
-from hub.registry.models import Version
+from hub.registry import references
+from hub.registry.models import File, Version
 from hub.registry.uploads import StagedFile, sha256_of_file
 from hub.storage import StorageUnavailable, get_blob_store
 from hub.storage import place as placement
@@ -27,10 +28,42 @@ def fetch(version: Version, path: str, dest_dir: Path, *, link: bool = False) ->
     if os.path.lexists(dest):
         raise CodedError("invalid", f"Two files of {version} are named {dest.name} ({path} and another); give "
                                     "each file a name of its own in the version.")
+    if file.location:
+        if link and not references.is_s3(file.location):
+            dest.symlink_to(references.resolved(file.location))  # read in place, never copied
+            return dest
+        return place_file(file, dest)
     if link and (local := store.local_path(file.blob_id)) is not None and local.exists():
         dest.symlink_to(local)
         return dest
     return _placed(file.blob_id, dest, link=False)
+
+
+def place_file(file: File, target: Path) -> Path:
+    """A version's file as ``target``: its blob (``place``), or a referenced file's bytes copied from where they
+    live (for a reader that sees only its own folder, such as a sandbox)."""
+    if not file.location:
+        return place(file.blob_id, target)
+    try:
+        return placement.place(target, opener=lambda: references.open_bytes(file.location), link=False)
+    except FileExistsError:
+        raise CodedError("invalid", f"Two files of this job would be laid out as {target.name}.") from None
+    except Exception as exc:  # noqa: BLE001 - gone, unreadable, refused now
+        if isinstance(exc, CodedError):
+            raise
+        raise CodedError("reference_unreadable", f"{file.location} cannot be read ({type(exc).__name__}).") from None
+
+
+def input_path(file: File, target: Path) -> Path:
+    """A Slurm job's input file: a path reference is handed over as its own path, without a copy (the compute
+    nodes mount the declared roots, as the hub does); anything else is placed as ``target``."""
+    if file.location and not references.is_s3(file.location):
+        if file.location_changed:
+            raise CodedError("reference_unreadable", f"{file.location} changed on "
+                                                     f"{file.location_changed.date().isoformat()}; a job does not "
+                                                     "run on data that differs from its record.")
+        return references.resolved(file.location)
+    return place_file(file, target)
 
 
 def staged(path: Path, name: str) -> StagedFile:

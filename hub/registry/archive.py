@@ -8,6 +8,7 @@ import io
 import zipfile
 from collections.abc import Iterator
 
+from hub.registry import references
 from hub.registry.models import Version
 from hub.storage import get_blob_store
 
@@ -49,7 +50,8 @@ def zip_stream(version: Version, extra: dict[str, bytes] | None = None) -> Itera
             info = zipfile.ZipInfo(file.path, date_time=stamp)
             info.file_size = file.size
             with archive.open(info, "w", force_zip64=file.size >= 2**31) as member, \
-                    store.open(file.blob_id, 0, file.size) as source:
+                    (references.open_bytes(file.location, 0, file.size) if file.location
+                     else store.open(file.blob_id, 0, file.size)) as source:
                 while block := source.read(BLOCK):
                     member.write(block)
                     yield pipe.take()

@@ -10,6 +10,7 @@ from django.db.models import F
 from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 
 from hub.errors import HubError
+from hub.registry import references
 from hub.registry.files_access import record_card, require_files
 from hub.registry.models import Artifact, File
 from hub.storage import StorageUnavailable, get_blob_store
@@ -52,6 +53,22 @@ class BlockFileResponse(FileResponse):
     block_size = 1024 * 1024
 
 
+def _changed(file: File) -> HubError:
+    when = f" on {file.location_changed.date().isoformat()}" if file.location_changed else ""
+    return HubError("reference_changed", f"{file.path!r} is data by reference, at {file.location}, and the data "
+                                         f"there changed{when} or is gone: the hub no longer serves it. Its record "
+                                         "and PID stay; ask the owner where the data went.", location=file.location)
+
+
+def open_reference(file: File, start: int, length: int):
+    """A path reference's bytes [start, start+length), refused (``reference_changed``) once its size differs from
+    the registered one (a cheap check on every read; fixity compares the sha256)."""
+    real = references.resolved(file.location)
+    if real.stat().st_size != file.size:
+        raise _changed(file)
+    return references.open_bytes(file.location, start, length)
+
+
 def count_download(artifact: Artifact, range_header: str | None) -> None:
     """One download per transfer started: a resumed or partial read (a Range not from 0) is not counted."""
     if not range_header or range_header.strip().startswith("bytes=0-"):
@@ -79,7 +96,12 @@ def file_response(request: HttpRequest, artifact: Artifact, file: File, *, inlin
     store = get_blob_store()
     filename = file.path.rsplit("/", 1)[-1]
     try:
-        url = store.download_url(file.blob_id, filename, file.media_type)
+        if file.location:
+            if file.location_changed:
+                raise _changed(file)
+            url = references.download_url(file.location, filename, file.media_type)
+        else:
+            url = store.download_url(file.blob_id, filename, file.media_type)
         if url:
             response = HttpResponseRedirect(url)
             response["ETag"] = etag
@@ -90,6 +112,11 @@ def file_response(request: HttpRequest, artifact: Artifact, file: File, *, inlin
             response = HttpResponse(content_type=file.media_type)
             response["Content-Length"] = str(end - start)
             response["Content-Disposition"] = f'attachment; filename="{filename}"'
+        elif file.location:
+            local, stream = None, open_reference(file, start, end - start)
+            response = BlockFileResponse(stream, as_attachment=not inline, filename=filename,
+                                         content_type=file.media_type)
+            response["Content-Length"] = str(end - start)
         else:
             local = store.local_path(file.blob_id)
             stream = store.open(file.blob_id, start, end - start)
@@ -102,6 +129,8 @@ def file_response(request: HttpRequest, artifact: Artifact, file: File, *, inlin
                 response["Content-Disposition"] = f'{"inline" if inline else "attachment"}; filename="{filename}"'
                 response["Content-Length"] = str(end - start)
     except FileNotFoundError:
+        if file.location:
+            raise _changed(file)
         raise HubError("storage_unavailable", f"The bytes of {file.path!r} are missing from the object store; "
                                               "the administrators have been told.")
     except StorageUnavailable:

@@ -230,6 +230,11 @@ class File(models.Model):
     blob = models.ForeignKey(Blob, on_delete=models.PROTECT, related_name="files")
     size = models.BigIntegerField()
     media_type = models.CharField(max_length=128, default="application/octet-stream")
+    # Data by reference (hub.registry.references): where the bytes live (an absolute path under a declared root, or
+    # s3://bucket/key); empty: the blob is in the hub's object store. Its size and sha256 are the ones read when
+    # it was registered; ``location_changed`` is when fixity first found them different (or the data gone).
+    location = models.CharField(max_length=2048, blank=True)
+    location_changed = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["path"]
@@ -241,6 +246,13 @@ class File(models.Model):
     @property
     def sha256(self) -> str:
         return self.blob_id
+
+    @property
+    def where(self) -> str:
+        """Where a referenced file's bytes live, in words (the landing page)."""
+        if self.location.startswith("s3://"):
+            return f"in the S3 bucket {self.location[5:].partition('/')[0]}"
+        return "on the site's file system" if self.location else "in the hub's store"
 
 
 class ProvenanceLink(models.Model):
@@ -295,6 +307,10 @@ class Upload(models.Model):
     # A resumable upload through the hub: the bytes held, and the object-store keys of its parts in order.
     received = models.BigIntegerField(default=0)
     parts = models.JSONField(default=list, blank=True)
+    # Fetched (``source`` a URL the hub reads through this upload's resumable path) or a reference (``reference``:
+    # the bytes stay at ``source``, a path or s3:// URL; ``parts`` holds a folder's files once read).
+    source = models.CharField(max_length=2048, blank=True)
+    reference = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created"]

@@ -21,7 +21,9 @@ first's commit and then counts its bytes, so together they cannot pass the quota
 
 Versions that the hub's own jobs publish (conversions, generation builds, containers, inference outputs,
 fine-tunes) count towards the quota but are never refused: a job must not fail for where it puts its result.
-Staff are not limited. A refusal is 403 ``storage_quota`` with ``used``, ``limit`` and ``adding`` in bytes.
+Staff are not limited. A refusal is 403 ``storage_quota`` with ``used``, ``limit`` and ``adding`` in bytes. Data by
+reference (``hub.registry.references``: files whose bytes stay on the site's file system or in an S3 bucket) is
+not counted: the hub holds none of its bytes.
 """
 
 from __future__ import annotations
@@ -52,8 +54,9 @@ def limit_for(user) -> int:
 
 
 def _live_files_of(user):
+    """The files of ``user``'s live versions whose bytes the hub stores (data by reference counts nothing)."""
     return File.objects.filter(version__artifact__owner=user, version__deleted_at__isnull=True,
-                               version__artifact__deleted_at__isnull=True)
+                               version__artifact__deleted_at__isnull=True, location="")
 
 
 def used_bytes(user) -> int:
@@ -62,10 +65,10 @@ def used_bytes(user) -> int:
     uploads."""
     in_versions = _live_files_of(user).values("blob_id")
     held = Blob.objects.filter(sha256__in=in_versions).aggregate(total=Sum("size"))["total"] or 0
-    completed = (Upload.objects.filter(owner=user, state=Upload.State.COMPLETED).exclude(sha256="")
+    completed = (Upload.objects.filter(owner=user, state=Upload.State.COMPLETED, reference=False).exclude(sha256="")
                  .exclude(sha256__in=in_versions).values_list("sha256", "size").distinct())
     held += sum(dict(completed).values())
-    opened = Upload.objects.filter(owner=user, state=Upload.State.OPEN, expires__gt=timezone.now())
+    opened = Upload.objects.filter(owner=user, state=Upload.State.OPEN, expires__gt=timezone.now(), reference=False)
     return held + (opened.aggregate(total=Sum("size"))["total"] or 0)
 
 
@@ -128,7 +131,7 @@ def check_files(owner, files: Iterable, publisher=None) -> None:
     if not limit:
         return
     lock(owner)
-    sizes = {item.sha256: item.size for item in files}
+    sizes = {item.sha256: item.size for item in files if not getattr(item, "location", "")}
     held = set(_live_files_of(owner).filter(blob_id__in=sizes).values_list("blob_id", flat=True).distinct())
     held |= set(Upload.objects.filter(owner=owner, state=Upload.State.COMPLETED, sha256__in=sizes)
                 .values_list("sha256", flat=True))

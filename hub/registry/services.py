@@ -26,7 +26,7 @@ from hub.errors import HubError
 from hub.metadata import written_card
 from hub.metadata.derive import CARD_NAMES, FileInfo
 from hub.metadata.services import prepare
-from hub.registry import lineage, pids
+from hub.registry import lineage, pids, references
 from hub.registry.models import (
     LABEL_RE,
     RESERVED_LABELS,
@@ -339,8 +339,7 @@ def create_version(
     if artifact.versions.filter(label=label).exists():
         raise HubError("already_exists", f"{artifact.full_name} already has a version {label!r}.")
     store = get_blob_store()
-    local = [FileInfo(p, f.staged, f.size, fetch=_fetcher(store, f), read_range=_range_reader(store, f))
-             for f, p in zip(files, paths, strict=True)]
+    local = [_file_info(store, f, p) for f, p in zip(files, paths, strict=True)]
     metadata = prepare(artifact, metadata, local, system=system)
     carried = written_card.is_written(metadata.get("card") or "")  # a README.md the hub wrote, sent back
     digest = content_digest(f.sha256 for f, p in zip(files, paths, strict=True)
@@ -366,11 +365,10 @@ def create_version(
             )
             for staged, path in zip(files, paths, strict=True):
                 blob, _ = Blob.objects.get_or_create(sha256=staged.sha256, defaults={"size": staged.size})
-                if store.put_file(staged.staged, staged.sha256):
+                if not staged.location and store.put_file(staged.staged, staged.sha256):
                     newly_stored.append(staged.sha256)
-                File.objects.create(
-                    version=version, path=path, blob=blob, size=staged.size, media_type=media_type_for(path)
-                )
+                File.objects.create(version=version, path=path, blob=blob, size=staged.size,
+                                    media_type=media_type_for(path), location=staged.location)
                 if staged.upload is not None:
                     consumed = Upload.objects.filter(pk=staged.upload.pk, state=Upload.State.COMPLETED).update(
                         state=Upload.State.CONSUMED
@@ -399,7 +397,7 @@ def create_version(
         if card is not None:
             card.staged.unlink(missing_ok=True)
     for staged in files:
-        if staged.upload is not None:
+        if staged.upload is not None and not staged.location:  # never the referenced data itself
             transaction.on_commit(lambda path=staged.staged: path.unlink(missing_ok=True))
     return version
 
@@ -433,34 +431,37 @@ def named_by(artifact: Artifact, metadata: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _fetcher(store, staged: StagedFile):
-    """For a file whose bytes are only in the object store (a direct upload, checked when it completed): a
-    function that copies them to the local path derivation reads; None for a file on local disk."""
-    if staged.staged.exists():
-        return None
-    if not store.exists(staged.sha256):
-        raise HubError("upload_not_open", f"The bytes of {staged.path!r} are gone from the hub (the upload expired); "
-                                          "upload the file again.")
+def _file_info(store, staged: StagedFile, path: str) -> FileInfo:
+    """What metadata derivation reads of a staged file: a local one, a path reference in place, or one whose bytes
+    are only in the object store (a direct upload, checked when it completed) or in an S3 reference: copied to the
+    local path when derivation first reads it whole, read by ranges otherwise."""
+    if staged.location and not references.is_s3(staged.location):
+        return FileInfo(path, references.resolved(staged.location), staged.size)
+    if staged.location:
+        def opener(start: int = 0, length: int | None = None):
+            return references.open_bytes(staged.location, start, length)
+    else:
+        def opener(start: int = 0, length: int | None = None):
+            return store.open(staged.sha256, start, length)
+        if not staged.staged.exists() and not store.exists(staged.sha256):
+            raise HubError("upload_not_open", f"The bytes of {staged.path!r} are gone from the hub (the upload "
+                                              "expired); upload the file again.")
 
     def fetch(local: Path) -> None:
         partial = local.with_name(f"{local.name}.fetching")
-        with store.open(staged.sha256) as source, open(partial, "wb") as out:
+        with opener() as source, open(partial, "wb") as out:
             shutil.copyfileobj(source, out, 8 * 1024 * 1024)
         partial.replace(local)
 
-    return fetch
-
-
-def _range_reader(store, staged: StagedFile):
-    """For a file only in the object store: a function reading ``length`` bytes from ``start`` (a ranged read)."""
     def read_range(start: int, length: int) -> bytes:
         length = min(length, staged.size - start)
         if length <= 0:
             return b""
-        with store.open(staged.sha256, start, length) as part:
+        with opener(start, length) as part:
             return part.read()
 
-    return read_range
+    local = staged.staged.exists() and not staged.location
+    return FileInfo(path, staged.staged, staged.size, fetch=None if local else fetch, read_range=read_range)
 
 
 def _remove_blobs(sha256s: list[str]) -> None:

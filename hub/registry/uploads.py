@@ -47,6 +47,7 @@ class StagedFile:
     size: int
     upload: Upload | None = None  # the session it came from, marked consumed on success
     temporary: bool = False  # staged by this request: removed when the request ends
+    location: str = ""  # data by reference (hub.registry.references): the bytes stay there, never copied
 
     def close(self) -> None:
         """Django's multipart parser closes the files it made when parsing fails; a staged file holds no
@@ -416,8 +417,9 @@ class StagingUploadHandler(FileUploadHandler):
             path.unlink(missing_ok=True)
 
 
-def completed_file(owner, path: str, upload_id: str) -> StagedFile:
-    """A completed upload of ``owner`` as the file ``path`` of a new version."""
+def completed_files(owner, path: str, upload_id: str) -> list[StagedFile]:
+    """A completed upload of ``owner`` as the file ``path`` of a new version; a referenced folder as its files,
+    under ``path/``."""
     try:
         upload = Upload.objects.filter(pk=uuid.UUID(str(upload_id)), owner=owner).first()
     except ValueError:
@@ -427,4 +429,12 @@ def completed_file(owner, path: str, upload_id: str) -> StagedFile:
     if upload.state != Upload.State.COMPLETED:
         raise HubError("upload_not_open" if upload.state != Upload.State.OPEN else "upload_incomplete",
                        f"Upload {upload.id} is {upload.state}; only completed uploads become files.")
-    return StagedFile(path=path, staged=staged_path(upload), sha256=upload.sha256, size=upload.size, upload=upload)
+    if not upload.reference:
+        return [StagedFile(path=path, staged=staged_path(upload), sha256=upload.sha256, size=upload.size,
+                           upload=upload)]
+    if not upload.parts:  # one referenced file
+        return [StagedFile(path=path, staged=staged_path(upload), sha256=upload.sha256, size=upload.size,
+                           upload=upload, location=upload.source)]
+    return [StagedFile(path=f"{path}/{item['path']}", staged=staged_path(upload), sha256=item["sha256"],
+                       size=item["size"], upload=upload if index == 0 else None, location=item["location"])
+            for index, item in enumerate(upload.parts)]

@@ -28,7 +28,7 @@ POINTER_HEADER = "x-amz-meta-hub-data"  # on a blob key that points to a direct 
 POINTER_TYPE = "application/vnd.hpcfair.blob-pointer"
 
 
-class _Body:
+class Body:
     """A urllib3 response as a closable binary stream."""
 
     def __init__(self, response: urllib3.BaseHTTPResponse) -> None:
@@ -41,7 +41,7 @@ class _Body:
         self._response.close()
         self._response.release_conn()
 
-    def __enter__(self) -> _Body:
+    def __enter__(self) -> Body:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -117,7 +117,7 @@ class S3BlobStore(BlobStore):
 
     def open(self, sha256: str, start: int = 0, length: int | None = None) -> BinaryIO:
         key = self.data_key(sha256)
-        return _Body(self._call(f"blob {sha256}", self.client.get_object, self.bucket, key,  # type: ignore[return-value]
+        return Body(self._call(f"blob {sha256}", self.client.get_object, self.bucket, key,  # type: ignore[return-value]
                                 offset=start, length=length or 0))
 
     def delete(self, sha256: str) -> None:
@@ -169,7 +169,7 @@ class S3BlobStore(BlobStore):
 
     def open_staged(self, key: str) -> BinaryIO:
         self._ensure_bucket()
-        return _Body(self._call(f"staged {key}", self.client.get_object,  # type: ignore[return-value]
+        return Body(self._call(f"staged {key}", self.client.get_object,  # type: ignore[return-value]
                                 self.bucket, staged_key(key)))
 
     def remove_staged(self, prefix: str) -> None:
@@ -242,7 +242,7 @@ class S3BlobStore(BlobStore):
     def open_key(self, key: str) -> BinaryIO:
         """The object ``key`` (not a blob: a direct upload's staging object) as a stream."""
         self._ensure_bucket()
-        return _Body(self._call("read", self.client.get_object, self.bucket, key))  # type: ignore[return-value]
+        return Body(self._call("read", self.client.get_object, self.bucket, key))  # type: ignore[return-value]
 
     def remove_key(self, key: str) -> None:
         self._call("remove", self.client.remove_object, self.bucket, key)

@@ -20,7 +20,7 @@ from hub.metadata.derive import CARD_MAX_BYTES
 from hub.metadata.services import card_fields, invalid
 from hub.registry import quota, services
 from hub.registry.models import NAME_RE, Artifact
-from hub.registry.uploads import completed_file
+from hub.registry.uploads import completed_files
 from hub.strict import unknown_field
 from hub.web.account import users_named
 from ontology.fields import FIELDS, FRAMEWORKS, LEARNING_TYPES, MODEL_FAMILIES, MetadataError
@@ -155,7 +155,7 @@ def _create(user, body: dict[str, Any]):
                 raise HubError("permission_denied", f"You cannot add versions to {artifact.full_name}.")
         else:
             artifact = _new_artifact(user, body.get("artifact") or {}, metadata)
-        staged = [completed_file(user, item["path"], item["upload"]) for item in files]
+        staged = [each for item in files for each in completed_files(user, item["path"], item["upload"])]
         quota.check_files(artifact.owner, staged, user)  # the owner's quota lock, held to the commit
         version = services.create_version(artifact, user, files=staged, label=str(body.get("version") or ""),
                                           metadata=metadata)

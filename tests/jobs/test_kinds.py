@@ -21,7 +21,8 @@ from tests.gateway import models
 
 pytestmark = pytest.mark.django_db
 
-EXPECTED = {"fixity", "convert", "verify", "optimize", "infer", "benchmark", "collaborate", "container", "finetune",
+EXPECTED = {"fixity", "reference", "fetch", "convert", "verify", "optimize", "infer", "benchmark", "collaborate",
+            "container", "finetune",
             "generation", "generate"}
 
 

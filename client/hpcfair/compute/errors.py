@@ -39,6 +39,8 @@ JOB_CODES: dict[str, str] = {
     "slurm_rejected": "sbatch refused the job (no partition for its device, a limit, a broken cluster)",
     "storage_unavailable": "the object store could not be read or written",
     "time_limit": "the job ran past its time limit (a sandbox's, or its Slurm job's)",
+    "fetch_failed": "the server a fetch reads from answered an error, closed early or sent no size",
+    "reference_unreadable": "the referenced path or S3 object could not be read (gone, or not readable by the hub)",
     "worker_lost": "the job's worker was lost (killed) on every attempt",
     # running models (the gateway's engines, inference jobs, benchmarks, merges, Slurm nodes)
     "invalid_inputs": "inputs that do not fit the model or the chain (names, shapes, rows, links)",

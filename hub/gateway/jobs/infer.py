@@ -26,7 +26,7 @@ from hub.gateway.engine import describe, run_steps
 from hub.gateway.services import published_file_url
 from hub.gateway.sessions import gpu_available, needed_bytes
 from hub.gateway.tensors import check
-from hub.jobs.files import drop_staged_inputs, fetch, place, place_model, staged, staged_input
+from hub.jobs.files import drop_staged_inputs, fetch, input_path, place_file, place_model, staged, staged_input
 from hub.jobs.kinds import DEVICE, JobKind, Plan, register
 from hub.jobs.models import Job
 from hub.jobs.runner import JobContext
@@ -80,7 +80,7 @@ def dataset_file(dataset: Version, name: str, folder: Path) -> Path:
     members = []
     for index, file in enumerate(f for f in dataset.files.order_by("path")
                                  if f.path == unit or f.path.startswith(unit + "/")):
-        members.append((file.path, place(file.blob_id, copies / str(index))))
+        members.append((file.path, place_file(file, copies / str(index))))
     dest = folder / "inputs.npy"
     scientific.read_unit(unit, members, extract=variable, dest=dest)
     shutil.rmtree(copies, ignore_errors=True)
@@ -234,10 +234,11 @@ class InferJob(JobKind):
                 inputs = dataset_file(dataset, name, folder)  # the variable, read in the sandbox, as a .npy
             else:
                 file = dataset.files.get(path=name)
-                inputs = place(file.blob_id, folder / f"inputs{Path(file.path).suffix}")
+                inputs = input_path(file, folder / f"inputs{Path(file.path).suffix}")  # a reference: its path
             what = f"{dataset} {name}"
         tasks = max(1, min(int(params.get("threads") or 1), settings.HUB_SLURM_MAX_ARRAY))
-        spec = {"compute": "infer", "steps": steps, "inputs": inputs.name, "device": job.device,
+        spec = {"compute": "infer", "steps": steps, "device": job.device,
+                "inputs": inputs.name if inputs.parent == folder else str(inputs),
                 "input_specs": (models[0].metadata or {}).get("inputs"), "outputs": params.get("outputs") or [],
                 "batch_size": int(params.get("batch_size") or 0), "batch_budget": settings.HUB_INFER_BATCH_BYTES,
                 "threads": 1, "inflate_limit": settings.HUB_ARCHIVE_INFLATE_MAX_BYTES}

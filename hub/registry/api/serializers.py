@@ -105,6 +105,13 @@ class FileSerializer(serializers.ModelSerializer):
     def get_download_url(self, file: File) -> str:
         return file_url(file.version, file.path)
 
+    def to_representation(self, file: File) -> dict:
+        data = super().to_representation(file)
+        if file.location:  # data by reference: where it lives, and when fixity found it changed
+            data["location"] = file.location
+            data["location_changed"] = file.location_changed.isoformat() if file.location_changed else None
+        return data
+
 
 class ProvenanceSerializer(serializers.Serializer):
     """A source as the reader may see it (``hub.registry.access.Source``): a restricted one has no name
@@ -250,7 +257,15 @@ class UploadSerializer(StrictFields, serializers.ModelSerializer):
     expected_sha256 = serializers.RegexField(r"^[0-9a-fA-F]{64}$", required=False, allow_blank=True)
     offset = serializers.SerializerMethodField()
     url = serializers.SerializerMethodField()
-    size = serializers.IntegerField(min_value=0)
+    size = serializers.IntegerField(min_value=0, required=False, help_text=(
+        "The file's size in bytes (not with reference or fetch: the hub's job finds it)."))
+    reference = serializers.CharField(write_only=True, required=False, max_length=2048, help_text=(
+        "Data by reference: an absolute path under a root the hub declares (HUB_REFERENCE_ROOTS), a file or a "
+        "folder, or s3://bucket/key; the bytes stay there. A `reference` job reads them once for size and sha256."))
+    fetch = serializers.CharField(write_only=True, required=False, max_length=2048, help_text=(
+        "An http(s):// or s3:// URL the hub fetches into this upload (allowed sites only, HUB_FETCH_ALLOWED), "
+        "in a `fetch` job."))
+    source = serializers.CharField(read_only=True, help_text="Where a fetched or referenced upload's bytes come from.")
     direct = serializers.BooleanField(write_only=True, required=False, default=False, help_text=(
         "Send the bytes straight to the object store by presigned multipart URLs, where the hub offers it "
         "(the answer then has `multipart`)."))
@@ -260,8 +275,15 @@ class UploadSerializer(StrictFields, serializers.ModelSerializer):
     class Meta:
         model = Upload
         fields = ["id", "filename", "size", "expected_sha256", "sha256", "state", "offset", "url", "created",
-                  "expires", "completed_at", "direct", "multipart"]
+                  "expires", "completed_at", "direct", "multipart", "reference", "fetch", "source"]
         read_only_fields = ["id", "state", "created", "expires", "completed_at"]
+
+    def validate(self, attrs: dict) -> dict:
+        given = [name for name in ("size", "reference", "fetch") if name in attrs]
+        if len(given) != 1:
+            raise serializers.ValidationError({"size": ["Give one of size (you send the bytes), reference (the "
+                                                        "bytes stay where they are) or fetch (the hub reads a URL)."]})
+        return attrs
 
     def get_offset(self, upload: Upload) -> int:
         return direct.offset_of(upload) if upload.direct_id else offset_of(upload)

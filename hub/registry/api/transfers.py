@@ -14,8 +14,11 @@ from rest_framework.views import APIView
 from hub.accounts.permissions import IsAuthenticatedReader
 from hub.api import OwnMediaType
 from hub.errors import HubError
+from hub.jobs.api.serializers import JobSerializer
+from hub.jobs.quota import check_active_jobs
+from hub.jobs.services import create_job
 from hub.metadata.services import version_record
-from hub.registry import direct, quota, services, uploads
+from hub.registry import direct, fetch, quota, references, services, uploads
 from hub.registry.access import Viewer
 from hub.registry.api.serializers import UploadCompleteSerializer, UploadPartsSerializer, UploadSerializer
 from hub.registry.archive import zip_stream
@@ -77,17 +80,33 @@ class UploadCreate(APIView):
     throttle_scope = "uploads"  # hub.ops.throttles: the rate of its writes
     permission_classes = [IsAuthenticatedReader]
 
-    @extend_schema(request=UploadSerializer, responses={201: UploadSerializer})
+    @extend_schema(request=UploadSerializer, responses={201: UploadSerializer, 202: UploadSerializer})
     def post(self, request: Request) -> Response:
         serializer = UploadSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
+        if "size" not in data:
+            return self.remote(request, data)
         upload = uploads.open_upload(request.user, data["size"], data.get("filename", ""),
                                      data.get("expected_sha256", ""))
         if data.get("direct") and data["size"] > 0 and direct.offered():
             direct.start(upload)
         body = UploadSerializer(upload).data
         return Response(body, status=status.HTTP_201_CREATED, headers={"Location": body["url"]})
+
+    @staticmethod
+    def remote(request: Request, data: dict) -> Response:
+        """A reference or a fetch: the upload, and the job that fills it (202)."""
+        kind = "reference" if "reference" in data else "fetch"
+        source = references.check(data["reference"]) if kind == "reference" else fetch.check_url(data["fetch"])
+        check_active_jobs(request.user)
+        upload = uploads.open_upload(request.user, 0, data.get("filename", "") or source.rstrip("/").rsplit("/")[-1],
+                                     data.get("expected_sha256", ""))
+        Upload.objects.filter(pk=upload.pk).update(source=source, reference=kind == "reference")
+        upload.refresh_from_db()
+        job = create_job(kind, request.user, params={"upload": str(upload.pk)}, limited=True)
+        body = {**UploadSerializer(upload).data, "job": JobSerializer(job).data}
+        return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
 
 
 class UploadDetail(APIView):
@@ -106,6 +125,8 @@ class UploadDetail(APIView):
     def put(self, request: Request, upload_id) -> Response:
         upload = _own_upload(request, upload_id)
         quota.check_within(request.user)
+        if upload.source:
+            raise HubError("upload_is_direct", f"The hub reads this upload's bytes itself, from {upload.source}.")
         if upload.direct_id:
             raise HubError("upload_is_direct", "This upload goes straight to the object store: send its parts to "
                                                "the URLs that POST …/parts gives.")

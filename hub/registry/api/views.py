@@ -32,7 +32,7 @@ from hub.registry.api.serializers import (
     VersionSerializer,
 )
 from hub.registry.models import Artifact, Version
-from hub.registry.uploads import FolderFormParser, StagedFile, StagingUploadHandler, completed_file, keep_folders
+from hub.registry.uploads import FolderFormParser, StagedFile, StagingUploadHandler, completed_files, keep_folders
 from hub.search.models import FACETS
 from hub.search.services import DERIVED, SORTS, derived_under, search
 from hub.strict import StrictSerializer
@@ -224,7 +224,8 @@ class VersionListCreate(APIView):
         with transaction.atomic():  # a new artifact exists only with its first version
             artifact = self._artifact(request, owner, name, data.get("artifact"))
             require_write(request, artifact)
-            files = staged + [completed_file(request.user, item["path"], item["upload"]) for item in data["files"]]
+            files = staged + [each for item in data["files"]
+                              for each in completed_files(request.user, item["path"], item["upload"])]
             quota.check_files(artifact.owner, files, request.user)  # the owner's quota lock, held to the commit
             provenance = [
                 services.ProvenanceRef(item["relation"], services.resolve_version_ref(request.user, item["target"]))
