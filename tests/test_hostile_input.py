@@ -292,6 +292,8 @@ def npz_bomb(megabytes: int) -> bytes:
     return buffer.getvalue()
 
 
+@pytest.mark.slow
+@pytest.mark.cpu
 def test_an_npz_bomb_is_refused_before_inflating(api, mlp):
     bomb = npz_bomb(800)
     tracemalloc.start()

@@ -1,16 +1,31 @@
 """The shape of the code: no import circle anywhere in hub/, workers/ and the client (counting imports inside
 functions, which only hide a circle), and the workers never reach into the hub's API layer. Read from the
-source with ``ast``: nothing is imported, so it takes milliseconds."""
+source with ``ast``: nothing is imported, and each file is parsed once for all the tests of this module."""
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"hub": ROOT / "hub", "workers": ROOT / "workers", "hpcfair": ROOT / "client" / "hpcfair"}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def parsed_once():
+    """Every file parsed and the graph built once, before the first test: all of them share it."""
+    graph()
+
+
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
+
+
+@functools.cache
 def modules() -> dict[str, Path]:
     found = {}
     for folder in PACKAGES.values():
@@ -33,7 +48,7 @@ def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
 
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             found |= {module_of(alias.name) for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -46,6 +61,7 @@ def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     return found - {None, name}
 
 
+@functools.cache
 def graph() -> dict[str, set[str]]:
     known = modules()
     return {name: imports_of(name, path, known) for name, path in known.items()}
@@ -131,7 +147,7 @@ def test_nothing_in_the_hub_imports_the_worker_package():
 def external_imports(path: Path) -> set[str]:
     """The top-level names of every module ``path`` imports, anywhere in it."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             found |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
@@ -156,6 +172,8 @@ def test_the_compute_library_needs_neither_django_nor_an_http_client():
     assert not libraries & {"django", "rest_framework", "requests", "urllib3", "httpx", "celery"}, libraries
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # a Python process of its own, importing numpy and the compute library
 def test_the_compute_library_imports_without_django_or_requests_loaded():
     import subprocess
     import sys
@@ -170,7 +188,7 @@ def test_no_function_reaches_for_another_module_s_private_name():
     known = modules()
     wrong = []
     for name, path in known.items():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(parsed(path)):
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             for inner in ast.walk(node):
@@ -192,7 +210,7 @@ def test_every_error_code_raised_is_in_a_table():
 
     unknown = set()
     for name, path in modules().items():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(parsed(path)):
             if name.startswith("hpcfair") and "HubError" in getattr(getattr(node, "func", None), "id", ""):
                 continue  # the client's HubError is an HTTP answer, not a coded error
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CODED

@@ -33,6 +33,8 @@ def _cli(url: str, token: str, home: Path, *args: str) -> subprocess.CompletedPr
                           text=True, timeout=120)
 
 
+@pytest.mark.slow
+@pytest.mark.cpu
 def test_request_approve_download_through_the_client(live_server, owner, make_user, tmp_path, settings):
     settings.HUB_PUBLIC_URL = live_server.url
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"  # the SMTP path: test_access_requests

@@ -28,6 +28,8 @@ def test_creator_strings():
         parse_creator("  ")
 
 
+@pytest.mark.slow
+@pytest.mark.cpu
 @pytest.mark.django_db(transaction=True)
 def test_cli_upload_of_a_hugging_face_card_with_creators(live_server, owner, tmp_path, settings):
     from hub.accounts.models import ApiToken

@@ -13,6 +13,8 @@ from hpcfair import DuplicateVersionError, HubClient
 from tests.conftest import valid_metadata
 
 
+@pytest.mark.slow
+@pytest.mark.cpu
 @pytest.mark.django_db(transaction=True)
 def test_identical_files_are_refused_before_they_are_sent(live_server, owner, tmp_path, settings):
     from hub.accounts.models import ApiToken

@@ -296,6 +296,8 @@ def test_signposting_parses_with_the_signposting_package(live_server, owner, tmp
     assert len(from_linkset.items) == 2 and from_linkset.license is not None
 
 
+@pytest.mark.slow
+@pytest.mark.cpu
 @pytest.mark.django_db
 def test_a_tree_ensembles_learned_values_count_as_its_parameters(owner, tmp_path):
     """ONNX-ML trees keep thresholds and leaf weights in attributes, not initializers ("Parameters: 0" before)."""

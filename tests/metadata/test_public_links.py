@@ -94,6 +94,8 @@ def _hub_iris(graph: Graph) -> set[str]:
     return found
 
 
+@pytest.mark.slow
+@pytest.mark.cpu
 def test_every_hub_iri_in_public_rdf_answers_the_public(world):
     """Crawl every IRI under the hub's URL in each public version's RDF with an anonymous client (as a program
     and as a browser): none is a 401, 404 or 406, i.e. no private job API. The hub's activity is described."""

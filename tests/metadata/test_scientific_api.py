@@ -26,6 +26,8 @@ def publish(api, name, files):
     return api.generic("POST", f"/api/v1/artifacts/alice/{name}/versions/", body, content_type=content_type)
 
 
+@pytest.mark.slow
+@pytest.mark.cpu
 def test_a_published_netcdf_hdf5_and_zarr_dataset_is_described_found_and_previewed(api, anon, tmp_path):
     files = {"tas.nc": scidata_files.cf_netcdf(tmp_path / "tas.nc").read_bytes(),
              "run.h5": scidata_files.hdf5_with_groups(tmp_path / "run.h5").read_bytes(),

@@ -97,6 +97,8 @@ def test_probes_and_static_files_are_never_throttled(settings):
         assert client.get("/static/hub.css").status_code != 429
 
 
+@pytest.mark.slow
+@pytest.mark.cpu
 def test_hub_throttles_off_turns_the_pages_rate_off_too(settings):
     env = {**os.environ, "HUB_THROTTLES_OFF": "1", "DJANGO_SETTINGS_MODULE": "hub.settings",
            "PYTHONPATH": f"{ROOT}:{ROOT / 'client'}"}

@@ -156,6 +156,8 @@ def test_the_default_rates_are_valid_and_on():
         assert parse_rate(settings.HUB_THROTTLE_RATES[scope]) is not None
 
 
+@pytest.mark.slow
+@pytest.mark.cpu
 @pytest.mark.parametrize("cache_kind", ["sqlite", pytest.param("redis", marks=pytest.mark.services)])
 def test_two_processes_share_one_count(db, settings, owner, cache_kind):
     """Two separate clients of the same cache (this process, and another Python process) count together: the

@@ -73,6 +73,8 @@ def _clients(people, world: World) -> dict:
     }
 
 
+@pytest.mark.slow
+@pytest.mark.cpu
 @pytest.mark.parametrize("level", LEVELS)
 def test_every_surface_shows_each_level_to_exactly_its_readers(level, people, tmp_path):
     world = _world(level, people, tmp_path)
@@ -98,6 +100,8 @@ def test_every_surface_shows_each_level_to_exactly_its_readers(level, people, tm
     assert not problems, f"{level}: {len(problems)} problems\n" + "\n".join(problems[:60])
 
 
+@pytest.mark.slow
+@pytest.mark.cpu
 @pytest.mark.parametrize("level", LEVELS)
 def test_direct_reads_search_and_facet_counts_agree_with_the_level(level, people, tmp_path):
     world = _world(level, people, tmp_path)

@@ -262,6 +262,8 @@ def test_the_matrix_covers_every_surface_and_media_type():
     assert "dataset export croissant" in names
 
 
+@pytest.mark.slow
+@pytest.mark.cpu
 @pytest.mark.parametrize("viewer", VIEWERS)
 def test_private_names_and_pids_reach_only_those_who_may_read_them(world, clients, viewer):
     client, secrets = clients[viewer], world.secrets()

@@ -1,0 +1,115 @@
+"""The tiers' own rules, a pytest plugin loaded before Django reads its settings (``-p tests.tiers`` in
+pyproject.toml): every test process gets a var dir of its own; the fast tier holds each test to a time budget;
+the tier scripts check that a run leaves no new file in the checkout (docs/developing/tests.md)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+# Each pytest process (each xdist worker too) gets its own HUB_VAR_DIR before hub.settings is read, and the
+# processes its tests start inherit it: a hub serving from this checkout (`make run`, var/) and the tests never
+# meet each other's sockets, caches and files, and two runs of the suite do not either.
+VAR_DIR = tempfile.mkdtemp(prefix="hub-test-var-")
+os.environ["HUB_VAR_DIR"] = VAR_DIR
+
+# The fast tier's budget per test (scripts/test-fast.sh sets HUB_TEST_BUDGET_S; unset or 0: none), multiplied by
+# HUB_TEST_LOAD_FACTOR, which defaults to the machine's load per core when the run starts (at least 1). The
+# controller works it out once; xdist's workers inherit it.
+BUDGET_S = float(os.environ.get("HUB_TEST_BUDGET_S") or 0)
+if "HUB_TEST_LOAD_FACTOR" not in os.environ:
+    os.environ["HUB_TEST_LOAD_FACTOR"] = f"{max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1)):.2f}"
+LOAD_FACTOR = float(os.environ["HUB_TEST_LOAD_FACTOR"])
+TIER_S = float(os.environ.get("HUB_TEST_TIER_S") or 0)  # the whole tier's wall-time target, printed against
+_setup_key = pytest.StashKey[float]()  # a test's own setup time, for its call's report
+_shared_s = 0.0  # time the current test's setup spent in fixtures of a wider scope (not charged to it)
+_started = time.monotonic()
+_before: set[str] | None = None
+
+
+def checkout_entries(root: Path) -> set[str]:
+    """The checkout's untracked files (git's view: not the ignored ones) and every name at its root."""
+    names = {f"/{name}" for name in os.listdir(root) if name not in {".pytest_cache", ".ruff_cache"}}
+    if (root / ".git").exists():
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=root,
+                             capture_output=True, text=True, timeout=60).stdout
+        names |= {line[3:] for line in out.splitlines() if line.startswith("??")}
+    return names
+
+
+def controller(config) -> bool:
+    return not hasattr(config, "workerinput")
+
+
+def pytest_sessionstart(session) -> None:
+    global _before
+    if os.environ.get("HUB_TEST_CLEAN_CHECKOUT") and controller(session.config):
+        _before = checkout_entries(session.config.rootpath)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    global _shared_s
+    start = time.perf_counter()
+    try:
+        return (yield)
+    finally:
+        if fixturedef.scope != "function":
+            _shared_s += time.perf_counter() - start
+
+
+def pytest_runtest_logstart(nodeid, location) -> None:
+    global _shared_s
+    _shared_s = 0.0
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if BUDGET_S and report.passed and report.when in ("setup", "call"):
+        if report.when == "setup":
+            item.stash[_setup_key] = max(0.0, report.duration - _shared_s)
+        else:
+            setup = item.stash.get(_setup_key, 0.0)
+            allowed = BUDGET_S * LOAD_FACTOR
+            if setup + report.duration > allowed:
+                report.outcome = "failed"
+                report.longrepr = (
+                    f"{item.nodeid} took {setup + report.duration:.2f} s (setup {setup:.2f} s, call "
+                    f"{report.duration:.2f} s): over the fast tier's budget of {BUDGET_S:g} s x load factor "
+                    f"{LOAD_FACTOR:g}. Mark it slow (and cpu if it uses only its own process's CPU), or make "
+                    "it faster: docs/developing/tests.md. HUB_TEST_LOAD_FACTOR raises the budget on a loaded "
+                    "machine.")
+    return report
+
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    if not controller(config):
+        return
+    if TIER_S:
+        wall = time.monotonic() - _started
+        load = os.getloadavg()[0]
+        terminalreporter.write_line(
+            f"tier wall time: {wall:.0f} s against a target of {TIER_S:g} s on a quiet machine (load {load:.1f} "
+            f"on {os.cpu_count()} cores; per-test budget {BUDGET_S:g} s x {LOAD_FACTOR:g})")
+    if getattr(config, "_tiers_new_files", None):
+        terminalreporter.write_line(f"the run left new files in the checkout: {', '.join(config._tiers_new_files)} "
+                                    "(tests write under tmp_path or HUB_VAR_DIR, never into the checkout)", red=True)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    if _before is not None:
+        session.config._tiers_new_files = sorted(checkout_entries(session.config.rootpath) - _before)
+        if session.config._tiers_new_files and exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_unconfigure(config) -> None:
+    shutil.rmtree(VAR_DIR, ignore_errors=True)
