@@ -52,6 +52,14 @@ def refused(response, status: int, code: str) -> dict:
     return response.json()
 
 
+def referenced(response) -> list[dict]:
+    """A published version's files but the README.md the hub wrote for it (none was uploaded), which the hub
+    stores like any file: the referenced ones."""
+    files = response.json()["files"]
+    assert [f["path"] for f in files if not f.get("location")] == ["README.md"]
+    return [f for f in files if f.get("location")]
+
+
 def test_a_referenced_file_is_hashed_by_its_job_published_without_a_copy_and_served(api, anon, lustre):
     data = os.urandom(300_000)
     (lustre / "run1.bin").write_bytes(data)
@@ -60,7 +68,7 @@ def test_a_referenced_file_is_hashed_by_its_job_published_without_a_copy_and_ser
     assert upload["sha256"] == hashlib.sha256(data).hexdigest()
     response = publish(api, upload["id"], "run1.bin")
     assert response.status_code == 201, response.content
-    (file,) = response.json()["files"]
+    (file,) = referenced(response)
     assert file["location"] == str(lustre / "run1.bin") and file["location_changed"] is None
     assert not get_blob_store().exists(file["sha256"])  # never copied into the hub's store
     url = "/api/v1/artifacts/alice/campaign/versions/latest/files/run1.bin"
@@ -82,7 +90,7 @@ def test_a_referenced_folder_becomes_its_files_and_counts_nothing_against_the_qu
     assert upload["result"]["files"] == 2 and upload["size"] == 2_000_010
     response = publish(api, upload["id"], "run2")
     assert response.status_code == 201, response.content
-    files = {f["path"]: f for f in response.json()["files"]}
+    files = {f["path"]: f for f in referenced(response)}
     assert sorted(files) == ["run2/a.bin", "run2/sub/b.bin"]
     assert files["run2/sub/b.bin"]["location"] == str(run / "sub" / "b.bin")
     assert files["run2/sub/b.bin"]["sha256"] == hashlib.sha256(b"b" * 10).hexdigest()
@@ -143,8 +151,8 @@ def test_fixity_reports_a_changed_reference_and_the_pid_still_resolves(api, anon
     job = Job.objects.create(kind="fixity", requester=owner, version_id=version["id"])
     execute(str(job.pk), kinds.get("fixity").run)
     job.refresh_from_db()
-    (found,) = job.result["files"]
-    file = File.objects.get(version_id=version["id"])
+    (found,) = [f for f in job.result["files"] if f["path"] == "t.bin"]  # and the README.md the hub wrote
+    file = File.objects.get(version_id=version["id"], path="t.bin")
     assert job.result["ok"] is False and file.location_changed is not None
     assert found["problem"] == f"the referenced data changed on {file.location_changed.date().isoformat()}"
     body = refused(anon.get("/api/v1/artifacts/alice/campaign/versions/latest/files/t.bin"), 409,
@@ -156,7 +164,8 @@ def test_fixity_reports_a_changed_reference_and_the_pid_still_resolves(api, anon
     job = Job.objects.create(kind="fixity", requester=owner, version_id=version["id"])
     execute(str(job.pk), kinds.get("fixity").run)
     job.refresh_from_db()
-    assert job.result["files"][0]["problem"].startswith("the referenced data changed on")
+    (found,) = [f for f in job.result["files"] if f["path"] == "t.bin"]
+    assert found["problem"].startswith("the referenced data changed on")
     assert File.objects.get(pk=file.pk).location_changed == file.location_changed
 
 
