@@ -82,7 +82,7 @@ def main() -> None:
                                                "HUB_GATEWAY_EXPRESS": "1",
                                                "HUB_GATEWAY_URL": lanes["before" if tree == before else "after"]},
                                           stdout=open(work / f"web-{web_port}.log", "w"), stderr=subprocess.STDOUT))
-            bench.wait_port(web_port)
+            bench.wait_port(web_port, timeout=300)  # granian starting on a loaded machine
         for url in set(lanes.values()):
             bench.wait_worker(url)
         bench.wait_jobs(env)
