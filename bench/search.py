@@ -357,13 +357,14 @@ def compare(tree: Path, args: argparse.Namespace) -> None:
 
     try:
         for side, code in sides.items():  # one after the other: each builds its code's base from the rows as now
-            shutil.rmtree(var[side] / "search-index", ignore_errors=True)
+            if not args.keep_bases:
+                shutil.rmtree(var[side] / "search-index", ignore_errors=True)
             var[side].mkdir(parents=True, exist_ok=True)
             procs[side] = subprocess.Popen(command, env={**os.environ, "BENCH_TREE": str(code),
                                                          "HUB_VAR_DIR": str(var[side])},
                                            cwd=code, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                            stderr=open(var[side] / "child.log", "w"), text=True, bufsize=1)
-            print(f"  {side}: base built in {answer(side).split()[1]} s", flush=True)
+            print(f"  {side}: index ready (built or mapped) in {answer(side).split()[1]} s", flush=True)
         loads = [os.getloadavg()[0]]
         times: dict[tuple[str, str, str], list[float]] = {}
         hits: dict[tuple[str, str], list[int]] = {}
@@ -491,6 +492,8 @@ def main() -> None:
     parser.add_argument("--compare", type=Path, metavar="TREE",
                         help="time the mix against TREE's code (the same database), alternating child processes")
     parser.add_argument("--rounds", type=int, default=3, help="with --compare: rounds per side")
+    parser.add_argument("--keep-bases", action="store_true",
+                        help="with --compare: map the bases an earlier --compare built (the rows unchanged since)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--sqlite", action="store_true",
                         help="the embedded default: an SQLite file under var/bench-sqlite/ (FTS5; HUB_SEARCH_ENGINE="
