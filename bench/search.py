@@ -15,6 +15,18 @@ time and memory it takes the host's indexer to build and publish the search inde
 (``hub.search.index_copy``, ``hub.search.mapped``), the base's size on disk (memory per host), what a web
 process that starts takes to map it and how much memory of its own it then holds, and what the first query
 after 1, 100 and 500 changed entries costs (it loads them as a delta).
+
+Organizations (issue 52): ``--orgs 10000 --memberships 100000`` also seeds that many organizations and
+memberships; the organizations own 40 % of the artifacts, and the visibility levels are spread by artifact id
+(60 % public, 10 % internal, 20 % the organization's members, 10 % private). ``--compare TREE`` then times the
+query mix, anonymously and signed in as ``user0`` (a member of 50 of the organizations: the read rule's
+expensive path), in child processes that alternate between this tree's code and TREE's (for example the code
+before issue 52, ``git worktree add --detach /tmp/base52 7f677f3``), on the same database, and prints the
+ratios. TREE's code reads the organizations' rows as it reads any owner, and the new visibility levels as
+private (the only other level it knows):
+
+    .venv/bin/python bench/search.py --versions 1000000 --replicate 10 --orgs 10000 --memberships 100000 \
+        --compare /tmp/base52 --rounds 3
 """
 
 from __future__ import annotations
@@ -36,7 +48,8 @@ from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+CODE = Path(os.environ.get("BENCH_TREE") or ROOT)  # whose hub/ a --compare child imports
+sys.path.insert(0, str(CODE))
 
 FRAMEWORKS = ["pytorch", "tensorflow", "keras", "scikit-learn", "onnx", "jax"]
 TASKS = ["image-classification", "segmentation", "regression", "forecasting", "text-generation",
@@ -73,21 +86,21 @@ def reset_peak_rss() -> None:
         Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM (Linux)
 
 
-def setup_database(url: str, reuse: bool) -> str:
+def setup_database(url: str, reuse: bool, name: str = "hpcfair_bench") -> str:
     import psycopg2
 
     base, _, _ = url.rpartition("/")
-    bench_url = f"{base}/hpcfair_bench"
+    bench_url = f"{base}/{name}"
     conn = psycopg2.connect(f"{base}/postgres")
     conn.autocommit = True
     with conn.cursor() as cur:
-        cur.execute("SELECT 1 FROM pg_database WHERE datname = 'hpcfair_bench'")
+        cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
         exists = cur.fetchone() is not None
         if exists and not reuse:
-            cur.execute("DROP DATABASE hpcfair_bench")
+            cur.execute(f"DROP DATABASE {name}")
             exists = False
         if not exists:
-            cur.execute("CREATE DATABASE hpcfair_bench")
+            cur.execute(f"CREATE DATABASE {name}")
     conn.close()
     return bench_url
 
@@ -191,6 +204,59 @@ def replicate(times: int) -> None:
         cur.execute("VACUUM ANALYZE")
 
 
+MEMBER_OF = 50  # organizations the signed-in viewer (user0) is a member of
+ORG_OWNED = (3, 7, 8, 9)  # artifact id % 10 owned by an organization
+LEVEL_SQL = ("CASE WHEN a.id % 10 < 6 THEN 'public' WHEN a.id % 10 = 6 THEN 'internal' "
+             "WHEN a.id % 10 IN (7, 8) THEN 'organization' ELSE 'private' END")
+
+
+def seed_orgs(orgs: int, memberships: int, rng: random.Random) -> None:
+    """``orgs`` organizations (``hub.orgs``) and ``memberships`` members over 10,000 more people (user0 in
+    MEMBER_OF of them, with every role); then, in SQL over the whole corpus, the organizations own the artifacts
+    whose id % 10 is in ORG_OWNED (spread over all of them) and the visibility levels follow LEVEL_SQL, in the
+    registry, the search entries and the owner facet alike."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.hashers import make_password
+    from django.db import connection, transaction
+
+    from hub.orgs.models import Membership, Organization, Role
+
+    User = get_user_model()
+    unusable = make_password(None)
+    with transaction.atomic():
+        accounts = User.objects.bulk_create([User(username=f"org{i}", password=unusable) for i in range(orgs)],
+                                            batch_size=5000)
+        Organization.objects.bulk_create([Organization(account=a, title=a.username) for a in accounts],
+                                         batch_size=5000)
+        people = User.objects.bulk_create([User(username=f"member{i}") for i in range(10_000)], batch_size=5000)
+        viewer = User.objects.get(username="user0")
+        roles = [Role.READ] * 35 + [Role.WRITE] * 10 + [Role.ADMIN] * 5
+        pairs = {(a.pk, viewer.pk): role for a, role in zip(rng.sample(accounts, MEMBER_OF), roles, strict=True)}
+        while len(pairs) < memberships:
+            pairs.setdefault((rng.choice(accounts).pk, rng.choice(people).pk),
+                             rng.choices([Role.READ, Role.WRITE, Role.ADMIN], weights=[7, 2, 1])[0])
+        Membership.objects.bulk_create([Membership(org_id=o, user_id=u, role=r) for (o, u), r in pairs.items()],
+                                       batch_size=10_000)
+        owned = ", ".join(map(str, ORG_OWNED))
+        with connection.cursor() as cur:
+            cur.execute("CREATE TEMP TABLE bench_org AS SELECT account_id, "
+                        "(row_number() OVER (ORDER BY account_id)) - 1 "
+                        "AS n FROM orgs_organization")
+            cur.execute(f"UPDATE registry_artifact a SET visibility = {LEVEL_SQL}")  # noqa: S608 - constants
+            cur.execute(f"UPDATE registry_artifact a SET owner_id = o.account_id FROM bench_org o "  # noqa: S608
+                        f"WHERE a.id % 10 IN ({owned}) AND o.n = (a.id * 7919) % {orgs}")
+            cur.execute("UPDATE search_searchentry e SET visibility = a.visibility, owner_id = a.owner_id "
+                        "FROM registry_artifact a WHERE e.artifact_id = a.id")
+            cur.execute(f"UPDATE search_facetvalue f SET value = u.username FROM registry_artifact a "  # noqa: S608
+                        f"JOIN auth_user u ON u.id = a.owner_id WHERE f.entry_id = a.id AND f.facet = 'owner' "
+                        f"AND a.id % 10 IN ({owned})")
+            cur.execute("DROP TABLE bench_org")
+    with connection.cursor() as cur:
+        cur.execute("VACUUM ANALYZE")
+    print(f"  seeded {orgs} organizations and {len(pairs)} memberships; they own their share of the artifacts",
+          flush=True)
+
+
 def queries(rng: random.Random, words: list[str], weights: list[float], count: int) -> list[tuple[str, dict]]:
     out = []
     for _ in range(count):
@@ -209,6 +275,129 @@ def queries(rng: random.Random, words: list[str], weights: list[float], count: i
                         if rng.random() < 0.5 else {}))
     return out
 
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def time_mix(client, mix: list[tuple[str, dict]]) -> tuple[dict[str, list[float]], list[int]]:
+    """Each query of ``mix`` through the API (after 10 to warm caches and connections): ms by kind and "all",
+    and each answer's count."""
+    for _, params in mix[:10]:
+        client.get("/api/v1/artifacts/", params)
+    timings: dict[str, list[float]] = {}
+    results: list[int] = []
+    for kind, params in mix:
+        t0 = time.perf_counter()
+        response = client.get("/api/v1/artifacts/", params)
+        elapsed = (time.perf_counter() - t0) * 1000
+        assert response.status_code == 200, response.content[:300]
+        body = response.json()
+        assert "facets" in body
+        results.append(body["count"])
+        timings.setdefault(kind, []).append(elapsed)
+        timings.setdefault("all", []).append(elapsed)
+    return timings, results
+
+
+KINDS = ("text", "text+facet", "facets", "tag", "browse", "all")
+
+
+def child(words: list[str], weights: list[float], count: int) -> None:
+    """A --compare child: map (or build) this code's base, sign a client in as user0, warm both clients, say
+    ``BENCH READY``; then for each line ``[viewer, first, last]`` on stdin time those queries of the mix and
+    answer ``BENCH [[kind, ms, hits], ...]``."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from hub.runtime import settle
+    from hub.search import index_copy
+
+    settle()
+    t0 = time.perf_counter()
+    index_copy.current()
+    index_s = time.perf_counter() - t0
+    mix = queries(random.Random(11), words, weights, count)
+    clients = {"anonymous": Client(), "member": Client()}
+    clients["member"].force_login(get_user_model().objects.get(username="user0"))
+    for client in clients.values():
+        time_mix(client, mix[:10])
+    print(f"BENCH READY {index_s:.1f}", flush=True)
+    for line in sys.stdin:
+        viewer, first, last = json.loads(line)
+        out = []
+        for kind, params in mix[first:last]:
+            t0 = time.perf_counter()
+            response = clients[viewer].get("/api/v1/artifacts/", params)
+            elapsed = (time.perf_counter() - t0) * 1000
+            assert response.status_code == 200, response.content[:300]
+            out.append([kind, elapsed, response.json()["count"]])
+        print("BENCH " + json.dumps(out), flush=True)
+
+
+BLOCK = 10  # queries a child answers before the other code's child answers the same ones
+
+
+def compare(tree: Path, args: argparse.Namespace) -> None:
+    """Two long-lived children over the same database and mix, TREE's code ("before") and this tree's ("after"),
+    answering the same blocks of BLOCK queries in turn (which goes first alternates), so that a loaded machine's
+    slow minutes fall on both alike; print p50/p95 per viewer and kind and the ratios after/before."""
+    sides = {"before": tree.resolve(), "after": ROOT}
+    var = {side: code / "var" / f"bench-{args.database}" for side, code in sides.items()}
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", "--versions", str(args.versions),
+               "--queries", str(args.queries)]
+    procs: dict[str, subprocess.Popen] = {}
+
+    def answer(side: str) -> str:
+        for line in procs[side].stdout:
+            if line.startswith("BENCH "):
+                return line.removeprefix("BENCH ")
+        sys.exit(f"the {side} child ended: see {var[side] / 'child.log'}")
+
+    try:
+        for side, code in sides.items():  # one after the other: each builds its code's base from the rows as now
+            if not args.keep_bases:
+                shutil.rmtree(var[side] / "search-index", ignore_errors=True)
+            var[side].mkdir(parents=True, exist_ok=True)
+            procs[side] = subprocess.Popen(command, env={**os.environ, "BENCH_TREE": str(code),
+                                                         "HUB_VAR_DIR": str(var[side])},
+                                           cwd=code, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                           stderr=open(var[side] / "child.log", "w"), text=True, bufsize=1)
+            print(f"  {side}: index ready (built or mapped) in {answer(side).split()[1]} s", flush=True)
+        loads = [os.getloadavg()[0]]
+        times: dict[tuple[str, str, str], list[float]] = {}
+        hits: dict[tuple[str, str], list[int]] = {}
+        blocks = [(viewer, first, first + BLOCK) for _ in range(args.rounds) for viewer in ("anonymous", "member")
+                  for first in range(0, args.queries, BLOCK)]
+        for i, block in enumerate(blocks):
+            for side in (("before", "after") if i % 2 == 0 else ("after", "before")):
+                procs[side].stdin.write(json.dumps(block) + "\n")
+                procs[side].stdin.flush()
+                for kind, ms, count in json.loads(answer(side)):
+                    for name in (kind, "all"):
+                        times.setdefault((block[0], name, side), []).append(ms)
+                    hits.setdefault((block[0], side), []).append(count)
+            if i % 20 == 19:
+                loads.append(os.getloadavg()[0])
+    finally:
+        for proc in procs.values():
+            proc.stdin.close()
+            proc.wait(timeout=60)
+    print(f"\n{args.versions} versions, {args.orgs} organizations, {args.memberships} memberships; {args.rounds} "
+          f"rounds of the {args.queries} queries per viewer and side, in alternating blocks of {BLOCK}; load "
+          f"{min(loads):.1f}-{max(loads):.1f}; before: {sides['before']}")
+    print(f"{'viewer':<10}{'kind':<12}{'n':>5}{'before p50':>12}{'after p50':>11}{'before p95':>12}"
+          f"{'after p95':>11}{'p50 ratio':>11}{'p95 ratio':>11}{'hits b/a':>16}")
+    for viewer in ("anonymous", "member"):
+        for kind in KINDS:
+            if (viewer, kind, "after") not in times:
+                continue
+            b50, a50, b95, a95 = (pct(times[viewer, kind, side], q) for q in (50, 95) for side in ("before", "after"))
+            print(f"{viewer:<10}{kind:<12}{len(times[viewer, kind, 'after']):>5}{b50:>12.1f}{a50:>11.1f}"
+                  f"{b95:>12.1f}{a95:>11.1f}{a50 / b50:>11.2f}{a95 / b95:>11.2f}"
+                  + (f"{statistics.median(hits[viewer, 'before']):>8.0f}/"
+                     f"{statistics.median(hits[viewer, 'after']):.0f}" if kind == "all" else ""))
 
 def freshness(client, params: dict, steps: tuple[int, ...] = (1, 100, 500)) -> list[tuple[int, float, float]]:
     """Reindex the first artifacts (cumulatively up to each step) and time the next two queries."""
@@ -297,6 +486,15 @@ def main() -> None:
                         help="PostgreSQL: seed versions/K and copy that corpus K times in SQL (1M in minutes)")
     parser.add_argument("--no-freshness", dest="freshness", action="store_false",
                         help="skip timing queries after 1-500 changed entries (reindexes 500 artifacts)")
+    parser.add_argument("--database", default="hpcfair_bench", help="PostgreSQL: the bench database's name")
+    parser.add_argument("--orgs", type=int, default=0, help="PostgreSQL: also seed this many organizations")
+    parser.add_argument("--memberships", type=int, default=100_000, help="with --orgs: memberships to seed")
+    parser.add_argument("--compare", type=Path, metavar="TREE",
+                        help="time the mix against TREE's code (the same database), alternating child processes")
+    parser.add_argument("--rounds", type=int, default=3, help="with --compare: rounds per side")
+    parser.add_argument("--keep-bases", action="store_true",
+                        help="with --compare: map the bases an earlier --compare built (the rows unchanged since)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--sqlite", action="store_true",
                         help="the embedded default: an SQLite file under var/bench-sqlite/ (FTS5; HUB_SEARCH_ENGINE="
                              "words for its word matching)")
@@ -312,8 +510,8 @@ def main() -> None:
         os.environ["HUB_VAR_DIR"] = str(var)
     elif not url.startswith("postgres"):
         sys.exit("bench/search.py needs PostgreSQL: run `eval \"$(scripts/services.sh start)\"` first")
-    else:
-        os.environ["DATABASE_URL"] = setup_database(url, args.reuse)
+    elif not args.child:  # a child is handed the bench database's URL
+        os.environ["DATABASE_URL"] = setup_database(url, args.reuse, args.database)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
     os.environ.setdefault("HUB_VAR_DIR", str(ROOT / "var" / "bench"))
     import django
@@ -325,8 +523,11 @@ def main() -> None:
 
     from hub.search.models import SearchEntry
 
-    call_command("migrate", verbosity=0)
     rng = random.Random(7)
+    if args.child:  # the other code's migrations are not run: its index format would rebuild every entry
+        words = vocabulary(rng)
+        return child(words, [1 / (rank + 1) for rank in range(len(words))], args.queries)
+    call_command("migrate", verbosity=0)
     started = time.perf_counter()
     if SearchEntry.objects.count() != args.versions:
         print(f"seeding {args.versions} versions into hpcfair_bench ...", flush=True)
@@ -336,7 +537,17 @@ def main() -> None:
     else:
         words = vocabulary(rng)
         weights = [1 / (rank + 1) for rank in range(len(words))]
+    if args.orgs:
+        from hub.orgs.models import Organization
+
+        have = Organization.objects.count()
+        if have not in (0, args.orgs):
+            sys.exit(f"hpcfair_bench holds {have} organizations: drop it (run without --reuse) to seed {args.orgs}")
+        if not have:
+            seed_orgs(args.orgs, args.memberships, rng)
     print(f"corpus ready in {time.perf_counter() - started:.0f} s", flush=True)
+    if args.compare:
+        return compare(args.compare, args)
     from hub.runtime import settle
     from hub.search import index_copy, mapped
 
@@ -365,24 +576,7 @@ def main() -> None:
     print(index_figures, flush=True)
     client = Client()
     mix = queries(random.Random(11), words, weights, args.queries)
-    for _, params in mix[:10]:  # warm caches and connections
-        client.get("/api/v1/artifacts/", params)
-    timings: dict[str, list[float]] = {}
-    results: list[int] = []
-    for kind, params in mix:
-        t0 = time.perf_counter()
-        response = client.get("/api/v1/artifacts/", params)
-        elapsed = (time.perf_counter() - t0) * 1000
-        assert response.status_code == 200, response.content[:300]
-        body = response.json()
-        assert "facets" in body
-        results.append(body["count"])
-        timings.setdefault(kind, []).append(elapsed)
-        timings.setdefault("all", []).append(elapsed)
-
-    def pct(values: list[float], p: float) -> float:
-        ordered = sorted(values)
-        return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    timings, results = time_mix(client, mix)
 
     from django.db import connection
 

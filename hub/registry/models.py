@@ -49,7 +49,7 @@ VISIBILITY_RULES = {
 def member_of(user, role: str) -> models.QuerySet:
     """The accounts (``Organization.account_id``) of the organizations ``user`` has ``role`` or more in: one
     indexed subquery (``membership_user_role``)."""
-    return Membership.objects.filter(user=user, role__in=roles_at_least(role)).values("org_id")
+    return Membership.objects.filter(user=user, role__in=roles_at_least(role)).order_by().values("org_id")  # no join
 
 
 def token_limit(user) -> Q | None:

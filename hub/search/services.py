@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from hub.errors import HubError
-from hub.orgs.models import Role
+from hub.orgs.models import Role, roles_at_least
 from hub.registry.models import Artifact, member_of, shared_with, token_limit
 from hub.search import engines, index_copy
 from hub.search.models import FACETS, SearchEntry
@@ -110,7 +110,7 @@ def _one_edit_apart(a: str, b: str) -> bool:
 
 
 def access_of(user) -> index_copy.Access:
-    """What ``user`` reads beyond the visibility levels, for the index's arrays: three indexed queries."""
+    """What ``user`` reads beyond the visibility levels, for the index's arrays: two indexed queries."""
     if user is None or not user.is_authenticated:
         return index_copy.Access.none()
 
@@ -124,10 +124,12 @@ def access_of(user) -> index_copy.Access:
     if user.is_superuser:
         empty = index_copy.Access.none()
         return index_copy.Access(empty.shared, empty.orgs_read, empty.orgs_write, limit_owner, limit_artifacts)
+    memberships = list(member_of(user, Role.READ).values_list("org_id", "role"))  # one query for both roles
+    writes = roles_at_least(Role.WRITE)
     return index_copy.Access(
         shared=ids(shared_with(user).values_list("artifact_id", flat=True)),
-        orgs_read=ids(member_of(user, Role.READ).values_list("org_id", flat=True)),
-        orgs_write=ids(member_of(user, Role.WRITE).values_list("org_id", flat=True)),
+        orgs_read=ids(org for org, _ in memberships),
+        orgs_write=ids(org for org, role in memberships if role in writes),
         limit_owner=limit_owner, limit_artifacts=limit_artifacts)
 
 
