@@ -411,6 +411,10 @@ HUB_GENERATE_MEMORY_BYTES = int(env("HUB_GENERATE_MEMORY_MB", "2048")) * 1024 * 
 # Generations one person may run at once, hub-wide (429 too_many_generations past it).
 HUB_GENERATE_STREAMS = int(env("HUB_GENERATE_STREAMS", "2"))
 HUB_GENERATE_JOB_S = int(env("HUB_GENERATE_JOB_S", "14400"))  # a job over a file of prompts
+# /v1/embeddings (hpcfair.embed, in the generation engines): the most inputs one request may embed, and the most
+# tokens they may hold in all (413 request_too_large past either).
+HUB_EMBED_MAX_INPUTS = int(env("HUB_EMBED_MAX_INPUTS", "256"))
+HUB_EMBED_MAX_TOKENS = int(env("HUB_EMBED_MAX_TOKENS", "32768"))  # tokens of one /v1/embeddings request, all inputs
 # The memory loaded models may hold in one engine process: a model needs twice its files; one that cannot fit alone
 # is refused model_too_large, others are evicted to make room.
 HUB_GATEWAY_CACHE_BYTES = int(env("HUB_GATEWAY_CACHE_MB", "2048")) * 1024 * 1024
