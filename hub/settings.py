@@ -519,6 +519,14 @@ HUB_SCIDATA_PREVIEW_MAX_BYTES = int(env("HUB_SCIDATA_PREVIEW_MAX_BYTES", str(256
 # How long (s) a landing page's preview stays in the cache (keyed by the files' sha256: it never goes stale).
 HUB_SCIDATA_PREVIEW_CACHE_S = int(env("HUB_SCIDATA_PREVIEW_CACHE_S", str(7 * 24 * 3600)))
 
+# GGUF models (hub.metadata.gguf): the first bytes of a .gguf file (or one with GGUF's magic) are read by a
+# sandboxed child. How many bytes it reads (MB): a header (its tokenizer's vocabulary too) past them is refused.
+HUB_GGUF_HEADER_MB = int(env("HUB_GGUF_HEADER_MB", "64"))
+# The child's address-space limit (MB).
+HUB_GGUF_MEMORY_MB = int(env("HUB_GGUF_MEMORY_MB", "1024"))
+# The child's deadline (s, wall clock and CPU time): the header's check and the chat template's example.
+HUB_GGUF_WALL_S = int(env("HUB_GGUF_WALL_S", "30"))
+
 # Search: "auto" uses PostgreSQL's full-text search where the database is PostgreSQL and FTS5 on SQLite
 # (hub.search.fts); "words" forces LIKE word matching everywhere.
 HUB_SEARCH_ENGINE = env("HUB_SEARCH_ENGINE", "auto")

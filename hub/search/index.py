@@ -21,7 +21,7 @@ ALIASES = {name: [alias for alias, n in FRAMEWORK_ALIASES.items() if n == name] 
 
 def facet_values(artifact: Artifact, metadata: dict[str, Any]) -> set[tuple[str, str]]:
     values = {("kind", artifact.kind), ("owner", artifact.owner.username)}
-    for name in ("framework", "format", "task", "license"):
+    for name in ("framework", "format", "task", "license", "quantization"):
         if isinstance(metadata.get(name), str):
             values.add((name, metadata[name]))
     for word in metadata.get("keywords") or []:
@@ -93,7 +93,8 @@ def next_generation() -> int:
 # every entry (hub.search.apps), so an upgrade never leaves artifacts unfindable by what the new code indexes.
 # 2: MLCube projects made before cubes followed their model took its visibility in registry 0004, beside the index.
 # 3: HDF5/NetCDF/Zarr variables and CF standard names (facets standard_name and variable, and words).
-INDEX_FORMAT = 3
+# 4: a GGUF model's quantization (facet quantization).
+INDEX_FORMAT = 4
 
 
 def rebuild() -> int:
