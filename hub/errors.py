@@ -49,6 +49,9 @@ STATUS: dict[str, int] = {
     "scientific_inconsistent": 400,
     "scientific_compression_bomb": 400,
     "scientific_unreadable": 400,
+    # GGUF files refused by the sandboxed reader (hub.metadata.gguf, hpcfair.gguf_facts)
+    "gguf_invalid": 400,
+    "gguf_too_large": 400,
     "upload_incomplete": 400,
     "upload_size_mismatch": 400,
     "checksum_mismatch": 400,

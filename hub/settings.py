@@ -431,6 +431,10 @@ HUB_GENERATE_MEMORY_BYTES = int(env("HUB_GENERATE_MEMORY_MB", "2048")) * 1024 * 
 # Generations one person may run at once, hub-wide (429 too_many_generations past it).
 HUB_GENERATE_STREAMS = int(env("HUB_GENERATE_STREAMS", "2"))
 HUB_GENERATE_JOB_S = int(env("HUB_GENERATE_JOB_S", "14400"))  # a job over a file of prompts
+# /v1/embeddings (hpcfair.embed, in the generation engines): the most inputs one request may embed, and the most
+# tokens they may hold in all (413 request_too_large past either).
+HUB_EMBED_MAX_INPUTS = int(env("HUB_EMBED_MAX_INPUTS", "256"))
+HUB_EMBED_MAX_TOKENS = int(env("HUB_EMBED_MAX_TOKENS", "32768"))  # tokens of one /v1/embeddings request, all inputs
 # The memory loaded models may hold in one engine process: a model needs twice its files; one that cannot fit alone
 # is refused model_too_large, others are evicted to make room.
 HUB_GATEWAY_CACHE_BYTES = int(env("HUB_GATEWAY_CACHE_MB", "2048")) * 1024 * 1024
@@ -534,6 +538,14 @@ HUB_SCIDATA_EXTRACT_MAX_BYTES = int(env("HUB_SCIDATA_EXTRACT_MAX_BYTES", str(8 *
 HUB_SCIDATA_PREVIEW_MAX_BYTES = int(env("HUB_SCIDATA_PREVIEW_MAX_BYTES", str(256 * 1024**2)))
 # How long (s) a landing page's preview stays in the cache (keyed by the files' sha256: it never goes stale).
 HUB_SCIDATA_PREVIEW_CACHE_S = int(env("HUB_SCIDATA_PREVIEW_CACHE_S", str(7 * 24 * 3600)))
+
+# GGUF models (hub.metadata.gguf): the first bytes of a .gguf file (or one with GGUF's magic) are read by a
+# sandboxed child. How many bytes it reads (MB): a header (its tokenizer's vocabulary too) past them is refused.
+HUB_GGUF_HEADER_MB = int(env("HUB_GGUF_HEADER_MB", "64"))
+# The child's address-space limit (MB).
+HUB_GGUF_MEMORY_MB = int(env("HUB_GGUF_MEMORY_MB", "1024"))
+# The child's deadline (s, wall clock and CPU time): the header's check and the chat template's example.
+HUB_GGUF_WALL_S = int(env("HUB_GGUF_WALL_S", "30"))
 
 # Search: "auto" uses PostgreSQL's full-text search where the database is PostgreSQL and FTS5 on SQLite
 # (hub.search.fts); "words" forces LIKE word matching everywhere.

@@ -78,6 +78,7 @@ urlpatterns = [
     path("api/v1/", include((api_patterns, "api"))),
     path("v1/chat/completions", generation.ChatCompletions.as_view(), name="openai-chat"),
     path("v1/completions", generation.Completions.as_view(), name="openai-completions"),
+    path("v1/embeddings", generation.Embeddings.as_view(), name="openai-embeddings"),
     path("v1/models", generation.Models.as_view(), name="openai-models"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema", template_name="web/api_docs.html"),

@@ -499,6 +499,11 @@ FIELDS: dict[str, Field] = {f.name: f for f in [
     Field("parameters", integer(0), "Number of trainable parameters.", kinds=MODEL, derived=True),
     Field("weights", anything, "The weights' tensor table, read from a safetensors header: tensors, parameters "
           "per dtype.", kinds=MODEL, derived=True, system=True),
+    Field("gguf", anything, "Each GGUF file's header, read by the hub: architecture, context length, file type and "
+          "quantization, parameters, tensors, tokenizer model and vocabulary, chat template and its rendering of an "
+          "example conversation.", kinds=MODEL, derived=True, system=True),
+    Field("quantization", text(32), "How the weights are quantized (a GGUF file's type: Q4_0, Q8_0, F16…).",
+          kinds=MODEL, derived=True),
     Field("sample_inputs", text(1024), "A file of this version with sample inputs (.npz or .npy) that "
           "conversions are verified on.", kinds=MODEL),
     Field("model_family", choice(tuple(MODEL_FAMILIES)), "cnn, rnn, mlp, transformer, random-forest, ...",

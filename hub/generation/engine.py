@@ -1,7 +1,7 @@
 """A worker's generation engine: a child process (``python -m hub.generation.engine QUEUE``) that takes
 generation requests from the lane ``QUEUE`` (``generate-cpu``) and streams each answer back piece by piece
-(``hub.gateway.lane.stream``). The Celery worker's gateway step starts it and starts another when it dies
-(``workers.gateway``).
+(``hub.gateway.lane.stream``); an embedding request (``/v1/embeddings``, ``hpcfair.embed``) gets one answer.
+The Celery worker's gateway step starts it and starts another when it dies (``workers.gateway``).
 
 A request names the generation model's files (path, blob, size); the engine puts them in a folder of its
 cache (``VAR_DIR/generation/<digest>``, hard links to a filesystem store's blobs, else copies) and keeps the
@@ -10,6 +10,7 @@ last ``HUB_GENERATE_MODELS`` models open. Messages are JSON: a piece ``{"text": 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import logging
 import os
@@ -86,28 +87,32 @@ class Models:
 
     def __init__(self, size: int, threads: int) -> None:
         self.size, self.threads = max(1, size), threads
-        self.open: OrderedDict[Path, tuple[Any, Any]] = OrderedDict()
+        self.open: OrderedDict[tuple[Path, str], tuple[Any, Any]] = OrderedDict()
 
-    def get(self, folder: Path):
+    def get(self, folder: Path, encoder: str = ""):
+        """The generation model in ``folder``, or with ``encoder`` (an ONNX file's path in it), that text
+        encoder (``hpcfair.embed``)."""
+        from hpcfair.embed import open_encoder
         from hpcfair.generate import open_model
 
         from hub.gateway import localcache
 
-        if folder in self.open:
-            self.open.move_to_end(folder)
-            return self.open[folder][0]
+        key = (folder, encoder)
+        if key in self.open:
+            self.open.move_to_end(key)
+            return self.open[key][0]
         while len(self.open) >= self.size:
             _, (_, held) = self.open.popitem(last=False)
             if held is not None:
                 held.release()
         held = localcache.hold(folder)
         try:
-            loaded = open_model(folder, self.threads)
+            loaded = open_encoder(folder, encoder, self.threads) if encoder else open_model(folder, self.threads)
         except BaseException:
             if held is not None:
                 held.release()
             raise
-        self.open[folder] = (loaded, held)
+        self.open[key] = (loaded, held)
         return loaded
 
 
@@ -146,6 +151,13 @@ def handle(lane, request_id: str, message: bytes, models: Models, root: Path, sl
         seconds = float(body.get("seconds", 300))
         deadline = time.time() + seconds  # every phase: the model's folder, the template, tokens, the decoder
         mark()
+        if "embed" in body:  # /v1/embeddings: one answer with every vector
+            encoder = models.get(model_folder(body["files"], root), str(body["embed"]["onnx"]))
+            with data_limit(memory):
+                vectors, count = encoder.embed(body["embed"]["inputs"], int(body.get("max_tokens", 0)))
+            send({"done": True, "vectors": base64.b64encode(vectors.astype("<f4").tobytes()).decode(),
+                  "shape": list(vectors.shape), "prompt_tokens": count})
+            return
         request = GenerateRequest.parse(body["request"], max_tokens=int(body.get("max_tokens", 4096)))
         loaded = models.get(model_folder(body["files"], root))
         with data_limit(memory):

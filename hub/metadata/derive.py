@@ -1,6 +1,7 @@
 """What the hub derives from a version's files instead of asking for it: formats and frameworks (from
 names), ONNX opset, signature and parameter count (the protobuf, parsed without running anything),
 sizes, a CSV's record structure, HDF5/NetCDF/Zarr structure (read in the sandbox, ``hub.metadata.scientific``),
+a GGUF model's header (read in the sandbox too, ``hub.metadata.gguf``),
 and the model card (README.md with YAML front matter).
 
 Nothing here unpickles or imports a model: ONNX is plain protobuf and CSV is text.
@@ -31,7 +32,7 @@ from hpcfair.cube.spec import CUBE_FILE, CubeError, CubeSpec, parse_files, parse
 
 from hub.bounded import Unreadable, load_yaml
 from hub.errors import HubError
-from hub.metadata import scientific
+from hub.metadata import gguf, scientific
 from ontology.fields import Invalid, MetadataError, class_labels
 
 log = logging.getLogger(__name__)
@@ -172,6 +173,7 @@ def derive(kind: str, files: Sequence[FileInfo]) -> dict[str, Any]:
             out["format"] = _data_format(files[0])
         out.update(safetensors_facts(files, primary is None))
         out.update(id2label_facts(files))
+        out.update(gguf.facts(files))  # GGUF, told by its magic bytes: read in the sandbox
     elif kind == "project":
         out["mlcube"] = project_cube(files).summary()
     elif kind == "dataset" and files:

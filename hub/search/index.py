@@ -22,7 +22,7 @@ ALIASES = {name: [alias for alias, n in FRAMEWORK_ALIASES.items() if n == name] 
 
 def facet_values(artifact: Artifact, metadata: dict[str, Any]) -> set[tuple[str, str]]:
     values = {("kind", artifact.kind), ("owner", artifact.owner.username)}
-    for name in ("framework", "format", "task", "license"):
+    for name in ("framework", "format", "task", "license", "quantization"):
         if isinstance(metadata.get(name), str):
             values.add((name, metadata[name]))
     for word in metadata.get("keywords") or []:
@@ -98,7 +98,8 @@ def next_generation() -> int:
 # 2: MLCube projects made before cubes followed their model took its visibility in registry 0004, beside the index.
 # 3: HDF5/NetCDF/Zarr variables and CF standard names (facets standard_name and variable, and words).
 # 4: the current version (the newest upload, not a conversion) beside the newest one, its title and card.
-INDEX_FORMAT = 4
+# 5: a GGUF model's quantization (facet quantization).
+INDEX_FORMAT = 5
 
 
 def rebuild() -> int:

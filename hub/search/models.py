@@ -17,7 +17,7 @@ from django.db import models
 from hub.registry.models import Artifact, Version
 
 FACETS = ("kind", "framework", "format", "task", "license", "keyword", "owner", "hardware", "standard_name",
-          "variable")
+          "variable", "quantization")
 
 
 class SearchEntry(models.Model):

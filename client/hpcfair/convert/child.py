@@ -81,6 +81,14 @@ def work(request: dict[str, Any]) -> dict[str, Any]:
                          request.get("options") or {}, threads=int(request.get("threads", 1)), progress=progress)
     if task == "scidata":
         return scidata(request)
+    if task == "gguf":  # a GGUF file's first bytes: its metadata, checked (hpcfair.gguf_facts)
+        from hpcfair.gguf_facts import Bounds, GGUFRefused, describe
+
+        try:
+            return describe(Path(request["source"]), int(request["size"]), Bounds(**request.get("bounds") or {}),
+                            Path("."))
+        except GGUFRefused as exc:
+            raise ConversionError(exc.code, exc.detail) from None
     if task == "finetune":
         from hpcfair.finetune.child import work as finetune
 

@@ -181,17 +181,14 @@ class KvTokenizer:
         """The chat ``messages`` (JSON, as onnxruntime-genai takes them) through the tokenizer's template."""
         if not isinstance(self.template, str) or not self.template:
             raise ValueError("the tokenizer has no chat template")
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-        environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        from hpcfair.generate.template import render_chat
 
         def token(name: str) -> str:
             value = self.settings.get(name)
             return str(value.get("content", "")) if isinstance(value, dict) else str(value or "")
 
-        return environment.from_string(self.template).render(
-            messages=json.loads(messages), add_generation_prompt=add_generation_prompt,
-            bos_token=token("bos_token"), eos_token=token("eos_token"))
+        return render_chat(self.template, json.loads(messages), add_generation_prompt=add_generation_prompt,
+                           bos_token=token("bos_token"), eos_token=token("eos_token"))
 
 
 class TokenStream:

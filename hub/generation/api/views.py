@@ -1,6 +1,6 @@
 """REST: ``POST …/versions/{v}/generate`` (the hub's own: server-sent events or JSON), and the
-OpenAI-compatible ``/v1/chat/completions``, ``/v1/completions`` and ``/v1/models`` (the hub token as the API
-key, ``model`` a hub reference: ``owner/name[@version]`` or a PID)."""
+OpenAI-compatible ``/v1/chat/completions``, ``/v1/completions``, ``/v1/embeddings`` and ``/v1/models`` (the hub
+token as the API key, ``model`` a hub reference: ``owner/name[@version]`` or a PID)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from hub.bounded import JSONParser
 from hub.errors import STATUS, HubError
 from hub.gateway.api.views import ForceNegotiation  # answers are SSE or JSON whatever Accept says
 from hub.gateway.memory import CachedBearerAuthentication
-from hub.generation import services
+from hub.generation import embeddings, services
 from hub.jobs.api.views import accepted
 from hub.registry.models import Artifact, Version
 from hub.registry.services import get_artifact, get_version
@@ -242,9 +242,31 @@ class Completions(OpenAIView):
     """OpenAI's ``POST /v1/completions``."""
 
 
+class Embeddings(OpenAIView):
+    """OpenAI's ``POST /v1/embeddings``: text encoders' vectors (``hub.generation.embeddings``)."""
+
+    FIELDS = {"model", "input", "encoding_format", "dimensions", "user"}
+
+    def post(self, request: Request):
+        body = request.data
+        if not isinstance(body, dict) or not isinstance(body.get("model"), str):
+            raise HubError("invalid", "Name the model: 'model' is a hub reference (owner/name[@version] or a PID).")
+        unknown = sorted(set(body) - self.FIELDS)
+        if unknown:
+            raise HubError("invalid", f"Unknown field {unknown[0]!r}; an embedding takes "
+                                      f"{', '.join(sorted(self.FIELDS))}.")
+        if not isinstance(body.get("user", ""), str) or len(body.get("user", "")) > 256:
+            raise HubError("invalid", "'user' must be a string of at most 256 characters.")
+        asked = embeddings.parse(body)
+        model = embeddings.encoder_of(request.user, body["model"])
+        vectors, tokens = embeddings.embed(model, asked)
+        return Response(embeddings.answer(vectors, tokens, body["model"], asked.base64))
+
+
 @extend_schema(exclude=True)
 class Models(APIView):
-    """OpenAI's ``GET /v1/models``: the generation models this token may use (newest 1,000)."""
+    """OpenAI's ``GET /v1/models``: the generation models and text encoders this token may use (newest 1,000
+    of each)."""
 
     authentication_classes = [CachedBearerAuthentication]
     permission_classes = [IsAuthenticatedReader]
@@ -262,5 +284,7 @@ class Models(APIView):
                  .select_related("artifact__owner").prefetch_related("provenance__target")
                  .order_by("-created", "-id")[:1000])
         return Response({"object": "list", "data": [
-            {"id": name, "object": "model", "created": int(v.created.timestamp()),
-             "owned_by": v.artifact.owner.username} for name, v in services.names_of_builds(found).items()]})
+            *({"id": name, "object": "model", "created": int(v.created.timestamp()),
+               "owned_by": v.artifact.owner.username} for name, v in services.names_of_builds(found).items()),
+            *({"id": f"{v.artifact.full_name}@{v.label}", "object": "model", "created": int(v.created.timestamp()),
+               "owned_by": v.artifact.owner.username} for v in embeddings.embedding_models(request.user))]})
