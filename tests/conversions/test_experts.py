@@ -63,3 +63,35 @@ def test_mixture_of_experts_folders_convert_and_verify(tmp_path, family):
         with torch.no_grad():
             want = model(torch.from_numpy(ids)).logits.numpy()
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_a_torch_export_program_of_mixtral_converts(tmp_path):
+    """The advice the hub gave for a traced Mixtral (torch.export) now works: the program holds transformers'
+    custom operator (``transformers::grouped_mm_fallback``) and ``aten::histc``, both decomposed; before, the file
+    was called damaged (``corrupt_file``)."""
+    import onnxruntime as ort
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(save_lm(tmp_path / "mixtral", "mixtral")).eval()
+
+    class Logits(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids):
+            return self.model(input_ids=input_ids, use_cache=False).logits
+
+    ids = torch.randint(3, 250, (2, 8))
+    program = torch.export.export(Logits(), (ids,), dynamic_shapes=({1: torch.export.Dim("sequence", max=128)},))
+    assert any("grouped_mm_fallback" in str(node.target) for node in program.graph.nodes)
+    torch.export.save(program, str(tmp_path / "mixtral.pt2"))
+    report = convert_file(tmp_path / "mixtral.pt2", tmp_path / "mixtral.onnx")
+    assert report["verification"]["passed"] is True and "grouped_mm_fallback" in report["experts"]
+    session = ort.InferenceSession(str(tmp_path / "mixtral.onnx"))
+    fresh = np.random.default_rng(4).integers(3, 250, (2, 21))
+    (got,) = session.run(None, {session.get_inputs()[0].name: fresh})
+    with torch.no_grad():
+        np.testing.assert_allclose(got, program.module()(torch.from_numpy(fresh)).numpy(), rtol=1e-4, atol=1e-4)

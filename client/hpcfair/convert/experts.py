@@ -85,3 +85,62 @@ def reference(model, run):
             return run(feeds)
 
     return original_run
+
+
+# --- torch.export programs of transformers' experts --------------------------------------------------
+
+
+def load_program(path):
+    """A torch.export program that names transformers' own operators (its experts' ``grouped_mm_fallback``),
+    loaded once those are registered (importing transformers' experts module); None when it still does not load."""
+    import torch
+
+    try:
+        import transformers.integrations.moe  # noqa: F401 - registers the transformers:: operators
+    except ImportError:
+        return None
+    try:
+        return torch.export.load(str(path))
+    except Exception:  # noqa: BLE001 - the caller reports the file as unreadable
+        return None
+
+
+def _grouped_mm(input, weight, offs):
+    """``transformers::grouped_mm_fallback``: rows sorted by expert, ``offs`` each expert's end row; every row by
+    its expert's weight [in, out] (a gather and a batched product, no data-dependent shape)."""
+    import torch
+
+    rows = torch.arange(input.size(0), device=input.device)
+    expert = (rows.unsqueeze(1) >= offs.unsqueeze(0)).sum(1).clamp(max=weight.size(0) - 1)
+    return torch.bmm(input.unsqueeze(1), weight[expert]).squeeze(1)
+
+
+def _histc(x, bins: int = 100, min: float = 0, max: float = 0):  # noqa: A002 - aten's argument names
+    """``aten::histc`` with its bounds given (as transformers' experts call it): counts of ``x`` per bin, the
+    last bin closed."""
+    import torch
+
+    if not min < max:
+        raise NotImplementedError("histc without bounds")
+    index = ((x - min) * (bins / (max - min))).floor().long().clamp(0, bins - 1)
+    inside = ((x >= min) & (x <= max)).to(x.dtype)
+    return (torch.nn.functional.one_hot(index, bins).to(x.dtype) * inside.unsqueeze(-1)).sum(0)
+
+
+PROGRAM_NOTE = ("transformers' grouped expert products (transformers::grouped_mm_fallback) and aten::histc, which "
+                "no ONNX exporter translates, were decomposed into gathers, batched products and one-hot counts")
+
+
+def decompose(program):
+    """(``program`` with transformers' experts operators and ``histc`` decomposed, whether any was); the others
+    are left for the exporter to name."""
+    import torch
+
+    targets = {node.target for node in program.graph.nodes if node.op == "call_function"}
+    table = {}
+    grouped = getattr(getattr(torch.ops, "transformers", None), "grouped_mm_fallback", None)
+    if grouped is not None and grouped.default in targets:
+        table[grouped.default] = _grouped_mm
+    if torch.ops.aten.histc.default in targets:
+        table[torch.ops.aten.histc.default] = _histc
+    return (program.run_decompositions(table), True) if table else (program, False)
