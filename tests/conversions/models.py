@@ -626,3 +626,28 @@ def keras_custom_layer(directory: Path) -> tuple[str, str]:
     model.export(str(directory / "scaled_savedmodel"))
     shutil.make_archive(str(directory / "scaled_savedmodel"), "zip", directory / "scaled_savedmodel")
     return "scaled.keras", "scaled_savedmodel.zip"
+
+
+def moe_program(directory: Path) -> Built:
+    """A random Mixtral (mixture of experts) exported with torch.export as its users export it (transformers'
+    own experts implementation: the program holds ``transformers::grouped_mm_fallback`` and ``aten::histc``),
+    with a dynamic sequence; ``mixtral.pt2``."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from tests.generation.lm import save_lm
+
+    model = AutoModelForCausalLM.from_pretrained(save_lm(directory / "mixtral", "mixtral")).eval()
+
+    class Logits(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids):
+            return self.model(input_ids=input_ids, use_cache=False).logits
+
+    ids = torch.randint(3, 250, (2, 8), generator=torch.Generator().manual_seed(0))
+    program = torch.export.export(Logits(), (ids,), dynamic_shapes=({1: torch.export.Dim("sequence", max=128)},))
+    torch.export.save(program, str(directory / "mixtral.pt2"))
+    return "mixtral.pt2", {}

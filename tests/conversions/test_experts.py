@@ -72,22 +72,12 @@ def test_a_torch_export_program_of_mixtral_converts(tmp_path):
     was called damaged (``corrupt_file``)."""
     import onnxruntime as ort
     import torch
-    from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(save_lm(tmp_path / "mixtral", "mixtral")).eval()
+    from tests.conversions import models
 
-    class Logits(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids):
-            return self.model(input_ids=input_ids, use_cache=False).logits
-
-    ids = torch.randint(3, 250, (2, 8))
-    program = torch.export.export(Logits(), (ids,), dynamic_shapes=({1: torch.export.Dim("sequence", max=128)},))
+    name, _ = models.moe_program(tmp_path)
+    program = torch.export.load(str(tmp_path / name))
     assert any("grouped_mm_fallback" in str(node.target) for node in program.graph.nodes)
-    torch.export.save(program, str(tmp_path / "mixtral.pt2"))
     report = convert_file(tmp_path / "mixtral.pt2", tmp_path / "mixtral.onnx")
     assert report["verification"]["passed"] is True and "grouped_mm_fallback" in report["experts"]
     session = ort.InferenceSession(str(tmp_path / "mixtral.onnx"))
