@@ -151,3 +151,22 @@ def test_a_scripted_spectral_model_runs_its_branches_and_loops_in_real_arithmeti
         x = torch.randn(*shape)
         with torch.no_grad():
             torch.testing.assert_close(real(x), layer(x), rtol=1e-4, atol=1e-5)
+
+
+def test_a_scripted_loop_that_the_values_decide_is_refused_with_the_way_out():
+    class Halving(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weights = torch.nn.Parameter(torch.randn(4, 4, 3, dtype=torch.cfloat))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            spectrum = torch.einsum("bix,iox->box", torch.fft.rfft(x)[:, :, :3], self.weights)
+            y = torch.fft.irfft(spectrum, n=x.size(-1))
+            while bool(y.abs().max() > 0.01):  # as many halvings as the values need
+                y = y * 0.5
+            return y
+
+    with pytest.raises(ConversionError) as caught:
+        spectral.export(torch.jit.script(Halving()), (torch.randn(2, 4, 10),), 17, ["x"], None, [[0]])
+    assert caught.value.code == "unsupported_operator"
+    assert "depends on the values of its input" in caught.value.detail and "torch.where" in caught.value.detail

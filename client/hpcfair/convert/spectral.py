@@ -413,6 +413,22 @@ _SCALAR_OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "d
                "floor_divide": operator.floordiv, "remainder": operator.mod, "floordiv": operator.floordiv}
 
 
+DATA_DEPENDENT = ("the scripted model's control flow (a loop or a branch) depends on the values of its input, not "
+                  "only on its sizes, which no exporter can record. Rewrite that loop to run a number of times a size "
+                  "or a constant decides, or compute both branches and pick with torch.where, then save the model "
+                  "again (torch.jit.script or torch.jit.trace)")
+
+
+def _decided(condition) -> bool:
+    """A branch's or a loop's condition as a Python bool; one that the input's values decide is refused."""
+    try:
+        return bool(condition)
+    except Exception as exc:  # noqa: BLE001 - torch.export's data-dependent guard, in its words only logged
+        if "data" in str(exc).lower() and "depend" in str(exc).lower():
+            raise ConversionError("unsupported_operator", DATA_DEPENDENT + ".", cause=exc) from None
+        raise
+
+
 def _appended(items: list, item):
     items.append(item)
     return items
@@ -474,7 +490,7 @@ class _ScriptRunner:
             got = [env[v.unique()] for v in node.inputs()]
             outs = list(node.outputs())
             if kind == "prim::If":
-                chosen = list(node.blocks())[0 if got[0] else 1]
+                chosen = list(node.blocks())[0 if _decided(got[0]) else 1]
                 self._block(chosen, env)
                 for value, result in zip(outs, chosen.outputs(), strict=True):
                     env[value.unique()] = env[result.unique()]
@@ -498,7 +514,7 @@ class _ScriptRunner:
         body = next(iter(node.blocks()))
         params = list(body.inputs())
         index = 0
-        while going and index < trips:
+        while _decided(going) and index < trips:
             for param, value in zip(params, [index, *carried], strict=True):
                 env[param.unique()] = value
             self._block(body, env)
@@ -524,6 +540,8 @@ class _ScriptRunner:
             return list(got) if kind == "prim::ListConstruct" else tuple(got)
         if kind in ("prim::NumToTensor", "prim::unchecked_cast"):
             return got[0]
+        if kind == "aten::Bool":
+            return _decided(got[0])
         if kind in ("aten::Int", "aten::Float", "aten::ScalarImplicit"):
             result = _number(got[0])
             return torch.sym_int(result) if kind == "aten::Int" and isinstance(result, float | torch.SymFloat) \
@@ -674,9 +692,15 @@ def export(source, args: tuple, opset: int, input_names: list[str], output_names
     # torch.export fixes a dynamic axis of size 1 (broadcasting): trace with such axes repeated to size 2
     args = tuple(_grown(arg, axes) for arg, axes in zip(args, dynamic, strict=True))
     shapes = (tuple({axis: auto for axis in axes} or None for axes in dynamic),)
-    program = torch.onnx.export(real_module(source), args, dynamo=True, external_data=False, opset_version=opset,
-                                input_names=input_names, output_names=output_names, dynamic_shapes=shapes,
-                                verbose=False)
+    try:
+        program = torch.onnx.export(real_module(source), args, dynamo=True, external_data=False,
+                                    opset_version=opset, input_names=input_names, output_names=output_names,
+                                    dynamic_shapes=shapes, verbose=False)
+    except Exception as exc:  # noqa: BLE001 - a refusal of the rewrite's own, raised inside the exporter
+        cause: BaseException | None = exc
+        while cause is not None and not isinstance(cause, ConversionError):
+            cause = cause.__cause__ or cause.__context__
+        raise (cause or exc) from None
     return program.model_proto
 
 
