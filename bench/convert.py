@@ -221,6 +221,18 @@ def hf_head(family: str) -> Callable[[Path], models.Built]:
     return lambda directory: (models.hf_head_folder(directory, family), {})
 
 
+def moe_folder(family: str) -> Callable[[Path], models.Built]:
+    """A random mixture-of-experts language model, a Hugging Face folder (issue 57, point 4)."""
+    from tests.generation.lm import save_lm
+
+    return lambda directory: (save_lm(directory / family, family).name, {})
+
+
+def fno_script(dims: int) -> Callable[[Path], models.Built]:
+    """The FNO saved by torch.jit.script (its loop over the grid's axes kept in the graph; issue 57, point 5)."""
+    return lambda directory: models.fno(directory, "script", dims)
+
+
 ZOO: dict[str, Callable[[Path], models.Built]] = {
     "TorchScript CNN (script)": models.torchscript_cnn,
     "TorchScript LSTM tagger (trace)": lstm_traced,
@@ -259,6 +271,13 @@ ZOO: dict[str, Callable[[Path], models.Built]] = {
     "wav2vec2 CTC, HF folder at 8 kHz": hf_head("wav2vec2_ctc"),
     "wav2vec2 audio classification, HF folder": hf_head("wav2vec2_audio_classification"),
     "BERT pretraining (two heads), HF folder": hf_head("bert_pretraining"),
+    "Mixtral MoE LM, HF folder": moe_folder("mixtral"),
+    "Qwen2-MoE LM (shared expert), HF folder": moe_folder("qwen2_moe"),
+    "Qwen3-MoE LM, HF folder": moe_folder("qwen3_moe"),
+    "OLMoE LM, HF folder": moe_folder("olmoe"),
+    "Mixtral MoE LM (.pt2, transformers' experts operators)": models.moe_program,
+    "FNO 1-D, complex spectral layers (script)": fno_script(1),
+    "FNO 2-D, complex spectral layers (script)": fno_script(2),
 }
 
 

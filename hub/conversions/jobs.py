@@ -183,7 +183,7 @@ def _publish_conversion(ctx, source: Version, outputs: list[StagedFile], reports
                                                        "libraries", "opset", "ir_version", "parameters", "sandbox",
                                                        "opset_requested", "opset_note", "fixed_axes", "coupled_axes",
                                                        "data_files", "dtype", "tolerance_note", "peak_memory_mb",
-                                                       "task", "hf_class", "head_outputs")
+                                                       "task", "hf_class", "head_outputs", "experts")
                               if key in r} | ({"pickle_scan": r["pickle_scan"]} if "pickle_scan" in r else {})
                        for name, r in reports.items()},
         "verification": {name: r["verification"] for name, r in reports.items()},

@@ -442,8 +442,8 @@ def fno(directory: Path, kind: str = "torchscript", dims: int = 2) -> Built:
     """A Fourier Neural Operator as in Li et al.'s reference code (neuraloperator's FNO1d/FNO2d): a lifting
     layer over the field and its grid, spectral layers (``rfft``/``rfft2``, einsums over complex weights on the
     lowest and highest retained modes, ``irfft``/``irfft2``) beside 1x1 convolutions, GELU and a projection.
-    ``dims`` 1 or 2; saved as TorchScript (``fno.pt``, traced) or a torch.export program (``fno.pt2``, with a
-    dynamic batch)."""
+    ``dims`` 1 or 2; saved as TorchScript (``fno.pt``: ``torchscript`` traced, ``script`` by ``torch.jit.script``)
+    or a torch.export program (``fno.pt2``, with a dynamic batch)."""
     import torch
 
     class SpectralConv1d(torch.nn.Module):
@@ -490,9 +490,9 @@ def fno(directory: Path, kind: str = "torchscript", dims: int = 2) -> Built:
 
         def forward(self, u: torch.Tensor) -> torch.Tensor:  # u: [batch, *grid, 1]
             axes = [torch.linspace(0, 1, n, dtype=u.dtype) for n in u.shape[1:-1]]
-            grid = torch.stack(torch.meshgrid(*axes, indexing="ij"), -1).expand(*u.shape[:-1], self.dims)
+            grid = torch.stack(torch.meshgrid(axes, indexing="ij"), -1).expand(list(u.shape[:-1]) + [self.dims])
             x = self.lift(torch.cat([u, grid], -1)).movedim(-1, 1)
-            for spectral, pointwise in zip(self.spectral, self.pointwise, strict=True):
+            for spectral, pointwise in zip(self.spectral, self.pointwise):  # noqa: B905 - torch.jit.script
                 x = torch.nn.functional.gelu(spectral(x) + pointwise(x))
             return self.head(x.movedim(1, -1))
 
@@ -500,8 +500,9 @@ def fno(directory: Path, kind: str = "torchscript", dims: int = 2) -> Built:
     model = FNO(dims).eval()
     grid = (24,) if dims == 1 else (16, 12)
     u = torch.randn(2, *grid, 1)
-    if kind == "torchscript":
-        torch.jit.trace(model, u).save(str(directory / "fno.pt"))
+    if kind in ("torchscript", "script"):
+        saved = torch.jit.script(model) if kind == "script" else torch.jit.trace(model, u)
+        saved.save(str(directory / "fno.pt"))
         shape = [None, *[None] * dims, 1]
         return "fno.pt", {"inputs": [{"name": "u", "shape": shape, "dtype": "float32"}]}
     batch = torch.export.Dim("batch", max=64)  # torch.export specialises the grid's sizes (fft, linspace)
@@ -625,3 +626,28 @@ def keras_custom_layer(directory: Path) -> tuple[str, str]:
     model.export(str(directory / "scaled_savedmodel"))
     shutil.make_archive(str(directory / "scaled_savedmodel"), "zip", directory / "scaled_savedmodel")
     return "scaled.keras", "scaled_savedmodel.zip"
+
+
+def moe_program(directory: Path) -> Built:
+    """A random Mixtral (mixture of experts) exported with torch.export as its users export it (transformers'
+    own experts implementation: the program holds ``transformers::grouped_mm_fallback`` and ``aten::histc``),
+    with a dynamic sequence; ``mixtral.pt2``."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from tests.generation.lm import save_lm
+
+    model = AutoModelForCausalLM.from_pretrained(save_lm(directory / "mixtral", "mixtral")).eval()
+
+    class Logits(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids):
+            return self.model(input_ids=input_ids, use_cache=False).logits
+
+    ids = torch.randint(3, 250, (2, 8), generator=torch.Generator().manual_seed(0))
+    program = torch.export.export(Logits(), (ids,), dynamic_shapes=({1: torch.export.Dim("sequence", max=128)},))
+    torch.export.save(program, str(directory / "mixtral.pt2"))
+    return "mixtral.pt2", {}

@@ -205,12 +205,14 @@ def test_coupled_inputs_keep_their_axes_dynamic_when_the_original_refuses_other_
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize(("kind", "dims"), [("torchscript", 1), ("torchscript", 2), ("pt2", 2)])
+@pytest.mark.parametrize(("kind", "dims"), [("torchscript", 1), ("torchscript", 2), ("pt2", 2), ("script", 1),
+                                            ("script", 2)])
 def test_fourier_neural_operators_convert_and_run_at_fresh_grid_sizes(tmp_path, kind, dims):
     """Issue 37, point 1: an FNO (rfft/rfft2, einsums over complex weights on the lowest and highest modes,
     irfft/irfft2) was refused by both exporters. It now converts in real arithmetic and verifies; a traced one
     keeps its batch and grid dynamic and runs in ONNX Runtime on grids it never saw (odd sizes included) as the
-    original does; a torch.export program keeps what its program keeps (the batch)."""
+    original does; a torch.export program keeps what its program keeps (the batch). Issue 57, point 5: the same
+    model saved by ``torch.jit.script`` (its loop over the grid's axes kept in the graph) converts the same way."""
     import numpy as np
     import onnx
     import onnxruntime as ort
@@ -225,7 +227,7 @@ def test_fourier_neural_operators_convert_and_run_at_fresh_grid_sizes(tmp_path, 
     complex_types = {onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128}
     assert not {init.data_type for init in model.graph.initializer} & complex_types  # real weights only
     session = ort.InferenceSession(str(tmp_path / "fno.onnx"))
-    if kind == "torchscript":
+    if kind in ("torchscript", "script"):
         original = torch.jit.load(str(tmp_path / name))
         grids = [(2, 37, 1), (3, 64, 1)] if dims == 1 else [(2, 19, 27, 1), (1, 32, 9, 1)]
     else:

@@ -109,3 +109,64 @@ def test_a_traced_spectral_layer_with_real_pair_weights_runs_the_same_in_real_ar
         x = torch.randn(*shape)
         with torch.no_grad():
             torch.testing.assert_close(real(x), layer(x), rtol=1e-4, atol=1e-5)
+
+
+def test_a_scripted_spectral_model_runs_its_branches_and_loops_in_real_arithmetic():
+    """Issue 57, point 5: ``torch.jit.script`` keeps Python's control flow in the graph (``prim::If``,
+    ``prim::Loop``, lists built by ``append``, a module's int attribute); the rewrite runs those blocks here, so
+    both branches of a size test and a loop whose length follows the input's rank give the original's outputs."""
+
+    class Scripted(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.modes = 3
+            self.weights = torch.nn.Parameter(torch.randn(4, 4, 3, dtype=torch.cfloat) / 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            sizes: list[int] = []
+            for n in x.shape[1:]:
+                sizes.append(n)
+            spectrum = torch.fft.rfft(x)
+            out = torch.zeros(x.shape[0], x.shape[1], x.size(-1) // 2 + 1, dtype=torch.cfloat)
+            out[:, :, :self.modes] = torch.einsum("bix,iox->box", spectrum[:, :, :self.modes], self.weights)
+            y = torch.fft.irfft(out, n=sizes[-1])
+            if x.size(-1) % 2 == 0:
+                y = y * 2.0
+            else:
+                y = y - 1.0
+            i = 0
+            while i < len(sizes):
+                y = y + 0.5
+                i += 1
+            return y
+
+    torch.manual_seed(4)
+    layer = Scripted().eval()
+    scripted = torch.jit.script(layer)
+    kinds = {node.kind() for node in scripted.inlined_graph.nodes()}
+    assert {"prim::If", "prim::Loop"} <= kinds
+    real = spectral.real_module(scripted)
+    assert not any(buffer.dtype.is_complex for buffer in real.buffers())
+    for shape in [(2, 4, 10), (1, 4, 9)]:  # an even and an odd grid: both branches
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            torch.testing.assert_close(real(x), layer(x), rtol=1e-4, atol=1e-5)
+
+
+def test_a_scripted_loop_that_the_values_decide_is_refused_with_the_way_out():
+    class Halving(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weights = torch.nn.Parameter(torch.randn(4, 4, 3, dtype=torch.cfloat))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            spectrum = torch.einsum("bix,iox->box", torch.fft.rfft(x)[:, :, :3], self.weights)
+            y = torch.fft.irfft(spectrum, n=x.size(-1))
+            while bool(y.abs().max() > 0.01):  # as many halvings as the values need
+                y = y * 0.5
+            return y
+
+    with pytest.raises(ConversionError) as caught:
+        spectral.export(torch.jit.script(Halving()), (torch.randn(2, 4, 10),), 17, ["x"], None, [[0]])
+    assert caught.value.code == "unsupported_operator"
+    assert "depends on the values of its input" in caught.value.detail and "torch.where" in caught.value.detail

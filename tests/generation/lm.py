@@ -33,8 +33,8 @@ def tokenizer(end: bool = False):
 
 
 def save_lm(folder: Path, family: str = "llama", seed: int = 0, **sizes) -> Path:
-    """A random ``family`` (llama, qwen2, mistral, gemma2, gpt2) causal LM with this test's tokenizer, saved in
-    ``folder``."""
+    """A random ``family`` (llama, qwen2, mistral, gemma2, gpt2, or a mixture of experts in ``MOE``) causal LM
+    with this test's tokenizer, saved in ``folder``."""
     import torch
     import transformers
 
@@ -42,7 +42,10 @@ def save_lm(folder: Path, family: str = "llama", seed: int = 0, **sizes) -> Path
         return _save(folder, transformers.GPT2LMHeadModel, transformers.GPT2Config(
             vocab_size=len(tokenizer()), n_embd=64, n_layer=2, n_head=4, n_positions=256, bos_token_id=1,
             eos_token_id=2, initializer_range=0.3, **sizes), tokenizer(), seed)
+    if family in MOE:  # mixtures of experts: 4 experts, 2 a token (issue 57, point 4)
+        sizes = {"intermediate_size": 32, "initializer_range": 0.2, **MOE[family][2], **sizes}  # routing that varies
     config_class, model_class = {
+        **{name: (getattr(transformers, c), getattr(transformers, m)) for name, (c, m, _) in MOE.items()},
         "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
         "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
         "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
@@ -59,6 +62,18 @@ def save_lm(folder: Path, family: str = "llama", seed: int = 0, **sizes) -> Path
     model.save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
+
+
+_EXPERTS = {"num_experts": 4, "num_experts_per_tok": 2}
+# Mixture-of-experts families: transformers' config and model class names, and their sizes (4 experts, 2 a token)
+MOE: dict[str, tuple[str, str, dict]] = {
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM", {"num_local_experts": 4, "num_experts_per_tok": 2}),
+    "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM",  # with a shared expert beside the routed ones
+                  {"moe_intermediate_size": 32, "shared_expert_intermediate_size": 48, **_EXPERTS}),
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM", {"moe_intermediate_size": 32, "head_dim": 16,
+                                                           **_EXPERTS}),
+    "olmoe": ("OlmoeConfig", "OlmoeForCausalLM", _EXPERTS),
+}
 
 
 def save_seq2seq(folder: Path, family: str = "bart", seed: int = 0) -> Path:

@@ -22,7 +22,7 @@ __all__ = ["FORMATS", "ConversionError", "Limits", "convert_file", "detect", "lo
 def report_notes(report: dict[str, Any]) -> list[str]:
     """What the user must know beyond "verified": an opset other than the one asked for, axes that are
     fixed at their exported size."""
-    found = [report[key] for key in ("opset_note", "tolerance_note") if report.get(key)]
+    found = [report[key] for key in ("opset_note", "tolerance_note", "experts") if report.get(key)]
     if report.get("data_files"):
         found.append(f"the weights are kept beside the ONNX file in {', '.join(report['data_files'])} (ONNX "
                      "external data)")

@@ -103,12 +103,18 @@ def export_torchscript(path: Path, opset: int, specs: list[TensorSpec], sample: 
 def export_torch_program(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None) -> Exported:
     import torch
 
+    from hpcfair.convert import experts
+
     try:
         program = torch.export.load(str(path))
     except Exception as exc:  # noqa: BLE001
-        raise ConversionError("corrupt_file", f"{path.name} could not be loaded as a torch.export program "
-                                              "(torch.export.load); the file is damaged or was saved by another "
-                                              "torch.", cause=exc)
+        program = experts.load_program(path)  # one that names transformers' own operators (its MoE experts)
+        if program is None:
+            raise ConversionError("corrupt_file", f"{path.name} could not be loaded as a torch.export program "
+                                                  "(torch.export.load); the file is damaged or was saved by another "
+                                                  "torch.", cause=exc) from None
+    loaded = program  # the reference: the program as saved, its own operators included
+    program, decomposed = experts.decompose(program)
     args, kwargs = program.example_inputs or ((), {})
     if sample:
         args = tuple(torch.from_numpy(array) for array in sample.values())
@@ -137,8 +143,10 @@ def export_torch_program(path: Path, opset: int, specs: list[TensorSpec], sample
         raise torch_error(exc, opset, holds_complex(tensors), program=True)
     model, on_disk = written(target)
     names = [value.name for value in model.graph.input if value.name not in {i.name for i in model.graph.initializer}]
-    return Exported(model, torch_reference(module, names), specs, "torch.onnx.export (dynamo, torch.export)",
-                    versions("torch", "onnx", "onnxscript"), path=on_disk)
+    reference = torch_reference(loaded.module() if decomposed else module, names)
+    return Exported(model, reference, specs, "torch.onnx.export (dynamo, torch.export)",
+                    versions("torch", "onnx", "onnxscript"), path=on_disk,
+                    notes={"experts": experts.PROGRAM_NOTE} if decomposed else {})
 
 
 RERUN_CONVERTER = "torch.onnx.export (dynamo) of the traced graph re-run op by op (hpcfair.convert.spectral)"

@@ -332,7 +332,7 @@ def export_folder(path: Path, opset: int, specs: list[TensorSpec], sample: dict 
     import torch
     import transformers
 
-    from hpcfair.convert import torch_ops
+    from hpcfair.convert import experts, torch_ops
     from hpcfair.convert.exported import Exported, export_folder_path, torch_reference, versions, written
 
     folder = path if path.is_dir() else None
@@ -363,6 +363,7 @@ def export_folder(path: Path, opset: int, specs: list[TensorSpec], sample: dict 
                                               "transformers ships (custom code is not run).", cause=exc)
     model = model.eval()
     _check_weights(path.name, class_name, task, loading)
+    dense = experts.densify(model)
     if hasattr(model.config, "use_cache"):
         model.config.use_cache = False
     names = _input_names(folder, model)
@@ -397,7 +398,7 @@ def export_folder(path: Path, opset: int, specs: list[TensorSpec], sample: dict 
 
         raise torch_error(exc, opset)
     exported, on_disk = written(target)
-    reference = torch_reference(wrapper, names)
+    reference = experts.reference(model, torch_reference(wrapper, names))
     graph_inputs = {value.name for value in exported.graph.input}
     unused = [name for name in names if name not in graph_inputs]
     if unused:  # the exporter drops an input the model ignores (DeBERTa's token types with no type vocabulary)
@@ -422,6 +423,8 @@ def export_folder(path: Path, opset: int, specs: list[TensorSpec], sample: dict 
         notes["pooling"] = {"mode": pooling[0], "normalize": pooling[1]}
     if unused:
         notes["unused_inputs"] = unused
+    if dense:
+        notes["experts"] = experts.DENSE_NOTE
     return Exported(exported, reference, specs,
                     "torch.onnx.export (Hugging Face folder, transformers AutoModel)",
                     versions("torch", "transformers", "tokenizers", "onnx"), notes, path=on_disk)

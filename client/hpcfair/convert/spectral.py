@@ -413,6 +413,33 @@ _SCALAR_OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "d
                "floor_divide": operator.floordiv, "remainder": operator.mod, "floordiv": operator.floordiv}
 
 
+DATA_DEPENDENT = ("the scripted model's control flow (a loop or a branch) depends on the values of its input, not "
+                  "only on its sizes, which no exporter can record. Rewrite that loop to run a number of times a size "
+                  "or a constant decides, or compute both branches and pick with torch.where, then save the model "
+                  "again (torch.jit.script or torch.jit.trace)")
+
+
+def _decided(condition) -> bool:
+    """A branch's or a loop's condition as a Python bool; one that the input's values decide is refused."""
+    try:
+        return bool(condition)
+    except Exception as exc:  # noqa: BLE001 - torch.export's data-dependent guard, in its words only logged
+        if "data" in str(exc).lower() and "depend" in str(exc).lower():
+            raise ConversionError("unsupported_operator", DATA_DEPENDENT + ".", cause=exc) from None
+        raise
+
+
+def _appended(items: list, item):
+    items.append(item)
+    return items
+
+
+# A scripted graph's operations on lists (sizes, layers): run in Python
+_LIST_OPS: dict[str, Callable] = {"append": _appended, "len": len, "list": list, "add": operator.add,
+                                  "slice": lambda items, start=None, end=None, step=1: items[start:end:step],
+                                  "eq": operator.eq, "ne": operator.ne}
+
+
 def _number(value):
     """A 0-d tensor constant of a size computation as the Python number it stands for."""
     import torch
@@ -435,65 +462,102 @@ _ENUMS: dict[str, Callable] = {
 
 
 class _ScriptRunner:
-    """Runs a TorchScript module's inlined graph with ``call`` (no control flow: a traced graph)."""
+    """Runs a TorchScript module's inlined graph with ``call``: a traced graph, or a scripted one whose
+    ``prim::If`` and ``prim::Loop`` blocks run here in Python (under torch.export a loop over the model's
+    layers or a tensor's dimensions unrolls; a branch on a size becomes a guard)."""
 
     def __init__(self, module, tensors: Callable[[str], Any]) -> None:
         self.graph = module.inlined_graph
         self.root = module
         self.tensors = tensors
-        for node in self.graph.nodes():
-            if node.kind() in ("prim::If", "prim::Loop", "prim::CallMethod", "prim::CallFunction"):
-                raise ConversionError("unsupported_operator",
-                                      "the spectral rewrite runs traced TorchScript graphs only (this one has "
-                                      f"{node.kind()}): save the model with torch.jit.trace, or as torch.export "
-                                      "(.pt2).")
+        for node in self.graph.findAllNodes("prim::CallMethod") + self.graph.findAllNodes("prim::CallFunction"):
+            raise ConversionError("unsupported_operator",
+                                  f"the spectral rewrite runs inlined TorchScript graphs (this one keeps "
+                                  f"{node.kind()}): save the model with torch.jit.trace, or as torch.export (.pt2).")
 
     def __call__(self, *args):
-        import torch
-
         inputs = list(self.graph.inputs())
         env: dict[Any, Any] = {inputs[0].unique(): ("", self.root)}
         for value, arg in zip(inputs[1:], args, strict=True):
             env[value.unique()] = arg
-        for node in self.graph.nodes():
+        self._block(self.graph, env)
+        results = [env[v.unique()] for v in self.graph.outputs()]
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def _block(self, block, env: dict) -> None:
+        for node in block.nodes():
             kind = node.kind()
             got = [env[v.unique()] for v in node.inputs()]
             outs = list(node.outputs())
-            if kind == "prim::Constant":
-                result = node.output().toIValue() if node.output().type().kind() != "NoneType" else None
-                if isinstance(result, torch.Tensor) and result.dtype.is_complex:
-                    result = _pair(result)
-            elif kind == "prim::GetAttr":
-                path, owner = got[0]
-                path = f"{path}.{node.s('name')}" if path else node.s("name")
-                attr = getattr(owner, node.s("name"))
-                result = self.tensors(path) if isinstance(attr, torch.Tensor) else (path, attr)
-            elif kind in ("prim::ListConstruct", "prim::TupleConstruct"):
-                result = list(got) if kind == "prim::ListConstruct" else tuple(got)
-            elif kind in ("prim::ListUnpack", "prim::TupleUnpack"):
+            if kind == "prim::If":
+                chosen = list(node.blocks())[0 if _decided(got[0]) else 1]
+                self._block(chosen, env)
+                for value, result in zip(outs, chosen.outputs(), strict=True):
+                    env[value.unique()] = env[result.unique()]
+                continue
+            if kind == "prim::Loop":
+                self._loop(node, got, env)
+                continue
+            if kind in ("prim::ListUnpack", "prim::TupleUnpack"):
                 for value, item in zip(outs, got[0], strict=True):
                     env[value.unique()] = item
                 continue
-            elif kind == "prim::NumToTensor":
-                result = got[0]
-            elif kind in ("aten::Int", "aten::Float", "aten::ScalarImplicit"):
-                result = _number(got[0])
-                if kind == "aten::Int" and isinstance(result, float | torch.SymFloat):
-                    result = torch.sym_int(result)
-            elif kind == "aten::size":
-                result = got[0].shape[got[1]] if len(got) > 1 else list(got[0].shape)
-            elif kind == "prim::TupleIndex" or kind == "aten::__getitem__":
-                result = got[0][got[1]]
-            elif kind in ("prim::device", "prim::dtype"):
-                target = got[0].re if isinstance(got[0], Pair) else got[0]
-                result = target.device if kind == "prim::device" else target.dtype
-            elif kind.startswith("aten::"):
-                result = self._aten(node, kind[6:], got)
-            else:
-                raise ConversionError("unsupported_operator", f"the spectral rewrite cannot run {kind}.")
-            env[outs[0].unique()] = result
-        results = [env[v.unique()] for v in self.graph.outputs()]
-        return results[0] if len(results) == 1 else tuple(results)
+            if kind == "prim::RaiseException":
+                raise ConversionError("unsupported_operator", "the scripted model raised an exception of its own "
+                                                              "on the conversion's inputs (check the inputs).")
+            env[outs[0].unique()] = self._node(node, kind, got)
+
+    def _loop(self, node, got: list, env: dict) -> None:
+        """``prim::Loop``: (trip count, condition, *carried) in; the body block takes (index, *carried) and gives
+        (condition, *carried)."""
+        trips, going, carried = got[0], got[1], got[2:]
+        body = next(iter(node.blocks()))
+        params = list(body.inputs())
+        index = 0
+        while _decided(going) and index < trips:
+            for param, value in zip(params, [index, *carried], strict=True):
+                env[param.unique()] = value
+            self._block(body, env)
+            going, *carried = [env[v.unique()] for v in body.outputs()]
+            index += 1
+        for value, result in zip(node.outputs(), carried, strict=True):
+            env[value.unique()] = result
+
+    def _node(self, node, kind: str, got: list):
+        import torch
+
+        if kind == "prim::Constant":
+            result = node.output().toIValue() if node.output().type().kind() != "NoneType" else None
+            return _pair(result) if isinstance(result, torch.Tensor) and result.dtype.is_complex else result
+        if kind == "prim::GetAttr":
+            path, owner = got[0]
+            path = f"{path}.{node.s('name')}" if path else node.s("name")
+            attr = getattr(owner, node.s("name"))
+            if isinstance(attr, torch.Tensor):
+                return self.tensors(path)
+            return (path, attr) if isinstance(attr, torch.nn.Module) else attr  # a scripted module's int, list…
+        if kind in ("prim::ListConstruct", "prim::TupleConstruct"):
+            return list(got) if kind == "prim::ListConstruct" else tuple(got)
+        if kind in ("prim::NumToTensor", "prim::unchecked_cast"):
+            return got[0]
+        if kind == "aten::Bool":
+            return _decided(got[0])
+        if kind in ("aten::Int", "aten::Float", "aten::ScalarImplicit"):
+            result = _number(got[0])
+            return torch.sym_int(result) if kind == "aten::Int" and isinstance(result, float | torch.SymFloat) \
+                else result
+        if kind == "aten::size":
+            return got[0].shape[got[1]] if len(got) > 1 else list(got[0].shape)
+        if kind in ("prim::TupleIndex", "aten::__getitem__"):
+            return got[0][got[1]]
+        if kind in ("prim::device", "prim::dtype"):
+            target = got[0].re if isinstance(got[0], Pair) else got[0]
+            return target.device if kind == "prim::device" else target.dtype
+        if kind.startswith("aten::") and got and isinstance(got[0], list) and kind[6:] in _LIST_OPS:
+            return _LIST_OPS[kind[6:]](*got)
+        if kind.startswith("aten::"):
+            return self._aten(node, kind[6:], got)
+        raise ConversionError("unsupported_operator", f"the spectral rewrite cannot run {kind}.")
 
     def _aten(self, node, name: str, got: list):
         import torch
@@ -628,9 +692,15 @@ def export(source, args: tuple, opset: int, input_names: list[str], output_names
     # torch.export fixes a dynamic axis of size 1 (broadcasting): trace with such axes repeated to size 2
     args = tuple(_grown(arg, axes) for arg, axes in zip(args, dynamic, strict=True))
     shapes = (tuple({axis: auto for axis in axes} or None for axes in dynamic),)
-    program = torch.onnx.export(real_module(source), args, dynamo=True, external_data=False, opset_version=opset,
-                                input_names=input_names, output_names=output_names, dynamic_shapes=shapes,
-                                verbose=False)
+    try:
+        program = torch.onnx.export(real_module(source), args, dynamo=True, external_data=False,
+                                    opset_version=opset, input_names=input_names, output_names=output_names,
+                                    dynamic_shapes=shapes, verbose=False)
+    except Exception as exc:  # noqa: BLE001 - a refusal of the rewrite's own, raised inside the exporter
+        cause: BaseException | None = exc
+        while cause is not None and not isinstance(cause, ConversionError):
+            cause = cause.__cause__ or cause.__context__
+        raise (cause or exc) from None
     return program.model_proto
 
 

@@ -36,18 +36,23 @@ CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "n_ctx", "max_sequence
 
 
 def load(source: Path, kind: str):
-    """The folder's transformers model in float32 (eager attention), never running the folder's own code."""
+    """The folder's transformers model in float32 (eager attention, experts in dense form), never running the
+    folder's own code."""
     import torch
     import transformers
 
     loader = transformers.AutoModelForSeq2SeqLM if kind == ENCODER_DECODER else transformers.AutoModelForCausalLM
+    from hpcfair.convert import experts
+
     try:
-        return loader.from_pretrained(str(source), local_files_only=True, trust_remote_code=False,
-                                      dtype=torch.float32, attn_implementation="eager").eval()
+        model = loader.from_pretrained(str(source), local_files_only=True, trust_remote_code=False,
+                                       dtype=torch.float32, attn_implementation="eager").eval()
     except Exception as exc:  # noqa: BLE001 - transformers' own words are only logged
         raise CodedError("unsupported_model", f"transformers {transformers.__version__} could not load the folder "
                                               f"as {loader.__name__} ({type(exc).__name__}): check that config.json "
                                               "and the weights belong together (custom code is not run).") from exc
+    experts.densify(model)  # mixture-of-experts layers in a form the exporter takes (verify_tokens: the original)
+    return model
 
 
 def export(source: Path, output: Path, kind: str) -> dict[str, Any]:
