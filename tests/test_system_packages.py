@@ -145,6 +145,8 @@ def test_the_install_script_installs_the_tables_profile(profile):
     assert listed == [pkg.name for pkg in packages() if profile in pkg.profiles]
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # reads every source file of the tree
 def test_every_program_called_comes_from_a_package_the_scripts_name():
     """The scan finds what is called; each program is in the table, or ships with every Debian system, or is
     the project's own (its virtual environment, its scripts)."""

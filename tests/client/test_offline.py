@@ -77,6 +77,8 @@ def _message(call) -> str:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+@pytest.mark.cpu  # five CLI runs in child processes: about 7 s
 def test_a_pinned_cached_version_runs_offline_from_the_terminal(live_server, owner, tmp_path, settings, listener):
     from hub.accounts.models import ApiToken
 
@@ -101,8 +103,11 @@ def test_a_pinned_cached_version_runs_offline_from_the_terminal(live_server, own
         assert ran.returncode == 0, ran.stderr
         np.testing.assert_allclose(np.load(tmp_path / "y.npz")["logits"], expected, rtol=1e-5, atol=1e-5)
         (tmp_path / "y.npz").unlink()
-    got = cli("download", published["pid"], "--dest", str(tmp_path / "back"), env=env)
+    # the file used online comes from the cache; the README.md the hub wrote was never fetched, so it is not there
+    got = cli("download", published["pid"], "--dest", str(tmp_path / "back"), "--file", "mlp.onnx", env=env)
     assert got.returncode == 0 and (tmp_path / "back" / "mlp.onnx").read_bytes() == mlp(seed=3), got.stderr
+    whole = cli("download", published["pid"], "--dest", str(tmp_path / "whole"), env=env)
+    assert whole.returncode != 0 and "README.md" in whole.stderr and "not in the cache" in whole.stderr
 
     unpinned = cli("infer", "alice/offline-mlp", str(tmp_path / "x.npy"), "--device", "local", env=env)
     on_hub = cli("infer", f"alice/offline-mlp@{published['version']}", str(tmp_path / "x.npy"), env=env)

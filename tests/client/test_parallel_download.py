@@ -82,7 +82,7 @@ def test_a_whole_version_downloads_its_files_in_parallel(backend, settings, live
     client = HubClient(live_server.url, None)
     paths = client.download("alice/many", tmp_path / "out")
     client.close()
-    assert sorted(p.name for p in paths) == sorted(files)
+    assert sorted(p.name for p in paths) == sorted([*files, "README.md"])  # and the card the hub wrote
     assert all((tmp_path / "out" / name).read_bytes() == data for name, data in files.items())
 
 

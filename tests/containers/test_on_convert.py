@@ -17,6 +17,8 @@ from tests.conftest import staged, valid_metadata
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # runs the cube's configuration tools in child processes: about 5 s
 def test_the_default_makes_the_cube_and_leaves_the_image_for_when_it_is_asked_for():
     env = {k: v for k, v in os.environ.items() if k != "HUB_CUBE_ON_CONVERT"}
     code = "import django; django.setup(); from django.conf import settings; print(settings.HUB_CUBE_ON_CONVERT)"

@@ -67,6 +67,8 @@ def test_models_lists_text_encoders_the_token_may_see(owner, encoder, publish):
     assert listed == [f"alice/enc@{encoder[1].label}"]
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # sentence-transformers' import alone takes seconds
 @pytest.mark.parametrize("mode", ["cls", "max", "mean", "mean_sqrt_len", "lasttoken"])
 def test_pooling_equals_sentence_transformers(mode):
     import torch

@@ -16,6 +16,8 @@ from hub.accounts.models import ApiToken
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # the CLI in child processes against a live server: about 8 s
 def test_organizations_members_and_transfer_through_the_client_and_cli(live_server, owner, collaborator, settings):
     settings.HUB_PUBLIC_URL = live_server.url
     _, alice_token = ApiToken.issue(owner, scope="admin")
