@@ -359,10 +359,11 @@ def split_reference(text: str) -> tuple[str, str] | None:
     return name, "/" + variable.strip("/")
 
 
-def read_variable(path: Path, variable: str, slab_bytes: int = 64 * 2**20) -> Any:
+def read_variable(path: Path, variable: str, slab_bytes: int = 64 * 2**20, out: Any = None) -> Any:
     """The whole of ``variable`` as a numpy array, read slab by slab along its first axis (each slab at most
-    ``slab_bytes``, whole chunks where the variable is chunked), so no library holds a second full copy.
-    A KeyError names a variable the file does not have."""
+    ``slab_bytes``, whole chunks where the variable is chunked), so no library holds a second full copy;
+    into ``out`` when given (an array of its shape and dtype: a ``.npy`` mapped for writing). A KeyError
+    names a variable the file does not have."""
     import numpy as np
 
     array, closer = _open_variable(Path(path), variable)
@@ -370,7 +371,7 @@ def read_variable(path: Path, variable: str, slab_bytes: int = 64 * 2**20) -> An
         shape = tuple(array.shape)
         if not shape:
             return np.asarray(array[()])
-        out = np.empty(shape, dtype=np.dtype(array.dtype))
+        out = np.empty(shape, dtype=np.dtype(array.dtype)) if out is None else out
         row = max(math.prod(shape[1:]) * out.itemsize, 1)
         step = max(slab_bytes // row, 1)
         chunks = getattr(array, "chunks", None)
