@@ -359,29 +359,68 @@ def split_reference(text: str) -> tuple[str, str] | None:
     return name, "/" + variable.strip("/")
 
 
-def read_variable(path: Path, variable: str, slab_bytes: int = 64 * 2**20) -> Any:
+def _slab_rows(shape: tuple, itemsize: int, slab_bytes: int, chunks: Any) -> int:
+    """Rows per slab: at most ``slab_bytes``, whole chunks along the first axis where the variable is chunked."""
+    step = max(slab_bytes // max(math.prod(shape[1:]) * itemsize, 1), 1)
+    if isinstance(chunks, tuple) and chunks and chunks[0]:
+        step = max(step // chunks[0], 1) * chunks[0]
+    return step
+
+
+def read_variable(path: Path, variable: str, slab_bytes: int = 64 * 2**20, out: Any = None) -> Any:
     """The whole of ``variable`` as a numpy array, read slab by slab along its first axis (each slab at most
-    ``slab_bytes``, whole chunks where the variable is chunked), so no library holds a second full copy.
-    A KeyError names a variable the file does not have."""
+    ``slab_bytes``, whole chunks where the variable is chunked), so no library holds a second full copy;
+    into ``out`` when given (an array of its shape and dtype: a ``.npy`` mapped for writing). A KeyError
+    names a variable the file does not have."""
     import numpy as np
 
+    direct = _read_direct(Path(path), variable, slab_bytes, out)
+    if direct is not None:
+        return direct
     array, closer = _open_variable(Path(path), variable)
     try:
         shape = tuple(array.shape)
         if not shape:
             return np.asarray(array[()])
-        out = np.empty(shape, dtype=np.dtype(array.dtype))
-        row = max(math.prod(shape[1:]) * out.itemsize, 1)
-        step = max(slab_bytes // row, 1)
-        chunks = getattr(array, "chunks", None)
-        if isinstance(chunks, tuple) and chunks and chunks[0]:
-            step = max(step // chunks[0], 1) * chunks[0]
+        out = np.empty(shape, dtype=np.dtype(array.dtype)) if out is None else out
+        step = _slab_rows(shape, out.itemsize, slab_bytes, getattr(array, "chunks", None))
         for start in range(0, shape[0], step):
             out[start:start + step] = array[start:start + step]
         return out
     finally:
         if closer is not None:
             closer.close()
+
+
+def _read_direct(path: Path, variable: str, slab_bytes: int, out: Any) -> Any:
+    """``variable`` of an HDF5-based file (HDF5, NetCDF4) read by h5py straight into ``out`` (or a new array),
+    slab by slab with no array in between: several times faster than netCDF4's slicing (bench/scidata_infer.py).
+    None, for the general path, where anything is to be interpreted: packed values (``scale_factor``,
+    ``add_offset``, which netCDF4 unpacks), non-numeric or virtual or external data, a link on the way."""
+    import h5py
+    import numpy as np
+
+    if path.is_dir() or not h5py.is_hdf5(path):
+        return None
+    with h5py.File(path, "r") as handle:
+        parts, group = [p for p in variable.split("/") if p], handle
+        for part in parts:
+            if not isinstance(group, h5py.Group) or not isinstance(group.get(part, getlink=True), h5py.HardLink):
+                return None
+            group = group[part]
+        item = group
+        if (not isinstance(item, h5py.Dataset) or not item.shape or item.dtype.kind not in "biuf" or item.is_virtual
+                or item.external or {"scale_factor", "add_offset"} & set(item.attrs)):
+            return None
+        if out is None:
+            out = np.empty(item.shape, item.dtype)
+        elif out.dtype != item.dtype or tuple(out.shape) != item.shape:
+            return None
+        step = _slab_rows(item.shape, item.dtype.itemsize, slab_bytes, item.chunks)
+        for start in range(0, item.shape[0], step):
+            rows = np.s_[start:start + step]
+            item.read_direct(out, rows, rows)
+        return out
 
 
 def preview(path: Path, variable: str, bounds: Bounds | None = None) -> dict[str, Any]:

@@ -52,9 +52,12 @@ def units(files: Sequence[Any]) -> list[tuple[str, list[Any]]]:
     return list(out.items())[:MAX_FILES]
 
 
-def limits() -> Limits:
+def limits(extract: bool = False) -> Limits:
+    """The child's bounds; one that extracts a variable may write a file as large as a job reads (a ``.npy``
+    of up to ``HUB_SCIDATA_EXTRACT_MAX_BYTES`` and its header), others 64 MiB."""
+    file_mb = settings.HUB_SCIDATA_EXTRACT_MAX_BYTES // 2**20 + 1 if extract else 64
     return Limits(memory_mb=settings.HUB_SCIDATA_MEMORY_MB, cpu_seconds=settings.HUB_SCIDATA_WALL_S,
-                  wall_seconds=settings.HUB_SCIDATA_WALL_S, threads=1, file_mb=64,
+                  wall_seconds=settings.HUB_SCIDATA_WALL_S, threads=1, file_mb=file_mb,
                   uid=settings.HUB_CONVERT_UID, gid=settings.HUB_CONVERT_GID)
 
 
@@ -90,7 +93,7 @@ def read_unit(name: str, members: Sequence[tuple[str, Path]], *, auto: int = 0,
                    "previews": list(variables), "extract": extract,
                    "max_bytes": settings.HUB_SCIDATA_EXTRACT_MAX_BYTES}
         try:
-            result = run(request, work, limits(), hide=_hidden())
+            result = run(request, work, limits(bool(extract)), hide=_hidden())
         except ConversionError as exc:
             if exc.code in REFUSALS:
                 raise HubError(exc.code, f"{name}: {exc.detail}") from None

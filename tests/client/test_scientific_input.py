@@ -72,3 +72,23 @@ def test_a_missing_variable_names_the_config_key(tmp_path):
     with pytest.raises(ConfigError) as caught:
         run(tmp_path, f"{tmp_path / 'x.nc'}:/nothing")
     assert caught.value.key == "task_args.input" and "has no variable /nothing" in str(caught.value)
+
+
+def test_plain_variables_are_read_directly_and_packed_ones_are_not(tmp_path):
+    """h5py reads a plain NetCDF4 variable straight into the array; a packed one (scale_factor) is left to
+    netCDF4's path, as before."""
+    import netCDF4
+
+    raw = np.arange(600, dtype=np.int16).reshape(100, 6)
+    with netCDF4.Dataset(tmp_path / "p.nc", "w") as ds:
+        ds.createDimension("t", 100)
+        ds.createDimension("f", 6)
+        packed = ds.createVariable("packed", "i2", ("t", "f"))
+        packed.scale_factor, packed.add_offset = 0.5, 10.0
+        packed.set_auto_scale(False)
+        packed[:] = raw
+        ds.createVariable("plain", "i2", ("t", "f"), chunksizes=(7, 6))[:] = raw
+    assert scidata._read_direct(tmp_path / "p.nc", "/packed", 2**20, None) is None
+    direct = scidata._read_direct(tmp_path / "p.nc", "/plain", 64, None)
+    assert direct is not None and np.array_equal(direct, raw)
+    assert np.array_equal(scidata.read_variable(tmp_path / "p.nc", "/plain", slab_bytes=64), raw)

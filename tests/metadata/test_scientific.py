@@ -195,3 +195,17 @@ def test_croissant_record_set_of_the_variables_loads_with_mlcroissant(tmp_path):
     assert [f.name for f in record_set.fields] == ["lat", "lon", "time", "tas"]
     tas = record_set.fields[-1]
     assert tas.data_types == [mlc.DataType.FLOAT] and "air_temperature" in tas.description
+
+
+def test_a_job_extracts_a_variable_past_the_childs_usual_file_cap(tmp_path):
+    """Issue 58's 1 GiB run: the child writes the variable's .npy past the 64 MiB other reads are held to."""
+    import netCDF4
+
+    rows = np.arange(17 * 2**20, dtype=np.float32).reshape(-1, 1024)  # 68 MiB
+    with netCDF4.Dataset(tmp_path / "big.nc", "w") as ds:
+        ds.createDimension("row", rows.shape[0])
+        ds.createDimension("feature", rows.shape[1])
+        ds.createVariable("x", "f4", ("row", "feature"), chunksizes=(1024, 1024))[:] = rows
+    found = read(tmp_path / "big.nc", extract="/x", dest=tmp_path / "x.npy")
+    assert found["extracted"] == {"variable": "/x", "shape": list(rows.shape), "dtype": "float32"}
+    assert np.array_equal(np.load(tmp_path / "x.npy"), rows)

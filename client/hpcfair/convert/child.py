@@ -131,7 +131,7 @@ def scidata(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def extract(source: Path, variable: str, max_bytes: int, structure: dict[str, Any]) -> dict[str, Any]:
-    """``variable`` of the (checked) file written as ``variable.npy``, read slab by slab; refused past
+    """``variable`` of the (checked) file written as ``variable.npy``, read slab by slab into it; refused past
     ``max_bytes`` before anything is read."""
     import math
 
@@ -146,8 +146,14 @@ def extract(source: Path, variable: str, max_bytes: int, structure: dict[str, An
     if size > max_bytes:
         raise ScienceRefused("scientific_too_large", f"{variable} holds {size} bytes; a job reads variables of up "
                                                      f"to {max_bytes} bytes.")
-    array = read_variable(source, variable)
-    np.save("variable.npy", array, allow_pickle=False)
+    if found["shape"]:  # written in place, slab by slab: no second copy in memory, no separate write
+        array = np.lib.format.open_memmap("variable.npy", mode="w+", dtype=np.dtype(found["dtype"]),
+                                          shape=tuple(found["shape"]))
+        read_variable(source, variable, out=array)
+        array.flush()
+    else:
+        array = read_variable(source, variable)
+        np.save("variable.npy", array, allow_pickle=False)
     return {"extracted": {"variable": variable, "shape": list(array.shape), "dtype": str(array.dtype)}}
 
 

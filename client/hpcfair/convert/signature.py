@@ -118,10 +118,12 @@ def generate_inputs(specs: list[TensorSpec], run: int = 0, seed: int = 0) -> dic
 
 
 def load_sample_inputs(path: Path, specs: list[TensorSpec] | None = None,
-                       max_inflated: int = archives.DEFAULT_MAX_INFLATED) -> dict[str, np.ndarray]:
+                       max_inflated: int = archives.DEFAULT_MAX_INFLATED, mapped: bool = False
+                       ) -> dict[str, np.ndarray]:
     """Read ``.npz`` (keys are input names; refused before inflating past ``max_inflated``), ``.npy`` (the
     only input), a table (``.csv``/``.tsv``/``.parquet``: one input per column, a DataFrame model's) or the
-    client's other input files (``.json``, ``.txt``); never unpickles."""
+    client's other input files (``.json``, ``.txt``); never unpickles. ``mapped``: a ``.npy`` is mapped
+    read-only rather than read whole (a job's inputs, which its engine maps and reads batch by batch)."""
     try:
         if path.suffix.lower() in TABLES:
             arrays = read_table(path)
@@ -138,7 +140,7 @@ def load_sample_inputs(path: Path, specs: list[TensorSpec] | None = None,
         elif path.suffix == ".npz":
             arrays = archives.read_npz(path, max_inflated, path.name)
         else:
-            array = np.load(path, allow_pickle=False)
+            array = np.load(path, mmap_mode="r" if mapped else None, allow_pickle=False)
             if specs and len(specs) != 1:
                 raise ConversionError(
                     "invalid_sample_inputs",

@@ -101,7 +101,7 @@ def _inputs(ctx: JobContext, model_version: Version, folder: Path
         path = dataset_file(dataset, params["dataset"]["file"], folder)
     try:
         arrays = check(load_sample_inputs(path, specs_from_metadata(spec) if spec else None,
-                                          settings.HUB_ARCHIVE_INFLATE_MAX_BYTES), spec)
+                                          settings.HUB_ARCHIVE_INFLATE_MAX_BYTES, mapped=True), spec)
         return arrays, dataset, mapped_source(path, arrays)
     except ConversionError as exc:
         raise CodedError("invalid_inputs", exc.detail)
