@@ -48,8 +48,9 @@ def test_writes_into_the_checkout():
 def run_suite(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
     (tmp_path / "test_suite.py").write_text(SUITE)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    environ = {**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-               "HUB_TEST_LOAD_FACTOR": "1", **env}
+    tiers = ("HUB_TEST_BUDGET_S", "HUB_TEST_TIER_S", "HUB_TEST_CLEAN_CHECKOUT")  # not the outer run's (make test's)
+    environ = {**{k: v for k, v in os.environ.items() if k not in tiers}, "PYTHONPATH": str(ROOT),
+               "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "HUB_TEST_LOAD_FACTOR": "1", **env}
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.tiers", "-p", "no:cacheprovider", "-rA",
                            "test_suite.py"], cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=60)
 

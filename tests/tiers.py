@@ -107,7 +107,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
 def pytest_sessionfinish(session, exitstatus) -> None:
     if _before is not None:
         session.config._tiers_new_files = sorted(checkout_entries(session.config.rootpath) - _before)
-        if session.config._tiers_new_files and exitstatus == 0:
+        # HUB_TEST_CLEAN_CHECKOUT=report (make test, while the serial tier's empty `oom` file has no known writer:
+        # docs/developing/tests.md) names the new files without failing the run; any other value fails it.
+        if session.config._tiers_new_files and exitstatus == 0 and os.environ["HUB_TEST_CLEAN_CHECKOUT"] != "report":
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -318,10 +318,13 @@ def onnx_offer(converted: list[Version]) -> dict[str, Any] | None:
 def with_previews(files: list, card_shown: bool = False) -> list:
     """``files``, each with ``preview`` (``hub.web.preview``) where it has one; not the card (README.md,
     MODEL_CARD.md, ...) when the page shows it rendered (its raw text and front matter again below would only
-    repeat it)."""
+    repeat it). The first file with a preview has ``preview_open``: its preview opens with the page."""
     shown = preview.previews([file for file in files if not (card_shown and file.path.lower() in CARD_NAMES)])
+    first = True
     for file in files:
         file.preview = shown.get(file.pk)
+        file.preview_open = first and bool(file.preview)
+        first = first and not file.preview
     return files
 
 

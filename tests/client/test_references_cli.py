@@ -68,7 +68,7 @@ def test_upload_by_reference_and_fetch_then_download(site, live_server, owner, t
     import json
 
     files = {f["path"]: f for f in json.loads(done.stdout)["files"]}
-    assert sorted(files) == ["mesh.bin", "run1/fields/t.bin", "run1/notes.txt"]
+    assert sorted(files) == ["README.md", "mesh.bin", "run1/fields/t.bin", "run1/notes.txt"]  # and the hub's card
     assert files["run1/fields/t.bin"]["location"] == str(run1 / "fields" / "t.bin")
     assert files["run1/fields/t.bin"]["sha256"] == hashlib.sha256((run1 / "fields" / "t.bin").read_bytes()).hexdigest()
     assert "location" not in files["mesh.bin"]  # fetched: now in the hub's store

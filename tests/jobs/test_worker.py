@@ -18,7 +18,7 @@ def test_fixity_job_runs_on_the_worker(shared_storage, api, publish, owner):
     assert body["state"] == "queued" and response["Location"] == body["url"]
     job = wait_for_job(body["id"])
     assert job.state == "succeeded", (job.error_code, job.error_detail)
-    assert job.result["ok"] is True and {f["path"] for f in job.result["files"]} == {"a.bin", "b.bin"}
+    assert job.result["ok"] is True and {f["path"] for f in job.result["files"]} == {"a.bin", "b.bin", "README.md"}
     assert job.worker and job.attempts == 1
     shown = api.get(f"/api/v1/jobs/{job.pk}/").json()
     assert shown["state"] == "succeeded" and shown["requester"] == "alice" and shown["duration"] >= 0

@@ -233,7 +233,7 @@ def test_the_publish_form_asks_a_torchscript_model_for_its_inputs(site, embedded
     sampled = requests.get(f"{base}/api/v1/artifacts/demo/form-cnn-sample/versions/1/",
                            headers={"Authorization": f"Bearer {token}"}, timeout=30).json()
     assert sampled["metadata"]["sample_inputs"] == "digits.npy" and "inputs" not in sampled["metadata"]
-    assert {f["path"] for f in sampled["files"]} == {"cnn.pt", "digits.npy"}
+    assert {f["path"] for f in sampled["files"]} == {"cnn.pt", "digits.npy", "README.md"}  # and the hub's card
 
     for artifact in ("form-cnn", "form-cnn-sample"):  # the form's answers are what the conversion ran on
         onnx = converted(base, token, artifact)["metadata"]
