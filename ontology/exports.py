@@ -580,8 +580,12 @@ def _graph(serializer: str) -> Callable[[Record, str | None], str]:
     return lambda r, _: to_graph(r).serialize(format=serializer)
 
 
-def _text(make: Callable[[Record], Any]) -> Callable[[Record, str | None], str]:
-    return lambda r, _: (lambda out: out if isinstance(out, str) else json.dumps(out, indent=2))(make(r))
+def _text(make: Callable[[Record], str]) -> Callable[[Record, str | None], str]:
+    return lambda r, _: make(r)
+
+
+def _json(make: Callable[[Record], Any]) -> Callable[[Record, str | None], str]:
+    return lambda r, _: json.dumps(make(r), indent=2)
 
 
 _RDF_NS = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
@@ -590,14 +594,14 @@ FORMATS: dict[str, Format] = {
     "turtle": Format("text/turtle", ".ttl", _graph("turtle")),
     "rdfxml": Format("application/rdf+xml", ".rdf", _graph("xml")),
     "ntriples": Format("application/n-triples", ".nt", _graph("nt")),
-    "datacite-json": Format("application/vnd.datacite.datacite+json", ".datacite.json", _text(datacite), DATACITE_NS),
+    "datacite-json": Format("application/vnd.datacite.datacite+json", ".datacite.json", _json(datacite), DATACITE_NS),
     "datacite-xml": Format("application/vnd.datacite.datacite+xml", ".datacite.xml", _text(datacite_xml), DATACITE_NS,
                            oai=OaiFormat("oai_datacite", "http://schema.datacite.org/oai/oai-1.1/ "
                                          "http://schema.datacite.org/oai/oai-1.1/oai.xsd",
                                          "http://schema.datacite.org/oai/oai-1.1/")),
-    "croissant": Format("application/ld+json", ".croissant.json", _text(croissant),
+    "croissant": Format("application/ld+json", ".croissant.json", _json(croissant),
                         "http://mlcommons.org/croissant/1.0", kinds=frozenset({"dataset"})),
-    "schemaorg": Format("application/ld+json", ".schemaorg.json", _text(schema_org), "https://schema.org/"),
+    "schemaorg": Format("application/ld+json", ".schemaorg.json", _json(schema_org), "https://schema.org/"),
     "bibtex": Format("application/x-bibtex", ".bib", _text(citations.bibtex)),
     "csl-json": Format("application/vnd.citationstyles.csl+json", ".csl.json", _text(citations.csl_json)),
     "ris": Format("application/x-research-info-systems", ".ris", _text(citations.ris)),

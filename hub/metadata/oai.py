@@ -35,11 +35,15 @@ XSI = "http://www.w3.org/2001/XMLSchema-instance"
 OAI_DATACITE = "http://schema.datacite.org/oai/oai-1.1/"
 OAI_IDENTIFIER = "http://www.openarchives.org/OAI/2.0/oai-identifier"
 RDF_NS = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+
+
 def offered() -> dict[str, tuple[str, exports.OaiFormat]]:
     """metadataPrefix -> (export name, how OAI-PMH offers it): the exports that say OAI-PMH offers them
     (``ontology.exports``), oai_dc (the one every repository must offer) first."""
     found = {f.oai.prefix: (name, f.oai) for name, f in exports.FORMATS.items() if f.oai}
     return dict(sorted(found.items(), key=lambda item: item[0] != "oai_dc"))
+
+
 SETS = {f"kind:{kind}": f"{kind.capitalize()}s" for kind in ("model", "dataset", "project")}
 OWNER_SET = "owner:"
 # What a setSpec part may hold (OAI-PMH's setSpecType); a username with other characters (@, +) has no set.
@@ -208,8 +212,9 @@ def _find(identifier: str) -> Version:
 
 
 def _prefix(value: str) -> str:
-    if value not in offered():
-        raise OaiError("cannotDisseminateFormat", f"Formats are {', '.join(offered())}; not {value!r}.")
+    prefixes = offered()
+    if value not in prefixes:
+        raise OaiError("cannotDisseminateFormat", f"Formats are {', '.join(prefixes)}; not {value!r}.")
     return value
 
 
