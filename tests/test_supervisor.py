@@ -6,6 +6,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from hub.supervisor import Supervised, stop_all
 
 
@@ -45,6 +47,8 @@ def test_a_child_that_ran_long_enough_starts_again_from_the_first_pause():
     assert child.restarts == 3 and child.restart_at is None
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # waits out a child that ignores SIGTERM
 def test_children_stop_together_and_one_that_ignores_sigterm_is_killed_at_the_deadline():
     """Issue 41, point 14: hub_serve stopped its children one after another, so their shutdowns added up."""
     slow_exit = "import signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *a: (time.sleep(0.8), sys.exit(0)))\n" \

@@ -12,6 +12,8 @@ from hpcfair.convert import convert_file, experts
 from tests.generation.lm import MOE, save_lm
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # runs each family under every expert implementation: 4 s and more
 @pytest.mark.parametrize("family", list(MOE))
 def test_the_dense_form_gives_every_implementations_sums(tmp_path, family):
     import torch

@@ -72,6 +72,8 @@ def test_keras_improves_and_saves_keras(tmp_path):
     assert report["inputs"][0]["shape"] == [None, 4]
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # fits estimators in child processes: about 4 s
 def test_sklearn_partial_fit_and_warm_start(tmp_path):
     fixtures.blobs_csv(tmp_path / "data")
     sgd, _ = run(fixtures.sgd_pickle(tmp_path), tmp_path / "data", tmp_path / "sgd", epochs=3)

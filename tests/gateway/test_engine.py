@@ -69,6 +69,8 @@ def test_memory_a_run_used_is_given_back(engine, tmp_path):
     assert rss_mb(engine.pid) < before + 50, "the arena shrank back after the run"
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # starts an engine child and drives it to its memory limit
 def test_memory_taken_outside_the_arena_is_bounded_by_the_process_limit(engine, tmp_path):
     step = model_file(tmp_path, "tile", models.tile_text())
     text = np.array(["x" * (1 << 20)])  # 1 MiB of characters, tiled 8,000 times: 8 GiB outside the arena
@@ -81,6 +83,8 @@ def test_memory_taken_outside_the_arena_is_bounded_by_the_process_limit(engine, 
     assert outputs["y"].tolist() == [2]
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # starts an engine child and kills it past its deadline
 def test_a_single_kernel_past_its_deadline_is_stopped_by_killing_its_process(engine, tmp_path):
     step = model_file(tmp_path, "long", models.one_long_kernel())
     engine.start()
