@@ -294,11 +294,12 @@ def next_label(artifact: Artifact) -> str:
     return str(max(numbers, default=0) + 1)
 
 
-def find_duplicate(user, digest: str) -> Version | None:
-    """A live version with the same content that ``user`` may see (private ones stay secret)."""
-    visible = Artifact.objects.live().visible_to(user)
+def find_duplicate(user, digest: str, artifact: Artifact | None = None) -> Version | None:
+    """A live version with the same content that ``user`` may see (private ones stay secret); within
+    ``artifact`` only when given."""
+    among = Artifact.objects.filter(pk=artifact.pk) if artifact is not None else Artifact.objects.live()
     return (
-        Version.objects.filter(content_digest=digest, deleted_at__isnull=True, artifact__in=visible)
+        Version.objects.filter(content_digest=digest, deleted_at__isnull=True, artifact__in=among.visible_to(user))
         .select_related("artifact__owner")
         .first()
     )
@@ -344,7 +345,9 @@ def create_version(
     carried = written_card.is_written(metadata.get("card") or "")  # a README.md the hub wrote, sent back
     digest = content_digest(f.sha256 for f, p in zip(files, paths, strict=True)
                             if not (carried and p == written_card.NAME))
-    existing = find_duplicate(user, digest)
+    # What the hub derives belongs to its source's artifact: the same bytes elsewhere (another artifact's
+    # conversion of equal weights) do not stop it; the same result again in this artifact points at the first.
+    existing = find_duplicate(user, digest, artifact if system else None)
     if existing is not None:
         raise HubError(
             "duplicate_version",

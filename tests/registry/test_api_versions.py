@@ -94,6 +94,33 @@ def test_a_private_duplicate_does_not_leak(api, model, other, publish):
     assert secret.pid not in response.content.decode()
 
 
+def test_what_the_hub_derives_is_a_duplicate_only_within_its_own_artifact(owner, other, publish, tmp_path):
+    """Two people publish the same weights under different files; each conversion of them gives equal bytes. The
+    second is the second artifact's conversion, not a duplicate of the first's (a failed job that left it without
+    one, as it did); the same result again in one artifact still points at the first."""
+    from hub.errors import HubError
+    from hub.registry import services
+
+    first, _ = publish(owner, "cnn", {"cnn.pt": b"weights", "inputs.yaml": b"a"})
+    second, _ = publish(other, "cnn-copy", {"cnn.pt": b"weights", "inputs.yaml": b"b"})
+    onnx = {"model.onnx": b"the same graph"}
+
+    def convert(artifact, label):
+        return services.create_version(artifact, artifact.owner, label=label, system=True,
+                                       files=[staged(tmp_path, p, d) for p, d in onnx.items()],
+                                       metadata=valid_metadata("model", title="converted"))
+
+    made = convert(first, "1-onnx")
+    assert convert(second, "1-onnx").artifact == second
+    with pytest.raises(HubError) as again:
+        convert(first, "1-onnx-again")
+    assert again.value.error_code == "duplicate_version" and again.value.extra["existing_pid"] == made.pid
+    with pytest.raises(HubError) as person:  # a person's upload of them is still refused hub-wide
+        services.create_version(second, other, files=[staged(tmp_path, "m.onnx", b"the same graph")],
+                                metadata=valid_metadata("model", title="again"))
+    assert person.value.error_code == "duplicate_version"
+
+
 @pytest.mark.parametrize("path", ["../evil", "/abs", "a//b", "a/./b", "back\\slash", "ctl\x01"])
 def test_bad_paths_are_refused_and_nothing_is_stored(api, model, path):
     upload_id = upload(api, b"payload for bad path")

@@ -173,7 +173,7 @@ def converted(base: str, token: str, name: str, timeout: float = 420) -> dict:
             return found.json()
         jobs = requests.get(f"{base}/api/v1/jobs/", params={"kind": "convert"}, headers=headers, timeout=30).json()
         failed = [j for j in jobs["results"] if j["state"] == "failed" and f"demo/{name}@" in json.dumps(j)]
-        assert not failed, failed[0]
+        assert not failed, (failed[0]["error_code"], failed[0]["error_detail"], str(failed[0]["log"])[-2000:])
         assert time.monotonic() < deadline, f"demo/{name} was not converted in time"
         time.sleep(3)
 
