@@ -66,10 +66,24 @@ def convert_on_hub(client: HubClient, config: Config, source: ModelSource, expor
     _registry.export(client, _registry.onnx_item(onnx, file), export)
     meta = onnx.get("metadata") or {}
     checks = list((meta.get("verification") or {}).values())
-    return {"model": source.name, "source": source.ref or str(source.local), "export_file": str(export),
-            "where": "hub", "pid": onnx["pid"], "source_pid": info["pid"], "opset": meta.get("opset"),
-            "verified": meta.get("verified"),
-            "max_abs_diff": max((c.get("max_abs_diff") or 0 for c in checks), default=None)}
+    report = {"model": source.name, "source": source.ref or str(source.local), "export_file": str(export),
+              "where": "hub", "pid": onnx["pid"], "source_pid": info["pid"], "opset": meta.get("opset"),
+              "verified": meta.get("verified"),
+              "max_abs_diff": max((c.get("max_abs_diff") or 0 for c in checks), default=None)}
+    if onnx["pid"] == info["pid"]:  # uploaded as ONNX: nothing to compare with; the hub's verify job checks it
+        if (checked := uploaded_onnx_checked(client, info["pid"])) is not None:
+            report.update(verified=checked, checked_only=True)
+    return report
+
+
+def uploaded_onnx_checked(client: HubClient, pid: str) -> bool | None:
+    """Whether the hub's ``verify`` job on an uploaded ONNX version (checker, shape inference, a run in ONNX
+    Runtime) passed, waiting for it; None when the hub ran none (an older hub)."""
+    jobs = [job for job in client.jobs(kind="verify") if (job.get("version") or {}).get("pid") == pid]
+    if not jobs:
+        return None
+    done = client.wait(jobs[0], raise_on_failure=False)  # newest first
+    return (done.get("result") or {}).get("verified") if done["state"] == "succeeded" else False
 
 
 def optimize(client: HubClient, config: Config) -> list[dict[str, Any]]:

@@ -497,6 +497,9 @@ def _checked(report: dict[str, Any]) -> str:
     if report.get("verified") is None:
         where = f": hpcfair show {report['pid']} tells when it is" if report.get("pid") else ""
         return f"not verified yet{where}"
+    if report.get("checked_only"):  # uploaded as ONNX: checked, with no original to compare against
+        failed = "FAILED (its verify job says why: hpcfair jobs list --kind verify)"
+        return f"checked on the hub: {'passed' if report['verified'] else failed}"
     diff = report.get("max_abs_diff")
     return (f"verified: {report['verified']}" + (f", max abs difference {diff:.3g}" if isinstance(diff, int | float)
                                                  else ""))

@@ -174,6 +174,13 @@ def test_cli_from_login_to_inference(embedded_hub, tmp_path):
     assert "Card MLP" in cli("cite", "demo/card-mlp").stdout
     assert "@" in cli("cite", "demo/card-mlp", "--style", "bibtex").stdout
     assert isinstance(json.loads(cli("jobs", "list", "--json").stdout), list)
+    # an uploaded ONNX file has no original to compare with: convert --on-hub says what the hub checked (it said
+    # "not verified yet" for ever, issue 55)
+    (tmp_path / "other.onnx").write_bytes(mlp(seed=8))
+    checked = cli("convert", str(tmp_path / "other.onnx"), "--on-hub", "--output", str(tmp_path / "back.onnx"))
+    assert checked.returncode == 0, checked.stderr
+    assert "(checked on the hub: passed)" in checked.stdout, checked.stdout
+    assert (tmp_path / "back.onnx").read_bytes() == mlp(seed=8)
 
 
 def test_cli_errors_are_one_line_with_the_code(embedded_hub, tmp_path):

@@ -139,3 +139,6 @@ def test_a_conversion_not_checked_yet_does_not_print_none():
                                                 "when it is)"
     checked = [{**pending[0], "verified": True, "max_abs_diff": 2.5e-07}]
     assert _task_text("conversion", checked) == "m: m.onnx (verified: True, max abs difference 2.5e-07)"
+    uploaded = [{**pending[0], "verified": True, "checked_only": True}]  # an uploaded ONNX: the hub's checks
+    assert _task_text("conversion", uploaded) == "m: m.onnx (checked on the hub: passed)"
+    assert "FAILED" in _task_text("conversion", [{**uploaded[0], "verified": False}])
