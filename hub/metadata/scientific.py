@@ -22,7 +22,7 @@ from typing import Any
 
 from django.conf import settings
 from hpcfair.convert.errors import ConversionError
-from hpcfair.convert.sandbox import Limits, output_file, place, run
+from hpcfair.convert.sandbox import Limits, output_file, place, reads_in_place, run
 from hpcfair.scidata import parse_rows
 
 from hub.errors import HubError
@@ -72,8 +72,9 @@ def bounds() -> dict[str, Any]:
 
 
 def _place(source: Path, dest: Path) -> None:
-    """A copy of ``source`` at ``dest`` in the child's folder. Never a hard link: the folder is handed to the
-    child's user, who could then write into the staged upload after its sha256 was taken."""
+    """A copy of ``source`` at ``dest`` in the child's folder, where the sandbox cannot mount it read-only.
+    Never a hard link: the folder is handed to the child's user, who could then write into the staged upload
+    after its sha256 was taken."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, dest)
 
@@ -89,13 +90,18 @@ def read_unit(name: str, members: Sequence[tuple[str, Path]], *, auto: int = 0,
     work = Path(tempfile.mkdtemp(prefix="hub-scidata-"))
     try:
         root = zarr_root(members[0][0]) if len(members) > 1 or zarr_root(members[0][0]) else None
+        read_only: list[tuple[Path, str]] = []
         if root is not None:
             for path, local in members:
                 _place(local, work / "store.zarr" / path[len(root) + 1:])
             source = "store.zarr"
         else:
             source = "data" + PurePosixPath(name).suffix.lower()
-            _place(members[0][1], work / source)
+            if reads_in_place(members[0][1]):  # mounted read-only for the child: no copy of a file of any size
+                (work / source).touch()
+                read_only = [(members[0][1], source)]
+            else:
+                _place(members[0][1], work / source)
         def line(text: str) -> None:
             rows = parse_rows(text)
             if rows is not None:
@@ -106,7 +112,8 @@ def read_unit(name: str, members: Sequence[tuple[str, Path]], *, auto: int = 0,
                    "max_bytes": settings.HUB_SCIDATA_EXTRACT_MAX_BYTES,
                    "slab_bytes": settings.HUB_INFER_BATCH_BYTES}  # slabs of a job's batches, in whole chunks
         try:
-            result = run(request, work, limits(bool(extract)), hide=_hidden(), on_line=line if on_rows else None)
+            result = run(request, work, limits(bool(extract)), hide=_hidden(), on_line=line if on_rows else None,
+                         read_only=read_only)
         except ConversionError as exc:
             if exc.code in REFUSALS:
                 raise HubError(exc.code, f"{name}: {exc.detail}") from None

@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+from hpcfair.convert import sandbox
 from hpcfair.convert.errors import ConversionError
 
 from hub.errors import HubError
@@ -86,3 +87,22 @@ def test_only_the_childs_own_single_file_is_linked(tmp_path):
     np.save(work / "variable.npy", np.arange(5))
     scientific._link_output(work, "variable.npy", dest)
     assert os.path.samefile(dest, work / "variable.npy") and np.array_equal(np.load(dest), np.arange(5))
+
+
+@pytest.mark.skipif(not sandbox.bwrap_path(), reason="needs bwrap")
+def test_a_file_read_in_place_is_read_only_to_the_child(tmp_path):
+    """The child reads the stored file where it lies (no copy of 1 GiB) through a read-only mount: it can
+    neither write into it, nor replace or remove it."""
+    blob, work = netcdf(tmp_path / "blob.nc"), tmp_path / "work"
+    work.mkdir()
+    (work / "data.nc").touch()
+    assert sandbox.reads_in_place(blob)  # 0644, as the store places files
+    before = blob.read_bytes()
+    tries = ("(echo x >> data.nc) 2>/dev/null; echo $?; rm -f data.nc 2>/dev/null; echo $?; "
+             "mv variable data.nc 2>/dev/null; echo $?; head -c 4 data.nc | od -An -c")
+    (work / "variable").touch()
+    done = sandbox.execute(["/bin/sh", "-c", tries], work, read_only=[(blob, "data.nc")])
+    codes = done.stdout.split()
+    assert "0" not in codes[:3] and codes[-3:] == ["H", "D", "F"], done.stdout  # refused thrice, unchanged
+    assert blob.read_bytes() == before
+    scientific.read_unit("blob.nc", [("blob.nc", blob)])  # and the reader reads it so
