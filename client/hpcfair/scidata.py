@@ -14,6 +14,7 @@ of values, and never a chunk larger than ``max_chunk_bytes``.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -297,7 +298,8 @@ def describe(path: Path, bounds: Bounds | None = None) -> dict[str, Any]:
 
 
 def _open_variable(path: Path, variable: str) -> tuple[Any, Any]:
-    """(array-like that slices lazily, closer) for ``variable`` of the file or store at ``path``."""
+    """(array-like that slices lazily and gives the values as stored, closer) for ``variable`` of the file or
+    store at ``path``; ``decoding`` interprets them."""
     found = sniff(path)
     if found == "zarr":
         return _zarr_open(path)[variable.strip("/")], None
@@ -305,7 +307,7 @@ def _open_variable(path: Path, variable: str) -> tuple[Any, Any]:
         import netCDF4
 
         root = netCDF4.Dataset(path, "r")
-        root.set_auto_mask(False)
+        root.set_auto_maskandscale(False)
         try:
             return root[variable], root
         except (IndexError, KeyError):
@@ -320,6 +322,62 @@ def _open_variable(path: Path, variable: str) -> tuple[Any, Any]:
         handle.close()
         raise
     return item, handle
+
+
+def _attribute(array: Any, name: str) -> Any:
+    """One attribute of an h5py, netCDF4 or zarr variable, or None."""
+    if callable(getattr(array, "ncattrs", None)):
+        return array.getncattr(name) if name in array.ncattrs() else None
+    return dict(array.attrs).get(name)
+
+
+def decoding(array: Any) -> tuple[Any, Any]:
+    """The CF decoding of a variable's stored values (what netCDF4 and xarray do): (dtype of the values, a
+    function ``decode(raw, out)`` writing them into ``out``, or None where they are used as stored).
+    Packed values (``scale_factor``, ``add_offset``) are unpacked into their attributes' float type;
+    ``_FillValue`` and ``missing_value`` become NaN, an integer variable with one becoming float32 (8-16 bit)
+    or float64."""
+    import numpy as np
+
+    stored = np.dtype(array.dtype)
+    if stored.kind not in "iuf":
+        return stored, None
+    scale, offset = (_attribute(array, name) for name in ("scale_factor", "add_offset"))
+    fills = [v for name in ("_FillValue", "missing_value") if (v := _attribute(array, name)) is not None]
+    fills = [f for f in np.asarray(fills, dtype="float64").reshape(-1).tolist() if math.isfinite(f)] if fills else []
+    packing = [np.asarray(v).dtype for v in (scale, offset) if v is not None]
+    if packing:
+        dtype = np.promote_types(np.result_type(*packing), np.float32)
+    elif fills and stored.kind in "iu":
+        dtype = np.dtype(np.float32 if stored.itemsize <= 2 else np.float64)
+    else:
+        dtype = stored
+    if not packing and not fills:
+        return stored, None
+    scale = None if scale is None else np.asarray(scale, dtype).reshape(-1)[0]
+    offset = None if offset is None else np.asarray(offset, dtype).reshape(-1)[0]
+
+    def decode(raw: Any, out: Any) -> None:
+        missing = np.isin(raw, np.asarray(fills).astype(raw.dtype)) if fills else None
+        out[...] = raw
+        if scale is not None:
+            out *= scale
+        if offset is not None:
+            out += offset
+        if missing is not None:
+            out[missing] = np.nan
+
+    return dtype, decode
+
+
+def variable_dtype(path: Path, variable: str) -> Any:
+    """The numpy dtype ``read_variable`` gives ``variable`` (after ``decoding``)."""
+    array, closer = _open_variable(Path(path), variable)
+    try:
+        return decoding(array)[0]
+    finally:
+        if closer is not None:
+            closer.close()
 
 
 def first_slice(path: Path, variable: str, bounds: Bounds | None = None) -> Any:
@@ -341,7 +399,13 @@ def first_slice(path: Path, variable: str, bounds: Bounds | None = None) -> Any:
         keep = 2 if len(shape) >= 2 else len(shape)
         index = tuple([0] * (len(shape) - keep)
                       + [slice(0, min(s, PLOT_POINTS if keep == 1 else 512)) for s in shape[len(shape) - keep:]])
-        return np.asarray(array[index] if shape else array[()])
+        raw = np.asarray(array[index] if shape else array[()])
+        dtype, decode = decoding(array)
+        if decode is None:
+            return raw
+        out = np.empty(raw.shape, dtype)
+        decode(raw, out)
+        return out
     finally:
         if closer is not None:
             closer.close()
@@ -367,60 +431,82 @@ def _slab_rows(shape: tuple, itemsize: int, slab_bytes: int, chunks: Any) -> int
     return step
 
 
-def read_variable(path: Path, variable: str, slab_bytes: int = 64 * 2**20, out: Any = None) -> Any:
-    """The whole of ``variable`` as a numpy array, read slab by slab along its first axis (each slab at most
-    ``slab_bytes``, whole chunks where the variable is chunked), so no library holds a second full copy;
-    into ``out`` when given (an array of its shape and dtype: a ``.npy`` mapped for writing). A KeyError
-    names a variable the file does not have."""
+ROWS_LINE = re.compile(r"rows (\d+) of (\d+)")
+
+
+def rows_line(done: int, total: int) -> str:
+    """The line an extracting child prints when ``done`` rows of ``total`` are in its ``.npy``."""
+    return f"rows {done} of {total}"
+
+
+def parse_rows(line: str) -> tuple[int, int] | None:
+    """(done, total) of a ``rows_line``; None for another line."""
+    found = ROWS_LINE.fullmatch(line)
+    return (int(found[1]), int(found[2])) if found else None
+
+
+def read_variable(path: Path, variable: str, slab_bytes: int = 64 * 2**20, out: Any = None,
+                  on_rows: Any = None) -> Any:
+    """The whole of ``variable`` as a numpy array (its values ``decoding`` interprets: unpacked, fill values
+    as NaN), read slab by slab along its first axis (each slab at most ``slab_bytes``, whole chunks where
+    the variable is chunked), so no library holds a second full copy; into ``out`` when given (an array of
+    its shape and dtype: a ``.npy`` mapped for writing). ``on_rows(done)`` after each slab. A KeyError names
+    a variable the file does not have."""
     import numpy as np
 
-    direct = _read_direct(Path(path), variable, slab_bytes, out)
-    if direct is not None:
-        return direct
-    array, closer = _open_variable(Path(path), variable)
+    array, closer = _direct(Path(path), variable) or _open_variable(Path(path), variable)
     try:
         shape = tuple(array.shape)
+        dtype, decode = decoding(array)
         if not shape:
-            return np.asarray(array[()])
-        out = np.empty(shape, dtype=np.dtype(array.dtype)) if out is None else out
-        step = _slab_rows(shape, out.itemsize, slab_bytes, getattr(array, "chunks", None))
+            raw = np.asarray(array[()])
+            if decode is None:
+                return raw
+            value = np.empty((), dtype)
+            decode(raw, value)
+            return value
+        out = np.empty(shape, dtype) if out is None else out
+        chunks = getattr(array, "chunks", None)
+        if callable(getattr(array, "chunking", None)):
+            chunks = None if array.chunking() in ("contiguous", None) else tuple(array.chunking())
+        step = _slab_rows(shape, max(out.itemsize, np.dtype(array.dtype).itemsize), slab_bytes, chunks)
+        direct = decode is None and callable(getattr(array, "read_direct", None))
         for start in range(0, shape[0], step):
-            out[start:start + step] = array[start:start + step]
+            rows = np.s_[start:start + step]
+            if direct:  # h5py straight into the array, no slab in between
+                array.read_direct(out, rows, rows)
+            elif decode is not None:
+                decode(np.asarray(array[rows]), out[rows])
+            else:
+                out[rows] = array[rows]
+            if on_rows is not None:
+                on_rows(min(start + step, shape[0]))
         return out
     finally:
         if closer is not None:
             closer.close()
 
 
-def _read_direct(path: Path, variable: str, slab_bytes: int, out: Any) -> Any:
-    """``variable`` of an HDF5-based file (HDF5, NetCDF4) read by h5py straight into ``out`` (or a new array),
-    slab by slab with no array in between: several times faster than netCDF4's slicing (bench/scidata_infer.py).
-    None, for the general path, where anything is to be interpreted: packed values (``scale_factor``,
-    ``add_offset``, which netCDF4 unpacks), non-numeric or virtual or external data, a link on the way."""
+def _direct(path: Path, variable: str) -> tuple[Any, Any] | None:
+    """``variable`` of an HDF5-based file (HDF5, NetCDF4) opened with h5py, whose ``read_direct`` reads slabs
+    straight into the array: several times faster than netCDF4's slicing (bench/scidata_infer.py). None, for
+    the general path: non-numeric, virtual or external data, a link on the way, not HDF5."""
     import h5py
-    import numpy as np
 
     if path.is_dir() or not h5py.is_hdf5(path):
         return None
-    with h5py.File(path, "r") as handle:
-        parts, group = [p for p in variable.split("/") if p], handle
-        for part in parts:
-            if not isinstance(group, h5py.Group) or not isinstance(group.get(part, getlink=True), h5py.HardLink):
-                return None
-            group = group[part]
-        item = group
-        if (not isinstance(item, h5py.Dataset) or not item.shape or item.dtype.kind not in "biuf" or item.is_virtual
-                or item.external or {"scale_factor", "add_offset"} & set(item.attrs)):
-            return None
-        if out is None:
-            out = np.empty(item.shape, item.dtype)
-        elif out.dtype != item.dtype or tuple(out.shape) != item.shape:
-            return None
-        step = _slab_rows(item.shape, item.dtype.itemsize, slab_bytes, item.chunks)
-        for start in range(0, item.shape[0], step):
-            rows = np.s_[start:start + step]
-            item.read_direct(out, rows, rows)
-        return out
+    handle = h5py.File(path, "r")
+    parts, item = [p for p in variable.split("/") if p], handle
+    for part in parts:
+        if not isinstance(item, h5py.Group) or not isinstance(item.get(part, getlink=True), h5py.HardLink):
+            item = None
+            break
+        item = item[part]
+    if (not isinstance(item, h5py.Dataset) or not item.shape or item.dtype.kind not in "biuf" or item.is_virtual
+            or item.external):
+        handle.close()
+        return None
+    return item, handle
 
 
 def preview(path: Path, variable: str, bounds: Bounds | None = None) -> dict[str, Any]:

@@ -9,16 +9,21 @@ memory or time is a 400 ``scientific_unreadable``.
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import shutil
+import stat
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from django.conf import settings
 from hpcfair.convert.errors import ConversionError
-from hpcfair.convert.sandbox import Limits, place, run
+from hpcfair.convert.sandbox import Limits, output_file, place, reads_in_place, run
+from hpcfair.scidata import parse_rows
 
 from hub.errors import HubError
 
@@ -67,33 +72,48 @@ def bounds() -> dict[str, Any]:
 
 
 def _place(source: Path, dest: Path) -> None:
-    """A copy of ``source`` at ``dest`` in the child's folder. Never a hard link: the folder is handed to the
-    child's user, who could then write into the staged upload after its sha256 was taken."""
+    """A copy of ``source`` at ``dest`` in the child's folder, where the sandbox cannot mount it read-only.
+    Never a hard link: the folder is handed to the child's user, who could then write into the staged upload
+    after its sha256 was taken."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, dest)
 
 
 def read_unit(name: str, members: Sequence[tuple[str, Path]], *, auto: int = 0,
-              variables: Sequence[str] = (), extract: str = "", dest: Path | None = None) -> dict[str, Any]:
+              variables: Sequence[str] = (), extract: str = "", dest: Path | None = None,
+              on_rows: Callable[[int, int, Path], None] | None = None) -> dict[str, Any]:
     """Run the child over one file or store (``members``: (path in the version, local copy)); its result:
     {"structure": ..., "previews": [...]}. With ``extract`` (a variable's path) the child also writes that
-    variable as a ``.npy``, moved to ``dest`` (at most ``HUB_SCIDATA_EXTRACT_MAX_BYTES``). A coded 400 for
-    what the child refused."""
+    variable as a ``.npy``, moved to ``dest`` (at most ``HUB_SCIDATA_EXTRACT_MAX_BYTES``) unless ``on_rows``
+    (called with the rows written, the total and the child's folder as they land) put it there first. A
+    coded 400 for what the child refused."""
     work = Path(tempfile.mkdtemp(prefix="hub-scidata-"))
     try:
         root = zarr_root(members[0][0]) if len(members) > 1 or zarr_root(members[0][0]) else None
+        read_only: list[tuple[Path, str]] = []
         if root is not None:
             for path, local in members:
                 _place(local, work / "store.zarr" / path[len(root) + 1:])
             source = "store.zarr"
         else:
             source = "data" + PurePosixPath(name).suffix.lower()
-            _place(members[0][1], work / source)
+            if reads_in_place(members[0][1]):  # mounted read-only for the child: no copy of a file of any size
+                (work / source).touch()
+                read_only = [(members[0][1], source)]
+            else:
+                _place(members[0][1], work / source)
+        def line(text: str) -> None:
+            rows = parse_rows(text)
+            if rows is not None:
+                on_rows(*rows, work)
+
         request = {"task": "scidata", "source": source, "bounds": bounds(), "auto": auto,
                    "previews": list(variables), "extract": extract,
-                   "max_bytes": settings.HUB_SCIDATA_EXTRACT_MAX_BYTES}
+                   "max_bytes": settings.HUB_SCIDATA_EXTRACT_MAX_BYTES,
+                   "slab_bytes": settings.HUB_INFER_BATCH_BYTES}  # slabs of a job's batches, in whole chunks
         try:
-            result = run(request, work, limits(bool(extract)), hide=_hidden())
+            result = run(request, work, limits(bool(extract)), hide=_hidden(), on_line=line if on_rows else None,
+                         read_only=read_only)
         except ConversionError as exc:
             if exc.code in REFUSALS:
                 raise HubError(exc.code, f"{name}: {exc.detail}") from None
@@ -102,11 +122,101 @@ def read_unit(name: str, members: Sequence[tuple[str, Path]], *, auto: int = 0,
                                                  f"hub's limits ({settings.HUB_SCIDATA_MEMORY_MB} MB, "
                                                  f"{settings.HUB_SCIDATA_WALL_S} s): {exc.detail}") from None
         if extract and dest is not None:
-            place(work, "variable.npy", dest)
+            if os.path.lexists(dest):  # linked while the child wrote it: this process's own file now
+                if os.lstat(dest).st_uid != os.geteuid():
+                    os.chown(dest, os.geteuid(), os.getegid(), follow_symlinks=False)
+            else:
+                place(work, "variable.npy", dest)
         return {"structure": result.get("structure") or {}, "previews": result.get("previews") or [],
                 "extracted": result.get("extracted")}
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+class VariableStream:
+    """A variable read by the sandbox child, in a thread, into the ``.npy`` at ``dest``, whose rows a job runs
+    as they land (``wait``): reading the next slab overlaps running the last. ``dest`` is a hard link to the
+    child's file, made from a descriptor opened without following links, so the child can change only that
+    file's values, never point the job at another file."""
+
+    def __init__(self, name: str, members: Sequence[tuple[str, Path]], variable: str, dest: Path,
+                 cleanup: Path | None = None) -> None:
+        self.dest, self.done, self.total = dest, 0, None
+        self.finished, self.error = False, None
+        self._linked: bool | None = None
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._read, args=(name, members, variable, cleanup), daemon=True)
+
+    def start(self) -> VariableStream:
+        """Start the child; back once ``dest`` holds the ``.npy`` (its rows still to come) or the read failed."""
+        self._thread.start()
+        self.wait(0)
+        return self
+
+    def wait(self, rows: int) -> None:
+        """Until the first ``rows`` rows are in ``dest`` (all of them when the variable has no rows axis); the
+        child's coded failure is raised here."""
+        def there() -> bool:
+            return self.error is not None or self.finished or (self.total is not None and self.done >= rows)
+
+        with self._changed:
+            self._changed.wait_for(there, timeout=settings.HUB_SCIDATA_WALL_S + 30)
+        if self.error is not None:
+            raise self.error
+        if not there():
+            raise HubError("scientific_unreadable", "The variable's reader stopped answering.")
+
+    def _read(self, name: str, members: Sequence[tuple[str, Path]], variable: str, cleanup: Path | None) -> None:
+        try:
+            read_unit(name, members, extract=variable, dest=self.dest, on_rows=self._landed)
+            outcome = {"finished": True}
+        except Exception as exc:  # noqa: BLE001 - raised to the job by wait()
+            outcome = {"error": exc if isinstance(exc, HubError) else
+                       HubError("scientific_unreadable", f"{name}: the variable could not be read.")}
+            if not isinstance(exc, HubError):
+                log.exception("streaming %s of %s failed", variable, name)
+        finally:
+            if cleanup is not None:
+                shutil.rmtree(cleanup, ignore_errors=True)
+        with self._changed:
+            self.finished, self.error = outcome.get("finished", False), outcome.get("error")
+            if self.finished and self.total is not None:
+                self.done = self.total
+            self._changed.notify_all()
+
+    def _landed(self, done: int, total: int, work: Path) -> None:
+        if self._linked is None:
+            try:
+                _link_output(work, "variable.npy", self.dest)
+                self._linked = True
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:
+                    raise
+                self._linked = False  # the job's folder is on another file system: it waits for the whole file
+        if not self._linked:
+            return
+        with self._changed:
+            self.total, self.done = total, min(max(done, self.done), total)
+            self._changed.notify_all()
+
+
+def _link_output(work: Path, relative: str, dest: Path) -> None:
+    """``dest`` as a second name of the regular file with one link the child wrote at ``relative``
+    (``output_file``'s checks); refused unless ``dest`` then is that very file (the one a descriptor opened
+    without following links holds), whatever the child did with its name in between."""
+    source = output_file(work, relative)
+    descriptor = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        held = os.fstat(descriptor)
+        if stat.S_ISREG(held.st_mode) and held.st_nlink == 1:
+            os.link(source, dest, follow_symlinks=False)
+            linked = os.lstat(dest)
+            if stat.S_ISREG(linked.st_mode) and (linked.st_dev, linked.st_ino) == (held.st_dev, held.st_ino):
+                return
+            dest.unlink()
+        raise HubError("scientific_unreadable", "The variable's reader left something other than its own file.")
+    finally:
+        os.close(descriptor)
 
 
 def _hidden() -> list[Path]:

@@ -74,21 +74,75 @@ def test_a_missing_variable_names_the_config_key(tmp_path):
     assert caught.value.key == "task_args.input" and "has no variable /nothing" in str(caught.value)
 
 
-def test_plain_variables_are_read_directly_and_packed_ones_are_not(tmp_path):
-    """h5py reads a plain NetCDF4 variable straight into the array; a packed one (scale_factor) is left to
-    netCDF4's path, as before."""
+def write_packed(path):
+    """A NetCDF4 file as CF packs data: int16 with float32 scale_factor/add_offset and a _FillValue, an int32
+    with a _FillValue only, a float64 with a missing_value, and a plain int16; some values missing."""
     import netCDF4
 
-    raw = np.arange(600, dtype=np.int16).reshape(100, 6)
-    with netCDF4.Dataset(tmp_path / "p.nc", "w") as ds:
+    raw = np.arange(-300, 300, dtype=np.int16).reshape(100, 6)
+    with netCDF4.Dataset(path, "w") as ds:
         ds.createDimension("t", 100)
         ds.createDimension("f", 6)
-        packed = ds.createVariable("packed", "i2", ("t", "f"))
-        packed.scale_factor, packed.add_offset = 0.5, 10.0
-        packed.set_auto_scale(False)
-        packed[:] = raw
+        packed = ds.createVariable("packed", "i2", ("t", "f"), fill_value=np.int16(-32767), chunksizes=(7, 6))
+        packed.scale_factor, packed.add_offset = np.float32(0.01), np.float32(273.15)
+        packed.set_auto_maskandscale(False)
+        with_fill = raw.copy()
+        with_fill[3, 2] = with_fill[50, 0] = -32767
+        packed[:] = with_fill
+        counts = ds.createVariable("counts", "i4", ("t", "f"), fill_value=np.int32(-1))
+        counts.set_auto_mask(False)
+        counts[:] = np.where(raw % 7 == 0, -1, raw).astype(np.int32)
+        gauge = ds.createVariable("gauge", "f8", ("t", "f"))
+        gauge.missing_value = -9999.0
+        gauge.set_auto_mask(False)
+        gauge[:] = np.where(raw % 5 == 0, -9999.0, raw / 3)
         ds.createVariable("plain", "i2", ("t", "f"), chunksizes=(7, 6))[:] = raw
-    assert scidata._read_direct(tmp_path / "p.nc", "/packed", 2**20, None) is None
-    direct = scidata._read_direct(tmp_path / "p.nc", "/plain", 64, None)
-    assert direct is not None and np.array_equal(direct, raw)
-    assert np.array_equal(scidata.read_variable(tmp_path / "p.nc", "/plain", slab_bytes=64), raw)
+    return raw
+
+
+def netcdf4_decoded(path, name):
+    """What netCDF4 itself gives for ``name`` (scaled and masked), with the masked values as NaN."""
+    import netCDF4
+
+    with netCDF4.Dataset(path) as ds:
+        value = ds[name][:]
+    return np.ma.filled(value.astype(np.float64), np.nan) if np.ma.isMaskedArray(value) else value
+
+
+def test_packed_and_filled_netcdf4_variables_are_decoded_as_netcdf4_decodes_them(tmp_path):
+    """Issue 58: a packed int16 was read into an int16 array (273.15 + 0.01 * raw truncated to 273), and fill
+    values came through as numbers. Each variable now equals netCDF4's own decoding, NaN where missing, in
+    the dtype CF gives it (the scale's float32, float64 for an int32 with a fill, the stored one otherwise)."""
+    raw = write_packed(tmp_path / "p.nc")
+    path = tmp_path / "p.nc"
+    for name, dtype in (("packed", np.float32), ("counts", np.float64), ("gauge", np.float64), ("plain", np.int16)):
+        got = scidata.read_variable(path, f"/{name}", slab_bytes=64)  # many slabs, whole chunks
+        assert got.dtype == dtype and scidata.variable_dtype(path, f"/{name}") == dtype, name
+        np.testing.assert_allclose(got, netcdf4_decoded(path, name).astype(dtype), rtol=1e-6, equal_nan=True,
+                                   err_msg=name)
+    packed = scidata.read_variable(path, "/packed")
+    assert np.isnan(packed[3, 2]) and np.isnan(packed[50, 0]) and np.isnan(packed).sum() == 2
+    assert packed[0, 0] == np.float32(273.15) + np.float32(0.01) * np.float32(-300)  # not truncated to 270
+    assert np.isnan(scidata.read_variable(path, "/counts")[1, 0])  # raw -294, a multiple of 7: a fill value
+    assert np.array_equal(scidata.read_variable(path, "/plain"), raw)
+    preview = scidata.first_slice(path, "/packed")  # the page's first values decode the same way
+    np.testing.assert_allclose(preview[:2], packed[:2], equal_nan=True)
+
+
+def test_a_packed_variable_runs_as_its_decoded_array(tmp_path):
+    """A local run over a packed variable gets the decoded float values, as the same array sent as .npy."""
+    (tmp_path / "double.onnx").write_bytes(doubling_model())
+    import netCDF4
+
+    with netCDF4.Dataset(tmp_path / "q.nc", "w") as ds:
+        ds.createDimension("t", 300)
+        ds.createDimension("f", 4)
+        var = ds.createVariable("x", "i2", ("t", "f"))
+        var.scale_factor, var.add_offset = np.float32(0.5), np.float32(-2.0)
+        var[:] = X  # netCDF4 packs: round((X + 2) / 0.5)
+    with netCDF4.Dataset(tmp_path / "q.nc") as ds:
+        expected = np.ma.getdata(ds["x"][:]).astype(np.float32)
+    np.save(tmp_path / "x.npy", expected)
+    from_nc = run(tmp_path, f"{tmp_path / 'q.nc'}:/x")
+    np.testing.assert_array_equal(from_nc["y"], run(tmp_path, str(tmp_path / "x.npy"))["y"])
+    assert np.abs(from_nc["y"] / 2 - X).max() <= 0.25  # within half a packing step of the original values

@@ -108,7 +108,8 @@ def scidata(request: dict[str, Any]) -> dict[str, Any]:
     try:
         out: dict[str, Any] = {"structure": describe(source, bounds)}
         if request.get("extract"):  # one variable as a .npy, for a job that runs a model over it
-            return {**out, **extract(source, request["extract"], int(request["max_bytes"]), out["structure"])}
+            return {**out, **extract(source, request["extract"], int(request["max_bytes"]), out["structure"],
+                                     int(request.get("slab_bytes") or 64 * 2**20))}
         wanted = list(request.get("previews") or [])
         if request.get("auto"):
             wanted += [v["path"] for v in out["structure"]["variables"]
@@ -130,26 +131,29 @@ def scidata(request: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def extract(source: Path, variable: str, max_bytes: int, structure: dict[str, Any]) -> dict[str, Any]:
-    """``variable`` of the (checked) file written as ``variable.npy``, read slab by slab into it; refused past
-    ``max_bytes`` before anything is read."""
+def extract(source: Path, variable: str, max_bytes: int, structure: dict[str, Any], slab_bytes: int
+            ) -> dict[str, Any]:
+    """``variable`` of the (checked) file written as ``variable.npy``, read in slabs of ``slab_bytes`` (whole
+    chunks) into it, each slab's rows announced as it lands (``rows_line``: the job runs them while the next
+    is read); refused past ``max_bytes`` before anything is read."""
     import math
 
     import numpy as np
 
-    from hpcfair.scidata import ScienceRefused, read_variable
+    from hpcfair.scidata import ScienceRefused, read_variable, rows_line, variable_dtype
 
     found = next((v for v in structure["variables"] if v["path"] == variable), None)
     if found is None:
         raise ConversionError("scientific_unreadable", f"The file has no variable {variable}.")
-    size = math.prod(found["shape"]) * np.dtype(found["dtype"]).itemsize
+    dtype, shape = variable_dtype(source, variable), tuple(found["shape"])
+    size = math.prod(shape) * dtype.itemsize
     if size > max_bytes:
         raise ScienceRefused("scientific_too_large", f"{variable} holds {size} bytes; a job reads variables of up "
                                                      f"to {max_bytes} bytes.")
-    if found["shape"]:  # written in place, slab by slab: no second copy in memory, no separate write
-        array = np.lib.format.open_memmap("variable.npy", mode="w+", dtype=np.dtype(found["dtype"]),
-                                          shape=tuple(found["shape"]))
-        read_variable(source, variable, out=array)
+    if shape:  # written in place, slab by slab: no second copy in memory, no separate write
+        array = np.lib.format.open_memmap("variable.npy", mode="w+", dtype=dtype, shape=shape)
+        say(rows_line(0, shape[0]))
+        read_variable(source, variable, slab_bytes, out=array, on_rows=lambda done: say(rows_line(done, shape[0])))
         array.flush()
     else:
         array = read_variable(source, variable)

@@ -150,9 +150,19 @@ def _binds(paths: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, bound
 
 
-def isolation(workdir: Path, hide: Sequence[Path] = (), limits: Limits | None = None) -> Isolation:
+def reads_in_place(path: Path) -> bool:
+    """Whether ``path`` can be handed to a child read-only where it lies (``run``'s ``read_only``): bwrap
+    mounts it so, and the child can read it (a root caller's child runs as nobody: a file anyone may read)."""
+    if not bwrap_path():
+        return False
+    return os.geteuid() != 0 or not shutil.which("setpriv") or bool(os.stat(path).st_mode & stat.S_IROTH)
+
+
+def isolation(workdir: Path, hide: Sequence[Path] = (), limits: Limits | None = None,
+              read_only: Sequence[tuple[Path, str]] = ()) -> Isolation:
     """The confinement for a child working in ``workdir``; ``hide`` is tmpfs'd should it lie inside a
-    bound directory. Without bwrap: no prefix, and a protection record that says so."""
+    bound directory; each (file, name) of ``read_only`` is mounted read-only at ``workdir/name`` (bwrap
+    only: see ``reads_in_place``). Without bwrap: no prefix, and a protection record that says so."""
     limits = limits or Limits()
     bwrap = bwrap_path()
     root = os.geteuid() == 0
@@ -170,6 +180,8 @@ def isolation(workdir: Path, hide: Sequence[Path] = (), limits: Limits | None = 
         if any(hidden == d or hidden.startswith(d + "/") for d in bound) and not work.startswith(hidden + "/"):
             argv += ["--tmpfs", hidden]
     argv += ["--bind", work, work, "--chdir", work]
+    for path, name in read_only:
+        argv += ["--ro-bind", str(Path(path).resolve()), f"{work}/{name}"]
     argv = _open_parents(argv)
     protection = {"isolation": "bubblewrap", "filesystem": "work folder, Python environment (read-only)",
                   "network": "none"}
@@ -282,9 +294,10 @@ def _read_output(workdir: Path, relative: str, limit: int = 64 * 1024 * 1024) ->
         return handle.read(limit).decode("utf-8", errors="replace")
 
 
-def _popen(argv: list[str], workdir: Path, limits: Limits, hide: Sequence[Path], **kwargs: Any):
+def _popen(argv: list[str], workdir: Path, limits: Limits, hide: Sequence[Path],
+           read_only: Sequence[tuple[Path, str]] = (), **kwargs: Any):
     """Start ``argv`` confined and limited in ``workdir``; returns (process, isolation)."""
-    confined = isolation(workdir, hide, limits)
+    confined = isolation(workdir, hide, limits, read_only)
     _hand_over(workdir, confined.owner)
     process = subprocess.Popen(confined.prefix + argv, cwd=workdir, env=child_env(workdir, limits.threads),
                                stdin=subprocess.DEVNULL, preexec_fn=_set_limits(limits), start_new_session=True,
@@ -293,11 +306,11 @@ def _popen(argv: list[str], workdir: Path, limits: Limits, hide: Sequence[Path],
 
 
 def execute(argv: list[str], workdir: Path, limits: Limits | None = None, *, hide: Sequence[Path] = (),
-            timeout: float = 120) -> subprocess.CompletedProcess:
+            timeout: float = 120, read_only: Sequence[tuple[Path, str]] = ()) -> subprocess.CompletedProcess:
     """Run any command exactly as a conversion child runs (for checks of the sandbox itself)."""
     limits = limits or Limits()
-    process, _ = _popen(argv, Path(workdir), limits, hide, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                        text=True)
+    process, _ = _popen(argv, Path(workdir), limits, hide, read_only, stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True)
     try:
         out, err = process.communicate(timeout=timeout)
     finally:
@@ -316,7 +329,8 @@ def interpreter() -> str:
 
 
 def run(request: dict[str, Any], workdir: Path, limits: Limits | None = None, *, hide: Sequence[Path] = (),
-        on_line: Callable[[str], None] | None = None) -> dict[str, Any]:
+        on_line: Callable[[str], None] | None = None, read_only: Sequence[tuple[Path, str]] = ()
+        ) -> dict[str, Any]:
     """Run ``python -m hpcfair.convert.child`` on ``request`` in ``workdir``; returns the child's result.
 
     Paths in ``request`` are relative to ``workdir``. A coded failure in the child, a limit reached or a
@@ -333,8 +347,8 @@ def run(request: dict[str, Any], workdir: Path, limits: Limits | None = None, *,
     argv = [interpreter(), "-m", "hpcfair.convert.child", "request.json"]
     started = time.monotonic()
     with tempfile.TemporaryFile("w+", errors="replace") as stderr:  # outside the child's reach
-        process, confined = _popen(argv, workdir, limits, hide, stdout=subprocess.PIPE, stderr=stderr, text=True,
-                                   errors="replace")
+        process, confined = _popen(argv, workdir, limits, hide, read_only, stdout=subprocess.PIPE, stderr=stderr,
+                                   text=True, errors="replace")
         timer = threading.Timer(limits.wall_seconds, _kill_group, args=(process,))
         timer.start()
         try:

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,13 +69,15 @@ def mapped_source(path: Path, arrays: dict[str, np.ndarray]) -> dict[str, str] |
     return {"path": str(path), "name": name} if same and array.ndim else None
 
 
-def dataset_file(dataset: Version, name: str, folder: Path) -> Path:
+def dataset_file(dataset: Version, name: str, folder: Path, streamed: bool = False
+                 ) -> tuple[Path, scientific.VariableStream | None]:
     """The input file of a run over ``dataset``: the file ``name`` (linked where the store allows: read here
     and by the engine), or for ``tas.nc:/tas`` the variable, read from the file in the sandbox and written as
-    ``inputs.npy`` (which the engine then maps and reads batch by batch)."""
+    ``inputs.npy`` (which the engine then maps and reads batch by batch). ``streamed``: back as soon as that
+    ``.npy`` exists, with the stream whose ``wait(rows)`` says when rows have landed; else once it is whole."""
     found = scientific.variable_input(dataset.metadata or {}, name)
     if found is None:
-        return fetch(dataset, name, folder, link=True)
+        return fetch(dataset, name, folder, link=True), None
     unit, variable = found
     copies = folder / "scidata"
     copies.mkdir()
@@ -81,16 +85,19 @@ def dataset_file(dataset: Version, name: str, folder: Path) -> Path:
     for index, file in enumerate(f for f in dataset.files.order_by("path")
                                  if f.path == unit or f.path.startswith(unit + "/")):
         members.append((file.path, place_file(file, copies / str(index))))
-    dest = folder / "inputs.npy"
-    scientific.read_unit(unit, members, extract=variable, dest=dest)
-    shutil.rmtree(copies, ignore_errors=True)
-    return dest
+    stream = scientific.VariableStream(unit, members, variable, folder / "inputs.npy", cleanup=copies).start()
+    if not streamed:
+        stream.wait(sys.maxsize)
+    return stream.dest, stream if streamed else None
 
 
 def _inputs(ctx: JobContext, model_version: Version, folder: Path
-            ) -> tuple[dict[str, np.ndarray], Version | None, dict[str, str] | None]:
+            ) -> tuple[dict[str, np.ndarray], Version | None, dict[str, str] | None, Callable[[int], None] | None]:
+    """The job's arrays, its dataset, the engine's mapped source and, for a variable read as it runs, the
+    wait for its rows (None: all there)."""
     params = ctx.job.params
     spec = (model_version.metadata or {}).get("inputs")
+    stream = None
     if params.get("inputs"):
         path = staged_input(ctx.job.pk, params["inputs"], folder)
         dataset = None
@@ -98,21 +105,30 @@ def _inputs(ctx: JobContext, model_version: Version, folder: Path
         dataset = Version.objects.filter(pk=params["dataset"]["version_id"], deleted_at__isnull=True).first()
         if dataset is None:
             raise CodedError("gone", "The input dataset version was deleted before the job ran.")
-        path = dataset_file(dataset, params["dataset"]["file"], folder)
+        path, stream = dataset_file(dataset, params["dataset"]["file"], folder, streamed=True)
     try:
-        arrays = check(load_sample_inputs(path, specs_from_metadata(spec) if spec else None,
-                                          settings.HUB_ARCHIVE_INFLATE_MAX_BYTES, mapped=True), spec)
-        return arrays, dataset, mapped_source(path, arrays)
+        loaded = load_sample_inputs(path, specs_from_metadata(spec) if spec else None,
+                                    settings.HUB_ARCHIVE_INFLATE_MAX_BYTES, mapped=True)
+        if stream is not None and any(a.dtype != np.dtype(s.get("dtype") or "float32")
+                                      for a, s in zip(loaded.values(), spec or [], strict=False)):
+            stream.wait(sys.maxsize)  # a cast reads every row: after the last has landed
+        arrays = check(loaded, spec)
+        source = mapped_source(path, arrays)
     except ConversionError as exc:
         raise CodedError("invalid_inputs", exc.detail)
+    if stream is not None and source is None:
+        stream.wait(sys.maxsize)
+    return arrays, dataset, source, stream.wait if stream is not None else None
 
 
 def run_batches(ctx: JobContext, session: dict[str, Any], arrays: dict[str, np.ndarray], batch_size: int,
                 outputs: list[str] | None, steps: list[dict[str, Any]],
-                source: dict[str, str] | None = None) -> dict[str, np.ndarray]:
+                source: dict[str, str] | None = None, ready: Callable[[int], None] | None = None
+                ) -> dict[str, np.ndarray]:
     """Run the chain along the first axis in batches of ``batch_size`` rows (0: as many as fit
     ``HUB_INFER_BATCH_MB`` of inputs); a first model with a fixed first axis gets batches of that size.
-    With ``source`` (``mapped_source``) the engine reads each batch from the file itself."""
+    With ``source`` (``mapped_source``) the engine reads each batch from the file itself; ``ready(stop)``
+    returns once rows up to ``stop`` are there (a variable still being read)."""
     total = row_count(arrays)
     batch_size = batch_rows([shape for _, shape, _ in session["inputs"]], arrays, batch_size,
                             settings.HUB_INFER_BATCH_BYTES)
@@ -120,6 +136,8 @@ def run_batches(ctx: JobContext, session: dict[str, Any], arrays: dict[str, np.n
     deadline = time.time() + settings.HUB_INFER_JOB_S
 
     def run(start: int, stop: int) -> dict[str, np.ndarray]:
+        if ready is not None:
+            ready(stop)
         feeds = {} if source else {name: array[start:stop] for name, array in arrays.items()}
         rows_source = {**source, "rows": [start, stop]} if source else None
         result, _ = run_steps(steps, feeds, device=ctx.job.device, threads=threads, deadline=deadline,
@@ -201,10 +219,10 @@ class InferJob(JobKind):
         folder = Path(tempfile.mkdtemp(prefix="hpcfair-infer-"))
         try:
             sessions = [session_for(ctx, step) for step in steps]
-            arrays, dataset, source = _inputs(ctx, models[0], folder)
+            arrays, dataset, source, ready = _inputs(ctx, models[0], folder)
             started = time.perf_counter()
             outputs = run_batches(ctx, sessions[0], arrays, int(params.get("batch_size") or 0),
-                                  params.get("outputs") or None, steps, source)
+                                  params.get("outputs") or None, steps, source, ready)
             info = {"device": ctx.job.device, "provider": sessions[-1]["provider"],
                     "run_ms": round((time.perf_counter() - started) * 1e3, 3)}
             published = publish_outputs(ctx, models, dataset, outputs, info, folder)
@@ -231,7 +249,7 @@ class InferJob(JobKind):
                 raise CodedError("gone", "The input dataset version was deleted before the job ran.")
             name = params["dataset"]["file"]
             if scientific.variable_input(dataset.metadata or {}, name) is not None:
-                inputs = dataset_file(dataset, name, folder)  # the variable, read in the sandbox, as a .npy
+                inputs = dataset_file(dataset, name, folder)[0]  # the variable, read in the sandbox, as a .npy
             else:
                 file = dataset.files.get(path=name)
                 inputs = input_path(file, folder / f"inputs{Path(file.path).suffix}")  # a reference: its path
