@@ -15,10 +15,10 @@ class BatchPollStep(PeriodicStep):
 
         from hub.jobs import executors
 
-        return settings.HUB_SLURM_POLL_S if executors.batch() else 0
+        return settings.HUB_SLURM_POLL_S if executors.batch_executors() else 0
 
     def tick(self) -> None:
         from hub.jobs import executors
 
-        for executor in executors.batch():
+        for executor in executors.batch_executors():
             executor.poll()

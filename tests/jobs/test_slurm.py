@@ -34,20 +34,25 @@ def slurm_command(*args: str) -> str:
     return subprocess.run(list(args), capture_output=True, text=True, check=True, timeout=30).stdout
 
 
-@pytest.fixture(scope="module")
-def slurm_root(django_db_setup, django_db_blocker, tmp_path_factory):
-    """A Celery worker that runs jobs on the private Slurm cluster; yields its folder (blobs, job folders)."""
+def cluster_worker(tmp_path_factory, name: str, **settings: str):
+    """A Celery worker that runs jobs on the private Slurm cluster (SLURM and ``settings``); yields its folder
+    (blobs, job folders)."""
     from workers.celery import app
 
     if not os.environ.get("SLURM_CONF"):
         (pytest.fail if installed_profile() else pytest.skip)("needs the private Slurm cluster: run through "
                                                               "`make test` (scripts/services.sh sets SLURM_CONF)")
-    root = tmp_path_factory.mktemp("slurm")
-    env = worker_env(root, **SLURM, HUB_SLURM_JOB_DIR=str(root / "jobs"))
+    root = tmp_path_factory.mktemp(name)
+    env = worker_env(root, **{**SLURM, **settings}, HUB_SLURM_JOB_DIR=str(root / "jobs"))
     app.control.purge()
-    proc = start_worker(root, env, name="slurm-worker")
+    proc = start_worker(root, env, name=f"{name}-worker")
     yield root
     stop_process(proc)
+
+
+@pytest.fixture(scope="module")
+def slurm_root(django_db_setup, django_db_blocker, tmp_path_factory):
+    yield from cluster_worker(tmp_path_factory, "slurm")
 
 
 @pytest.fixture

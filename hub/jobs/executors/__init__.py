@@ -72,6 +72,6 @@ def of(job: Job) -> Executor:
     return get(job.execution["executor"]) if job.execution else executor_for(job.kind)
 
 
-def batch() -> list[Executor]:
+def batch_executors() -> list[Executor]:
     """The batch executors this hub uses (their poller runs in every worker)."""
     return [get(name) for name in sorted(set(chosen().values())) if get(name).batch]
