@@ -66,6 +66,7 @@ def remove_folder(job: Job) -> None:
 class BatchExecutor(Executor):
     batch = True
     label = "the scheduler"  # in the job's log lines
+    forgotten = "the scheduler does not know it any more"  # why a job was lost when nobody knows it
 
     # --- what a scheduler's module defines ----------------------------------------------------------------
 
@@ -184,7 +185,7 @@ class BatchExecutor(Executor):
                 if (timezone.now() - submitted).total_seconds() < LOST_AFTER_S:
                     job.save(update_fields=["log", "execution"])
                     return 0
-                return self._lost(job, f"{self.label} does not know it any more")
+                return self._lost(job, self.forgotten)
             for task in tasks:
                 job.execution.setdefault("raw_ids", {})[str(task.index)] = task.raw_id
             states = {task.state for task in tasks}

@@ -183,6 +183,7 @@ def _bytes(text: str) -> int:
 class Slurm(BatchExecutor):
     name = "slurm"
     label = "Slurm"
+    forgotten = "neither squeue nor sacct knows it any more"
 
     def place(self, device: str) -> str | None:
         found = partitions().get(device)
