@@ -123,7 +123,7 @@ def run_job(client, token: str, model: str, dataset: str, **options) -> tuple[fl
         time.sleep(0.05)
     seconds = time.perf_counter() - started
     assert job.state == "succeeded", (job.error_code, job.error_detail, job.log[-5:])
-    return seconds, {"slurm": job.slurm, "result": job.result, "phases": phases(job)}
+    return seconds, {"execution": job.execution, "result": job.result, "phases": phases(job)}
 
 
 def phases(job) -> tuple[float, float, float] | None:

@@ -150,9 +150,9 @@ STATUS: dict[str, int] = {
 }
 
 
-# Jobs run by Slurm (hub.jobs.slurm): a task's final Slurm state -> the job's error code and message. The
-# runner's own error (a code above, e.g. invalid_inputs) wins over FAILED. Formatted with id, node, time, mem,
-# state and partition.
+# Jobs run by a batch executor (hub.jobs.executors.batch): a task's final state, in Slurm's words -> the job's
+# error code and message. The runner's own error (a code above, e.g. invalid_inputs) wins over FAILED. Formatted
+# with id, node, time, mem, state and partition.
 SLURM_STATES: dict[str, tuple[str, str]] = {
     "FAILED": ("job_failed", "Slurm job {id} failed on node {node} ({state}); its log lines above say why."),
     "TIMEOUT": ("time_limit", "Slurm job {id} ran past its time limit ({time}) on node {node} and was stopped. "

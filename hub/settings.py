@@ -377,14 +377,21 @@ HUB_JOB_REAP_S = float(env("HUB_JOB_REAP_S", "30"))  # how often each worker loo
 CELERY_WORKER_MAX_MEMORY_PER_CHILD = int(env("HUB_WORKER_MAX_MEMORY_MB", "4096")) * 1024 or None
 # Celery's hard time limit per task (the job fails with time_limit).
 CELERY_TASK_TIME_LIMIT = float(env("HUB_JOB_TIME_LIMIT_S", "7200"))
-# --- the Slurm executor (hub.jobs.slurm, docs/guides/slurm.md) ----------------------------------------
-# celery (default): every job runs on a Celery worker; slurm: the kinds in HUB_SLURM_KINDS run as Slurm
-# batch jobs submitted with sbatch from the hub's hosts (Celery keeps the rest and synchronous inference).
+# --- executors (hub.jobs.executors, docs/guides/slurm.md) ----------------------------------------------
+# The executor of each kind, "kind=executor" items: "infer=slurm,container=psij" (slurm: sbatch from the hub's
+# hosts; psij: PSI/J's slurm executor); a kind not named runs on Celery, as does synchronous inference.
+HUB_EXECUTORS = env_list("HUB_EXECUTORS", "")
+for _item in HUB_EXECUTORS:
+    if "=" not in _item or not (BASE_DIR / "hub" / "jobs" / "executors" / f"{_item.partition('=')[2]}.py").is_file():
+        raise ImproperlyConfigured(f"HUB_EXECUTORS items are kind=executor with an executor of hub/jobs/executors/ "
+                                   f"(celery, slurm, psij), not {_item!r}.")
+# Deprecated spelling of HUB_EXECUTORS, read when that is empty: HUB_EXECUTOR=slurm runs HUB_SLURM_KINDS on Slurm.
 HUB_EXECUTOR = env("HUB_EXECUTOR", "celery")
 if HUB_EXECUTOR not in ("celery", "slurm"):
     raise ImproperlyConfigured(f"HUB_EXECUTOR is celery or slurm, not {HUB_EXECUTOR!r}.")
-# Job kinds run as Slurm batch jobs (convert, verify, optimize, finetune may be added).
-HUB_SLURM_KINDS = env_list("HUB_SLURM_KINDS", "infer,container")
+HUB_SLURM_KINDS = env_list("HUB_SLURM_KINDS", "infer,container")  # the kinds HUB_EXECUTOR=slurm sends to Slurm
+# The PSI/J executor's own (psij-python's JobExecutor name) where HUB_EXECUTORS names psij: slurm, pbs, lsf, flux.
+HUB_PSIJ_EXECUTOR = env("HUB_PSIJ_EXECUTOR", "slurm")
 # device -> partition and extra sbatch options: "cpu=cpu,gpu=gpu:--gres=gpu:1" (options split on spaces)
 HUB_SLURM_PARTITIONS = env("HUB_SLURM_PARTITIONS", "cpu=cpu,gpu=gpu:--gres=gpu:1")
 HUB_SLURM_ACCOUNT = env("HUB_SLURM_ACCOUNT")  # sbatch --account (empty: none)
@@ -397,8 +404,8 @@ HUB_SLURM_MAX_ARRAY = int(env("HUB_SLURM_MAX_ARRAY", "64"))  # most array tasks 
 # Job folders on a filesystem the compute nodes share; the Python the nodes run the runner with.
 HUB_SLURM_JOB_DIR = Path(env("HUB_SLURM_JOB_DIR", str(VAR_DIR / "slurm")))
 HUB_SLURM_PYTHON = env("HUB_SLURM_PYTHON", sys.executable)  # the Python the compute nodes run the runner with
-HUB_SLURM_POLL_S = float(env("HUB_SLURM_POLL_S", "2"))  # each worker's poller reads squeue this often
-HUB_SLURM_SUBMIT_QUEUE = env("HUB_SLURM_SUBMIT_QUEUE", "cpu")  # the Celery queue whose workers run sbatch
+HUB_SLURM_POLL_S = float(env("HUB_SLURM_POLL_S", "2"))  # each worker's poller reads the batch schedulers this often
+HUB_SLURM_SUBMIT_QUEUE = env("HUB_SLURM_SUBMIT_QUEUE", "cpu")  # the Celery queue whose workers submit batch jobs
 SLURM_CONF = env("SLURM_CONF")  # the cluster's slurm.conf for sbatch & co. (empty: Slurm's default)
 # Conversion sandbox limits (per model file).
 # --- inference/job gateway (hub.gateway, workers.gateway) ----------------------------------------------

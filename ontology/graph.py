@@ -243,7 +243,7 @@ def activity_label(meta: dict[str, Any]) -> str:
 
 
 def _execution(g: Graph, activity: URIRef, execution: Any) -> None:
-    """Where and when the generating job ran (a Slurm job: its partition and nodes, hub.jobs.slurm)."""
+    """Where and when the generating job ran (a batch job: its partition and nodes, hub.jobs.executors)."""
     if not isinstance(execution, dict):
         return
     for predicate, key in ((PROV.startedAtTime, "started"), (PROV.endedAtTime, "ended")):
@@ -253,7 +253,8 @@ def _execution(g: Graph, activity: URIRef, execution: Any) -> None:
         place = BNode()
         g.add((activity, PROV.atLocation, place))
         g.add((place, RDF.type, PROV.Location))
-        g.add((place, RDFS.label, Literal(f"{execution.get('executor', '')} job {execution.get('slurm_job', '')} on "
+        job = execution.get("job") or execution.get("slurm_job", "")  # slurm_job: versions published before 0009
+        g.add((place, RDFS.label, Literal(f"{execution.get('executor', '')} job {job} on "
                                           f"node(s) {execution['nodes']}, partition {execution.get('partition', '')}")))
 
 

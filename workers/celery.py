@@ -18,5 +18,5 @@ app.steps["worker"].add("workers.housekeeping:HousekeepingStep")
 app.steps["worker"].add("workers.housekeeping:EmbargoStep")
 # ... and bounds its local copies of models, dropping those of deleted blobs (workers.housekeeping).
 app.steps["worker"].add("workers.housekeeping:CacheSweepStep")
-# ... and follows the hub's Slurm jobs when HUB_EXECUTOR=slurm (workers.slurm_poller).
-app.steps["worker"].add("workers.slurm_poller:SlurmPollStep")
+# ... and follows the hub's batch jobs when HUB_EXECUTORS names a batch executor (workers.batch_poller).
+app.steps["worker"].add("workers.batch_poller:BatchPollStep")

@@ -153,8 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     folder = Path(args[0]).resolve()
     spec = json.loads((folder / "job.json").read_text())
-    task = int(os.environ.get("SLURM_ARRAY_TASK_ID") or 0)
-    tasks = int(os.environ.get("SLURM_ARRAY_TASK_COUNT") or 1)
+    # a Slurm array's task, or the one a scheduler without arrays names
+    task = int(os.environ.get("HPCFAIR_TASK") or os.environ.get("SLURM_ARRAY_TASK_ID") or 0)
+    tasks = int(os.environ.get("HPCFAIR_TASKS") or os.environ.get("SLURM_ARRAY_TASK_COUNT") or 1)
     (folder / "out").mkdir(exist_ok=True)
     started = time.time()
     try:

@@ -90,7 +90,7 @@ def stage_files(ctx: JobContext, base: Version, dataset: Version, workdir: Path)
 def publish_finetuned(ctx: JobContext, base: Version, dataset: Version, workdir: Path, report: dict[str, Any],
                       execution: dict[str, Any] | None = None) -> dict[str, Any]:
     """Publish what the sandbox's trainer wrote under ``workdir/out`` (``report``: its answer); returns the
-    job's result. ``execution``: where it ran, for a Slurm job (hub.jobs.slurm), kept in the metadata."""
+    job's result. ``execution``: where it ran, for a batch job (hub.jobs.executors), kept in the metadata."""
     ctx.log(sandbox.describe(report["sandbox"]))
     files = [staged(sandbox.output_file(workdir, f"out/{name}"), name) for name in report["files"]]
     files += [staged(sandbox.output_file(workdir, f"out/{name}"), name) for name in EXTRA_FILES]

@@ -17,11 +17,11 @@ from hub.conversions.services import conversions_of
 from hub.errors import HubError
 from hub.gateway.lane import get_lane
 from hub.gateway.protocol import ModelRef, Options, no_worker, steps_of
+from hub.jobs.executors import executor_for
 from hub.jobs.files import drop_staged_inputs, stage_input
 from hub.jobs.models import Job
 from hub.jobs.quota import check_active_jobs
 from hub.jobs.services import create_job
-from hub.jobs.slurm import runs_on_slurm
 from hub.metadata import scientific
 from hub.registry.files_access import require_files_of
 from hub.registry.links import file_url
@@ -131,7 +131,7 @@ def start_infer_job(user, models: list[ModelRef], options: Options, *, links: li
     starts one (``hub.gateway.pipeline``), so their job quota is checked here."""
     check_active_jobs(user)
     if options.device == "gpu" and options.if_no_worker == "refuse" and not alive("gpu") \
-            and not runs_on_slurm("infer"):  # Slurm's gpu partition needs no gpu worker of the hub
+            and not executor_for("infer").batch:  # a batch gpu partition needs no gpu worker here
         raise no_worker("gpu")
     params: dict[str, Any] = {"steps": steps_of(models, links), "threads": options.threads,
                               "outputs": options.outputs, "batch_size": batch_size, "reason": reason}

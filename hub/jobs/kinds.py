@@ -1,8 +1,8 @@
 """Job kinds: each kind of job is one class in its app's ``jobs`` module, registered here once by ``@register``.
 
 Everything that needs to know the kinds reads this one registry: the ``Job.kind`` choices, job creation
-(``hub.jobs.services``), the Celery executor's one task (``workers.tasks.run_job``) and the Slurm executor
-(``hub.jobs.slurm``). The kinds' modules are imported when Django starts (``JobsConfig.ready`` discovers
+(``hub.jobs.services``), the Celery executor's one task (``workers.tasks.run_job``) and the batch executors
+(``hub.jobs.executors``). The kinds' modules are imported when Django starts (``JobsConfig.ready`` discovers
 the ``jobs`` module of every installed app, as the admin discovers ``admin`` modules).
 
 A kind runs on either executor:
@@ -10,10 +10,10 @@ A kind runs on either executor:
 - **Celery** calls ``run(ctx)`` in one worker process: it stages the inputs, computes (through the compute
   library, ``hpcfair.compute`` and the engines of ``hub.gateway.engine``) and publishes (versions,
   provenance), and returns the job's result;
-- **Slurm**, for kinds that define ``stage``: ``stage(job, folder)`` writes the inputs into a job folder on
-  the login node and returns a ``Plan`` (the node's ``job.json``: which compute of ``hpcfair.slurm_runner``
-  and its arguments); the node computes; ``publish(job, folder, execution)`` publishes what it wrote, in the
-  poller, exactly as ``run`` would.
+- **a batch executor** (``hub.jobs.executors``), for kinds that define ``stage``: ``stage(job, folder)`` writes
+  the inputs into a job folder on the login node and returns a ``Plan`` (the node's ``job.json``: which compute of
+  ``hpcfair.slurm_runner`` and its arguments); the node computes; ``publish(job, folder, execution)`` publishes
+  what it wrote, in the poller, exactly as ``run`` would (``job.execution["tasks"]`` says how many tasks wrote).
 
 Failures a scientist can act on are ``hpcfair.compute.CodedError`` with a code of ``JOB_CODES`` (or of the
 HTTP table, ``hub.errors.STATUS``, for what publishing meets); the runner records them on the job.

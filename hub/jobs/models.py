@@ -69,8 +69,8 @@ class Job(models.Model):
     account = models.CharField(max_length=64, blank=True, help_text="The Slurm account it is billed to "
                                "(hub.orgs.billing; empty: the site's HUB_SLURM_ACCOUNT).")
     qos = models.CharField(max_length=64, blank=True, help_text="Its account's QoS (empty: the site's HUB_SLURM_QOS).")
-    slurm = models.JSONField(null=True, blank=True, help_text="The Slurm job that runs it (hub.jobs.slurm): id, "
-                             "partition, nodes, state, folder, accounting; null for Celery jobs.")
+    execution = models.JSONField(null=True, blank=True, help_text="The batch job that runs it (hub.jobs.executors): "
+                                 "executor, id, partition, nodes, state, folder; null for Celery jobs.")
     created = models.DateTimeField(default=timezone.now, db_index=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)

@@ -15,9 +15,8 @@ from django.db.models import Q
 from django.utils import timezone
 from kombu.exceptions import KombuError
 
-from hub.celery import app
 from hub.errors import HubError
-from hub.jobs import kinds, quota, slurm
+from hub.jobs import executors, kinds, quota
 from hub.jobs.models import Job, stale_limit
 from hub.orgs import billing
 from hub.registry.files_access import require_files_of
@@ -49,8 +48,7 @@ def create_job(
     if version is not None and requester is not None:
         require_files_of(requester, version)  # a job on restricted files needs a grant (hub.registry.files_access)
     owner = version.artifact.owner if version is not None else None
-    partition = slurm.partitions().get(device) if slurm.runs_on_slurm(kind) else None
-    billed = billing.choose(requester, owner, account, partition.name if partition else None)
+    billed = billing.choose(requester, owner, account, executors.executor_for(kind).place(device))
     with transaction.atomic():
         if limited:
             quota.take_slot(requester)
@@ -64,17 +62,14 @@ def create_job(
 
 
 def dispatch(job: Job) -> None:
-    """Send the job's task to its queue, or, for a kind this hub runs on Slurm, the task that submits it
-    there (a worker stages its files and runs sbatch: the web process does neither).
+    """Send the job to its executor (``hub.jobs.executors``): Celery's task to the job's queue, or the task
+    that submits it to a batch scheduler (a worker stages its files: the web process does not).
 
     The job is already committed when this runs, so a broker that cannot be reached fails nothing: the job
     stays queued, its log says why, and ``reap_stale`` sends it again once ``HUB_JOB_QUEUED_STALE_S`` has
     passed since it was created."""
     try:
-        if slurm.runs_on_slurm(job.kind):
-            app.send_task("hub.slurm_submit", args=[str(job.pk)], queue=settings.HUB_SLURM_SUBMIT_QUEUE)
-        else:
-            send_to_celery(job)
+        executors.of(job).dispatch(job)
     except (KombuError, OSError) as error:
         log.warning("job %s could not be sent to the broker: %s", job.pk, error)
         with transaction.atomic():
@@ -87,11 +82,6 @@ def dispatch(job: Job) -> None:
     Job.objects.filter(pk=job.pk).update(dispatched=timezone.now())
 
 
-def send_to_celery(job: Job) -> None:
-    """The one job task; its id is the job's id, so that it can be revoked."""
-    app.send_task("hub.job", args=[str(job.pk)], queue=job.queue, task_id=str(job.pk))
-
-
 def reap_stale(queryset=None) -> int:
     """Heal jobs that no worker will finish; returns how many were touched.
 
@@ -101,7 +91,7 @@ def reap_stale(queryset=None) -> int:
       message was lost with a killed worker or broker): sent again. A duplicate message is harmless: the
       runner drops messages of jobs that are final or running elsewhere.
     """
-    jobs = (queryset if queryset is not None else Job.objects.all()).filter(slurm__isnull=True)  # hub.jobs.slurm
+    jobs = (queryset if queryset is not None else Job.objects.all()).filter(execution__isnull=True)  # Celery's
     limit = stale_limit()
     running = jobs.filter(state=Job.State.RUNNING)
     candidates = set(running.filter(Q(heartbeat__lt=limit) | Q(heartbeat__isnull=True, started__lt=limit))
@@ -157,15 +147,8 @@ def cancel_job(job: Job, user) -> Job:
         job.cancel_requested = job.cancel_requested or timezone.now()
         job.append_log("warning", f"cancellation asked by {user.username}")
         running = job.state == Job.State.RUNNING
-        if not running or job.slurm:
+        if not running or job.execution:  # a batch job's tasks and folder go with it now
             job.mark_cancelled(CANCELLED_DETAIL)
         job.save()
-    if job.slurm:  # Slurm stops its tasks; their folder (and whatever they wrote) goes with them
-        slurm.cancel(job)
-        slurm.remove_folder(job)
-        return job
-    try:  # a queued message is dropped when it arrives; a running task gets SIGUSR2 (hub.jobs.runner)
-        app.control.revoke(str(job.pk), terminate=running, signal="SIGUSR2")
-    except Exception:  # noqa: BLE001 - the broker is down: the runner notices at its next heartbeat anyway
-        log.warning("could not broadcast the revocation of job %s", job.pk, exc_info=True)
+    executors.of(job).cancel(job)  # Celery's running task is stopped by its runner, which marks it
     return job

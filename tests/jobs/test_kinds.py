@@ -62,9 +62,9 @@ def test_a_second_class_cannot_take_a_kind_s_name():
 def test_only_kinds_that_stage_can_run_on_slurm(settings):
     settings.HUB_EXECUTOR = "slurm"
     settings.HUB_SLURM_KINDS = sorted(EXPECTED)
-    from hub.jobs import slurm
+    from hub.jobs.executors import executor_for
 
-    nodes = {name for name in EXPECTED if slurm.runs_on_slurm(name)}
+    nodes = {name for name in EXPECTED if executor_for(name).name == "slurm"}
     assert nodes == {"convert", "verify", "optimize", "infer", "container", "finetune", "generation",
                      "generate"}
 
@@ -77,12 +77,13 @@ def test_creating_a_job_of_an_unknown_kind_is_refused(owner):
 
 
 def test_the_one_celery_task_carries_every_kind(owner, monkeypatch):
+    from hub.celery import app
     from hub.jobs import services
 
     sent = []
-    monkeypatch.setattr(services.app, "send_task", lambda name, **options: sent.append((name, options)))
+    monkeypatch.setattr(app, "send_task", lambda name, **options: sent.append((name, options)))
     job = Job.objects.create(kind="benchmark", requester=owner, queue="gpu")
-    services.send_to_celery(job)
+    services.dispatch(job)
     assert sent == [("hub.job", {"args": [str(job.pk)], "queue": "gpu", "task_id": str(job.pk)})]
 
 
@@ -155,8 +156,8 @@ def test_inference_stages_a_folder_a_node_can_compute_alone(staged_infer):
 
 
 def test_a_task_asks_slurm_for_what_its_model_needs_when_that_is_more(settings):
+    from hub.jobs.executors.slurm import memory_mb, task_memory
     from hub.jobs.kinds import Plan
-    from hub.jobs.slurm import memory_mb, task_memory
 
     settings.HUB_SLURM_MEM = "4G"
     assert [memory_mb(text) for text in ("4G", "512M", "2048", "1T")] == [4096, 512, 2048, 1024 * 1024]
@@ -169,7 +170,7 @@ def test_inference_publishes_what_the_node_wrote(staged_infer, monkeypatch):
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "0")
     monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "1")
     assert slurm_runner.main([str(folder)]) == 0  # the node's compute, here: the compute library only
-    job.slurm = {"tasks": 1}
+    job.execution = {"executor": "slurm", "tasks": 1}
     result = kinds.get("infer").publish(job, folder, {"elapsed_s": 0.5, "executor": "slurm"})
     version = Version.objects.get(pid=result["pid"])
     file = version.files.get(path="outputs.npz")
@@ -183,7 +184,7 @@ def test_inference_publishes_what_the_node_wrote(staged_infer, monkeypatch):
 
 def test_a_node_that_wrote_nothing_fails_the_job_with_a_code(staged_infer):
     job, folder, _, _ = staged_infer
-    job.slurm = {"tasks": 1}
+    job.execution = {"executor": "slurm", "tasks": 1}
     (folder / "out").mkdir()
     with pytest.raises(CodedError) as caught:
         kinds.get("infer").publish(job, folder, {})

@@ -29,7 +29,7 @@ def on_a_node(job: Job, folder) -> dict:
     code = slurm_runner.main([str(folder)])
     error = folder / "out" / "error-0.json"
     assert code == 0, error.read_text() if error.exists() else code
-    job.slurm = {"tasks": plan.tasks}
+    job.execution = {"executor": "slurm", "tasks": plan.tasks}
     return kind.publish(job, folder, {"executor": "slurm", "elapsed_s": 1.0})
 
 

@@ -123,11 +123,11 @@ def test_a_broker_down_at_publish_time_loses_nothing_and_the_job_runs_once_it_is
     The job waits, queued, its log says why, and a worker's reaper sends it once the broker answers."""
     from celery import Celery
 
-    from hub.jobs import services as job_services
+    from hub.jobs.executors import celery as celery_executor
 
     down = Celery("down", broker=f"redis://127.0.0.1:{free_port()}/0")
     down.conf.broker_connection_timeout = 1
-    monkeypatch.setattr(job_services, "app", down)
+    monkeypatch.setattr(celery_executor, "app", down)  # the Celery executor sends
     publish_model(api, "unsent", {"forest.pkl": forest(worker_root, 3).read_bytes()})
     job = conversion_job("1", "unsent")
     assert job.state == "queued" and job.dispatched is None

@@ -34,20 +34,25 @@ def slurm_command(*args: str) -> str:
     return subprocess.run(list(args), capture_output=True, text=True, check=True, timeout=30).stdout
 
 
-@pytest.fixture(scope="module")
-def slurm_root(django_db_setup, django_db_blocker, tmp_path_factory):
-    """A Celery worker that runs jobs on the private Slurm cluster; yields its folder (blobs, job folders)."""
+def cluster_worker(tmp_path_factory, name: str, **settings: str):
+    """A Celery worker that runs jobs on the private Slurm cluster (SLURM and ``settings``); yields its folder
+    (blobs, job folders)."""
     from workers.celery import app
 
     if not os.environ.get("SLURM_CONF"):
         (pytest.fail if installed_profile() else pytest.skip)("needs the private Slurm cluster: run through "
                                                               "`make test` (scripts/services.sh sets SLURM_CONF)")
-    root = tmp_path_factory.mktemp("slurm")
-    env = worker_env(root, **SLURM, HUB_SLURM_JOB_DIR=str(root / "jobs"))
+    root = tmp_path_factory.mktemp(name)
+    env = worker_env(root, **{**SLURM, **settings}, HUB_SLURM_JOB_DIR=str(root / "jobs"))
     app.control.purge()
-    proc = start_worker(root, env, name="slurm-worker")
+    proc = start_worker(root, env, name=f"{name}-worker")
     yield root
     stop_process(proc)
+
+
+@pytest.fixture(scope="module")
+def slurm_root(django_db_setup, django_db_blocker, tmp_path_factory):
+    yield from cluster_worker(tmp_path_factory, "slurm")
 
 
 @pytest.fixture
@@ -118,8 +123,8 @@ def test_batch_inference_as_a_job_array_equals_a_single_run(mlp, owner, publish,
     expected = models.reference(MLP, {"x": x})["logits"]
     np.testing.assert_allclose(outputs_of(single)["logits"], expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(outputs_of(array)["logits"], outputs_of(single)["logits"])
-    assert array.slurm["tasks"] == 3 and single.slurm["tasks"] == 1
-    assert array.worker == f"slurm:{array.slurm['id']}" and array.slurm["partition"] == "cpu"
+    assert array.execution["tasks"] == 3 and single.execution["tasks"] == 1
+    assert array.worker == f"slurm:{array.execution['id']}" and array.execution["partition"] == "cpu"
     messages = [line["message"] for line in array.log]
     assert any("[task 2] " in m and "rows 33-50 of 50" in m for m in messages), messages  # live log lines
     execution = array.result["execution"]
@@ -129,10 +134,10 @@ def test_batch_inference_as_a_job_array_equals_a_single_run(mlp, owner, publish,
     # byte-identical outputs: the array's job points at the version the single run published
     assert array.result["pid"] == single.result["pid"]
     version = Version.objects.get(pid=single.result["pid"])
-    assert version.metadata["execution"]["slurm_job"] == single.slurm["id"]
+    assert version.metadata["execution"]["slurm_job"] == single.execution["id"]
     assert version.metadata["execution"]["partition"] == "cpu"
     assert_prov_names_the_slurm_job(api, version, single)  # ... and so does its PROV-O
-    assert not Path(array.slurm["folder"]).parent.exists()  # the job folder went with the job
+    assert not Path(array.execution["folder"]).parent.exists()  # the job folder went with the job
 
 
 def assert_prov_names_the_slurm_job(api, version: Version, job: Job) -> None:
@@ -153,7 +158,8 @@ def assert_prov_names_the_slurm_job(api, version: Version, job: Job) -> None:
     assert {str(t) for t in graph.objects(activity, PROV.startedAtTime)} and \
         {str(t) for t in graph.objects(activity, PROV.endedAtTime)}
     place = next(graph.objects(activity, PROV.atLocation))
-    assert f"slurm job {job.slurm['id']} on node(s) {job.slurm['nodes']}, partition {job.slurm['partition']}" in \
+    run = job.execution
+    assert f"slurm job {run['id']} on node(s) {run['nodes']}, partition {run['partition']}" in \
         str(next(graph.objects(place, RDFS.label)))
 
 
@@ -178,16 +184,16 @@ def slurm_state(slurm_id: str) -> str:
 
 def test_cancelling_a_hub_job_cancels_its_slurm_job(hub, owner, publish, api):
     job = running(slow_job(api, owner, publish))
-    from hub.jobs import slurm
+    from hub.jobs.executors import slurm
 
-    assert slurm.submit(job)  # a duplicate submission message submits nothing
-    assert Job.objects.get(pk=job.pk).slurm["id"] == job.slurm["id"] and job.attempts == 1
+    assert slurm.EXECUTOR.submit(job)  # a duplicate submission message submits nothing
+    assert Job.objects.get(pk=job.pk).execution["id"] == job.execution["id"] and job.attempts == 1
     response = api.post(f"/api/v1/jobs/{job.pk}/cancel")
     assert response.status_code in (200, 202), response.content
     job.refresh_from_db()
     assert job.state == "cancelled" and job.error_code == "cancelled"
-    wait_for(lambda: slurm_state(job.slurm["id"]) == "CANCELLED", 15, "Slurm still runs the job")
-    assert not Path(job.slurm["folder"]).exists()
+    wait_for(lambda: slurm_state(job.execution["id"]) == "CANCELLED", 15, "Slurm still runs the job")
+    assert not Path(job.execution["folder"]).exists()
     assert not Version.objects.filter(artifact__name="slow-outputs").exists()
 
 
@@ -196,10 +202,10 @@ def test_a_time_limit_ends_the_job_with_time_limit(hub, owner, publish, api):
     job = running(slow_job(api, owner, publish))
     # Slurm's limits are whole minutes, checked every ~15 s: bring this job's end forward instead of waiting.
     end = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() + 1))
-    slurm_command("scontrol", "update", f"JobId={job.slurm['id']}", f"EndTime={end}")
+    slurm_command("scontrol", "update", f"JobId={job.execution['id']}", f"EndTime={end}")
     job = wait_for_job(job.pk, timeout=60)
     assert job.state == "failed" and job.error_code == "time_limit", (job.error_code, job.error_detail)
-    assert "ran past its time limit (5)" in job.error_detail and job.slurm["state"] == "TIMEOUT"
+    assert "ran past its time limit (5)" in job.error_detail and job.execution["state"] == "TIMEOUT"
 
 
 def expander() -> bytes:
@@ -223,27 +229,27 @@ def test_a_memory_limit_ends_the_job_with_out_of_memory(hub, owner, publish, api
 
 
 def test_a_partition_slurm_does_not_have_is_refused_at_submission(hub, mlp, owner, publish, api, settings):
-    from hub.jobs import slurm
+    from hub.jobs.executors import slurm
 
     dataset(owner, publish, 4)
     done = wait_for_job(batch(api, owner, "digits-4-5"), timeout=60)  # the same job the worker submits well
     assert done.state == "succeeded", (done.error_code, done.error_detail)
     # ... submitted here, where the hub maps cpu to a partition this cluster lacks (stored, not dispatched:
-    # this process runs what the worker's hub.slurm_submit runs)
+    # this process runs what the worker's hub.batch_submit runs)
     settings.HUB_SLURM_PARTITIONS = "cpu=nosuch"
     job = Job.objects.create(kind="infer", requester=owner, version=done.version, params=done.params)
-    assert slurm.submit(job)
+    assert slurm.EXECUTOR.submit(job)
     job.refresh_from_db()
     assert job.state == "failed" and job.error_code == "slurm_rejected", (job.error_code, job.error_detail)
-    assert "invalid partition specified: nosuch" in job.error_detail.lower() and job.slurm is None
+    assert "invalid partition specified: nosuch" in job.error_detail.lower() and job.execution is None
     assert not (hub / "jobs" / str(job.pk)).exists()
 
 
 def test_a_gpu_job_goes_to_the_gpu_partition(mlp, owner, publish, api):
     dataset(owner, publish, 4)
     job = wait_for_job(batch(api, owner, "digits-4-5", device="gpu", if_no_worker="queue"), timeout=60)
-    assert job.slurm["partition"] == "gpu"
-    job_line = slurm_command("scontrol", "show", "job", job.slurm["id"])
+    assert job.execution["partition"] == "gpu"
+    job_line = slurm_command("scontrol", "show", "job", job.execution["id"])
     assert "Partition=gpu" in job_line and "gres:gpu:1" in job_line
     # the node's one "GPU" is counted by Slurm, not real: the runner says there is no CUDA provider there
     assert job.state == "failed" and job.error_code == "gpu_unavailable", (job.error_code, job.error_detail)
@@ -255,18 +261,18 @@ def test_a_job_lost_with_its_node_is_submitted_again(hub, owner, publish, api):
     """NODE_FAIL: the hub submits the job again (attempt 2 of HUB_JOB_MAX_ATTEMPTS=2); when that attempt is lost
     too (here: the cluster forgot it, as after a slurmctld started afresh), the job ends worker_lost."""
     job = running(slow_job(api, owner, publish))
-    first = job.slurm["id"]
-    _kill_node(job.slurm["folder"])
-    job = wait_for_job_change(job.pk, lambda j: j.is_final or (j.slurm["id"] != first and j.state == "running"),
+    first = job.execution["id"]
+    _kill_node(job.execution["folder"])
+    job = wait_for_job_change(job.pk, lambda j: j.is_final or (j.execution["id"] != first and j.state == "running"),
                               timeout=60)
     assert job.state == "running" and job.attempts == 2, (job.state, job.log)
     assert any(f"Slurm job {first} was lost: Slurm reports NODE_FAIL" in line["message"] for line in job.log)
-    assert slurm_state(first) == "NODE_FAIL" and job.slurm["attempt"] == 2
-    wait_for(lambda: runner_pids(job.slurm["folder"]), 30, "the second attempt never ran")
-    second = job.slurm["id"]
+    assert slurm_state(first) == "NODE_FAIL" and job.execution["attempt"] == 2
+    wait_for(lambda: runner_pids(job.execution["folder"]), 30, "the second attempt never ran")
+    second = job.execution["id"]
     try:
-        forgotten = {**job.slurm, "id": "99999999", "raw_ids": {}, "submitted": "2000-01-01T00:00:00+00:00"}
-        Job.objects.filter(pk=job.pk).update(slurm=forgotten)
+        forgotten = {**job.execution, "id": "99999999", "raw_ids": {}, "submitted": "2000-01-01T00:00:00+00:00"}
+        Job.objects.filter(pk=job.pk).update(execution=forgotten)
         job = wait_for_job(job.pk, timeout=30)
         assert job.state == "failed" and job.error_code == "worker_lost", (job.state, job.error_code)
         assert job.attempts == 2 and "started 2 times" in job.error_detail
@@ -305,7 +311,7 @@ def _kill_node(folder: str) -> None:
     run_dir = Path(os.environ["SLURM_CONF"]).parent
     runners = runner_pids(folder)
     steps = [int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) for pid in runners]
-    slurm_id = Job.objects.get(slurm__folder=folder).slurm["id"]
+    slurm_id = Job.objects.get(execution__folder=folder).execution["id"]
     for pid in [int((run_dir / "slurmd.pid").read_text()), *steps, *runners]:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -330,7 +336,7 @@ def test_an_mlcube_project_runs_under_slurm_with_podman(hub, api, cube_base):
     assert started.status_code == 202, started.content
     job = wait_for_job(started.json()["id"], timeout=600)
     assert job.state == "succeeded", (job.error_code, job.error_detail, job.log[-8:])
-    assert job.slurm["partition"] == "cpu" and job.result["execution"]["executor"] == "slurm"
+    assert job.execution["partition"] == "cpu" and job.result["execution"]["executor"] == "slurm"
     assert job.result["built"] and [run["task"] for run in job.result["runs"]] == ["prepare", "train"]
     assert job.result["mlcube"]["name"] == "linear-regression-project"
     assert any("train: test RMSE" in line["message"] for line in job.log)  # the container's own lines, live
@@ -338,7 +344,7 @@ def test_an_mlcube_project_runs_under_slurm_with_podman(hub, api, cube_base):
     unknown = api.post("/api/v1/artifacts/alice/recipe/versions/1/container", {"tasks": ["fit"]}, format="json")
     failed = wait_for_job(unknown.json()["id"])
     assert failed.state == "failed" and failed.error_code == "invalid" and "no task 'fit'" in failed.error_detail
-    assert failed.slurm is None  # refused before anything was submitted
+    assert failed.execution is None  # refused before anything was submitted
 
 
 def test_an_optimisation_runs_in_the_sandbox_on_a_node(mlp, api):
@@ -346,7 +352,7 @@ def test_an_optimisation_runs_in_the_sandbox_on_a_node(mlp, api):
     assert response.status_code == 202, response.content
     job = wait_for_job(response.json()["id"], timeout=120)
     assert job.state == "succeeded", (job.error_code, job.error_detail, job.log[-6:])
-    assert job.slurm["partition"] == "cpu" and job.result["execution"]["executor"] == "slurm"
+    assert job.execution["partition"] == "cpu" and job.result["execution"]["executor"] == "slurm"
     optimized = Version.objects.get(artifact__name="mlp", label="1-opt")
     variants = optimized.metadata["optimization"]["variants"]
     assert {f.path for f in optimized.files.all()} == set(variants) and variants
@@ -360,7 +366,7 @@ def test_a_verification_runs_in_the_sandbox_on_a_node(mlp, api):
     assert response.status_code == 202, response.content
     job = wait_for_job(response.json()["id"], timeout=120)
     assert job.kind == "verify" and job.state == "succeeded", (job.error_code, job.error_detail, job.log[-6:])
-    assert job.slurm["partition"] == "cpu" and job.result["execution"]["executor"] == "slurm"
+    assert job.execution["partition"] == "cpu" and job.result["execution"]["executor"] == "slurm"
     assert job.result["verified"] is True and job.result["files"]["mlp.onnx"]["verification"]["passed"]
     messages = [line["message"] for line in job.log]
     assert any(m.startswith("mlp.onnx: verified, max abs difference") for m in messages), messages
@@ -384,7 +390,8 @@ def test_a_finetune_trains_in_the_sandbox_on_a_node_and_publishes_as_celery_does
     assert response.status_code == 202, response.content
     job = wait_for_job(response.json()["id"], timeout=300)
     assert job.state == "succeeded", (job.error_code, job.error_detail, job.log[-8:])
-    assert job.worker == f"slurm:{job.slurm['id']}" and job.slurm["partition"] == "cpu" and job.slurm["nodes"]
+    run = job.execution
+    assert job.worker == f"slurm:{run['id']}" and run["partition"] == "cpu" and run["nodes"]
     messages = [line["message"] for line in job.log]
     assert any("epoch 3/3" in m and "accuracy" in m for m in messages), messages  # the node's lines, live
     assert any("sandbox:" in m for m in messages), messages
@@ -401,10 +408,10 @@ def test_a_finetune_trains_in_the_sandbox_on_a_node_and_publishes_as_celery_does
     assert meta["metrics"]["validation_accuracy"] > meta["metrics"]["base_validation_accuracy"]
     assert meta["job"] == str(job.pk) and len(meta["training"]["history"]) == 3
     execution = meta["execution"]
-    assert execution["slurm_job"] == job.slurm["id"] and execution["partition"] == "cpu"
-    assert execution["nodes"] == job.slurm["nodes"] and execution["started"] and execution["ended"]
+    assert execution["slurm_job"] == job.execution["id"] and execution["partition"] == "cpu"
+    assert execution["nodes"] == job.execution["nodes"] and execution["started"] and execution["ended"]
     assert_prov_names_the_slurm_job(api, version, job)
-    assert not Path(job.slurm["folder"]).parent.exists()  # the job folder went with the job
+    assert not Path(job.execution["folder"]).parent.exists()  # the job folder went with the job
 
 
 def test_a_file_of_prompts_generates_the_same_text_on_a_node_as_on_celery(hub, owner, publish, api, settings,
@@ -425,7 +432,7 @@ def test_a_file_of_prompts_generates_the_same_text_on_a_node_as_on_celery(hub, o
         assert response.status_code == 202, response.content
         job = wait_for_job(response.json()["id"], timeout=180)
         assert job.state == "succeeded", (job.error_code, job.error_detail, job.log[-5:])
-        assert bool(job.slurm) == (executor == "slurm")
+        assert bool(job.execution) == (executor == "slurm")
         version = Version.objects.get(pid=job.result["pid"])
         with get_blob_store().open(version.files.get(path="generations.jsonl").blob_id) as stream:
             answers[executor] = stream.read()
@@ -456,7 +463,7 @@ def run_on(executor: str, settings, api, request: dict) -> Job:
                             format="json")
     assert response.status_code == 202, response.content
     job = wait_for_job(response.json()["id"], timeout=90)
-    assert bool(job.slurm) == (executor == "slurm"), job.slurm
+    assert bool(job.execution) == (executor == "slurm"), job.execution
     return job
 
 
@@ -521,7 +528,7 @@ def test_a_job_is_billed_to_its_requesters_account_and_a_foreign_one_never_reach
     job = wait_for_job(batch(api, owner, "digits-4-5", account="alice-proj"), timeout=60)
     assert job.state == "succeeded", (job.error_code, job.error_detail)
     assert job.account == "alice-proj"
-    assert "Account=alice-proj" in slurm_command("scontrol", "show", "job", job.slurm["id"])
+    assert "Account=alice-proj" in slurm_command("scontrol", "show", "job", job.execution["id"])
     assert job.result["execution"]["account"] == "alice-proj"  # in the job's record
     published = Version.objects.get(pid=job.result["pid"])  # and in the provenance of what it published
     assert published.metadata["execution"]["account"] == "alice-proj", published.metadata

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hpcfair.slurm_runner import shard
 
-from hub.jobs import slurm
+from hub.jobs.executors import executor_for, slurm
 
 
 @pytest.mark.parametrize("total", [0, 1, 7, 50, 1001])
@@ -39,9 +39,11 @@ def test_the_partition_map(settings):
 
 
 def test_which_kinds_run_on_slurm(settings):
-    assert not slurm.runs_on_slurm("infer")  # Celery is the default executor
-    settings.HUB_EXECUTOR = "slurm"
+    assert executor_for("infer").name == "celery"  # Celery is the default executor
+    settings.HUB_EXECUTOR = "slurm"  # the deprecated spelling ...
     settings.HUB_SLURM_KINDS = ["infer", "fixity"]
-    assert slurm.runs_on_slurm("infer")
-    assert not slurm.runs_on_slurm("fixity")  # listed, but the kind has no Slurm side: Celery runs it
-    assert not slurm.runs_on_slurm("container")
+    assert executor_for("infer").name == "slurm"
+    assert executor_for("fixity").name == "celery"  # listed, but the kind has no batch side: Celery runs it
+    assert executor_for("container").name == "celery"
+    settings.HUB_EXECUTORS = ["container=slurm", "fixity=slurm"]  # ... and the one setting, which wins
+    assert [executor_for(kind).name for kind in ("infer", "fixity", "container")] == ["celery", "celery", "slurm"]

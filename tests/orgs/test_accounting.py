@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hub.jobs import slurm
+from hub.jobs.executors import slurm
 from hub.jobs.kinds import Plan
 from hub.jobs.models import Job
 from hub.jobs.services import create_job

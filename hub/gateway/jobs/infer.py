@@ -187,7 +187,7 @@ def publish_outputs(ctx: JobContext, models: list[Version], dataset: Version | N
         "license": source.get("license") or "CC-BY-4.0",
         "keywords": ["inference-output"],
         "job": str(ctx.job.pk),
-        **({"execution": execution} if execution else {}),  # where it ran (a Slurm job: hub.jobs.slurm)
+        **({"execution": execution} if execution else {}),  # where it ran (a batch job: hub.jobs.executors)
     }
     refs = [ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, version) for version in dict.fromkeys(models)]
     if dataset is not None:
@@ -267,7 +267,7 @@ class InferJob(JobKind):
 
     def publish(self, job: Job, folder: Path, execution: dict[str, Any]) -> dict[str, Any]:
         parts: dict[str, list[np.ndarray]] = {}
-        for index in range(job.slurm["tasks"]):
+        for index in range(job.execution["tasks"]):
             path = folder / "out" / f"part-{index}.npz"
             if not path.exists():
                 continue  # a task with no rows (more tasks than rows)
@@ -286,7 +286,7 @@ class InferJob(JobKind):
         dataset = None
         if params.get("dataset"):
             dataset = Version.objects.filter(pk=params["dataset"]["version_id"]).first()
-        info = {"device": job.device, "provider": _node_provider(folder, job.slurm["tasks"]),
+        info = {"device": job.device, "provider": _node_provider(folder, job.execution["tasks"]),
                 "run_ms": round((execution.get("elapsed_s") or 0) * 1e3, 3)}
         published = publish_outputs(ctx, models, dataset, outputs, info, folder / "out", execution=execution)
         ctx.log(f"published the outputs as {published} ({published.pid})")

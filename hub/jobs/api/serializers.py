@@ -15,13 +15,15 @@ class JobSerializer(serializers.ModelSerializer):
     version = serializers.SerializerMethodField()
     duration = serializers.FloatField(read_only=True, allow_null=True)
     slurm = serializers.SerializerMethodField()
+    execution = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
         fields = [
             "id", "url", "kind", "state", "queue", "device", "params", "progress", "log", "result",
             "error_code", "error_detail", "requester", "version", "attempts", "worker", "created", "started",
-            "finished", "duration", "cancel_requested", "slurm", "account",
+            "finished", "duration", "cancel_requested", "execution", "slurm",
+            "account",
         ]
 
     def get_url(self, job: Job) -> str:
@@ -29,13 +31,20 @@ class JobSerializer(serializers.ModelSerializer):
 
         return absolute(reverse("api:job-detail", args=[job.pk]))
 
-    @extend_schema_field({"type": "object", "nullable": True, "description": "The Slurm job that runs it: id, "
-                          "partition, nodes, state, tasks (of its array), attempt; null on Celery."})
-    def get_slurm(self, job: Job) -> dict[str, object] | None:
-        """The Slurm job that runs it (hub.jobs.slurm), without the hub's own bookkeeping (folder, offsets)."""
-        if not job.slurm:
+    @extend_schema_field({"type": "object", "nullable": True, "description": "The batch job that runs it: "
+                          "executor (its module), id, partition, nodes, state, tasks, attempt; null on Celery."})
+    def get_execution(self, job: Job) -> dict[str, object] | None:
+        """The batch job that runs it (hub.jobs.executors), without the hub's own bookkeeping (folder, offsets)."""
+        if not job.execution:
             return None
-        return {key: job.slurm.get(key) for key in ("id", "partition", "nodes", "state", "tasks", "attempt")}
+        return {key: job.execution.get(key) for key in ("executor", "id", "partition", "nodes", "state", "tasks",
+                                                        "attempt")}
+
+    @extend_schema_field({"type": "object", "nullable": True, "description": "Deprecated: ``execution`` without "
+                          "``executor``, for a job Slurm runs; null otherwise."})
+    def get_slurm(self, job: Job) -> dict[str, object] | None:
+        found = self.get_execution(job)
+        return {k: v for k, v in found.items() if k != "executor"} if found and found["executor"] == "slurm" else None
 
     def get_version(self, job: Job) -> dict[str, str] | None:
         if job.version is None:
