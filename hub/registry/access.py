@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from django.db.models import prefetch_related_objects
 
 from hub.orgs.models import Membership, Role, roles_at_least
-from hub.registry.models import Artifact, ProvenanceLink, Version, readable_by
+from hub.registry.models import Artifact, ProvenanceLink, Version
+from hub.registry.rule import readable_by
 from ontology.record import RELATION_WORDS, restricted_name
 
 
