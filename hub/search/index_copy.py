@@ -205,10 +205,6 @@ class Snapshot:
         pos, found = locate(self.ids, artifact_ids)
         return pos[found]
 
-    def visible(self, reader: rule.Reader) -> np.ndarray:
-        """The registry's read rule over this snapshot (``hub.registry.rule.visible``)."""
-        return rule.visible(self, reader)
-
     def arrays(self) -> dict[str, np.ndarray]:
         """Everything this snapshot holds, as named arrays (``hub.search.mapped`` writes them)."""
         out = {name: getattr(self, name) for name in self.COLUMNS}
@@ -681,7 +677,7 @@ def search(reader: rule.Reader, filters: dict[str, list[str]], visibility: str, 
     filter, ``visibility`` and ``matcher``, in ``sort`` order. ``collapse``: leave out derived entries whose
     parent the user can see (they are listed under it)."""
     view = current()
-    visible = [counted & snapshot.visible(reader) for snapshot, counted in view.parts]
+    visible = [counted & rule.visible(snapshot, reader) for snapshot, counted in view.parts]  # the read rule
     if collapse:  # decided for every part before any is changed: what a user sees is the same either way
         hidden = []
         for (snapshot, _), mask in zip(view.parts, visible, strict=True):
