@@ -557,6 +557,9 @@ HUB_GGUF_WALL_S = int(env("HUB_GGUF_WALL_S", "30"))
 # Search: "auto" uses PostgreSQL's full-text search where the database is PostgreSQL and FTS5 on SQLite
 # (hub.search.fts); "words" forces LIKE word matching everywhere.
 HUB_SEARCH_ENGINE = env("HUB_SEARCH_ENGINE", "auto")
+# The search backend, a dotted class name: it answers words, facets, access and order (hub.search.backends). The
+# one built in is hub.search.backends.index.IndexBackend, the index mapped by every process of the host.
+HUB_SEARCH_BACKEND = env("HUB_SEARCH_BACKEND", "hub.search.backends.index.IndexBackend")
 # Where this host keeps the search index's base, written by one process and memory-mapped by every process of
 # the host (hub.search.mapped): a folder on the host's own disk, one per host.
 HUB_SEARCH_INDEX_DIR = Path(env("HUB_SEARCH_INDEX_DIR", str(VAR_DIR / "search-index")))

@@ -53,7 +53,7 @@ class BearerTokenAuthentication(BaseAuthentication):
         now = timezone.now()
         if token.last_used is None or now - token.last_used > _LAST_USED_GRANULARITY:
             ApiToken.objects.filter(pk=token.pk).update(last_used=now)
-        token.user.hub_token = token  # readable_by and role checks apply the token's limit (hub.registry.models)
+        token.user.hub_token = token  # readable_by and role checks apply the token's limit (hub.registry.rule)
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 
 from hub.oci.errors import OciError
-from hub.registry.models import Artifact, readable_by
+from hub.registry.models import Artifact
+from hub.registry.rule import readable_by
 
 # The specification's name grammar, with capitals allowed (hub names may have them; lookups ignore case).
 NAME_RE = re.compile(r"[A-Za-z0-9]+(?:(?:\.|_|__|-+)[A-Za-z0-9]+)*(?:/[A-Za-z0-9]+(?:(?:\.|_|__|-+)[A-Za-z0-9]+)*)*")

@@ -1,6 +1,6 @@
 """Who sees what: the one visibility check per viewer, used by every surface that names an artifact.
 
-``readable_by`` (``hub.registry.models``) is the rule as a query. A ``Viewer`` applies it to the
+``readable_by`` (``hub.registry.rule``) is the rule as a query. A ``Viewer`` applies it to the
 artifacts an answer is about to name (the sources and derivatives of a version), so that the API, the
 landing pages, every export and PID representation, linksets, OAI-PMH and SPARQL hide the same things
 from the same people. A source the viewer may not read stays a relation without name, PID or IRI ("a
@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from django.db.models import prefetch_related_objects
 
 from hub.orgs.models import Membership, Role, roles_at_least
-from hub.registry.models import Artifact, ProvenanceLink, Version, readable_by
+from hub.registry.models import Artifact, ProvenanceLink, Version
+from hub.registry.rule import readable_by
 from ontology.record import RELATION_WORDS, restricted_name
 
 

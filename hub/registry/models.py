@@ -11,62 +11,13 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from hub.orgs.models import RANK, Membership, Role, roles_at_least
+from hub.orgs.models import RANK, Membership
+from hub.registry import rule
+from hub.registry.rule import readable_by, token_limit
 
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 LABEL_RE = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$"
 RESERVED_LABELS = {"latest", "current"}  # latest: the newest live version; current: lineage.current_version
-
-
-def readable_by(user) -> Q:
-    """Who reads what (``VISIBILITY_RULES`` in words). A token limited to one organization or artifact
-    (``hub.accounts.models.ApiToken``, carried on ``user.hub_token``) reads public artifacts and, of the others
-    its person may read, only those inside its limit. The search index applies the same rule to its arrays
-    (``hub.search.index_copy.Snapshot.visible``): change both together."""
-    if user is None or not user.is_authenticated:
-        return Q(visibility=Artifact.Visibility.PUBLIC)
-    limit = token_limit(user)
-    if user.is_superuser:
-        granted = Q()
-    else:
-        granted = (Q(visibility=Artifact.Visibility.INTERNAL) | Q(owner=user)
-                   | Q(pk__in=shared_with(user).values("artifact_id"))
-                   | Q(visibility=Artifact.Visibility.ORGANIZATION, owner_id__in=member_of(user, Role.READ))
-                   | Q(visibility=Artifact.Visibility.PRIVATE, owner_id__in=member_of(user, Role.WRITE)))
-    if limit is not None:
-        granted &= limit
-    return Q(visibility=Artifact.Visibility.PUBLIC) | granted
-
-
-VISIBILITY_RULES = {
-    "public": "everyone, signed in or not",
-    "internal": "everyone signed in at this hub",
-    "organization": "the owning organization's members (any role), and collaborators",
-    "private": "the owner (for an organization: its members with the write or admin role), and collaborators",
-}
-
-
-def member_of(user, role: str) -> models.QuerySet:
-    """The accounts (``Organization.account_id``) of the organizations ``user`` has ``role`` or more in: one
-    indexed subquery (``membership_user_role``)."""
-    return Membership.objects.filter(user=user, role__in=roles_at_least(role)).order_by().values("org_id")  # no join
-
-
-def token_limit(user) -> Q | None:
-    """The artifacts a limited token may reach beyond public ones (None: not limited)."""
-    token = getattr(user, "hub_token", None)
-    if token is None:
-        return None
-    if token.artifact_id is not None:
-        return Q(pk=token.artifact_id) | Q(follows_id=token.artifact_id)
-    if token.org_id is not None:
-        return Q(owner_id=token.org_id)
-    return None
-
-
-def shared_with(user) -> models.QuerySet:
-    """The collaborator rows naming ``user`` (their ``artifact_id`` are the artifacts shared with them)."""
-    return Artifact.collaborators.through.objects.filter(user=user)
 
 
 class ArtifactQuerySet(models.QuerySet):
@@ -74,7 +25,7 @@ class ArtifactQuerySet(models.QuerySet):
         return self.filter(deleted_at__isnull=True)
 
     def visible_to(self, user) -> ArtifactQuerySet:
-        """Public artifacts, plus private ones the user owns or collaborates on."""
+        """The artifacts ``user`` may read (``hub.registry.rule``)."""
         return self.filter(readable_by(user))
 
 
@@ -86,11 +37,7 @@ class Artifact(models.Model):
         DATASET = "dataset"
         PROJECT = "project"
 
-    class Visibility(models.TextChoices):
-        PUBLIC = "public"
-        INTERNAL = "internal"
-        ORGANIZATION = "organization"
-        PRIVATE = "private"
+    Visibility = models.TextChoices("Visibility", [(name.upper(), name) for name in rule.NAMES])  # hub.registry.rule
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="artifacts")
@@ -119,7 +66,7 @@ class Artifact(models.Model):
                 fields=["owner", "name"], condition=Q(deleted_at__isnull=True), name="artifact_owner_name_live"
             ),
             models.CheckConstraint(condition=Q(kind__in=["model", "dataset", "project"]), name="artifact_kind"),
-            models.CheckConstraint(condition=Q(visibility__in=["public", "internal", "organization", "private"]),
+            models.CheckConstraint(condition=Q(visibility__in=rule.NAMES),
                                    name="artifact_visibility"),
         ]
         indexes = [models.Index(fields=["kind", "visibility"])]

@@ -36,7 +36,9 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Q
 
+from hub.registry import rule
 from hub.search import mapped
+from hub.search.backends import FACET_LIMIT
 from hub.search.mapped import Strings
 from hub.search.models import FACETS, FacetValue, SearchEntry, SearchState
 
@@ -47,7 +49,6 @@ WEIGHTS = {"a": 1.0, "b": 0.4, "c": 0.2}
 DELTA_LIMIT = 500  # a 500-entry delta loads in ~30 ms at 100k entries; a new base takes ~5 s
 WORDS_CHUNK = 5000
 IN_CHUNK = 500
-FACET_LIMIT = 25
 
 
 def _ranges(starts: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -172,35 +173,7 @@ class Spelling:
         return 0 if at is None else int(self.counts[at])
 
 
-LEVELS = {"public": 0, "internal": 1, "organization": 2, "private": 3}
-
-
-@dataclass(frozen=True)
-class Access:
-    """What a viewer reads beyond the visibility levels, from the database (``hub.search.services.access_of``):
-    the artifacts shared with them, the accounts of the organizations they read (any role) and write in, and a
-    token's limit (one owner, or one artifact with those that follow it)."""
-
-    shared: np.ndarray
-    orgs_read: np.ndarray
-    orgs_write: np.ndarray
-    limit_owner: int | None = None
-    limit_artifacts: np.ndarray | None = None
-
-    @classmethod
-    def none(cls) -> Access:
-        empty = np.zeros(0, dtype=np.int64)
-        return cls(empty, empty, empty)
-
-
-def owned_by(owner: np.ndarray, accounts: np.ndarray) -> np.ndarray:
-    """``np.isin(owner, accounts)`` through a table indexed by owner id: ~1 ms at 1M entries, where ``np.isin``
-    takes 70-90 ms (bench/RESULTS.md, issue 52)."""
-    if not len(accounts) or not len(owner):
-        return np.zeros(len(owner), dtype=bool)
-    table = np.zeros(int(owner.max()) + 1, dtype=bool)
-    table[accounts[accounts < len(table)]] = True
-    return table[owner]
+LEVELS = rule.CODES  # the level column: hub.registry.rule.LEVELS by position
 
 
 @dataclass(frozen=True)
@@ -210,7 +183,7 @@ class Snapshot:
     ids: np.ndarray
     live: np.ndarray
     public: np.ndarray
-    level: np.ndarray  # LEVELS: 0 public, 1 internal, 2 organization, 3 private
+    level: np.ndarray  # LEVELS
     owner: np.ndarray
     parent: np.ndarray  # the artifact a derived entry is listed under (0: none; ``SearchEntry.parent``)
     updated: np.ndarray  # seconds since the epoch
@@ -231,26 +204,6 @@ class Snapshot:
         """Ordinals of those of ``artifact_ids`` that this snapshot holds."""
         pos, found = locate(self.ids, artifact_ids)
         return pos[found]
-
-    def visible(self, user, access: Access) -> np.ndarray:
-        """The registry's access rule (``hub.registry.models.readable_by``) over this snapshot."""
-        mask = np.array(self.public, dtype=bool)
-        if user is None or not user.is_authenticated:
-            return mask & self.live
-        if user.is_superuser:
-            granted = np.ones(self.size, dtype=bool)
-        else:
-            granted = (self.level == LEVELS["internal"]) | (self.owner == user.pk)
-            granted[self.positions(access.shared)] = True
-            granted |= (self.level == LEVELS["organization"]) & owned_by(self.owner, access.orgs_read)
-            granted |= (self.level == LEVELS["private"]) & owned_by(self.owner, access.orgs_write)
-        if access.limit_artifacts is not None:
-            within = np.zeros(self.size, dtype=bool)
-            within[self.positions(access.limit_artifacts)] = True
-            granted &= within
-        elif access.limit_owner is not None:
-            granted &= self.owner == access.limit_owner
-        return (mask | granted) & self.live
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Everything this snapshot holds, as named arrays (``hub.search.mapped`` writes them)."""
@@ -394,7 +347,7 @@ def _load(where: Q) -> Snapshot:
     words = _words(entries, size) if connection.vendor == "postgresql" else None
     snapshot = Snapshot(
         ids=ids, live=np.asarray(live, dtype=bool), public=np.asarray([v == "public" for v in visibility], dtype=bool),
-        level=np.asarray([LEVELS.get(v, 3) for v in visibility], dtype=np.int8),
+        level=np.asarray([LEVELS.get(v, len(LEVELS) - 1) for v in visibility], dtype=np.int8),
         owner=np.asarray(owner, dtype=np.int64), parent=np.asarray([p or 0 for p in parents], dtype=np.int64),
         updated=updated, titles=Strings.of(titles),
         recency=_ranks(np.lexsort((ids, -updated))),
@@ -718,13 +671,13 @@ def _top(snapshot: Snapshot, ords: np.ndarray, scores: np.ndarray | None, sort: 
     return ords[chosen[np.lexsort((recency[chosen], negative[chosen]))]]
 
 
-def search(user, access: Access, filters: dict[str, list[str]], visibility: str, matcher: Matcher | None,
+def search(reader: rule.Reader, filters: dict[str, list[str]], visibility: str, matcher: Matcher | None,
            sort: str, collapse: bool = True) -> Hits:
-    """Entries ``user`` may see (``access``: what they read beyond the levels) that pass every facet
+    """Entries ``reader`` may see that pass every facet
     filter, ``visibility`` and ``matcher``, in ``sort`` order. ``collapse``: leave out derived entries whose
     parent the user can see (they are listed under it)."""
     view = current()
-    visible = [counted & snapshot.visible(user, access) for snapshot, counted in view.parts]
+    visible = [counted & rule.visible(snapshot, reader) for snapshot, counted in view.parts]  # the read rule
     if collapse:  # decided for every part before any is changed: what a user sees is the same either way
         hidden = []
         for (snapshot, _), mask in zip(view.parts, visible, strict=True):

@@ -31,7 +31,7 @@ def page(request: HttpRequest, slug: str) -> HttpResponse:
     listed = Paginator(result.entries, PAGE_SIZE).get_page(request.GET.get("page"))
     members = org.memberships.select_related("user") if role else []
     return render(request, "web/org.html", {"org": org, "role": role, "members": members, "page": listed,
-                                            "total": result.entries.count(), "roles": Role.values,
+                                            "total": result.total, "roles": Role.values,
                                             "is_admin": role == Role.ADMIN})
 
 

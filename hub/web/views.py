@@ -106,13 +106,13 @@ def owner(request: HttpRequest, username: str) -> HttpResponse:
     """A person's page: what of theirs the viewer may see, by kind, newest first. 404 when that is nothing
     (whether the account exists is not said)."""
     result = search(request.user, filters={"owner": [username]}, sort="new")
-    if not result.entries.count():
+    if not result.total:
         raise Http404("nothing to show")
     page = Paginator(result.entries, PAGE_SIZE).get_page(request.GET.get("page"))
     with_derived(request.user, page)
     counts = {item["value"]: item["count"] for item in result.facets["kind"]}
     is_org = Organization.objects.filter(account__username=username).exists()
-    return render(request, "web/owner.html", {"owner": username, "page": page, "total": result.entries.count(),
+    return render(request, "web/owner.html", {"owner": username, "page": page, "total": result.total,
                                               "is_org": is_org,
                                               "counts": [(kind, counts[kind]) for kind in Artifact.Kind.values
                                                          if counts.get(kind)]})

@@ -143,6 +143,6 @@ def test_listings_show_the_version_an_artifact_stands_for_not_its_conversion(for
                                          ("irjs", "iris", True), ("sirI", "iris", False), ("rsii", "iris", False),
                                          ("iris", "iris", False), ("ir", "iris", False)])
 def test_one_edit_apart_is_a_typo_away(a, b, apart):
-    from hub.search.services import _one_edit_apart
+    from hub.search.backends.index import one_edit_apart as _one_edit_apart
 
     assert _one_edit_apart(a, b) is apart and _one_edit_apart(b, a) is apart

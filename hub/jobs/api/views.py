@@ -13,7 +13,8 @@ from hub.errors import HubError
 from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.models import Job
 from hub.jobs.services import cancel_job, reap_stale
-from hub.registry.models import Artifact, token_limit
+from hub.registry.models import Artifact
+from hub.registry.rule import token_limit
 
 
 def accepted(job: Job) -> Response:

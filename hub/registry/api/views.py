@@ -117,7 +117,7 @@ class ArtifactListCreate(OwnMediaType, generics.ListCreateAPIView):
                            errors={name: ["Unknown parameter."] for name in unknown})
         visibility = params.get("visibility", "")
         if visibility and visibility not in Artifact.Visibility.values:
-            raise HubError("invalid", "visibility is public, internal, organization or private.",
+            raise HubError("invalid", f"visibility is one of {', '.join(Artifact.Visibility.values)}.",
                            errors={"visibility": ["Unknown value."]})
         result = search(request.user, q=params.get("q", ""), sort=params.get("sort", ""), visibility=visibility,
                         filters={name: params.getlist(name) for name in FACETS if name in params},
