@@ -425,10 +425,10 @@ def _start_worker(root: Path, env: dict[str, str], name: str, queues: str, pool:
     return proc
 
 
-# One Celery worker serves every module that asks for ``worker`` in a row: starting one costs 5-15 s, and 15
-# modules asked for one each. It is stopped before any test of another module that does not ask for it (so no
-# test meets a worker it did not ask for, as when each module had its own) and before a test starts a worker
-# of its own (start_worker); the next module that asks for it starts a fresh one.
+# One Celery worker serves every module that asks for ``worker`` in a row: starting one costs 5-16 s, and 17
+# module visits of the serial tier asked for one each (now 10 starts). It is stopped before any test of another
+# module that does not ask for it (so no test meets a worker it did not ask for, as when each module had its own)
+# and before a test starts a worker of its own (start_worker); the next module that asks for it starts a fresh one.
 _shared_worker: dict = {}  # proc, root, released (the module that started or reused it has ended)
 
 
