@@ -402,7 +402,13 @@ def worker_env(root: Path, **extra: str) -> dict[str, str]:
 
 def start_worker(root: Path, env: dict[str, str], name: str = "worker", queues: str = "convert,cpu",
                  pool: str = "solo") -> subprocess.Popen:
-    """Start ``celery worker`` (solo pool, queues convert and cpu by default); its log is ``root/<name>.log``."""
+    """Start ``celery worker`` (solo pool, queues convert and cpu by default); its log is ``root/<name>.log``.
+    The session's shared worker (``worker``) is stopped first: it would take this worker's jobs."""
+    stop_shared_worker()
+    return _start_worker(root, env, name, queues, pool)
+
+
+def _start_worker(root: Path, env: dict[str, str], name: str, queues: str, pool: str) -> subprocess.Popen:
     log = open(root / f"{name}.log", "a")  # noqa: SIM115 - closed when the process is stopped
     proc = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", queues, "--concurrency", "1",
@@ -419,17 +425,47 @@ def start_worker(root: Path, env: dict[str, str], name: str = "worker", queues: 
     return proc
 
 
+# One Celery worker serves every module that asks for ``worker`` in a row: starting one costs 5-16 s, and 17
+# module visits of the serial tier asked for one each (now 10 starts). It is stopped before any test of another
+# module that does not ask for it (so no test meets a worker it did not ask for, as when each module had its own)
+# and before a test starts a worker of its own (start_worker); the next module that asks for it starts a fresh one.
+_shared_worker: dict = {}  # proc, root, released (the module that started or reused it has ended)
+
+
+def stop_shared_worker() -> None:
+    """Stop the session's shared worker, if one runs."""
+    if proc := _shared_worker.pop("proc", None):
+        stop_process(proc)
+
+
+@pytest.fixture(scope="session")
+def shared_worker_session(django_db_setup):
+    """Stops the shared worker before the test database goes (a session fixture's teardown, in reverse order)."""
+    yield
+    stop_shared_worker()
+
+
 @pytest.fixture(scope="module")
-def worker(django_db_setup, django_db_blocker, tmp_path_factory):
-    """A Celery worker on the test database and Redis; yields the directory of its blobs and log."""
+def worker(shared_worker_session, django_db_blocker, tmp_path_factory):
+    """A Celery worker on the test database and Redis (shared with the modules that ask for it next, see
+    above); yields the directory of its blobs and log."""
     from workers.celery import app
 
-    root = tmp_path_factory.mktemp("worker")
-    env = worker_env(root)
     app.control.purge()  # messages left by tests that published without a worker
-    proc = start_worker(root, env)
-    yield root
-    stop_process(proc)
+    if "proc" not in _shared_worker or _shared_worker["proc"].poll() is not None:
+        stop_shared_worker()
+        root = tmp_path_factory.mktemp("worker")
+        _shared_worker.update(proc=_start_worker(root, worker_env(root), "worker", "convert,cpu", "solo"), root=root)
+    _shared_worker["released"] = False
+    yield _shared_worker["root"]
+    _shared_worker["released"] = True
+
+
+def pytest_runtest_setup(item) -> None:
+    """A test of another module that does not ask for the shared worker runs without it."""
+    if _shared_worker.get("released") and "worker" not in item.fixturenames:
+        stop_shared_worker()
+
 
 
 def wait_for_job(job_id, timeout: float = 60.0):

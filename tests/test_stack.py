@@ -68,7 +68,10 @@ def test_make_stack_runs_the_full_stack_and_stops_it(tmp_path):
         assert any("weed server" in line for line in lines) or (folder / "s3" / "weed.pid").exists()
         token = subprocess.run(
             [sys.executable, "manage.py", "hub_token", "stacker", "--create", "--scope", "write"], cwd=ROOT,
-            env={**env, "DATABASE_URL": f"postgres://postgres@127.0.0.1:{ports['HUB_STACK_PG_PORT']}/hpcfair"},
+            env={**env, "DATABASE_URL": f"postgres://postgres@127.0.0.1:{ports['HUB_STACK_PG_PORT']}/hpcfair",
+                 # the stack's own var dir and broker (scripts/stack.sh): without them the command's filesystem
+                 # broker and cache made var/ in the checkout
+                 "HUB_VAR_DIR": str(folder / "var"), "HUB_BROKER_URL": f"redis://127.0.0.1:{ports['HUB_STACK_REDIS_PORT']}/0"},
             capture_output=True, text=True, check=True).stdout.strip()
         client = HubClient(url, token)
         data = os.urandom(3 * 1024 * 1024)

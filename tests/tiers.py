@@ -35,7 +35,9 @@ _before: set[str] | None = None
 
 def checkout_entries(root: Path) -> set[str]:
     """The checkout's untracked files (git's view: not the ignored ones) and every name at its root."""
-    names = {f"/{name}" for name in os.listdir(root) if name not in {".pytest_cache", ".ruff_cache"}}
+    # test-output/ is the suite's own output folder (the browser tests' screenshots, for people to look at; ignored
+    # by git), as the caches are pytest's and ruff's
+    names = {f"/{name}" for name in os.listdir(root) if name not in {".pytest_cache", ".ruff_cache", "test-output"}}
     if (root / ".git").exists():
         out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=root,
                              capture_output=True, text=True, timeout=60).stdout
@@ -107,8 +109,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
 def pytest_sessionfinish(session, exitstatus) -> None:
     if _before is not None:
         session.config._tiers_new_files = sorted(checkout_entries(session.config.rootpath) - _before)
-        # HUB_TEST_CLEAN_CHECKOUT=report (make test, while the serial tier's empty `oom` file has no known writer:
-        # docs/developing/tests.md) names the new files without failing the run; any other value fails it.
+        # HUB_TEST_CLEAN_CHECKOUT=report names the new files without failing the run (docs/developing/tests.md);
+        # any other value fails it.
         if session.config._tiers_new_files and exitstatus == 0 and os.environ["HUB_TEST_CLEAN_CHECKOUT"] != "report":
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

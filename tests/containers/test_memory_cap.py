@@ -22,10 +22,14 @@ def test_the_cap_options_include_swap_and_zero_means_none():
     assert memory_options(0) == []
 
 
-def test_a_container_over_its_memory_cap_is_stopped_as_memory_limit(cube_base, tmp_path):
+def test_a_container_over_its_memory_cap_is_stopped_as_memory_limit(cube_base, tmp_path, monkeypatch):
+    here = tmp_path / "cwd"  # the caller's working directory (a checkout, a worker's): podman's conmon wrote an
+    here.mkdir()  # empty `oom` file there when the kernel stopped the container
+    monkeypatch.chdir(here)
     with pytest.raises(EngineError) as stopped:
         run_task("podman", cube_base, hog(cube_base, 600), "hog", tmp_path, memory_mb=256, timeout=120)
     assert stopped.value.code == "memory_limit", stopped.value
+    assert not list(here.iterdir()), list(here.iterdir())
     assert "memory limit of 256 MiB" in str(stopped.value) and "HUB_CUBE_MEMORY_MB" in str(stopped.value)
     ran = run_task("podman", cube_base, hog(cube_base, 100), "hog", tmp_path, memory_mb=256, timeout=120)
     assert ran.code == 0 and str(100 * 2**20) in ran.output

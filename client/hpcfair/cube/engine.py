@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -97,10 +98,12 @@ def engine_problem(engine: str) -> EngineError | None:
                                                   f"failed: {text}")
 
 
-def _run(command: list[str], timeout: float, on_line: Callable[[str], None] | None = None) -> tuple[int, list[str]]:
-    """Run ``command``, streaming its merged output line by line; kill it after ``timeout`` seconds."""
+def _run(command: list[str], timeout: float, on_line: Callable[[str], None] | None = None,
+         cwd: str | None = None) -> tuple[int, list[str]]:
+    """Run ``command`` (in ``cwd``), streaming its merged output line by line; kill it after ``timeout`` seconds."""
     lines: list[str] = []
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                            cwd=cwd)
     timer = threading.Timer(timeout, proc.kill)
     timer.start()
     try:
@@ -260,7 +263,10 @@ def run_task(engine: str, image: str, spec: CubeSpec, task_name: str, workspace:
     else:
         command += [image, *args]
     started = time.perf_counter()
-    code, lines = _run(command, timeout, on_line)
+    # podman's conmon writes an empty file named `oom` into its working directory when the kernel stops the
+    # container at its memory cap: an empty folder of its own takes it, not the caller's (a checkout, a worker's)
+    with tempfile.TemporaryDirectory(prefix="hpcfair-run-") as scratch:
+        code, lines = _run(command, timeout, on_line, cwd=scratch)
     result = RunResult(code, time.perf_counter() - started, "\n".join(lines), command)
     if over := _over_memory(code, memory_mb, f"Task {task_name!r} of {spec.name}"):
         raise EngineError(over.code, str(over), "\n".join(lines[-LOG_TAIL:]))
