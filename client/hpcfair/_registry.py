@@ -235,11 +235,11 @@ def load_original(client: HubClient, info: dict[str, Any], trust_pickle: bool) -
         import torch
 
         return torch.jit.load(str(path), map_location="cpu")
-    if fmt == "torch_export":
+    if fmt == "torch-export":
         import torch
 
         return torch.export.load(str(path))
-    if fmt in ("keras", "keras_h5"):
+    if fmt in ("keras", "keras-h5"):
         import keras
 
         return keras.models.load_model(str(path), compile=False)
