@@ -109,6 +109,16 @@ def converted() -> list[Family]:
     return [f for f in FAMILIES.values() if f.export or f.name == "onnx"]
 
 
+def known() -> str:
+    """The families the converter takes, for messages."""
+    return ", ".join(f.label for f in converted())
+
+
+def named(name: str, default: str) -> str:
+    """The suffix a file of family ``name`` is given where its own name says nothing (``model.ckpt``)."""
+    return next(iter(FAMILIES[name].suffixes), default)
+
+
 def by_suffix(suffix: str) -> list[Family]:
     """The families a file name ending in ``suffix`` (lower case, with its dot) may be, in table order."""
     return [f for f in FAMILIES.values() if suffix in f.suffixes]

@@ -11,18 +11,14 @@ from hpcfair import archives
 from hpcfair.convert import families
 from hpcfair.convert.errors import ConversionError
 
-FORMATS = {f.name: f.label for f in families.converted()}  # the families the converter takes
-FRAMEWORK = {f.name: f.framework for f in families.FAMILIES.values()}
-PICKLE_SUFFIXES = {*families.FAMILIES["pickle"].suffixes, *families.FAMILIES["joblib"].suffixes}
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
-MODEL_SUFFIXES = families.suffixes() | {".ckpt"}
 # .json and .txt are models when their name says so (xgboost.json, model.lgb.txt) or their first bytes do
 # (``booster_of``: the hub reads them for any .json/.txt of a model version); most are not models.
 BOOSTER_WORDS = ("xgb", "xgboost", "lgb", "lgbm", "lightgbm", "booster")
-SUFFIX = {f.name: f.suffixes[0] for f in families.converted() if f.suffixes}  # a sniffed file's name in the child
 HF_WEIGHTS = families.HF_WEIGHTS
 SNIFFED_SUFFIXES = {".ckpt", ".bin", ".model", ""}  # names that say nothing of the framework
-# A config's backend -> the frameworks (FRAMEWORK) its files may be; every family the converter takes has a name.
+SNIFFED_MODELS = {".ckpt"}  # of those, the ones a model version's file is taken to be a model by
+# A config's backend -> the frameworks (Family.framework) its files may be; every family the converter takes has a name.
 BACKENDS = {"pt": "pytorch", "pytorch": "pytorch", "torch": "pytorch", "tf": ("tensorflow", "keras"),
             "tensorflow": ("tensorflow", "keras"), "keras": ("keras", "tensorflow"), "sklearn": "scikit-learn",
             "scikit-learn": "scikit-learn", "xgboost": "xgboost", "lightgbm": "lightgbm", "huggingface": "pytorch",
@@ -143,9 +139,10 @@ def check_backend(fmt: str, backend: str | None, name: str) -> None:
     if not backend or backend not in BACKENDS:
         return
     wanted = BACKENDS[backend]
-    if FRAMEWORK[fmt] not in (wanted if isinstance(wanted, tuple) else (wanted,)) or (
+    found = families.FAMILIES[fmt]
+    if found.framework not in (wanted if isinstance(wanted, tuple) else (wanted,)) or (
             backend in BACKEND_FORMATS and fmt not in BACKEND_FORMATS[backend]):
-        raise ConversionError("backend_mismatch", f"{name} is {FORMATS[fmt]}, not a {backend} model as backend says.")
+        raise ConversionError("backend_mismatch", f"{name} is {found.label}, not a {backend} model as backend says.")
 
 
 def hf_folders(paths: list[str]) -> list[str]:
@@ -194,7 +191,7 @@ def looks_like_model(name: str) -> bool:
     """Cheap check on a file name (the web process uses it; nothing is opened)."""
     lower = name.lower()
     base = Path(lower)
-    return base.suffix in MODEL_SUFFIXES or (
+    return base.suffix in families.suffixes() | SNIFFED_MODELS or (
         lower.endswith(ARCHIVE_SUFFIXES) and "savedmodel" in lower.replace("_", "").replace("-", "")
     ) or (base.suffix in (".json", ".txt") and any(word in base.stem for word in BOOSTER_WORDS))
 
@@ -258,9 +255,8 @@ def detect(path: Path) -> str:
         if found is None and zipfile.is_zipfile(path) and torch_zip_format(names := _require_zip(path, "")):
             raise torch_save_error(path, names)  # sniff tells every other PyTorch zip
         if found is None:
-            known = ", ".join(FORMATS.values())
             raise ConversionError("unsupported_format", f"{path.name}: neither its name nor its content says which "
-                                                        f"framework wrote it; the hub converts {known}.")
+                                                        f"framework wrote it; the hub converts {families.known()}.")
         return found
     if suffix == ".cbm":
         raise ConversionError("unsupported_format", f"{path.name} is a CatBoost model, which the hub does not load; "
@@ -272,7 +268,7 @@ def detect(path: Path) -> str:
         return found.name
     raise ConversionError(
         "unsupported_format",
-        f"{path.name}: the hub converts {', '.join(FORMATS.values())}; this file's type is not one of them.",
+        f"{path.name}: the hub converts {families.known()}; this file's type is not one of them.",
     )
 
 
