@@ -33,7 +33,7 @@ class Family:
     members: tuple[frozenset[str], ...] = ()  # a folder or archive holding all of one set is this family
     head: Callable[[bytes], bool] | None = None  # a file's first HEAD bytes say it (names that tell nothing)
     zip_names: Callable[[list[str]], bool] | None = None  # a zip's member names say it (names that tell nothing)
-    check: Callable[[Any, Family], None] | None = None  # raises ConversionError if a file its suffix named is not it
+    check: str | None = None  # a ``formats`` function that refuses a file its suffix named but its content does not
     export: str | None = None  # "module:function" that exports it to ONNX in the sandbox
 
     def exporter(self) -> Callable[..., Any]:
@@ -58,25 +58,17 @@ def _torch(name: str) -> Callable[[list[str]], bool]:
     return says
 
 
-def _checks(name: str) -> Callable[[Any, Family], None]:
-    def check(path: Any, family: Family) -> None:
-        from hpcfair.convert import formats
-
-        getattr(formats, name)(path, family)
-    return check
-
-
 CONVERTERS = "hpcfair.convert.converters"
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("onnx", "ONNX", "onnx", (".onnx",), head=lambda head: head[:1] == b"\x08"),  # ModelProto field 1
     Family("torchscript", "PyTorch TorchScript", "pytorch", (".pt", ".pth"), zip_names=_torch("torchscript"),
-           check=_checks("check_torchscript"), export=f"{CONVERTERS}:export_torchscript"),
+           check="check_torchscript", export=f"{CONVERTERS}:export_torchscript"),
     Family("torch-export", "PyTorch torch.export program", "pytorch", (".pt2",), zip_names=_torch("torch-export"),
-           check=_checks("check_zip"), export=f"{CONVERTERS}:export_torch_program"),
+           check="check_zip", export=f"{CONVERTERS}:export_torch_program"),
     Family("keras", "Keras (.keras)", "keras", (".keras",), zip_names=lambda n: {"config.json", "metadata.json"}
-           <= set(n), check=_checks("check_zip"), export=f"{CONVERTERS}:export_keras"),
+           <= set(n), check="check_zip", export=f"{CONVERTERS}:export_keras"),
     Family("keras-h5", "Keras HDF5 (.h5)", "keras", (".h5", ".hdf5"), head=lambda head: head[:8] == HDF5_MAGIC,
-           check=_checks("check_hdf5"), export=f"{CONVERTERS}:export_keras"),
+           check="check_hdf5", export=f"{CONVERTERS}:export_keras"),
     Family("savedmodel", "TensorFlow SavedModel", "tensorflow", members=(frozenset({"saved_model.pb"}),),
            export=f"{CONVERTERS}:export_savedmodel"),
     Family("pickle", "scikit-learn (pickle)", "scikit-learn", (".pkl", ".pickle", ".sav"),
@@ -84,15 +76,15 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("joblib", "scikit-learn (joblib)", "scikit-learn", (".joblib",), export=f"{CONVERTERS}:export_sklearn"),
     Family("skops", "scikit-learn (skops)", "scikit-learn", (".skops",), export=f"{CONVERTERS}:export_sklearn"),
     Family("xgboost", "XGBoost (save_model .json/.ubj)", "xgboost", (".ubj", ".json"), head=_booster("xgboost"),
-           check=_checks("check_booster"), export="hpcfair.convert.boosters:export_booster"),
+           check="check_booster", export="hpcfair.convert.boosters:export_booster"),
     Family("lightgbm", "LightGBM (text model, save_model)", "lightgbm", (".txt",), head=_booster("lightgbm"),
-           check=_checks("check_booster"), export="hpcfair.convert.boosters:export_booster"),
+           check="check_booster", export="hpcfair.convert.boosters:export_booster"),
     Family("huggingface", "Hugging Face folder (config.json + model.safetensors/pytorch_model.bin + tokenizer)",
            "pytorch", members=tuple(frozenset({"config.json", w}) for w in HF_WEIGHTS),
            export="hpcfair.convert.huggingface:export_folder"),
     # described, not converted: the hub cannot run weights without the code that defines the model
     Family("pytorch", "PyTorch torch.save file", "pytorch"),
-    Family("safetensors", "safetensors weights", "pytorch", (".safetensors",), check=_checks("check_weights")),
+    Family("safetensors", "safetensors weights", "pytorch", (".safetensors",), check="check_weights"),
 )}
 # Spellings older versions wrote (the converter's, in conversion reports), read once here as today's.
 OLD_NAMES = {"keras_h5": "keras-h5", "torch_export": "torch-export", "tf_savedmodel": "savedmodel",

@@ -264,7 +264,7 @@ def detect(path: Path) -> str:
                                                     "format='onnx'), then upload the ONNX file.")
     for found in families.by_suffix(suffix):  # one family per suffix; its check reads the content
         if found.check:
-            found.check(path, found)
+            globals()[found.check](path, found)
         return found.name
     raise ConversionError(
         "unsupported_format",
