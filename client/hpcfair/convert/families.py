@@ -9,6 +9,7 @@ imports a framework: the web process reads this table.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
@@ -42,29 +43,50 @@ class Family:
         return getattr(import_module(module), function)
 
 
-def _booster(name: str) -> Callable[[bytes], bool]:
-    def says(head: bytes) -> bool:
-        from hpcfair.convert.formats import booster_of
-
-        return booster_of(head) == name
-    return says
+UBJSON_LENGTHS = (b"i", b"U", b"I", b"l", b"L")  # the integer type of a UBJSON key's length
 
 
-def _torch(name: str) -> Callable[[list[str]], bool]:
-    def says(names: list[str]) -> bool:
-        from hpcfair.convert.formats import torch_zip_format
+def booster_of(head: bytes) -> str | None:
+    """xgboost or lightgbm from a file's first ``HEAD`` bytes: XGBoost's JSON or UBJSON object
+    opening with its "learner", LightGBM's text model with ``tree`` then ``version=``. Only bytes are read:
+    nothing is parsed as a model."""
+    compact = head.replace(b" ", b"").replace(b"\n", b"").replace(b"\r", b"").replace(b"\t", b"")
+    if compact.startswith(b'{"learner":{'):  # JSON: the learner is an object
+        return "xgboost"
+    if head[:1] == b"{" and head[1:2] in UBJSON_LENGTHS and b"learner{" in head[:24]:  # UBJSON
+        return "xgboost"
+    if re.match(rb"tree\r?\nversion=v\d", head):
+        return "lightgbm"
+    return None
 
-        return torch_zip_format(names) == name
-    return says
+
+def torch_zip_format(names: list[str]) -> str | None:
+    """What a PyTorch zip holds, from its member names only: ``torch-export`` (a torch.export program),
+    ``torchscript`` (torch.jit.save: ``code/`` and ``constants.pkl``), ``pytorch`` (a plain torch.save
+    checkpoint: a ``data.pkl`` without code) or None (not PyTorch's). Only the entries right under the archive's
+    top folder count: a TorchScript module's own code may sit under ``code/__torch__/…/models/…``."""
+    top = {parts[1] if len(parts) > 1 else parts[0] for parts in (n.split("/") for n in names)}
+    if {"archive_format", "models"} & top and "data" in top:
+        return "torch-export"
+    if {"code", "constants.pkl"} & top:
+        return "torchscript"
+    if "data.pkl" in top:
+        return "pytorch"
+    return None
+
+
+def says(read: Callable[[Any], str | None], name: str) -> Callable[[Any], bool]:
+    """A ``head`` or ``zip_names`` test: whether ``read`` of the bytes or names gives ``name``."""
+    return lambda value: read(value) == name
 
 
 CONVERTERS = "hpcfair.convert.converters"
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("onnx", "ONNX", "onnx", (".onnx",), head=lambda head: head[:1] == b"\x08"),  # ModelProto field 1
-    Family("torchscript", "PyTorch TorchScript", "pytorch", (".pt", ".pth"), zip_names=_torch("torchscript"),
-           check="check_torchscript", export=f"{CONVERTERS}:export_torchscript"),
-    Family("torch-export", "PyTorch torch.export program", "pytorch", (".pt2",), zip_names=_torch("torch-export"),
-           check="check_zip", export=f"{CONVERTERS}:export_torch_program"),
+    Family("torchscript", "PyTorch TorchScript", "pytorch", (".pt", ".pth"), check="check_torchscript",
+           zip_names=says(torch_zip_format, "torchscript"), export=f"{CONVERTERS}:export_torchscript"),
+    Family("torch-export", "PyTorch torch.export program", "pytorch", (".pt2",), check="check_zip",
+           zip_names=says(torch_zip_format, "torch-export"), export=f"{CONVERTERS}:export_torch_program"),
     Family("keras", "Keras (.keras)", "keras", (".keras",), zip_names=lambda n: {"config.json", "metadata.json"}
            <= set(n), check="check_zip", export=f"{CONVERTERS}:export_keras"),
     Family("keras-h5", "Keras HDF5 (.h5)", "keras", (".h5", ".hdf5"), head=lambda head: head[:8] == HDF5_MAGIC,
@@ -75,10 +97,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            export=f"{CONVERTERS}:export_sklearn"),
     Family("joblib", "scikit-learn (joblib)", "scikit-learn", (".joblib",), export=f"{CONVERTERS}:export_sklearn"),
     Family("skops", "scikit-learn (skops)", "scikit-learn", (".skops",), export=f"{CONVERTERS}:export_sklearn"),
-    Family("xgboost", "XGBoost (save_model .json/.ubj)", "xgboost", (".ubj", ".json"), head=_booster("xgboost"),
-           check="check_booster", export="hpcfair.convert.boosters:export_booster"),
-    Family("lightgbm", "LightGBM (text model, save_model)", "lightgbm", (".txt",), head=_booster("lightgbm"),
-           check="check_booster", export="hpcfair.convert.boosters:export_booster"),
+    Family("xgboost", "XGBoost (save_model .json/.ubj)", "xgboost", (".ubj", ".json"),
+           head=says(booster_of, "xgboost"), check="check_booster", export="hpcfair.convert.boosters:export_booster"),
+    Family("lightgbm", "LightGBM (text model, save_model)", "lightgbm", (".txt",),
+           head=says(booster_of, "lightgbm"), check="check_booster", export="hpcfair.convert.boosters:export_booster"),
     Family("huggingface", "Hugging Face folder (config.json + model.safetensors/pytorch_model.bin + tokenizer)",
            "pytorch", members=tuple(frozenset({"config.json", w}) for w in HF_WEIGHTS),
            export="hpcfair.convert.huggingface:export_folder"),

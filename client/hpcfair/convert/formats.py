@@ -10,6 +10,7 @@ from pathlib import Path
 from hpcfair import archives
 from hpcfair.convert import families
 from hpcfair.convert.errors import ConversionError
+from hpcfair.convert.families import booster_of, torch_zip_format
 
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
 # .json and .txt are models when their name says so (xgboost.json, model.lgb.txt) or their first bytes do
@@ -42,21 +43,6 @@ def sniff(path: Path) -> str | None:
         return None
     found = families.by_zip(names)
     return found.name if found else None
-
-
-def torch_zip_format(names: list[str]) -> str | None:
-    """What a PyTorch zip holds, from its member names only: ``torch-export`` (a torch.export program),
-    ``torchscript`` (torch.jit.save: ``code/`` and ``constants.pkl``), ``pytorch`` (a plain torch.save
-    checkpoint: a ``data.pkl`` without code) or None (not PyTorch's). Only the entries right under the archive's
-    top folder count: a TorchScript module's own code may sit under ``code/__torch__/…/models/…``."""
-    top = {parts[1] if len(parts) > 1 else parts[0] for parts in (n.split("/") for n in names)}
-    if {"archive_format", "models"} & top and "data" in top:
-        return "torch-export"
-    if {"code", "constants.pkl"} & top:
-        return "torchscript"
-    if "data.pkl" in top:
-        return "pytorch"
-    return None
 
 
 # The globals a torch.save file of tensors only names (a state_dict, or a checkpoint dict holding state_dicts,
@@ -105,7 +91,6 @@ def torch_save_error(path: Path, names: list[str]) -> ConversionError:
 
 
 BOOSTER_HEAD = families.HEAD  # bytes that tell a booster's save_model file
-UBJSON_LENGTHS = (b"i", b"U", b"I", b"l", b"L")  # the integer type of a UBJSON key's length
 
 
 def sniff_booster(path: Path) -> str | None:
@@ -117,20 +102,6 @@ def sniff_booster(path: Path) -> str | None:
 def maybe_booster(name: str) -> bool:
     """Whether a file's name leaves it open that it is a booster (.json, .txt): its first bytes tell."""
     return Path(name.lower()).suffix in (".json", ".txt")
-
-
-def booster_of(head: bytes) -> str | None:
-    """xgboost or lightgbm from a file's first ``BOOSTER_HEAD`` bytes: XGBoost's JSON or UBJSON object
-    opening with its "learner", LightGBM's text model with ``tree`` then ``version=``. Only bytes are read:
-    nothing is parsed as a model."""
-    compact = head.replace(b" ", b"").replace(b"\n", b"").replace(b"\r", b"").replace(b"\t", b"")
-    if compact.startswith(b'{"learner":{'):  # JSON: the learner is an object
-        return "xgboost"
-    if head[:1] == b"{" and head[1:2] in UBJSON_LENGTHS and b"learner{" in head[:24]:  # UBJSON
-        return "xgboost"
-    if re.match(rb"tree\r?\nversion=v\d", head):
-        return "lightgbm"
-    return None
 
 
 def check_backend(fmt: str, backend: str | None, name: str) -> None:
