@@ -3,7 +3,7 @@
 A family's ``name`` is what every surface says: the version metadata's ``format`` (and so the search facet), the
 conversion report's ``source_format``, the fine-tune's checks. The converter (``formats.detect``,
 ``converters.export``) and the hub's metadata derivation (``hub.metadata.derive``) both read this table; adding a
-family is one row here and the module its ``export`` names (docs/developing/add-a-model-family.md). Nothing here
+family is one row here and the module its ``export`` names (docs/developing/extending/model-family.md). Nothing here
 imports a framework: the web process reads this table.
 """
 
@@ -144,9 +144,9 @@ def by_members(names: Any) -> Family | None:
     return next((f for f in FAMILIES.values() if any(m <= found for m in f.members)), None)
 
 
-def by_head(head: bytes, among: list[Family] | None = None) -> Family | None:
-    """The family a file's first ``HEAD`` bytes say (of ``among``, else of all); None when none."""
-    return next((f for f in (among if among is not None else FAMILIES.values()) if f.head and f.head(head)), None)
+def by_head(head: bytes) -> Family | None:
+    """The family a file's first ``HEAD`` bytes say; None when none."""
+    return next((f for f in FAMILIES.values() if f.head and f.head(head)), None)
 
 
 def by_zip(names: list[str]) -> Family | None:
