@@ -288,7 +288,7 @@ def native_runner(path: Path, report: dict[str, Any]) -> Callable[[dict[str, np.
     """A callable running the original model on ONNX-named feeds; it returns every output, flattened."""
     fmt = report["source_format"]
     names = [i["name"] for i in report["inputs"]]
-    if fmt in ("torchscript", "torch_export"):
+    if fmt in ("torchscript", "torch-export"):
         import torch
 
         module = torch.jit.load(str(path)) if fmt == "torchscript" else torch.export.load(str(path)).module()
@@ -299,14 +299,14 @@ def native_runner(path: Path, report: dict[str, Any]) -> Callable[[dict[str, np.
             return [t.numpy() for t in flatten(out)]
 
         return run_torch
-    if fmt in ("keras", "keras_h5"):
+    if fmt in ("keras", "keras-h5"):
         import keras
         import tensorflow as tf
 
         model = keras.models.load_model(path, compile=False)
         graph = tf.function(lambda x: model(x, training=False))  # graph mode, as served; eager is far slower
         return lambda feeds: [np.asarray(t) for t in flatten(graph(feeds[names[0]]))]
-    if fmt == "tf_savedmodel":
+    if fmt == "savedmodel":
         import tensorflow as tf
         from hpcfair.convert.formats import extract_archive
 
@@ -315,11 +315,11 @@ def native_runner(path: Path, report: dict[str, Any]) -> Callable[[dict[str, np.
         keys = sorted(function.structured_input_signature[1])
         return lambda feeds: [np.asarray(t) for t in flatten(function(**{k: tf.constant(feeds[n]) for k, n in
                                                                         zip(keys, names, strict=True)}))]
-    if fmt in ("sklearn", "skops"):
+    if fmt in ("pickle", "joblib", "skops"):
         import joblib
         import skops.io
 
-        model = joblib.load(path) if fmt == "sklearn" else skops.io.load(
+        model = joblib.load(path) if fmt != "skops" else skops.io.load(
             path, trusted=skops.io.get_untrusted_types(file=str(path)))
         if report["inputs"][0]["shape"] == [None, 1] and len(names) > 1:  # one input per DataFrame column
             from hpcfair.convert.signature import TensorSpec

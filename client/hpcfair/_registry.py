@@ -219,7 +219,8 @@ def load_model(client: HubClient, ref: str, *, file: str | None = None, original
 
 def load_original(client: HubClient, info: dict[str, Any], trust_pickle: bool) -> Any:
     """The uploaded model file of ``info`` loaded by its own framework (see ``load_model``)."""
-    from hpcfair.convert.formats import PICKLE_SUFFIXES, SNIFFED_SUFFIXES, SUFFIX, detect, looks_like_model
+    from hpcfair.convert.families import named
+    from hpcfair.convert.formats import SNIFFED_SUFFIXES, detect, looks_like_model
 
     item = next((f for f in info["files"] if looks_like_model(f["path"])), None)
     if item is None:
@@ -227,19 +228,19 @@ def load_original(client: HubClient, info: dict[str, Any], trust_pickle: bool) -
     path = named_copy(client, item)
     fmt = detect(path)
     if path.suffix.lower() in SNIFFED_SUFFIXES:  # e.g. decoder.ckpt: frameworks go by the suffix
-        named = path.with_name(path.stem + SUFFIX.get(fmt, path.suffix))
-        if not named.exists():
-            shutil.copyfile(path, named)
-        path = named
+        renamed = path.with_name(path.stem + named(fmt, path.suffix))
+        if not renamed.exists():
+            shutil.copyfile(path, renamed)
+        path = renamed
     if fmt == "torchscript":
         import torch
 
         return torch.jit.load(str(path), map_location="cpu")
-    if fmt == "torch_export":
+    if fmt == "torch-export":
         import torch
 
         return torch.export.load(str(path))
-    if fmt in ("keras", "keras_h5"):
+    if fmt in ("keras", "keras-h5"):
         import keras
 
         return keras.models.load_model(str(path), compile=False)
@@ -250,7 +251,7 @@ def load_original(client: HubClient, info: dict[str, Any], trust_pickle: bool) -
 
         return skops.io.load(str(path), trusted=skops.io.get_untrusted_types(file=str(path)) if trust_pickle
                              else None)
-    if path.suffix.lower() in PICKLE_SUFFIXES and trust_pickle:
+    if fmt in ("pickle", "joblib") and trust_pickle:
         import joblib
 
         return joblib.load(path)  # noqa: S301 - the caller said they trust it

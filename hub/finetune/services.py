@@ -49,7 +49,7 @@ def hf_folder(version: Version) -> str | None:
 
 def file_format(file: File) -> str | None:
     """The format fine-tuning would see in ``file``: its name's (``format_by_name``), except that a .pt/.pth
-    that is a plain torch.save zip (told by its member names, read from the blob's tail) is ``torch_save``;
+    that is a plain torch.save zip (told by its member names, read from the blob's tail) is ``pytorch``;
     nothing is unpickled."""
     fmt = format_by_name(file.path)
     if fmt != "torchscript":
@@ -60,13 +60,13 @@ def file_format(file: File) -> str | None:
             names = zip_names_from_tail(stream.read())
     except (StorageUnavailable, OSError):
         return fmt  # the job reads the file itself
-    return "torch_save" if names is not None and torch_zip_format(names) == "torch_save" else fmt
+    return "pytorch" if names is not None and torch_zip_format(names) == "pytorch" else fmt
 
 
 def stored_torch_save(version: Version, paths: Iterable[str]) -> str | None:
     """The path of the version's one .pt/.pth file when publishing already found it a plain torch.save file
-    (its derived metadata ``format`` is ``pytorch``: ``hub.metadata.derive``), which ``file_format`` would call
-    ``torch_save``: its blob need not be read again. ``pytorch`` also names a file whose zip's members could not
+    (its derived metadata ``format`` is ``pytorch``: ``hub.metadata.derive``), as ``file_format`` would call it:
+    its blob need not be read again. ``pytorch`` also names a file whose zip's members could not
     be read from its 1 MiB tail (a legacy torch.save pickle; rarely, an archive of more than ~10,000 members),
     which is then not offered either. None where the metadata does not settle it: a format given by hand,
     several .pt/.pth files (which one was read), or ``torchscript``, which versions published before the hub
@@ -93,7 +93,7 @@ def model_source(version: Version, file: str | None) -> dict[str, str]:
             return {"folder": folder}
         candidates = [p for p in files if looks_like_model(p)]
     torch_save = stored_torch_save(version, files)
-    found = {p: "torch_save" if p == torch_save else file_format(files[p]) for p in candidates}
+    found = {p: "pytorch" if p == torch_save else file_format(files[p]) for p in candidates}
     trainable = [p for p in candidates if found[p] in (*TRAINABLE, None)]  # None: the job sniffs it
     if not trainable:
         shown = candidates[0] if candidates else f"{version} (no model file)"

@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from hpcfair.convert import families
 from hpcfair.convert.formats import (
-    BOOSTER_HEAD,
     ZIP_TAIL,
-    booster_of,
     looks_like_model,
     maybe_booster,
     torch_zip_format,
@@ -33,22 +32,14 @@ from hpcfair.cube.spec import CUBE_FILE, CubeError, CubeSpec, parse_files, parse
 from hub.bounded import Unreadable, load_yaml
 from hub.errors import HubError
 from hub.metadata import gguf, scientific
-from ontology.fields import Invalid, MetadataError, class_labels
+from ontology.fields import FRAMEWORKS, Invalid, MetadataError, class_labels
 
 log = logging.getLogger(__name__)
 
-# .pt/.pth: torchscript or pytorch, as the zip's members say (``_torch_format``)
-MODEL_FORMATS = {".onnx": ("onnx", "onnx"), ".pt": ("pytorch", "pytorch"), ".pth": ("pytorch", "pytorch"),
-                 ".pt2": ("torch-export", "pytorch"), ".keras": ("keras", "keras"), ".h5": ("keras-h5", "keras"),
-                 ".hdf5": ("keras-h5", "keras"), ".skops": ("skops", "scikit-learn"),
-                 ".pkl": ("pickle", "scikit-learn"), ".pickle": ("pickle", "scikit-learn"),
-                 ".joblib": ("joblib", "scikit-learn"), ".sav": ("pickle", "scikit-learn")}
 DATA_FORMATS = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".npy": "npy", ".npz": "npz", ".json": "json",
                 ".jsonl": "jsonl", ".h5": "hdf5", ".hdf5": "hdf5", ".nc": "netcdf", ".tfrecord": "tfrecord",
                 ".txt": "text", ".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".zip": "zip", ".tar": "tar",
                 ".gz": "gzip", ".zarr": "zarr", ".arrow": "arrow"}
-BOOSTERS = {"xgboost": ("xgboost", "xgboost"), "lightgbm": ("lightgbm", "other")}  # (format, framework)
-BOOSTER_FORMATS = {".ubj": BOOSTERS["xgboost"], ".json": BOOSTERS["xgboost"], ".txt": BOOSTERS["lightgbm"]}
 CARD_NAMES = {"readme.md", "modelcard.md", "model_card.md", "datacard.md"}
 CARD_MAX_BYTES = 1024 * 1024
 CSV_SAMPLE_ROWS = 200
@@ -118,12 +109,17 @@ def split_card(text: str, name: str = "README.md") -> tuple[dict[str, Any], str]
     return front, body.lstrip("-").lstrip("\n")
 
 
-def _booster(info: FileInfo) -> str | None:
-    """xgboost or lightgbm when the file's first bytes are such a model's (bytes only, nothing loaded)."""
-    return booster_of(info.head(BOOSTER_HEAD))
+def _sniffed(info: FileInfo) -> str | None:
+    """The family a .json/.txt file's first bytes say (a booster's save_model file; bytes only, nothing loaded)."""
+    found = families.by_head(info.head(families.HEAD))
+    return found.name if found else None
 
 
-ARCHIVE_FORMATS = {"huggingface": ("huggingface", "pytorch"), "tf_savedmodel": ("savedmodel", "tensorflow")}
+def described(name: str) -> dict[str, str]:
+    """The ``format`` and ``framework`` a version of family ``name`` gets (a framework the ontology does not
+    name is ``other``)."""
+    framework = families.FAMILIES[name].framework
+    return {"format": name, "framework": framework if framework in FRAMEWORKS else "other"}
 
 
 def _archive(info: FileInfo) -> str | None:
@@ -137,36 +133,28 @@ def _archive(info: FileInfo) -> str | None:
 TORCH_SUFFIXES = (".pt", ".pth")
 
 
-def _torch_format(info: FileInfo) -> str:
-    """A .pt/.pth file's format from its zip's member names (its central directory, read from the file's
-    tail; nothing is unpickled): ``torchscript`` for a torch.jit.save archive, ``torch-export`` for a
-    torch.export program (as a .pt2 is called), else ``pytorch`` (a plain torch.save checkpoint, or a file
-    whose names do not tell)."""
-    found = torch_zip_format(zip_names_from_tail(info.tail(ZIP_TAIL)) or [])
-    return {"torchscript": "torchscript", "torch_export": "torch-export"}.get(found or "", "pytorch")
+def _family(info: FileInfo, sniffed: dict[str, str], archived: dict[str, str]) -> str:
+    """The family of a version's primary model file: what its bytes or its zip's member names say, else its
+    suffix's (``families.by_suffix``), else a SavedModel (an archive so named). A .pt/.pth is what its zip's
+    member names say (its central directory, read from the file's tail; nothing is unpickled): torchscript,
+    torch-export, else ``pytorch`` (a plain torch.save checkpoint, or a file whose names do not tell)."""
+    if info.suffix in TORCH_SUFFIXES:
+        return torch_zip_format(zip_names_from_tail(info.tail(ZIP_TAIL)) or []) or "pytorch"
+    if found := sniffed.get(info.path) or archived.get(info.path):
+        return found
+    return next((f.name for f in families.by_suffix(info.suffix)), "savedmodel")
 
 
 def derive(kind: str, files: Sequence[FileInfo]) -> dict[str, Any]:
     """Facts about ``files`` for a ``kind`` version; only keys the hub could establish."""
     out: dict[str, Any] = {}
     if kind == "model":
-        boosters = {f.path: booster for f in files if maybe_booster(f.path) and (booster := _booster(f))}
+        sniffed = {f.path: found for f in files if maybe_booster(f.path) and (found := _sniffed(f))}
         archived = {f.path: found for f in files if (found := _archive(f))}
-        models = [f for f in files if looks_like_model(f.path) or f.path in boosters or f.path in archived]
+        models = [f for f in files if looks_like_model(f.path) or f.path in sniffed or f.path in archived]
         primary = next((f for f in models if f.suffix == ".onnx"), models[0] if models else None)
         if primary is not None:
-            if primary.suffix in MODEL_FORMATS:
-                out["format"], out["framework"] = MODEL_FORMATS[primary.suffix]
-                if primary.suffix in TORCH_SUFFIXES:
-                    out["format"] = _torch_format(primary)
-            elif primary.path in boosters:  # model.json, model.lgb.txt: what the bytes say
-                out["format"], out["framework"] = BOOSTERS[boosters[primary.path]]
-            elif primary.path in archived:  # a zip of a Hugging Face folder or a SavedModel: its members say
-                out["format"], out["framework"] = ARCHIVE_FORMATS[archived[primary.path]]
-            elif primary.suffix in BOOSTER_FORMATS:
-                out["format"], out["framework"] = BOOSTER_FORMATS[primary.suffix]
-            else:  # a SavedModel archive
-                out["format"], out["framework"] = "savedmodel", "tensorflow"
+            out.update(described(_family(primary, sniffed, archived)))
             if primary.suffix == ".onnx":
                 out.update(onnx_facts(primary))
         elif files:
@@ -298,7 +286,7 @@ def safetensors_facts(files: Sequence[FileInfo], weights_only: bool) -> dict[str
     if weights_only:
         out["parameters"] = sum(total["dtypes"].values())
         hugging_face = any(f.path.rsplit("/", 1)[-1] == "config.json" for f in files)
-        out["format"], out["framework"] = ("huggingface" if hugging_face else "safetensors"), "pytorch"
+        out.update(described("huggingface" if hugging_face else "safetensors"))
     return out
 
 

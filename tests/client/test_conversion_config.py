@@ -66,7 +66,7 @@ def test_a_hugging_face_archive_converts_locally_with_its_own_head(tmp_path):
 
 @pytest.mark.parametrize(("backend", "fmt"), [("xgboost", "xgboost"), ("lightgbm", "lightgbm"),
                                               ("huggingface", "huggingface"), ("transformers", "huggingface"),
-                                              ("scikit-learn", "sklearn"), ("onnx", "onnx")])
+                                              ("scikit-learn", "pickle"), ("onnx", "onnx")])
 def test_every_family_the_converter_takes_has_a_backend_name(backend, fmt):
     from hpcfair import config
     from hpcfair.convert.formats import check_backend

@@ -60,7 +60,7 @@ def test_listing_3_convert_collaborate_container(signed_in, project, monkeypatch
 
     reports = api.conversion("conversion.yaml")  # Listing 1, converted here and verified
     assert [(r["model"], r["format"], r["where"], r["verified"]) for r in reports] == [
-        ("encoder", "torch_export", "local", True), ("decoder", "keras", "local", True)]
+        ("encoder", "torch-export", "local", True), ("decoder", "keras", "local", True)]
     assert reports[1]["opset"] == 10 and reports[0]["opset"] >= 10  # torch.export writes opset 18 at least
     assert all(r["max_abs_diff"] < 1e-4 and Path(r["export_file"]).is_file() for r in reports)
 

@@ -124,7 +124,7 @@ def test_savedmodel_archive_h5_and_skops(tmp_path):
     model.save(tmp_path / "mlp.h5")
     features, labels = models._iris_like()
     skops.io.dump(LogisticRegression().fit(features, labels), tmp_path / "logistic.skops")
-    for name, fmt in (("mlp_savedmodel.zip", "tf_savedmodel"), ("mlp.h5", "keras_h5"), ("logistic.skops", "skops")):
+    for name, fmt in (("mlp_savedmodel.zip", "savedmodel"), ("mlp.h5", "keras-h5"), ("logistic.skops", "skops")):
         report = convert_file(tmp_path / name, tmp_path / f"{name}.onnx")
         assert report["source_format"] == fmt
         assert report["verification"]["passed"] is True, report["verification"]

@@ -87,5 +87,5 @@ def test_a_torchscript_module_whose_code_path_names_models_is_torchscript():
               "gpt2/constants.pkl", "gpt2/version"]
     exported = ["m/data/weights/weight_0", "m/models/model.json", "m/archive_format", "m/version"]
     saved = ["whole/data.pkl", "whole/data/0", "whole/version"]
-    assert [formats.torch_zip_format(n) for n in (traced, exported, saved)] == ["torchscript", "torch_export",
-                                                                                  "torch_save"]
+    assert [formats.torch_zip_format(n) for n in (traced, exported, saved)] == ["torchscript", "torch-export",
+                                                                                  "pytorch"]

@@ -12,11 +12,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from hpcfair.convert import families
 from hpcfair.convert.errors import ConversionError
-from hpcfair.convert.formats import FORMATS, SNIFFED_SUFFIXES, SUFFIX, detect, looks_like_model
+from hpcfair.convert.formats import SNIFFED_SUFFIXES, detect, looks_like_model
 from hpcfair.convert.sandbox import Limits
 
-__all__ = ["FORMATS", "ConversionError", "Limits", "convert_file", "detect", "looks_like_model", "report_notes"]
+__all__ = ["ConversionError", "Limits", "convert_file", "detect", "looks_like_model", "report_notes"]
 
 
 def report_notes(report: dict[str, Any]) -> list[str]:
@@ -60,7 +61,7 @@ def convert_file(source: str | Path, output: str | Path, *, opset: int = 17, inp
     try:
         local = workdir / source.name
         if source.is_file() and source.suffix.lower() in SNIFFED_SUFFIXES:  # e.g. model.ckpt: name it as it is
-            local = workdir / (source.stem + SUFFIX.get(detect(source), source.suffix))
+            local = workdir / (source.stem + families.named(detect(source), source.suffix))
         (shutil.copytree if source.is_dir() else shutil.copyfile)(source, local)
         _copy_data_files(source, workdir)
         request: dict[str, Any] = {"task": "convert", "source": local.name, "output": "model.onnx", "opset": opset,

@@ -46,7 +46,8 @@ def _dynamic_batch(model) -> None:
             dims[0].dim_param = "N"
 
 
-def export_booster(path: Path, fmt: str, opset: int, specs: list[TensorSpec], sample: dict | None):
+def export_booster(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None, *, fmt: str,
+                   **_: object):
     """XGBoost (``fmt`` xgboost) or LightGBM (lightgbm) booster to ONNX with onnxmltools."""
     import onnxmltools
     from onnxmltools.convert.common.data_types import FloatTensorType

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from hpcfair.convert import pickles, tables
+from hpcfair.convert import families, pickles, tables
 from hpcfair.convert.errors import ConversionError, log_cause, token
 from hpcfair.convert.exported import (
     Exported,
@@ -37,7 +37,7 @@ def _example(specs: list[TensorSpec], sample: dict[str, np.ndarray] | None) -> d
 # --- PyTorch ---------------------------------------------------------------------------------------
 
 
-def export_torchscript(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None) -> Exported:
+def export_torchscript(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None, **_: object) -> Exported:
     import torch
 
     try:
@@ -100,7 +100,7 @@ def export_torchscript(path: Path, opset: int, specs: list[TensorSpec], sample: 
                     versions("torch", "onnx"), path=on_disk)
 
 
-def export_torch_program(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None) -> Exported:
+def export_torch_program(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None, **_: object) -> Exported:
     import torch
 
     from hpcfair.convert import experts
@@ -247,7 +247,7 @@ def _keras_output_names(model, count: int) -> list[str]:
     return ["output"] if count == 1 else [f"output_{index}" for index in range(count)]
 
 
-def export_keras(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None) -> Exported:
+def export_keras(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None, **_: object) -> Exported:
     import keras
     import tensorflow as tf
 
@@ -355,7 +355,7 @@ def _clean(name: str, index: int) -> str:
     return cleaned or f"input_{index}"
 
 
-def export_savedmodel(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None) -> Exported:
+def export_savedmodel(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None, **_: object) -> Exported:
     import tensorflow as tf
 
     directory = path if path.is_dir() else extract_archive(path, Path(tempfile.mkdtemp(dir=path.parent)))
@@ -417,7 +417,8 @@ def load_sklearn(path: Path, fmt: str) -> tuple[Any, dict[str, Any]]:
     return pickles.restricted_load(path), report.to_dict()
 
 
-def export_sklearn(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None, fmt: str) -> Exported:
+def export_sklearn(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None, *, fmt: str,
+                   **_: object) -> Exported:
     model, scan = load_sklearn(path, fmt)  # scanned first: an unsafe pickle is refused before skl2onnx loads (3 s)
     from skl2onnx.common.data_types import FloatTensorType
 
@@ -526,23 +527,9 @@ def _export_table_model(path: Path, model, scan: dict, columns: list[TensorSpec]
 
 def export(path: Path, fmt: str, opset: int, specs: list[TensorSpec], sample: dict | None,
            task: str | None = None) -> Exported:
-    """Dispatch on the format key from ``formats.detect`` (``task``: a Hugging Face folder's)."""
-    if fmt == "huggingface":
-        from hpcfair.convert.huggingface import export_folder
-
-        return export_folder(path, opset, specs, sample, task)
-    if fmt == "torchscript":
-        return export_torchscript(path, opset, specs, sample)
-    if fmt == "torch_export":
-        return export_torch_program(path, opset, specs, sample)
-    if fmt in ("keras", "keras_h5"):
-        return export_keras(path, opset, specs, sample)
-    if fmt == "tf_savedmodel":
-        return export_savedmodel(path, opset, specs, sample)
-    if fmt in ("sklearn", "skops"):
-        return export_sklearn(path, opset, specs, sample, fmt)
-    if fmt in ("xgboost", "lightgbm"):
-        from hpcfair.convert.boosters import export_booster
-
-        return export_booster(path, fmt, opset, specs, sample)
-    raise ConversionError("unsupported_format", f"No converter for format {fmt!r}.")
+    """Export with the function the family of ``fmt`` (``formats.detect``) names (``task``: a Hugging Face
+    folder's head)."""
+    found = families.family(fmt)
+    if found is None or not found.export:
+        raise ConversionError("unsupported_format", f"No converter for format {fmt!r}.")
+    return found.exporter()(path, opset, specs, sample, fmt=found.name, task=task)

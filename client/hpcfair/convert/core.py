@@ -11,7 +11,7 @@ import numpy as np
 
 from hpcfair import external_data
 from hpcfair.compute.errors import CodedError
-from hpcfair.convert import axes, formats
+from hpcfair.convert import axes, families, formats
 from hpcfair.convert.converters import export
 from hpcfair.convert.errors import ConversionError, log_cause
 from hpcfair.convert.exported import Exported, versions
@@ -266,7 +266,7 @@ def convert(source: Path, output: Path, *, opset: int = DEFAULT_OPSET, inputs: A
     return {
         "source": source.name,
         "source_format": fmt,
-        "framework": formats.FRAMEWORK[fmt],
+        "framework": families.FAMILIES[fmt].framework,
         "converted": fmt != "onnx",
         "converter": converter,
         "libraries": {**libraries, **report["runtime"]},

@@ -8,39 +8,18 @@ import zipfile
 from pathlib import Path
 
 from hpcfair import archives
+from hpcfair.convert import families
 from hpcfair.convert.errors import ConversionError
+from hpcfair.convert.families import booster_of, torch_zip_format
 
-FORMATS = {
-    "onnx": "ONNX",
-    "torchscript": "PyTorch TorchScript",
-    "torch_export": "PyTorch torch.export program",
-    "keras": "Keras (.keras)",
-    "keras_h5": "Keras HDF5 (.h5)",
-    "tf_savedmodel": "TensorFlow SavedModel",
-    "sklearn": "scikit-learn (pickle/joblib)",
-    "skops": "scikit-learn (skops)",
-    "xgboost": "XGBoost (save_model .json/.ubj)",
-    "lightgbm": "LightGBM (text model, save_model)",
-    "huggingface": "Hugging Face folder (config.json + model.safetensors/pytorch_model.bin + tokenizer)",
-}
-FRAMEWORK = {
-    "onnx": "onnx", "torchscript": "pytorch", "torch_export": "pytorch", "keras": "keras", "keras_h5": "keras",
-    "tf_savedmodel": "tensorflow", "sklearn": "scikit-learn", "skops": "scikit-learn", "xgboost": "xgboost",
-    "lightgbm": "lightgbm", "huggingface": "pytorch",
-}
-PICKLE_SUFFIXES = {".pkl", ".pickle", ".joblib", ".sav"}
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
-MODEL_SUFFIXES = {".onnx", ".pt", ".pth", ".pt2", ".keras", ".h5", ".hdf5", ".skops", ".ckpt", ".ubj",
-                  *PICKLE_SUFFIXES}
 # .json and .txt are models when their name says so (xgboost.json, model.lgb.txt) or their first bytes do
 # (``booster_of``: the hub reads them for any .json/.txt of a model version); most are not models.
 BOOSTER_WORDS = ("xgb", "xgboost", "lgb", "lgbm", "lightgbm", "booster")
-SUFFIX = {"onnx": ".onnx", "torchscript": ".pt", "torch_export": ".pt2", "keras": ".keras", "keras_h5": ".h5",
-          "skops": ".skops", "sklearn": ".pkl", "xgboost": ".ubj", "lightgbm": ".txt"}
-HF_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-              "pytorch_model.bin.index.json")
+HF_WEIGHTS = families.HF_WEIGHTS
 SNIFFED_SUFFIXES = {".ckpt", ".bin", ".model", ""}  # names that say nothing of the framework
-# A config's backend -> the frameworks (FRAMEWORK) its files may be; every family the converter takes has a name.
+SNIFFED_MODELS = {".ckpt"}  # of those, the ones a model version's file is taken to be a model by
+# A config's backend -> the frameworks (Family.framework) its files may be; every family the converter takes has a name.
 BACKENDS = {"pt": "pytorch", "pytorch": "pytorch", "torch": "pytorch", "tf": ("tensorflow", "keras"),
             "tensorflow": ("tensorflow", "keras"), "keras": ("keras", "tensorflow"), "sklearn": "scikit-learn",
             "scikit-learn": "scikit-learn", "xgboost": "xgboost", "lightgbm": "lightgbm", "huggingface": "pytorch",
@@ -49,41 +28,21 @@ BACKEND_FORMATS = {"huggingface": {"huggingface"}, "transformers": {"huggingface
 
 
 def sniff(path: Path) -> str | None:
-    """The format of a file whose name does not tell (``model.ckpt``), from its first bytes and, for a
+    """The family of a file whose name does not tell (``model.ckpt``), from its first bytes and, for a
     zip, its member names; nothing is unpickled. None when it is none of ours."""
     with open(path, "rb") as handle:
-        head = handle.read(8)
-    if head == b"\x89HDF\r\n\x1a\n":
-        return "keras_h5"
-    if booster := sniff_booster(path):
-        return booster
+        head = handle.read(families.HEAD)
+    if found := families.by_head(head):
+        return found.name
     if not head.startswith(b"PK"):
-        return "onnx" if head[:1] == b"\x08" else None  # an ONNX ModelProto starts with field 1 (ir_version)
+        return None
     try:
         with zipfile.ZipFile(path) as archive:
             names = archive.namelist()
     except (zipfile.BadZipFile, OSError):
         return None
-    if found := torch_zip_format(names):
-        return None if found == "torch_save" else found
-    if {"config.json", "metadata.json"} <= set(names):
-        return "keras"
-    return None
-
-
-def torch_zip_format(names: list[str]) -> str | None:
-    """What a PyTorch zip holds, from its member names only: ``torch_export`` (a torch.export program),
-    ``torchscript`` (torch.jit.save: ``code/`` and ``constants.pkl``), ``torch_save`` (a plain torch.save
-    checkpoint: a ``data.pkl`` without code) or None (not PyTorch's). Only the entries right under the archive's
-    top folder count: a TorchScript module's own code may sit under ``code/__torch__/…/models/…``."""
-    top = {parts[1] if len(parts) > 1 else parts[0] for parts in (n.split("/") for n in names)}
-    if {"archive_format", "models"} & top and "data" in top:
-        return "torch_export"
-    if {"code", "constants.pkl"} & top:
-        return "torchscript"
-    if "data.pkl" in top:
-        return "torch_save"
-    return None
+    found = families.by_zip(names)
+    return found.name if found else None
 
 
 # The globals a torch.save file of tensors only names (a state_dict, or a checkpoint dict holding state_dicts,
@@ -131,8 +90,7 @@ def torch_save_error(path: Path, names: list[str]) -> ConversionError:
                                                  f"class is defined and {SAVE_INSTEAD}")
 
 
-BOOSTER_HEAD = 64  # bytes that tell a booster's save_model file
-UBJSON_LENGTHS = (b"i", b"U", b"I", b"l", b"L")  # the integer type of a UBJSON key's length
+BOOSTER_HEAD = families.HEAD  # bytes that tell a booster's save_model file
 
 
 def sniff_booster(path: Path) -> str | None:
@@ -146,29 +104,16 @@ def maybe_booster(name: str) -> bool:
     return Path(name.lower()).suffix in (".json", ".txt")
 
 
-def booster_of(head: bytes) -> str | None:
-    """xgboost or lightgbm from a file's first ``BOOSTER_HEAD`` bytes: XGBoost's JSON or UBJSON object
-    opening with its "learner", LightGBM's text model with ``tree`` then ``version=``. Only bytes are read:
-    nothing is parsed as a model."""
-    compact = head.replace(b" ", b"").replace(b"\n", b"").replace(b"\r", b"").replace(b"\t", b"")
-    if compact.startswith(b'{"learner":{'):  # JSON: the learner is an object
-        return "xgboost"
-    if head[:1] == b"{" and head[1:2] in UBJSON_LENGTHS and b"learner{" in head[:24]:  # UBJSON
-        return "xgboost"
-    if re.match(rb"tree\r?\nversion=v\d", head):
-        return "lightgbm"
-    return None
-
-
 def check_backend(fmt: str, backend: str | None, name: str) -> None:
     """A config's ``backend`` (``BACKENDS``: pt, tf, keras, sklearn, xgboost, lightgbm, huggingface, onnx…) must
     match what the file is."""
     if not backend or backend not in BACKENDS:
         return
     wanted = BACKENDS[backend]
-    if FRAMEWORK[fmt] not in (wanted if isinstance(wanted, tuple) else (wanted,)) or (
+    found = families.FAMILIES[fmt]
+    if found.framework not in (wanted if isinstance(wanted, tuple) else (wanted,)) or (
             backend in BACKEND_FORMATS and fmt not in BACKEND_FORMATS[backend]):
-        raise ConversionError("backend_mismatch", f"{name} is {FORMATS[fmt]}, not a {backend} model as backend says.")
+        raise ConversionError("backend_mismatch", f"{name} is {found.label}, not a {backend} model as backend says.")
 
 
 def hf_folders(paths: list[str]) -> list[str]:
@@ -182,14 +127,10 @@ def hf_folders(paths: list[str]) -> list[str]:
 
 
 def archive_format(names: list[str]) -> str | None:
-    """What an archive with these member names holds: ``tf_savedmodel`` (a saved_model.pb), ``huggingface`` (a
-    config.json beside model weights), or None. Names only: nothing is extracted."""
-    base = {Path(name).name for name in names}
-    if "saved_model.pb" in base:
-        return "tf_savedmodel"
-    if "config.json" in base and base & set(HF_WEIGHTS):
-        return "huggingface"
-    return None
+    """The family (``families.by_members``: savedmodel, huggingface) an archive with these member names holds,
+    or None. Names only: nothing is extracted."""
+    found = families.by_members(Path(name).name for name in names)
+    return found.name if found else None
 
 
 ZIP_TAIL = 1024 * 1024  # a zip's central directory is read from this many last bytes
@@ -221,7 +162,7 @@ def looks_like_model(name: str) -> bool:
     """Cheap check on a file name (the web process uses it; nothing is opened)."""
     lower = name.lower()
     base = Path(lower)
-    return base.suffix in MODEL_SUFFIXES or (
+    return base.suffix in families.suffixes() | SNIFFED_MODELS or (
         lower.endswith(ARCHIVE_SUFFIXES) and "savedmodel" in lower.replace("_", "").replace("-", "")
     ) or (base.suffix in (".json", ".txt") and any(word in base.stem for word in BOOSTER_WORDS))
 
@@ -259,14 +200,12 @@ def weights_only(path: Path) -> ConversionError:
 
 
 def detect(path: Path) -> str:
-    """The format key of ``path`` (see FORMATS); an unknown or mislabelled file is an error."""
+    """The family name of ``path`` (``families.FAMILIES``); an unknown or mislabelled file is an error."""
     lower = path.name.lower()
     suffix = path.suffix.lower()
     if path.is_dir():
-        if (path / "saved_model.pb").exists():
-            return "tf_savedmodel"
-        if (path / "config.json").is_file() and any((path / w).is_file() for w in HF_WEIGHTS):
-            return "huggingface"
+        if found := families.by_members(p.name for p in path.iterdir() if p.is_file()):
+            return found.name
         if (path / "model_index.json").is_file() or any(path.glob("diffusion_pytorch_model*")):
             raise ConversionError("unsupported_format", f"{path.name}/ is a diffusers model (a pipeline or one of its "
                                                         "UNet/VAE parts), which the hub does not load. Export each "
@@ -282,59 +221,67 @@ def detect(path: Path) -> str:
         raise ConversionError("unsupported_format", f"{path.name} is an archive without a saved_model.pb "
                                                     "(TensorFlow) or a config.json with model.safetensors/"
                                                     "pytorch_model.bin (Hugging Face) inside.")
-    if suffix == ".safetensors":
-        raise weights_only(path)
-    if suffix == ".onnx":
-        return "onnx"
-    if suffix in (".json", ".ubj", ".txt"):
-        found = sniff_booster(path)
-        if found is None:
-            raise ConversionError("unsupported_format", f"{path.name} is not a model file the hub converts: a {suffix} "
-                                                        "model must be an XGBoost (booster.save_model('m.json' or "
-                                                        "'m.ubj')) or LightGBM (booster.save_model('m.txt')) model.")
-        return found
     if suffix in SNIFFED_SUFFIXES:
         found = sniff(path)
         if found is None and zipfile.is_zipfile(path) and torch_zip_format(names := _require_zip(path, "")):
             raise torch_save_error(path, names)  # sniff tells every other PyTorch zip
         if found is None:
-            known = ", ".join(FORMATS.values())
             raise ConversionError("unsupported_format", f"{path.name}: neither its name nor its content says which "
-                                                        f"framework wrote it; the hub converts {known}.")
+                                                        f"framework wrote it; the hub converts {families.known()}.")
         return found
-    if suffix == ".pt2":
-        _require_zip(path, "a torch.export program (torch.export.save)")
-        return "torch_export"
-    if suffix in (".pt", ".pth"):
-        names = _require_zip(path, "a TorchScript file (torch.jit.save)")
-        found = torch_zip_format(names)
-        if found == "torchscript":
-            return "torchscript"
-        if found == "torch_save":
-            raise torch_save_error(path, names)
-        raise ConversionError("unsupported_format", f"{path.name} is a zip but not a TorchScript file "
-                                                    f"(torch.jit.save): load the model in your code "
-                                                    f"and {SAVE_INSTEAD}")
-    if suffix == ".keras":
-        _require_zip(path, "a Keras v3 file (model.save('x.keras'))")
-        return "keras"
-    if suffix in (".h5", ".hdf5"):
-        with open(path, "rb") as handle:
-            if handle.read(8) != b"\x89HDF\r\n\x1a\n":
-                raise ConversionError("corrupt_file", f"{path.name} is not an HDF5 file.")
-        return "keras_h5"
-    if suffix == ".skops":
-        return "skops"
-    if suffix in PICKLE_SUFFIXES:
-        return "sklearn"
     if suffix == ".cbm":
         raise ConversionError("unsupported_format", f"{path.name} is a CatBoost model, which the hub does not load; "
                                                     "CatBoost writes ONNX itself: model.save_model('model.onnx', "
                                                     "format='onnx'), then upload the ONNX file.")
+    for found in families.by_suffix(suffix):  # one family per suffix; its check reads the content
+        if found.check:
+            globals()[found.check](path, found)
+        return found.name
     raise ConversionError(
         "unsupported_format",
-        f"{path.name}: the hub converts {', '.join(FORMATS.values())}; this file's type is not one of them.",
+        f"{path.name}: the hub converts {families.known()}; this file's type is not one of them.",
     )
+
+
+# --- the families' checks (``Family.check``): the file its suffix named is really of that family -------------
+
+
+def check_zip(path: Path, family: families.Family) -> None:
+    """A zip (torch.export program, Keras v3 file), else ``corrupt_file``."""
+    _require_zip(path, f"a {family.label} file")
+
+
+def check_torchscript(path: Path, family: families.Family) -> None:
+    """A TorchScript zip; a plain torch.save file or another zip is refused with what to save instead."""
+    names = _require_zip(path, "a TorchScript file (torch.jit.save)")
+    found = torch_zip_format(names)
+    if found == "pytorch":
+        raise torch_save_error(path, names)
+    if found != family.name:
+        raise ConversionError("unsupported_format", f"{path.name} is a zip but not a TorchScript file "
+                                                    f"(torch.jit.save): load the model in your code "
+                                                    f"and {SAVE_INSTEAD}")
+
+
+def check_hdf5(path: Path, family: families.Family) -> None:
+    """An HDF5 file, else ``corrupt_file``."""
+    with open(path, "rb") as handle:
+        if not family.head(handle.read(families.HEAD)):
+            raise ConversionError("corrupt_file", f"{path.name} is not an HDF5 file.")
+
+
+def check_booster(path: Path, family: families.Family) -> None:
+    """The booster's own save_model file (its first bytes say so), else ``unsupported_format``."""
+    if sniff_booster(path) != family.name:
+        raise ConversionError("unsupported_format", f"{path.name} is not a model file the hub converts: a "
+                                                    f"{path.suffix.lower()} model must be an XGBoost (booster."
+                                                    "save_model('m.json' or 'm.ubj')) or LightGBM (booster."
+                                                    "save_model('m.txt')) model.")
+
+
+def check_weights(path: Path, family: families.Family) -> None:
+    """Weights alone do not convert: ``weights_only`` says what to upload instead."""
+    raise weights_only(path)
 
 
 def _require_zip(path: Path, what: str) -> list[str]:

@@ -327,7 +327,8 @@ def _wrapper(model, names: list[str], outputs: list[str], pooling: tuple[str, bo
     return Export().eval()
 
 
-def export_folder(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None, task: str | None = None):
+def export_folder(path: Path, opset: int, specs: list[TensorSpec], sample: dict | None, task: str | None = None,
+                  **_: object):
     """Load the folder (or the archive's folder) with transformers and export it with torch.onnx."""
     import torch
     import transformers

@@ -14,8 +14,8 @@ class FinetuneError(ConversionError):
 
 UNTRAINABLE = {
     "onnx": "an ONNX file is an inference graph without the framework's training machinery",
-    "tf_savedmodel": "a TensorFlow SavedModel keeps its graph, not a trainable Keras model",
-    "torch_save": "a plain torch.save file (weights or a pickled module) needs the Python code that defines the "
+    "savedmodel": "a TensorFlow SavedModel keeps its graph, not a trainable Keras model",
+    "pytorch": "a plain torch.save file (weights or a pickled module) needs the Python code that defines the "
                   "model, which the hub does not run",
 }
 UPLOAD_INSTEAD = ("Upload the original model to fine-tune: TorchScript (.pt, torch.jit.save), a torch.export "

@@ -70,7 +70,7 @@ class KerasTrainer(Trainer):
     def save(self, folder: Path) -> list[str]:
         for layer in self.model.layers:
             layer.trainable = True  # a reloaded model should train as a whole again
-        name = "model.h5" if self.fmt == "keras_h5" else "model.keras"
+        name = "model.h5" if self.fmt == "keras-h5" else "model.keras"
         self.model.save(str(folder / name))
         return [name]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from hpcfair.convert import formats
+from hpcfair.convert import families, formats
 from hpcfair.finetune import curve, data
 from hpcfair.finetune.errors import FinetuneError, untrainable
 from hpcfair.finetune.loop import EarlyStopping, describe, epoch_record, evaluate, metric_name, seed_everything
@@ -21,17 +21,15 @@ from hpcfair.finetune.spec import Hyper
 from hpcfair.finetune.trainer import Trainer, take
 
 Stage = Callable[[float, str], None]
-TRAINABLE = ("torchscript", "torch_export", "keras", "keras_h5", "sklearn", "skops")
-BY_SUFFIX = {**{suffix: fmt for fmt, suffix in formats.SUFFIX.items()}, ".pth": "torchscript", ".hdf5": "keras_h5",
-             **dict.fromkeys(formats.PICKLE_SUFFIXES, "sklearn")}
+TRAINABLE = ("torchscript", "torch-export", "keras", "keras-h5", "pickle", "joblib", "skops")
 
 
 def format_by_name(name: str) -> str | None:
     """The format a file's name says (for checks that open nothing); None when only its content can tell."""
     lower = name.lower()
     if lower.endswith(formats.ARCHIVE_SUFFIXES):
-        return "tf_savedmodel"
-    return BY_SUFFIX.get(Path(lower).suffix)
+        return "savedmodel"
+    return next((f.name for f in families.by_suffix(Path(lower).suffix)), None)
 
 
 def family_of(model: Path) -> str:
@@ -56,11 +54,11 @@ def load(model: Path, hyper: Hyper, inputs: list[dict[str, Any]] | None = None) 
     if hyper.text:
         raise FinetuneError("invalid_config", "task_args.text is for Hugging Face text models; this model takes "
                                               "numeric features (task_args.features).")
-    if fmt in ("torchscript", "torch_export"):
+    if fmt in ("torchscript", "torch-export"):
         from hpcfair.finetune import torch_family
 
         return torch_family.load(model, fmt, hyper, inputs)
-    if fmt in ("keras", "keras_h5"):
+    if fmt in ("keras", "keras-h5"):
         from hpcfair.finetune import keras_family
 
         return keras_family.load(model, fmt, hyper)
