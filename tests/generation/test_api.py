@@ -93,6 +93,23 @@ def test_optimize_asks_a_language_model_for_an_int4_build(api, owner, publish, p
     assert "fp32 only" in refused.json()["detail"]
 
 
+def test_int8_is_asked_for_and_half_precision_refused_up_front(api, owner, publish):
+    from hub.jobs.models import Job
+
+    artifact, version = publish(owner, "lm", _lm_files())
+    url = f"/api/v1/artifacts/{artifact.full_name}/versions/{version.label}/optimize"
+    accepted = api.post(url, {"precision": "int8"}, format="json")
+    assert accepted.status_code == 202, accepted.json()
+    assert (accepted.json()["kind"], accepted.json()["params"]["precision"]) == ("generation", "int8")
+    before = Job.objects.count()
+    for precision in ("fp16", "bf16"):
+        refused = api.post(url, {"precision": precision}, format="json")
+        assert (refused.status_code, refused.json()["code"]) == (400, "unsupported_precision")
+        assert refused["X-Error-Code"] == "unsupported_precision"
+        assert "run on CPUs" in refused.json()["detail"] and "int8" in refused.json()["detail"]
+    assert Job.objects.count() == before  # no job that would fail in the runtime
+
+
 def test_v1_models_lists_the_names_people_type(owner, api, publish, tmp_path):
     """Issue 55: ``/v1/models`` listed the build's label (``alice/lm@1-genai``) where the README and the docs
     use the name (``alice/lm``): the newest full-precision build is listed by the name, an older one by its
