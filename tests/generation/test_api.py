@@ -161,3 +161,18 @@ def test_generate_before_the_build_finishes_names_its_job(live_server, owner, pu
                               env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 1 and done.stderr.startswith("error [not_ready]"), (device, done.stderr)
         assert f"`hpcfair jobs wait {job.pk}` returns when it has finished" in done.stderr, (device, done.stderr)
+
+
+def test_a_build_gets_address_space_for_its_weights(owner, publish, settings):
+    """A quantized build holds the fp32 weights and their copy: the sandbox's floor plus 4 MB per MB of weights
+    (a 702 M Llama's int8 build ran out of the floor alone), unless HUB_CONVERT_MEMORY_MB fixes the limit."""
+    from hpcfair.convert import sandbox
+
+    from hub.generation.jobs import BUILD_MEMORY_PER_MB, build_limits
+
+    settings.HUB_CONVERT_MEMORY_MB = 0
+    _, version = publish(owner, "lm", {**_lm_files(), "lm/model.safetensors": b"\1" * 2**21})
+    assert build_limits(version, "lm").memory_mb == min(sandbox.memory_for(0) + 2 * BUILD_MEMORY_PER_MB,
+                                                        sandbox.memory_ceiling_mb())
+    settings.HUB_CONVERT_MEMORY_MB = 3000
+    assert build_limits(version, "lm").memory_mb == 3000

@@ -143,6 +143,9 @@ def run_builder(source: Path, output: Path, precision: str) -> None:
     done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     shutil.rmtree(cache, ignore_errors=True)
     if done.returncode != 0 or not (output / "genai_config.json").is_file():
+        if any(sign in done.stderr for sign in ("MemoryError", "bad_alloc", "Cannot allocate memory")):
+            raise CodedError("memory_limit", "onnxruntime-genai's builder ran out of memory: raise the build's "
+                                             "memory limit (memory_mb, or HUB_CONVERT_MEMORY_MB on the hub).")
         lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
         raise CodedError("conversion_failed", "onnxruntime-genai's builder failed: "
                                               f"{lines[-1][:400] if lines else f'status {done.returncode}'}")
