@@ -4,7 +4,10 @@ realistic vocabulary, its fp32 build (the job that follows publishing) and its i
 resident memory of each build open and generating.
 
     .venv/bin/python bench/generate_precisions.py [--size 600m] [--vocab 32000] [--tokens 64] [--runs 3]
-                                                  [--threads 2]
+                                                  [--threads 2] [--no-hub]
+
+``--no-hub``: onnxruntime-genai's builder alone at each precision (no check), and each build run in a child
+process of its own per run, interleaved (the floor the hub's engine runs at; minutes instead of an hour).
 
 The vocabulary is the test tokenizer's ~300 trained tokens plus added ones up to ``--vocab`` (the embedding and
 the output layer are ``--vocab`` wide, as a real model's). The baseline is the fp32 build, measured in the same
@@ -75,6 +78,40 @@ def resident_mib(folder: Path, threads: int, tokens: int) -> float:
     return float(done.stdout.strip().splitlines()[-1])
 
 
+def floor_child(folder: Path, threads: int, tokens: int) -> tuple[float, float, float, float]:
+    """(time to first token, tokens/s after it, the same, peak resident MiB) of ``folder`` in a fresh child."""
+    code = ("import json, resource; from pathlib import Path; from hpcfair.generate import open_model; "
+            "from bench.generate import floor_run; "
+            f"m = open_model(Path({str(folder)!r}), {threads}); floor_run(m, 4); t = floor_run(m, {tokens}); "
+            "print(json.dumps([*t, *t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'client'}"})
+    return tuple(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def floor_only(args, work: Path, loads: list[float]) -> dict:
+    """--no-hub: the builder alone, then interleaved children."""
+    from hpcfair.generate.build import run_builder
+
+    rows = {}
+    for precision in PRECISIONS:
+        started = time.monotonic()
+        run_builder(work / "src", work / precision, precision)
+        size = sum(p.stat().st_size for p in (work / precision).iterdir() if p.is_file())
+        rows[precision] = {"build_s": time.monotonic() - started, "size": size, "method": {}, "runs": [],
+                           "comparison": None}
+        print(f"{precision}: builder {rows[precision]['build_s']:.0f} s, {size / 2**20:.0f} MiB", flush=True)
+    loads.append(os.getloadavg()[0])
+    for run in range(args.runs):
+        for precision in PRECISIONS:
+            rows[precision]["runs"].append(floor_child(work / precision, args.threads, args.tokens))
+        print(f"run {run + 1}: " + ", ".join(f"{p} {rows[p]['runs'][-1][1]:.1f} tok/s" for p in PRECISIONS),
+              flush=True)
+    for row in rows.values():
+        row["rss"] = statistics.median(r[4] for r in row["runs"])
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=sorted(SIZES), default="600m")
@@ -82,6 +119,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--no-hub", action="store_true", help="the builder and onnxruntime-genai in children only")
     args = parser.parse_args()
     loads = [os.getloadavg()[0]]
     work = Path(tempfile.mkdtemp(prefix="bench-precisions-"))
@@ -90,6 +128,10 @@ def main() -> None:
     try:
         params = make_folder(work / "src", args.size, args.vocab)
         print(f"{args.size} llama, vocabulary {args.vocab}: {params / 1e6:.0f} M parameters", flush=True)
+        if args.no_hub:
+            rows = floor_only(args, work, loads)
+            loads.append(os.getloadavg()[0])
+            return print_table(args, loads, rows)
         server, log, port, token = start_hub(work, args.threads)
         from hpcfair import modelAPI
 
@@ -128,9 +170,15 @@ def main() -> None:
             server.wait(timeout=60)
             log.close()
         shutil.rmtree(work, ignore_errors=True)
+    print_table(args, loads, rows)
+
+
+def print_table(args, loads: list[float], rows: dict) -> None:
     print(f"\nmachine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}; {args.threads} "
           f"threads; {args.tokens} new tokens, greedy, {args.runs} runs interleaved; load average "
           + " / ".join(f"{x:.1f}" for x in loads) + " (start / before the runs / end)")
+    where = "onnxruntime-genai in a child" if args.no_hub else "the hub, POST …/generate"
+    print(f"paths: {where}")
     print("| build | size, MiB | resident, MiB | time to first token, s | tokens/s (client) | tokens/s (engine) "
           "| vs fp32 | greedy check |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")
@@ -138,7 +186,7 @@ def main() -> None:
     for precision, row in rows.items():
         engine = statistics.median(r[3] for r in row["runs"])
         check = row["method"]
-        tokens = "/".join(str(c["matched"]) for c in check.get("prompts", [])) or "n/a (perplexity)"
+        tokens = "/".join(str(c["matched"]) for c in check.get("prompts", [])) or "n/a"
         first, client = (statistics.median(r[i] for r in row["runs"]) for i in (0, 1))
         print(f"| {precision} | {row['size'] / 2**20:.0f} | {row['rss']:.0f} | {first:.3f} | {client:.1f} "
               f"| {engine:.1f} | {engine / base:.2f}x | {tokens} of 16 |")
