@@ -11,9 +11,9 @@ process of its own per run, interleaved (the floor the hub's engine runs at; min
 
 The vocabulary is the test tokenizer's ~300 trained tokens plus added ones up to ``--vocab`` (the embedding and
 the output layer are ``--vocab`` wide, as a real model's). The baseline is the fp32 build, measured in the same
-run: each precision's tokens/s is given as a ratio to it. Resident memory: the peak resident set of a child
-process that opens the build with onnxruntime-genai (as the hub's engine does) and generates ``--tokens``
-tokens."""
+run: each precision's tokens/s is given as a ratio to it. Resident memory: the peak resident set (``VmHWM``: a
+forked child's ``ru_maxrss`` keeps its parent's) of a child process that opens the build with
+onnxruntime-genai (as the hub's engine does) and generates ``--tokens`` tokens."""
 
 from __future__ import annotations
 
@@ -69,10 +69,10 @@ def wait_job(api, job_id: str) -> dict:
 
 def resident_mib(folder: Path, threads: int, tokens: int) -> float:
     """Peak resident MiB of a child that opens ``folder`` and generates ``tokens`` tokens."""
-    code = ("import resource; from pathlib import Path; from hpcfair.generate import GenerateRequest, generate, "
+    code = ("from pathlib import Path; from hpcfair.generate import GenerateRequest, generate, "
             f"open_model; m = open_model(Path({str(folder)!r}), {threads}); "
             f"list(generate(m, GenerateRequest(prompt={PROMPT!r}, max_new_tokens={tokens}, temperature=0))); "
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
+            "print(int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1024)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           env={**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'client'}"})
     return float(done.stdout.strip().splitlines()[-1])
@@ -80,10 +80,10 @@ def resident_mib(folder: Path, threads: int, tokens: int) -> float:
 
 def floor_child(folder: Path, threads: int, tokens: int) -> tuple[float, float, float, float]:
     """(time to first token, tokens/s after it, the same, peak resident MiB) of ``folder`` in a fresh child."""
-    code = ("import json, resource; from pathlib import Path; from hpcfair.generate import open_model; "
+    code = ("import json; from pathlib import Path; from hpcfair.generate import open_model; "
             "from bench.generate import floor_run; "
             f"m = open_model(Path({str(folder)!r}), {threads}); floor_run(m, 4); t = floor_run(m, {tokens}); "
-            "print(json.dumps([*t, *t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]))")
+            "print(json.dumps([*t, *t, int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1024]))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           env={**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'client'}"})
     return tuple(json.loads(done.stdout.strip().splitlines()[-1]))
