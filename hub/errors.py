@@ -33,6 +33,7 @@ STATUS: dict[str, int] = {
     "invalid_inputs": 400,
     "invalid_mlcube": 400,
     "unsupported_format": 400,
+    "unsupported_precision": 400,  # a generation build's precision this hub's CPUs do not run (fp16, bf16)
     "unknown_style": 400,
     "invalid_config": 400,
     "unknown_column": 400,

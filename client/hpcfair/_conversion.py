@@ -87,20 +87,28 @@ def uploaded_onnx_checked(client: HubClient, pid: str) -> bool | None:
 
 
 def optimize(client: HubClient, config: Config) -> list[dict[str, Any]]:
-    """``modelAPI.optimize``: each ONNX model optimised here or on the hub, one report each."""
+    """``modelAPI.optimize``: each ONNX model optimised here or on the hub, one report each; with ``precision``
+    (int8, int4) a language model's generation build at that precision, made on the hub and downloaded into
+    ``<model>-<precision>/`` beside the export file."""
     sources = _sources.sources(config)
     exports = _sources.exports(config, sources, ".optimized.onnx")
     files = _sources.onnx_files(config, sources)
     reports = []
+    precision = config.task.precision  # a language model's smaller generation build: made on the hub only
     for source, export, file in zip(sources, exports, files, strict=True):
-        if source.local and not config.args.general_args.upload:
+        if source.local and not config.args.general_args.upload and not precision:
             reports.append(optimize_here(config, source, export.parent))
             continue
-        info = _registry.onnx_version(client, _registry.hub_version(client, config, source, private=True), None)
-        done = client.wait(client.optimize(info["pid"], file=file or "", quantize=config.task.quantize))
+        info = _registry.hub_version(client, config, source, private=True)
+        if not precision:
+            info = _registry.onnx_version(client, info, None)
+        done = client.wait(client.optimize(info["pid"], file=file or "", quantize=config.task.quantize,
+                                           precision=precision))
         derived = client.resolve(done["result"]["pid"])
-        files = client.download(derived["pid"], export.parent)
-        report = (derived.get("metadata") or {}).get("optimization")
+        files = client.download(derived["pid"], export.parent / f"{source.name}-{precision}" if precision
+                                else export.parent)
+        meta = derived.get("metadata") or {}
+        report = meta.get("generation") if precision else meta.get("optimization")
         reports.append({"model": source.name, "where": "hub", "pid": derived["pid"],
                         "files": [str(p) for p in files], "report": report})
     return reports

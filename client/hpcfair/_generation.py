@@ -26,7 +26,7 @@ from hpcfair.errors import HubError
 
 OPTIONS = ("max_new_tokens", "temperature", "top_p", "top_k", "seed", "stop")
 BUILT = ("onnx-genai", "onnx-kv")  # the formats of the hub's generation builds (ontology.fields.BUILT_FORMATS)
-SUFFIXES = ("genai", "kv", "genai-int4", "kv-int4", "genai-fp16", "kv-fp16")  # their labels: <label>-<suffix>
+SUFFIXES = ("genai", "kv", "genai-int8", "genai-int4")  # their labels: <label>-<suffix>
 
 
 def generation_build(client: HubClient, ref: str) -> dict[str, Any]:

@@ -534,9 +534,13 @@ class HubClient:
         return self.request("POST", f"artifacts/{info['artifact']}/versions/{info['version']}/container",
                             json={"build": build, **({"tasks": tasks} if tasks else {})}).json()
 
-    def optimize(self, ref: str, *, file: str = "", quantize: bool = True) -> dict[str, Any]:
+    def optimize(self, ref: str, *, file: str = "", quantize: bool = True, precision: str | None = None
+                 ) -> dict[str, Any]:
+        """Ask the hub to optimise an ONNX file, or (``precision`` int8, int4) to build a language model's smaller
+        generation model; returns the job."""
         info = self.resolve(ref)
-        body = {"quantize": quantize, **({"file": file} if file else {})}
+        body = {"quantize": quantize, **({"file": file} if file else {}),
+                **({"precision": precision} if precision else {})}
         return self.request("POST", f"artifacts/{info['artifact']}/versions/{info['version']}/optimize",
                             json=body).json()
 

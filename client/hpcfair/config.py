@@ -114,6 +114,9 @@ class TaskArgs(_Group):
     atol: Annotated[float, Field(ge=0)] | None = Field(None, description="conversion: absolute tolerance.")
     rtol: Annotated[float, Field(ge=0)] | None = Field(None, description="conversion: relative tolerance.")
     quantize: bool = Field(True, description="optimize: also make a dynamic int8 copy.")
+    precision: Literal["int8", "int4", "fp16"] | None = Field(
+        None, description="optimize: a language model's generation build with int8 or int4 weights, made on the hub "
+                          "(fp16 is refused there: its builds run on CPUs).")
     query: str | None = Field(None, description="search: words to look for.")
     filters: dict[str, Names] | None = Field(None, description="search: facet filters, e.g. {framework: onnx}.")
     files: list[str] | None = Field(None, description=(

@@ -39,15 +39,20 @@ from hub.registry.services import ProvenanceRef, create_version
 from hub.registry.uploads import StagedFile
 
 _SOURCE_ONLY = SOURCE_ONLY | {"generation"}  # metadata of the source's files, not of the build
+BUILD_MEMORY_PER_MB = 4  # MB of address space per MB of weights, above the sandbox's floor
 
 
 def build_limits(source: Version, folder: str) -> Limits:
-    """A conversion's limits, with time for the model's size: onnxruntime-genai's builder and the token check
-    take minutes per GiB of weights on a few cores."""
+    """A conversion's limits, with time and memory for the model's size: onnxruntime-genai's builder and the
+    token check take minutes per GiB of weights on a few cores, and a quantized build holds the fp32 weights,
+    their quantized copy and transformers' model (a 702 M Llama's int8 build ran out of 8 GiB of address
+    space); ``HUB_CONVERT_MEMORY_MB`` still fixes the limit."""
     size = sum(f.size for f in source.files.all() if f.path.startswith(folder))
     minutes = 10 * max(1.0, size / 2**30)
     base = limits()
-    return replace(base, wall_seconds=max(base.wall_seconds, int(minutes * 60)),
+    memory = base.memory_mb or min(sandbox.memory_for(0) + BUILD_MEMORY_PER_MB * size // 2**20,
+                                   sandbox.memory_ceiling_mb())
+    return replace(base, wall_seconds=max(base.wall_seconds, int(minutes * 60)), memory_mb=memory,
                    cpu_seconds=max(base.cpu_seconds, int(minutes * 60 * max(1, base.threads or 1))))
 
 

@@ -14,7 +14,7 @@ import orjson
 from django.conf import settings
 from hpcfair.compute import CodedError
 from hpcfair.convert.formats import hf_folders
-from hpcfair.generate.families import GENAI, route_of, supports
+from hpcfair.generate.families import precision_problem, route_of, supports
 from hpcfair.generate.run import GenerateRequest
 
 from hub.errors import STATUS, HubError
@@ -72,7 +72,8 @@ def on_version_published(sender, version: Version, user, **kwargs) -> None:
 
 def request_build(version: Version, user, *, folder: str | None = None, precision: str = "fp32",
                   auto: bool = False) -> Job:
-    """Queue the build of ``version``'s generation model (``precision`` fp32, fp16 or int4)."""
+    """Queue the build of ``version``'s generation model (``precision`` fp32, int8 or int4; fp16 is refused
+    with its reason)."""
     folders = generation_folders(version)
     if not folders:
         raise HubError("unsupported_format", f"{version} has no Hugging Face causal language model folder that "
@@ -83,10 +84,8 @@ def request_build(version: Version, user, *, folder: str | None = None, precisio
         folder = folders[0]
     if folder not in folders:
         raise HubError("invalid", f"{version} has no causal language model folder {folder!r}.")
-    if precision != "fp32" and route_of(_config(version, folder)) != GENAI:
-        raise HubError("invalid", f"{version}'s language model is built by the general route, in fp32 only: "
-                                  f"{precision} copies are made for the families onnxruntime-genai builds "
-                                  "(Llama, Mistral, Qwen2/3, Phi, Gemma…).")
+    if problem := precision_problem(precision, route_of(_config(version, folder))):
+        raise HubError(*problem)
     return create_job("generation", user, version=version,
                       params={"folder": folder, "precision": precision, "auto": auto}, limited=not auto)
 

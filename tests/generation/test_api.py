@@ -93,6 +93,23 @@ def test_optimize_asks_a_language_model_for_an_int4_build(api, owner, publish, p
     assert "fp32 only" in refused.json()["detail"]
 
 
+def test_int8_is_asked_for_and_half_precision_refused_up_front(api, owner, publish):
+    from hub.jobs.models import Job
+
+    artifact, version = publish(owner, "lm", _lm_files())
+    url = f"/api/v1/artifacts/{artifact.full_name}/versions/{version.label}/optimize"
+    accepted = api.post(url, {"precision": "int8"}, format="json")
+    assert accepted.status_code == 202, accepted.json()
+    assert (accepted.json()["kind"], accepted.json()["params"]["precision"]) == ("generation", "int8")
+    before = Job.objects.count()
+    for precision in ("fp16", "bf16"):
+        refused = api.post(url, {"precision": precision}, format="json")
+        assert (refused.status_code, refused.json()["code"]) == (400, "unsupported_precision")
+        assert refused["X-Error-Code"] == "unsupported_precision"
+        assert "run on CPUs" in refused.json()["detail"] and "int8" in refused.json()["detail"]
+    assert Job.objects.count() == before  # no job that would fail in the runtime
+
+
 def test_v1_models_lists_the_names_people_type(owner, api, publish, tmp_path):
     """Issue 55: ``/v1/models`` listed the build's label (``alice/lm@1-genai``) where the README and the docs
     use the name (``alice/lm``): the newest full-precision build is listed by the name, an older one by its
@@ -144,3 +161,18 @@ def test_generate_before_the_build_finishes_names_its_job(live_server, owner, pu
                               env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 1 and done.stderr.startswith("error [not_ready]"), (device, done.stderr)
         assert f"`hpcfair jobs wait {job.pk}` returns when it has finished" in done.stderr, (device, done.stderr)
+
+
+def test_a_build_gets_address_space_for_its_weights(owner, publish, settings):
+    """A quantized build holds the fp32 weights and their copy: the sandbox's floor plus 4 MB per MB of weights
+    (a 702 M Llama's int8 build ran out of the floor alone), unless HUB_CONVERT_MEMORY_MB fixes the limit."""
+    from hpcfair.convert import sandbox
+
+    from hub.generation.jobs import BUILD_MEMORY_PER_MB, build_limits
+
+    settings.HUB_CONVERT_MEMORY_MB = 0
+    _, version = publish(owner, "lm", {**_lm_files(), "lm/model.safetensors": b"\1" * 2**21})
+    assert build_limits(version, "lm").memory_mb == min(sandbox.memory_for(0) + 2 * BUILD_MEMORY_PER_MB,
+                                                        sandbox.memory_ceiling_mb())
+    settings.HUB_CONVERT_MEMORY_MB = 3000
+    assert build_limits(version, "lm").memory_mb == 3000

@@ -103,6 +103,35 @@ def test_int4_is_smaller_and_its_perplexity_is_measured(built, tmp_path):
     assert report["size_bytes"] < built["llama"][2]["size_bytes"]
 
 
+def test_int8_is_checked_by_greedy_tokens_and_is_smaller(built, tmp_path):
+    """8-bit weights keep the tiny Llama's greedy tokens (within the near-tie rule); other weights still fail."""
+    source, folder, full = built["llama"]
+    report = build(source, tmp_path / "int8", precision="int8")
+    check = report["verification"]
+    assert (report["precision"], check["passed"]) == ("int8", True), check
+    assert "near ties (<= 0.02" in check["method"]
+    assert all(c["matched"] == c["tokens"] or c["near_tie"] for c in check["prompts"])
+    assert report["size_bytes"] < full["size_bytes"]
+    import onnx
+
+    graph = onnx.load(tmp_path / "int8" / "model.onnx", load_external_data=False).graph
+    bits = {a.i for n in graph.node if n.op_type == "MatMulNBits" for a in n.attribute if a.name == "bits"}
+    assert bits == {8}  # MatMulNBits at 8 bits, what ONNX Runtime's CPU provider runs
+    other = save_lm(tmp_path / "other", "llama", seed=1)  # same shapes, other weights: no tie explains it
+    refused = verify_tokens(other, tmp_path / "int8", tie=0.02)
+    assert refused["passed"] is False
+    assert any(c["matched"] < c["tokens"] and not c["near_tie"] for c in refused["prompts"])
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_half_precision_is_refused_before_building(built, tmp_path, precision):
+    with pytest.raises(CodedError) as caught:
+        build(built["llama"][0], tmp_path / precision, precision=precision)
+    assert caught.value.code == "unsupported_precision"
+    assert "run on CPUs" in caught.value.detail and "Ask for int8" in caught.value.detail
+    assert not (tmp_path / precision).exists()  # refused before the builder ran
+
+
 def test_folders_without_generation_are_refused_with_the_reason(tmp_path):
     folder = tmp_path / "bert"
     folder.mkdir()

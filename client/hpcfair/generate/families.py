@@ -70,3 +70,30 @@ def read_config(folder: Path) -> dict[str, Any]:
         return json.loads((folder / "config.json").read_text())
     except (OSError, ValueError):
         return {}
+
+
+# The precisions of a generation build: fp32 (every route) and, for onnxruntime-genai's families, weight-only
+# 8-bit and 4-bit copies (MatMulNBits, activations quantized to int8 at run time on the CPU)
+PRECISIONS = ("fp32", "int8", "int4")
+# Asked for, and refused with the reason: what onnxruntime-genai builds for GPUs only
+GPU_PRECISIONS = {
+    "fp16": "onnxruntime-genai builds fp16 for GPUs (CUDA, DirectML), not for the CPU, whose ONNX Runtime kernels "
+            "are fp32 (an fp16 build casts between them and fails at run time)",
+    "bf16": "onnxruntime-genai builds bf16 for CUDA GPUs only"}
+
+
+def precision_problem(precision: str, route: str) -> tuple[str, str] | None:
+    """Why a generation build at ``precision`` cannot be made for a folder on ``route``, as (code, detail);
+    None when it can. The web process asks before queueing a job, the build again in its sandbox."""
+    if precision in GPU_PRECISIONS:
+        return "unsupported_precision", (f"{precision} is not built here: {GPU_PRECISIONS[precision]}; the hub's "
+                                         "generation builds run on CPUs. Ask for int8 (8-bit weights, about a "
+                                         "quarter of fp32's size, its greedy tokens checked against transformers), "
+                                         "int4 (smaller still) or fp32.")
+    if precision not in PRECISIONS:
+        return "invalid", f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}."
+    if route != GENAI and precision != "fp32":
+        return "invalid", (f"this language model is built by the general route, in fp32 only: {precision} copies "
+                           "are made for the families onnxruntime-genai builds (Llama, Mistral, Qwen2/3, Phi, "
+                           "Gemma…).")
+    return None
