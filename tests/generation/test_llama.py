@@ -36,7 +36,7 @@ def model(tmp_path_factory) -> Path:
 def test_the_hubs_llama_server_answers_as_llama_server_itself(model):
     import openai
 
-    server = LlamaServer(model, threads=1, memory=MEMORY)
+    server = LlamaServer(model, threads=1, memory=MEMORY, binary=str(binary()))
     try:
         chat = GenerateRequest.parse({"messages": MESSAGES, "max_new_tokens": 24, "temperature": 0, "seed": 7})
         text, last = text_of(server.generate(chat))
@@ -83,9 +83,8 @@ def test_a_server_that_cannot_start_is_refused_in_words(tmp_path):
 
 
 def test_a_template_that_fails_is_refused_in_words(tmp_path):
-    binary()
     gguf_files.tiny_llama(tmp_path / "raises.gguf", template="{{ raise_exception('no system messages') }}")
-    server = LlamaServer(tmp_path / "raises.gguf", threads=1)
+    server = LlamaServer(tmp_path / "raises.gguf", threads=1, binary=str(binary()))
     try:
         with pytest.raises(CodedError) as refused:
             list(server.generate(GenerateRequest.parse({"messages": MESSAGES})))
@@ -96,8 +95,10 @@ def test_a_template_that_fails_is_refused_in_words(tmp_path):
 
 def test_llama_server_dies_with_the_process_that_started_it(model):
     script = ("import sys, time; from pathlib import Path; from hpcfair.generate.llama import LlamaServer\n"
-              "s = LlamaServer(Path(sys.argv[1])); s.start(); print(s.process.pid, flush=True); time.sleep(600)")
-    parent = subprocess.Popen([sys.executable, "-c", script, str(model)], stdout=subprocess.PIPE, text=True)
+              "s = LlamaServer(Path(sys.argv[1]), binary=sys.argv[2]); s.start(); print(s.process.pid, flush=True)\n"
+              "time.sleep(600)")
+    parent = subprocess.Popen([sys.executable, "-c", script, str(model), str(binary())], stdout=subprocess.PIPE,
+                              text=True)
     child = int(parent.stdout.readline())
     os.kill(parent.pid, signal.SIGKILL)  # as the keeper kills an engine past its deadline
     parent.wait()
