@@ -23,7 +23,7 @@ def test_a_gguf_upload_answers_the_openai_client_as_llama_server_does(shared_sto
     from hub.accounts.models import ApiToken
 
     binary()
-    gguf_files.tiny_llama(tmp_path / "tiny.gguf")
+    gguf_files.tiny_llama(tmp_path / "tiny.gguf", tokens=gguf_files.BYTE_TOKENS)
     artifact, version = publish(owner, "tiny-gguf", {"tiny-f32.gguf": (tmp_path / "tiny.gguf").read_bytes()})
     assert version.metadata["format"] == "gguf"
     _, raw = ApiToken.issue(owner, scope="write")

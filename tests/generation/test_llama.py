@@ -29,7 +29,7 @@ MEMORY = 512 << 20
 def model(tmp_path_factory) -> Path:
     binary()
     path = tmp_path_factory.mktemp("gguf") / "tiny.gguf"
-    gguf_files.tiny_llama(path)
+    gguf_files.tiny_llama(path, tokens=gguf_files.BYTE_TOKENS)
     return path
 
 
@@ -83,12 +83,15 @@ def test_a_server_that_cannot_start_is_refused_in_words(tmp_path):
 
 
 def test_a_template_that_fails_is_refused_in_words(tmp_path):
-    gguf_files.tiny_llama(tmp_path / "raises.gguf", template="{{ raise_exception('no system messages') }}")
+    gguf_files.tiny_llama(tmp_path / "raises.gguf", tokens=gguf_files.BYTE_TOKENS,
+                          template="{{ raise_exception('no system messages') }}")
     server = LlamaServer(tmp_path / "raises.gguf", threads=1, binary=str(binary()))
     try:
         with pytest.raises(CodedError) as refused:
             list(server.generate(GenerateRequest.parse({"messages": MESSAGES})))
-        assert refused.value.code == "invalid" and "no system messages" in refused.value.detail
+        # llama.cpp runs the template itself when it loads the file, and refuses to load it: a coded refusal
+        assert refused.value.code == "not_runnable" and "llama.cpp could not load the model" in refused.value.detail
+        assert str(tmp_path) not in refused.value.detail
     finally:
         server.close()
 
