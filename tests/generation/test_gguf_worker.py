@@ -54,7 +54,8 @@ def test_a_gguf_upload_answers_the_openai_client_as_llama_server_does(shared_sto
     assert ours["text"] == text and ours["completion_tokens"] == itself.usage.completion_tokens
     assert f"{artifact.full_name}@{version.label}" in [m.id for m in hub.models.list()]
     # the access rule of every /v1 route: a private GGUF model does not exist for another person
-    private, _ = publish(owner, "private-gguf", {"tiny.gguf": (tmp_path / "tiny.gguf").read_bytes()},
+    gguf_files.tiny_llama(tmp_path / "other.gguf", tokens=gguf_files.BYTE_TOKENS, template=gguf_files.TEMPLATE + " ")
+    private, _ = publish(owner, "private-gguf", {"tiny.gguf": (tmp_path / "other.gguf").read_bytes()},
                          visibility="private")
     _, theirs = ApiToken.issue(other, scope="write")
     stranger = openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=theirs, max_retries=0)
