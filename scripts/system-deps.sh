@@ -17,7 +17,7 @@ packages_of() {
 profile="${1:-test}"
 if [ "$profile" = list ]; then packages_of "${2:?usage: $0 list PROFILE}"; exit 0; fi
 case "$profile" in
-  run|stack|test|bench|build) mapfile -t packages < <(packages_of "$profile") ;;
+  run|stack|test|bench|build|llama) mapfile -t packages < <(packages_of "$profile") ;;
   *) echo "usage: $0 run|stack|test|bench|build|list PROFILE" >&2; exit 2 ;;
 esac
 needed=()

