@@ -198,8 +198,8 @@ def _publish_conversion(ctx, source: Version, outputs: list[StagedFile], reports
 
 def _publish(ctx, source: Version, files: list[StagedFile], metadata: dict, suffix: str, relation: str) -> Version:
     label = free_label(source.artifact, f"{source.label}-{suffix}"[:60])
-    version = create_version(source.artifact, ctx.job.requester, files=files, label=label,
-                             metadata=metadata, provenance=[ProvenanceRef(relation, source)], system=True)
+    version = create_version(source.artifact, ctx.job.requester, files=files, label=label, metadata=metadata,
+                             provenance=[ProvenanceRef(relation, source)], system=True, duplicates="artifact")
     ctx.log(f"published {version} ({version.pid})")
     return version
 

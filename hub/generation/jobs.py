@@ -100,7 +100,8 @@ def publish_build(ctx: JobContext, source: Version, workdir: Path, report: dict[
     suffix = route if report["precision"] == "fp32" else f"{route}-{report['precision']}"
     label = free_label(source.artifact, f"{source.label}-{suffix}"[:60])
     version = create_version(source.artifact, ctx.job.requester, files=files, label=label, metadata=metadata,
-                             provenance=[ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, source)], system=True)
+                             provenance=[ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, source)], system=True,
+                             duplicates="artifact")
     ctx.log(f"published {version} ({version.pid})")
     return {"version": version.label, "pid": version.pid, "verified": bool(check["passed"]), "generation": report}
 

@@ -314,14 +314,17 @@ def create_version(
     metadata: dict[str, Any] | None = None,
     provenance: list[ProvenanceRef] | None = None,
     system: bool = False,
+    duplicates: str = "hub",
 ) -> Version:
     """Publish a new immutable version from staged files.
 
     The metadata is validated and completed by ``hub.metadata`` (``system``: the hub itself publishes,
-    e.g. a conversion result, and may write the fields users cannot). A version a person publishes without a
-    card gets a ``README.md`` written from its metadata (``hub.metadata.written_card``), a file like the others;
-    its content digest stays that of the files sent, which the client asks about before uploading them (the hub's
-    README.md sent back, by a download published again or a Hugging Face commit, is not counted either)."""
+    e.g. a conversion result, and may write the fields users cannot; ``duplicates``: where the same files
+    refuse it, ``"hub"``, or ``"artifact"`` for what the hub derives into its source's own artifact). A version
+    a person publishes without a card gets a ``README.md`` written from its metadata
+    (``hub.metadata.written_card``), a file like the others; its content digest stays that of the files sent,
+    which the client asks about before uploading them (the hub's README.md sent back, by a download published
+    again or a Hugging Face commit, is not counted either)."""
     metadata = metadata or {}
     if not isinstance(metadata, dict):
         raise HubError("invalid", "metadata must be a JSON object.", errors={"metadata": ["Expected an object."]})
@@ -345,9 +348,9 @@ def create_version(
     carried = written_card.is_written(metadata.get("card") or "")  # a README.md the hub wrote, sent back
     digest = content_digest(f.sha256 for f, p in zip(files, paths, strict=True)
                             if not (carried and p == written_card.NAME))
-    # What the hub derives belongs to its source's artifact: the same bytes elsewhere (another artifact's
-    # conversion of equal weights) do not stop it; the same result again in this artifact points at the first.
-    existing = find_duplicate(user, digest, artifact if system else None)
+    # duplicates="artifact": a version the hub derives into its source's own artifact (a conversion, a build) is
+    # that artifact's, whatever another artifact holds (equal weights convert to equal bytes); "hub": anywhere.
+    existing = find_duplicate(user, digest, artifact if duplicates == "artifact" else None)
     if existing is not None:
         raise HubError(
             "duplicate_version",

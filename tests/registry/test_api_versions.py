@@ -106,7 +106,7 @@ def test_what_the_hub_derives_is_a_duplicate_only_within_its_own_artifact(owner,
     onnx = {"model.onnx": b"the same graph"}
 
     def convert(artifact, label):
-        return services.create_version(artifact, artifact.owner, label=label, system=True,
+        return services.create_version(artifact, artifact.owner, label=label, system=True, duplicates="artifact",
                                        files=[staged(tmp_path, p, d) for p, d in onnx.items()],
                                        metadata=valid_metadata("model", title="converted"))
 
