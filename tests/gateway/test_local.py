@@ -309,9 +309,10 @@ def test_a_worker_killed_mid_run_leaves_the_run_to_another_over_the_lane(hub, ow
     api = client_for(owner)
     warm = api.post(URL.format(name="long"), {"inputs": {"n": [2, 2]}, "mode": "sync"}, format="json")
     assert warm.status_code == 200 and lane_calls == []
-    n = 4000  # a MatMul of a few seconds here, on either worker
+    n = 5000  # a MatMul of several seconds here, on either worker (4000 could end within the second on a quiet one)
     thread, answer = run_in_thread(api, "long", {"inputs": {"n": [n, n]}, "mode": "sync"})
     time.sleep(1.0)
+    assert thread.is_alive(), "the run ended before its worker could be killed: make n larger"
     folders = {Path(path).parent for path in local_paths(near.pid)}
     for pid in [near.pid, *engines_of(near.pid)]:
         _kill(pid)
