@@ -79,7 +79,7 @@ def convert_on_hub(client: HubClient, config: Config, source: ModelSource, expor
 def uploaded_onnx_checked(client: HubClient, pid: str) -> bool | None:
     """Whether the hub's ``verify`` job on an uploaded ONNX version (checker, shape inference, a run in ONNX
     Runtime) passed, waiting for it; None when the hub ran none (an older hub)."""
-    jobs = [job for job in client.jobs(kind="verify") if (job.get("version") or {}).get("pid") == pid]
+    jobs = _registry.jobs_on(client, "verify", pid)
     if not jobs:
         return None
     done = client.wait(jobs[0], raise_on_failure=False)  # newest first

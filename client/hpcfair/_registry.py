@@ -327,6 +327,11 @@ def runnable(client: HubClient, config: Config, sources: list[ModelSource]) -> l
     return [onnx_version(client, hub_version(client, config, source), None) for source in sources]
 
 
+def jobs_on(client: HubClient, kind: str, pid: str) -> list[dict[str, Any]]:
+    """The person's jobs of ``kind`` on the version ``pid``, newest first."""
+    return [job for job in client.jobs(kind=kind) if (job.get("version") or {}).get("pid") == pid]
+
+
 def onnx_version(client: HubClient, info: dict[str, Any], opset: int | None) -> dict[str, Any]:
     """The version itself when it is ONNX, else its conversion (waiting for the hub's conversion job,
     or asking for one)."""
@@ -344,9 +349,8 @@ def onnx_version(client: HubClient, info: dict[str, Any], opset: int | None) -> 
             candidate = client.resolve(link["version_pid"])
             if opset in (None, (candidate.get("metadata") or {}).get("opset")):
                 return candidate
-    jobs = [job for job in client.jobs(kind="convert")  # newest first
-            if (job.get("version") or {}).get("pid") == info["pid"]
-            and opset in (None, (job.get("params") or {}).get("opset"))]
+    jobs = [job for job in jobs_on(client, "convert", info["pid"])
+            if opset in (None, (job.get("params") or {}).get("opset"))]
     if jobs and jobs[0]["state"] == "failed":  # the same file would fail the same way: say why instead
         failed = jobs[0]
         raise JobError(f"{version_ref(info)} has no ONNX version: the hub's conversion failed "

@@ -17,7 +17,7 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -314,7 +314,7 @@ def create_version(
     metadata: dict[str, Any] | None = None,
     provenance: list[ProvenanceRef] | None = None,
     system: bool = False,
-    duplicates: str = "hub",
+    duplicates: Literal["hub", "artifact"] = "hub",
 ) -> Version:
     """Publish a new immutable version from staged files.
 
