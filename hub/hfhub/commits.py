@@ -22,6 +22,7 @@ from hub.errors import HubError
 from hub.hfhub.lfs import held_by
 from hub.hfhub.revisions import MAIN, commit_sha, resolve
 from hub.metadata.derive import CARD_MAX_BYTES, CARD_NAMES, split_card
+from hub.orgs.services import owner_for_new
 from hub.registry import quota, services
 from hub.registry.lineage import current_version
 from hub.registry.models import NAME_RE, Artifact, Blob, Version
@@ -49,14 +50,15 @@ def create_repo(user, payload: dict[str, Any]) -> tuple[Artifact, bool]:
                        errors={"name": ["Invalid name."]})
     if kind is None:
         raise HubError("invalid", "type is model, dataset or space (a project).", errors={"type": ["Unknown."]})
-    if namespace != user.username:
-        raise HubError("permission_denied", f"You may create repositories as {user.username}/… only, not in "
-                                            f"{namespace!r}.")
-    existing = Artifact.objects.live().filter(owner=user, name=name).first()
+    if not isinstance(namespace, str):
+        raise HubError("invalid", "organization is the name of an organization you write in.",
+                       errors={"organization": ["Expected a string."]})
+    owner = owner_for_new(user, namespace)  # yourself, or an organization you write in (as the REST API's)
+    existing = Artifact.objects.live().filter(owner=owner, name=name).first()
     if existing is not None:
         return existing, False
     private = payload.get("private") is True or payload.get("visibility") in ("private", "protected")
-    artifact = services.create_artifact(user, kind=kind, name=name, title=name,
+    artifact = services.create_artifact(owner, kind=kind, name=name, title=name,
                                         visibility="private" if private else "public")
     return artifact, True
 

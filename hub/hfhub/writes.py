@@ -10,7 +10,7 @@ from django.http import HttpResponse, JsonResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from hub.accounts.permissions import TokenScopePermission
+from hub.accounts.permissions import TokenScopePermission, require_within
 from hub.errors import HubError
 from hub.hfhub import commits, lfs
 from hub.hfhub.repos import REPO_TYPE_OF, get_repo
@@ -47,8 +47,12 @@ class HfWrite(HfView):
 class CreateRepo(HfWrite):
     """``POST /api/repos/create`` {name, organization, type, visibility|private}: 200 {url}, or 409 with it."""
 
+    limited_ok = True  # a limited token creates inside its limit only (require_within)
+
     def post(self, request: Request) -> Response:
-        artifact, made = commits.create_repo(request.user, _json_body(request))
+        payload = _json_body(request)
+        require_within(request, payload.get("organization") or request.user.username)
+        artifact, made = commits.create_repo(request.user, payload)
         url = commits.repo_url(request.build_absolute_uri("/").rstrip("/"), artifact)
         if not made:
             raise HubError("already_exists", f"You already have {artifact.full_name} ({artifact.kind}).", url=url)

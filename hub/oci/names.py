@@ -10,7 +10,7 @@ import re
 
 from hub.oci.errors import OciError
 from hub.registry.models import Artifact
-from hub.registry.rule import readable_by
+from hub.registry.rule import readable_by, token_limit
 
 # The specification's name grammar, with capitals allowed (hub names may have them; lookups ignore case).
 NAME_RE = re.compile(r"[A-Za-z0-9]+(?:(?:\.|_|__|-+)[A-Za-z0-9]+)*(?:/[A-Za-z0-9]+(?:(?:\.|_|__|-+)[A-Za-z0-9]+)*)*")
@@ -51,7 +51,9 @@ def artifact_of(repository: str) -> Artifact | None:
 
 
 def _namespace_owner(user, repository: str) -> bool:
-    return user is not None and user.is_authenticated and (
+    """Whether ``user`` owns the namespace of a repository that is no artifact; a token limited to an organization
+    or an artifact reaches no such repository."""
+    return user is not None and user.is_authenticated and token_limit(user) is None and (
         user.is_superuser or repository.split("/", 1)[0].lower() == user.username.lower())
 
 
@@ -70,5 +72,5 @@ def may_push(user, repository: str, artifact: Artifact | None) -> bool:
     if user is None or not user.is_authenticated:
         return False
     if artifact is not None:
-        return user.is_superuser or artifact.can_write(user)
+        return artifact.can_write(user)  # a superuser's role too, within a limited token's reach
     return _namespace_owner(user, repository)

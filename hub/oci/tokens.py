@@ -32,6 +32,7 @@ class Access:
     write: bool = False
     scopes: dict[str, set[str]] | None = field(default=None)
     sent: bool = False  # whether the request carried credentials at all
+    token_id: int | None = None  # the hub token shown (its limit and its revocation reach its registry tokens)
 
     def allows(self, repository: str, action: str) -> bool:
         """Whether the credentials (not yet the repository's rules) allow ``action`` on ``repository``."""
@@ -60,15 +61,23 @@ def issue(access: Access, scopes: dict[str, set[str]]) -> str:
     """A registry token for ``access.user`` with ``scopes`` (push kept only for a write credential)."""
     granted = {name: sorted(a for a in actions if a == "pull" or access.write) for name, actions in scopes.items()}
     user = getattr(access.user, "pk", None)
-    return signing.dumps({"u": user, "w": access.write, "s": granted}, salt=SALT, compress=True)
+    return signing.dumps({"u": user, "w": access.write, "s": granted, "t": access.token_id}, salt=SALT,
+                         compress=True)
+
+
+def _live(token: ApiToken | None) -> ApiToken:
+    """``token`` if it is usable, its user carrying it (``hub_token``: the read rule and roles apply its limit, as
+    the API's authentication does); else ``UNAUTHORIZED``."""
+    if token is None or token.revoked is not None or not token.user.is_active or token.expired:
+        raise OciError("UNAUTHORIZED", "This hub token is unknown, revoked or expired; create a new one on your "
+                                       "account page.")
+    token.user.hub_token = token
+    return token
 
 
 def _hub_token(raw: str) -> Access:
-    token = ApiToken.objects.select_related("user").filter(key_hash=hash_token(raw), revoked__isnull=True).first()
-    if token is None or not token.user.is_active or token.expired:
-        raise OciError("UNAUTHORIZED", "This hub token is unknown, revoked or expired; create a new one on your "
-                                       "account page.")
-    return Access(user=token.user, write=token.can_write, sent=True)
+    token = _live(ApiToken.objects.select_related("user").filter(key_hash=hash_token(raw)).first())
+    return Access(user=token.user, write=token.can_write, sent=True, token_id=token.pk)
 
 
 def _registry_token(raw: str) -> Access:
@@ -79,12 +88,15 @@ def _registry_token(raw: str) -> Access:
     except signing.BadSignature:
         raise OciError("UNAUTHORIZED", "The bearer token is neither a registry token of this hub nor a hub token.")
     user = None
-    if data.get("u") is not None:
+    if data.get("t") is not None:  # made from a hub token: that token's person, limit and state
+        token = _live(ApiToken.objects.select_related("user").filter(pk=data["t"], user_id=data.get("u")).first())
+        user = token.user
+    elif data.get("u") is not None:
         user = get_user_model().objects.filter(pk=data["u"], is_active=True).first()
         if user is None:
             raise OciError("UNAUTHORIZED", "The registry token's account is disabled or gone.")
     return Access(user=user, write=bool(data.get("w")), scopes={k: set(v) for k, v in data.get("s", {}).items()},
-                  sent=True)
+                  sent=True, token_id=data.get("t"))
 
 
 def credentials(request: HttpRequest, *, registry_tokens: bool = True, authorization: str | None = None) -> Access:

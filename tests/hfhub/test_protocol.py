@@ -9,6 +9,7 @@ import hashlib
 import os
 
 import pytest
+from rest_framework.test import APIClient
 
 from hub.hfhub.revisions import commit_sha, split_revision
 from tests.conftest import client_for
@@ -242,3 +243,36 @@ def test_nobody_commits_or_learns_of_bytes_by_naming_their_digest(owner, other, 
     held = client_for(owner).post("/alice/private-weights.git/info/lfs/objects/batch", {
         "operation": "upload", "objects": [{"oid": oid, "size": 300}]}, format="json").json()
     assert "actions" not in held["objects"][0]  # alice holds them: nothing to send again
+
+
+def test_create_repo_in_an_organization_follows_its_roles_and_a_tokens_limit(owner, collaborator, other):
+    """``create_repo("lab/x")``: an organization's writers create under it, as through the REST API; a reader of
+    it, an outsider and a token limited to another organization are refused with a code; a token limited to the
+    organization creates inside it."""
+    from hub.accounts.models import ApiToken
+    from hub.orgs import services as orgs
+    from hub.orgs.models import Membership, Role
+    from hub.registry.models import Artifact
+
+    lab = orgs.create_organization(owner, "lab")
+    elsewhere = orgs.create_organization(owner, "elsewhere")
+    Membership.objects.create(org=lab, user=collaborator, role=Role.READ)
+    made = client_for(owner).post("/api/repos/create", {"name": "net", "organization": "lab", "type": "model",
+                                                        "private": True}, format="json")
+    assert made.status_code == 200, made.content
+    assert made.json()["name"] == "lab/net" and made.json()["url"].endswith("/lab/net")
+    artifact = Artifact.objects.live().get(owner=lab.account, name="net")
+    assert artifact.visibility == "private"
+    again = client_for(owner).post("/api/repos/create", {"name": "net", "organization": "lab"}, format="json")
+    assert again.status_code == 409 and again.json()["url"].endswith("/lab/net")
+    for user in (collaborator, other):
+        refused = client_for(user).post("/api/repos/create", {"name": "x", "organization": "lab"}, format="json")
+        assert refused.status_code in (403, 404) and refused["X-Error-Code"] in ("permission_denied", "not_found")
+    _, limited = ApiToken.issue(owner, scope="publish", org=elsewhere)
+    outside = APIClient()
+    outside.credentials(HTTP_AUTHORIZATION=f"Bearer {limited}")
+    refused = outside.post("/api/repos/create", {"name": "y", "organization": "lab"}, format="json")
+    assert refused.status_code == 403 and refused["X-Error-Code"] == "insufficient_scope"
+    inside = outside.post("/api/repos/create", {"name": "y", "organization": "elsewhere"}, format="json")
+    assert inside.status_code == 200 and inside.json()["name"] == "elsewhere/y"
+    assert not Artifact.objects.live().filter(name__in=["x"]).exists()

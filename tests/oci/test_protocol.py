@@ -387,3 +387,31 @@ def test_a_restricted_versions_files_are_neither_pulled_nor_mounted_without_a_gr
     mounted = stranger.post(f"/v2/{other.username}/copy/blobs/uploads/?mount={layer}&from=alice/held")
     assert mounted.status_code == 202, mounted.content  # an upload to fill, not a mount
     assert stranger.get(f"/v2/{other.username}/copy/blobs/{layer}").status_code == 404
+
+
+def test_a_token_limited_to_one_artifact_reaches_no_other_over_the_registry(owner, publish, client):
+    """A hub token limited to one artifact (directly, as Basic, or exchanged at the token endpoint) pulls and pushes
+    that artifact only: another private artifact of the same person is NAME_UNKNOWN, as it is in the API, and the
+    person's own namespace takes no push from it."""
+    from hub.accounts.models import ApiToken
+
+    secret = os.urandom(2000)
+    mine, _ = publish(owner, "mine", FILES, label="1.0", visibility="private")
+    publish(owner, "hidden", {"weights.bin": secret}, label="1.0", visibility="private")
+    publish(owner, "open", {"weights.bin": os.urandom(10)}, label="1.0")
+    _, raw = ApiToken.issue(owner, scope="publish", artifact=mine)
+    direct = {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
+    basic = {"HTTP_AUTHORIZATION": "Basic " + base64.b64encode(f"x:{raw}".encode()).decode()}
+    scopes = [f"repository:alice/{name}:pull,push" for name in ("mine", "hidden", "img")]
+    exchanged = client.get("/v2/token", {"service": "testserver", "scope": scopes}, **basic).json()["token"]
+    for auth in (direct, basic, {"HTTP_AUTHORIZATION": f"Bearer {exchanged}"}):
+        assert client.get("/v2/alice/mine/manifests/1.0", **auth).status_code == 200
+        assert client.get("/v2/alice/open/tags/list", **auth).status_code in (200, 403)  # public: readable
+        for path in ("manifests/1.0", "tags/list", f"blobs/sha256:{sha(secret)}"):
+            refused = client.get(f"/v2/alice/hidden/{path}", **auth)
+            assert refused.status_code in (403, 404) and error_code(refused) in ("NAME_UNKNOWN", "DENIED"), path
+            assert secret not in refused.content
+        for repo in ("hidden", "img"):
+            pushed = client.post(f"/v2/alice/{repo}/blobs/uploads/", **auth)
+            assert pushed.status_code in (403, 404) and error_code(pushed) in ("NAME_UNKNOWN", "DENIED"), repo
+        assert client.post("/v2/alice/mine/blobs/uploads/", **auth).status_code == 202
