@@ -37,8 +37,13 @@ def split_revision(rest: str) -> tuple[str, str]:
 
 
 def resolve(artifact: Artifact, revision: str | None) -> Version:
-    """The live version of ``artifact`` that ``revision`` names, or ``RevisionNotFound``."""
+    """The live version of ``artifact`` that ``revision`` names, or ``RevisionNotFound``. The full names the
+    refs list gives (``refs/heads/main``, ``refs/tags/<label>``) name what their short names do."""
     revision = (revision or MAIN).strip()
+    if revision == f"refs/heads/{MAIN}":
+        revision = MAIN
+    elif revision.startswith("refs/tags/"):
+        revision = revision.removeprefix("refs/tags/")
     version: Version | None
     if revision == MAIN:
         version = current_version(artifact)

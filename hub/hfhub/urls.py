@@ -13,6 +13,8 @@ urlpatterns = [
     path("api/repos/create", writes.CreateRepo.as_view(), name="hf-create-repo"),
     path("api/validate-yaml", writes.ValidateYaml.as_view(), name="hf-validate-yaml"),
     path("api/hfhub-lfs/<str:oid>", writes.LfsUpload.as_view(), name="hf-lfs-upload"),
+    path("api/repos/delete", writes.Unoffered.as_view(), {"operation": "delete"}, name="hf-delete-repo"),
+    path("api/repos/move", writes.Unoffered.as_view(), {"operation": "move"}, name="hf-move-repo"),
 ]
 for repo_type in ("models", "datasets", "spaces"):
     kind = {"repo_type": repo_type}
@@ -26,6 +28,12 @@ for repo_type in ("models", "datasets", "spaces"):
         path(f"{api}/commits/<path:revision>", views.Commits.as_view(), kind, name=f"hf-{repo_type}-commits"),
         path(f"{api}/preupload/<path:revision>", writes.Preupload.as_view(), kind, name=f"hf-{repo_type}-preupload"),
         path(f"{api}/commit/<path:revision>", writes.Commit.as_view(), kind, name=f"hf-{repo_type}-commit"),
+        path(f"{api}/settings", writes.Unoffered.as_view(), {**kind, "operation": "settings"},
+             name=f"hf-{repo_type}-settings"),
+        path(f"{api}/tag/<path:revision>", writes.Unoffered.as_view(), {**kind, "operation": "tag"},
+             name=f"hf-{repo_type}-tag"),
+        path(f"{api}/branch/<path:revision>", writes.Unoffered.as_view(), {**kind, "operation": "branch"},
+             name=f"hf-{repo_type}-branch"),
     ]
 urlpatterns += [
     path(f"datasets/{REPO}.git/info/lfs/objects/batch", writes.LfsBatch.as_view(), {"repo_type": "datasets"},

@@ -18,6 +18,7 @@ from hub.hfhub import answers
 from hub.hfhub.errors import hf_exception_handler
 from hub.hfhub.repos import get_repo
 from hub.hfhub.revisions import commit_sha, resolve, split_revision
+from hub.orgs.models import Membership
 from hub.registry.downloads import file_response
 from hub.registry.models import Artifact, File, Version
 
@@ -141,7 +142,9 @@ class WhoAmI(HfView):
             raise HubError("not_authenticated", "Send a hub token: Authorization: Bearer <token> (HF_TOKEN).")
         token = request.auth if isinstance(request.auth, ApiToken) else None
         role = "write" if token is None or token.can_write else "read"
+        orgs = [{"type": "org", "name": m.org.slug, "fullname": m.org.title or m.org.slug, "roleInOrg": m.role}
+                for m in Membership.objects.filter(user=request.user).select_related("org__account")]
         return Response({"type": "user", "id": str(request.user.pk), "name": request.user.username,
-                         "fullname": request.user.get_full_name() or request.user.username, "orgs": [],
+                         "fullname": request.user.get_full_name() or request.user.username, "orgs": orgs,
                          "auth": {"type": "access_token",
                                   "accessToken": {"displayName": token.name if token else "session", "role": role}}})

@@ -134,3 +134,29 @@ class Commit(HfWrite):
                          "commitMessage": commit.summary, "hookOutput": "", "pullRequestUrl": None,
                          "version": version.label, "pid": version.pid})
 
+
+
+# What the Hub's repository operations that this hub does not offer over the protocol are here instead.
+UNOFFERED = {
+    "delete": "Repositories are not deleted through the Hugging Face protocol: delete the artifact on its page or "
+              "with DELETE /api/v1/artifacts/{owner}/{name}/ (its PIDs keep a tombstone).",
+    "move": "Repositories are not moved through the Hugging Face protocol: transfer the artifact on its page or with "
+            "POST /api/v1/artifacts/{owner}/{name}/transfer (its PIDs stay).",
+    "settings": "A repository's settings are its artifact's: change its visibility on its page or with PATCH "
+                "/api/v1/artifacts/{owner}/{name}/ {\"visibility\": ...}.",
+    "tag": "Tags are the versions' labels here: each commit publishes a version, and its label is its tag "
+           "(list_repo_refs); tags are not made or removed by hand.",
+    "branch": "This hub has no branches: main is the version the artifact's page opens on; commit to main or to a "
+              "version's label.",
+}
+
+
+class Unoffered(HfView):
+    """The Hub's repository operations this hub does not offer (``delete_repo``, ``move_repo``,
+    ``update_repo_settings``, ``create_tag``, ``create_branch`` and their deletions): a coded 400 that says what
+    to do instead, whoever asks (it tells nothing of the repository)."""
+
+    def refuse(self, request: Request, operation: str, **kwargs) -> Response:
+        raise HubError("invalid", UNOFFERED[operation])
+
+    get = post = put = delete = refuse

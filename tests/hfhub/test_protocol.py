@@ -276,3 +276,41 @@ def test_create_repo_in_an_organization_follows_its_roles_and_a_tokens_limit(own
     inside = outside.post("/api/repos/create", {"name": "y", "organization": "elsewhere"}, format="json")
     assert inside.status_code == 200 and inside.json()["name"] == "elsewhere/y"
     assert not Artifact.objects.live().filter(name__in=["x"]).exists()
+
+
+def test_the_full_ref_names_the_refs_list_gives_are_revisions(model, anon):
+    """``list_repo_refs`` names ``refs/heads/main`` and ``refs/tags/<label>``: each reads as its short name does
+    (the client quotes the slashes)."""
+    refs = anon.get("/api/models/alice/model/refs").json()
+    sha = commit_sha(model)
+    for ref in (refs["branches"][0]["ref"], refs["tags"][0]["ref"]):
+        info = anon.get(f"/api/models/alice/model/revision/{ref.replace('/', '%2F')}")
+        assert info.status_code == 200 and info.json()["sha"] == sha, ref
+        got = anon.get(f"/alice/model/resolve/{ref.replace('/', '%2F')}/w.bin")
+        assert got.status_code == 200 and got.getvalue() == DATA and got["X-Repo-Commit"] == sha
+    missing = anon.get("/api/models/alice/model/revision/refs%2Ftags%2F9.9")
+    assert (missing.status_code, missing["X-Error-Code"]) == (404, "RevisionNotFound")
+
+
+@pytest.mark.parametrize("method, path", [
+    ("delete", "/api/repos/delete"), ("post", "/api/repos/move"), ("put", "/api/models/alice/model/settings"),
+    ("post", "/api/models/alice/model/tag/main"), ("delete", "/api/models/alice/model/tag/v1"),
+    ("post", "/api/datasets/alice/model/branch/dev"), ("delete", "/api/models/alice/model/branch/dev")])
+def test_repository_operations_the_hub_does_not_offer_say_what_to_do_instead(model, owner, method, path):
+    """``delete_repo``, ``move_repo``, ``update_repo_settings``, ``create_tag``/``delete_tag``, ``create_branch``/
+    ``delete_branch``: a coded 400 whose message the client shows (``error``, ``X-Error-Message``), not a page's
+    CSRF refusal or a bare 404; nothing changes."""
+    response = getattr(client_for(owner), method)(path, {"name": "model", "organization": "alice"}, format="json")
+    assert (response.status_code, response["X-Error-Code"]) == (400, "invalid"), response.content
+    assert response.json()["error"] == response.json()["detail"] and response["X-Error-Message"]
+    assert any(word in response.json()["detail"] for word in ("/api/v1/artifacts/", "label", "main"))
+    assert client_for(owner).get("/api/models/alice/model").json()["sha"] == commit_sha(model)
+
+
+def test_whoami_names_the_organizations_and_roles_of_the_tokens_person(owner):
+    from hub.orgs import services as orgs
+
+    orgs.create_organization(owner, "lab", "The Lab")
+    me = client_for(owner, scope="read").get("/api/whoami-v2").json()
+    assert me["name"] == "alice" and me["auth"]["accessToken"]["role"] == "read"
+    assert me["orgs"] == [{"type": "org", "name": "lab", "fullname": "The Lab", "roleInOrg": "admin"}]
