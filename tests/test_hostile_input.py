@@ -57,6 +57,29 @@ def test_deeply_nested_json_is_a_400_everywhere(api, model, depth):
         response = api.generic(method, url, deep, content_type="application/json")
         assert_coded(response, 400, "malformed_request")
         assert "depth limit exceeded" in response.json()["detail"]
+    # the Hugging Face protocol's JSON and NDJSON bodies, and the OCI registry's manifests, read them the same way
+    for url, media_type in [("/api/repos/create", "application/json"), ("/api/validate-yaml", "application/json"),
+                            ("/alice/m.git/info/lfs/objects/batch", "application/vnd.git-lfs+json"),
+                            ("/api/models/alice/m/commit/main", "application/x-ndjson")]:
+        response = api.generic("POST", url, deep, content_type=media_type)
+        assert_coded(response, 400, "malformed_request")
+        assert "depth limit exceeded" in response.json()["error"], url
+    response = api.generic("PUT", "/v2/alice/img/manifests/1", deep,
+                           content_type="application/vnd.oci.image.manifest.v1+json")
+    assert_coded(response, 400, "MANIFEST_INVALID")
+    assert "depth limit exceeded" in response.json()["errors"][0]["message"]
+
+
+def test_an_uploaded_config_json_nested_past_the_limit_is_data_not_a_500(api, model):
+    """A Hugging Face ``config.json`` is read in the web process for its class names (and a generation folder's
+    model type): one nested 100,000 deep names none, and the version publishes as any file's would."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    response = api.post(versions_url(), {"metadata": json.dumps(valid_metadata()),
+                                         "config.json": multipart_file("config.json", deep),
+                                         "model.safetensors": multipart_file("model.safetensors", b"x" * 64)},
+                        format="multipart")
+    assert response.status_code == 201, response.content
+    assert "labels" not in response.json()["metadata"]
 
 
 def test_nesting_within_the_limit_is_still_read(api, model):

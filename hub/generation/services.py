@@ -6,7 +6,6 @@ conversion sandbox (``hub.generation.jobs``), the generation in a worker's gener
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -17,6 +16,7 @@ from hpcfair.convert.formats import hf_folders
 from hpcfair.generate.families import precision_problem, route_of, supports
 from hpcfair.generate.run import GenerateRequest
 
+from hub.bounded import load_json
 from hub.errors import STATUS, HubError
 from hub.gateway.lane import NoWorker, get_lane, reachable, stream
 from hub.gateway.protocol import no_worker
@@ -43,9 +43,10 @@ def _config(version: Version, folder: str) -> dict[str, Any]:
         return {}
     try:
         with get_blob_store().open(file.blob.sha256) as body:
-            return json.loads(body.read(CONFIG_BYTES))
-    except (OSError, ValueError):
+            config = load_json(body.read(CONFIG_BYTES), what=path)
+    except (OSError, HubError):  # an unreadable config (or one nested past the bound) names no model
         return {}
+    return config if isinstance(config, dict) else {}
 
 
 def generation_folders(version: Version) -> list[str]:

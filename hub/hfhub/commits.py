@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 import re
 import uuid
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import Any
 
 from django.db import transaction
 
+from hub.bounded import load_json
 from hub.errors import HubError
 from hub.hfhub.lfs import held_by
 from hub.hfhub.revisions import MAIN, commit_sha, resolve
@@ -90,10 +90,8 @@ def parse_commit(body: bytes, user) -> Commit:
     """``user``'s commit, its NDJSON lines; a ``file`` line's bytes are staged on disk now (removed by ``discard``).
     An ``lfsFile`` names bytes ``user`` holds (``lfs.held_by``)."""
     commit = Commit("", None, {}, set(), set())
-    try:
-        lines = [json.loads(line) for line in body.splitlines() if line.strip()]
-    except (ValueError, UnicodeDecodeError):
-        raise HubError("malformed_request", "The commit is one JSON object per line (NDJSON).")
+    lines = [load_json(line, what="A line of the commit (NDJSON: one JSON object per line)")
+             for line in body.splitlines() if line.strip()]
     if len(lines) > MAX_OPERATIONS:
         raise HubError("malformed_request", f"A commit holds at most {MAX_OPERATIONS} operations.")
     try:

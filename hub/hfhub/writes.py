@@ -4,13 +4,12 @@ version. Writing needs a ``write`` token of the artifact's owner or a collaborat
 
 from __future__ import annotations
 
-import json
-
 from django.http import HttpResponse, JsonResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from hub.accounts.permissions import TokenScopePermission, require_within
+from hub.bounded import load_json
 from hub.errors import HubError
 from hub.hfhub import commits, lfs
 from hub.hfhub.repos import REPO_TYPE_OF, get_repo
@@ -30,10 +29,7 @@ def _writable(request: Request, repo_type: str, owner: str, name: str) -> Artifa
 
 def _json_body(request: Request) -> dict:
     """A JSON object body whatever its media type says (the LFS API sends application/vnd.git-lfs+json)."""
-    try:
-        body = json.loads(request._request.body or b"{}")
-    except (ValueError, UnicodeDecodeError):
-        raise HubError("malformed_request", "The body is not JSON.")
+    body = load_json(request._request.body or b"{}")  # bounded: a deep nesting is a 400, not a RecursionError
     if not isinstance(body, dict):
         raise HubError("malformed_request", "The body is a JSON object.")
     return body

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,7 +28,7 @@ from hpcfair.convert.formats import (
 )
 from hpcfair.cube.spec import CUBE_FILE, CubeError, CubeSpec, parse_files, parse_zip
 
-from hub.bounded import Unreadable, load_yaml
+from hub.bounded import Unreadable, load_json, load_yaml
 from hub.errors import HubError
 from hub.metadata import gguf, scientific
 from ontology.fields import FRAMEWORKS, Invalid, MetadataError, class_labels
@@ -297,9 +296,9 @@ def id2label_facts(files: Sequence[FileInfo]) -> dict[str, Any]:
     if config is None:
         return {}
     try:
-        found = json.loads(config.head(config.size)).get("id2label")
+        found = load_json(config.head(config.size), what=config.path).get("id2label")
         names = class_labels(found) if isinstance(found, dict) and found else []
-    except (ValueError, AttributeError, OSError, Invalid):
+    except (HubError, AttributeError, OSError, Invalid):  # a config nobody can read names no classes
         return {}
     if not names or all(name == f"LABEL_{index}" for index, name in enumerate(names)):
         return {}

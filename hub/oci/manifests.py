@@ -5,13 +5,14 @@ repository holds, then kept as a blob of the store named by its digest, with a r
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import uuid
 
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 
+from hub.bounded import load_json
+from hub.errors import HubError
 from hub.oci import artifacts
 from hub.oci.body import reader
 from hub.oci.errors import OciError
@@ -117,9 +118,9 @@ def put(request: HttpRequest, name: str, reference: str) -> HttpResponse:
         raise OciError("DIGEST_INVALID", f"The manifest hashes to sha256:{hex_digest}, not {reference}.",
                        detail={"digest": f"sha256:{hex_digest}"})
     try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, ValueError):
-        raise OciError("MANIFEST_INVALID", "The manifest is not JSON.")
+        data = load_json(body, what="The manifest")  # bounded: a deep nesting is refused, not a RecursionError
+    except HubError as refused:
+        raise OciError("MANIFEST_INVALID", refused.detail)
     if not isinstance(data, dict) or data.get("schemaVersion") != 2:
         raise OciError("MANIFEST_INVALID", "A manifest is a JSON object with schemaVersion 2.")
     header_type = request.content_type or ""
