@@ -80,6 +80,7 @@ urlpatterns = [
     path("v1/completions", generation.Completions.as_view(), name="openai-completions"),
     path("v1/embeddings", generation.Embeddings.as_view(), name="openai-embeddings"),
     path("v1/models", generation.Models.as_view(), name="openai-models"),
+    path("v1/models/<path:model>", generation.Models.as_view(), name="openai-model"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema", template_name="web/api_docs.html"),
          name="api-docs"),

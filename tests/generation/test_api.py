@@ -1,6 +1,7 @@
 """The generation endpoints' refusals, before any worker is asked (logic tier)."""
 
 import json
+from urllib.parse import quote
 
 import pytest
 
@@ -110,7 +111,7 @@ def test_int8_is_asked_for_and_half_precision_refused_up_front(api, owner, publi
     assert Job.objects.count() == before  # no job that would fail in the runtime
 
 
-def test_v1_models_lists_the_names_people_type(owner, api, publish, tmp_path):
+def test_v1_models_lists_the_names_people_type(owner, api, publish, tmp_path, make_user):
     """Issue 55: ``/v1/models`` listed the build's label (``alice/lm@1-genai``) where the README and the docs
     use the name (``alice/lm``): the newest full-precision build is listed by the name, an older one by its
     source's version, a precision copy by its own label; each name answers with that build, and the labels
@@ -131,8 +132,20 @@ def test_v1_models_lists_the_names_people_type(owner, api, publish, tmp_path):
     copy = build(first, "1-genai-int4", "int4")
     _, second = publish(owner, "lm", {**_lm_files(), "lm/extra.txt": b"2"}, label="2")
     newest = build(second, "2-genai")
-    listed = [m["id"] for m in api.get("/v1/models").json()["data"]]
+    data = api.get("/v1/models").json()["data"]
+    listed = [m["id"] for m in data]
     assert listed == ["alice/lm", "alice/lm@1-genai-int4", "alice/lm@1"]
+    for entry in data:  # client.models.retrieve(id): the id quoted as one path segment, the entry listed
+        one = api.get(f"/v1/models/{quote(entry['id'], safe='')}")
+        assert one.status_code == 200 and one.json() == entry
+    for missing in ("alice%2Fnope", "alice%2Flm%402-genai", "alice"):
+        refused = api.get(f"/v1/models/{missing}")
+        assert refused.status_code == 404 and refused.json()["error"]["code"] == "not_found", missing
+        assert "GET /v1/models lists" in refused.json()["error"]["message"]
+    private = client_for(make_user("carol")).get("/v1/models/alice%2Flm")
+    services.update_artifact(first.artifact, {"visibility": "private"})
+    assert client_for(make_user("dave")).get("/v1/models/alice%2Flm").status_code == 404
+    assert private.status_code == 200  # while it was public
     for name, built in zip(listed, (newest, copy, older), strict=True):
         assert generation.generation_model(generation.named(owner, name)) == built, name
     for label, built in (("1-genai", older), ("2-genai", newest)):  # the labels still resolve

@@ -22,6 +22,20 @@ def test_chat_messages_and_options():
     assert (request.top_p, request.top_k, request.seed, request.stop) == (0.9, 4, 7, ("\n",))
 
 
+def test_a_messages_content_may_be_a_list_of_text_parts():
+    """OpenAI's content parts (``[{"type": "text", "text": …}]``, what many clients send): the text parts, in order;
+    an image or audio part is refused in words, not read."""
+    request = GenerateRequest.parse({"messages": [
+        {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Hello"}, {"type": "text", "text": "there"}]}]})
+    assert request.messages == ({"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello\nthere"})
+    for part in ({"type": "image_url", "image_url": {"url": "http://x/a.png"}}, {"type": "text", "text": 3}, "text"):
+        with pytest.raises(CodedError) as caught:
+            GenerateRequest.parse({"messages": [{"role": "user", "content": [part]}]})
+        assert caught.value.code == "invalid" and "messages[0]" in caught.value.detail
+        assert "text parts" in caught.value.detail
+
+
 @pytest.mark.parametrize("body, words", [
     ({}, "either 'prompt'"),
     ({"prompt": "a", "messages": [{"role": "user", "content": "b"}]}, "not both"),

@@ -79,10 +79,19 @@ class GenerateRequest:
 
 
 def _message(message: Any, index: int) -> dict[str, str]:
-    if not (isinstance(message, dict) and isinstance(message.get("role"), str)
-            and isinstance(message.get("content"), str)):
+    """A chat message; its content a string or OpenAI's list of text parts (joined by newlines)."""
+    if not (isinstance(message, dict) and isinstance(message.get("role"), str)):
         raise CodedError("invalid", f"messages[{index}] must be {{'role': …, 'content': …}} with strings.")
-    return {"role": message["role"], "content": message["content"]}
+    content = message.get("content")
+    if isinstance(content, list):
+        if not all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+                   for p in content):
+            raise CodedError("invalid", f"messages[{index}]'s content takes only text parts "
+                                        "({'type': 'text', 'text': …}): these models read text, not images or audio.")
+        content = "\n".join(part["text"] for part in content)
+    if not isinstance(content, str):
+        raise CodedError("invalid", f"messages[{index}] must be {{'role': …, 'content': …}} with strings.")
+    return {"role": message["role"], "content": content}
 
 
 def _number(data: dict, name: str, default, kind: type, low, high, low_open: bool = False):

@@ -263,10 +263,27 @@ class Embeddings(OpenAIView):
         return Response(embeddings.answer(vectors, tokens, body["model"], asked.base64))
 
 
+def _listed(user) -> list[dict[str, Any]]:
+    """``/v1/models``'s entries for ``user``: generation builds, text encoders and GGUF files (newest 1,000 each)."""
+    visible = Artifact.objects.live().visible_to(user)
+    found = (Version.objects.filter(artifact__in=visible, deleted_at__isnull=True,
+                                    metadata__format__in=services.FORMATS, metadata__has_key="generation")
+             .select_related("artifact__owner").prefetch_related("provenance__target")
+             .order_by("-created", "-id")[:1000])
+
+    def entry(name: str, version: Version) -> dict[str, Any]:
+        return {"id": name, "object": "model", "created": int(version.created.timestamp()),
+                "owned_by": version.artifact.owner.username}
+
+    return [*(entry(name, v) for name, v in services.names_of_builds(found).items()),
+            *(entry(f"{v.artifact.full_name}@{v.label}", v) for v in embeddings.embedding_models(user)),
+            *(entry(f"{v.artifact.full_name}@{v.label}", v) for v in services.gguf_models(visible))]
+
+
 @extend_schema(exclude=True)
 class Models(APIView):
     """OpenAI's ``GET /v1/models``: the generation models and text encoders this token may use (newest 1,000
-    of each)."""
+    of each); ``GET /v1/models/{id}`` one of them (``client.models.retrieve``)."""
 
     authentication_classes = [CachedBearerAuthentication]
     permission_classes = [IsAuthenticatedReader]
@@ -277,16 +294,12 @@ class Models(APIView):
         return openai_error(body.get("code") if body.get("code") in STATUS else "invalid",
                             str(body.get("detail") or "The request failed."))
 
-    def get(self, request: Request) -> HttpResponse:
-        visible = Artifact.objects.live().visible_to(request.user)
-        found = (Version.objects.filter(artifact__in=visible, deleted_at__isnull=True,
-                                        metadata__format__in=services.FORMATS, metadata__has_key="generation")
-                 .select_related("artifact__owner").prefetch_related("provenance__target")
-                 .order_by("-created", "-id")[:1000])
-        return Response({"object": "list", "data": [
-            *({"id": name, "object": "model", "created": int(v.created.timestamp()),
-               "owned_by": v.artifact.owner.username} for name, v in services.names_of_builds(found).items()),
-            *({"id": f"{v.artifact.full_name}@{v.label}", "object": "model", "created": int(v.created.timestamp()),
-               "owned_by": v.artifact.owner.username} for v in embeddings.embedding_models(request.user)),
-            *({"id": f"{v.artifact.full_name}@{v.label}", "object": "model", "created": int(v.created.timestamp()),
-               "owned_by": v.artifact.owner.username} for v in services.gguf_models(visible))]})
+    def get(self, request: Request, model: str | None = None) -> HttpResponse:
+        listed = _listed(request.user)
+        if model is None:
+            return Response({"object": "list", "data": listed})
+        found = next((entry for entry in listed if entry["id"] == model), None)
+        if found is None:
+            raise HubError("not_found", f"No model {model[:200]!r} for this token: GET /v1/models lists the ids it "
+                                        "may use (owner/name or owner/name@version).")
+        return Response(found)
