@@ -51,21 +51,29 @@ def current_name(owner: str, name: str) -> Artifact | None:
     return former.artifact
 
 
-NAMED = re.compile(r"^/(api/v1/artifacts|sharing|finetune)/([^/]+)/([^/]+)(/.*)?$")
+# Paths that name an artifact, as (prefix, owner, name, rest): the API and pages, and the Hugging Face protocol's
+# (``/api/{models,datasets,spaces}/…``, ``[/datasets|/spaces]/{owner}/{name}/resolve/…``), whose client follows a
+# redirect on the same host (huggingface_hub: the session, and ``resolve``'s HEAD).
+NAMED = (re.compile(r"^/(api/v1/artifacts|sharing|finetune|api/models|api/datasets|api/spaces)/([^/]+)/([^/]+)(/.*)?$"),
+         re.compile(r"^/(datasets|spaces)/([^/]+)/([^/]+)(/resolve/.*)$"),
+         re.compile(r"^/()([^/]+)/([^/]+)(/resolve/.*)$"))
+# What a protocol answers for a name it does not know, besides 404: the Hugging Face protocol's 401 to anonymous.
+NOT_FOUND_CODES = ("RepoNotFound",)
 
 
 class FormerNameRedirect:
-    """A 404 for a path that names a former ``owner/name`` (API and pages) becomes a permanent redirect (308: the
-    method and body are kept) to the artifact's current name, for those who may read it."""
+    """A 404 for a path that names a former ``owner/name`` (API, pages, the Hugging Face protocol) becomes a
+    permanent redirect (308: the method and body are kept) to the artifact's current name, for those who may read
+    it."""
 
     def __init__(self, get_response) -> None:
         self.get_response = get_response
 
     def __call__(self, request):
         response = self.get_response(request)
-        if response.status_code != 404:
+        if response.status_code != 404 and response.get("X-Error-Code") not in NOT_FOUND_CODES:
             return response
-        match = NAMED.match(request.path)
+        match = next((m for m in (pattern.match(request.path) for pattern in NAMED) if m), None)
         if match is None:
             return response
         prefix, owner, name, rest = match.groups()
@@ -76,7 +84,7 @@ class FormerNameRedirect:
 
         if not Artifact.objects.visible_to(request_user(request)).filter(pk=artifact.pk).exists():
             return response
-        target = f"/{prefix}/{artifact.owner.username}/{artifact.name}{rest or ''}"
+        target = f"{'/' + prefix if prefix else ''}/{artifact.owner.username}/{artifact.name}{rest or ''}"
         if request.META.get("QUERY_STRING"):
             target += "?" + request.META["QUERY_STRING"]
         return HttpResponseRedirect(target, status=308)

@@ -314,3 +314,27 @@ def test_whoami_names_the_organizations_and_roles_of_the_tokens_person(owner):
     me = client_for(owner, scope="read").get("/api/whoami-v2").json()
     assert me["name"] == "alice" and me["auth"]["accessToken"]["role"] == "read"
     assert me["orgs"] == [{"type": "org", "name": "lab", "fullname": "The Lab", "roleInOrg": "admin"}]
+
+
+def test_after_a_transfer_the_former_name_redirects_on_the_protocol_too(model, owner, other, anon, publish):
+    """alice/model handed to lab: ``model_info``, the tree and ``resolve`` under the old name are a 308 to the new
+    one (huggingface_hub follows a redirect on the same host) for who may read it; a private artifact's old name
+    stays RepoNotFound to others, as a missing one is."""
+    from hub.orgs import services as orgs
+    from hub.registry.handover import transfer
+
+    transfer(model.artifact, orgs.create_organization(owner, "lab").account, by="alice")
+    for path, new in [("/api/models/alice/model", "/api/models/lab/model"),
+                      ("/api/models/alice/model/tree/main?recursive=1", "/api/models/lab/model/tree/main?recursive=1"),
+                      ("/alice/model/resolve/main/w.bin", "/lab/model/resolve/main/w.bin")]:
+        moved = anon.get(path)
+        assert (moved.status_code, moved["Location"]) == (308, new), path
+        assert anon.get(new).status_code == 200
+    assert anon.head("/alice/model/resolve/main/w.bin")["Location"] == "/lab/model/resolve/main/w.bin"
+    _, hidden = publish(owner, "hidden", {"h.bin": b"h"}, visibility="private")
+    transfer(hidden.artifact, orgs.organization_named("lab").account, by="alice")
+    for client in (anon, client_for(other)):
+        refused = client.get("/api/models/alice/hidden")
+        assert refused.status_code in (401, 404) and refused["X-Error-Code"] == "RepoNotFound"
+        assert "Location" not in refused
+    assert client_for(owner).get("/alice/hidden/resolve/main/h.bin")["Location"] == "/lab/hidden/resolve/main/h.bin"
