@@ -106,6 +106,15 @@ def repo_info(artifact: Artifact, version: Version, files: list[File], *, blobs:
                            lfs={"size": file.size, "sha256": file.blob_id, "pointerSize": len(pointer)})
         siblings.append(sibling)
     card = front_matter(meta)
+    return {**summary(artifact, version, card), "cardData": card, "siblings": siblings,
+            "usedStorage": sum(f.size for f in files)}
+
+
+def summary(artifact: Artifact, version: Version, card: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a listing (``list_models``, ``list_datasets``, ``list_spaces``) and the repository's info both say of
+    ``artifact`` at ``version``."""
+    meta = version.metadata or {}
+    card = front_matter(meta) if card is None else card
     tags = list(card.get("tags", []))
     if meta.get("framework"):
         tags.append(str(meta["framework"]))
@@ -113,8 +122,7 @@ def repo_info(artifact: Artifact, version: Version, files: list[File], *, blobs:
         "_id": artifact.pid, "id": artifact.full_name, "author": artifact.owner.username,
         "sha": commit_sha(version), "lastModified": hf_date(version.created), "createdAt": hf_date(artifact.created),
         "private": not artifact.is_public, "gated": False, "disabled": False, "downloads": artifact.downloads,
-        "likes": 0, "tags": tags, "cardData": card, "siblings": siblings,
-        "usedStorage": sum(f.size for f in files),
+        "likes": 0, "tags": tags,
     }
     if artifact.kind == Artifact.Kind.MODEL:
         info.update(modelId=artifact.full_name, pipeline_tag=meta.get("task"))

@@ -20,6 +20,7 @@ for repo_type in ("models", "datasets", "spaces"):
     kind = {"repo_type": repo_type}
     api = f"api/{repo_type}/{REPO}"
     urlpatterns += [
+        path(f"api/{repo_type}", views.RepoList.as_view(), kind, name=f"hf-{repo_type}-list"),
         path(api, views.RepoInfo.as_view(), kind, name=f"hf-{repo_type}-info"),
         path(f"{api}/revision/<path:revision>", views.RepoInfo.as_view(), kind, name=f"hf-{repo_type}-revision"),
         path(f"{api}/tree/<path:rest>", views.Tree.as_view(), kind, name=f"hf-{repo_type}-tree"),

@@ -16,11 +16,12 @@ from hub.api import OwnMediaType
 from hub.errors import HubError
 from hub.hfhub import answers
 from hub.hfhub.errors import hf_exception_handler
-from hub.hfhub.repos import get_repo
+from hub.hfhub.repos import REPO_KINDS, get_repo
 from hub.hfhub.revisions import commit_sha, resolve, split_revision
 from hub.orgs.models import Membership
 from hub.registry.downloads import file_response
 from hub.registry.models import Artifact, File, Version
+from hub.search.services import search
 
 REDIRECTS = (301, 302, 303, 307, 308)
 
@@ -51,6 +52,55 @@ class HfView(OwnMediaType, APIView):
         if self.commit:
             response["X-Repo-Commit"] = self.commit
         return response
+
+
+LIST_PAGE = 1000  # entries per page of a listing (the client follows the Link header to the next)
+LIST_SORTS = {"lastModified": "new", "createdAt": "new", "last_modified": "new", "created_at": "new", "id": "name"}
+# What list_models/list_datasets/list_spaces send that a listing here reads, or takes without it changing the answer
+LIST_PARAMS = {"search", "author", "filter", "pipeline_tag", "sort", "direction", "limit", "cursor", "full", "config",
+               "cardData", "expand"}
+
+
+class RepoList(HfView):
+    """``GET /api/{models,datasets,spaces}?search=&author=&filter=&pipeline_tag=&sort=&limit=``: the artifacts
+    of the kind that the asker may read, through the search backend (the one read rule); ``filter`` values are
+    keywords (``license:…`` a license), ``pipeline_tag`` the task; pages of 1,000 linked by ``Link: rel=next``."""
+
+    def get(self, request: Request, repo_type: str) -> Response:
+        params = request.query_params
+        unknown = sorted(set(params) - LIST_PARAMS)
+        if unknown:
+            raise HubError("invalid", f"This hub does not filter by {unknown[0]!r}; a listing takes search, author, "
+                                      "filter (keywords, license:<id>), pipeline_tag, sort and limit.")
+        filters: dict[str, list[str]] = {"kind": [REPO_KINDS[repo_type]]}
+        for value in params.getlist("filter"):
+            name, _, license_id = value.partition(":")
+            filters.setdefault("license" if name == "license" and license_id else "keyword", []).append(
+                license_id if name == "license" and license_id else value)
+        for param, facet in (("author", "owner"), ("pipeline_tag", "task")):
+            if params.get(param):
+                filters[facet] = [params[param]]
+        limit, cursor = (_count(params, name) for name in ("limit", "cursor"))
+        size = min(limit or LIST_PAGE, LIST_PAGE)
+        result = search(request.user, q=params.get("search", ""), filters=filters, with_facets=False,
+                        sort=LIST_SORTS.get(params.get("sort", ""), ""), derived="include")
+        entries = result.entries[cursor or 0:(cursor or 0) + size]
+        response = Response([answers.summary(e.artifact, e.current or e.version) for e in entries
+                             if (e.current or e.version) is not None])
+        if (cursor or 0) + size < result.total:  # the client stops reading at its limit
+            query = params.copy()
+            query["cursor"] = str((cursor or 0) + size)
+            response["Link"] = f'<{request.build_absolute_uri(request.path)}?{query.urlencode()}>; rel="next"'
+        return response
+
+
+def _count(params, name: str) -> int | None:
+    value = params.get(name)
+    if value is None:
+        return None
+    if not value.isdigit() or int(value) > 10**9:
+        raise HubError("invalid", f"{name} is a whole number (0 or more), not {value[:20]!r}.")
+    return int(value)
 
 
 class RepoInfo(HfView):

@@ -338,3 +338,40 @@ def test_after_a_transfer_the_former_name_redirects_on_the_protocol_too(model, o
         assert refused.status_code in (401, 404) and refused["X-Error-Code"] == "RepoNotFound"
         assert "Location" not in refused
     assert client_for(owner).get("/alice/hidden/resolve/main/h.bin")["Location"] == "/lab/hidden/resolve/main/h.bin"
+
+
+def test_listings_are_what_the_asker_may_read_of_the_kind_through_the_search(owner, other, publish, anon,
+                                                                              monkeypatch):
+    """``list_models``/``list_datasets``/``list_spaces``: the kind's artifacts the asker may read (a private one
+    only to its owner), by author and words, in pages linked by ``Link``; a filter this hub lacks is a coded 400."""
+    from hub.hfhub import views
+
+    publish(owner, "alpha-net", {"a.bin": b"a"})
+    publish(owner, "beta-net", {"b.bin": b"b"})
+    publish(owner, "secret-net", {"s.bin": b"s"}, visibility="private")
+    publish(other, "gamma-net", {"g.bin": b"g"})
+    publish(owner, "table", {"t.csv": b"x,y\n1,2\n"}, kind="dataset")
+
+    def ids(client, url, **params):
+        response = client.get(url, params)
+        assert response.status_code == 200, response.content
+        return sorted(item["id"] for item in response.json())
+
+    assert ids(anon, "/api/models") == ["alice/alpha-net", "alice/beta-net", "mallory/gamma-net"]
+    assert ids(client_for(owner), "/api/models", author="alice") == [
+        "alice/alpha-net", "alice/beta-net", "alice/secret-net"]
+    assert ids(client_for(other), "/api/models", author="alice") == ["alice/alpha-net", "alice/beta-net"]
+    assert ids(anon, "/api/models", search="alpha") == ["alice/alpha-net"]
+    assert ids(anon, "/api/datasets") == ["alice/table"] and ids(anon, "/api/spaces") == []
+    one = anon.get("/api/models", {"search": "alpha"}).json()[0]
+    info = anon.get("/api/models/alice/alpha-net").json()
+    assert {k: one[k] for k in ("_id", "sha", "private", "lastModified", "author")} == {
+        k: info[k] for k in ("_id", "sha", "private", "lastModified", "author")}
+    monkeypatch.setattr(views, "LIST_PAGE", 2)
+    first = anon.get("/api/models", {"sort": "id"})
+    second = anon.get(first["Link"].split(";")[0].strip("<>"))
+    assert [i["id"] for i in first.json() + second.json()] == ["alice/alpha-net", "alice/beta-net", "mallory/gamma-net"]
+    assert "Link" not in second
+    refused = anon.get("/api/models", {"gated": "true"})
+    assert (refused.status_code, refused["X-Error-Code"]) == (400, "invalid") and "gated" in refused.json()["error"]
+    assert anon.get("/api/models", {"limit": "-1"}).status_code == 400
