@@ -138,6 +138,18 @@ def test_a_truncated_file_and_a_file_that_is_not_hdf5_are_coded_not_crashes(tmp_
     fake = tmp_path / "fake.h5"
     fake.write_bytes(b"not an hdf5 file at all")
     assert refused(fake).code == "scientific_unreadable"
+    # a file the reader breaks on is a damaged upload in words about data, not a failed conversion's advice
+    lying = tmp_path / "lying.h5"
+    lying.write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(range(256)) * 2)
+    store = tmp_path / "deep.zarr"
+    (store / "a").mkdir(parents=True)
+    (store / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}')
+    (store / "a" / "zarr.json").write_text('{"a":' * 50_000 + "1" + "}" * 50_000)
+    for path, name in ((lying, None), (store, "deep.zarr")):
+        error = refused(path, name)
+        assert error.code == "scientific_unreadable", error.detail
+        assert "truncated, damaged or not HDF5, NetCDF or Zarr" in error.detail, error.detail
+        assert "opset" not in error.detail and "conversion" not in error.detail
 
 
 def test_too_many_nodes_is_refused(tmp_path, settings):

@@ -168,6 +168,9 @@ def _library(exc: BaseException) -> str:
     return "the model's or the exporter's code" if module == "builtins" else module
 
 
+# The tasks that read an upload for its metadata: what a file they cannot read is (code, format, its writers).
+UNREADABLE = {"scidata": ("scientific_unreadable", "HDF5, NetCDF or Zarr", "h5py, netCDF4, xarray or zarr"),
+              "gguf": ("gguf_invalid", "GGUF", "llama.cpp's tools")}
 HOST_PATH = re.compile(r"(?:/[\w.+@-]+){2,}/?")  # a host path in a library's message: not shown
 
 
@@ -193,6 +196,13 @@ def main() -> int:
         if MEMORY_TEXT.search(text) or near_memory_limit():  # protobuf's "Failed to serialize proto" when it could
             # not allocate, a shared library that could not be mapped: each a limit reached, not a bug
             result = {"ok": False, "code": "memory_limit", "detail": "The conversion ran out of its memory limit."}
+        elif request.get("task") in UNREADABLE:  # a file described for its metadata: damaged, not a failed conversion
+            code, kind, tools = UNREADABLE[request["task"]]
+            reader = "Python's parser" if type(exc).__module__ == "builtins" else _library(exc)
+            result = {"ok": False, "code": code,
+                      "detail": f"{reader} could not read it as {kind} ({type(exc).__name__}): it is truncated, "
+                                f"damaged or not {kind}. Upload the file as {tools} wrote it (check that it opens "
+                                "there)."}
         elif request.get("task") == "generation_build":  # the runtime's or builder's own words: the cause
             said = HOST_PATH.sub("<path>", text.strip().splitlines()[-1] if text.strip() else "")
             said = f"…{said[-400:]}" if len(said) > 400 else said  # a runtime's cause comes last
