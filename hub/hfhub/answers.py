@@ -13,6 +13,7 @@ from typing import Any
 
 from hub.hfhub.revisions import MAIN, commit_sha
 from hub.metadata.written_card import front_matter
+from hub.registry.files_access import strictest_state
 from hub.registry.lineage import current_version
 from hub.registry.models import Artifact, File, Version
 
@@ -106,7 +107,9 @@ def repo_info(artifact: Artifact, version: Version, files: list[File], *, blobs:
                            lfs={"size": file.size, "sha256": file.blob_id, "pointerSize": len(pointer)})
         siblings.append(sibling)
     card = front_matter(meta)
-    return {**summary(artifact, version, card), "cardData": card, "siblings": siblings,
+    # files restricted or embargoed (its own or a source's) are the Hub's gated repository: "manual" approval
+    gated = "manual" if strictest_state(version)[0] != Version.FilesAccess.OPEN else False
+    return {**summary(artifact, version, card), "gated": gated, "cardData": card, "siblings": siblings,
             "usedStorage": sum(f.size for f in files)}
 
 

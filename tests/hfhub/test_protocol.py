@@ -375,3 +375,22 @@ def test_listings_are_what_the_asker_may_read_of_the_kind_through_the_search(own
     refused = anon.get("/api/models", {"gated": "true"})
     assert (refused.status_code, refused["X-Error-Code"]) == (400, "invalid") and "gated" in refused.json()["error"]
     assert anon.get("/api/models", {"limit": "-1"}).status_code == 400
+
+
+def test_restricted_or_embargoed_files_make_the_repository_gated(model, owner, anon):
+    """``model_info(...).gated`` says what ``hf_hub_download`` will meet: "manual" while the version's files are
+    restricted or embargoed (the download is ``GatedRepo``), False once they are open."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    assert anon.get("/api/models/alice/model").json()["gated"] is False
+    for state, until in (("restricted", None), ("embargoed", timezone.now() + timedelta(days=3))):
+        model.files_access, model.embargo_until = state, until
+        model.save(update_fields=["files_access", "embargo_until"])
+        assert anon.get("/api/models/alice/model").json()["gated"] == "manual", state
+        refused = anon.get("/alice/model/resolve/main/w.bin")
+        assert (refused.status_code, refused["X-Error-Code"]) == (403, "GatedRepo")
+    model.embargo_until = timezone.now() - timedelta(seconds=1)  # the embargo is over: open
+    model.save(update_fields=["embargo_until"])
+    assert anon.get("/api/models/alice/model").json()["gated"] is False
