@@ -11,6 +11,7 @@ NAME = r"(?P<name>[^?#]+?)"
 urlpatterns = [
     path("v2/", views.base, name="oci-base"),
     path("v2/token", views.token, name="oci-token"),
+    path("v2/_catalog", views.catalog, name="oci-catalog"),
     re_path(rf"^v2/{NAME}/manifests/(?P<reference>[^/]+)$", views.manifest, name="oci-manifest"),
     re_path(rf"^v2/{NAME}/blobs/uploads/?$", views.upload_start, name="oci-upload-start"),
     re_path(rf"^v2/{NAME}/blobs/uploads/(?P<upload_id>[0-9a-f-]{{36}})$", views.upload_session,

@@ -99,6 +99,14 @@ def base(request: HttpRequest) -> HttpResponse:
     return responses.finish(JsonResponse({}))
 
 
+@registry_view(("GET",))
+def catalog(request: HttpRequest) -> HttpResponse:
+    """``GET /v2/_catalog`` (optional in the specification): not offered, in words, with where to look instead."""
+    raise OciError("UNSUPPORTED", "This registry does not list its repositories: search the hub (its pages, or GET "
+                                  "/api/v1/artifacts/?q=…); each artifact owner/name is a repository, and "
+                                  "/v2/<owner>/<name>/tags/list lists its tags.")
+
+
 @registry_view(("GET", "POST"))
 def token(request: HttpRequest) -> HttpResponse:
     """``GET /v2/token?service=…&scope=…`` (the Docker token protocol; Basic or Bearer with a hub token, or none)

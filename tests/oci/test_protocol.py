@@ -107,6 +107,9 @@ def test_missing_things_answer_the_specifications_codes(client, model):
     assert response.status_code == 401 and "scope=\"repository:alice/never:pull\"" in response["WWW-Authenticate"]
     assert error_code(client.delete("/v2/alice/tiny/manifests/1.0")) == "UNAUTHORIZED"
     assert client.put("/v2/").status_code == 405
+    catalog = client.get("/v2/_catalog")  # optional in the specification: refused in its shape, in words
+    assert catalog.status_code == 405 and error_code(catalog) == "UNSUPPORTED" and "/api/v1/artifacts/" in (
+        catalog.json()["detail"])
 
 
 def _push_blob_chunked(client, repo: str, data: bytes, pieces: int = 3) -> str:
