@@ -53,7 +53,13 @@ def create_repo(user, payload: dict[str, Any]) -> tuple[Artifact, bool]:
     if not isinstance(namespace, str):
         raise HubError("invalid", "organization is the name of an organization you write in.",
                        errors={"organization": ["Expected a string."]})
-    owner = owner_for_new(user, namespace)  # yourself, or an organization you write in (as the REST API's)
+    try:
+        owner = owner_for_new(user, namespace)  # yourself, or an organization you write in (as the REST API's)
+    except HubError as refused:
+        if refused.code != "not_found":
+            raise
+        raise HubError("permission_denied", f"You may create repositories as {user.username}/… or in an "
+                                            f"organization you write in, not in {namespace!r}.") from None
     existing = Artifact.objects.live().filter(owner=owner, name=name).first()
     if existing is not None:
         return existing, False
