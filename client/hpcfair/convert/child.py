@@ -71,6 +71,14 @@ def work(request: dict[str, Any]) -> dict[str, Any]:
             say(stage_line(0.85, "comparing with the full-precision model"))
             report["comparison"] = compare(Path(request["full"]), Path(request["output"]))
         return report
+    if task == "gguf_build":
+        from hpcfair.generate.gguf_build import build_gguf
+
+        say(f"building a GGUF model from {request['source']}")
+        return build_gguf(Path(request["source"]), Path(request["output"]), Path(request["converter"]),
+                          outtype=request.get("gguf_type", "q8_0"), server=request.get("server", ""),
+                          threads=int(request.get("threads", 1)),
+                          stage=lambda fraction, what: say(stage_line(fraction, what)))
     if task == "generate_batch":
         from hpcfair.generate.batch import run_batch
 
