@@ -64,16 +64,9 @@ def build_gguf(source: Path, output: Path, converter: Path, *, outtype: str = "q
     target = output / f"model-{outtype}.gguf"
     started = time.monotonic()
     direct = outtype in CONVERTER_TYPES
-    stage(0.1, f"converting {architecture} with llama.cpp's convert_hf_to_gguf.py ({outtype if direct else 'f32'})")
-    written = target if direct else output.parent / f".{output.name}-f32.gguf"
-    try:
-        _convert(source, written, outtype if direct else "f32", converter / "convert_hf_to_gguf.py")
-        if not direct:
-            stage(0.5, f"quantizing to {outtype} with llama-quantize")
-            _quantize(written, target, outtype, server, threads)
-    finally:
-        if written != target:
-            written.unlink(missing_ok=True)
+    stage(0.1, f"converting {architecture} with llama.cpp's convert_hf_to_gguf.py ("
+               + (f"{outtype})" if direct else f"f32), then llama-quantize to {outtype}"))
+    write_gguf(source, target, outtype, converter, server=server, threads=threads)
     seconds = time.monotonic() - started
     stage(0.7, "verifying greedy decoding through llama-server against transformers")
     verification = verify(source, target, outtype, server=server, threads=threads)
@@ -98,6 +91,21 @@ def checked(verification: dict[str, Any], outtype: str) -> bool:
                                             f"{len(parted)} of {len(verification['prompts'])} prompts, first "
                                             f"{parted[0]!r}: llama.cpp reads this model otherwise than "
                                             "transformers; nothing was published.")
+
+
+def write_gguf(source: Path, target: Path, outtype: str, converter: Path, *, server: str = "", threads: int = 1
+               ) -> None:
+    """``target``, the folder ``source`` as a GGUF file of ``outtype``: the converter's own type, or
+    llama-quantize's from an f32 file written beside ``target`` first (and removed)."""
+    if outtype in CONVERTER_TYPES:
+        _convert(source, target, outtype, converter / "convert_hf_to_gguf.py")
+        return
+    full = target.with_name(f".{target.stem}-f32.gguf")
+    try:
+        _convert(source, full, "f32", converter / "convert_hf_to_gguf.py")
+        quantize(full, target, outtype, server=server, threads=threads)
+    finally:
+        full.unlink(missing_ok=True)
 
 
 def verify(source: Path, path: Path, outtype: str, *, server: str = "", threads: int = 1) -> dict[str, Any]:
@@ -137,7 +145,8 @@ def _convert(source: Path, out: Path, outtype: str, script: Path) -> None:
         raise CodedError("conversion_failed", f"llama.cpp's convert_hf_to_gguf.py failed: {_clean(last)}")
 
 
-def _quantize(source: Path, out: Path, outtype: str, server: str, threads: int) -> None:
+def quantize(source: Path, out: Path, outtype: str, *, server: str = "", threads: int = 1) -> None:
+    """llama-quantize (beside llama-server) of the GGUF file ``source`` to ``outtype`` in ``out``."""
     from hpcfair.generate.llama import server_binary
 
     tool = server_binary(server).with_name("llama-quantize")
