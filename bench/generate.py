@@ -95,35 +95,47 @@ def make_folder(folder: Path, size: str, dtype: str, family: str = "llama", voca
     return sum(p.numel() for p in model.parameters())
 
 
+def parameters(folder: Path) -> int:
+    """The parameters a folder's safetensors files hold (their headers, no weights read)."""
+    import math
+
+    from safetensors import safe_open
+
+    total = 0
+    for path in folder.glob("*.safetensors"):
+        with safe_open(path, "np") as weights:
+            total += sum(math.prod(weights.get_slice(name).get_shape()) for name in weights.keys())  # noqa: SIM118
+    return total
+
+
 def gguf_files(source: Path, work: Path, types: list[str], threads: int) -> dict[str, Path]:
     """``source`` converted by llama.cpp's own tools at each of ``types`` (a 4-bit type quantized from the f32
-    file): {type: file}; {} with a line that says why when llama.cpp is not installed."""
+    file): {type: file}; a type (or all) left out with a line that says why when its tool is not installed."""
     from hpcfair.compute.errors import CodedError
     from hpcfair.generate.gguf_build import CONVERTER_FILES, CONVERTER_TYPES, quantize, write_gguf
-    from hpcfair.generate.llama import server_binary
 
     converter = Path(os.environ.get("HUB_LLAMA_CONVERT") or Path(sys.prefix) / "share" / "llama.cpp")
-    try:
-        server_binary(os.environ.get("HUB_LLAMA_SERVER", ""))
-    except CodedError:
-        print("no llama.cpp rows: llama-server is not installed (scripts/llama-server.sh)", flush=True)
-        return {}
     if not all((converter / name).exists() for name in CONVERTER_FILES):
         print(f"no llama.cpp rows: no convert_hf_to_gguf.py in {converter} (scripts/llama-server.sh)", flush=True)
         return {}
     files: dict[str, Path] = {}
     for outtype in sorted(types, key=lambda t: t not in CONVERTER_TYPES):  # the converter's first: f32 for q4_0
-        started = time.monotonic()
-        files[outtype] = work / f"model-{outtype}.gguf"
-        if outtype in CONVERTER_TYPES:
-            write_gguf(source, files[outtype], outtype, converter)
-        else:
-            if "f32" not in files:
-                write_gguf(source, work / "model-f32.gguf", "f32", converter)
-            quantize(work / "model-f32.gguf", files[outtype], outtype,
-                     server=os.environ.get("HUB_LLAMA_SERVER", ""), threads=threads)
-        print(f"gguf {outtype}: {time.monotonic() - started:.0f} s, {files[outtype].stat().st_size / 2**30:.2f} GiB",
-              flush=True)
+        started, path = time.monotonic(), work / f"model-{outtype}.gguf"
+        try:
+            if path.is_file():  # --work: made by an earlier run
+                pass
+            elif outtype in CONVERTER_TYPES:
+                write_gguf(source, path, outtype, converter)
+            else:
+                if not (work / "model-f32.gguf").is_file():
+                    write_gguf(source, work / "model-f32.gguf", "f32", converter)
+                quantize(work / "model-f32.gguf", path, outtype, server=os.environ.get("HUB_LLAMA_SERVER", ""),
+                         threads=threads)
+        except CodedError as exc:
+            print(f"no gguf {outtype}: {exc.detail}", flush=True)
+            continue
+        files[outtype] = path
+        print(f"gguf {outtype}: {time.monotonic() - started:.0f} s, {path.stat().st_size / 2**30:.2f} GiB", flush=True)
     return files
 
 
@@ -246,35 +258,50 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--threads", default="2", help="thread counts, e.g. 1,2")
     parser.add_argument("--no-hub", action="store_true", help="no embedded hub (POST …/generate)")
+    parser.add_argument("--work", default="", help="a folder kept between runs: what it holds is not made again "
+                        "(--runs 0: make it, measure nothing)")
     parser.add_argument("--lean", action="store_true", help="PyTorch's runs first, its model freed before the "
                         "others (one copy of the weights fewer at once; PyTorch is then not interleaved)")
     args = parser.parse_args()
     import torch
+    from hpcfair.compute.errors import CodedError
     from hpcfair.generate import open_model
     from hpcfair.generate.build import run_builder
-    from hpcfair.generate.llama import LlamaServer
+    from hpcfair.generate.llama import LlamaServer, server_binary
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     threads = [int(t) for t in args.threads.split(",")]
     smaller = [p for p in args.precisions.split(",") if p and p != "fp32"] if args.family == "llama" else []
     loads = os.getloadavg()
-    work = Path(tempfile.mkdtemp(prefix="bench-generate-"))
+    work = Path(args.work or tempfile.mkdtemp(prefix="bench-generate-"))
+    work.mkdir(parents=True, exist_ok=True)
     results: dict[tuple[int, str], list[tuple[float, ...]]] = {}
     hub = None
     try:
-        params = make_folder(work / "src", args.size, args.dtype, args.family, args.vocab)
+        if not (work / "src" / "config.json").is_file():
+            make_folder(work / "src", args.size, args.dtype, args.family, args.vocab)
+        params = parameters(work / "src")
         size_gib = sum(p.stat().st_size for p in (work / "src").iterdir()) / 2**30
         print(f"{args.size} {args.family}: {params / 1e6:.0f} M parameters, {args.dtype}, {size_gib:.2f} GiB",
               flush=True)
-        build_s, peak, report = build_in_child(work / "src", work / "genai", max(threads))
-        print(f"build: {build_s:.1f} s, peak {peak:.0f} MiB, verified {report['verification']['passed']}, "
-              f"{report['size_bytes'] / 2**30:.2f} GiB", flush=True)
-        for precision in smaller:
+        if not (work / "genai" / "genai_config.json").is_file():
+            build_s, peak, report = build_in_child(work / "src", work / "genai", max(threads))
+            print(f"build: {build_s:.1f} s, peak {peak:.0f} MiB, verified {report['verification']['passed']}, "
+                  f"{report['size_bytes'] / 2**30:.2f} GiB", flush=True)
+        for precision in [p for p in smaller if not (work / p / "genai_config.json").is_file()]:
             started = time.monotonic()
             run_builder(work / "src", work / precision, precision)
             print(f"{precision} build (builder only): {time.monotonic() - started:.0f} s", flush=True)
         types = [t for t in args.llama.split(",") if t] if args.family == "llama" else []
         gguf = gguf_files(work / "src", work, types, max(threads)) if types else {}
+        try:
+            llama = bool(gguf) and bool(server_binary(os.environ.get("HUB_LLAMA_SERVER", "")))
+        except CodedError:
+            print("no llama.cpp rows: llama-server is not installed (scripts/llama-server.sh)", flush=True)
+            llama = False
+        if args.runs == 0:
+            print(f"prepared in {work}", flush=True)
+            return
         if not args.no_hub:
             server, log, port, token = start_hub(work, max(threads))
             from hpcfair import modelAPI
@@ -296,7 +323,7 @@ def main() -> None:
             torch.set_num_threads(count)
             builds = {"fp32": work / "genai", **{p: work / p for p in smaller}}
             loaded = {p: open_model(folder, count) for p, folder in builds.items()}
-            servers = {t: LlamaServer(path, threads=count, context=2048) for t, path in gguf.items()}
+            servers = {t: LlamaServer(path, threads=count, context=2048) for t, path in gguf.items()} if llama else {}
             try:
                 for one in loaded.values():
                     floor_run(one, 4)
@@ -323,7 +350,8 @@ def main() -> None:
             hub[0].send_signal(signal.SIGTERM)
             hub[0].wait(timeout=60)
             hub[1].close()
-        shutil.rmtree(work, ignore_errors=True)
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
     print(f"\nmachine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}; threads "
           f"{args.threads}; {args.tokens} new tokens, greedy, {args.runs} runs interleaved; load average "
           f"{loads[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
