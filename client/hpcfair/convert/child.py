@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcfair.compute.errors import CodedError
-from hpcfair.convert.errors import ConversionError, log_cause
+from hpcfair.convert.errors import HOST_PATH, ConversionError, log_cause
 from hpcfair.convert.sandbox import LOG_PREFIX, stage_line
 
 
@@ -176,7 +176,6 @@ def _library(exc: BaseException) -> str:
     return "the model's or the exporter's code" if module == "builtins" else module
 
 
-HOST_PATH = re.compile(r"(?:/[\w.+@-]+){2,}/?")  # a host path in a library's message: not shown
 
 
 def main() -> int:

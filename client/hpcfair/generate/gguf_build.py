@@ -162,6 +162,6 @@ def quantize(source: Path, out: Path, outtype: str, *, server: str = "", threads
 
 def _clean(line: str) -> str:
     """A tool's last words without host paths, at most 300 characters."""
-    from hpcfair.convert.child import HOST_PATH
+    from hpcfair.convert.errors import HOST_PATH
 
     return HOST_PATH.sub("<path>", line.strip())[-300:] or "no message"
