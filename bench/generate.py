@@ -5,7 +5,7 @@ in PyTorch.
 
     .venv/bin/python bench/generate.py [--family llama|gpt2] [--size tiny|600m|1.1b] [--dtype float32|bfloat16]
                                        [--vocab 32000] [--precisions fp32,int8,int4] [--llama f32,f16,q8_0,q4_0]
-                                       [--tokens 64] [--runs 3] [--threads 1,2] [--no-hub] [--lean]
+                                       [--tokens 64] [--runs 3] [--threads 1,2] [--no-hub] [--no-torch] [--lean]
 
 Makes a random folder of ``--size`` parameters (saved in ``--dtype``; a byte-level BPE tokenizer trained here,
 so the vocabulary is small and the parameters are in the layers), then:
@@ -260,6 +260,7 @@ def main() -> None:
     parser.add_argument("--no-hub", action="store_true", help="no embedded hub (POST …/generate)")
     parser.add_argument("--work", default="", help="a folder kept between runs: what it holds is not made again "
                         "(--runs 0: make it, measure nothing)")
+    parser.add_argument("--no-torch", action="store_true", help="no transformers rows")
     parser.add_argument("--lean", action="store_true", help="PyTorch's runs first, its model freed before the "
                         "others (one copy of the weights fewer at once; PyTorch is then not interleaved)")
     args = parser.parse_args()
@@ -313,8 +314,9 @@ def main() -> None:
             print(f"hub build job: {job_s:.1f} s", flush=True)
             hub_run(api, ref, 4)  # the engine opens the model
         tokenizer = AutoTokenizer.from_pretrained(work / "src")
-        model = AutoModelForCausalLM.from_pretrained(work / "src", dtype=getattr(torch, args.dtype))
-        if args.lean:
+        model = None if args.no_torch else AutoModelForCausalLM.from_pretrained(work / "src",
+                                                                                dtype=getattr(torch, args.dtype))
+        if args.lean and model is not None:
             for count in threads:
                 torch.set_num_threads(count)
                 results[(count, "torch")] = [torch_run(model, tokenizer, args.tokens) for _ in range(args.runs)]
