@@ -123,7 +123,6 @@ def test_the_hub_builds_a_gguf_version_served_by_llama_cpp(shared_storage, owner
     """``POST …/convert {"to": "gguf"}``: a real worker converts in the sandbox, checks, and publishes the file
     converted from its source; llama.cpp then answers ``…/generate`` on it as llama-server itself does."""
     import openai
-    from django.conf import settings as live
 
     from hub.registry.models import ProvenanceLink
     from tests.conftest import wait_for_job
@@ -152,7 +151,8 @@ def test_the_hub_builds_a_gguf_version_served_by_llama_cpp(shared_storage, owner
     assert ours.status_code == 200, ours.json()
     (tmp_path / "got.gguf").write_bytes(api.get(f"/api/v1/artifacts/{artifact.full_name}/versions/{made.label}"
                                                 "/files/model-f16.gguf").getvalue())
-    with direct(tmp_path / "got.gguf", threads=live.HUB_GENERATE_THREADS, context=live.HUB_LLAMA_CONTEXT) as url:
+    threads, context = settings.HUB_GENERATE_THREADS, settings.HUB_LLAMA_CONTEXT
+    with direct(tmp_path / "got.gguf", threads=threads, context=context) as url:
         itself = openai.OpenAI(base_url=url, api_key="none", max_retries=0).completions.create(
             model="tiny", prompt="the hub converts", temperature=0, max_tokens=12)
     assert ours.json()["text"] == itself.choices[0].text
