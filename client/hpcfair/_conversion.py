@@ -86,6 +86,17 @@ def uploaded_onnx_checked(client: HubClient, pid: str) -> bool | None:
     return (done.get("result") or {}).get("verified") if done["state"] == "succeeded" else False
 
 
+def gguf(client: HubClient, ref: str, gguf_type: str = "q8_0", dest: Path | None = None) -> dict[str, Any]:
+    """A hub language model converted to one GGUF file on the hub (llama.cpp's own tools, its greedy tokens
+    checked through llama-server against transformers), fetched into ``dest`` when given."""
+    done = client.wait(client.convert(ref, to="gguf", gguf_type=gguf_type))
+    made = client.resolve(done["result"]["pid"])
+    files = client.download(made["pid"], dest) if dest is not None else []
+    return {"model": ref, "where": "hub", "pid": made["pid"], "version": f"{made['artifact']}@{made['version']}",
+            "verified": (made.get("metadata") or {}).get("verified"), "files": [str(path) for path in files],
+            "report": (made.get("metadata") or {}).get("gguf_build")}
+
+
 def optimize(client: HubClient, config: Config) -> list[dict[str, Any]]:
     """``modelAPI.optimize``: each ONNX model optimised here or on the hub, one report each; with ``precision``
     (int8, int4) a language model's generation build at that precision, made on the hub and downloaded into

@@ -347,7 +347,8 @@ def onnx_version(client: HubClient, info: dict[str, Any], opset: int | None) -> 
     for link in info.get("derivatives") or []:
         if link["relation"] == "converted_from":
             candidate = client.resolve(link["version_pid"])
-            if opset in (None, (candidate.get("metadata") or {}).get("opset")):
+            made = candidate.get("metadata") or {}
+            if made.get("format") == "onnx" and opset in (None, made.get("opset")):  # not a GGUF build
                 return candidate
     jobs = [job for job in jobs_on(client, "convert", info["pid"])
             if opset in (None, (job.get("params") or {}).get("opset"))]

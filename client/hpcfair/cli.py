@@ -332,13 +332,28 @@ def generate(ref: Annotated[str, typer.Argument(help="A language model: a PID or
         typer.echo(f"\n[{result.get('completion_tokens', 0)} tokens, {result.get('finish_reason', '')}]", err=True)
 
 
-@app.command(epilog="Example: hpcfair convert encoder.pt --output encoder.onnx --opset 17")
+@app.command(epilog="Example: hpcfair convert encoder.pt --output encoder.onnx --opset 17   or   hpcfair convert "
+                     "alice/tiny-llama --to gguf --gguf-type q8_0 --output models/")
 def convert(source: Annotated[str, typer.Argument(help="A local model file, a PID or owner/name[@version].")],
-            output: Annotated[Path | None, typer.Option(help="The ONNX file to write.")] = None,
+            output: Annotated[Path | None, typer.Option(help="The ONNX file to write (--to gguf: the folder for "
+                                                             "the GGUF file).")] = None,
             opset: Annotated[int | None, typer.Option(help="Target ONNX opset.")] = None,
             on_hub: Annotated[bool, typer.Option(help="Publish the file and convert on the hub.")] = False,
+            to: Annotated[str, typer.Option(help="onnx, or gguf: a hub language model to a GGUF file for "
+                                                 "llama.cpp, made on the hub.")] = "onnx",
+            gguf_type: Annotated[str, typer.Option(help="--to gguf: f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, "
+                                                        "q6_k.")] = "q8_0",
             as_json: Json = False) -> None:
-    """Convert a model to ONNX and verify it against the original."""
+    """Convert a model to ONNX and verify it against the original, or a language model to GGUF."""
+    if to == "gguf":
+        from hpcfair._conversion import gguf
+
+        made = gguf(_api().client, source, gguf_type, output.resolve() if output else None)
+        _print(made, as_json, f"{made['version']}  {made['pid']} (verified: {made['verified']})"
+               + "".join(f"\n{path}" for path in made["files"]))
+        return
+    if to != "onnx":
+        raise typer.BadParameter("--to is onnx or gguf")
     cfg = {"general_args": {"task": "conversion", "upload": on_hub},
            "model_args": {"model_file": _ref_or_path(source), **({"onnx_version": opset} if opset else {})},
            "out_args": {"export_file": str(output.resolve())} if output else {}}

@@ -511,12 +511,16 @@ class HubClient:
                            code=current.get("error_code") or "job_failed", body=current)
         return current
 
-    def convert(self, ref: str, *, opset: int | None = None, files: list[str] | None = None) -> dict[str, Any]:
-        """Ask the hub to convert a version to ONNX; returns the job (``wait`` for it)."""
+    def convert(self, ref: str, *, opset: int | None = None, files: list[str] | None = None, to: str = "onnx",
+                gguf_type: str | None = None) -> dict[str, Any]:
+        """Ask the hub to convert a version to ONNX, or (``to="gguf"``, ``gguf_type`` q8_0 by default) a language
+        model to a GGUF file for llama.cpp; returns the job (``wait`` for it)."""
         info = self.resolve(ref)
         body: dict[str, Any] = {"opset": opset} if opset else {}
         if files:
             body["files"] = files
+        if to != "onnx":
+            body.update({"to": to, **({"gguf_type": gguf_type} if gguf_type else {})})
         return self.request("POST", f"artifacts/{info['artifact']}/versions/{info['version']}/convert",
                             json=body).json()
 

@@ -98,11 +98,13 @@ def sample_inputs_path(version: Version) -> str | None:
 
 
 def conversions_of(version: Version) -> QuerySet[Version]:
-    """The live versions converted from ``version`` in its own artifact, newest first: where the hub puts
-    them (``hub.conversions.jobs``). A version elsewhere that says it was converted from this one is its
-    publisher's claim; it may be private or anything at all, so it never runs or shows in this one's place."""
+    """The live ONNX versions converted from ``version`` in its own artifact, newest first: where the hub puts
+    them (``hub.conversions.jobs``; a GGUF build, ``hub.generation.jobs``, is converted from it too, and is no
+    ONNX model). A version elsewhere that says it was converted from this one is its publisher's claim; it may be
+    private or anything at all, so it never runs or shows in this one's place."""
     return (Version.objects.filter(artifact_id=version.artifact_id, deleted_at__isnull=True, provenance__target=version,
-                                   provenance__relation=ProvenanceLink.Relation.CONVERTED_FROM)
+                                   provenance__relation=ProvenanceLink.Relation.CONVERTED_FROM,
+                                   metadata__format="onnx")
             .select_related("artifact__owner").order_by("-created", "-id"))
 
 

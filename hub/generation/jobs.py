@@ -1,7 +1,8 @@
 """Generation jobs: ``generation`` builds a language model's generation model (onnxruntime-genai's builder, or
 the general route's export with past key/values, and a check of its greedy tokens against transformers, in the
-conversion sandbox) and publishes it as a version
-derived from its source; ``generate`` runs a file of prompts through it (``hub.generation.batch``)."""
+conversion sandbox) and publishes it as a version derived from its source; ``gguf`` converts the folder to a GGUF
+file for llama.cpp (``hpcfair.generate.gguf_build``, checked the same way through llama-server) and publishes it
+as a version converted from it; ``generate`` runs a file of prompts through a model (``hub.generation.batch``)."""
 
 from __future__ import annotations
 
@@ -114,34 +115,96 @@ class GenerationBuildJob(JobKind):
     name = "generation"
     label = "generation build"
     queue = "convert"
+    relation = ProvenanceLink.Relation.DERIVED_FROM  # what the published version is to its source
+    verb = "building"
+
+    def request(self, ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
+        return build_request(ctx, source, workdir)
+
+    def publish_report(self, ctx: JobContext, source: Version, workdir: Path, report: dict[str, Any]
+                       ) -> dict[str, Any]:
+        return publish_build(ctx, source, workdir, report)
 
     def run(self, ctx: JobContext) -> dict[str, Any]:
         source = source_of(ctx)
-        if done := existing_result(ctx, source, ProvenanceLink.Relation.DERIVED_FROM):
+        if done := existing_result(ctx, source, self.relation):
             return {"version": done.label, "pid": done.pid}
-        workdir = Path(tempfile.mkdtemp(prefix="hpcfair-generation-"))
+        workdir = Path(tempfile.mkdtemp(prefix=f"hpcfair-{self.name}-"))
         try:
-            request = build_request(ctx, source, workdir)
-            ctx.log(f"{ctx.job.params['folder'] or 'the folder'}: building in a sandbox")
+            request = self.request(ctx, source, workdir)
+            ctx.log(f"{ctx.job.params['folder'] or 'the folder'}: {self.verb} in a sandbox")
             report = run_request(request, workdir, build_limits(source, ctx.job.params["folder"]), hidden_paths(),
                                  ctx.log)
-            return publish_build(ctx, source, workdir, report)
+            return self.publish_report(ctx, source, workdir, report)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
     def stage(self, job, folder: Path) -> Plan | None:
         ctx = JobContext(job)
         source = source_of(ctx)
-        if existing_result(ctx, source, ProvenanceLink.Relation.DERIVED_FROM):
+        if existing_result(ctx, source, self.relation):
             return None
         (folder / "work").mkdir()
-        request = build_request(ctx, source, folder / "work")
+        request = self.request(ctx, source, folder / "work")
         return sandbox_plan("sandbox", f"{self.label} of {source}", build_limits(source, job.params["folder"]),
                             request=request)
 
     def publish(self, job, folder: Path, execution: dict[str, Any]) -> dict[str, Any]:
         ctx = JobContext(job)
-        return publish_build(ctx, source_of(ctx), folder / "work", node_result(folder)["report"])
+        return self.publish_report(ctx, source_of(ctx), folder / "work", node_result(folder)["report"])
+
+
+# --- a GGUF file for llama.cpp (kind gguf) -----------------------------------------------------------------
+
+
+def gguf_request(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
+    """The sandbox's request for a GGUF build: the source folder and llama.cpp's converter copied into
+    ``workdir`` (the child sees nothing else of the worker's)."""
+    from hpcfair.generate.gguf_build import CONVERTER, stage_converter
+
+    params = ctx.job.params
+    local, _ = _fetch_model(source, f"{params['folder']}/config.json".lstrip("/"), workdir / "in")
+    stage_converter(Path(settings.HUB_LLAMA_CONVERT), workdir / CONVERTER)
+    return {"task": "gguf_build", "source": str(local.relative_to(workdir)), "output": "out", "converter": CONVERTER,
+            "gguf_type": params["gguf_type"], "server": settings.HUB_LLAMA_SERVER,
+            "threads": max(1, settings.HUB_CONVERT_THREADS)}
+
+
+def publish_gguf(ctx: JobContext, source: Version, workdir: Path, report: dict[str, Any]) -> dict[str, Any]:
+    """Publish the GGUF file under ``workdir/out`` as a version converted from ``source`` (its facts read from
+    the file as for any GGUF upload: ``hub.metadata.gguf``), served by llama.cpp."""
+    check = report["verification"]
+    ctx.log(f"built {report['file']} ({report['gguf_type']}, {report['size_bytes'] / 2**20:.1f} MiB) in "
+            f"{report['build_seconds']} s; verified: {check['method']}")
+    files = [staged(sandbox.output_file(workdir, f"out/{report['file']}"), report["file"])]
+    files += _source_cards(source, workdir, {f.path for f in files})
+    metadata = {key: value for key, value in source.metadata.items() if key not in _SOURCE_ONLY}
+    metadata.update({"job": str(ctx.job.pk), "verified": True, "task": "text-generation",
+                     "gguf_build": {key: value for key, value in report.items() if key not in ("ok", "sandbox")}})
+    label = free_label(source.artifact, f"{source.label}-gguf-{report['gguf_type'].replace('_', '-')}"[:60])
+    version = create_version(source.artifact, ctx.job.requester, files=files, label=label, metadata=metadata,
+                             provenance=[ProvenanceRef(ProvenanceLink.Relation.CONVERTED_FROM, source)], system=True,
+                             duplicates="artifact")
+    ctx.log(f"published {version} ({version.pid})")
+    return {"version": version.label, "pid": version.pid, "verified": True, "gguf_build": metadata["gguf_build"]}
+
+
+@register
+class GGUFBuildJob(GenerationBuildJob):
+    """Convert a Hugging Face causal LM folder to a GGUF file with llama.cpp's own tools, check its greedy tokens
+    through llama-server against transformers and publish it (``converted_from`` its source)."""
+
+    name = "gguf"
+    label = "GGUF build"
+    relation = ProvenanceLink.Relation.CONVERTED_FROM
+    verb = "converting to GGUF"
+
+    def request(self, ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
+        return gguf_request(ctx, source, workdir)
+
+    def publish_report(self, ctx: JobContext, source: Version, workdir: Path, report: dict[str, Any]
+                       ) -> dict[str, Any]:
+        return publish_gguf(ctx, source, workdir, report)
 
 
 # --- a file of prompts (kind generate) ----------------------------------------------------------------------

@@ -13,7 +13,7 @@ import orjson
 from django.conf import settings
 from hpcfair.compute import CodedError
 from hpcfair.convert.formats import hf_folders
-from hpcfair.generate.families import precision_problem, route_of, supports
+from hpcfair.generate.families import DECODER, GENAI, precision_problem, route_of, supports
 from hpcfair.generate.run import GenerateRequest
 
 from hub.bounded import load_json
@@ -75,20 +75,38 @@ def request_build(version: Version, user, *, folder: str | None = None, precisio
                   auto: bool = False) -> Job:
     """Queue the build of ``version``'s generation model (``precision`` fp32, int8 or int4; fp16 is refused
     with its reason)."""
-    folders = generation_folders(version)
-    if not folders:
-        raise HubError("unsupported_format", f"{version} has no Hugging Face causal language model folder that "
-                                             "the hub can build for generation (config.json of a causal LM such as "
-                                             "Llama, Qwen2, GPT-2, or of a text encoder-decoder such as T5 or BART, "
-                                             "its weights and tokenizer.json).")
-    if folder is None:
-        folder = folders[0]
-    if folder not in folders:
-        raise HubError("invalid", f"{version} has no causal language model folder {folder!r}.")
+    folder = _folder(version, folder, generation_folders(version), "a text encoder-decoder such as T5 or BART")
     if problem := precision_problem(precision, route_of(_config(version, folder))):
         raise HubError(*problem)
     return create_job("generation", user, version=version,
                       params={"folder": folder, "precision": precision, "auto": auto}, limited=not auto)
+
+
+def request_gguf(version: Version, user, *, folder: str | None = None, gguf_type: str = "q8_0") -> Job:
+    """Queue the GGUF build of ``version``'s causal LM folder (``gguf_type``: ``hpcfair.generate.gguf_build``'s
+    types), made by llama.cpp's own tools and published as a version converted from ``version``."""
+    from hpcfair.generate.gguf_build import type_problem
+
+    if problem := type_problem(gguf_type):
+        raise HubError("invalid", problem, errors={"gguf_type": ["Unknown type."]})
+    causal = [name for name in generation_folders(version) if route_of(_config(version, name)) in (GENAI, DECODER)]
+    folder = _folder(version, folder, causal)
+    return create_job("gguf", user, version=version, params={"folder": folder, "gguf_type": gguf_type},
+                      limited=True)  # only a person asks for one
+
+
+def _folder(version: Version, folder: str | None, folders: list[str], also: str = "") -> str:
+    """``folder`` (default: the first) of ``folders``, ``version``'s language model folders; refused in words."""
+    if not folders:
+        raise HubError("unsupported_format", f"{version} has no Hugging Face causal language model folder that "
+                                             "the hub can build (config.json of a causal LM such as Llama, Qwen2, "
+                                             f"GPT-2{', or of ' + also if also else ''}, its weights and "
+                                             "tokenizer.json).")
+    if folder is None:
+        return folders[0]
+    if folder not in folders:
+        raise HubError("invalid", f"{version} has no causal language model folder {folder!r}.")
+    return folder
 
 
 def gguf_file(version: Version) -> str:

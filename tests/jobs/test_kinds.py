@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 
 EXPECTED = {"fixity", "reference", "fetch", "convert", "verify", "optimize", "infer", "benchmark", "collaborate",
             "container", "finetune",
-            "generation", "generate"}
+            "generation", "gguf", "generate"}
 
 
 def test_every_kind_is_registered_once_and_the_job_row_offers_them():

@@ -76,7 +76,8 @@ JOB_CODES: dict[str, str] = {
     "unsafe_pickle": "a pickle that imports what the hub does not allow",
     "unsupported_format": "a file format no converter takes",
     "unsupported_operator": "an operator the exporter cannot express in ONNX",
-    "verification_failed": "the ONNX model's outputs differ from the original's beyond the tolerance",
+    "verification_failed": "the ONNX model's outputs differ from the original's beyond the tolerance (a GGUF "
+                           "build: its greedy tokens or tokenizer through llama-server differ from transformers')",
     "weights_only": "a checkpoint of weights without the model's code",
     # fine-tuning (hpcfair.finetune)
     "ambiguous_dataset": "the dataset's file or columns cannot be chosen without being told",

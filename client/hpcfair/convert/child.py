@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcfair.compute.errors import CodedError
-from hpcfair.convert.errors import ConversionError, log_cause
+from hpcfair.convert.errors import HOST_PATH, ConversionError, log_cause
 from hpcfair.convert.sandbox import LOG_PREFIX, stage_line
 
 
@@ -71,6 +71,14 @@ def work(request: dict[str, Any]) -> dict[str, Any]:
             say(stage_line(0.85, "comparing with the full-precision model"))
             report["comparison"] = compare(Path(request["full"]), Path(request["output"]))
         return report
+    if task == "gguf_build":
+        from hpcfair.generate.gguf_build import build_gguf
+
+        say(f"building a GGUF model from {request['source']}")
+        return build_gguf(Path(request["source"]), Path(request["output"]), Path(request["converter"]),
+                          outtype=request.get("gguf_type", "q8_0"), server=request.get("server", ""),
+                          threads=int(request.get("threads", 1)),
+                          stage=lambda fraction, what: say(stage_line(fraction, what)))
     if task == "generate_batch":
         from hpcfair.generate.batch import run_batch
 
@@ -171,7 +179,6 @@ def _library(exc: BaseException) -> str:
 # The tasks that read an upload for its metadata: what a file they cannot read is (code, format, its writers).
 UNREADABLE = {"scidata": ("scientific_unreadable", "HDF5, NetCDF or Zarr", "h5py, netCDF4, xarray or zarr"),
               "gguf": ("gguf_invalid", "GGUF", "llama.cpp's tools")}
-HOST_PATH = re.compile(r"(?:/[\w.+@-]+){2,}/?")  # a host path in a library's message: not shown
 
 
 def main() -> int:

@@ -8,6 +8,8 @@ import traceback
 
 from hpcfair.compute.errors import CodedError
 
+HOST_PATH = re.compile(r"(?:/[\w.+@-]+){2,}/?")  # a host path in a library's message: not shown
+
 
 class ConversionError(CodedError):
     """A conversion or verification that could not be done; ``code`` is machine-readable.

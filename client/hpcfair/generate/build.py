@@ -17,9 +17,9 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -152,11 +152,13 @@ def run_builder(source: Path, output: Path, precision: str) -> None:
 
 
 def verify_tokens(source: Path, built: Path, *, threads: int = 1, tokens: int = VERIFY_TOKENS,
-                  tie: float = 0.0) -> dict[str, Any]:
+                  tie: float = 0.0, runner: Runner | None = None) -> dict[str, Any]:
     """Greedy decoding of ``PROMPTS`` by transformers (PyTorch, fp32) and by the built model: the first
     ``tokens`` new tokens must be the same (and for the general route, the built tokenizer's ids too). With
     ``tie``, a prompt may part at a near tie: where transformers' logits for its token and the built model's
-    differ by at most ``tie`` times that step's logit spread (max - min), which reduced weights may flip."""
+    differ by at most ``tie`` times that step's logit spread (max - min), which reduced weights may flip.
+    ``runner``: another engine's greedy ids and tokenizer (llama.cpp's, for a GGUF build) instead of the
+    ONNX build in ``built``."""
     import torch
     import transformers
     from transformers import AutoTokenizer
@@ -166,9 +168,11 @@ def verify_tokens(source: Path, built: Path, *, threads: int = 1, tokens: int = 
     loader = transformers.AutoModelForSeq2SeqLM if route == ENCODER_DECODER else transformers.AutoModelForCausalLM
     tokenizer = AutoTokenizer.from_pretrained(source)
     reference = loader.from_pretrained(source, dtype=torch.float32).eval()
-    loaded = open_model(built, threads)
-    options = _reference_options(loaded, tokenizer, tokens) if route != GENAI else {
+    loaded = open_model(built, threads) if runner is None else None
+    options = _reference_options(loaded, tokenizer, tokens) if route != GENAI and loaded is not None else {
         "max_new_tokens": tokens, "do_sample": False, "min_new_tokens": tokens, "pad_token_id": tokenizer.eos_token_id}
+    if runner is None:
+        runner = Runner(lambda ids, n: greedy_ids(loaded, ids, n), loaded.tokenizer.encode if route != GENAI else None)
     cases, passed = [], True
     for prompt in PROMPTS:
         ids = tokenizer(prompt, return_tensors="pt").input_ids
@@ -176,7 +180,7 @@ def verify_tokens(source: Path, built: Path, *, threads: int = 1, tokens: int = 
             out = reference.generate(ids, **options, output_scores=True, return_dict_in_generate=True)
         sequence = out.sequences[0]
         expected = sequence[1:].tolist() if route == ENCODER_DECODER else sequence[ids.shape[1]:].tolist()
-        got = greedy_ids(loaded, [int(i) for i in ids[0]], tokens)
+        got = runner.greedy([int(i) for i in ids[0]], tokens)
         same = _common_prefix(expected, got)
         case: dict[str, Any] = {"prompt": prompt, "tokens": tokens, "matched": same}
         if same < min(len(expected), tokens) and tie and same < len(got):
@@ -186,13 +190,20 @@ def verify_tokens(source: Path, built: Path, *, threads: int = 1, tokens: int = 
             case["parted_at_gap"] = round(gap, 5)  # of the step's logit spread
             case["near_tie"] = gap <= tie
         passed &= same == min(len(expected), tokens) or bool(case.get("near_tie"))
-        if route != GENAI:
-            case["tokenizer_matches"] = loaded.tokenizer.encode(prompt) == [int(i) for i in ids[0]]
+        if runner.encode is not None:
+            case["tokenizer_matches"] = list(runner.encode(prompt)) == [int(i) for i in ids[0]]
             passed &= case["tokenizer_matches"]
         cases.append(case)
     method = "greedy tokens against transformers generate" + (f", parting at near ties (<= {tie:g} of the "
                                                                "logit spread)" if tie else "")
     return {"method": method, "passed": passed, "prompts": cases}
+
+
+class Runner(NamedTuple):
+    """What ``verify_tokens`` asks of a built model: ``greedy(ids, n)``, the next ``n`` greedy ids after ``ids``
+    (the end token does not stop it), and ``encode(text)``, its tokenizer's ids (None: not checked)."""
+    greedy: Callable[[list[int], int], list[int]]
+    encode: Callable[[str], Sequence[int]] | None
 
 
 def _reference_options(loaded, tokenizer, tokens: int) -> dict[str, Any]:

@@ -177,6 +177,16 @@ class LlamaServer:
             text = text[len(bos):]  # the BOS tokenizing adds stands for it, as llama.cpp's chat route does
         return self.tokenize(text)
 
+    def greedy_ids(self, ids: list[int], tokens: int) -> list[int]:
+        """The next ``tokens`` greedy token ids after the prompt ``ids`` (the end token does not stop it): what
+        a GGUF build's check compares with transformers (``hpcfair.generate.build.verify_tokens``)."""
+        if not self.alive():
+            self.start()
+        answer = self._json("POST", "/completion", {"prompt": ids, "n_predict": tokens, "temperature": 0.0,
+                                                    "top_k": 1, "ignore_eos": True, "return_tokens": True,
+                                                    "cache_prompt": False})
+        return [int(token) for token in answer.get("tokens") or []]
+
     def generate(self, request: GenerateRequest, *, cancelled: Callable[[], bool] = lambda: False,
                  deadline: float | None = None) -> Iterator[Piece]:
         """Generate for ``request`` piece by piece, as ``hpcfair.generate.generate`` does."""

@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 
 from hub.accounts.permissions import TokenScopePermission
 from hub.conversions import services
+from hub.errors import HubError
 from hub.jobs.api.serializers import JobSerializer
 from hub.jobs.api.views import accepted
 from hub.jobs.quota import check_active_jobs
@@ -26,6 +27,12 @@ class ConvertRequestSerializer(StrictSerializer):
     rtol = serializers.FloatField(required=False, min_value=0, help_text="Relative tolerance (default 1e-3).")
     memory_mb = serializers.IntegerField(required=False, min_value=256, help_text=(
         "The sandbox's memory limit in MB (default: from the model's size; at most 85% of the worker's memory)."))
+    to = serializers.ChoiceField(choices=["onnx", "gguf"], required=False, default="onnx", help_text=(
+        "onnx (default), or gguf: a Hugging Face causal LM folder converted by llama.cpp's own tools to one GGUF "
+        "file, its greedy tokens checked through llama-server against transformers, served by llama.cpp."))
+    gguf_type = serializers.CharField(required=False, help_text=(
+        "With to: gguf, the file's type: f32, f16, bf16, q8_0 (default; convert_hf_to_gguf.py) or q4_0, q4_k_m, "
+        "q5_k_m, q6_k (llama-quantize)."))
 
 
 class OptimizeRequestSerializer(StrictSerializer):
@@ -46,6 +53,20 @@ def _optimize(version, user, *, precision: str | None = None, **options):
     return services.request_optimization(version, user, **options)
 
 
+def _convert(version, user, *, to: str = "onnx", gguf_type: str | None = None, **options):
+    """The version's ONNX conversion, or (``to: gguf``) its language model's GGUF build for llama.cpp."""
+    if to != "gguf":
+        if gguf_type is not None:
+            raise HubError("invalid", "gguf_type goes with to: gguf.", errors={"gguf_type": ["Only with to: gguf."]})
+        return services.request_conversion(version, user, **options)
+    if options:
+        raise HubError("invalid", f"{sorted(options)[0]} is an ONNX conversion's option; a GGUF build takes "
+                                  "gguf_type.", errors={sorted(options)[0]: ["Not with to: gguf."]})
+    from hub.generation.services import request_gguf, source_of_generation
+
+    return request_gguf(source_of_generation(version), user, gguf_type=gguf_type or "q8_0")
+
+
 def _start(request: Request, owner: str, name: str, version: str, body_class, start) -> Response:
     """Check write access and the body, then ``start(version, user, **body)``; answer 202 with the job."""
     artifact = get_artifact(request.user, owner, name)
@@ -58,14 +79,14 @@ def _start(request: Request, owner: str, name: str, version: str, body_class, st
 
 
 class VersionConvert(APIView):
-    """Convert a version's model files to ONNX and verify them (202 + job)."""
+    """Convert a version's model files to ONNX and verify them, or a language model to GGUF (202 + job)."""
 
     throttle_scope = "conversions"  # hub.ops.throttles: the rate of its writes
     permission_classes = [TokenScopePermission]
 
     @extend_schema(request=ConvertRequestSerializer, responses={202: JobSerializer})
     def post(self, request: Request, owner: str, name: str, version: str) -> Response:
-        return _start(request, owner, name, version, ConvertRequestSerializer, services.request_conversion)
+        return _start(request, owner, name, version, ConvertRequestSerializer, _convert)
 
 
 class VersionOptimize(APIView):
