@@ -263,7 +263,8 @@ class ServeJob(JobKind):
 
     def stage(self, job, folder: Path) -> Plan | None:
         spec = serving.prepare(job, folder)
-        return Plan(spec, cpus=settings.HUB_GENERATE_THREADS,
+        size = sum(path.stat().st_size for path in (folder / "model").rglob("*") if path.is_file())
+        return Plan(spec, cpus=settings.HUB_GENERATE_THREADS, memory_mb=2 * size // 2**20 + 1024,
                     summary=f"serve {spec['name']} with {spec['engine']}, until {spec['idle_s']} s without a request")
 
     def follow(self, job, folder: Path) -> None:
