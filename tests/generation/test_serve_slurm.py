@@ -19,7 +19,7 @@ from hub.jobs.models import Job
 from hub.storage import get_blob_store
 from tests.conftest import wait_for_job
 from tests.generation.lm import folder_files, save_lm
-from tests.jobs.test_slurm import cluster_worker, slurm_state, wait_for
+from tests.jobs.test_slurm import cluster_worker, point_at, slurm_state, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -37,12 +37,8 @@ def serve_root(django_db_setup, django_db_blocker, tmp_path_factory):
 @pytest.fixture
 def hub(settings, serve_root):
     """This process submits and routes as the worker does: the same blobs, job folders and settings."""
-    settings.HUB_STORAGE = {**settings.HUB_STORAGE, "BACKEND": "filesystem", "DIR": str(serve_root / "blobs")}
-    settings.HUB_UPLOAD_DIR = serve_root / "uploads"
-    settings.HUB_EXECUTORS = ["serve=slurm"]
-    settings.HUB_SLURM_JOB_DIR = serve_root / "jobs"
-    settings.HUB_SERVE_HOST = "127.0.0.1"
-    settings.HUB_SERVE_PORTS = [int(p) for p in PORTS.split("-") if p]
+    point_at(settings, serve_root, HUB_EXECUTORS=["serve=slurm"], HUB_SERVE_HOST="127.0.0.1",
+             HUB_SERVE_PORTS=[int(p) for p in PORTS.split("-") if p])
     yield serve_root
     deadline = time.monotonic() + 60
     while Job.objects.filter(state__in=(Job.State.QUEUED, Job.State.RUNNING)).exists() and time.monotonic() < deadline:
