@@ -17,7 +17,7 @@ import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -194,8 +194,18 @@ def live_endpoint(version: Version, user) -> Endpoint | None:
     return endpoint
 
 
-def forward(endpoint: Endpoint, route: str, body: dict[str, Any]) -> HttpResponse:
-    """Send an OpenAI request on to the served model's server and its answer back (a stream as it comes)."""
+def forward(endpoint: Endpoint, route: str, body: dict[str, Any],
+            release: Callable[[], None] = lambda: None) -> HttpResponse:
+    """Send an OpenAI request on to the served model's server and its answer back (a stream as it comes);
+    ``release`` (the person's generation place, ``services.hold_stream``) once the answer has gone."""
+    try:
+        return _forward(endpoint, route, body, release)
+    except BaseException:
+        release()
+        raise
+
+
+def _forward(endpoint: Endpoint, route: str, body: dict[str, Any], release: Callable[[], None]) -> HttpResponse:
     job = endpoint.job
     where = urlsplit(endpoint.url)
     connection = http.client.HTTPConnection(where.hostname, where.port,
@@ -211,7 +221,7 @@ def forward(endpoint: Endpoint, route: str, body: dict[str, Any]) -> HttpRespons
                                     "try again (it may have stopped after its idle time).") from None
     kind = response.getheader("Content-Type", "application/json")
     if kind.startswith("text/event-stream"):
-        answer: HttpResponse = StreamingHttpResponse(_relay(response, connection), status=response.status,
+        answer: HttpResponse = StreamingHttpResponse(_relay(response, connection, release), status=response.status,
                                                      content_type=kind)
         answer["Cache-Control"] = "no-cache"
         answer["X-Accel-Buffering"] = "no"
@@ -220,6 +230,7 @@ def forward(endpoint: Endpoint, route: str, body: dict[str, Any]) -> HttpRespons
         data = response.read()
     finally:
         connection.close()
+        release()
     answer = HttpResponse(data, status=response.status, content_type=kind)
     if response.status >= 400:
         try:
@@ -229,7 +240,8 @@ def forward(endpoint: Endpoint, route: str, body: dict[str, Any]) -> HttpRespons
     return answer
 
 
-def _relay(response: http.client.HTTPResponse, connection: http.client.HTTPConnection) -> Iterator[bytes]:
+def _relay(response: http.client.HTTPResponse, connection: http.client.HTTPConnection,
+           release: Callable[[], None]) -> Iterator[bytes]:
     try:
         while data := response.read1(65536):
             yield data
@@ -238,6 +250,7 @@ def _relay(response: http.client.HTTPResponse, connection: http.client.HTTPConne
               b'"type":"server_error"}}\n\n'
     finally:
         connection.close()
+        release()
 
 
 def state_of(job: Job) -> str:

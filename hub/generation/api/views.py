@@ -191,7 +191,8 @@ class OpenAIView(ForceNegotiation, APIView):
         model = body["model"]
         version = services.named(request.user, model)
         if endpoint := serving.live_endpoint(version, request.user):  # a serve job's server answers it
-            return serving.forward(endpoint, "chat/completions" if self.chat else "completions", body)
+            return serving.forward(endpoint, "chat/completions" if self.chat else "completions", body,
+                                   services.hold_stream(request.user))
         pieces = services.stream_generation(version, asked.request, user=request.user)
         ident, created = f"{'chatcmpl' if self.chat else 'cmpl'}-{uuid.uuid4().hex}", int(time.time())
         if asked.stream:
