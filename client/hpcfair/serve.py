@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -116,8 +117,13 @@ class Pieces:
                     answer = openai.collect(pieces)
                     handler.reply(200, openai.completion(answer, chat=chat, ident=ident, created=created, model=model))
             except CodedError as exc:
-                handler.reply(400 if exc.code in ("invalid", "prompt_too_long") else 500,
-                              openai.error(exc.code, exc.detail))
+                handler.fail(400 if exc.code in ("invalid", "prompt_too_long") else 422, exc.code, exc.detail)
+            except (BrokenPipeError, ConnectionResetError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - answered in words, its trace in the job's log
+                traceback.print_exc()
+                handler.fail(422, "run_failed", f"The model could not generate from this request "
+                                                f"({type(exc).__name__}); nothing was kept.")
 
 
 class Upstream:
@@ -165,6 +171,7 @@ class Upstream:
 
 class Handler(BaseHTTPRequestHandler):
     server: Front
+    streaming = False  # the answer is a stream that has begun
 
     def log_message(self, format: str, *args: Any) -> None:  # one line a request, in the job's log
         print(f"[{time.strftime('%H:%M:%S')}] {self.command} {self.path} {args[1] if len(args) > 1 else ''}",
@@ -178,7 +185,15 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def fail(self, status: int, code: str, detail: str) -> None:
+        """An error in OpenAI's shape: the answer, or the stream's last event once a stream has begun."""
+        if self.streaming:
+            self.wfile.write(b"data: " + json.dumps(openai.error(code, detail)).encode() + b"\n\n")
+        else:
+            self.reply(status, openai.error(code, detail))
+
     def stream(self, chunks: Iterator[bytes]) -> None:
+        self.streaming = True
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")

@@ -29,7 +29,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.utils import timezone
 from hpcfair.compute import CodedError
 
-from hub.errors import HubError
+from hub.errors import STATUS, HubError
 from hub.generation.models import Endpoint
 from hub.generation.services import (
     ANSWER_GRACE_S,
@@ -231,12 +231,14 @@ def _forward(endpoint: Endpoint, route: str, body: dict[str, Any], release: Call
     finally:
         connection.close()
         release()
-    answer = HttpResponse(data, status=response.status, content_type=kind)
-    if response.status >= 400:
-        try:
-            answer["X-Error-Code"] = str(orjson.loads(data)["error"]["code"])
-        except (ValueError, KeyError, TypeError):
-            pass
+    if response.status < 400:
+        return HttpResponse(data, status=response.status, content_type=kind)
+    try:
+        code = str(orjson.loads(data)["error"]["code"])
+    except (ValueError, KeyError, TypeError):
+        code = "internal_error"
+    answer = HttpResponse(data, status=STATUS.get(code, response.status), content_type=kind)  # the hub's table
+    answer["X-Error-Code"] = code
     return answer
 
 

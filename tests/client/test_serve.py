@@ -95,13 +95,17 @@ def test_the_node_server_answers_openai_with_the_secret_only_and_stops_when_idle
         with pytest.raises(openai.BadRequestError) as caught:
             client.chat.completions.create(model="x", messages=MESSAGES, max_tokens=100_000)
         assert "max_new_tokens" in caught.value.message
+        with pytest.raises(openai.BadRequestError) as caught:  # the engine's own refusal, in words
+            client.chat.completions.create(model="x", messages=[{"role": "user", "content": "the hub " * 400}],
+                                           max_tokens=5)
+        assert caught.value.code == "prompt_too_long" and "context" in caught.value.message
         with pytest.raises(openai.AuthenticationError):
             openai.OpenAI(base_url=f"{url}/v1", api_key="wrong", max_retries=0).models.list()
         assert process.wait(timeout=60) == 0  # idle for 3 s: it stopped by itself
     finally:
         process.kill()
     result = json.loads((folder / "out" / "result-0.json").read_text())
-    assert result["ended"] == "idle" and result["requests"] == 4 and result["engine"] == "onnx"
+    assert result["ended"] == "idle" and result["requests"] == 5 and result["engine"] == "onnx"
 
 
 def test_the_front_passes_requests_and_streams_through_to_a_server_behind_it(built, tmp_path):
