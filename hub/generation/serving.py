@@ -185,9 +185,11 @@ def _keys(version: Version) -> set[int]:
 
 def live_endpoint(version: Version, user) -> Endpoint | None:
     """The announced server of a running serve job for ``version``, if any (``user`` may read both models' files)."""
-    endpoint = (Endpoint.objects.filter(job__kind="serve", job__state=Job.State.RUNNING,
-                                        job__version_id__in=_keys(version))
-                .exclude(url="").select_related("job__version").order_by("-announced").first())
+    live = Endpoint.objects.filter(job__kind="serve", job__state=Job.State.RUNNING).exclude(url="")
+    if not live.exists():  # one query on the common path: no server runs anywhere
+        return None
+    endpoint = (live.filter(job__version_id__in=_keys(version)).select_related("job__version")
+                .order_by("-announced").first())
     if endpoint is not None:
         require_files_of(user, version)
         require_files_of(user, endpoint.job.version)
