@@ -138,22 +138,32 @@ class Upstream:
             if self.process.poll() is not None:
                 raise CodedError("not_runnable", f"vLLM ended (status {self.process.returncode}) before it served "
                                                  "the model; the job's log has its words.")
+            connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
             try:
-                connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
                 connection.request("GET", "/health")
                 if connection.getresponse().status == 200:
                     return
             except OSError:
                 pass
+            finally:
+                connection.close()
             time.sleep(0.5)
         raise CodedError("worker_timeout", f"vLLM did not load the model within {start_s:.0f} s.")
 
     def answer(self, handler: Handler, route: str, body: Any) -> None:
+        if not isinstance(body, dict):
+            handler.reply(400, openai.error("invalid", "Send a JSON object."))
+            return
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.seconds)
         try:
-            connection.request("POST", f"/v1/{route}", json.dumps({**body, "model": handler.server.name}).encode(),
-                               {"Content-Type": "application/json", "Authorization": f"Bearer {self.secret}"})
-            response = connection.getresponse()
+            try:
+                connection.request("POST", f"/v1/{route}", json.dumps({**body, "model": handler.server.name}).encode(),
+                                   {"Content-Type": "application/json", "Authorization": f"Bearer {self.secret}"})
+                response = connection.getresponse()
+            except OSError:
+                handler.reply(502, openai.error("no_worker", "The model's server behind this node's front does not "
+                                                             "answer; the job's log says why."))
+                return
             handler.send_response(response.status)
             handler.send_header("Content-Type", response.getheader("Content-Type", "application/json"))
             handler.end_headers()

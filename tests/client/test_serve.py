@@ -126,11 +126,15 @@ def test_the_front_passes_requests_and_streams_through_to_a_server_behind_it(bui
                                                      stream=True))
         assert "".join(p.choices[0].delta.content or "" for p in pieces) == answer.choices[0].message.content
         assert front.requests == 2
+        upstream.close()  # stops the server behind it, as it stops vLLM
+        assert process.poll() is not None
+        with pytest.raises(openai.InternalServerError) as caught:
+            client.chat.completions.create(model="x", messages=MESSAGES, max_tokens=5)
+        assert caught.value.status_code == 502 and "does not answer" in caught.value.message
     finally:
         front.shutdown()
         front.server_close()
-        upstream.close()  # stops the server behind it, as it stops vLLM
-    assert process.poll() is not None
+        upstream.close()
 
 
 def test_vllm_is_chosen_by_the_gpus_the_node_gives_and_its_command_line():
