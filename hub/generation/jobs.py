@@ -2,10 +2,12 @@
 the general route's export with past key/values, and a check of its greedy tokens against transformers, in the
 conversion sandbox) and publishes it as a version derived from its source; ``gguf`` converts the folder to a GGUF
 file for llama.cpp (``hpcfair.generate.gguf_build``, checked the same way through llama-server) and publishes it
-as a version converted from it; ``generate`` runs a file of prompts through a model (``hub.generation.batch``)."""
+as a version converted from it; ``generate`` runs a file of prompts through a model (``hub.generation.batch``);
+``serve`` runs a model's own OpenAI-compatible server on a node until it is idle (``hub.generation.serving``)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from dataclasses import replace
@@ -31,6 +33,7 @@ from hub.conversions.jobs import (
 )
 from hub.errors import HubError
 from hub.gateway.jobs.infer import results_artifact
+from hub.generation import serving
 from hub.generation.services import FORMAT, FORMATS, generation_model
 from hub.jobs.files import fetch, staged
 from hub.jobs.kinds import DEVICE, JobKind, Plan, register
@@ -301,3 +304,35 @@ def _progress(ctx: JobContext):
         else:
             ctx.log(line)
     return on_line
+
+
+@register
+class ServeJob(JobKind):
+    """Serve one model over an OpenAI-compatible API on a node (``hpcfair.serve``) until it is idle for the job's
+    ``idle_s``; the hub routes ``/v1/*`` for it there meanwhile (``hub.generation.serving``)."""
+
+    name = "serve"
+    label = "model server"
+    queue = DEVICE
+
+    def run(self, ctx: JobContext) -> dict[str, Any]:
+        folder = Path(tempfile.mkdtemp(prefix="hub-serve-"))
+        try:
+            (folder / "out").mkdir()
+            (folder / "job.json").write_text(json.dumps(serving.prepare(ctx.job, folder)))
+            return serving.run_here(ctx.job, folder, ctx.log)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def stage(self, job, folder: Path) -> Plan | None:
+        spec = serving.prepare(job, folder)
+        size = sum(path.stat().st_size for path in (folder / "model").rglob("*") if path.is_file())
+        return Plan(spec, cpus=settings.HUB_GENERATE_THREADS, memory_mb=2 * size // 2**20 + 1024,
+                    summary=f"serve {spec['name']} with {spec['engine']}, until {spec['idle_s']} s without a request")
+
+    def follow(self, job, folder: Path) -> None:
+        if url := serving.announce(job, folder):
+            job.append_log("info", f"serving {job.params['name']} at {url}")
+
+    def publish(self, job, folder: Path, execution: dict[str, Any]) -> dict[str, Any]:
+        return serving.outcome(folder)

@@ -66,6 +66,10 @@ class JobKind:
         """Publish what the node wrote into ``folder``; returns the job's result."""
         raise NotImplementedError
 
+    def follow(self, job: Job, folder: Path) -> None:
+        """While the job's tasks run: read what the node wrote so far (a server's address), at every poll; the
+        caller saves ``job`` (its log) after."""
+
     @classmethod
     def runs_on_nodes(cls) -> bool:
         """Whether this kind can run on a Slurm node (it defines ``stage``)."""

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 
 EXPECTED = {"fixity", "reference", "fetch", "convert", "verify", "optimize", "infer", "benchmark", "collaborate",
             "container", "finetune",
-            "generation", "gguf", "generate"}
+            "generation", "gguf", "generate", "serve"}
 
 
 def test_every_kind_is_registered_once_and_the_job_row_offers_them():
@@ -66,7 +66,7 @@ def test_only_kinds_that_stage_can_run_on_slurm(settings):
 
     nodes = {name for name in EXPECTED if executor_for(name).name == "slurm"}
     assert nodes == {"convert", "verify", "optimize", "infer", "container", "finetune", "generation",
-                     "generate"}
+                     "generate", "serve"}
 
 
 def test_creating_a_job_of_an_unknown_kind_is_refused(owner):

@@ -18,6 +18,7 @@ from tests.jobs.test_slurm import (
     cluster_worker,
     dataset,
     outputs_of,
+    point_at,
     running,
     slow_job,
     slurm_state,
@@ -34,10 +35,7 @@ def psij_root(django_db_setup, django_db_blocker, tmp_path_factory):
 
 @pytest.fixture
 def hub(settings, psij_root):
-    settings.HUB_STORAGE = {**settings.HUB_STORAGE, "BACKEND": "filesystem", "DIR": str(psij_root / "blobs")}
-    settings.HUB_UPLOAD_DIR = psij_root / "uploads"
-    settings.HUB_EXECUTORS = ["infer=psij"]
-    settings.HUB_SLURM_JOB_DIR = psij_root / "jobs"
+    point_at(settings, psij_root, HUB_EXECUTORS=["infer=psij"])
     return psij_root
 
 

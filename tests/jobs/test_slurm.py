@@ -55,14 +55,19 @@ def slurm_root(django_db_setup, django_db_blocker, tmp_path_factory):
     yield from cluster_worker(tmp_path_factory, "slurm")
 
 
+def point_at(settings, root: Path, **more) -> None:
+    """This process on a cluster worker's blobs, uploads and job folders, with ``more`` settings of the worker's."""
+    settings.HUB_STORAGE = {**settings.HUB_STORAGE, "BACKEND": "filesystem", "DIR": str(root / "blobs")}
+    settings.HUB_UPLOAD_DIR = root / "uploads"
+    settings.HUB_SLURM_JOB_DIR = root / "jobs"
+    for name, value in more.items():
+        setattr(settings, name, value)
+
+
 @pytest.fixture
 def hub(settings, slurm_root):
     """This process submits like the worker does: the same job folders, blobs and settings."""
-    settings.HUB_STORAGE = {**settings.HUB_STORAGE, "BACKEND": "filesystem", "DIR": str(slurm_root / "blobs")}
-    settings.HUB_UPLOAD_DIR = slurm_root / "uploads"
-    settings.HUB_EXECUTOR = "slurm"
-    settings.HUB_SLURM_KINDS = SLURM["HUB_SLURM_KINDS"].split(",")
-    settings.HUB_SLURM_JOB_DIR = slurm_root / "jobs"
+    point_at(settings, slurm_root, HUB_EXECUTOR="slurm", HUB_SLURM_KINDS=SLURM["HUB_SLURM_KINDS"].split(","))
     yield slurm_root
     # A published version starts jobs of its own (an optimised version's verification): the test's database is
     # flushed only once none is queued or running, so that a node's last writes do not meet the flush (a

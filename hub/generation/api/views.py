@@ -10,8 +10,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import orjson
+from django.conf import settings
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+from hpcfair.compute import CodedError
+from hpcfair.generate import openai
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,7 +25,7 @@ from hub.bounded import JSONParser
 from hub.errors import STATUS, HubError
 from hub.gateway.api.views import ForceNegotiation  # answers are SSE or JSON whatever Accept says
 from hub.gateway.memory import CachedBearerAuthentication
-from hub.generation import embeddings, services
+from hub.generation import embeddings, services, serving
 from hub.jobs.api.views import accepted
 from hub.registry.models import Artifact, Version
 from hub.registry.services import get_artifact, get_version
@@ -99,6 +102,31 @@ class Generate(ForceNegotiation, APIView):
         return sse(_hub_events(pieces))
 
 
+class Serve(APIView):
+    """Serve a language model on a node: a ``serve`` job runs its own OpenAI-compatible server (the hub's ONNX
+    engine or llama.cpp on a CPU node, vLLM for a Hugging Face folder on a GPU node) until it has had no request
+    for ``idle_s`` seconds; meanwhile ``/v1/*`` for the model go there, and ``/v1/models`` says its state."""
+    needs_scope = "infer"
+
+    authentication_classes = [CachedBearerAuthentication, SessionAuthentication]
+    permission_classes = [IsAuthenticatedReader]
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        request={"application/json": {"type": "object", "properties": {
+            "idle_s": {"type": "integer", "description": "seconds without a request before the server stops "
+                                                         "(HUB_SERVE_IDLE_S; at most HUB_SERVE_IDLE_MAX_S)"},
+            "device": {"enum": ["cpu", "gpu"]}}}},
+        responses={202: OpenApiResponse(description="the serve job (a running or queued one of yours if any)")})
+    def post(self, request: Request, owner: str, name: str, version: str):
+        body = request.data if request.data is not None else {}
+        if not isinstance(body, dict) or set(body) - {"idle_s", "device"}:
+            raise HubError("invalid", "Send a JSON object with 'idle_s' (seconds) and 'device' (cpu or gpu), or none.")
+        found = get_version(get_artifact(request.user, owner, name), version)
+        return accepted(serving.request_serve(found, request.user, idle_s=body.get("idle_s"),
+                                              device=body.get("device", "cpu")))
+
+
 def _hub_events(pieces: Iterator[dict[str, Any]]) -> Iterator[bytes]:
     for piece in pieces:
         if "error" in piece:
@@ -112,14 +140,10 @@ def _hub_events(pieces: Iterator[dict[str, Any]]) -> Iterator[bytes]:
 
 
 def _collect(pieces: Iterator[dict[str, Any]]) -> dict[str, Any]:
-    text: list[str] = []
-    for piece in pieces:
-        if "error" in piece:
-            raise HubError(piece["error"] if piece["error"] in STATUS else "internal_error", piece["detail"])
-        text.append(piece["text"])
-        if piece.get("done"):
-            return {"text": "".join(text), **{k: v for k, v in piece.items() if k not in ("text", "done")}}
-    raise HubError("internal_error", "The generation ended without its last piece.")
+    try:
+        return openai.collect(pieces)
+    except CodedError as exc:
+        raise HubError(exc.code if exc.code in STATUS else "internal_error", exc.detail) from None
 
 
 # --- OpenAI-compatible endpoints --------------------------------------------------------------------------
@@ -144,8 +168,6 @@ class OpenAIView(ForceNegotiation, APIView):
     permission_classes = [IsAuthenticatedReader]
     parser_classes = [JSONParser]
     chat = False
-    FIELDS = {"model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed", "stop", "n", "user",
-              "top_k", "frequency_penalty", "presence_penalty", "stream_options"}
 
     def handle_exception(self, exc):
         response = super().handle_exception(exc)
@@ -160,76 +182,23 @@ class OpenAIView(ForceNegotiation, APIView):
         body = request.data
         if not isinstance(body, dict) or not isinstance(body.get("model"), str):
             raise HubError("invalid", "Name the model: 'model' is a hub reference (owner/name[@version] or a PID).")
-        key = "messages" if self.chat else "prompt"
-        fields, stream, _ = _options(body, self.FIELDS | {key}, stream_default=False)
-        n = fields.get("n", 1)
-        if n is not None and (isinstance(n, bool) or n != 1):
-            raise HubError("invalid", "Only n = 1 is offered.")
-        if not isinstance(fields.get("user", ""), str) or len(fields.get("user", "")) > 256:
-            raise HubError("invalid", "'user' must be a string of at most 256 characters.")
-        options = fields.get("stream_options")
-        if options is not None and (not isinstance(options, dict) or set(options) - {"include_usage"}
-                                    or not isinstance(options.get("include_usage", False), bool)):
-            raise HubError("invalid", "'stream_options' takes only {\"include_usage\": true|false}.")
-        if options is not None and not stream:
-            raise HubError("invalid", "'stream_options' goes with \"stream\": true only.")
-        limit = fields.get("max_completion_tokens", fields.get("max_tokens"))
-        for penalty in ("frequency_penalty", "presence_penalty"):
-            if fields.get(penalty):
-                raise HubError("invalid", f"'{penalty}' is not offered; leave it 0.")
-        prompt = fields.get(key)
-        if not self.chat and isinstance(prompt, list) and len(prompt) == 1:
-            prompt = prompt[0]
-        asked = services.parse_request({
-            key: prompt, "max_new_tokens": 256 if limit is None else limit,
-            "temperature": fields.get("temperature"), "top_p": fields.get("top_p"), "top_k": fields.get("top_k"),
-            "seed": fields.get("seed"), "stop": fields.get("stop")})
+        if body.get("device", "cpu") not in ("cpu", "gpu"):
+            raise HubError("invalid", "'device' must be cpu or gpu.")
+        try:
+            asked = openai.parse(body, chat=self.chat, max_tokens=settings.HUB_GENERATE_MAX_TOKENS, also={"device"})
+        except CodedError as exc:
+            raise HubError(exc.code, exc.detail) from None
         model = body["model"]
-        pieces = services.stream_generation(services.named(request.user, model), asked, user=request.user)
+        version = services.named(request.user, model)
+        if endpoint := serving.live_endpoint(version, request.user):  # a serve job's server answers it
+            return serving.forward(endpoint, "chat/completions" if self.chat else "completions", body,
+                                   services.hold_stream(request.user))
+        pieces = services.stream_generation(version, asked.request, user=request.user)
         ident, created = f"{'chatcmpl' if self.chat else 'cmpl'}-{uuid.uuid4().hex}", int(time.time())
-        if stream:
-            usage = isinstance(fields.get("stream_options"), dict) and fields["stream_options"].get("include_usage")
-            return sse(self._chunks(pieces, ident, created, model, bool(usage)))
-        answer = _collect(pieces)
-        choice = ({"message": {"role": "assistant", "content": answer["text"]}} if self.chat
-                  else {"text": answer["text"], "logprobs": None})
-        return Response({"id": ident, "object": "chat.completion" if self.chat else "text_completion",
-                         "created": created, "model": model,
-                         "choices": [{"index": 0, **choice, "finish_reason": _reason(answer["finish_reason"])}],
-                         "usage": _usage(answer)})
-
-    def _chunks(self, pieces, ident: str, created: int, model: str, usage: bool) -> Iterator[bytes]:
-        kind = "chat.completion.chunk" if self.chat else "text_completion"
-        first = True
-        for piece in pieces:
-            if "error" in piece:
-                yield b"data: " + orjson.dumps({"error": {"message": piece["detail"], "code": piece["error"],
-                                                          "type": "server_error"}}) + b"\n\n"
-                return
-            done = piece.get("done")
-            if piece["text"] or first or done:
-                if self.chat:
-                    delta = {"role": "assistant", "content": piece["text"]} if first else {"content": piece["text"]}
-                    choice = {"index": 0, "delta": delta if piece["text"] or first else {}}
-                else:
-                    choice = {"index": 0, "text": piece["text"], "logprobs": None}
-                choice["finish_reason"] = _reason(piece["finish_reason"]) if done else None
-                yield b"data: " + orjson.dumps({"id": ident, "object": kind, "created": created, "model": model,
-                                                "choices": [choice]}) + b"\n\n"
-                first = False
-            if done and usage:
-                yield b"data: " + orjson.dumps({"id": ident, "object": kind, "created": created, "model": model,
-                                                "choices": [], "usage": _usage(piece)}) + b"\n\n"
-        yield b"data: [DONE]\n\n"
-
-
-def _reason(reason: str) -> str:
-    return "length" if reason in ("length", "time") else "stop"
-
-
-def _usage(piece: dict[str, Any]) -> dict[str, int]:
-    return {"prompt_tokens": piece["prompt_tokens"], "completion_tokens": piece["completion_tokens"],
-            "total_tokens": piece["prompt_tokens"] + piece["completion_tokens"]}
+        if asked.stream:
+            return sse(openai.chunks(pieces, chat=self.chat, ident=ident, created=created, model=model,
+                                     usage=asked.usage))
+        return Response(openai.completion(_collect(pieces), chat=self.chat, ident=ident, created=created, model=model))
 
 
 class ChatCompletions(OpenAIView):
@@ -264,20 +233,27 @@ class Embeddings(OpenAIView):
 
 
 def _listed(user) -> list[dict[str, Any]]:
-    """``/v1/models``'s entries for ``user``: generation builds, text encoders and GGUF files (newest 1,000 each)."""
+    """``/v1/models``'s entries for ``user``: generation builds, text encoders and GGUF files (newest 1,000 each),
+    and the models serve jobs serve, each with its state (live, starting, queued, offline)."""
     visible = Artifact.objects.live().visible_to(user)
     found = (Version.objects.filter(artifact__in=visible, deleted_at__isnull=True,
                                     metadata__format__in=services.FORMATS, metadata__has_key="generation")
              .select_related("artifact__owner").prefetch_related("provenance__target")
              .order_by("-created", "-id")[:1000])
+    listed = [*services.names_of_builds(found).items(),
+              *((_label(v), v) for v in embeddings.embedding_models(user)),
+              *((_label(v), v) for v in services.gguf_models(visible))]
+    served = serving.states(visible)
+    shown = {v.pk for _, v in listed}
+    listed += [(_label(v), v) for v in Version.objects.filter(pk__in=set(served) - shown)
+               .select_related("artifact__owner").order_by("-created", "-id")]
+    return [{"id": name, "object": "model", "created": int(v.created.timestamp()),
+             "owned_by": v.artifact.owner.username, **({"state": served[v.pk]} if v.pk in served else {})}
+            for name, v in listed]
 
-    def entry(name: str, version: Version) -> dict[str, Any]:
-        return {"id": name, "object": "model", "created": int(version.created.timestamp()),
-                "owned_by": version.artifact.owner.username}
 
-    return [*(entry(name, v) for name, v in services.names_of_builds(found).items()),
-            *(entry(f"{v.artifact.full_name}@{v.label}", v) for v in embeddings.embedding_models(user)),
-            *(entry(f"{v.artifact.full_name}@{v.label}", v) for v in services.gguf_models(visible))]
+def _label(version: Version) -> str:
+    return f"{version.artifact.full_name}@{version.label}"
 
 
 @extend_schema(exclude=True)

@@ -211,6 +211,7 @@ class BatchExecutor(Executor):
                 job.heartbeat = timezone.now()
                 done = sum(task.state == "COMPLETED" for task in tasks)
                 job.progress = max(job.progress, 0.05 + 0.85 * done / job.execution["tasks"])
+                kinds.get(job.kind).follow(job, folder)
             job.save()
             return int(job.state != before)
 
