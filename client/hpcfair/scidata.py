@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from hpcfair import png
@@ -414,6 +414,21 @@ def first_slice(path: Path, variable: str, bounds: Bounds | None = None) -> Any:
 SUFFIXES = (".h5", ".hdf5", ".he5", ".nc", ".nc4", ".netcdf", ".zarr")
 
 
+def zarr_root(path: str) -> str | None:
+    """The store a file of a version belongs to (``ocean.zarr`` for ``ocean.zarr/temp/c/0/0``), or None."""
+    parts = PurePosixPath(path).parts
+    for index, part in enumerate(parts[:-1]):
+        if part.lower().endswith(".zarr"):
+            return "/".join(parts[:index + 1])
+    return None
+
+
+def units_of(paths: Any) -> list[str]:
+    """The HDF5/NetCDF files and Zarr stores among a dataset's file ``paths``, in order, once each."""
+    found = (zarr_root(p) or (p if p.lower().endswith(SUFFIXES) else None) for p in paths)
+    return list(dict.fromkeys(u for u in found if u))
+
+
 def split_reference(text: str) -> tuple[str, str] | None:
     """``tas.nc:/tas`` as (``tas.nc``, ``/tas``): a file of a scientific format and a variable's path in it;
     None for anything else (``input.npy``, ``C:/data``)."""
@@ -445,46 +460,77 @@ def parse_rows(line: str) -> tuple[int, int] | None:
     return (int(found[1]), int(found[2])) if found else None
 
 
+class VariableReader:
+    """A variable opened to read its rows (first axis) a slab at a time, its values as ``decoding`` says
+    (unpacked, fill values as NaN): with h5py's ``read_direct`` straight into the array for HDF5 and NetCDF-4
+    where nothing needs decoding, with the format's own library otherwise. A KeyError names a variable the
+    file does not have; ``close`` (or ``with``) lets the file go."""
+
+    def __init__(self, path: Path, variable: str) -> None:
+        import numpy as np
+
+        self._array, self._closer = _direct(Path(path), variable) or _open_variable(Path(path), variable)
+        self.shape = tuple(self._array.shape)
+        self.dtype, self._decode = decoding(self._array)
+        self._stored = np.dtype(self._array.dtype)
+        chunks = getattr(self._array, "chunks", None)
+        if callable(getattr(self._array, "chunking", None)):
+            chunks = None if self._array.chunking() in ("contiguous", None) else tuple(self._array.chunking())
+        self.chunks = chunks
+        self._read_direct = self._decode is None and callable(getattr(self._array, "read_direct", None))
+
+    def slab_rows(self, slab_bytes: int) -> int:
+        """Rows per slab of at most ``slab_bytes`` (whole chunks along the first axis where it is chunked)."""
+        return _slab_rows(self.shape, max(self.dtype.itemsize, self._stored.itemsize), slab_bytes, self.chunks)
+
+    def read(self, start: int, stop: int, out: Any = None) -> Any:
+        """Rows ``[start, stop)`` into ``out`` (a C-contiguous array of that many rows) or a new array; a
+        variable without axes whole."""
+        import numpy as np
+
+        rows = np.s_[start:stop] if self.shape else ()
+        if out is None:
+            out = np.empty((min(stop, self.shape[0]) - start, *self.shape[1:]) if self.shape else (), self.dtype)
+        if self._read_direct and self.shape:  # h5py straight into the array, no slab in between
+            self._array.read_direct(out, rows)
+        elif self._decode is not None:
+            self._decode(np.asarray(self._array[rows]), out)
+        else:
+            out[...] = self._array[rows]
+        return out
+
+    def close(self) -> None:
+        if self._closer is not None:
+            self._closer.close()
+            self._closer = None
+
+    def __enter__(self) -> VariableReader:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
 def read_variable(path: Path, variable: str, slab_bytes: int = 64 * 2**20, out: Any = None,
                   on_rows: Any = None) -> Any:
-    """The whole of ``variable`` as a numpy array (its values ``decoding`` interprets: unpacked, fill values
-    as NaN), read slab by slab along its first axis (each slab at most ``slab_bytes``, whole chunks where
-    the variable is chunked), so no library holds a second full copy; into ``out`` when given (an array of
-    its shape and dtype: a ``.npy`` mapped for writing). ``on_rows(done)`` after each slab. A KeyError names
-    a variable the file does not have."""
+    """The whole of ``variable`` as a numpy array (``VariableReader``'s values), read slab by slab along its
+    first axis (each slab at most ``slab_bytes``, whole chunks where the variable is chunked), so no library
+    holds a second full copy; into ``out`` when given (an array of its shape and dtype: a ``.npy`` mapped for
+    writing). ``on_rows(done)`` after each slab. A KeyError names a variable the file does not have."""
     import numpy as np
 
-    array, closer = _direct(Path(path), variable) or _open_variable(Path(path), variable)
-    try:
-        shape = tuple(array.shape)
-        dtype, decode = decoding(array)
-        if not shape:
-            raw = np.asarray(array[()])
-            if decode is None:
-                return raw
-            value = np.empty((), dtype)
-            decode(raw, value)
-            return value
-        out = np.empty(shape, dtype) if out is None else out
-        chunks = getattr(array, "chunks", None)
-        if callable(getattr(array, "chunking", None)):
-            chunks = None if array.chunking() in ("contiguous", None) else tuple(array.chunking())
-        step = _slab_rows(shape, max(out.itemsize, np.dtype(array.dtype).itemsize), slab_bytes, chunks)
-        direct = decode is None and callable(getattr(array, "read_direct", None))
-        for start in range(0, shape[0], step):
-            rows = np.s_[start:start + step]
-            if direct:  # h5py straight into the array, no slab in between
-                array.read_direct(out, rows, rows)
-            elif decode is not None:
-                decode(np.asarray(array[rows]), out[rows])
-            else:
-                out[rows] = array[rows]
+    with VariableReader(path, variable) as reader:
+        if not reader.shape:
+            return reader.read(0, 0)
+        total = reader.shape[0]
+        out = np.empty(reader.shape, reader.dtype) if out is None else out
+        step = reader.slab_rows(slab_bytes)
+        for start in range(0, total, step):
+            stop = min(start + step, total)
+            reader.read(start, stop, out[start:stop])
             if on_rows is not None:
-                on_rows(min(start + step, shape[0]))
+                on_rows(stop)
         return out
-    finally:
-        if closer is not None:
-            closer.close()
 
 
 def _direct(path: Path, variable: str) -> tuple[Any, Any] | None:

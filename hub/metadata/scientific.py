@@ -23,7 +23,7 @@ from typing import Any
 from django.conf import settings
 from hpcfair.convert.errors import ConversionError
 from hpcfair.convert.sandbox import Limits, output_file, place, reads_in_place, run
-from hpcfair.scidata import parse_rows
+from hpcfair.scidata import parse_rows, zarr_root
 
 from hub.errors import HubError
 
@@ -34,15 +34,6 @@ ZARR_METADATA = {"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"}
 REFUSALS = {"scientific_external", "scientific_too_large", "scientific_too_many_chunks", "scientific_inconsistent",
             "scientific_compression_bomb", "scientific_unreadable"}
 MAX_FILES = 20  # scientific files (or stores) described per version
-
-
-def zarr_root(path: str) -> str | None:
-    """The store a file of a version belongs to (``ocean.zarr`` for ``ocean.zarr/temp/c/0/0``), or None."""
-    parts = PurePosixPath(path).parts
-    for index, part in enumerate(parts[:-1]):
-        if part.lower().endswith(".zarr"):
-            return "/".join(parts[:index + 1])
-    return None
 
 
 def units(files: Sequence[Any]) -> list[tuple[str, list[Any]]]:
@@ -249,6 +240,16 @@ def facts(files: Sequence[Any]) -> dict[str, Any]:
     return out
 
 
+def unit_of(metadata: dict[str, Any], name: str) -> dict[str, Any]:
+    """The ``scientific`` entry of the file or store ``name``; a 404 ``not_found`` where the hub did not read
+    it (none such, or larger than ``HUB_SCIDATA_MAX_BYTES``)."""
+    unit = next((d for d in metadata.get("scientific") or [] if d.get("path") == name), None)
+    if unit is None or unit.get("read") is False:
+        raise HubError("not_found", f"The version has no HDF5, NetCDF or Zarr file {name!r} that the hub read"
+                                    f"{' (it is larger than HUB_SCIDATA_MAX_BYTES)' if unit else ''}.")
+    return unit
+
+
 def variable_input(metadata: dict[str, Any], reference: str) -> tuple[str, str] | None:
     """``tas.nc:/tas`` as (file or store, variable) when the version's metadata describes that variable; None
     when ``reference`` names no variable. A 404 ``not_found`` naming what the file has otherwise."""
@@ -258,9 +259,7 @@ def variable_input(metadata: dict[str, Any], reference: str) -> tuple[str, str] 
     if found is None:
         return None
     name, variable = found
-    unit = next((d for d in metadata.get("scientific") or [] if d.get("path") == name), None)
-    if unit is None:
-        raise HubError("not_found", f"The version has no HDF5, NetCDF or Zarr file {name!r} that the hub read.")
+    unit = unit_of(metadata, name)
     paths = [v["path"] for v in unit.get("variables") or []]
     if variable not in paths:
         raise HubError("not_found", f"{name} has no variable {variable!r}; it has {', '.join(paths[:20]) or 'none'}.")
