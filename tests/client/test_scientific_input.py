@@ -12,15 +12,20 @@ from onnx import TensorProto, helper
 X = (np.arange(300 * 4, dtype=np.float32).reshape(300, 4) - 600) / 7
 
 
-def doubling_model() -> bytes:
-    """x [n, 4] float32 -> y = 2x."""
-    constant = helper.make_tensor("c", TensorProto.FLOAT, [1], [2.0])
-    graph = helper.make_graph([helper.make_node("Mul", ["x", "c"], ["y"])], "double",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])], [constant])
+def one_node_model(op: str, constant: np.ndarray, x_shape: list, y_shape: list) -> bytes:
+    """y = op(x, constant): x and y float32 of the shapes given."""
+    tensor = helper.make_tensor("c", TensorProto.FLOAT, list(constant.shape), constant.ravel().tolist())
+    graph = helper.make_graph([helper.make_node(op, ["x", "c"], ["y"])], op.lower(),
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)], [tensor])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 9
     return model.SerializeToString()
+
+
+def doubling_model() -> bytes:
+    """x [n, 4] float32 -> y = 2x."""
+    return one_node_model("Mul", np.array([2.0], np.float32), ["n", 4], ["n", 4])
 
 
 def write_netcdf(path):
@@ -146,3 +151,74 @@ def test_a_packed_variable_runs_as_its_decoded_array(tmp_path):
     from_nc = run(tmp_path, f"{tmp_path / 'q.nc'}:/x")
     np.testing.assert_array_equal(from_nc["y"], run(tmp_path, str(tmp_path / "x.npy"))["y"])
     assert np.abs(from_nc["y"] / 2 - X).max() <= 0.25  # within half a packing step of the original values
+
+
+PROJECTION = np.random.default_rng(58).standard_normal((1024, 8)).astype(np.float32)
+RUN_AND_MEASURE = """
+import json, sys
+from hpcfair import HubClient, modelAPI
+
+api = modelAPI(client=HubClient("http://127.0.0.1:9", None, retries=0))
+model, warm, given, out = sys.argv[1:5]
+def run(given, out):
+    api.inference({"general_args": {"task": "inference"}, "model_args": {"model_file": model},
+                   "task_args": {"input": given}, "device_args": {"device": "local"},
+                   "out_args": {"export_file": out}})
+def status(key):
+    with open("/proc/self/status") as lines:
+        return next(int(line.split()[1]) for line in lines if line.startswith(key + ":"))
+run(warm, out)  # the libraries imported and a first run done: the baseline
+with open("/proc/self/clear_refs", "w") as refs:
+    refs.write("5")  # the peak (VmHWM) starts again from the resident size now
+base = status("VmRSS")
+run(given, out)
+print(json.dumps({"base_kb": base, "peak_kb": status("VmHWM")}))
+"""
+
+
+def projection_model() -> bytes:
+    """x [n, 1024] float32 -> y = x @ W [n, 8]."""
+    return one_node_model("MatMul", PROJECTION, ["n", 1024], ["n", 8])
+
+
+def measured(tmp_path, given: str, warm: str) -> tuple[dict, np.ndarray]:
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / f"out-{len(list(tmp_path.glob('out-*')))}.npz"
+    done = subprocess.run([sys.executable, "-c", RUN_AND_MEASURE, str(tmp_path / "project.onnx"), warm, given,
+                           str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with np.load(out) as outputs:
+        return json.loads(done.stdout.strip().splitlines()[-1]), outputs["y"]
+
+
+@pytest.mark.slow
+def test_a_local_run_reads_a_200_mib_variable_a_slab_at_a_time(tmp_path):
+    """The run holds one slab of the variable (16 MiB of rows, whole chunks) and the outputs, never the whole
+    variable: its peak memory grows by well under half the variable's size, and its outputs equal the same
+    array's run from a .npy."""
+    import netCDF4
+
+    (tmp_path / "project.onnx").write_bytes(projection_model())
+    rows, slab = 51_200, 2_048  # 51,200 x 1,024 float32: 200 MiB
+    rng = np.random.default_rng(5)
+    whole = np.lib.format.open_memmap(tmp_path / "x.npy", mode="w+", dtype=np.float32, shape=(rows, 1024))
+    with netCDF4.Dataset(tmp_path / "x.nc", "w") as ds:
+        ds.createDimension("sample", None)
+        ds.createDimension("pixel", 1024)
+        var = ds.createVariable("x", "f4", ("sample", "pixel"), chunksizes=(256, 1024))
+        for start in range(0, rows, slab):
+            var[start:start + slab] = whole[start:start + slab] = rng.standard_normal((slab, 1024), np.float32)
+    whole.flush()
+    del whole
+    with netCDF4.Dataset(tmp_path / "warm.nc", "w") as ds:
+        ds.createDimension("sample", None)
+        ds.createDimension("pixel", 1024)
+        ds.createVariable("x", "f4", ("sample", "pixel"), chunksizes=(256, 1024))[:] = np.ones((300, 1024))
+    memory, from_nc = measured(tmp_path, f"{tmp_path / 'x.nc'}:/x", f"{tmp_path / 'warm.nc'}:/x")
+    grew_mib = (memory["peak_kb"] - memory["base_kb"]) / 1024
+    assert grew_mib < 100, memory  # the variable is 200 MiB; read whole, the run grew by 205 MiB
+    _, from_npy = measured(tmp_path, str(tmp_path / "x.npy"), str(tmp_path / "warm.nc") + ":/x")
+    assert from_nc.shape == (rows, 8) and np.array_equal(from_nc, from_npy)
