@@ -533,6 +533,45 @@ def read_variable(path: Path, variable: str, slab_bytes: int = 64 * 2**20, out: 
         return out
 
 
+def write_variable(path: Path, variable: str, dest: Path, slab_bytes: int = 64 * 2**20, on_rows: Any = None
+                   ) -> tuple[tuple[int, ...], Any]:
+    """``variable`` written as the ``.npy`` at ``dest``, slab by slab through one reused buffer with
+    ``os.pwrite`` (no page faults on a shared mapping, no ``msync``: a reader that maps ``dest`` sees each
+    slab in the page cache at once, bench/RESULTS.md); ``on_rows(done)`` after each slab, ``on_rows(0)``
+    once the header is there. Its (shape, dtype)."""
+    import os
+
+    import numpy as np
+
+    with VariableReader(path, variable) as reader:
+        shape, dtype = reader.shape, reader.dtype
+        if not shape:
+            np.save(dest, reader.read(0, 0), allow_pickle=False)
+            return shape, dtype
+        with open(dest, "wb") as handle:
+            np.lib.format.write_array_header_1_0(handle, {"descr": np.lib.format.dtype_to_descr(dtype),
+                                                          "fortran_order": False, "shape": shape})
+            offset = handle.tell()
+            handle.truncate(offset + math.prod(shape) * dtype.itemsize)
+        if on_rows is not None:
+            on_rows(0)
+        step, row_bytes = reader.slab_rows(slab_bytes), math.prod(shape[1:]) * dtype.itemsize
+        buffer = np.empty((min(step, shape[0]), *shape[1:]), dtype)
+        descriptor = os.open(dest, os.O_WRONLY)
+        try:
+            for start in range(0, shape[0], step):
+                stop = min(start + step, shape[0])
+                slab = reader.read(start, stop, buffer[:stop - start])
+                view, written = memoryview(slab).cast("B"), 0
+                while written < len(view):
+                    written += os.pwrite(descriptor, view[written:], offset + start * row_bytes + written)
+                if on_rows is not None:
+                    on_rows(stop)
+        finally:
+            os.close(descriptor)
+        return shape, dtype
+
+
 def _direct(path: Path, variable: str) -> tuple[Any, Any] | None:
     """``variable`` of an HDF5-based file (HDF5, NetCDF4) opened with h5py, whose ``read_direct`` reads slabs
     straight into the array: several times faster than netCDF4's slicing (bench/scidata_infer.py). None, for
