@@ -466,7 +466,7 @@ class VariableReader:
     where nothing needs decoding, with the format's own library otherwise. A KeyError names a variable the
     file does not have; ``close`` (or ``with``) lets the file go."""
 
-    def __init__(self, path: Path, variable: str) -> None:
+    def __init__(self, path: Path, variable: str, threads: int = 1) -> None:
         import numpy as np
 
         self._array, self._closer = _direct(Path(path), variable) or _open_variable(Path(path), variable)
@@ -478,6 +478,11 @@ class VariableReader:
             chunks = None if self._array.chunking() in ("contiguous", None) else tuple(self._array.chunking())
         self.chunks = chunks
         self._read_direct = self._decode is None and callable(getattr(self._array, "read_direct", None))
+        self._pool = None
+        if threads > 1 and self._read_direct and _deflated(self._array):
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(threads, thread_name_prefix="inflate")
 
     def slab_rows(self, slab_bytes: int) -> int:
         """Rows per slab of at most ``slab_bytes`` (whole chunks along the first axis where it is chunked)."""
@@ -491,7 +496,9 @@ class VariableReader:
         rows = np.s_[start:stop] if self.shape else ()
         if out is None:
             out = np.empty((min(stop, self.shape[0]) - start, *self.shape[1:]) if self.shape else (), self.dtype)
-        if self._read_direct and self.shape:  # h5py straight into the array, no slab in between
+        if self._pool is not None and self.shape and _inflate_rows(self._array, start, stop, out, self._pool):
+            pass  # deflated chunks inflated by several threads
+        elif self._read_direct and self.shape:  # h5py straight into the array, no slab in between
             self._array.read_direct(out, rows)
         elif self._decode is not None:
             self._decode(np.asarray(self._array[rows]), out)
@@ -500,6 +507,9 @@ class VariableReader:
         return out
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
         if self._closer is not None:
             self._closer.close()
             self._closer = None
@@ -509,6 +519,59 @@ class VariableReader:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _deflated(array: Any) -> bool:
+    """An h5py dataset whose only filters are deflate and byte shuffle (NetCDF-4's ``zlib=True``)."""
+    filters = getattr(array, "_filters", None)
+    return bool(array.chunks) and isinstance(filters, dict) and "gzip" in filters and set(filters) <= {"gzip",
+                                                                                                      "shuffle"}
+
+
+def _inflate_rows(array: Any, start: int, stop: int, out: Any, pool: Any) -> bool:
+    """Rows ``[start, stop)`` of a ``_deflated`` dataset into ``out``: each chunk's stored bytes read by
+    h5py, inflated (zlib lets go of the GIL; never past the chunk's declared size) and unshuffled in
+    ``pool``'s threads, several chunks at once. False, with nothing written, where a chunk is unallocated
+    or was stored without its filters: h5py reads those slabs."""
+    import itertools
+    import zlib
+
+    import numpy as np
+
+    chunks, shape, dtype = array.chunks, array.shape, array.dtype
+    shuffled = "shuffle" in array._filters
+    corners = list(itertools.product(range(start - start % chunks[0], stop, chunks[0]),
+                                     *(range(0, size, step) for size, step in zip(shape[1:], chunks[1:],
+                                                                                  strict=True))))
+    stored = []
+    for corner in corners:
+        info = array.id.get_chunk_info_by_coord(corner)
+        if info.byte_offset is None or info.filter_mask:
+            return False
+        stored.append(array.id.read_direct_chunk(corner)[1])
+
+    expected = math.prod(chunks) * dtype.itemsize
+
+    def place(corner: tuple[int, ...], data: bytes) -> None:
+        inflater = zlib.decompressobj()
+        flat = np.frombuffer(inflater.decompress(data, expected), np.uint8)
+        if flat.size != expected or inflater.unconsumed_tail:  # a chunk that inflates past its declared size
+            raise ScienceRefused("scientific_inconsistent", f"{array.name}: the chunk at {list(corner)} does not "
+                                                            f"inflate to its declared {expected} bytes.")
+        if shuffled and dtype.itemsize > 1:
+            flat = flat.reshape(dtype.itemsize, -1).T
+        chunk = np.ascontiguousarray(flat).view(dtype).reshape(chunks)
+        first, last = max(start, corner[0]), min(stop, corner[0] + chunks[0])
+        source = (slice(first - corner[0], last - corner[0]),
+                  *(slice(0, min(step, size - at)) for at, step, size in zip(corner[1:], chunks[1:], shape[1:],
+                                                                              strict=True)))
+        target = (slice(first - start, last - start),
+                  *(slice(at, at + min(step, size - at)) for at, step, size in zip(corner[1:], chunks[1:],
+                                                                                    shape[1:], strict=True)))
+        out[target] = chunk[source]
+
+    list(pool.map(place, corners, stored))
+    return True
 
 
 def read_variable(path: Path, variable: str, slab_bytes: int = 64 * 2**20, out: Any = None,
@@ -533,17 +596,17 @@ def read_variable(path: Path, variable: str, slab_bytes: int = 64 * 2**20, out: 
         return out
 
 
-def write_variable(path: Path, variable: str, dest: Path, slab_bytes: int = 64 * 2**20, on_rows: Any = None
-                   ) -> tuple[tuple[int, ...], Any]:
+def write_variable(path: Path, variable: str, dest: Path, slab_bytes: int = 64 * 2**20, on_rows: Any = None,
+                   threads: int = 1) -> tuple[tuple[int, ...], Any]:
     """``variable`` written as the ``.npy`` at ``dest``, slab by slab through one reused buffer with
     ``os.pwrite`` (no page faults on a shared mapping, no ``msync``: a reader that maps ``dest`` sees each
-    slab in the page cache at once, bench/RESULTS.md); ``on_rows(done)`` after each slab, ``on_rows(0)``
-    once the header is there. Its (shape, dtype)."""
+    slab in the page cache at once, bench/RESULTS.md), deflated chunks inflated by ``threads`` threads;
+    ``on_rows(done)`` after each slab, ``on_rows(0)`` once the header is there. Its (shape, dtype)."""
     import os
 
     import numpy as np
 
-    with VariableReader(path, variable) as reader:
+    with VariableReader(path, variable, threads) as reader:
         shape, dtype = reader.shape, reader.dtype
         if not shape:
             np.save(dest, reader.read(0, 0), allow_pickle=False)

@@ -50,10 +50,12 @@ def units(files: Sequence[Any]) -> list[tuple[str, list[Any]]]:
 
 def limits(extract: bool = False) -> Limits:
     """The child's bounds; one that extracts a variable may write a file as large as a job reads (a ``.npy``
-    of up to ``HUB_SCIDATA_EXTRACT_MAX_BYTES`` and its header), others 64 MiB."""
+    of up to ``HUB_SCIDATA_EXTRACT_MAX_BYTES`` and its header), others 64 MiB, and inflates its chunks with
+    ``HUB_SCIDATA_THREADS`` threads."""
     file_mb = settings.HUB_SCIDATA_EXTRACT_MAX_BYTES // 2**20 + 1 if extract else 64
     return Limits(memory_mb=settings.HUB_SCIDATA_MEMORY_MB, cpu_seconds=settings.HUB_SCIDATA_WALL_S,
-                  wall_seconds=settings.HUB_SCIDATA_WALL_S, threads=1, file_mb=file_mb,
+                  wall_seconds=settings.HUB_SCIDATA_WALL_S, threads=settings.HUB_SCIDATA_THREADS if extract else 1,
+                  file_mb=file_mb,
                   uid=settings.HUB_CONVERT_UID, gid=settings.HUB_CONVERT_GID)
 
 
@@ -101,7 +103,8 @@ def read_unit(name: str, members: Sequence[tuple[str, Path]], *, auto: int = 0,
         request = {"task": "scidata", "source": source, "bounds": bounds(), "auto": auto,
                    "previews": list(variables), "extract": extract,
                    "max_bytes": settings.HUB_SCIDATA_EXTRACT_MAX_BYTES,
-                   "slab_bytes": settings.HUB_INFER_BATCH_BYTES}  # slabs of a job's batches, in whole chunks
+                   "slab_bytes": settings.HUB_INFER_BATCH_BYTES,  # slabs of a job's batches, in whole chunks
+                   "threads": settings.HUB_SCIDATA_THREADS}
         try:
             result = run(request, work, limits(bool(extract)), hide=_hidden(), on_line=line if on_rows else None,
                          read_only=read_only)

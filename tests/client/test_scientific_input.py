@@ -222,3 +222,47 @@ def test_a_local_run_reads_a_200_mib_variable_a_slab_at_a_time(tmp_path):
     assert grew_mib < 100, memory  # the variable is 200 MiB; read whole, the run grew by 205 MiB
     _, from_npy = measured(tmp_path, str(tmp_path / "x.npy"), str(tmp_path / "warm.nc") + ":/x")
     assert from_nc.shape == (rows, 8) and np.array_equal(from_nc, from_npy)
+
+
+def test_deflated_chunks_inflated_by_threads_read_as_h5py_reads_them(tmp_path):
+    """A variable's zlib chunks (with and without shuffle, edge chunks, a big-endian float64, int16) inflated by
+    several threads outside h5py give h5py's values for any rows asked; a chunk never written falls back to
+    h5py (its fill value)."""
+    import h5py
+
+    x = np.random.default_rng(3).standard_normal((103, 7, 5)).astype(np.float32)
+    wanted = {"x": x, "be": x.astype(">f8"), "i2": (x * 100).astype("i2")}
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        f.create_dataset("x", data=x, chunks=(10, 3, 5), compression="gzip", shuffle=True)
+        f.create_dataset("be", data=wanted["be"], chunks=(16, 7, 5), compression="gzip")
+        f.create_dataset("i2", data=wanted["i2"], chunks=(9, 2, 2), compression="gzip", shuffle=True)
+        holes = f.create_dataset("holes", shape=(50, 4), dtype="f4", chunks=(10, 4), compression="gzip")
+        holes[0:10] = 1
+    for name, want in wanted.items():
+        with scidata.VariableReader(tmp_path / "a.h5", f"/{name}", threads=3) as reader:
+            assert reader._pool is not None, name  # the threaded path, not h5py's
+            got = np.empty(want.shape, reader.dtype)
+            for start in range(0, 103, 17):  # slabs across chunk boundaries
+                reader.read(start, min(start + 17, 103), got[start:start + 17])
+            assert np.array_equal(got, want) and np.array_equal(reader.read(5, 6), want[5:6]), name
+    with scidata.VariableReader(tmp_path / "a.h5", "/holes", threads=2) as reader:
+        got = reader.read(0, 50)
+    assert np.all(got[:10] == 1) and np.all(got[10:] == 0)
+    shape, dtype = scidata.write_variable(tmp_path / "a.h5", "/x", tmp_path / "x.npy", slab_bytes=3000, threads=2)
+    assert shape == x.shape and np.array_equal(np.load(tmp_path / "x.npy"), x)
+
+
+def test_a_chunk_that_inflates_past_its_declared_size_is_refused(tmp_path):
+    import zlib
+
+    import h5py
+
+    with h5py.File(tmp_path / "bomb.h5", "w") as f:
+        x = f.create_dataset("x", shape=(20, 4), dtype="f4", chunks=(10, 4), compression="gzip")
+        x[:] = 1
+        x.id.write_direct_chunk((10, 0), zlib.compress(bytes(10 * 4 * 4 * 1000)))  # 1000 times its size
+    with scidata.VariableReader(tmp_path / "bomb.h5", "/x", threads=2) as reader:
+        assert np.all(reader.read(0, 10) == 1)
+        with pytest.raises(scidata.ScienceRefused) as caught:
+            reader.read(0, 20)
+    assert caught.value.code == "scientific_inconsistent" and "[10, 0]" in caught.value.detail
