@@ -42,6 +42,8 @@ STATUS: dict[str, int] = {
     "unreadable_dataset": 400,
     "ambiguous_dataset": 400,
     "dataset_too_small": 400,
+    "non_numeric_feature": 400,
+    "shape_mismatch": 400,  # a fine-tune's variables with different numbers of rows
     "unknown_file": 400,
     # HDF5/NetCDF/Zarr refused by the sandboxed reader (hub.metadata.scientific, hpcfair.scidata)
     "scientific_external": 400,

@@ -557,6 +557,8 @@ HUB_SCIDATA_MAX_RATIO = float(env("HUB_SCIDATA_MAX_RATIO", "1000"))
 HUB_SCIDATA_MAX_CHUNK_BYTES = int(env("HUB_SCIDATA_MAX_CHUNK_BYTES", str(64 * 1024**2)))
 # A job's input variable (dataset_file: tas.nc:/tas) is read into an array of at most this many bytes.
 HUB_SCIDATA_EXTRACT_MAX_BYTES = int(env("HUB_SCIDATA_EXTRACT_MAX_BYTES", str(8 * 1024**3)))
+# Threads that inflate a job's input variable's deflated (zlib) HDF5/NetCDF-4 chunks, several at once.
+HUB_SCIDATA_THREADS = int(env("HUB_SCIDATA_THREADS", "2"))
 # Landing-page previews (first values, a slice's plot) read files (a Zarr store: all of it) up to this size.
 HUB_SCIDATA_PREVIEW_MAX_BYTES = int(env("HUB_SCIDATA_PREVIEW_MAX_BYTES", str(256 * 1024**2)))
 # How long (s) a landing page's preview stays in the cache (keyed by the files' sha256: it never goes stale).

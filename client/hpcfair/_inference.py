@@ -7,10 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hpcfair import _registry, _sources, chain
+import numpy as np
+
+from hpcfair import _registry, _sources, chain, scidata
 from hpcfair import arrays as tensors
 from hpcfair._sources import NAME_RE, ModelSource
+from hpcfair.batches import BUDGET_BYTES
 from hpcfair.client import HubClient
+from hpcfair.compute import CodedError
+from hpcfair.compute.runs import batch_rows, run_rows
 from hpcfair.config import Config
 from hpcfair.errors import HubError
 
@@ -43,7 +48,7 @@ def run_models(client: HubClient, config: Config) -> dict[str, Any]:
         runnable = _registry.runnable(client, config, sources)
         outputs = on_hub(client, runnable, None, task.links, dataset=dataset, **common)
     else:
-        raw, cast = _sources.read_input(config)
+        raw, cast = _sources.read_input(config, opened=device.device == "local")
         if device.device == "local":
             outputs = run_here(client, config, sources, raw, cast)
         else:
@@ -104,7 +109,32 @@ def run_here(client: HubClient, config: Config, sources: list[ModelSource], raw:
     sessions = [_registry.load_model(client, str(s.local) if s.local else s.ref, file=file, threads=threads,
                                      _key=s.key) for s, file in zip(sources, files, strict=True)]
     spec = [{"name": i.name, "dtype": ORT_DTYPES.get(i.type), "shape": i.shape} for i in sessions[0].get_inputs()]
+    if isinstance(raw, scidata.VariableReader):
+        with raw:
+            return run_variable(sessions, raw, spec, config.task.links)
     return run_chain(sessions, tensors.fit(raw, spec, cast=cast), config.task.links)
+
+
+def run_variable(sessions: list[Any], reader: scidata.VariableReader, spec: list[dict[str, Any]],
+                 links: list[dict[str, str]] | None) -> dict[str, Any]:
+    """The chain over a variable's rows, a slab of whole chunks (``BUDGET_BYTES`` of inputs; a model with a
+    fixed first axis: that many rows) read and run at a time, so memory holds one slab and the outputs."""
+    if not reader.shape:
+        return run_chain(sessions, tensors.fit(reader.read(0, 0), spec, cast=False), links)
+    size = batch_rows([item["shape"] for item in spec], {}, reader.slab_rows(BUDGET_BYTES))
+    buffer = None
+
+    def run(start: int, stop: int) -> dict[str, Any]:
+        nonlocal buffer
+        rows = stop - start
+        if buffer is None or len(buffer) < rows:
+            buffer = np.empty((rows, *reader.shape[1:]), reader.dtype)
+        return run_chain(sessions, tensors.fit(reader.read(start, stop, buffer[:rows]), spec, cast=False), links)
+
+    try:
+        return run_rows(run, 0, reader.shape[0], size)
+    except CodedError as exc:
+        raise HubError(exc.detail, code=exc.code)
 
 
 def run_chain(sessions: list[Any], feeds: dict[str, Any], links: list[dict[str, str]] | None = None

@@ -26,27 +26,29 @@ class ModelSource:
     ref: str | None = None
 
 
-def read_input(config: Config) -> tuple[Any, bool]:
-    """``task_args.input`` read, and whether its arrays need casting to the model's dtypes (text, JSON)."""
+def read_input(config: Config, opened: bool = False) -> tuple[Any, bool]:
+    """``task_args.input`` read, and whether its arrays need casting to the model's dtypes (text, JSON).
+    ``opened``: a variable (``tas.nc:/tas``) as its ``scidata.VariableReader``, not read yet."""
     if not config.task.input:
         raise config.error(config.where("input"), "missing: the input file (.npy, .npz, .json, .txt, .csv)")
     reference = scidata.split_reference(config.task.input)
     if reference is not None:  # tas.nc:/tas, run.h5:/sim/energy, ocean.zarr:/ocean/u
-        return read_variable(config, *reference), False
+        return read_variable(config, *reference, opened=opened), False
     path = config.path(config.task.input)
     if not path.is_file():
         raise config.error(config.where("input"), f"no file {path}")
     return tensors.read_inputs(path, key=config.where("input")), path.suffix.lower() not in (".npy", ".npz")
 
 
-def read_variable(config: Config, name: str, variable: str) -> Any:
+def read_variable(config: Config, name: str, variable: str, opened: bool = False) -> Any:
     """A variable of an HDF5, NetCDF or Zarr file of this machine (``task_args.input: tas.nc:/tas``), read slab
-    by slab (``hpcfair.scidata``)."""
+    by slab (``hpcfair.scidata``) into one array; ``opened``: its ``VariableReader`` instead, whose rows a
+    local run reads a batch at a time."""
     path = config.path(name)
     if not path.exists():
         raise config.error(config.where("input"), f"no file {path}")
     try:
-        return scidata.read_variable(path, variable)
+        return scidata.VariableReader(path, variable) if opened else scidata.read_variable(path, variable)
     except KeyError:
         raise config.error(config.where("input"), f"{path.name} has no variable {variable}") from None
     except ImportError as exc:

@@ -231,7 +231,8 @@ def run(config: Annotated[Path, typer.Argument(help="A task config (YAML).")], a
 
 @app.command(epilog="Example: hpcfair infer demo/encoder@1 input.npy --output out.npz --device cpu")
 def infer(ref: Annotated[str, typer.Argument(help="A PID, owner/name[@version] or a local .onnx file.")],
-          input: Annotated[Path, typer.Argument(help=".npy, .npz, .json, .txt or .csv")],  # noqa: A002
+          input: Annotated[Path, typer.Argument(help=".npy, .npz, .json, .txt or .csv, or a variable: "  # noqa: A002
+                                                     "FILE.nc:/VARIABLE")],
           output: Annotated[Path | None, typer.Option(help="Where to write the outputs (.npz, .npy, .json, .txt)."
                                                       )] = None,
           device: Annotated[str, typer.Option(help="cpu, gpu, or local (this machine).")] = "cpu",

@@ -23,6 +23,7 @@ from hub.jobs.files import fetch, staged
 from hub.jobs.kinds import DEVICE, JobKind, Plan, register
 from hub.jobs.models import Job
 from hub.jobs.runner import JobContext
+from hub.metadata import scientific
 from hub.registry import services as registry
 from hub.registry.models import Artifact, ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef
@@ -84,7 +85,7 @@ def stage_files(ctx: JobContext, base: Version, dataset: Version, workdir: Path)
         ctx.log("the sandbox has no GPU: training runs on this worker's CPU", "warning")
     return {"task": "finetune", "model": model, "dataset": "dataset", "output": "out",
             "hyper": params["hyper"], "data_file": params.get("data_file"),
-            "inputs": (base.metadata or {}).get("inputs")}
+            "inputs": (base.metadata or {}).get("inputs"), "bounds": scientific.bounds()}
 
 
 def publish_finetuned(ctx: JobContext, base: Version, dataset: Version, workdir: Path, report: dict[str, Any],

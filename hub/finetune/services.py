@@ -20,6 +20,7 @@ from hub.errors import HubError
 from hub.jobs.models import Job
 from hub.jobs.quota import check_active_jobs
 from hub.jobs.services import create_job
+from hub.metadata import scientific
 from hub.registry.files_access import require_files_of
 from hub.registry.models import NAME_RE, Artifact, File, Version
 from hub.registry.services import check_visibility, covers, resolve_version_ref
@@ -33,7 +34,7 @@ def _coded(exc: FinetuneError) -> HubError:
 
 
 _CODES = {"invalid_config", "unknown_column", "not_trainable", "unsupported_dataset", "unreadable_dataset",
-          "ambiguous_dataset", "dataset_too_small", "unknown_file"}
+          "ambiguous_dataset", "dataset_too_small", "unknown_file", "non_numeric_feature", "shape_mismatch"}
 
 
 def hf_folder(version: Version) -> str | None:
@@ -161,6 +162,11 @@ def dataset_files(dataset: Version, hyper: Hyper, data_file: str | None) -> tupl
     paths = [f.path for f in dataset.files.all()]
     try:
         chosen = data.choose(paths, data_file)
+        if data.is_scientific(chosen):  # its variables, as the sandbox read them when the version was published
+            source, columns = data.scientific_schema(chosen, scientific.unit_of(dataset.metadata or {}, chosen))
+            data.check(columns, hyper.target, hyper.features, hyper.text)
+            data.variables_for(source, hyper.target, hyper.features)
+            return chosen, [p for p in paths if p == chosen or p.startswith(chosen + "/")], columns
         source, columns = data.schema(chosen, _opener(dataset), paths)
         data.check(columns, hyper.target, hyper.features, hyper.text)
     except FinetuneError as exc:

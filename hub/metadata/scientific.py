@@ -23,7 +23,7 @@ from typing import Any
 from django.conf import settings
 from hpcfair.convert.errors import ConversionError
 from hpcfair.convert.sandbox import Limits, output_file, place, reads_in_place, run
-from hpcfair.scidata import parse_rows
+from hpcfair.scidata import parse_rows, zarr_root
 
 from hub.errors import HubError
 
@@ -34,15 +34,6 @@ ZARR_METADATA = {"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"}
 REFUSALS = {"scientific_external", "scientific_too_large", "scientific_too_many_chunks", "scientific_inconsistent",
             "scientific_compression_bomb", "scientific_unreadable"}
 MAX_FILES = 20  # scientific files (or stores) described per version
-
-
-def zarr_root(path: str) -> str | None:
-    """The store a file of a version belongs to (``ocean.zarr`` for ``ocean.zarr/temp/c/0/0``), or None."""
-    parts = PurePosixPath(path).parts
-    for index, part in enumerate(parts[:-1]):
-        if part.lower().endswith(".zarr"):
-            return "/".join(parts[:index + 1])
-    return None
 
 
 def units(files: Sequence[Any]) -> list[tuple[str, list[Any]]]:
@@ -59,10 +50,12 @@ def units(files: Sequence[Any]) -> list[tuple[str, list[Any]]]:
 
 def limits(extract: bool = False) -> Limits:
     """The child's bounds; one that extracts a variable may write a file as large as a job reads (a ``.npy``
-    of up to ``HUB_SCIDATA_EXTRACT_MAX_BYTES`` and its header), others 64 MiB."""
+    of up to ``HUB_SCIDATA_EXTRACT_MAX_BYTES`` and its header), others 64 MiB, and inflates its chunks with
+    ``HUB_SCIDATA_THREADS`` threads."""
     file_mb = settings.HUB_SCIDATA_EXTRACT_MAX_BYTES // 2**20 + 1 if extract else 64
     return Limits(memory_mb=settings.HUB_SCIDATA_MEMORY_MB, cpu_seconds=settings.HUB_SCIDATA_WALL_S,
-                  wall_seconds=settings.HUB_SCIDATA_WALL_S, threads=1, file_mb=file_mb,
+                  wall_seconds=settings.HUB_SCIDATA_WALL_S, threads=settings.HUB_SCIDATA_THREADS if extract else 1,
+                  file_mb=file_mb,
                   uid=settings.HUB_CONVERT_UID, gid=settings.HUB_CONVERT_GID)
 
 
@@ -110,7 +103,8 @@ def read_unit(name: str, members: Sequence[tuple[str, Path]], *, auto: int = 0,
         request = {"task": "scidata", "source": source, "bounds": bounds(), "auto": auto,
                    "previews": list(variables), "extract": extract,
                    "max_bytes": settings.HUB_SCIDATA_EXTRACT_MAX_BYTES,
-                   "slab_bytes": settings.HUB_INFER_BATCH_BYTES}  # slabs of a job's batches, in whole chunks
+                   "slab_bytes": settings.HUB_INFER_BATCH_BYTES,  # slabs of a job's batches, in whole chunks
+                   "threads": settings.HUB_SCIDATA_THREADS}
         try:
             result = run(request, work, limits(bool(extract)), hide=_hidden(), on_line=line if on_rows else None,
                          read_only=read_only)
@@ -249,6 +243,16 @@ def facts(files: Sequence[Any]) -> dict[str, Any]:
     return out
 
 
+def unit_of(metadata: dict[str, Any], name: str) -> dict[str, Any]:
+    """The ``scientific`` entry of the file or store ``name``; a 404 ``not_found`` where the hub did not read
+    it (none such, or larger than ``HUB_SCIDATA_MAX_BYTES``)."""
+    unit = next((d for d in metadata.get("scientific") or [] if d.get("path") == name), None)
+    if unit is None or unit.get("read") is False:
+        raise HubError("not_found", f"The version has no HDF5, NetCDF or Zarr file {name!r} that the hub read"
+                                    f"{' (it is larger than HUB_SCIDATA_MAX_BYTES)' if unit else ''}.")
+    return unit
+
+
 def variable_input(metadata: dict[str, Any], reference: str) -> tuple[str, str] | None:
     """``tas.nc:/tas`` as (file or store, variable) when the version's metadata describes that variable; None
     when ``reference`` names no variable. A 404 ``not_found`` naming what the file has otherwise."""
@@ -258,9 +262,7 @@ def variable_input(metadata: dict[str, Any], reference: str) -> tuple[str, str] 
     if found is None:
         return None
     name, variable = found
-    unit = next((d for d in metadata.get("scientific") or [] if d.get("path") == name), None)
-    if unit is None:
-        raise HubError("not_found", f"The version has no HDF5, NetCDF or Zarr file {name!r} that the hub read.")
+    unit = unit_of(metadata, name)
     paths = [v["path"] for v in unit.get("variables") or []]
     if variable not in paths:
         raise HubError("not_found", f"{name} has no variable {variable!r}; it has {', '.join(paths[:20]) or 'none'}.")

@@ -85,6 +85,7 @@ JOB_CODES: dict[str, str] = {
     "label_mismatch": "labels that do not fit the model's outputs",
     "non_numeric_feature": "a feature column that is not numeric",
     "not_trainable": "a model the hub cannot fine-tune",
+    "shape_mismatch": "variables of a scientific file with different numbers of rows (their first axes)",
     "training_failed": "training raised an error",
     "unknown_column": "a column named that the dataset does not have",
     "unreadable_dataset": "a dataset file that cannot be read",

@@ -117,7 +117,7 @@ def scidata(request: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {"structure": describe(source, bounds)}
         if request.get("extract"):  # one variable as a .npy, for a job that runs a model over it
             return {**out, **extract(source, request["extract"], int(request["max_bytes"]), out["structure"],
-                                     int(request.get("slab_bytes") or 64 * 2**20))}
+                                     int(request.get("slab_bytes") or 64 * 2**20), int(request.get("threads") or 1))}
         wanted = list(request.get("previews") or [])
         if request.get("auto"):
             wanted += [v["path"] for v in out["structure"]["variables"]
@@ -139,16 +139,15 @@ def scidata(request: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def extract(source: Path, variable: str, max_bytes: int, structure: dict[str, Any], slab_bytes: int
-            ) -> dict[str, Any]:
+def extract(source: Path, variable: str, max_bytes: int, structure: dict[str, Any], slab_bytes: int,
+            threads: int = 1) -> dict[str, Any]:
     """``variable`` of the (checked) file written as ``variable.npy``, read in slabs of ``slab_bytes`` (whole
-    chunks) into it, each slab's rows announced as it lands (``rows_line``: the job runs them while the next
-    is read); refused past ``max_bytes`` before anything is read."""
+    chunks; deflated ones inflated by ``threads`` threads) and written into it (``write_variable``), each
+    slab's rows announced as it lands (``rows_line``: the job runs them while the next is read); refused
+    past ``max_bytes`` before anything is read."""
     import math
 
-    import numpy as np
-
-    from hpcfair.scidata import ScienceRefused, read_variable, rows_line, variable_dtype
+    from hpcfair.scidata import ScienceRefused, rows_line, variable_dtype, write_variable
 
     found = next((v for v in structure["variables"] if v["path"] == variable), None)
     if found is None:
@@ -158,15 +157,9 @@ def extract(source: Path, variable: str, max_bytes: int, structure: dict[str, An
     if size > max_bytes:
         raise ScienceRefused("scientific_too_large", f"{variable} holds {size} bytes; a job reads variables of up "
                                                      f"to {max_bytes} bytes.")
-    if shape:  # written in place, slab by slab: no second copy in memory, no separate write
-        array = np.lib.format.open_memmap("variable.npy", mode="w+", dtype=dtype, shape=shape)
-        say(rows_line(0, shape[0]))
-        read_variable(source, variable, slab_bytes, out=array, on_rows=lambda done: say(rows_line(done, shape[0])))
-        array.flush()
-    else:
-        array = read_variable(source, variable)
-        np.save("variable.npy", array, allow_pickle=False)
-    return {"extracted": {"variable": variable, "shape": list(array.shape), "dtype": str(array.dtype)}}
+    shape, dtype = write_variable(source, variable, Path("variable.npy"), slab_bytes, threads=threads,
+                                  on_rows=lambda done: say(rows_line(done, shape[0])) if shape else None)
+    return {"extracted": {"variable": variable, "shape": list(shape), "dtype": str(dtype)}}
 
 
 def _library(exc: BaseException) -> str:

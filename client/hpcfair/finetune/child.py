@@ -1,7 +1,8 @@
 """The fine-tune task of the sandboxed child (``hpcfair.convert.child`` hands ``task: finetune`` here).
 
 Request (paths relative to the work folder): model, dataset (a folder of the dataset's files), output,
-hyper (``Hyper`` fields), data_file, inputs (the base version's input specs)."""
+hyper (``Hyper`` fields), data_file, inputs (the base version's input specs), bounds (a scientific file's,
+``hpcfair.scidata.Bounds``)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def work(request: dict[str, Any], say: Callable[[str], None]) -> dict[str, Any]:
     try:
         return finetune(Path(request["model"]), Path(request["dataset"]), Path(request["output"]), hyper,
                         data_file=request.get("data_file"), inputs=request.get("inputs"),
-                        stage=lambda fraction, what: say(stage_line(fraction, what)))
+                        stage=lambda fraction, what: say(stage_line(fraction, what)), bounds=request.get("bounds"))
     except (ConversionError, MemoryError):
         raise
     except Exception as exc:  # noqa: BLE001 - the framework's text goes to the log, a fixed message to the user

@@ -1,8 +1,12 @@
-"""Datasets for fine-tuning: the hub's CSV/TSV, NPZ and Parquet files, and datasets described by Croissant.
+"""Datasets for fine-tuning: the hub's CSV/TSV, NPZ and Parquet files, datasets described by Croissant, and
+the variables of an HDF5 or NetCDF file or a Zarr store (the columns are the variables' paths: ``target:
+/labels``, ``features: [/temperature]``, as an NPZ's arrays are).
 
 ``schema`` reads only what names the columns (a CSV's header, an NPZ's array headers, a Parquet footer, the
-Croissant record set), so the hub checks a config against it before any job starts; ``load`` reads the
-table in the sandbox; ``split`` is the seeded train/validation split every family uses."""
+Croissant record set; a scientific file's structure, which the hub already holds in the version's metadata:
+``scientific_schema``), so the hub checks a config against it before any job starts; ``load`` (and
+``load_variables``, slab by slab) reads the data in the sandbox; ``split`` is the seeded train/validation
+split every family uses."""
 
 from __future__ import annotations
 
@@ -13,14 +17,14 @@ import math
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 from urllib.parse import unquote, urlparse
 
 import numpy as np
 from numpy.lib import format as npy_format
 
-from hpcfair import archives
+from hpcfair import archives, scidata
 from hpcfair.finetune.errors import FinetuneError
 
 TABLES = (".csv", ".tsv", ".parquet", ".npz")
@@ -35,6 +39,7 @@ class Source:
 
     path: str
     fields: dict[str, str] | None = None  # Croissant: field name -> column in ``path``
+    variables: tuple[dict[str, Any], ...] | None = None  # a scientific file's: path, dtype, shape, coordinate
 
 
 def _suffix(path: str) -> str:
@@ -46,20 +51,29 @@ def is_croissant(path: str) -> bool:
     return "croissant" in name and name.endswith((".json", ".jsonld"))
 
 
+def is_scientific(path: str) -> bool:
+    """Whether ``path`` names an HDF5 or NetCDF file or a Zarr store, read by variable."""
+    return _suffix(path) in scidata.SUFFIXES
+
+
 def choose(paths: Sequence[str], data_file: str | None = None) -> str:
-    """The file a fine-tune reads: ``data_file`` when named, a Croissant description, or the only table."""
+    """The file a fine-tune reads: ``data_file`` when named, a Croissant description, or the only table (an
+    HDF5/NetCDF file or a Zarr store counts as one)."""
+    units = scidata.units_of(paths)
     if data_file:
-        if data_file not in paths:
+        if data_file not in paths and data_file not in units:
+            shown = sorted({*(p for p in paths if not scidata.zarr_root(p)), *units})
             raise FinetuneError("unknown_file", f"The dataset has no file {data_file!r}; it has "
-                                                f"{', '.join(sorted(paths)[:20])}.")
+                                                f"{', '.join(shown[:20])}.")
         return data_file
     described = [p for p in paths if is_croissant(p)]
     if described:
         return described[0]
-    tables = sorted(p for p in paths if _suffix(p) in TABLES)
+    tables = sorted({*(p for p in paths if _suffix(p) in TABLES), *units})
     if not tables:
-        raise FinetuneError("unsupported_dataset", "The dataset has no CSV, TSV, NPZ or Parquet file (nor a "
-                                                   "Croissant description) to train on.")
+        raise FinetuneError("unsupported_dataset", "The dataset has no CSV, TSV, NPZ or Parquet file, HDF5 or "
+                                                   "NetCDF file or Zarr store (nor a Croissant description) to "
+                                                   "train on.")
     if len(tables) > 1:
         raise FinetuneError("ambiguous_dataset", f"The dataset has several tables ({', '.join(tables[:10])}); "
                                                  "name one in task_args.data_file.")
@@ -73,6 +87,64 @@ def schema(path: str, opener: Opener, paths: Sequence[str]) -> tuple[Source, dic
             return _croissant(handle.read(8 * 1024 * 1024), paths)
     with opener(path) as handle:
         return Source(path), _columns(path, handle)
+
+
+def scientific_schema(path: str, structure: dict[str, Any]) -> tuple[Source, dict[str, str]]:
+    """(where the data is, variable path -> dtype and shape) of an HDF5/NetCDF file or Zarr store from its
+    structure (``hpcfair.scidata.describe``'s, which the hub keeps as the version's ``scientific`` entry)."""
+    variables = tuple(v for v in structure.get("variables") or [] if v.get("shape"))
+    if not variables:
+        raise FinetuneError("unreadable_dataset", f"{path} has no variable with a rows axis to train on.")
+    return Source(path, variables=variables), {v["path"]: f"{v['dtype']}{list(v['shape'])}" for v in variables}
+
+
+def read_structure(path: Path, bounds: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The structure of a scientific file or store on this machine (in the sandbox), after the checks that
+    refuse a file with bytes outside it, a compression bomb or a billion chunks (their codes)."""
+    try:
+        return scidata.describe(path, scidata.Bounds(**bounds or {}))
+    except scidata.ScienceRefused as exc:
+        raise FinetuneError(exc.code, exc.detail) from None
+
+
+def variables_for(source: Source, target: str, features: Sequence[str] | None) -> list[str]:
+    """The variables a fine-tune reads from a scientific file, target first (features by default: every
+    non-coordinate variable but the target), once ``check`` found them: numeric, and one row per sample
+    along the same first axis."""
+    found = {v["path"]: v for v in source.variables or ()}
+    names = [target, *(features or [p for p, v in found.items() if p != target and not v.get("coordinate")])]
+    if len(names) < 2:
+        raise FinetuneError("unknown_column", f"{source.path} has no variable besides {target} to learn from; "
+                                              "name them in task_args.features.")
+    for name in names:
+        if not _numeric(found[name]["dtype"]):
+            raise FinetuneError("non_numeric_feature", f"{source.path}:{name} holds {found[name]['dtype']}, not "
+                                                       "numbers; fine-tuning reads numeric variables (class "
+                                                       "labels as integers).")
+    rows = {name: found[name]["shape"][0] for name in names}
+    other = next((n for n in names if rows[n] != rows[target]), None)
+    if other is not None:
+        raise FinetuneError("shape_mismatch", f"{source.path}: the target {target} has {rows[target]} rows (its "
+                                              f"first axis) but {other} has {rows[other]}; every variable of a "
+                                              "fine-tune needs one row per sample.")
+    return names
+
+
+def _numeric(dtype: str) -> bool:
+    try:
+        return np.dtype(dtype).kind in "biuf"
+    except TypeError:
+        return False
+
+
+def load_variables(path: Path, names: Sequence[str]) -> dict[str, np.ndarray]:
+    """The ``names`` variables of the scientific file or store at ``path``, each read slab by slab (whole
+    chunks) into one array, decoded as the CF conventions say (``hpcfair.scidata.read_variable``)."""
+    try:
+        return {name: scidata.read_variable(path, name) for name in names}
+    except (KeyError, ValueError, OSError) as exc:
+        raise FinetuneError("unreadable_dataset", f"{path.name}: the variables {', '.join(names)} could not be "
+                                                  "read.", cause=exc)
 
 
 def _columns(path: str, handle: BinaryIO) -> dict[str, str]:
@@ -263,5 +335,5 @@ def features(table: dict[str, np.ndarray], target: str, names: Sequence[str] | N
             raise FinetuneError("non_numeric_feature", f"Column {name!r} is not numeric; name the numeric columns "
                                                        "in task_args.features (or text: for a text model).")
     if len(arrays) == 1 and arrays[0].ndim > 1:
-        return arrays[0].astype(np.float32), names
+        return arrays[0].astype(np.float32, copy=False), names
     return np.column_stack([a.reshape(len(a), -1) for a in arrays]).astype(np.float32), names

@@ -84,21 +84,31 @@ def hardware() -> dict[str, Any]:
 
 
 def finetune(model: Path, dataset: Path, out: Path, hyper: Hyper, *, data_file: str | None = None,
-             inputs: list[dict[str, Any]] | None = None, stage: Stage = lambda fraction, what: None) -> dict[str, Any]:
+             inputs: list[dict[str, Any]] | None = None, stage: Stage = lambda fraction, what: None,
+             bounds: dict[str, Any] | None = None) -> dict[str, Any]:
     """Fine-tune ``model`` on the dataset files under ``dataset``; write the result into ``out``.
 
-    ``stage(fraction, line)`` hears the progress: one line per epoch with its metrics."""
+    ``stage(fraction, line)`` hears the progress: one line per epoch with its metrics. ``bounds``: what an
+    HDF5/NetCDF file or Zarr store may hold (``hpcfair.scidata.Bounds``'s fields)."""
     started = time.monotonic()
     seed_everything(hyper.seed)
     paths = sorted(str(p.relative_to(dataset)) for p in dataset.rglob("*") if p.is_file())
     chosen = data.choose(paths, data_file)
-    source, columns = data.schema(chosen, lambda p: open(dataset / p, "rb"), paths)
+    def opener(path: str) -> Any:
+        return open(dataset / path, "rb")
+
+    if data.is_scientific(chosen):
+        source, columns = data.scientific_schema(chosen, data.read_structure(dataset / chosen, bounds))
+    else:
+        source, columns = data.schema(chosen, opener, paths)
     data.check(columns, hyper.target, hyper.features, hyper.text)
+    names = data.variables_for(source, hyper.target, hyper.features) if source.variables else None
     stage(0.02, f"loading the model ({model.name})")
     trainer = load(model, hyper, inputs)
-    table = data.load(source, lambda p: open(dataset / p, "rb"))
+    table = data.load_variables(dataset / chosen, names) if names else data.load(source, opener)
     y = table[hyper.target]
-    x = table[hyper.text] if hyper.text else data.features(table, hyper.target, hyper.features)[0]
+    features = hyper.features or (names[1:] if names else None)
+    x = table[hyper.text] if hyper.text else data.features(table, hyper.target, features)[0]
     train_rows, val_rows = data.split(len(y), hyper.validation_split, hyper.seed)
     stage(0.05, f"{trainer.family} model; {len(train_rows)} training and {len(val_rows)} validation rows from "
                 f"{source.path}")
