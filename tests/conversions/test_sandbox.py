@@ -89,13 +89,15 @@ def planted(tmp_path):
         "blob": tmp_path / "blobs" / "ab" / "abcdef",
         "upload": tmp_path / "uploads" / "staged.bin",
     }
+    made = [folder for folder in (ROOT / "var", places["hub_var"].parent) if not folder.exists()]
     for path in places.values():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     yield places, text
     places["home"].unlink()
     places["hub_var"].unlink()
-    places["hub_var"].parent.rmdir()
+    for folder in reversed(made):  # the checkout's var/ too, when the probe made it (a clean checkout: tests/tiers.py)
+        folder.rmdir()
 
 
 @pytest.mark.slow

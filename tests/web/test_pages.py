@@ -9,6 +9,7 @@ import pytest
 from django.test import Client
 
 from hub.accounts.models import ApiToken
+from hub.registry import rule
 from hub.registry.management.commands.hub_demo import EXAMPLE_PROJECT
 from hub.registry.models import Artifact, Upload
 from hub.web import markdown, snippets
@@ -138,6 +139,14 @@ def test_forms_need_csrf_tokens(owner, publish):
     assert client.post(f"/sharing/{owner.username}/guarded", {"visibility": "private"}).status_code == 403
     artifact.refresh_from_db()
     assert artifact.visibility == "public" and not ApiToken.objects.filter(user=owner).exists()
+
+
+def test_an_unknown_level_is_refused_naming_every_level_of_the_rule(owner, publish):
+    publish(owner, "levels")
+    answer = signed_in(owner).post(f"/sharing/{owner.username}/levels", {"visibility": "secret"}, follow=True)
+    said = " ".join(str(message) for message in answer.context["messages"])
+    assert f"Visibility is {', '.join(rule.NAMES[:-1])} or {rule.NAMES[-1]}; nothing was changed." in said
+    assert Artifact.objects.get(name="levels").visibility == "public"
 
 
 def test_sharing_is_for_the_owner_only(owner, other, collaborator, publish):
