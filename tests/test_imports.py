@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = [pytest.mark.slow, pytest.mark.cpu]  # parses the whole tree first: over 1 s on a quiet machine
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"hub": ROOT / "hub", "workers": ROOT / "workers", "hpcfair": ROOT / "client" / "hpcfair"}
 

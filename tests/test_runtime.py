@@ -18,6 +18,8 @@ from tests.conftest import ROOT, wait_for_port
 from tests.ports import free_port
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # starts the hub's start-up in a child: over 1 s on a quiet machine
 def test_settle_freezes_what_start_up_made():
     before = gc.get_freeze_count()
     try:
@@ -51,6 +53,8 @@ def test_without_process_environment_drops_the_process_s_variables_only():
     assert seen["SERVER_NAME"] == "hub.example"  # describes the request, even if the process has it too
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # starts granian: out of the fast tier
 @pytest.mark.parametrize(("target", "leaks"), [("tests.echo_wsgi:echo", True), ("tests.echo_wsgi:application", False)])
 def test_the_web_server_s_environment_stays_out_of_requests(target, leaks):
     """granian copies os.environ into every environ; behind the hub's middleware none of it arrives."""
@@ -69,6 +73,8 @@ def test_the_web_server_s_environment_stays_out_of_requests(target, leaks):
     assert ("HUB_TEST_SERVER_SECRET" in seen) is leaks  # the first case shows the test can see a leak
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # kills a process: out of the fast tier
 def test_a_child_that_asked_to_die_with_its_parent_goes_when_the_parent_is_killed(tmp_path):
     """As a generation engine does: its worker killed (SIGKILL, no clean-up), the kernel ends it too."""
     import signal

@@ -26,6 +26,19 @@ def test_this_process_reads_and_writes_under_a_var_dir_of_its_own():
     assert not pointing_there  # nothing a test reads or writes lies in the checkout's var/
 
 
+def test_the_budget_follows_the_load_per_core_as_it_is_when_a_test_ends(monkeypatch):
+    from tests import tiers
+
+    monkeypatch.setattr(tiers, "FIXED_FACTOR", None)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (9.0, 3.0, 1.0))  # other sessions' tests started meanwhile
+    assert tiers.load_factor() == 4.5
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.4, 0.4, 0.4))
+    assert tiers.load_factor() == 1.0  # never below the quiet machine's budget
+    monkeypatch.setattr(tiers, "FIXED_FACTOR", "3")
+    assert tiers.load_factor() == 3.0
+
+
 SUITE = '''
 import time
 import pytest
@@ -62,7 +75,7 @@ def test_a_test_over_the_budget_fails_and_says_to_mark_it_slow(tmp_path):
     assert out.returncode == 1, out.stdout
     assert "PASSED test_suite.py::test_quick" in out.stdout
     assert "FAILED test_suite.py::test_slow" in out.stdout
-    assert "over the fast tier's budget of 0.3 s x load factor 1. Mark it slow" in out.stdout
+    assert "over the fast tier's budget of 0.3 s x load factor 1.00 (the load per core). Mark it slow" in out.stdout
     assert "tier wall time:" in out.stdout and "against a target of 90 s" in out.stdout
     assert "the run left new files in the checkout: /stray" in out.stdout
 

@@ -20,12 +20,21 @@ VAR_DIR = tempfile.mkdtemp(prefix="hub-test-var-")
 os.environ["HUB_VAR_DIR"] = VAR_DIR
 
 # The fast tier's budget per test (scripts/test-fast.sh sets HUB_TEST_BUDGET_S; unset or 0: none), multiplied by
-# HUB_TEST_LOAD_FACTOR, which defaults to the machine's load per core when the run starts (at least 1). The
-# controller works it out once; xdist's workers inherit it.
+# the load factor: HUB_TEST_LOAD_FACTOR when set, else the machine's load per core (at least 1), read when the run
+# starts and again when each test ends, the higher of the two: a machine whose load rose during the run (other
+# sessions' tests) gives each test the time that load takes from it.
 BUDGET_S = float(os.environ.get("HUB_TEST_BUDGET_S") or 0)
-if "HUB_TEST_LOAD_FACTOR" not in os.environ:
-    os.environ["HUB_TEST_LOAD_FACTOR"] = f"{max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1)):.2f}"
-LOAD_FACTOR = float(os.environ["HUB_TEST_LOAD_FACTOR"])
+FIXED_FACTOR = os.environ.get("HUB_TEST_LOAD_FACTOR")
+
+
+def load_factor() -> float:
+    """The machine's load per core now, at least 1 (or HUB_TEST_LOAD_FACTOR, fixed)."""
+    if FIXED_FACTOR:
+        return float(FIXED_FACTOR)
+    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
+START_FACTOR = load_factor()
 TIER_S = float(os.environ.get("HUB_TEST_TIER_S") or 0)  # the whole tier's wall-time target, printed against
 _setup_key = pytest.StashKey[float]()  # a test's own setup time, for its call's report
 _shared_s = 0.0  # time the current test's setup spent in fixtures of a wider scope (not charged to it)
@@ -79,15 +88,14 @@ def pytest_runtest_makereport(item, call):
             item.stash[_setup_key] = max(0.0, report.duration - _shared_s)
         else:
             setup = item.stash.get(_setup_key, 0.0)
-            allowed = BUDGET_S * LOAD_FACTOR
-            if setup + report.duration > allowed:
+            factor = max(START_FACTOR, load_factor())
+            if setup + report.duration > BUDGET_S * factor:
                 report.outcome = "failed"
                 report.longrepr = (
                     f"{item.nodeid} took {setup + report.duration:.2f} s (setup {setup:.2f} s, call "
                     f"{report.duration:.2f} s): over the fast tier's budget of {BUDGET_S:g} s x load factor "
-                    f"{LOAD_FACTOR:g}. Mark it slow (and cpu if it uses only its own process's CPU), or make "
-                    "it faster: docs/developing/tests.md. HUB_TEST_LOAD_FACTOR raises the budget on a loaded "
-                    "machine.")
+                    f"{factor:.2f} (the load per core). Mark it slow (and cpu if it uses only its own process's "
+                    "CPU), or make it faster: docs/developing/tests.md. HUB_TEST_LOAD_FACTOR sets the factor.")
     return report
 
 
@@ -100,7 +108,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         load = os.getloadavg()[0]
         terminalreporter.write_line(
             f"tier wall time: {wall:.0f} s against a target of {TIER_S:g} s on a quiet machine (load {load:.1f} "
-            f"on {os.cpu_count()} cores; per-test budget {BUDGET_S:g} s x {LOAD_FACTOR:g})")
+            f"on {os.cpu_count()} cores; per-test budget {BUDGET_S:g} s x the load per core, {START_FACTOR:.2f} at the "
+            "start)")
     if getattr(config, "_tiers_new_files", None):
         terminalreporter.write_line(f"the run left new files in the checkout: {', '.join(config._tiers_new_files)} "
                                     "(tests write under tmp_path or HUB_VAR_DIR, never into the checkout)", red=True)

@@ -21,6 +21,7 @@ from django.conf import settings
 from hub.bounded import load_json
 from hub.errors import HubError
 from hub.gateway import tensors
+from hub.registry.rule import NAMES
 
 # --- options -------------------------------------------------------------------------------------------
 
@@ -30,7 +31,7 @@ COLLABORATE_FIELDS = (*OPTION_NAMES, "models", "links", "merge", "name", "title"
 DEVICES = ("cpu", "gpu")
 MODES = ("auto", "sync", "async")
 IF_NO_WORKER = ("refuse", "queue")
-VISIBILITIES = ("public", "internal", "organization", "private")
+VISIBILITIES = tuple(NAMES)
 
 # name -> the allowed words (a tuple), or the type: "text", "whole", "names", "flag", "list", "links"
 SPEC: dict[str, tuple[str, ...] | str] = {

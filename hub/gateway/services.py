@@ -26,6 +26,7 @@ from hub.metadata import scientific
 from hub.registry.files_access import require_files_of
 from hub.registry.links import file_url
 from hub.registry.models import Artifact, Version
+from hub.registry.rule import SPELLED
 from hub.registry.services import check_visibility, covers, resolve_version_ref
 
 # --- which model answers -------------------------------------------------------------------------------
@@ -196,7 +197,7 @@ def start_merge_job(user, models: list[ModelRef], links: list[dict[str, str]], *
     private = any(not v.artifact.is_public for v in parents)
     visibility = visibility or ("private" if private else "public")
     if visibility not in Artifact.Visibility.values:
-        raise HubError("invalid", "visibility is public, internal, organization or private.",
+        raise HubError("invalid", f"visibility is {SPELLED}.",
                        errors={"visibility": ["Unknown value."]})
     check_visibility(user, visibility)
     if stricter := [v.artifact.full_name for v in parents if not covers(v.artifact, visibility, user.pk)]:

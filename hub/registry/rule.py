@@ -42,6 +42,7 @@ LEVELS = (
           role=Role.WRITE),
 )
 NAMES = [level.name for level in LEVELS]
+SPELLED = f"{', '.join(NAMES[:-1])} or {NAMES[-1]}"  # the levels in a message: "public, internal, ... or private"
 CODES = {level.name: code for code, level in enumerate(LEVELS)}  # the index's level column holds these
 VISIBILITY_RULES = {level.name: level.words for level in LEVELS}
 assert len(LEVELS) <= 8, "the index's masks keep the levels as the bits of one byte"

@@ -21,6 +21,7 @@ from hub.jobs.models import Job
 from hub.jobs.services import cancel_job, reap_stale
 from hub.registry import services
 from hub.registry.models import Artifact
+from hub.registry.rule import SPELLED
 
 
 def users_named(text: str) -> tuple[list, list[str]]:
@@ -139,7 +140,7 @@ def sharing(request: HttpRequest, owner: str, name: str) -> HttpResponse:
     users, unknown = users_named(request.POST.get("collaborators", ""))
     if visibility not in Artifact.Visibility.values or unknown:
         messages.error(request, f"No user named {', '.join(unknown)}; nothing was changed." if unknown
-                       else "Visibility is public, internal, organization or private; nothing was changed.")
+                       else f"Visibility is {SPELLED}; nothing was changed.")
         return redirect(back)
     try:
         services.update_artifact(artifact, {"visibility": visibility}, [u for u in users if u.pk != artifact.owner_id],

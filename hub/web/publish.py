@@ -20,6 +20,7 @@ from hub.metadata.derive import CARD_MAX_BYTES
 from hub.metadata.services import card_fields, invalid
 from hub.registry import quota, services
 from hub.registry.models import NAME_RE, Artifact
+from hub.registry.rule import SPELLED
 from hub.registry.uploads import completed_files
 from hub.strict import unknown_field
 from hub.web.account import users_named
@@ -173,7 +174,7 @@ def _new_artifact(user, fields: dict[str, Any], metadata: dict[str, Any]) -> Art
         errors["name"] = ["Use letters, digits, '.', '_' and '-' (up to 100), starting with a letter or digit."]
     visibility = fields.get("visibility", "public")
     if visibility not in Artifact.Visibility.values:
-        errors["visibility"] = ["Public, internal, organization or private."]
+        errors["visibility"] = [f"{SPELLED.capitalize()}."]
     collaborators, unknown = users_named(fields.get("collaborators", ""))
     if unknown:
         errors["collaborators"] = [f"No user named {', '.join(unknown)}."]

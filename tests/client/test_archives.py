@@ -27,6 +27,8 @@ def zip_of(path: Path, members: dict[str, bytes]) -> Path:
     return path
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # reads archives in bounded children: over 1 s on a quiet machine
 def test_an_npz_dataset_bomb_is_refused_before_inflating(tmp_path):
     bomb = tmp_path / "rows.npz"
     np.savez_compressed(bomb, x=np.zeros((256 * MiB // 4,), np.float32))
@@ -57,6 +59,8 @@ def test_a_header_may_not_declare_more_than_it_holds():
         archives.read_npz(buffer.getvalue(), max_inflated=MiB)
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # reads archives in bounded children: over 1 s on a quiet machine
 def test_zipped_saved_models_and_cubes_are_bounded(tmp_path):
     bomb = {"model/saved_model.pb": b"\0" * (64 * MiB)}
     with pytest.raises(ConversionError) as refused:
@@ -68,6 +72,8 @@ def test_zipped_saved_models_and_cubes_are_bounded(tmp_path):
                    tmp_path / "cube", max_inflated=8 * MiB)
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # reads archives in bounded children: over 1 s on a quiet machine
 def test_a_cube_zip_recipe_is_read_only_up_to_its_limit(tmp_path):
     cube = "name: c\nplatform: {accelerator_count: 0}\ndocker: {image: x/y:1, build_file: Dockerfile}\n" \
            "tasks: {infer: {parameters: {inputs: {}, outputs: {}}}}\n"

@@ -36,6 +36,7 @@ def test_class_indices_get_their_names_and_otherwise_each_row_its_most_likely_cl
 
 
 @pytest.mark.slow
+@pytest.mark.cpu  # converts in the sandbox
 def test_a_failed_local_conversion_prints_one_line_not_the_sandbox_s_tracebacks(tmp_path):
     """The README promises one line (tracebacks with HPCFAIR_DEBUG=1); the sandbox's child's stderr, logged by
     the library, is not printed unless logging is configured."""

@@ -73,6 +73,8 @@ def test_a_missing_runtime_is_named_with_its_package(missing_runtime):
         assert "use crun, which is installed" in message
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # runs the CLI: over 1 s on a quiet machine
 def test_hpcfair_run_of_listing_4_says_what_to_install(missing_runtime, tmp_path):
     runtime, _ = missing_runtime
     shutil.copytree(EXAMPLES / "project_dir", tmp_path / "project_dir")

@@ -96,6 +96,8 @@ def test_an_inference_config_names_the_file_with_onnx_file(ensemble, tmp_path):
     assert chosen.value.code == "no_worker", chosen.value.message
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # runs the CLI: over 1 s on a quiet machine
 @pytest.mark.django_db(transaction=True)
 def test_hpcfair_infer_takes_file(ensemble, tmp_path):
     endpoint, token, ref = ensemble
@@ -108,6 +110,8 @@ def test_hpcfair_infer_takes_file(ensemble, tmp_path):
         np.testing.assert_allclose(saved["y"], X + 1)
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # runs the snippets' CLI: over 1 s on a quiet machine
 @pytest.mark.django_db(transaction=True)
 def test_the_use_it_snippets_of_an_ensemble_name_its_file_and_run(ensemble, tmp_path):
     """The page's snippets name the first ONNX file and say so; the load snippet runs as shown, and the

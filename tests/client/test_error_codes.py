@@ -131,6 +131,8 @@ def test_every_typed_code_is_a_hub_code_and_subclasses_its_status_class():
         assert issubclass(cls, BY_STATUS.get(status, ServerError if status >= 500 else HubError)), code
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # runs the CLI: over 1 s on a quiet machine
 @pytest.mark.django_db(transaction=True)
 def test_a_mistyped_model_name_in_a_command_gets_the_hubs_did_you_mean(live_server, owner, tmp_path, settings):
     """Issue 55: ``hpcfair infer demo/iris-clasifier x.npy`` said only that no such file or model exists; the

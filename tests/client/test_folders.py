@@ -23,6 +23,7 @@ def minilm_folder() -> Path:
 
 
 @pytest.mark.slow  # sentence-transformers loads the folder back: torch and transformers
+@pytest.mark.cpu  # an in-process live server and torch
 @pytest.mark.django_db(transaction=True)
 def test_a_model_folder_keeps_its_structure_and_loads_back(live_server, owner, tmp_path, settings):
     from sentence_transformers import SentenceTransformer

@@ -26,6 +26,8 @@ def saved() -> str:
     return text
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # runs the CLI: over 1 s on a quiet machine
 @pytest.mark.django_db(transaction=True)
 def test_login_takes_endpoint_and_token_before_or_after_the_command(live_server, owner, settings):
     from hub.accounts.models import ApiToken
@@ -53,6 +55,8 @@ def test_login_takes_endpoint_and_token_before_or_after_the_command(live_server,
     assert token in saved()
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # runs the CLI: over 1 s on a quiet machine
 def test_a_command_line_that_does_not_parse_says_usage():
     wrong = cli("login", "--nope")
     assert wrong.returncode == 2

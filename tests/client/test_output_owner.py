@@ -19,6 +19,8 @@ def owners(paths) -> set[tuple[int, int]]:
     return {(os.stat(path).st_uid, os.stat(path).st_gid) for path in paths}
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # converts in the sandbox: over 1 s on a quiet machine
 def test_a_local_conversion_leaves_files_owned_by_the_caller(tmp_path):
     (tmp_path / "ckpt").mkdir()
     for name in ("encoder", "decoder"):

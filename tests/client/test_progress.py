@@ -63,6 +63,8 @@ def wait_command(hub: str) -> tuple[list[str], dict[str, str]]:
     return [sys.executable, "-m", "hpcfair.cli", "jobs", "wait", JOB_ID], env
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # runs the CLI on a terminal: over 1 s on a quiet machine
 def test_on_a_terminal_a_jobs_log_lines_show_once_each(hub):
     command, env = wait_command(hub)
     controller, terminal = pty.openpty()
@@ -90,6 +92,8 @@ def test_on_a_terminal_a_jobs_log_lines_show_once_each(hub):
     assert out.startswith(f"{JOB_ID}  finetune  succeeded  100%") and "epoch" not in out  # stdout: the result
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # runs the CLI: over 1 s on a quiet machine
 def test_off_a_terminal_stderr_is_quiet(hub):
     command, env = wait_command(hub)
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)

@@ -61,6 +61,8 @@ def test_in_the_middle_of_a_transfer_a_refused_connection_is_waited_for():
 
 @pytest.mark.parametrize("endpoint", ["http://127.0.0.1:8000", "http://10.255.255.1:8000",
                                       "http://hub.no-such-host.invalid:8000"])
+@pytest.mark.slow
+@pytest.mark.cpu  # runs the CLI: over 1 s on a quiet machine
 def test_on_a_node_without_network_the_client_fails_at_once_and_names_offline_mode(endpoint, tmp_path):
     """Issue 55: in a network namespace without interfaces (``unshare -n``: a compute node whose network is
     down), every way a connection cannot be made (loopback down, no route, no DNS) is `unreachable` in under
@@ -89,6 +91,8 @@ def test_on_a_node_without_network_the_client_fails_at_once_and_names_offline_mo
     assert "Traceback" not in said, said
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # runs the CLI: over 1 s on a quiet machine
 def test_infer_with_the_hub_down_says_unreachable_not_a_config_error(tmp_path):
     """Issue 55: `hpcfair infer owner/name x.npy` with the hub stopped is `unreachable` (it said
     `invalid_config`, as if the config were wrong)."""

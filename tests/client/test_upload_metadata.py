@@ -15,6 +15,8 @@ CARD = ("---\ntitle: Big blob\ndescription: A blob of rows.\ncreators: [{name: A
         "---\n# Big blob\n\nRows of numbers.\n")
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # runs the CLI: over 1 s on a quiet machine
 @pytest.mark.django_db(transaction=True)
 def test_a_markdown_metadata_file_is_a_card_only_when_named_readme(live_server, owner, tmp_path, settings):
     from hub.accounts.models import ApiToken

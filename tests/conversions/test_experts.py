@@ -36,6 +36,8 @@ def test_the_dense_form_gives_every_implementations_sums(tmp_path, family):
         torch.testing.assert_close(dense, logits, rtol=1e-5, atol=1e-5, msg=f"dense against {name}")
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # converts in the sandbox: over 1 s on a quiet machine
 def test_a_model_without_experts_is_left_as_it_is(tmp_path):
     from transformers import AutoModelForCausalLM
 
@@ -44,6 +46,7 @@ def test_a_model_without_experts_is_left_as_it_is(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.cpu  # converts in the sandbox, no server
 @pytest.mark.parametrize("family", list(MOE))
 def test_mixture_of_experts_folders_convert_and_verify(tmp_path, family):
     import onnxruntime as ort
@@ -68,6 +71,7 @@ def test_mixture_of_experts_folders_convert_and_verify(tmp_path, family):
 
 
 @pytest.mark.slow
+@pytest.mark.cpu  # converts in the sandbox, no server
 def test_a_torch_export_program_of_mixtral_converts(tmp_path):
     """The advice the hub gave for a traced Mixtral (torch.export) now works: the program holds transformers'
     custom operator (``transformers::grouped_mm_fallback``) and ``aten::histc``, both decomposed; before, the file

@@ -69,5 +69,7 @@ def family_tables() -> set[tuple[str, str]]:
     return found
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # reads the whole tree: over 1 s on a quiet machine
 def test_no_other_table_of_the_converter_or_the_hub_spells_the_families():
     assert family_tables() <= ALLOWED

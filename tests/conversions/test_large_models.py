@@ -50,6 +50,7 @@ def test_an_exporters_failure_says_its_cause():
 
 
 @pytest.mark.slow
+@pytest.mark.cpu  # converts in the sandbox
 def test_a_local_conversion_writes_the_weights_beside_the_graph(tmp_path):
     import numpy as np
     import onnxruntime as ort

@@ -89,16 +89,19 @@ def planted(tmp_path):
         "blob": tmp_path / "blobs" / "ab" / "abcdef",
         "upload": tmp_path / "uploads" / "staged.bin",
     }
+    made = [folder for folder in (ROOT / "var", places["hub_var"].parent) if not folder.exists()]
     for path in places.values():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     yield places, text
     places["home"].unlink()
     places["hub_var"].unlink()
-    places["hub_var"].parent.rmdir()
+    for folder in reversed(made):  # the checkout's var/ too, when the probe made it (a clean checkout: tests/tiers.py)
+        folder.rmdir()
 
 
 @pytest.mark.slow
+@pytest.mark.cpu  # a sandboxed child
 def test_a_loose_child_reads_no_secret_writes_only_its_folder_and_has_no_network(tmp_path, planted):
     places, text = planted
     work = tmp_path / "work"
@@ -152,6 +155,7 @@ def test_a_loose_child_reads_no_secret_writes_only_its_folder_and_has_no_network
 
 
 @pytest.mark.slow
+@pytest.mark.cpu  # a sandboxed child
 def test_conversion_result_says_which_protections_applied(tmp_path):
     name, _ = models.random_forest(tmp_path)
     report = convert_file(tmp_path / name, tmp_path / "forest.onnx")
@@ -162,6 +166,7 @@ def test_conversion_result_says_which_protections_applied(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.cpu  # a limited child
 def test_without_bubblewrap_only_the_limits_apply_and_the_result_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
     name, _ = models.random_forest(tmp_path)

@@ -153,6 +153,8 @@ def test_a_scripted_spectral_model_runs_its_branches_and_loops_in_real_arithmeti
             torch.testing.assert_close(real(x), layer(x), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # traces a torch loop in the sandbox: over 1 s on a quiet machine
 def test_a_scripted_loop_that_the_values_decide_is_refused_with_the_way_out():
     class Halving(torch.nn.Module):
         def __init__(self) -> None:

@@ -43,6 +43,7 @@ def test_unknown_column_before_any_work(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.cpu  # trains in this process
 def test_local_run_writes_a_verified_onnx(tmp_path, monkeypatch):
     import onnxruntime as ort
 

@@ -29,6 +29,8 @@ def improved(report) -> None:
     assert report["final"]["loss"] < report["base"]["loss"]
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # trains with torch: over 1 s on a quiet machine
 def test_torchscript_improves_and_the_seed_repeats(tmp_path):
     fixtures.blobs_csv(tmp_path / "data")
     model = fixtures.torchscript_mlp(tmp_path)
@@ -47,6 +49,8 @@ def test_torchscript_improves_and_the_seed_repeats(tmp_path):
         assert sample["input"].shape[1:] == (4,)
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # trains with torch: over 1 s on a quiet machine
 def test_torch_export_freeze_backbone_trains_the_last_layer_only(tmp_path):
     import torch
 
@@ -64,6 +68,7 @@ def test_torch_export_freeze_backbone_trains_the_last_layer_only(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.cpu  # trains in this process
 def test_keras_improves_and_saves_keras(tmp_path):
     fixtures.blobs_csv(tmp_path / "data")
     report, _ = run(fixtures.keras_mlp(tmp_path), tmp_path / "data", tmp_path / "out", epochs=3, learning_rate=0.02)
@@ -105,6 +110,7 @@ def test_sklearn_without_warm_start_is_refitted_once(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.cpu  # trains in this process
 def test_minilm_text_classifier(tmp_path):
     fixtures.sentences_csv(tmp_path / "data")
     report = finetune(fixtures.minilm(), tmp_path / "data", tmp_path / "out",
@@ -119,6 +125,8 @@ def test_minilm_text_classifier(tmp_path):
     assert [s["name"] for s in report["inputs"]] == ["input_ids", "attention_mask"]
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # trains with torch: over 1 s on a quiet machine
 def test_datasets_npz_and_croissant(tmp_path):
     fixtures.blobs_npz(tmp_path / "npz")
     model = fixtures.torchscript_mlp(tmp_path)
@@ -155,6 +163,8 @@ def test_schema_reads_headers_and_names_the_columns(tmp_path):
     assert data.choose(["a.csv", "b.npz"], "b.npz") == "b.npz"
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # trains with torch: over 1 s on a quiet machine
 def test_parquet(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -209,6 +219,8 @@ def test_early_stopping_counts_epochs_without_improvement():
     assert not EarlyStopping(0).stopped
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # trains with torch: over 1 s on a quiet machine
 def test_early_stopping_keeps_the_best_epoch(tmp_path):
     fixtures.blobs_csv(tmp_path / "data")
     report, lines = run(fixtures.torchscript_mlp(tmp_path), tmp_path / "data", tmp_path / "out", epochs=30,

@@ -37,6 +37,8 @@ def test_a_run_whose_deadline_passed_before_it_starts_never_runs():
     assert refused.value.code == "overtime"
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # runs a model to its deadline: over 1 s on a quiet machine
 def test_a_deadline_reached_mid_run_stops_it(slow_session):
     data = feeds(slow_session)
     started = time.perf_counter()

@@ -15,6 +15,8 @@ from hub.gateway import engine as engine_module
 from hub.gateway.engine import Engine, run_steps
 from tests.gateway import models
 
+pytestmark = [pytest.mark.slow, pytest.mark.cpu]  # every test starts an engine child, some kill it
+
 LIMIT_MB = 512
 
 

@@ -90,6 +90,8 @@ def test_links_between_copies_count_once(roots):
     assert held_bytes(roots) == 1000  # the folder's link still holds the graph
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # kills a process: out of the fast tier
 def test_an_entry_a_process_holds_is_never_removed(roots):
     """Held by another process, as an engine holds the copy its session or generation model was loaded from."""
     held = copy(roots, "held", 600, NOW - 9000)

@@ -152,6 +152,8 @@ def test_v1_models_lists_the_names_people_type(owner, api, publish, tmp_path, ma
         assert generation.generation_model(generation.named(owner, f"alice/lm@{label}")) == built
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # builds a generation model: over 1 s on a quiet machine
 @pytest.mark.django_db(transaction=True)
 def test_generate_before_the_build_finishes_names_its_job(live_server, owner, publish, settings):
     """Issue 55: ``hpcfair generate`` (on the hub or ``--device local``) while the build is queued names

@@ -76,6 +76,8 @@ def test_paths_info_is_a_read_for_any_token_scope(model, other):
     assert refused.status_code == 400 and refused["X-Error-Code"] == "invalid"
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # resolves every route: over 1 s on a quiet machine
 def test_the_routes_shadow_none_of_the_hubs_own(model, anon):
     assert anon.get("/api/v1/artifacts/alice/model/").status_code == 200
     assert anon.get("/api/v1/artifacts/alice/model/versions/1/files/w.bin").status_code == 200

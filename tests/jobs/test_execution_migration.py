@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]  # migrates the jobs app: 3-8 s
+pytestmark = [pytest.mark.slow, pytest.mark.cpu, pytest.mark.django_db(transaction=True)]  # migrates: 3-8 s
 
 BEFORE, AFTER = [("jobs", "0008_job_counted")], [("jobs", "0009_job_slurm_to_execution")]
 

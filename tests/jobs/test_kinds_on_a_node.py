@@ -16,7 +16,7 @@ from hub.jobs.runner import execute
 from hub.registry.models import Version
 from tests.gateway import models
 
-pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+pytestmark = [pytest.mark.django_db, pytest.mark.slow, pytest.mark.cpu]  # computes in this process
 
 
 def on_a_node(job: Job, folder) -> dict:

@@ -220,6 +220,8 @@ def test_landing_page_embeds_schema_org_and_sends_signposting(anon, published):
     assert '<https://orcid.org/0000-0002-1825-0097> ; rel="author"' in link
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # parses every representation: over 1 s on a quiet machine
 def test_landing_page_signposts_in_html_and_parses_offline(anon, published):
     """Harvesters that read only the HTML head find the same signposts as the Link header; the embedded
     schema.org record needs no network (a self-contained context), and every describedby link answers the

@@ -198,6 +198,8 @@ def test_a_style_the_csl_repository_lacks_is_refused(style):
         exports.export(model_record(), "citation", style)
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # renders every style: over 1 s on a quiet machine
 def test_references_rendered_at_once_in_threads_are_each_their_own_styles():
     """Web threads render at once: each reference is its style's, whatever the others render meanwhile (the
     kept references and citeproc-py's macro look-up are per style)."""

@@ -111,6 +111,8 @@ def test_dcat_ap_conforms_to_its_shapes():
     assert graph.value(s, URIRef("http://purl.org/dc/terms/identifier")) == Literal("ark:/99999/fk4data")
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # every crosswalk: over 1 s on a quiet machine
 @pytest.mark.django_db
 def test_each_by_its_own_url_by_negotiation_and_as_describedby(anon, owner, publish):
     _, model = publish(owner, "m")

@@ -286,6 +286,8 @@ def test_version_relations_and_a_concept_that_only_has_versions(owner, anon, pub
     assert "Updated" in {d["dateType"] for d in concept["dates"]}
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # every representation: over 1 s on a quiet machine
 def test_the_pid_is_a_resolver_that_redirects_to_the_chosen_representation(owner, other, anon, publish):
     artifact, version = publish(owner, "m")
     owner_name = f"/api/v1/artifacts/{owner.username}/m/"
@@ -472,6 +474,8 @@ def test_the_identifier_in_a_related_work(text, kind, identifier, iri):
     assert (work.identifier_type, work.identifier, work.iri, work.typed) == (kind, identifier, iri, bool(kind))
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # every representation: over 1 s on a quiet machine
 def test_a_concept_pages_files_lead_back_to_it_and_its_croissant_has_a_version(anon, api):
     """Issue 40, point 5: what a concept's linkset says of its files (collection: the concept's page) is what
     the files' own Link headers say; a version's files lead back to the version's page."""

@@ -72,6 +72,8 @@ def test_gguf_is_told_by_its_magic_bytes_not_its_name(tmp_path):
     assert gguf.facts([info(tmp_path / "fake.gguf", "notes.bin")]) == {}  # another binary: not GGUF
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # a sandboxed child: over 1 s on a quiet machine
 def test_a_chat_template_that_fails_is_reported_not_run_outside_the_sandbox(tmp_path):
     bad = "{{ raise_exception('only user and assistant roles') }}"
     gguf_files.tiny_llama(tmp_path / "a.gguf", template=bad)

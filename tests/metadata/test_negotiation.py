@@ -56,6 +56,8 @@ def test_profiles_and_parameters_are_read():
     assert same_profile("https://schema.org/", "http://schema.org") and not same_profile("", "")
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # every type and profile: over 1 s on a quiet machine
 @pytest.mark.parametrize("which", ["model", "dataset", "project", "concept", "tombstone"])
 def test_every_offered_type_and_profile_answers_exactly_that_type(anon, owner, publish, model, table, which):
     from hub.registry import services
@@ -222,6 +224,8 @@ def advertised(anon, pid: str) -> set[tuple[str, str, str, str]]:
     return header | listed
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # every type and profile: over 1 s on a quiet machine
 @pytest.mark.parametrize("which", ["model", "dataset", "project", "onnx", "concept"])
 def test_every_advertised_type_and_profile_answers_exactly_that_type(anon, owner, publish, model, table, which,
                                                                       tmp_path):
@@ -255,6 +259,8 @@ def test_every_advertised_type_and_profile_answers_exactly_that_type(anon, owner
                 assert negotiated["Content-Profile"] == f"<{profile}>", accept
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # a version of many files: over 1 s on a quiet machine
 def test_a_version_of_many_files_keeps_its_link_header_within_a_proxys_buffer(anon, owner, publish):
     """The header names every signpost but the files, and the files as far as its budget goes; the linkset
     lists them all."""

@@ -40,6 +40,8 @@ def backend(request, settings):
     return request.param
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # builds the store: over 1 s on a quiet machine
 def test_visibility_and_deletion_are_followed_exactly(anon, api, owner, publish, backend):
     shown, _ = publish(owner, "shown", {"w.bin": b"1"})
     hidden, _ = publish(owner, "hidden", {"w.bin": b"2"}, visibility="private")
@@ -104,6 +106,8 @@ def test_a_store_rendered_in_an_older_format_is_built_again_at_its_next_sync(own
     assert not rdfstore.pending(store) and rdfstore.sync(store) == 0
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # builds the store: over 1 s on a quiet machine
 def test_a_removed_store_or_one_ahead_of_the_database_is_built_again(anon, owner, publish, settings):
     publish(owner, "kept", {"w.bin": b"k"})
     assert titles(anon) == ["Title of kept"]
@@ -139,6 +143,8 @@ def test_the_server_answers_as_the_embedded_store(anon, owner, publish, settings
         assert served.content == embedded.content
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # builds the store: over 1 s on a quiet machine
 def test_a_first_build_loads_exactly_what_the_per_change_updates_write(owner, publish, tmp_path, settings):
     """The bulk loader's N-Quads (a first build) and the SPARQL Updates (each change) give the same quads."""
     from pyoxigraph import Store

@@ -114,6 +114,8 @@ def test_external_links_and_virtual_datasets_are_refused(tmp_path):
     assert error.code == "scientific_external" and "virtual" in error.detail
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # bounded children at their limits: over 1 s on a quiet machine
 def test_a_billion_tiny_chunks_and_a_compression_bomb_are_refused(tmp_path, settings):
     import h5py
 
@@ -209,6 +211,8 @@ def test_croissant_record_set_of_the_variables_loads_with_mlcroissant(tmp_path):
     assert tas.data_types == [mlc.DataType.FLOAT] and "air_temperature" in tas.description
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # a bounded child: over 1 s on a quiet machine
 def test_a_job_extracts_a_variable_past_the_childs_usual_file_cap(tmp_path):
     """Issue 58's 1 GiB run: the child writes the variable's .npy past the 64 MiB other reads are held to."""
     import netCDF4

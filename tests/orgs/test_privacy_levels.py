@@ -125,6 +125,8 @@ def test_direct_reads_search_and_facet_counts_agree_with_the_level(level, people
         assert leveled["count"] == (2 if may_read else 0), viewer
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # every write surface: over 1 s on a quiet machine
 def test_a_limited_token_writes_nothing_outside_its_limit(people, tmp_path):
     world = _world("organization", people, tmp_path)
     alice, lab = people["alice"], orgs.organization_named("lab")

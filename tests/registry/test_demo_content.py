@@ -23,6 +23,8 @@ def test_the_demo_dataset_has_no_negative_or_zero_measurements():
         assert min(float(row[column]) for row in rows) >= 0.1, column
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # seeds the whole demo: over 1 s on a quiet machine
 def test_every_demo_creator_is_an_organization_cited_whole():
     pytest.importorskip("torch")
     pytest.importorskip("sklearn")

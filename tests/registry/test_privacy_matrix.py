@@ -395,6 +395,8 @@ def test_the_rdf_of_a_restricted_source_is_a_typed_blank_node(world, anon):
     assert (HUB.RestrictedArtifact, None, None) in hub_terms() and (HUB.artifactKind, None, None) in hub_terms()
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # every export of a chain: over 1 s on a quiet machine
 def test_exports_with_a_restricted_source_stay_valid(world, anon):
     import mlcroissant as mlc
 
@@ -418,6 +420,8 @@ def test_exports_with_a_restricted_source_stay_valid(world, anon):
     check(Graph().parse(data=turtle, format="turtle"))
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # every surface: over 1 s on a quiet machine
 def test_another_users_private_derivative_is_hidden_from_the_public_artifacts_owner(world, other, owner, tmp_path):
     """The issue's case: mallory makes a private dataset derived from alice's public model."""
     mine = _version(other, "mallory-private", {"p.csv": b"q,r\n7,8\n"}, kind="dataset", visibility="private",
@@ -433,6 +437,8 @@ def test_another_users_private_derivative_is_hidden_from_the_public_artifacts_ow
     assert mine.pid not in json.dumps(listed)
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # every surface: over 1 s on a quiet machine
 def test_a_source_made_private_later_turns_restricted_everywhere(owner, collaborator, anon, tmp_path):
     """Visibility is checked when a record is read, not when it was published."""
     source = _version(collaborator, "bobs-data", {"b.csv": b"b,c\n1,1\n"}, kind="dataset", tmp_path=tmp_path)
@@ -463,6 +469,8 @@ def _publish_over_api(client, name: str, data: bytes, provenance: list[dict[str,
         "provenance": json.dumps(provenance)}, format="multipart")
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # every surface: over 1 s on a quiet machine
 def test_publishing_a_public_version_of_a_private_source_warns_the_owner(world, owner, collaborator, other):
     api = client_for(owner)
     api.post("/api/v1/artifacts/", {"kind": "model", "name": "public-next"}, format="json")

@@ -29,6 +29,7 @@ def _answer(settings, backend: str, user, params: dict) -> tuple:
 
 
 @pytest.mark.slow  # 64 searches through both backends: 10-30 s
+@pytest.mark.cpu  # the database only
 def test_a_second_backend_answers_what_the_default_answers(settings, corpus, owner, collaborator, other):
     settings.HUB_SEARCH_ENGINE = "words"  # one way of matching words for both: LIKE
     for user in (None, owner, collaborator, other):

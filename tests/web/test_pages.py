@@ -9,6 +9,7 @@ import pytest
 from django.test import Client
 
 from hub.accounts.models import ApiToken
+from hub.registry import rule
 from hub.registry.management.commands.hub_demo import EXAMPLE_PROJECT
 from hub.registry.models import Artifact, Upload
 from hub.web import markdown, snippets
@@ -140,6 +141,14 @@ def test_forms_need_csrf_tokens(owner, publish):
     assert artifact.visibility == "public" and not ApiToken.objects.filter(user=owner).exists()
 
 
+def test_an_unknown_level_is_refused_naming_every_level_of_the_rule(owner, publish):
+    publish(owner, "levels")
+    answer = signed_in(owner).post(f"/sharing/{owner.username}/levels", {"visibility": "secret"}, follow=True)
+    said = " ".join(str(message) for message in answer.context["messages"])
+    assert f"Visibility is {', '.join(rule.NAMES[:-1])} or {rule.NAMES[-1]}; nothing was changed." in said
+    assert Artifact.objects.get(name="levels").visibility == "public"
+
+
 def test_sharing_is_for_the_owner_only(owner, other, collaborator, publish):
     artifact, _ = publish(owner, "shared", collaborators=[collaborator])
     assert signed_in(collaborator).post(f"/sharing/{owner.username}/shared", {"visibility": "private"}) \
@@ -243,6 +252,8 @@ def test_use_it_snippets_are_valid_client_configs(owner, publish, kind, task, ke
 BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # SPARQL in a child: over 1 s on a quiet machine
 def test_sparql_in_a_browser_is_a_query_page_with_results(owner, publish):
     publish(owner, "queried-model")
     anon = Client()
@@ -405,6 +416,8 @@ def _converted(owner, artifact, source, tmp_path, verified=True):
         provenance=[ProvenanceRef(ProvenanceLink.Relation.CONVERTED_FROM, source)], system=True)
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # converts: over 1 s on a quiet machine
 def test_a_model_page_leads_with_the_upload_and_offers_its_onnx_conversion(owner, publish, tmp_path):
     """Issue 41, point 1: the artifact's page opens on what was uploaded (its files, card, provenance), not on
     the hub's ONNX version; the conversion is offered beside it, and is not "a newer version" of it."""
@@ -507,6 +520,8 @@ def test_the_publish_form_reads_a_card_and_the_artifact_takes_its_title(owner, t
     assert titled.title == "My own title"  # a title of its own stays
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # SPARQL in a child: over 1 s on a quiet machine
 def test_the_sparql_examples_list_each_model_once(owner, publish, tmp_path):
     """Issue 41, point 5: the page's first example and the tour's list a model as uploaded, not again as the
     hub's ONNX conversion of it; the query box spans the page (a browser test measures it)."""
