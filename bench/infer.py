@@ -216,7 +216,7 @@ def start_worker(env: dict[str, str], work: Path) -> subprocess.Popen:
 def embedded_env(var: Path) -> dict[str, str]:
     """``make run``'s configuration: no DATABASE_URL, no broker URL (SQLite and files under ``var``)."""
     env = {key: value for key, value in os.environ.items()
-           if key not in ("DATABASE_URL", "HUB_BROKER_URL", "HUB_GATEWAY_URL", "HUB_STORAGE_DIR")}
+           if key not in ("DATABASE_URL", "HUB_BROKER_URL", "HUB_GATEWAY_URL", "HUB_GATEWAY_TCP", "HUB_STORAGE_DIR")}
     env.update({"HUB_VAR_DIR": str(var), "HUB_STORAGE": "filesystem", **RATES})
     return env
 
@@ -378,7 +378,8 @@ def main() -> None:
     stack = services_env()
     quiet = {"HUB_LOG_LEVEL": "WARNING", "HUB_CUBE_ON_CONVERT": "off",  # no MLCube image builds on these cores
              **RATES}
-    stack.update({"HUB_STORAGE": "filesystem", "HUB_VAR_DIR": str(work / "stack"), "HUB_GATEWAY_TCP": "127.0.0.1:0",
+    stack.update({"HUB_STORAGE": "filesystem", "HUB_VAR_DIR": str(work / "stack"),
+                  "HUB_GATEWAY_TCP": os.environ.get("HUB_GATEWAY_TCP") or "127.0.0.1:0",
                   "HUB_STORAGE_DIR": str(work / "stack-blobs"), **quiet})
     default = {**embedded_env(work / "default"), **quiet}
     psql(stack, f"DROP DATABASE IF EXISTS {DB}")

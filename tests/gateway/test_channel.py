@@ -193,3 +193,32 @@ def test_across_hosts_a_caller_with_the_hubs_keys_is_answered_and_other_keys_are
         far.wait()
         channel._sockets.by_queue.clear()
         channel.doors.clear()
+
+
+@pytest.mark.cpu  # starts an engine child and kills it mid-run
+def test_an_engine_killed_mid_call_is_answered_for_and_replaced(doors, tmp_path):
+    """A real door handler (``RunHandler``) and its engine child: the child killed mid-run (as the kernel's OOM
+    killer would) is answered for through the channel, and the next call is run by a new child."""
+    import numpy as np
+
+    from hub.gateway import wire
+    from hub.gateway.engine import RunHandler
+    from tests.gateway import models
+
+    handler = RunHandler("cpu")
+    door = doors("cpu", [handler])
+    (tmp_path / "long.onnx").write_bytes(models.one_long_kernel())
+    step = {"local": str(tmp_path / "long.onnx")}
+
+    def run(n: int) -> dict:
+        get_presence().announce("cpu", door.address)  # as the worker does every ANNOUNCE_S
+        meta = {"steps": [step], "threads": 1, "deadline": time.time() + 60}
+        answer = channel.call("cpu", wire.parts(meta, {"n": np.array([n, n], np.int64)}), 60)
+        return wire.unpack(answer)[0]
+
+    assert run(2)["ok"]
+    first = handler.engine.pid
+    threading.Timer(1.0, lambda: os.kill(first, 9)).start()
+    lost = run(6000)
+    assert lost["code"] == "run_failed" and "was killed (signal 9" in lost["detail"], lost
+    assert run(3)["ok"] and handler.engine.pid != first
