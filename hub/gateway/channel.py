@@ -187,7 +187,10 @@ class Door:
             port = str(sock.bind_to_random_port(f"tcp://{bind or '127.0.0.1'}"))
         else:
             sock.bind(f"tcp://{bind}:{port}")
-        self.tcp = f"tcp://{settings.HUB_GATEWAY_ADVERTISE or bind}:{port}"
+        import socket
+
+        wildcard = bind in ("", "*", "0.0.0.0", "::")  # noqa: S104 - recognised, not bound here
+        self.tcp = f"tcp://{settings.HUB_GATEWAY_ADVERTISE or (socket.getfqdn() if wildcard else bind)}:{port}"
         return sock
 
     @property
