@@ -413,10 +413,11 @@ SLURM_CONF = env("SLURM_CONF")  # the cluster's slurm.conf for sbatch & co. (emp
 # who serves which device, and the registry's generation, live in the presence store named by HUB_GATEWAY_URL
 # (Redis, or files under var/gateway in the embedded default); long and batch runs are Celery jobs.
 HUB_GATEWAY_URL = env("HUB_GATEWAY_URL", CELERY_BROKER_URL)
-# A worker's door across hosts: "HOST:PORT" to bind (port 0: any free one), announced as
-# tcp://HUB_GATEWAY_ADVERTISE:PORT, with CURVE keys from HUB_GATEWAY_KEYS_DIR (copy it to every node); empty: ipc only
+# A worker's door across hosts: "HOST:PORT" to bind (port 0: any free one), CURVE-encrypted; empty: ipc:// only
 HUB_GATEWAY_TCP = env("HUB_GATEWAY_TCP", "")
+# The name other hosts reach this worker's tcp:// door by (empty: the bound address, or the host's name for 0.0.0.0)
 HUB_GATEWAY_ADVERTISE = env("HUB_GATEWAY_ADVERTISE", "")
+# The channel's CURVE keys (server.key*, clients/*.key*), made on first use: copy the folder to every node of the hub
 HUB_GATEWAY_KEYS_DIR = Path(env("HUB_GATEWAY_KEYS_DIR", str(VAR_DIR / "gateway" / "keys")))
 HUB_GATEWAY_HWM = int(env("HUB_GATEWAY_HWM", "64"))  # calls queued per connection before senders wait
 HUB_GATEWAY_EXPRESS = env("HUB_GATEWAY_EXPRESS", "1") != "0"  # repeated sync /infer calls skip Django's cycle
