@@ -368,7 +368,7 @@ def main() -> None:
     parser.add_argument("--models", default="mlp,cnn")
     # MLflow's own default; with 2 uvicorn workers it answered one client in ~44 ms here (bench/RESULTS.md).
     parser.add_argument("--mlflow-workers", type=int, default=1)
-    parser.add_argument("--no-lane", action="store_true", help="leave out the web-only node on the Redis lane")
+    parser.add_argument("--no-lane", action="store_true", help="leave out the web-only node on the tcp:// door")
     args = parser.parse_args()
     from hub.web.server import web_command
     from tests.gateway import models

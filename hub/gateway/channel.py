@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -95,8 +96,6 @@ def context() -> zmq.Context:
 def host() -> str:
     """This host as an ``ipc://`` path sees it: the host name, the kernel's boot id and the mount namespace;
     empty where it cannot be told (then only ``tcp://`` is used)."""
-    import socket
-
     try:
         boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
         namespace = os.readlink("/proc/self/ns/mnt")
@@ -109,8 +108,9 @@ def host() -> str:
 
 
 class Call:
-    """One call a handler serves: its control (``deadline``), its message frames, ``reply`` for each answer
-    frame (a streamed answer replies once per piece) and ``cancelled`` (the caller went away)."""
+    """One call a handler serves: its control (``deadline``; ``seconds``, the run's length), its message
+    frames, ``reply`` for each answer frame (a streamed answer replies once per piece) and ``cancelled`` (the
+    caller went away)."""
 
     def __init__(self, door: Door, sock: zmq.Socket, route: list, control: dict, body: list) -> None:
         self.door, self.sock, self.route, self.control, self.body = door, sock, route, control, body
@@ -183,13 +183,12 @@ class Door:
         sock = self._router(ctx)
         sock.curve_secretkey, sock.curve_publickey, sock.curve_server = server_secret, server_public, True
         bind, _, port = settings.HUB_GATEWAY_TCP.rpartition(":")
+        bind = bind or "127.0.0.1"
         if port in ("", "0"):
-            port = str(sock.bind_to_random_port(f"tcp://{bind or '127.0.0.1'}"))
+            port = str(sock.bind_to_random_port(f"tcp://{bind}"))
         else:
             sock.bind(f"tcp://{bind}:{port}")
-        import socket
-
-        wildcard = bind in ("", "*", "0.0.0.0", "::")  # noqa: S104 - recognised, not bound here
+        wildcard = bind in ("*", "0.0.0.0", "::")  # noqa: S104 - recognised, not bound here
         self.tcp = f"tcp://{settings.HUB_GATEWAY_ADVERTISE or (socket.getfqdn() if wildcard else bind)}:{port}"
         return sock
 
@@ -401,7 +400,7 @@ def _send(queue: str, frames: list, deadline: float, run_s: float, generation: b
     _checked(generation)
     sock = _sockets.get(queue, endpoints, tcp)
     request_id = os.urandom(16)
-    control = orjson.dumps({"deadline": time.time() + run_s})
+    control = orjson.dumps({"deadline": time.time() + run_s, "seconds": run_s})
     while True:
         try:
             sock.send_multipart([CALL, request_id, control, *frames], flags=zmq.NOBLOCK, copy=False)

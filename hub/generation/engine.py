@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 
 from hub.gateway import wire
-from hub.gateway.engine import EXIT_MEMORY, GRACE_S, data_bytes
+from hub.gateway.engine import EXIT_MEMORY, GRACE_S, START_S, data_bytes
 
 log = logging.getLogger(__name__)
 CANCEL_EVERY_S = 0.25  # how often a running generation looks whether its reader went away
@@ -240,22 +240,27 @@ class Keeper:
         finally:
             theirs.close()
         self.sock = ours
+        ready = select.select([ours], [], [], START_S)[0] and wire.recv_frame(ours)
+        if not ready or ready[0].get("state") != "ready":
+            raise OSError(f"the generation engine did not start (exit status {self.close()})")
 
     def __call__(self, call) -> None:
+        run_s = float(call.control.get("seconds") or 0)  # from when its engine takes it, as the engine counts
         self.idle()
         assert self.sock is not None
         wire.send_frame(self.sock, {}, call.body[0].buffer)
-        told = False
+        deadline, told = time.time() + run_s, False  # from now: a new engine's start is not the request's time
         while True:
             if call.cancelled and not told:
                 wire.send_frame(self.sock, {"cancel": True}, b"")
                 told = True
-            left = call.deadline + GRACE_S - time.time()
+            left = deadline + GRACE_S - time.time()
             if left <= 0:
                 log.error("generation engine %s stopped: a request ran past its deadline", self.process.pid)
                 self.process.kill()
                 self.close()
-                return call.reply(orjson.dumps(TIMEOUT))
+                call.reply(orjson.dumps(TIMEOUT))
+                return self.idle()  # a new engine now, before the next request
             if not select.select([self.sock], [], [], min(left, CANCEL_EVERY_S))[0]:
                 continue
             try:
@@ -302,6 +307,7 @@ def serve(fd: int) -> None:
     root.mkdir(parents=True, exist_ok=True)
     models = Models(settings.HUB_GENERATE_MODELS, settings.HUB_GENERATE_THREADS)
     log.info("generation engine %s serving its worker", os.getpid())
+    wire.send_frame(sock, {"state": "ready"}, b"")
     while (found := wire.recv_frame(sock)) is not None:
         if found[0].get("cancel"):
             continue  # for a request that has ended already

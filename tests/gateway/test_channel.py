@@ -155,6 +155,7 @@ while True:
 """
 
 
+@pytest.mark.slow  # starts a door in a process of its own (Django set up there too)
 def test_across_hosts_a_caller_with_the_hubs_keys_is_answered_and_other_keys_are_refused(settings, tmp_path):
     """A door in another process listening on tcp://127.0.0.1 (CURVE); this process as a web node on another
     host (``HUB_GATEWAY_IPC=0``). The keys folder is the hub's: a caller whose client key is not in its
@@ -195,6 +196,7 @@ def test_across_hosts_a_caller_with_the_hubs_keys_is_answered_and_other_keys_are
         channel.doors.clear()
 
 
+@pytest.mark.slow
 @pytest.mark.cpu  # starts an engine child and kills it mid-run
 def test_an_engine_killed_mid_call_is_answered_for_and_replaced(doors, tmp_path):
     """A real door handler (``RunHandler``) and its engine child: the child killed mid-run (as the kernel's OOM
