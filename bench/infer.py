@@ -6,12 +6,13 @@
 Publishes the 784-256-10 MLP and a small CNN (tests/gateway/models.py) and serves them five ways at once:
 
 - **default hub**: ``manage.py hub_serve`` as ``make run`` starts it (granian with its access log, one
-  embedded Celery worker): SQLite and the file lane under a scratch ``HUB_VAR_DIR``, no Redis;
+  embedded Celery worker): SQLite and file presence under a scratch ``HUB_VAR_DIR``, no Redis;
 - **Redis hub**: the same ``hub_serve`` on the full stack's services (scripts/services.sh: PostgreSQL for
-  the database, Redis for the broker and the lane), one Celery worker (``make stack`` starts two); its web
-  processes reach the worker's engines through the worker's local socket (``hub.gateway.local``);
-- **lane**: a second, web-only ``hub_serve`` on the same stack and worker with ``HUB_GATEWAY_LOCAL=0``, so
-  its runs go through the Redis lane, as a web node on another host sends them (``--no-lane`` leaves it out);
+  the database, Redis for the broker and presence), one Celery worker (``make stack`` starts two); its web
+  processes reach the worker's engines over the channel's ``ipc://`` door (``hub.gateway.channel``);
+- **lane**: a second, web-only ``hub_serve`` on the same stack and worker with ``HUB_GATEWAY_IPC=0``, so
+  its runs go to the worker's ``tcp://`` door with CURVE, as a web node on another host sends them
+  (``--no-lane`` leaves it out);
 - **floor**: ``bench/floor.py``, a WSGI app on granian that calls ONNX Runtime and nothing else;
 - **MLflow**: ``mlflow models serve --env-manager local`` (MLflow 3.x from ``.venv-bench``) of the same
   ONNX files, one server per model; skipped, with a line saying so, when ``.venv-bench`` is absent;
@@ -215,7 +216,7 @@ def start_worker(env: dict[str, str], work: Path) -> subprocess.Popen:
 def embedded_env(var: Path) -> dict[str, str]:
     """``make run``'s configuration: no DATABASE_URL, no broker URL (SQLite and files under ``var``)."""
     env = {key: value for key, value in os.environ.items()
-           if key not in ("DATABASE_URL", "HUB_BROKER_URL", "HUB_GATEWAY_URL", "HUB_STORAGE_DIR")}
+           if key not in ("DATABASE_URL", "HUB_BROKER_URL", "HUB_GATEWAY_URL", "HUB_GATEWAY_TCP", "HUB_STORAGE_DIR")}
     env.update({"HUB_VAR_DIR": str(var), "HUB_STORAGE": "filesystem", **RATES})
     return env
 
@@ -272,21 +273,19 @@ def wait_port(port: int, timeout: float = 60, proc: subprocess.Popen | None = No
 
 
 def wait_worker(url: str, timeout: float = 120) -> None:
-    """Until the Celery worker announces its ``cpu`` lane (its start takes seconds to a minute)."""
-    import redis
+    """Until the Celery worker announces its ``cpu`` door (its start takes seconds to a minute)."""
+    from hub.gateway.presence import RedisPresence
 
-    from hub.gateway.lane import ALIVE_S, RedisLane
-
-    client = redis.Redis.from_url(url)
+    presence = RedisPresence(url)
     deadline = time.monotonic() + timeout
-    while not client.zcount(RedisLane._alive("cpu"), time.time() - ALIVE_S, "+inf"):
+    while not presence.addresses("cpu"):
         if time.monotonic() > deadline:
             raise TimeoutError("the worker did not announce its lane")
         time.sleep(0.5)
 
 
 def wait_file_worker(var: Path, timeout: float = 120) -> None:
-    """Until an embedded worker announces its ``cpu`` file lane (``FileLane.announce``)."""
+    """Until an embedded worker announces its ``cpu`` door in file presence (``FilePresence.announce``)."""
     folder = var / "gateway" / "alive" / "cpu"
     deadline = time.monotonic() + timeout
     while not (folder.is_dir() and any(e.stat().st_mtime > time.time() - 6 for e in os.scandir(folder))):
@@ -369,7 +368,7 @@ def main() -> None:
     parser.add_argument("--models", default="mlp,cnn")
     # MLflow's own default; with 2 uvicorn workers it answered one client in ~44 ms here (bench/RESULTS.md).
     parser.add_argument("--mlflow-workers", type=int, default=1)
-    parser.add_argument("--no-lane", action="store_true", help="leave out the web-only node on the Redis lane")
+    parser.add_argument("--no-lane", action="store_true", help="leave out the web-only node on the tcp:// door")
     args = parser.parse_args()
     from hub.web.server import web_command
     from tests.gateway import models
@@ -380,12 +379,13 @@ def main() -> None:
     quiet = {"HUB_LOG_LEVEL": "WARNING", "HUB_CUBE_ON_CONVERT": "off",  # no MLCube image builds on these cores
              **RATES}
     stack.update({"HUB_STORAGE": "filesystem", "HUB_VAR_DIR": str(work / "stack"),
+                  "HUB_GATEWAY_TCP": os.environ.get("HUB_GATEWAY_TCP") or "127.0.0.1:0",
                   "HUB_STORAGE_DIR": str(work / "stack-blobs"), **quiet})
     default = {**embedded_env(work / "default"), **quiet}
     psql(stack, f"DROP DATABASE IF EXISTS {DB}")
     psql(stack, f"CREATE DATABASE {DB}")
     procs: list[subprocess.Popen] = []
-    base = 18000 + os.getpid() % 1000 * 8
+    base = int(os.environ.get("BENCH_PORT") or 18000 + os.getpid() % 1000 * 8)  # base..base+5 on 127.0.0.1
     ports = {"default": base, "redis": base + 1, "floor": base + 2, **({} if args.no_lane else {"lane": base + 5})}
     try:
         tokens = {"redis": setup_hub(stack, work / "stack-models")}
@@ -397,7 +397,7 @@ def main() -> None:
         if not args.no_lane:  # web only, on the Redis stack's worker, over the lane
             procs.append(subprocess.Popen([python, "manage.py", "hub_serve", "--bind", f"127.0.0.1:{ports['lane']}",
                                            "--web-workers", str(args.web_workers), "--no-demo", "--no-migrate",
-                                           "--celery-workers", "0"], cwd=ROOT, env={**stack, "HUB_GATEWAY_LOCAL": "0"},
+                                           "--celery-workers", "0"], cwd=ROOT, env={**stack, "HUB_GATEWAY_IPC": "0"},
                                           stdout=open(work / "lane.log", "w"), stderr=subprocess.STDOUT))
             tokens["lane"] = tokens["redis"]
         # The embedded broker's folders are made by hub_serve as it starts: publish (which queues the models'

@@ -409,16 +409,21 @@ HUB_SLURM_SUBMIT_QUEUE = env("HUB_SLURM_SUBMIT_QUEUE", "cpu")  # the Celery queu
 SLURM_CONF = env("SLURM_CONF")  # the cluster's slurm.conf for sbatch & co. (empty: Slurm's default)
 # Conversion sandbox limits (per model file).
 # --- inference/job gateway (hub.gateway, workers.gateway) ----------------------------------------------
-# Synchronous requests travel on "lanes" (Redis lists, or files under var/gateway in the embedded
-# default) to threads inside the Celery workers; long and batch runs are Celery jobs.
+# Synchronous requests travel on one ZeroMQ channel (hub.gateway.channel) to doors inside the Celery workers;
+# who serves which device, and the registry's generation, live in the presence store named by HUB_GATEWAY_URL
+# (Redis, or files under var/gateway in the embedded default); long and batch runs are Celery jobs.
 HUB_GATEWAY_URL = env("HUB_GATEWAY_URL", CELERY_BROKER_URL)
-# The file lane (no Redis) wakes on inotify; 0: look every 2 ms (a var dir on a file system without inotify)
-HUB_FILE_LANE_WAKE = env("HUB_FILE_LANE_WAKE", "1") != "0"
+# A worker's door across hosts: "HOST:PORT" to bind (port 0: any free one), CURVE-encrypted; empty: ipc:// only
+HUB_GATEWAY_TCP = env("HUB_GATEWAY_TCP", "")
+# The name other hosts reach this worker's tcp:// door by (empty: the bound address, or the host's name for 0.0.0.0)
+HUB_GATEWAY_ADVERTISE = env("HUB_GATEWAY_ADVERTISE", "")
+# The channel's CURVE keys (server.key*, clients/*.key*), made on first use: copy the folder to every node of the hub
+HUB_GATEWAY_KEYS_DIR = Path(env("HUB_GATEWAY_KEYS_DIR", str(VAR_DIR / "gateway" / "keys")))
+HUB_GATEWAY_HWM = int(env("HUB_GATEWAY_HWM", "64"))  # calls queued per connection before senders wait
 HUB_GATEWAY_EXPRESS = env("HUB_GATEWAY_EXPRESS", "1") != "0"  # repeated sync /infer calls skip Django's cycle
-# A web process sends a sync run straight to a lane engine on its own host over the worker's Unix socket
-# (hub.gateway.local); 0: always through the lane (Redis or files)
-HUB_GATEWAY_LOCAL = env("HUB_GATEWAY_LOCAL", "1") != "0"
-HUB_GATEWAY_THREADS = int(env("HUB_GATEWAY_THREADS", "2"))  # lane threads per worker and device queue
+# A web process reaches the doors of its own host by ipc://; 0: by tcp:// only, as a web node on another host
+HUB_GATEWAY_IPC = env("HUB_GATEWAY_IPC", "1") != "0"
+HUB_GATEWAY_THREADS = int(env("HUB_GATEWAY_THREADS", "2"))  # engine threads per worker and device queue
 # Text generation (hub.generation): causal LM folders get a generation model built on publish; each worker
 # serving a device lane runs HUB_GENERATE_ENGINES generation engines, each keeping HUB_GENERATE_MODELS models
 # open with HUB_GENERATE_THREADS threads; a request may ask up to HUB_GENERATE_MAX_TOKENS new tokens and

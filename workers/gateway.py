@@ -1,17 +1,13 @@
-"""The synchronous gateway inside each Celery worker: the lanes of the worker's device queues (``cpu``,
-``gpu``) served by engine processes, one per lane thread.
+"""The synchronous gateway inside each Celery worker: a door per device queue (``cpu``, ``gpu``) and per
+generation queue (``generate-cpu``...), on the gateway's channel (``hub.gateway.channel.Door``), announced
+in the gateway's presence (``hub.gateway.presence``).
 
-The threads live in the worker's main process (a bootstep), next to the Celery consumer; each keeps an
-engine process (``hub.gateway.engine``) that takes the lane's requests, runs them under a memory bound and a
-deadline (and keeps the cached sessions) and answers; the thread answers for it when it dies or overruns.
-A worker started with ``-Q convert,cpu`` serves the ``cpu`` lane, one with ``-Q gpu`` the ``gpu`` lane,
-but only when ONNX Runtime offers CUDA there, so GPU work is never run on a CPU by mistake.
-``HUB_GATEWAY_THREADS`` threads per worker (default 2) take requests concurrently. With ``HUB_GATEWAY_LOCAL``
-the worker also listens on a Unix socket per lane that its engines share, and announces it, so that web
-processes on this host send their runs there instead of through the lane (``hub.gateway.local``).
-
-Each device lane also has ``HUB_GENERATE_ENGINES`` generation engines (``hub.generation.engine``), child
-processes serving the lane ``generate-<device>``; a thread starts each one again when it dies.
+The doors live in the worker's main process (a bootstep), next to the Celery consumer. Behind each, handler
+threads own one engine child each (``hub.gateway.engine.RunHandler``; ``hub.generation.engine.Keeper`` for
+generation), which serves only its parent: the thread sends it each call, stops it past its deadline and
+answers for it when it dies. A worker started with ``-Q convert,cpu`` serves ``cpu``, one with ``-Q gpu``
+serves ``gpu``, but only when ONNX Runtime offers CUDA there, so GPU work is never run on a CPU by mistake.
+``HUB_GATEWAY_THREADS`` handlers per device queue (default 2); ``HUB_GENERATE_ENGINES`` generation engines.
 """
 
 from __future__ import annotations
@@ -25,119 +21,65 @@ from celery import bootsteps
 
 log = logging.getLogger(__name__)
 DEVICE_QUEUES = ("cpu", "gpu")
-WATCH_S = 0.25  # how often a lane thread looks at its engine (runs are stopped GRACE_S after their deadline)
 
 
 class GatewayServer:
-    """Announce this worker on its lanes and serve them until stopped."""
+    """Open this worker's doors, announce them and serve them until stopped."""
 
     def __init__(self, queues: list[str], threads: int, generate_engines: int = 0) -> None:
-        from hub.gateway.lane import get_lane
+        from hub.gateway.presence import get_presence
 
-        self.lane = get_lane()
+        self.presence = get_presence()
         self.queues = queues
         self.threads = threads
+        self.generate_engines = generate_engines
         self.stop_event = threading.Event()
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}"
-        self.pool: list[threading.Thread] = []
-        self.generate_engines = generate_engines
-        self.listeners: dict = {}  # queue -> hub.gateway.local.Listener
+        self.doors: list = []  # hub.gateway.channel.Door
+        self.announcer: threading.Thread | None = None
 
     def start(self) -> None:
-        from django.conf import settings
+        from hub.gateway.channel import Door, sweep
+        from hub.gateway.engine import START_S, RunHandler
+        from hub.generation.engine import Keeper
 
-        from hub.gateway import local
-
-        if settings.HUB_GATEWAY_LOCAL and local.host():
-            for queue in self.queues:
-                try:
-                    self.listeners[queue] = local.Listener(queue)
-                except OSError:
-                    log.warning("gateway: no local socket for lane %s; web processes use the lane", queue,
-                                exc_info=True)
-        self._announce()
-        self.pool = [threading.Thread(target=self._announcer, name="gateway-announce", daemon=True)]
+        sweep()
         for queue in self.queues:
-            for index in range(self.threads):
-                self.pool.append(threading.Thread(target=self._loop, args=(queue,), name=f"gateway-{queue}-{index}",
-                                                  daemon=True))
-            for index in range(self.generate_engines):
-                self.pool.append(threading.Thread(target=self._generate, args=(f"generate-{queue}",),
-                                                  name=f"generate-{queue}-{index}", daemon=True))
-        for thread in self.pool:
-            thread.start()
-        log.info("gateway: serving lanes %s with %d thread(s) each", ", ".join(self.queues), self.threads)
+            self.doors.append(Door(queue, [RunHandler(queue) for _ in range(self.threads)], self.worker_id))
+            if self.generate_engines:
+                self.doors.append(Door(f"generate-{queue}", [Keeper() for _ in range(self.generate_engines)],
+                                       self.worker_id))
+        for door in self.doors:
+            door.wait_ready(START_S)  # announced once its engines are up: the first call does not wait for them
+        self._announce()
+        self.announcer = threading.Thread(target=self._announcer, name="gateway-announce", daemon=True)
+        self.announcer.start()
+        log.info("gateway: serving %s with %d thread(s) each", ", ".join(door.queue for door in self.doors),
+                 self.threads)
 
     def stop(self) -> None:
         self.stop_event.set()
-        for queue in self.queues:
+        for door in self.doors:
             try:
-                self.lane.withdraw(queue, self.worker_id, self._address(queue))
+                self.presence.withdraw(door.queue, door.address)
             except Exception:  # noqa: BLE001 - the broker may be gone at shutdown
-                log.warning("gateway: could not withdraw from %s", queue)
-        for thread in self.pool:
-            thread.join(timeout=5)
-        for listener in self.listeners.values():
-            listener.close()
-        self.listeners.clear()
-
-    def _address(self, queue: str) -> str:
-        listener = self.listeners.get(queue)
-        return listener.address if listener is not None else ""
+                log.warning("gateway: could not withdraw from %s", door.queue)
+        for door in self.doors:
+            door.close()
+        self.doors.clear()
 
     def _announce(self) -> None:
-        for queue in self.queues:
-            self.lane.announce(queue, self.worker_id, self._address(queue))
+        for door in self.doors:
+            self.presence.announce(door.queue, door.address)
 
     def _announcer(self) -> None:
-        from hub.gateway.lane import ANNOUNCE_S
+        from hub.gateway.presence import ANNOUNCE_S
 
         while not self.stop_event.wait(ANNOUNCE_S):
             try:
                 self._announce()
             except Exception:  # noqa: BLE001 - a broker hiccup; try again at the next beat
                 log.warning("gateway: could not announce this worker", exc_info=True)
-
-    def _loop(self, queue: str) -> None:
-        """Keep this thread's lane engine serving: it takes the lane's requests itself; this thread answers
-        for it when it dies or runs past a deadline, and starts another (``hub.gateway.engine.Engine.watch``)."""
-        from hub.gateway.engine import Engine, EngineError
-
-        listener = self.listeners.get(queue)
-        engine = Engine(lane=queue, listener=listener.fd if listener is not None else None,
-                        datagram=listener.datagram_fd if listener is not None else None)
-        try:
-            while not self.stop_event.is_set():
-                try:
-                    engine.watch(self.lane)
-                except (EngineError, OSError):
-                    log.error("gateway: the engine of lane %s could not start", queue, exc_info=True)
-                    self.stop_event.wait(5.0)
-                    continue
-                except Exception:  # noqa: BLE001 - the broker went away for a moment
-                    log.warning("gateway: lane %s unavailable", queue, exc_info=True)
-                self.stop_event.wait(WATCH_S)
-        finally:
-            engine.stop()
-
-
-    def _generate(self, queue: str) -> None:
-        """Keep a generation engine serving ``queue``: stopped a second past a request's deadline and its
-        caller answered, answered for when it dies, started again (``hub.generation.engine.Keeper``)."""
-        from hub.generation.engine import Keeper
-
-        keeper = Keeper(queue)
-        try:
-            while not self.stop_event.is_set():
-                try:
-                    keeper.watch(self.lane)
-                except OSError:
-                    log.error("gateway: the generation engine of %s could not start", queue, exc_info=True)
-                    self.stop_event.wait(5.0)
-                    continue
-                self.stop_event.wait(WATCH_S)
-        finally:
-            keeper.stop()
 
 
 def lanes_for(consumed: list[str]) -> list[str]:

@@ -3,18 +3,11 @@ its deadline, so that one request cannot take the worker (or the host) down.
 
 A graph decides at run time how much memory it asks for (``ConstantOfShape`` of a shape sent as an
 input, ``Tile`` of strings) and a single kernel does not look at ``RunOptions.terminate``. So the
-worker never runs a graph itself: each lane thread, and each task thread that runs models, owns an
-*engine*, a child process (``python -m hub.gateway.engine FD``) that keeps the session cache and runs
-requests one at a time:
-
-- a *lane engine* (``Engine(lane="cpu")``) takes synchronous requests from the lane itself and answers
-  them, so that nothing is added to a request's path (and, given its worker's local sockets, those of web
-  processes on the same host: ``serve_datagrams``, ``serve_local``, ``hub.gateway.local``); before each run it
-  writes the request's id, deadline and asker into a slot of shared memory (``Slot``), which its lane thread
-  looks at every 0.25 s
-  (``Engine.watch``) to stop a run past its deadline, or to answer for an engine that died;
-- a *call engine* (``engine().call``, ``run_steps``) runs what a job asks, one message at a time over a
-  socket pair.
+worker never runs a graph itself: each door handler thread (``RunHandler``, ``hub.gateway.channel``) and
+each task thread that runs models owns an *engine*, a child process (``python -m hub.gateway.engine FD``)
+that keeps the session cache and runs requests one at a time, sent by its parent only over a socket pair
+(``Engine.call``): the parent knows what its child runs, so it stops a run past its deadline and answers for
+a child that died.
 
 In the child (``serve``):
 
@@ -34,12 +27,10 @@ unpickled.
 from __future__ import annotations
 
 import logging
-import mmap
 import os
 import resource
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -63,61 +54,13 @@ class EngineError(Exception):
     """The child could not be started."""
 
 
-class Slot:
-    """What a lane engine is running: a request id, its deadline and, for a request that came as a datagram,
-    the address its answer goes to, in 190 bytes of shared memory (a memfd both processes map), written under
-    a sequence number (a seqlock) so that a reader never sees half."""
-
-    FORMAT = struct.Struct("<Qd64sH108s")
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.map = mmap.mmap(fd, self.FORMAT.size)
-
-    @classmethod
-    def create(cls) -> Slot:
-        fd = os.memfd_create("hpcfair-engine-slot", 0)  # not close-on-exec: the child inherits it
-        os.ftruncate(fd, cls.FORMAT.size)
-        return cls(fd)
-
-    def write(self, request_id: str, deadline: float, reply_to: str | bytes = b"") -> None:
-        address = reply_to.encode() if isinstance(reply_to, str) else reply_to
-        (sequence,) = struct.unpack_from("<Q", self.map)
-        struct.pack_into("<Q", self.map, 0, sequence + 1)  # odd: being written
-        self.FORMAT.pack_into(self.map, 0, sequence + 1, deadline, request_id.encode(), len(address), address)
-        struct.pack_into("<Q", self.map, 0, sequence + 2)
-
-    def clear(self) -> None:
-        self.write("", 0.0)
-
-    def read(self) -> tuple[str, float, bytes] | None:
-        """(request id, deadline, the address of its asker or b"") of the run in progress, or None when idle
-        (or when a writer was killed in the middle of writing)."""
-        for _ in range(1000):
-            sequence, deadline, raw, length, address = self.FORMAT.unpack_from(self.map)
-            if sequence % 2 == 0 and struct.unpack_from("<Q", self.map)[0] == sequence:
-                request_id = raw.rstrip(b"\0").decode(errors="replace")
-                return (request_id, deadline, address[:length]) if request_id else None
-        return None
-
-    def close(self) -> None:
-        self.map.close()
-        os.close(self.fd)
-
-
 # --- the parent's side ---------------------------------------------------------------------------------
 
 
 class Engine:
-    """One child process that runs graphs for one thread of the worker: requests sent with ``call``, or,
-    given a ``lane`` (a device queue), the requests it takes from that lane itself."""
+    """One child process that runs graphs for one thread of the worker, one ``call`` at a time."""
 
-    def __init__(self, lane: str | None = None, listener: int | None = None, datagram: int | None = None) -> None:
-        self.lane = lane
-        self.listener = listener  # a lane engine's local socket (hub.gateway.local), shared with its siblings
-        self.datagram = datagram  # and its datagram socket, also shared
-        self.door = socket.socket(fileno=os.dup(datagram)) if datagram is not None else None  # to answer for it
-        self.slot = Slot.create() if lane else None
+    def __init__(self) -> None:
         self.process: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.starts = 0
@@ -128,19 +71,9 @@ class Engine:
             return
         self.close()
         ours, theirs = socket.socketpair()
-        command, fds = [sys.executable, "-m", "hub.gateway.engine", str(theirs.fileno())], [theirs.fileno()]
-        if self.slot is not None:
-            self.slot.clear()
-            command += ["--lane", str(self.lane), "--slot", str(self.slot.fd)]
-            fds.append(self.slot.fd)
-            if self.listener is not None:
-                command += ["--listen", str(self.listener)]
-                fds.append(self.listener)
-            if self.datagram is not None:
-                command += ["--datagram", str(self.datagram)]
-                fds.append(self.datagram)
+        command = [sys.executable, "-m", "hub.gateway.engine", str(theirs.fileno())]
         try:
-            self.process = subprocess.Popen(command, pass_fds=fds, stdin=subprocess.DEVNULL,
+            self.process = subprocess.Popen(command, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
                                             stdout=subprocess.DEVNULL)  # its logs go to stderr, as ours
         finally:
             theirs.close()
@@ -157,8 +90,7 @@ class Engine:
         self.sock.settimeout(None)  # blocking; each call sets its own limit (_wait_at_most)
 
     def close(self) -> int | None:
-        """Stop the child (killed: it may be in the middle of a run) and return its exit status; the slot
-        stays, for ``watch`` to read."""
+        """Stop the child (killed: it may be in the middle of a run) and return its exit status."""
         if self.sock is not None:
             self.sock.close()
             self.sock = None
@@ -169,37 +101,11 @@ class Engine:
             process.kill()
         return process.wait()
 
-    def stop(self) -> None:
-        """Stop the child for good and free the slot."""
-        self.close()
-        if self.slot is not None:
-            self.slot.close()
-            self.slot = None
-
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
 
-    def watch(self, lane) -> None:
-        """A lane engine's keeper, called every 0.25 s by its thread: answer for an engine that died, or stop
-        one whose run passed its deadline by ``GRACE_S``, and start a new one."""
-        assert self.slot is not None
-        running = self.slot.read()
-        if self.process is not None and self.process.poll() is None:
-            if running is None or time.time() <= running[1] + GRACE_S:
-                return
-            self.close()
-            answer = OVERTIME
-        else:
-            answer = self._died() if self.process is not None else None
-        if running is not None and answer is not None:
-            packed = wire.pack(answer)
-            lane.reply(running[0], packed)
-            if running[2] and self.door is not None:  # the asker waits on its datagram socket
-                answer_datagram(self.door, running[2], running[0], packed)
-        self.start()
-
-    def call(self, message: bytes | list, *, device: str, deadline: float, long: bool = False,
+    def call(self, message: bytes | memoryview | list, *, device: str, deadline: float, long: bool = False,
              describe: bool = False) -> bytes | memoryview:
         """Send one wire message (``{"steps", "threads", "outputs", ...}`` and the inputs); return the
         child's wire answer. A child that does not answer by ``deadline + GRACE_S`` is killed (``overtime``);
@@ -319,8 +225,7 @@ def serve(control: dict[str, Any], message: bytes) -> bytes:
 
 def serve_unpacked(control: dict[str, Any], meta: dict[str, Any], arrays: dict[str, np.ndarray],
                    started: float) -> bytes:
-    """``serve`` of a message already unpacked (a lane engine reads its deadline first); ``started``: when
-    it was taken, for ``serve_ms``."""
+    """``serve`` of a message already unpacked; ``started``: when it was taken, for ``serve_ms``."""
     from hub.gateway import sessions
 
     try:
@@ -355,155 +260,8 @@ def serve_unpacked(control: dict[str, Any], meta: dict[str, Any], arrays: dict[s
         return wire.pack({"ok": False, "code": "run_failed", "detail": f"The request could not be run: {exc}"})
 
 
-def _parent_gone(sock: socket.socket) -> bool:
-    try:
-        return sock.recv(1, socket.MSG_DONTWAIT) == b""
-    except BlockingIOError:
-        return False
-
-
-def take(request_id: str, message: bytes | memoryview, queue: str, slot: Slot, running: threading.Lock,
-         reply_to: str | bytes = b"") -> bytes | None:
-    """A lane engine's run of one request, from the lane or from its local socket: its answer, or None when
-    its caller has given up already. One at a time (``running``), each written into the slot first, so that
-    the parent can stop a run past its deadline and answer for it."""
-    started = time.perf_counter()
-    try:
-        meta, arrays = wire.unpack(message)
-        deadline = float(meta.get("deadline", 0))
-    except (wire.WireError, ValueError, KeyError, TypeError) as exc:
-        log.warning("engine: a malformed request: %s", exc)
-        return wire.pack({"ok": False, "code": "run_failed", "detail": f"The request could not be run: {exc}"})
-    if time.time() > deadline + 1:
-        return None
-    with running:
-        slot.write(request_id, deadline, reply_to)
-        try:
-            answer = serve_unpacked({"device": queue}, meta, arrays, started)
-        except MemoryError:
-            os._exit(EXIT_MEMORY)  # not even the answer could be made: the parent answers for us
-        except Exception:  # noqa: BLE001 - logged with its traceback; the caller gets a code only
-            log.exception("engine: request %s failed", request_id)
-            answer = wire.pack({"ok": False, "code": "internal_error", "detail": "The worker failed unexpectedly."})
-        slot.clear()  # before the wait for the next request, which the watchdog must not take for a run
-    return answer
-
-
-def serve_lane(queue: str, slot: Slot, sock: socket.socket, running: threading.Lock) -> None:
-    """A lane engine's loop: take requests from the lane, run them and answer, until the parent goes."""
-    from hub.gateway.lane import get_lane
-
-    lane = get_lane()
-    found = None  # the next request, when answering the last one brought it
-    while not _parent_gone(sock):
-        if found is None:
-            try:
-                found = lane.pop([queue], timeout=1.0)
-            except Exception:  # noqa: BLE001 - the broker went away for a moment
-                log.warning("engine: lane %s unavailable", queue, exc_info=True)
-                time.sleep(1.0)
-                continue
-            if found is None:
-                continue
-        (request_id, message), found = found, None
-        answer = take(request_id, message, queue, slot, running)
-        if answer is None:
-            continue  # its caller has given up already
-        try:
-            found = lane.reply_and_pop(request_id, answer, [queue], timeout=1.0)
-        except Exception:  # noqa: BLE001 - the broker went away: this caller times out, as with a lost reply
-            log.warning("engine: lane %s unavailable; the answer to %s was not delivered", queue, request_id,
-                        exc_info=True)
-            time.sleep(1.0)
-
-
-LOCAL_READ_S = 5.0  # a web process sends its request as soon as it has connected
-
-
-def serve_local(listener: socket.socket, queue: str, slot: Slot, running: threading.Lock,
-                ready: threading.Event) -> None:
-    """A lane engine's second door (``hub.gateway.local``): one request per connection from a web process on
-    this host (one too large for a datagram: ``serve_datagrams``), taken when this engine is the idle one that
-    accepts it; answered on the same connection."""
-    ready.wait()
-    while True:
-        try:
-            connection, _ = listener.accept()
-        except OSError:
-            log.warning("engine: the local socket of lane %s failed", queue, exc_info=True)
-            time.sleep(1.0)
-            continue
-        with connection:
-            try:
-                wire.wait_at_most(connection, LOCAL_READ_S)
-                found = wire.recv_frame(connection)
-            except (OSError, ValueError) as exc:
-                log.warning("engine: a local request could not be read: %s", exc)
-                continue
-            if found is None:
-                continue
-            control, message = found
-            answer = take(str(control.get("id", "")), message, queue, slot, running)
-            if answer is None:
-                continue  # its caller has given up already
-            try:
-                wire.send_frame(connection, {}, answer)
-            except OSError:
-                pass  # the web process went away
-
-
-def serve_datagrams(datagram: socket.socket, queue: str, slot: Slot, running: threading.Lock,
-                    ready: threading.Event, buffer: bytearray) -> None:
-    """A lane engine's third door (``hub.gateway.local``): a request from a web process on this host as one
-    datagram on the worker's datagram socket, read by whichever of the lane's engines waits for one (a blocking
-    read wakes one waiter, where a poll would wake them all); answered as a datagram to its sender."""
-    ready.wait()
-    while True:
-        _serve_datagram(datagram, queue, slot, running, buffer)
-
-
-def _serve_datagram(datagram: socket.socket, queue: str, slot: Slot, running: threading.Lock,
-                    buffer: bytearray) -> None:
-    try:
-        size, sender = datagram.recvfrom_into(buffer)
-    except OSError:
-        log.warning("engine: the datagram socket of lane %s failed", queue, exc_info=True)
-        time.sleep(1.0)
-        return
-    if not sender:
-        return  # an unbound sender: nowhere to answer
-    try:
-        control, message = wire.parse_frame(memoryview(buffer)[:size])
-    except wire.WireError as exc:
-        log.warning("engine: a local request could not be read: %s", exc)
-        return
-    request_id = str(control.get("id", ""))
-    answer = take(request_id, message, queue, slot, running, reply_to=sender)
-    if answer is not None:
-        answer_datagram(datagram, sender, request_id, answer)
-
-
-def answer_datagram(door: socket.socket, address: str | bytes, request_id: str, answer: bytes | memoryview) -> None:
-    """Send the answer to a datagram's sender from the lane's datagram socket (``door``, whose address the
-    sender checks). One too large for a datagram goes to the lane under the request's id, and the datagram
-    says so (``{"lane": true}``). A sender gone, or one whose queue is full, is not waited for."""
-    try:
-        if not wire.send_datagram(door, address, {"id": request_id}, answer, wire.DATAGRAM_BYTES):
-            from hub.gateway.lane import get_lane
-
-            get_lane().reply(request_id, answer)
-            wire.send_datagram(door, address, {"id": request_id, "lane": True}, b"", wire.DATAGRAM_BYTES)
-    except OSError:
-        pass  # the web process went away, or stopped waiting
-    except Exception:  # noqa: BLE001 - the lane unreachable: the caller times out, as with a lost reply
-        log.warning("engine: the answer to %s was not delivered", request_id, exc_info=True)
-
-
-def main(fd: int, lane: str | None = None, slot: int | None = None, listen: int | None = None,
-         datagram: int | None = None) -> None:
-    """The child: bound memory, say ready, answer requests until the parent goes away. A lane engine given
-    a listening socket (``listen``, and a ``datagram`` socket) also answers requests on them, one at a time
-    with the lane's."""
+def main(fd: int) -> None:
+    """The child: bound memory, say ready, answer its parent's requests until the parent goes away."""
     import django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
@@ -511,22 +269,10 @@ def main(fd: int, lane: str | None = None, slot: int | None = None, listen: int 
     from django.conf import settings
 
     bound_memory(settings.HUB_INFER_MEMORY_BYTES)
-    running, ready = threading.Lock(), threading.Event()
-    if lane is not None and slot is not None and listen is not None:
-        # Started before the data limit is measured (a thread's stack counts as data), serving once it is set.
-        threading.Thread(target=serve_local, args=(socket.socket(fileno=listen), lane, Slot(slot), running, ready),
-                         name="local", daemon=True).start()
-        if datagram is not None:
-            buffer = bytearray(wire.DATAGRAM_BYTES)  # before the limit is measured, too
-            threading.Thread(target=serve_datagrams, args=(socket.socket(fileno=datagram), lane, Slot(slot), running,
-                                                           ready, buffer), name="datagrams", daemon=True).start()
     ceiling = data_bytes() + settings.HUB_GATEWAY_CACHE_BYTES + 2 * settings.HUB_INFER_MEMORY_BYTES
     resource.setrlimit(resource.RLIMIT_DATA, (ceiling, resource.getrlimit(resource.RLIMIT_DATA)[1]))
-    ready.set()
     sock = socket.socket(fileno=fd)
     wire.send_frame(sock, {"state": "ready", "pid": os.getpid(), "data_limit": ceiling}, b"")
-    if lane is not None and slot is not None:
-        return serve_lane(lane, Slot(slot), sock, running)
     buffer = bytearray(0)
     while True:
         request = wire.recv_frame(sock, buffer)
@@ -541,11 +287,31 @@ def main(fd: int, lane: str | None = None, slot: int | None = None, listen: int 
         wire.send_frame(sock, {}, answer)
 
 
+# --- a worker's door handler ------------------------------------------------------------------------------
+
+
+class RunHandler:
+    """A door handler of a device queue (``hub.gateway.channel.Door``): each call is run by this thread's
+    own engine; a call whose caller has given up already (its deadline a second past) is not run."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.engine = Engine()
+
+    def __call__(self, call) -> None:
+        if time.time() > call.deadline + 1:
+            return
+        call.reply(self.engine.call([frame.buffer for frame in call.body], device=self.device,
+                                    deadline=call.deadline))
+
+    def idle(self) -> None:
+        self.engine.start()  # a new child ready before the next call comes (idempotent)
+
+    def close(self) -> None:
+        self.engine.close()
+
+
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="engine %(process)d: %(message)s")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C stops the worker; its end closes our socket
-    arguments = sys.argv[1:]
-    main(int(arguments[0]), arguments[arguments.index("--lane") + 1] if "--lane" in arguments else None,
-         int(arguments[arguments.index("--slot") + 1]) if "--slot" in arguments else None,
-         int(arguments[arguments.index("--listen") + 1]) if "--listen" in arguments else None,
-         int(arguments[arguments.index("--datagram") + 1]) if "--datagram" in arguments else None)
+    main(int(sys.argv[1]))

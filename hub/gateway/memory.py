@@ -1,16 +1,15 @@
 """The per-process memory of the synchronous path, so that it needs no database query: tokens, model
 resolutions and the express path's grants are remembered for one generation of the registry
-(``Lane.generation``), and for at most ``TTL_S`` seconds.
+(``hub.gateway.presence``), and for at most ``TTL_S`` seconds.
 
 Every save or delete of a token, user, artifact, collaborator list, version, file or provenance link
 bumps the generation after its transaction commits. A request uses remembered answers tentatively and
-sends the generation they belong to with its lane message; the lane queues it only if that generation
-is still current (in the same Redis call; on the local path, against the generation this process heard
-announced: ``hub.gateway.local``), else answers ``Stale`` and the view authenticates and
-resolves again from the database (``hub.gateway.pipeline.retry_when_stale``). Requests that start jobs
-check the generation first. So a revoked token or a deleted or newly private model is never acted on from
-memory. (Changes made with raw SQL, outside Django, or while the broker was unreachable, are seen after
-``TTL_S`` at most.)
+sends the generation they belong to with its call; the channel sends it only if that generation is still
+current (against the one this process heard announced: ``hub.gateway.channel``), else answers ``Stale``
+and the view authenticates and resolves again from the database (``hub.gateway.pipeline.retry_when_stale``).
+Requests that start jobs check the generation first. So a revoked token or a deleted or newly private model
+is never acted on from memory. (Changes made with raw SQL, outside Django, or while the broker was
+unreachable, are seen after ``TTL_S`` at most.)
 
 A *grant* (``grant``/``granted``) is the express path's permission: this bearer token ran this model
 (owner, name, version, file) synchronously through Django and was answered 200 in this generation."""
@@ -29,7 +28,7 @@ from rest_framework.authentication import get_authorization_header
 from hub.accounts.auth import BearerTokenAuthentication
 from hub.accounts.models import ApiToken
 from hub.errors import HubError
-from hub.gateway.lane import Stale, get_lane
+from hub.gateway.presence import Stale, get_presence
 from hub.gateway.protocol import ModelRef
 
 TTL_S = 60.0
@@ -52,11 +51,11 @@ class Memory:
     def ensure(self) -> None:
         """Learn the generation before the first answer is remembered."""
         if self.generation is None:
-            self.reset(get_lane().generation())
+            self.reset(get_presence().generation())
 
     def validate(self) -> None:
         """Raise ``Stale`` when the registry changed since the remembered answers were made."""
-        current = get_lane().generation()
+        current = get_presence().generation()
         if current != self.generation:
             raise Stale(current)
 
@@ -155,7 +154,7 @@ def _announce_change() -> None:
     """Bump the generation; with the broker unreachable, a save that has committed already does not fail:
     nothing can run meanwhile, and remembered answers expire within ``TTL_S`` of it coming back."""
     try:
-        get_lane().bump()
+        get_presence().bump()
     except HubError:
         log.warning("the gateway's Redis is unreachable: a registry change was not announced; web processes "
                     "forget their remembered answers within %g s", TTL_S)

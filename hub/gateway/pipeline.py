@@ -1,7 +1,7 @@
-"""One synchronous inference run, start to end: the round trip to a worker over a lane, or to a local
-engine on this host (``call``, ``hub.gateway.local``), what a
-worker's refusal means (``worker_error``), when a run becomes a job instead (``run_or_queue``), and the
-retry when this process's remembered answers turned out to be stale (``retry_when_stale``).
+"""One synchronous inference run, start to end: the round trip to a worker's engine over the gateway's
+channel (``call``, ``hub.gateway.channel``), what a worker's refusal means (``worker_error``), when a run
+becomes a job instead (``run_or_queue``), and the retry when this process's remembered answers turned out to
+be stale (``retry_when_stale``).
 
 Both entry points run through here. The DRF views call ``run`` (a model or a chain, at once or as a job)
 inside ``retry_when_stale``. The express path (``hub.gateway.wsgi``) calls ``run_or_hand_over``: it sends
@@ -21,8 +21,8 @@ import numpy as np
 from django.conf import settings
 
 from hub.errors import HubError
-from hub.gateway import local, memory, protocol, services, wire
-from hub.gateway.lane import NoWorker, Stale, get_lane
+from hub.gateway import channel, memory, protocol, services, wire
+from hub.gateway.presence import NoWorker, Stale
 from hub.gateway.protocol import InferRequest, ModelRef, Options
 from hub.jobs.models import Job
 
@@ -49,7 +49,7 @@ def call(steps: list[dict[str, Any]], arrays: dict[str, np.ndarray], options: Op
     meta = {"steps": steps, "threads": options.threads, "outputs": options.outputs,
             "deadline": time.time() + limit}
     started = time.perf_counter()
-    answer = local.call(get_lane(), options.device, wire.pack(meta, arrays), limit + GRACE_S, generation)
+    answer = channel.call(options.device, wire.parts(meta, arrays), limit + GRACE_S, generation, grace=GRACE_S)
     if answer is None:
         raise HubError("worker_timeout", f"No worker answered within {limit + GRACE_S:.0f} s; the workers may be "
                                          "overloaded or stopped. Try again, or run it as a job (mode: async).")
@@ -69,7 +69,7 @@ def worker_error(meta: dict[str, Any]) -> HubError:
 
 @dataclass
 class EarlierAnswer:
-    """The lane's answer to a request the express path sent, for the full path to finish."""
+    """The worker's answer to a request the express path sent, for the full path to finish."""
 
     steps: list[dict[str, Any]]
     result: Result | HubError
@@ -163,7 +163,7 @@ def run(user, models: list[ModelRef], request: InferRequest, *, links: list[dict
 
 
 def retry_when_stale(request, attempt: Callable[[], Any]) -> Any:
-    """``attempt()``; when the lane says the remembered answers are out of date, authenticate and resolve
+    """``attempt()``; when the channel says the remembered answers are out of date, authenticate and resolve
     again (``attempt`` reads them afresh) and try again."""
     for _ in range(3):
         try:

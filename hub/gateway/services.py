@@ -15,7 +15,8 @@ from hpcfair import chain
 
 from hub.conversions.services import conversions_of
 from hub.errors import HubError
-from hub.gateway.lane import get_lane
+from hub.gateway.presence import alive as _alive
+from hub.gateway.presence import get_presence
 from hub.gateway.protocol import ModelRef, Options, no_worker, steps_of
 from hub.jobs.executors import executor_for
 from hub.jobs.files import drop_staged_inputs, stage_input
@@ -106,7 +107,7 @@ def model_for(user, ref: str, file: str = "") -> ModelRef:
 
 
 def alive(device: str) -> bool:
-    return get_lane().alive(device)
+    return _alive(get_presence(), device)
 
 
 # --- jobs ----------------------------------------------------------------------------------------------

@@ -5,14 +5,13 @@ bytes of each array, so that no pickling (and no zip) is involved and decoding i
 length (4 bytes, little endian), the header ``{"meta": ..., "arrays": [[name, dtype, shape], ...]}``,
 then each array's bytes in C order.
 
-``send_frame``/``recv_frame`` carry such a message over a stream socket (an engine's socket pair, a lane
-engine's local socket: ``hub.gateway.local``) with a small JSON control header; ``send_datagram``/``parse_frame``
-carry the same frame as one datagram (a lane engine's datagram socket).
+``parts`` gives the same message in pieces, each array from its own memory, for ZeroMQ's multipart frames
+(``hub.gateway.channel``) and ``sendmsg``. ``send_frame``/``recv_frame`` carry a message over a stream socket
+(an engine's socket pair with its parent) with a small JSON control header.
 """
 
 from __future__ import annotations
 
-import errno
 import math
 import socket
 import struct
@@ -24,7 +23,6 @@ import orjson
 MAGIC = b"HGW1"
 _FRAME, _HEAD = struct.Struct("<Q"), struct.Struct("<I")
 _IOV_MAX = 512  # pieces per sendmsg (Linux allows 1024)
-DATAGRAM_BYTES = 1 << 20  # the largest frame sent as one datagram (hub.gateway.local); larger ones take a stream
 
 
 class WireError(ValueError):
@@ -97,39 +95,6 @@ def send_frame(sock: socket.socket, control: dict[str, Any], message: bytes | me
                 sent -= len(pending.pop(0))
             else:
                 pending[0], sent = pending[0][sent:], 0
-
-
-def send_datagram(sock: socket.socket, address: str | bytes, control: dict[str, Any],
-                  message: bytes | memoryview | list, limit: int) -> bool:
-    """One frame as one datagram to ``address``, without waiting: False, sending nothing, when it is longer
-    than ``limit`` bytes or the kernel will not take it whole (``EMSGSIZE``: past the socket's send buffer);
-    ``BlockingIOError`` when the receiver's queue is full, ``OSError`` when nobody is bound there."""
-    pieces = frame(control, message)
-    if sum(len(piece) for piece in pieces) > limit or len(pieces) > _IOV_MAX:
-        return False
-    try:
-        sock.sendmsg(pieces, [], socket.MSG_DONTWAIT, address)
-    except OSError as exc:
-        if exc.errno == errno.EMSGSIZE:
-            return False
-        raise
-    return True
-
-
-def parse_frame(view: memoryview) -> tuple[dict[str, Any], memoryview]:
-    """A whole frame received at once (a datagram): its control header and its message; ``WireError`` when
-    it is not one."""
-    if len(view) < _FRAME.size + _HEAD.size:
-        raise WireError("a frame shorter than its headers")
-    (length,) = _FRAME.unpack_from(view)
-    if length != len(view) - _FRAME.size:
-        raise WireError(f"a frame of {len(view) - _FRAME.size} bytes says it has {length}")
-    (head,) = _HEAD.unpack_from(view, _FRAME.size)
-    start = _FRAME.size + _HEAD.size
-    try:
-        return orjson.loads(view[start:start + head]), view[start + head:]
-    except orjson.JSONDecodeError as exc:
-        raise WireError(f"the frame's header is not JSON ({exc})")
 
 
 def _recv_exact(sock: socket.socket, size: int, into: bytearray | None = None) -> bytearray | None:

@@ -5,8 +5,8 @@ Django's middleware, URL resolving and DRF's view machinery cost about 1.5 ms pe
 the gateway's latency budget (bench/RESULTS.md). So ``Express`` wraps the WSGI application and takes a
 request only when the full path has already *granted* it in this generation of the registry: the same
 bearer token ran the same model (owner, name, version, file) synchronously and was answered 200. Such a
-grant is remembered in ``hub.gateway.memory`` with the generation it was made in, and the lane queues the
-request only if that generation is still current (one Redis call), as on the full path. So a revoked
+grant is remembered in ``hub.gateway.memory`` with the generation it was made in, and the channel sends the
+request only if that generation is still current, as on the full path. So a revoked
 token or a model made private is never acted on by the express path either.
 
 Everything else goes to Django untouched, before any work is sent: a request it has no grant for, bad
@@ -14,7 +14,7 @@ input (Django then answers the coded error), ``mode: async``, batch runs over da
 stale generation, no worker. After a run was sent, an answer that is not a plain success (a worker error,
 a timeout, an overtime run that becomes a job, an output format that does not fit) is handed over: the
 request goes to Django with the answer attached (``pipeline.EarlierAnswer``), and the view takes it as the
-lane's answer instead of running the model again. So the express path only ever writes the 200 answer;
+worker's answer instead of running the model again. So the express path only ever writes the 200 answer;
 errors and jobs are Django's alone.
 
 This module is WSGI only: match the path, read the body, parse it (``protocol``), look up the grant

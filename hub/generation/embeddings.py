@@ -15,7 +15,8 @@ from django.conf import settings
 from hpcfair.embed import HIDDEN, POOLED, TEXT_INPUTS
 
 from hub.errors import STATUS, HubError
-from hub.gateway.lane import NoWorker, get_lane, reachable, stream
+from hub.gateway.channel import stream
+from hub.gateway.presence import NoWorker, reachable
 from hub.gateway.protocol import ModelRef, no_worker
 from hub.gateway.services import resolve_model
 from hub.registry.files_access import require_files_of
@@ -108,8 +109,8 @@ def embed(model: ModelRef, asked: Asked) -> tuple[np.ndarray, int]:
                             "seconds": settings.HUB_GENERATE_S, "max_tokens": settings.HUB_EMBED_MAX_TOKENS})
     with reachable():
         try:
-            parts = stream(get_lane(), QUEUE, message, settings.HUB_GENERATE_S + ANSWER_GRACE_S,
-                           lambda part: True)
+            parts = stream(QUEUE, message, settings.HUB_GENERATE_S + ANSWER_GRACE_S, lambda part: True,
+                           grace=ANSWER_GRACE_S)
             answer = orjson.loads(next(parts))
         except NoWorker:
             raise no_worker("cpu") from None

@@ -1,7 +1,9 @@
-"""A worker's generation engine: a child process (``python -m hub.generation.engine QUEUE``) that takes
-generation requests from the lane ``QUEUE`` (``generate-cpu``) and streams each answer back piece by piece
-(``hub.gateway.lane.stream``); an embedding request (``/v1/embeddings``, ``hpcfair.embed``) gets one answer.
-The Celery worker's gateway step starts it and starts another when it dies (``workers.gateway``).
+"""A worker's generation engine: a child process (``python -m hub.generation.engine FD``) that serves only its
+parent, the ``Keeper`` thread of the worker's door ``generate-<device>`` (``hub.gateway.channel``): the keeper
+sends it one request at a time over a socket pair and forwards each piece of the answer to the caller
+(``hub.gateway.channel.stream``); an embedding request (``/v1/embeddings``, ``hpcfair.embed``) gets one
+answer. The keeper stops it past its deadline, tells it when the caller went away, answers for it when it
+dies and starts another.
 
 A request names the generation model's files (path, blob, size); the engine puts them in a folder of its
 cache (``VAR_DIR/generation/<digest>``, hard links to a filesystem store's blobs, else copies) and keeps the
@@ -15,12 +17,12 @@ import hashlib
 import logging
 import os
 import resource
+import select
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -31,7 +33,8 @@ from typing import Any
 
 import orjson
 
-from hub.gateway.engine import EXIT_MEMORY, GRACE_S, Slot, data_bytes
+from hub.gateway import wire
+from hub.gateway.engine import EXIT_MEMORY, GRACE_S, START_S, data_bytes
 
 log = logging.getLogger(__name__)
 CANCEL_EVERY_S = 0.25  # how often a running generation looks whether its reader went away
@@ -129,41 +132,32 @@ class Models:
                            memory=settings.HUB_GENERATE_MEMORY_BYTES, binary=settings.HUB_LLAMA_SERVER)
 
 
-def handle(lane, request_id: str, message: bytes, models: Models, root: Path, slot=None,
-           memory: int = 0) -> None:
-    """Answer one request on ``lane``, piece by piece. With a ``slot`` (``hub.gateway.engine.Slot``), the
-    request's id, deadline and next piece's number are written there for the keeper to stop it past its
-    deadline and answer for it; ``memory``: what the request may add to the process's data past its model's
-    loading (``RLIMIT_DATA``)."""
+def handle(sock: socket.socket, message: bytes, models: Models, root: Path, memory: int = 0) -> None:
+    """Answer one request piece by piece on ``sock`` (to the keeper); ``memory``: what the request may add to
+    the process's data past its model's loading (``RLIMIT_DATA``)."""
     from hpcfair.compute import CodedError
     from hpcfair.generate import GenerateRequest, generate
 
-    seq, deadline = 0, time.time() + HANDLE_S
-
-    def mark() -> None:
-        if slot is not None:
-            slot.write(request_id, deadline, str(seq).encode())
-
     def send(payload: dict[str, Any]) -> None:
-        nonlocal seq
-        lane.send(request_id, seq, orjson.dumps(payload))
-        seq += 1
-        mark()
+        wire.send_frame(sock, {}, orjson.dumps(payload))
 
     looked, stop = [0.0], [False]
 
     def cancelled() -> bool:
+        """Whether the keeper said the caller went away (a ``cancel`` frame), looked at every CANCEL_EVERY_S."""
         now = time.monotonic()
         if not stop[0] and now - looked[0] > CANCEL_EVERY_S:
             looked[0] = now
-            stop[0] = lane.cancelled(request_id)
+            while select.select([sock], [], [], 0)[0]:
+                found = wire.recv_frame(sock)
+                stop[0] = stop[0] or found is None or bool(found[0].get("cancel"))
+                if found is None:
+                    break
         return stop[0]
 
     try:
         body = orjson.loads(message)
-        seconds = float(body.get("seconds", 300))
-        deadline = time.time() + seconds  # every phase: the model's folder, the template, tokens, the decoder
-        mark()
+        deadline = time.time() + float(body.get("seconds", 300))  # every phase: folder, template, tokens, decoder
         if "embed" in body:  # /v1/embeddings: one answer with every vector
             encoder = models.get(model_folder(body["files"], root), str(body["embed"]["onnx"]))
             with data_limit(memory):
@@ -187,16 +181,10 @@ def handle(lane, request_id: str, message: bytes, models: Models, root: Path, sl
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - a tokenizer's panic too (a BaseException): answered, logged
-        log.exception("generation request %s failed", request_id)
+        log.exception("generation request failed")
         send({"error": "run_failed", "detail": f"The model could not generate from this request "
                                                f"({type(exc).__name__}); nothing was kept. A tokenizer or chat "
                                                "template that fails on some text fails so."})
-    finally:
-        if slot is not None:
-            slot.clear()
-
-
-HANDLE_S = 60.0  # the deadline of a request until its own is read
 
 
 def memory_message(limit: int) -> str:
@@ -222,100 +210,109 @@ def data_limit(extra: int) -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
 
 
-# --- the keeper: the worker's thread that starts an engine and stops it past its deadline -----------------
+# --- the keeper: the worker's door handler that owns an engine and stops it past its deadline ---------------
+
+TIMEOUT = {"error": "worker_timeout", "detail": "The generation was stopped at its time limit (HUB_GENERATE_S); "
+                                                "nothing was kept. Ask for fewer tokens, or a shorter prompt."}
 
 
 class Keeper:
-    """One generation engine of a worker (``hub.gateway.engine``'s walls, from the same code): a child process
-    serving ``queue`` that writes the request it runs into a ``Slot``; ``watch`` (every 0.25 s) kills one past
-    its deadline by ``GRACE_S`` and answers its caller at once (``worker_timeout``), answers for one that died
-    (``memory_limit`` when it ran out of memory), and starts another."""
+    """One generation engine of a worker, a door handler of ``generate-<device>`` (``hub.gateway.channel``):
+    it sends each call to its child and forwards the pieces; past the call's deadline by ``GRACE_S`` it kills
+    the child and answers ``worker_timeout``; for a child that died, ``memory_limit`` when it ran out of
+    memory; when the caller goes away, it tells the child to stop. A new child is started when idle."""
 
-    def __init__(self, queue: str) -> None:
-        self.queue = queue
-        self.slot = Slot.create()
+    def __init__(self) -> None:
         self.process: subprocess.Popen | None = None
+        self.sock: socket.socket | None = None
 
-    def start(self) -> None:
-        self.slot.clear()
-        self.process = subprocess.Popen([sys.executable, "-m", "hub.generation.engine", self.queue,
-                                         "--slot", str(self.slot.fd)], pass_fds=[self.slot.fd])
-
-    def watch(self, lane) -> None:
-        running = self.slot.read()
+    def idle(self) -> None:
         if self.process is not None and self.process.poll() is None:
-            if running is None or time.time() <= running[1] + GRACE_S:
-                return
-            self.process.kill()
-            self.process.wait()
-            log.error("generation engine %s stopped: a request ran past its deadline", self.process.pid)
-            answer = {"error": "worker_timeout", "detail": "The generation was stopped at its time limit "
-                                                           "(HUB_GENERATE_S); nothing was kept. Ask for fewer "
-                                                           "tokens, or a shorter prompt."}
-        elif self.process is not None:
-            status = self.process.wait()
-            log.error("generation engine %s ended (status %s); starting another", self.process.pid, status)
-            answer = self._died(status)
-        else:
-            answer = None
-        if running is not None and answer is not None:
-            request_id, _, seq = running
+            return
+        if self.process is not None:
+            log.error("generation engine %s ended (status %s); starting another", self.process.pid,
+                      self.process.returncode)
+        self.close()
+        ours, theirs = socket.socketpair()
+        try:
+            self.process = subprocess.Popen([sys.executable, "-m", "hub.generation.engine", str(theirs.fileno())],
+                                            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
+        finally:
+            theirs.close()
+        self.sock = ours
+        ready = select.select([ours], [], [], START_S)[0] and wire.recv_frame(ours)
+        if not ready or ready[0].get("state") != "ready":
+            raise OSError(f"the generation engine did not start (exit status {self.close()})")
+
+    def __call__(self, call) -> None:
+        run_s = float(call.control.get("seconds") or 0)  # from when its engine takes it, as the engine counts
+        self.idle()
+        assert self.sock is not None
+        wire.send_frame(self.sock, {}, call.body[0].buffer)
+        deadline, told = time.time() + run_s, False  # from now: a new engine's start is not the request's time
+        while True:
+            if call.cancelled and not told:
+                wire.send_frame(self.sock, {"cancel": True}, b"")
+                told = True
+            left = deadline + GRACE_S - time.time()
+            if left <= 0:
+                log.error("generation engine %s stopped: a request ran past its deadline", self.process.pid)
+                self.process.kill()
+                self.close()
+                call.reply(orjson.dumps(TIMEOUT))
+                return self.idle()  # a new engine now, before the next request
+            if not select.select([self.sock], [], [], min(left, CANCEL_EVERY_S))[0]:
+                continue
             try:
-                lane.send(request_id, int(seq or b"0"), orjson.dumps(answer))
-            except Exception:  # noqa: BLE001 - the broker gone: the caller times out instead
-                log.warning("generation engine: could not answer for %s", request_id, exc_info=True)
-        self.start()
+                found = wire.recv_frame(self.sock)
+            except OSError:
+                found = None
+            if found is None:
+                return call.reply(orjson.dumps(self._died(self.close())))
+            if found[0].get("end"):
+                return None
+            if not told:
+                call.reply(bytes(found[1]))
 
     @staticmethod
-    def _died(status: int) -> dict[str, Any]:
+    def _died(status: int | None) -> dict[str, Any]:
         from django.conf import settings
 
+        log.error("generation engine ended (status %s) during a request", status)
         if status in (EXIT_MEMORY, -signal.SIGABRT, -signal.SIGKILL):
             return {"error": "memory_limit", "detail": memory_message(settings.HUB_GENERATE_MEMORY_BYTES)}
         return {"error": "run_failed", "detail": f"The generation engine ended (status {status}) before it "
                                                  "answered; nothing was kept. Try again."}
 
-    def stop(self) -> None:
+    def close(self) -> int | None:
+        """Stop the child (and a llama-server it started); its exit status."""
         from hpcfair.generate.llama import stop
 
-        stop(self.process)
-        self.process = None
-        self.slot.close()
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        process, self.process = self.process, None
+        if process is None:
+            return None
+        stop(process)
+        return process.wait()
 
 
-def serve(queue: str, slot_fd: int | None = None) -> None:
-    """Take ``queue``'s requests until the parent (the worker) goes away."""
+def serve(fd: int) -> None:
+    """Answer the keeper's requests until it goes away."""
     from django.conf import settings
 
-    from hub.gateway.lane import ANNOUNCE_S, get_lane
-
-    lane = get_lane()
-    slot = Slot(slot_fd) if slot_fd is not None else None
+    sock = socket.socket(fileno=fd)
     root = settings.VAR_DIR / "generation"
     root.mkdir(parents=True, exist_ok=True)
     models = Models(settings.HUB_GENERATE_MODELS, settings.HUB_GENERATE_THREADS)
-    me = f"{socket.gethostname()}:{os.getpid()}"
-    parent = os.getppid()
-
-    def announce() -> None:
-        while os.getppid() == parent:
-            try:
-                lane.announce(queue, me)
-            except Exception:  # noqa: BLE001 - a broker hiccup; try again at the next beat
-                log.warning("generation engine: could not announce", exc_info=True)
-            time.sleep(ANNOUNCE_S)
-        os._exit(0)  # the worker is gone
-
-    lane.announce(queue, me)
-    threading.Thread(target=announce, daemon=True).start()
-    log.info("generation engine %s serving %s", me, queue)
-    try:
-        while True:
-            found = lane.pop([queue], 1.0)
-            if found is not None:
-                handle(lane, found[0], found[1], models, root, slot, settings.HUB_GENERATE_MEMORY_BYTES)
-    finally:
-        lane.withdraw(queue, me)
+    log.info("generation engine %s serving its worker", os.getpid())
+    wire.send_frame(sock, {"state": "ready"}, b"")
+    while (found := wire.recv_frame(sock)) is not None:
+        if found[0].get("cancel"):
+            continue  # for a request that has ended already
+        handle(sock, bytes(found[1]), models, root, settings.HUB_GENERATE_MEMORY_BYTES)
+        wire.send_frame(sock, {"end": True}, b"")
 
 
 def main() -> int:
@@ -327,8 +324,7 @@ def main() -> int:
 
     django.setup()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s generation %(levelname)s %(message)s")
-    arguments = sys.argv[1:]
-    serve(arguments[0], int(arguments[arguments.index("--slot") + 1]) if "--slot" in arguments else None)
+    serve(int(sys.argv[1]))
     return 0
 
 

@@ -18,7 +18,8 @@ from hpcfair.generate.run import GenerateRequest
 
 from hub.bounded import load_json
 from hub.errors import STATUS, HubError
-from hub.gateway.lane import NoWorker, get_lane, reachable, stream
+from hub.gateway.channel import stream
+from hub.gateway.presence import NoWorker, reachable
 from hub.gateway.protocol import no_worker
 from hub.jobs.models import Job
 from hub.jobs.quota import check_active_jobs
@@ -256,7 +257,8 @@ def _first_piece(model: Version, request: GenerateRequest, device: str) -> tuple
     with reachable():
         try:
             # A little past the engine's deadline: its keeper stops it GRACE_S after and answers first.
-            parts = stream(get_lane(), queue, message, settings.HUB_GENERATE_S + ANSWER_GRACE_S, _last)
+            parts = stream(queue, message, settings.HUB_GENERATE_S + ANSWER_GRACE_S, _last,
+                           grace=ANSWER_GRACE_S)
             first = next(parts)
         except NoWorker:
             raise no_worker(device) from None

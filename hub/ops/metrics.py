@@ -85,11 +85,11 @@ def jobs_part() -> list[str]:
 
 
 def lanes_part() -> list[str]:
-    from hub.gateway.lane import get_lane
+    from hub.gateway.presence import alive, get_presence
     from hub.gateway.protocol import DEVICES
 
-    lane = get_lane()
-    alive = [sample("hub_worker_lane_alive", {"queue": device}, int(lane.alive(device))) for device in DEVICES]
+    presence = get_presence()
+    alive = [sample("hub_worker_lane_alive", {"queue": device}, int(alive(presence, device))) for device in DEVICES]
     return family("hub_worker_lane_alive", "gauge", "1 when a worker serves the gateway's lane of this device.",
                   alive)
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from hub.accounts.models import ApiToken
-from hub.gateway import lane, memory, pipeline, services, wsgi
+from hub.gateway import memory, pipeline, presence, services, wsgi
 from hub.jobs.models import Job
 from tests.gateway import models
 from tests.gateway.test_express import Counted, json_body, post
@@ -24,11 +24,11 @@ X = np.zeros((1, 784), np.float32)
 
 @pytest.fixture
 def down(settings):
-    """The gateway's Redis is a port nothing listens on; the lane cache forgets it afterwards."""
+    """The gateway's Redis is a port nothing listens on; the presence cache forgets it afterwards."""
     settings.HUB_GATEWAY_URL = f"redis://127.0.0.1:{free_port()}/0"
-    lane._lane.cache_clear()
+    presence._presence.cache_clear()
     yield
-    lane._lane.cache_clear()
+    presence._presence.cache_clear()
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ def test_a_synchronous_run_says_the_queue_is_unreachable(down, mlp, owner, api):
 
 
 def test_the_express_path_hands_over_and_says_the_same(down, mlp, owner):
-    """With a grant remembered from before the outage, the express path sends, finds the lane unreachable
+    """With a grant remembered from before the outage, the express path sends, finds presence unreachable
     and hands the request to Django, which answers the coded 503 (the express path only writes 200s)."""
     handed: list[bool] = []  # whether each request reached Django with the express path's answer
     inner = Counted()

@@ -132,22 +132,6 @@ def test_string_outputs_cross_as_text(engine, tmp_path):
     assert outputs["t"].tolist() == ["setosa", "versicolor"]
 
 
-def test_a_slot_reads_what_was_written_and_idle_when_cleared():
-    from hub.gateway.engine import Slot
-
-    slot = Slot.create()
-    try:
-        assert slot.read() is None
-        slot.write("a" * 32, 1234.5)
-        assert slot.read() == ("a" * 32, 1234.5, b"")
-        twin = Slot(slot.fd)  # as the other process maps it
-        assert twin.read() == ("a" * 32, 1234.5, b"")
-        slot.clear()
-        assert twin.read() is None
-    finally:
-        slot.close()
-
-
 def test_a_jobs_batches_can_be_read_by_the_engine_from_the_npy_itself(engine, tmp_path):
     from hub.gateway.jobs.infer import mapped_source
 

@@ -1,5 +1,4 @@
-"""The express path (``hub.gateway.wsgi``) in front of Django, with a real Celery worker on Redis, and the
-Redis lane itself.
+"""The express path (``hub.gateway.wsgi``) in front of Django, with a real Celery worker on Redis.
 
 Each test calls the WSGI application that granian serves (``Express`` around Django's handler) with a
 plain WSGI environ; ``Counted`` records which requests reached Django, so a test can tell which path
@@ -10,9 +9,6 @@ from __future__ import annotations
 import io
 import json
 import sys
-import threading
-import time
-import uuid
 
 import numpy as np
 import pytest
@@ -20,7 +16,7 @@ from django.core.handlers.wsgi import WSGIHandler
 
 from hub.accounts.models import ApiToken
 from hub.gateway import memory, wsgi
-from hub.gateway.lane import NoWorker, RedisLane, Stale, get_lane
+from hub.gateway.presence import NoWorker, Stale, get_presence
 from hub.registry.models import Artifact
 from tests.conftest import wait_for_job
 from tests.gateway import models
@@ -57,7 +53,7 @@ class Answer:
 @pytest.fixture
 def hub(settings):
     """(the WSGI app, the Django handler behind it), with the gateway's memory emptied."""
-    memory.answers.reset(get_lane().generation())
+    memory.answers.reset(get_presence().generation())
     inner = Counted()
     return wsgi.Express(inner), inner
 
@@ -262,33 +258,3 @@ def test_an_answer_that_is_not_a_success_is_handed_to_django_without_running_aga
     np.save(buffer, np.random.default_rng(5).standard_normal((256, 1024)).astype(np.float32) / 32)
     strict = post(app, token, buffer.getvalue(), "application/x-npy", name="slow", query="mode=sync")
     assert strict.status == 504 and strict.json()["code"] == "worker_timeout" and len(sent) == 2
-
-
-@pytest.mark.slow
-def test_the_redis_lane_waits_past_redis_py_s_default_socket_timeout(settings, worker):
-    lane = RedisLane(settings.HUB_GATEWAY_URL)
-    queue = f"test-{uuid.uuid4().hex[:8]}"
-    with pytest.raises(NoWorker):
-        lane.call(queue, b"hello", timeout=5)
-    lane.announce(queue, "test-worker")
-
-    def answer_late() -> None:
-        request_id, message = lane.pop([queue], timeout=5)
-        time.sleep(6)  # redis-py gives up on a socket after 5 s unless told otherwise
-        lane.reply(request_id, message[::-1])
-
-    thread = threading.Thread(target=answer_late)
-    thread.start()
-    started = time.monotonic()
-    assert lane.call(queue, b"hello", timeout=10) == b"olleh"
-    assert time.monotonic() - started >= 6
-    thread.join()
-
-    lane.bump()
-    current = lane.generation()
-    started = time.monotonic()
-    with pytest.raises(Stale) as stale:
-        lane.call(queue, b"late", timeout=10, generation=b"not-" + current)
-    assert stale.value.generation == current and time.monotonic() - started < 2  # refused at once
-    assert lane.pop([queue], timeout=0.1) is None  # and nothing was queued
-    lane.withdraw(queue, "test-worker")

@@ -12,7 +12,7 @@ import time
 import pytest
 from django.test import Client
 
-from hub.gateway import lane
+from hub.gateway import presence
 from hub.search import index_copy
 from hub.search.index import INDEX_FORMAT
 from hub.search.models import SearchState
@@ -123,11 +123,11 @@ def test_readyz_says_when_the_index_must_be_rebuilt(probe, ready):
 
 def test_the_gateway_redis_is_checked_when_it_is_not_the_broker(probe, ready, settings):
     settings.HUB_GATEWAY_URL = f"redis://127.0.0.1:{free_port()}/1"
-    lane._lane.cache_clear()
+    presence._presence.cache_clear()
     try:
         answer = probe.get("/readyz")
     finally:
-        lane._lane.cache_clear()
+        presence._presence.cache_clear()
     assert answer.status_code == 503 and answer.json()["not_ready"] == ["lanes"], answer.content
 
 

@@ -14,7 +14,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from hub.gateway import lane
+from hub.gateway import presence
 from hub.jobs.models import Job
 from hub.ops.logs import QuietProbes, quiet_probes
 from tests.ports import free_port
@@ -97,11 +97,11 @@ def test_jobs_by_kind_and_state_and_the_queue(owner):
 
 def test_a_source_that_is_down_is_flagged_not_a_failed_scrape(settings):
     settings.HUB_GATEWAY_URL = f"redis://127.0.0.1:{free_port()}/0"
-    lane._lane.cache_clear()
+    presence._presence.cache_clear()
     try:
         text = scrape()
     finally:
-        lane._lane.cache_clear()
+        presence._presence.cache_clear()
     assert value(text, "hub_scrape_error", source="lanes") == 1
     assert value(text, "hub_worker_lane_alive", queue="cpu") is None
     assert value(text, "hub_scrape_error", source="jobs") == 0
