@@ -140,7 +140,8 @@ def test_the_hub_builds_a_gguf_version_served_by_llama_cpp(shared_storage, owner
     job = wait_for_job(accepted.json()["id"], timeout=600)
     assert job.state == "succeeded", (job.error_code, job.error_detail)
     made = artifact.versions.get(label=job.result["version"])
-    assert made.label == f"{version.label}-gguf-f16" and [f.path for f in made.files.all()] == ["model-f16.gguf"]
+    assert made.label == f"{version.label}-gguf-f16"
+    assert sorted(f.path for f in made.files.all()) == ["README.md", "model-f16.gguf"]  # the source's card too
     assert made.metadata["format"] == "gguf" and made.metadata["quantization"] == "F16"
     assert made.metadata["gguf_build"]["verification"]["passed"] is True
     assert made.provenance.get().relation == ProvenanceLink.Relation.CONVERTED_FROM
