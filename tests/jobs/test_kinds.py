@@ -66,7 +66,7 @@ def test_only_kinds_that_stage_can_run_on_slurm(settings):
 
     nodes = {name for name in EXPECTED if executor_for(name).name == "slurm"}
     assert nodes == {"convert", "verify", "optimize", "infer", "container", "finetune", "generation",
-                     "generate", "serve"}
+                     "generate", "gguf", "serve"}
 
 
 def test_creating_a_job_of_an_unknown_kind_is_refused(owner):
