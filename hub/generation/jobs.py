@@ -94,21 +94,29 @@ def publish_build(ctx: JobContext, source: Version, workdir: Path, report: dict[
                 "tokens/s")
     out = workdir / "out"
     files = [staged(path, path.name) for path in sorted(out.iterdir()) if path.is_file()]
-    files += _source_cards(source, workdir, {f.path for f in files})  # the model's card holds for its build too
-    metadata = {key: value for key, value in source.metadata.items() if key not in _SOURCE_ONLY}
     form = report.get("route") if report.get("route") in FORMATS else FORMAT
     task = "text2text-generation" if report.get("kind") == "encoder-decoder" else "text-generation"
-    metadata.update({"framework": "onnx", "format": form, "task": task, "job": str(ctx.job.pk),
-                     "verified": bool(check["passed"]), "generation": report})
     route = "genai" if form == FORMAT else "kv"
     suffix = route if report["precision"] == "fp32" else f"{route}-{report['precision']}"
-    label = free_label(source.artifact, f"{source.label}-{suffix}"[:60])
-    version = create_version(source.artifact, ctx.job.requester, files=files, label=label, metadata=metadata,
-                             provenance=[ProvenanceRef(ProvenanceLink.Relation.DERIVED_FROM, source)], system=True,
-                             duplicates="artifact")
-    ctx.log(f"published {version} ({version.pid})")
+    version = publish_beside(ctx, source, workdir, files, suffix, ProvenanceLink.Relation.DERIVED_FROM,
+                             {"framework": "onnx", "format": form, "task": task, "job": str(ctx.job.pk),
+                              "verified": bool(check["passed"]), "generation": report})
     return {"version": version.label, "pid": version.pid, "verified": bool(check["passed"]), "generation": report}
 
+
+def publish_beside(ctx: JobContext, source: Version, workdir: Path, files: list, suffix: str,
+                   relation: str, metadata: dict[str, Any]) -> Version:
+    """Publish what a build made of ``source`` as a new version of its artifact (labelled ``<label>-<suffix>``,
+    ``relation`` to it, the model's cards beside it, its metadata over the source's): hub-made, so a duplicate
+    only within the artifact."""
+    files = files + _source_cards(source, workdir, {f.path for f in files})  # the model's card holds for its build
+    inherited = {key: value for key, value in source.metadata.items() if key not in _SOURCE_ONLY}
+    version = create_version(source.artifact, ctx.job.requester, files=files,
+                             label=free_label(source.artifact, f"{source.label}-{suffix}"[:60]),
+                             metadata={**inherited, **metadata}, provenance=[ProvenanceRef(relation, source)],
+                             system=True, duplicates="artifact")
+    ctx.log(f"published {version} ({version.pid})")
+    return version
 
 @register
 class GenerationBuildJob(JobKind):
@@ -180,16 +188,11 @@ def publish_gguf(ctx: JobContext, source: Version, workdir: Path, report: dict[s
     ctx.log(f"built {report['file']} ({report['gguf_type']}, {report['size_bytes'] / 2**20:.1f} MiB) in "
             f"{report['build_seconds']} s; verified: {check['method']}")
     files = [staged(sandbox.output_file(workdir, f"out/{report['file']}"), report["file"])]
-    files += _source_cards(source, workdir, {f.path for f in files})
-    metadata = {key: value for key, value in source.metadata.items() if key not in _SOURCE_ONLY}
-    metadata.update({"job": str(ctx.job.pk), "verified": True, "task": "text-generation",
-                     "gguf_build": {key: value for key, value in report.items() if key not in ("ok", "sandbox")}})
-    label = free_label(source.artifact, f"{source.label}-gguf-{report['gguf_type'].replace('_', '-')}"[:60])
-    version = create_version(source.artifact, ctx.job.requester, files=files, label=label, metadata=metadata,
-                             provenance=[ProvenanceRef(ProvenanceLink.Relation.CONVERTED_FROM, source)], system=True,
-                             duplicates="artifact")
-    ctx.log(f"published {version} ({version.pid})")
-    return {"version": version.label, "pid": version.pid, "verified": True, "gguf_build": metadata["gguf_build"]}
+    build = {key: value for key, value in report.items() if key not in ("ok", "sandbox")}
+    version = publish_beside(ctx, source, workdir, files, f"gguf-{report['gguf_type'].replace('_', '-')}",
+                             ProvenanceLink.Relation.CONVERTED_FROM,
+                             {"job": str(ctx.job.pk), "verified": True, "task": "text-generation", "gguf_build": build})
+    return {"version": version.label, "pid": version.pid, "verified": True, "gguf_build": build}
 
 
 @register
