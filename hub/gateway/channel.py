@@ -43,7 +43,9 @@ log = logging.getLogger(__name__)
 REFRESH_S = 1.0  # how often a web process looks up the doors announced
 PENDING = 16  # calls a door holds while every handler is busy; past that the high-water marks push back
 IDLE_S = 0.25  # how often an idle handler is asked to look after its engine
+HEARTBEAT_MS = 2000  # a caller's ping to each door; three missed: the connection is dropped (``LOST``)
 CALL, CANCEL, READY = b"call", b"cancel", b"ready"
+LOST = b"lost"  # what ``_receive`` answers when a door's connection dropped
 
 
 # --- keys ----------------------------------------------------------------------------------------------
@@ -339,14 +341,18 @@ class _Doors:
 doors = _Doors()
 
 
+Link = tuple[zmq.Socket, zmq.Socket, set[str]]  # a DEALER, its monitor, the endpoints it is connected to
+
+
 class _Sockets(threading.local):
-    """This thread's DEALER per (queue, over TCP), connected to the doors' endpoints."""
+    """This thread's DEALER per (queue, over TCP), connected to the doors' endpoints, with a monitor that hears
+    a door's connection drop (its worker died: ``LOST``)."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
-        self.by_queue: dict[tuple[str, bool], tuple[zmq.Socket, set[str]]] = {}
+        self.by_queue: dict[tuple[str, bool], Link] = {}
 
-    def get(self, queue: str, endpoints: list[str], tcp: bool) -> zmq.Socket:
+    def get(self, queue: str, endpoints: list[str], tcp: bool) -> Link:
         if self.pid != os.getpid():  # inherited across a fork: not ours to use
             self.pid, self.by_queue = os.getpid(), {}
         found = self.by_queue.get((queue, tcp))
@@ -356,19 +362,30 @@ class _Sockets(threading.local):
             sock.setsockopt(zmq.IMMEDIATE, 1)  # a call waits for a connection that is up, never a dead door
             sock.setsockopt(zmq.SNDHWM, settings.HUB_GATEWAY_HWM)
             sock.setsockopt(zmq.RCVHWM, settings.HUB_GATEWAY_HWM)
+            sock.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_MS)  # a host gone silent is a dropped connection too
+            sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, 3 * HEARTBEAT_MS)
             if tcp:
                 server_public, _, client_public, client_secret = keys()
                 sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = (server_public, client_public,
                                                                                    client_secret)
-            found = self.by_queue[(queue, tcp)] = (sock, set())
-        sock, connected = found
+            found = self.by_queue[(queue, tcp)] = (sock, sock.get_monitor_socket(zmq.EVENT_DISCONNECTED), set())
+        sock, monitor, connected = found
         for endpoint in connected - set(endpoints):
             sock.disconnect(endpoint)
             connected.discard(endpoint)
         for endpoint in set(endpoints) - connected:
             sock.connect(endpoint)
             connected.add(endpoint)
-        return sock
+        return found
+
+    def drop(self, link: Link) -> None:
+        """Close ``link`` (a door's connection on it dropped); the next call opens a new one. Its pipe to the dead
+        door could otherwise still take the call sent again."""
+        for key, found in list(self.by_queue.items()):
+            if found is link:
+                del self.by_queue[key]
+        link[1].close(linger=0)
+        link[0].close(linger=0)
 
 
 _sockets = _Sockets()
@@ -390,35 +407,47 @@ def _checked(generation: bytes | None) -> None:
         raise Stale(current)
 
 
-def _send(queue: str, frames: list, deadline: float, run_s: float, generation: bytes | None
-          ) -> tuple[zmq.Socket, bytes] | None:
-    """Send a call whose run may take ``run_s`` seconds; (its socket, its id), or None when no door took it
-    before ``deadline``."""
-    endpoints, tcp = doors.of(queue)
-    if not endpoints:
-        raise NoWorker(queue)
-    _checked(generation)
-    sock = _sockets.get(queue, endpoints, tcp)
-    request_id = os.urandom(16)
-    control = orjson.dumps({"deadline": time.time() + run_s, "seconds": run_s})
+def _send(queue: str, request_id: bytes, frames: list, deadline: float, grace: float
+          ) -> Link | None:
+    """Send a call, to run until ``grace`` seconds before ``deadline``; its socket and monitor, or None when no
+    door took it before ``deadline``. While none takes it, the doors announced are looked up again: when none
+    is left (its worker died and is no longer announced), ``NoWorker``."""
     while True:
+        endpoints, tcp = doors.of(queue)
+        if not endpoints:
+            raise NoWorker(queue)
+        link = sock, monitor, _ = _sockets.get(queue, endpoints, tcp)
+        while monitor.poll(0):  # drops heard before this call are not its own
+            monitor.recv_multipart()
+        run_s = deadline - time.monotonic() - grace
+        control = orjson.dumps({"deadline": time.time() + run_s, "seconds": run_s})
         try:
             sock.send_multipart([CALL, request_id, control, *frames], flags=zmq.NOBLOCK, copy=False)
-            return sock, request_id
+            return link
         except zmq.Again:  # no connection up yet, or every door's queue full
             left = deadline - time.monotonic()
-            if left <= 0 or not sock.poll(int(left * 1000) + 1, zmq.POLLOUT):
+            if left <= 0:
                 return None
+            sock.poll(int(min(left, REFRESH_S) * 1000) + 1, zmq.POLLOUT)
 
 
-def _receive(sock: zmq.Socket, request_id: bytes, deadline: float) -> zmq.Frame | None:
-    """The next answer frame to ``request_id`` (a late one to an earlier call is skipped), None past ``deadline``."""
+def _receive(link: Link, request_id: bytes, deadline: float) -> zmq.Frame | bytes | None:
+    """The next answer frame to ``request_id`` (a late one to an earlier call is skipped), ``LOST`` when a door's
+    connection dropped meanwhile (the call may have been the dead worker's: ``link`` is closed, ``_Sockets.drop``),
+    None past ``deadline``."""
+    sock, monitor, _ = link
+    poller = zmq.Poller()
+    poller.register(sock, zmq.POLLIN)
+    poller.register(monitor, zmq.POLLIN)
     while (left := deadline - time.monotonic()) > 0:
-        if not sock.poll(int(left * 1000) + 1):
-            return None
-        frames = sock.recv_multipart(copy=False)
-        if len(frames) == 2 and frames[0].bytes == request_id:
-            return frames[1]
+        events = dict(poller.poll(int(left * 1000) + 1))
+        if sock in events:
+            frames = sock.recv_multipart(copy=False)
+            if len(frames) == 2 and frames[0].bytes == request_id:
+                return frames[1]
+        elif monitor in events:
+            _sockets.drop(link)
+            return LOST
     return None
 
 
@@ -428,11 +457,15 @@ def call(queue: str, frames: list, timeout: float, generation: bytes | None = No
     for up to ``timeout - grace`` seconds; its answer (a view of the received frame), or None after
     ``timeout`` seconds. Raises ``NoWorker``, ``Stale``."""
     deadline = time.monotonic() + timeout
-    sent = _send(queue, frames, deadline, timeout - grace, generation)
-    if sent is None:
-        return None
-    answer = _receive(*sent, deadline)
-    return answer.buffer if answer is not None else None
+    if not doors.of(queue)[0]:
+        raise NoWorker(queue)
+    _checked(generation)
+    request_id = os.urandom(16)
+    while (sent := _send(queue, request_id, frames, deadline, grace)) is not None:
+        answer = _receive(sent, request_id, deadline)
+        if answer is not LOST:  # a drop: sent again, to a door that is up (a run has no side effects)
+            return answer.buffer if answer is not None else None
+    return None
 
 
 def stream(queue: str, message: bytes, timeout: float, last: Callable[[bytes], bool], grace: float = 0.0
@@ -441,21 +474,28 @@ def stream(queue: str, message: bytes, timeout: float, last: Callable[[bytes], b
     pieces in order up to the one ``last`` knows as the end, each within ``timeout`` seconds
     (``TimeoutError`` when one does not come). A reader that stops early (its client went away) tells the
     engine to stop (``cancel``)."""
-    sent = _send(queue, [message], time.monotonic() + timeout, timeout - grace, None)
+    request_id = os.urandom(16)
+    sent = _send(queue, request_id, [message], time.monotonic() + timeout, grace)
     if sent is None:
         raise TimeoutError(f"no engine of {queue} took the request in {timeout:.0f} s")
-    sock, request_id = sent
-    finished = False
+    finished, pieces = False, 0
     try:
         while not finished:
-            piece = _receive(sock, request_id, time.monotonic() + timeout)
+            piece = _receive(sent, request_id, time.monotonic() + timeout)
+            if piece is LOST and not pieces:  # nothing came yet: sent again, to a door that is up
+                sent = _send(queue, request_id, [message], time.monotonic() + timeout, grace)
+                if sent is None:
+                    raise TimeoutError(f"no engine of {queue} took the request in {timeout:.0f} s")
+                continue
+            if piece is LOST:
+                raise TimeoutError(f"the engine of {queue} went away mid-answer")
             if piece is None:
                 raise TimeoutError(f"no answer from {queue} in {timeout:.0f} s")
-            finished = last(piece.bytes)
+            finished, pieces = last(piece.bytes), pieces + 1
             yield piece.bytes
     finally:
-        if not finished:
+        if not finished and sent is not None:
             try:
-                sock.send_multipart([CANCEL, request_id, b"{}"], flags=zmq.NOBLOCK)
+                sent[0].send_multipart([CANCEL, request_id, b"{}"], flags=zmq.NOBLOCK)
             except zmq.ZMQError:
                 pass  # the door went away: nothing runs there any more

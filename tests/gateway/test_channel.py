@@ -224,3 +224,79 @@ def test_an_engine_killed_mid_call_is_answered_for_and_replaced(doors, tmp_path)
     lost = run(6000)
     assert lost["code"] == "run_failed" and "was killed (signal 9" in lost["detail"], lost
     assert run(3)["ok"] and handler.engine.pid != first
+
+
+SLOW_DOOR = """
+import os, sys, time
+os.environ["DJANGO_SETTINGS_MODULE"] = "hub.settings"
+import django
+django.setup()
+from hub.gateway import channel
+from hub.gateway.presence import get_presence
+
+class Slow:
+    def __call__(self, call):
+        time.sleep(60)
+    def idle(self):
+        pass
+    def close(self):
+        pass
+
+door = channel.Door("cpu", [Slow()], "dying:1")
+get_presence().announce("cpu", door.address)
+print("up", flush=True)
+while True:
+    time.sleep(1)
+    get_presence().announce("cpu", door.address)
+"""
+
+
+@pytest.mark.slow  # starts doors in processes of their own (Django set up there too) and kills them mid-call
+def test_a_worker_that_dies_mid_call_is_not_waited_for(doors, tmp_path):
+    """A worker process killed while it runs a call: the call goes again to a door that is up and is answered
+    there; with no door left, the caller hears ``NoWorker`` once the dead worker's announcement lapses (seconds),
+    not after the call's timeout."""
+    env = {**os.environ, "HUB_GATEWAY_URL": "filesystem://", "HUB_VAR_DIR": str(tmp_path),
+           "HUB_GATEWAY_KEYS_DIR": str(tmp_path / "keys"), "HUB_GATEWAY_TCP": "",
+           "PYTHONPATH": f"{ROOT}:{ROOT / 'client'}"}
+
+    def dying() -> subprocess.Popen:
+        far = subprocess.Popen([sys.executable, "-c", SLOW_DOOR], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                               text=True)
+        assert far.stdout.readline().strip() == "up"
+        return far
+
+    far = dying()
+    try:
+        threading.Timer(1.0, far.kill).start()
+        started = time.monotonic()
+        with pytest.raises(NoWorker):
+            channel.call("cpu", [b"x"], 60)
+        took = time.monotonic() - started
+        assert took < 1.0 + presence.ALIVE_S + 4, f"waited {took:.1f} s for a worker that had died"
+
+        far = dying()
+        channel.doors.clear()  # the look-up that found no door is not kept for its REFRESH_S
+        answers: list = []
+
+        def again() -> None:
+            try:
+                answers.append(channel.call("cpu", [b"again"], 60))
+            except Exception as exc:  # noqa: BLE001 - shown by the assertion below
+                answers.append(exc)
+
+        caller = threading.Thread(target=again)
+        caller.start()
+        time.sleep(0.5)  # the call is the dying worker's (the only door up)
+        doors("cpu", [Echo()])
+        time.sleep(channel.REFRESH_S)  # the caller's look-up of the doors now holds this one too
+        started = time.monotonic()
+        far.kill()
+        caller.join(30)
+        took = time.monotonic() - started
+        assert answers and bytes(answers[0]).startswith(b"again|door-cpu-"), answers
+        assert took < 3, f"the call was sent again only after {took:.1f} s"
+    finally:
+        far.kill()
+        far.wait()
+        channel._sockets.by_queue.clear()
