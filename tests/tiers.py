@@ -42,6 +42,19 @@ _started = time.monotonic()
 _before: set[str] | None = None
 
 
+def cpu_times() -> tuple[int, int]:
+    """The machine's (busy, total) CPU time in ticks since boot (``/proc/stat``); (0, 0) where there is none."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
+    return sum(fields[:8]) - idle, sum(fields[:8])
+
+
+_cpu_start = cpu_times()
+
+
 def checkout_entries(root: Path) -> set[str]:
     """The checkout's untracked files (git's view: not the ignored ones) and every name at its root."""
     # test-output/ is the suite's own output folder (the browser tests' screenshots, for people to look at; ignored
@@ -110,6 +123,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
             f"tier wall time: {wall:.0f} s against a target of {TIER_S:g} s on a quiet machine (load {load:.1f} "
             f"on {os.cpu_count()} cores; per-test budget {BUDGET_S:g} s x the load per core, {START_FACTOR:.2f} at the "
             "start)")
+    busy, total = (now - then for now, then in zip(cpu_times(), _cpu_start, strict=True))
+    if total and time.monotonic() - _started > 60:  # is the run bound by the CPUs or by waiting? (all processes)
+        terminalreporter.write_line(f"the machine's {os.cpu_count()} CPUs were busy {100 * busy / total:.0f} % of this "
+                                    f"run's {time.monotonic() - _started:.0f} s")
     if getattr(config, "_tiers_new_files", None):
         terminalreporter.write_line(f"the run left new files in the checkout: {', '.join(config._tiers_new_files)} "
                                     "(tests write under tmp_path or HUB_VAR_DIR, never into the checkout)", red=True)
