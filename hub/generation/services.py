@@ -244,7 +244,7 @@ def stream_generation(version: Version, request: GenerateRequest, device: str = 
     except BaseException:
         release()
         raise
-    return _Held(_pieces(first, parts), release)
+    return Held(_pieces(first, parts), release)
 
 
 def _first_piece(model: Version, request: GenerateRequest, device: str) -> tuple[dict[str, Any], Iterator[bytes]]:
@@ -275,14 +275,14 @@ def _last(message: bytes) -> bool:
     return b'"done":true' in message or message.startswith(b'{"error"')
 
 
-class _Held:
+class Held:
     """The pieces of a generation that holds one of its person's places (``hold_stream``) until they end, are
     closed (the client went away) or are dropped unread."""
 
     def __init__(self, pieces: Iterator[dict[str, Any]], release: Callable[[], None]) -> None:
         self.pieces, self.release = pieces, release
 
-    def __iter__(self) -> _Held:
+    def __iter__(self) -> Held:
         return self
 
     def __next__(self) -> dict[str, Any]:

@@ -1,9 +1,10 @@
 """Serving a model on a node: a ``serve`` job (``hub.generation.jobs.ServeJob``) runs the model's own
 OpenAI-compatible server (``hpcfair.serve``) on a node its executor hands out (a Slurm job with
 ``HUB_EXECUTORS=serve=slurm``, else a Celery worker); the server announces its URL, the hub keeps it with the job's
-secret (``Endpoint``) and routes ``/v1/*`` for that model there while the job runs (``live_endpoint``,
-``forward``); the server stops itself after its idle time; ``/v1/models`` says each served model's state
-(``states``: live, starting, queued, offline).
+secret (``Endpoint``) and routes ``/v1/chat/completions`` and ``/v1/completions`` for that model there while the
+job runs (``live_endpoint``, ``forward``), and the hub's own ``…/generate`` too, as OpenAI's stream read back into
+the hub's pieces (``pieces``); the server stops itself after its idle time; ``/v1/models`` says each served
+model's state (``states``: live, starting, queued, offline).
 
 Which engine: a GGUF file is served by llama.cpp, a generation build by the hub's ONNX engine, and on a GPU node a
 Hugging Face causal LM folder by vLLM."""
@@ -28,11 +29,14 @@ from django.conf import settings
 from django.http import HttpResponse, StreamingHttpResponse
 from django.utils import timezone
 from hpcfair.compute import CodedError
+from hpcfair.generate import openai
+from hpcfair.generate.run import GenerateRequest
 
 from hub.errors import STATUS, HubError
 from hub.generation.models import Endpoint
 from hub.generation.services import (
     ANSWER_GRACE_S,
+    Held,
     generation_folders,
     generation_model,
     gguf_file,
@@ -207,7 +211,10 @@ def forward(endpoint: Endpoint, route: str, body: dict[str, Any],
         raise
 
 
-def _forward(endpoint: Endpoint, route: str, body: dict[str, Any], release: Callable[[], None]) -> HttpResponse:
+def _open(endpoint: Endpoint, route: str, body: dict[str, Any]
+          ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    """POST ``body`` (named as the job serves it) to the served model's ``/v1/{route}``; ``no_worker`` when it does
+    not answer."""
     job = endpoint.job
     where = urlsplit(endpoint.url)
     connection = http.client.HTTPConnection(where.hostname, where.port,
@@ -216,11 +223,52 @@ def _forward(endpoint: Endpoint, route: str, body: dict[str, Any], release: Call
     try:
         connection.request("POST", f"/v1/{route}", orjson.dumps(sent),
                            {"Content-Type": "application/json", "Authorization": f"Bearer {endpoint.secret}"})
-        response = connection.getresponse()
+        return connection, connection.getresponse()
     except OSError:
         connection.close()
         raise HubError("no_worker", f"The server of serve job {job.pk} for {job.params['name']} does not answer; "
                                     "try again (it may have stopped after its idle time).") from None
+
+
+def _refusal(response: http.client.HTTPResponse, data: bytes) -> tuple[str, str]:
+    """The hub's code and the words of a served model's OpenAI error answer."""
+    try:
+        error = orjson.loads(data)["error"]
+        return str(error["code"]), str(error.get("message") or "The model's server refused the request.")
+    except (ValueError, KeyError, TypeError):
+        return "internal_error", f"The model's server answered HTTP {response.status}."
+
+
+def pieces(endpoint: Endpoint, asked: GenerateRequest, release: Callable[[], None] = lambda: None
+           ) -> Iterator[dict[str, Any]]:
+    """The hub's own generation (``…/generate``) of a served model: ``asked`` sent to its server as OpenAI's stream
+    and read back as the hub's pieces (``hpcfair.generate.openai.pieces_of``); a refusal is the ``HubError`` of its
+    code; ``release`` once the answer has gone."""
+    try:
+        connection, response = _open(endpoint, *openai.request_of(asked, endpoint.job.params["name"]))
+        if response.status >= 400:
+            try:
+                code, detail = _refusal(response, response.read())
+            finally:
+                connection.close()
+            raise HubError(code if code in STATUS else "internal_error", detail)
+    except BaseException:
+        release()
+        raise
+    return Held(_read(connection, response), release)
+
+
+def _read(connection: http.client.HTTPConnection, response: http.client.HTTPResponse) -> Iterator[dict[str, Any]]:
+    try:
+        yield from openai.pieces_of(response)
+    except OSError:
+        yield {"error": "worker_timeout", "detail": "The model's server stopped answering."}
+    finally:
+        connection.close()
+
+
+def _forward(endpoint: Endpoint, route: str, body: dict[str, Any], release: Callable[[], None]) -> HttpResponse:
+    connection, response = _open(endpoint, route, body)
     kind = response.getheader("Content-Type", "application/json")
     if kind.startswith("text/event-stream"):
         answer: HttpResponse = StreamingHttpResponse(_relay(response, connection, release), status=response.status,
@@ -235,10 +283,7 @@ def _forward(endpoint: Endpoint, route: str, body: dict[str, Any], release: Call
         release()
     if response.status < 400:
         return HttpResponse(data, status=response.status, content_type=kind)
-    try:
-        code = str(orjson.loads(data)["error"]["code"])
-    except (ValueError, KeyError, TypeError):
-        code = "internal_error"
+    code = _refusal(response, data)[0]
     answer = HttpResponse(data, status=STATUS.get(code, response.status), content_type=kind)  # the hub's table
     answer["X-Error-Code"] = code
     return answer

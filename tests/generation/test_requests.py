@@ -161,3 +161,52 @@ def test_a_held_tail_that_completes_a_stop_string_ends_with_stop(tmp_path, monke
     loaded = run.LoadedModel(model=None, tokenizer=tok, context_length=64, folder=tmp_path)
     pieces = list(run.generate(loaded, GenerateRequest.parse({"prompt": "a", "stop": ["e \ufffd"]}, max_tokens=64)))
     assert "".join(piece.text for piece in pieces) == "nod" and pieces[-1].finish_reason == "stop"
+
+
+# --- the hub's own request to a served model's server, and its OpenAI stream read back --------------------
+
+
+@pytest.mark.parametrize("body", [
+    {"prompt": "Once", "max_new_tokens": 7, "temperature": 0, "stop": ["\n"], "seed": 3},
+    {"messages": [{"role": "user", "content": "hi"}], "max_new_tokens": 4, "top_p": 0.5, "top_k": 9}])
+def test_a_hub_request_reaches_a_served_model_as_the_same_request(body):
+    """``request_of`` is OpenAI's form of a hub request: the node's server (``openai.parse``) reads it back equal."""
+    from hpcfair.generate import openai
+
+    asked = GenerateRequest.parse(body)
+    route, sent = openai.request_of(asked, "alice/lm@1")
+    chat = route == "chat/completions"
+    assert chat == bool(asked.messages) and sent["model"] == "alice/lm@1"
+    again = openai.parse(sent, chat=chat, max_tokens=4096)
+    assert again.request == asked and again.stream and again.usage
+
+
+def test_an_openai_stream_reads_back_as_the_pieces_it_was_made_of():
+    from hpcfair.generate import openai
+
+    made = [{"text": "Hel"}, {"text": ""}, {"text": "lo"},
+            {"text": " you", "done": True, "finish_reason": "length", "prompt_tokens": 3, "completion_tokens": 4,
+             "seconds_to_first": 0.1, "seconds": 0.2}]
+    for chat in (True, False):
+        lines = b"".join(openai.chunks(made, chat=chat, ident="x", created=0, model="m", usage=True)).splitlines(True)
+        clock = iter(range(100)).__next__
+        read = list(openai.pieces_of(lines, clock=clock))
+        assert [p["text"] for p in read] == ["Hel", "lo", " you", ""]
+        last = read[-1]
+        assert last["done"] and (last["finish_reason"], last["prompt_tokens"], last["completion_tokens"]) == (
+            "length", 3, 4)
+        assert (last["seconds_to_first"], last["seconds"]) == (1, 2)  # the hub's clock: first text, then the end
+        assert openai.collect(read)["text"] == "Hello you"
+
+
+def test_a_served_models_error_or_cut_stream_is_an_error_piece():
+    from hpcfair.generate import openai
+
+    failed = b"".join(openai.chunks([{"text": "a"}, {"error": "memory_limit", "detail": "too big"}], chat=False,
+                                    ident="x", created=0, model="m")).splitlines(True)
+    assert list(openai.pieces_of(failed))[-1] == {"error": "memory_limit", "detail": "too big"}
+    cut = list(openai.pieces_of([b'data: {"choices": [{"text": "a"}]}\n', b"\n", b"data: {not json\n"]))
+    assert cut[0] == {"text": "a"} and cut[-1]["error"] == "worker_timeout"
+    with pytest.raises(CodedError) as refused:
+        openai.collect(cut)
+    assert refused.value.code == "worker_timeout"

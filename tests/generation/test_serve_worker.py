@@ -1,9 +1,10 @@
 """A ``serve`` job on the Celery executor: a real worker builds a tiny Llama's generation model, then runs the
-node's runner (``hpcfair.serve``) as its child; the hub routes the real ``openai`` client there until the server
-stops after its idle time; a cancelled serve job's server stops at once."""
+node's runner (``hpcfair.serve``) as its child; the hub routes the real ``openai`` client and its own ``…/generate``
+there until the server stops after its idle time; a cancelled serve job's server stops at once."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -61,9 +62,20 @@ def test_a_serve_job_on_a_celery_worker_answers_until_idle_and_stops_when_cancel
     job = Job.objects.get(pk=job_id)
     assert job.execution is None and job.worker  # Celery's: no batch job
     answer = client.chat.completions.create(model=artifact.full_name, messages=MESSAGES, temperature=0, max_tokens=5)
-    assert answer.choices[0].message.content == in_process(built, tmp_path, 5)
+    expected = in_process(built, tmp_path, 5)
+    assert answer.choices[0].message.content == expected
+    # The hub's own …/generate goes to the served model's server too (its count of requests says so), whole and
+    # streamed as the hub's events.
+    generate = f"/api/v1/artifacts/{artifact.full_name}/versions/{version.label}/generate"
+    asked = {"messages": MESSAGES, "max_new_tokens": 5, "temperature": 0}
+    whole = api.post(generate, {**asked, "stream": False}, format="json")
+    assert whole.status_code == 200, whole.content
+    assert whole.json()["text"] == expected and whole.json()["completion_tokens"] == 5
+    events = b"".join(api.post(generate, asked, format="json").streaming_content).decode()
+    texts = [json.loads(line[6:]).get("text", "") for line in events.splitlines() if line.startswith("data: ")]
+    assert "event: done" in events and "".join(texts) == expected, events
     done = wait_for_job(job_id, timeout=60)
-    assert done.state == "succeeded" and done.result["ended"] == "idle" and done.result["requests"] == 1, done.log
+    assert done.state == "succeeded" and done.result["ended"] == "idle" and done.result["requests"] == 3, done.log
     assert state(client, artifact.full_name) == "offline" and not answers(job.endpoint.url)
 
     job_id = serve(api, artifact, version, idle_s=600)

@@ -5,7 +5,8 @@ shape answers here. Nothing here imports Django."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,6 +111,59 @@ def chunks(pieces: Iterable[dict[str, Any]], *, chat: bool, ident: str, created:
             yield _data({"id": ident, "object": kind, "created": created, "model": model, "choices": [],
                          "usage": usage_of(piece)})
     yield b"data: [DONE]\n\n"
+
+
+def request_of(asked: GenerateRequest, model: str) -> tuple[str, dict[str, Any]]:
+    """The OpenAI route and streamed body of a hub request (``pieces_of`` reads the answer): what the hub sends a
+    served model's server for its own ``…/generate``."""
+    body: dict[str, Any] = {"model": model, "max_tokens": asked.max_new_tokens, "temperature": asked.temperature,
+                            "top_p": asked.top_p, "stream": True, "stream_options": {"include_usage": True}}
+    if asked.top_k:
+        body["top_k"] = asked.top_k
+    if asked.seed is not None:
+        body["seed"] = asked.seed
+    if asked.stop:
+        body["stop"] = list(asked.stop)
+    if asked.messages:
+        return "chat/completions", {**body, "messages": [dict(m) for m in asked.messages]}
+    return "completions", {**body, "prompt": asked.prompt}
+
+
+def pieces_of(lines: Iterable[bytes], clock: Callable[[], float] = time.monotonic) -> Iterator[dict[str, Any]]:
+    """The hub's pieces (``Piece.to_dict``) of an OpenAI stream's lines (``chunks``' shape, as any OpenAI server
+    sends it): one piece per text chunk, then the last with the totals once ``data: [DONE]`` comes; an error event
+    is an ``{"error", "detail"}`` piece, and so is a stream that ends without ``[DONE]``."""
+    started, first = clock(), 0.0
+    finish, usage = "", {}
+    for line in lines:
+        line = line.strip()
+        if not line.startswith(b"data:"):
+            continue
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            yield {"text": "", "done": True, "finish_reason": finish or "stop",
+                   "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+                   "completion_tokens": int(usage.get("completion_tokens") or 0),
+                   "seconds_to_first": round(first, 4), "seconds": round(clock() - started, 4)}
+            return
+        try:
+            event = json.loads(data)
+        except ValueError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        if isinstance(event.get("error"), dict):
+            yield {"error": str(event["error"].get("code") or "internal_error"),
+                   "detail": str(event["error"].get("message") or "The model's server failed.")}
+            return
+        usage = event.get("usage") or usage
+        for choice in event.get("choices") or []:
+            text = (choice.get("delta") or {}).get("content") if "delta" in choice else choice.get("text")
+            finish = choice.get("finish_reason") or finish
+            if text:
+                first = first or clock() - started
+                yield {"text": str(text)}
+    yield {"error": "worker_timeout", "detail": "The model's server stopped answering before the end."}
 
 
 def _data(value: Any) -> bytes:

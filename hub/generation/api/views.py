@@ -67,7 +67,7 @@ def sse(chunks: Iterator[bytes]) -> StreamingHttpResponse:
 class Generate(ForceNegotiation, APIView):
     """Generate text with a causal language model version: a prompt or chat messages in, text out, streamed
     as server-sent events (``data: {"text": …}`` per piece, then ``event: done`` with the totals) or, with
-    ``"stream": false``, one JSON answer."""
+    ``"stream": false``, one JSON answer. While a serve job serves the model, its server generates it."""
     needs_scope = "infer"
 
     throttle_scope = "generation"  # hub.ops.throttles: the rate of its writes
@@ -96,7 +96,10 @@ class Generate(ForceNegotiation, APIView):
             return accepted(services.request_batch(found, request.user, str(fields["dataset"]),
                                                    fields.get("dataset_file"), options, device))
         asked = services.parse_request(fields)
-        pieces = services.stream_generation(found, asked, device, request.user)
+        if endpoint := serving.live_endpoint(found, request.user):  # a serve job's server answers it
+            pieces = serving.pieces(endpoint, asked, services.hold_stream(request.user))
+        else:
+            pieces = services.stream_generation(found, asked, device, request.user)
         if not stream:
             return Response(_collect(pieces))
         return sse(_hub_events(pieces))
