@@ -27,7 +27,9 @@ def titles(client) -> list[str]:
     return [row["t"]["value"] for row in response.json()["results"]["bindings"]]
 
 
-@pytest.fixture(params=["embedded", "server"])
+# The Oxigraph server is one for the whole run, and these tests clear it: they run in the serial tier (services), where
+# no other test that uses it (tests/test_nodes.py) runs at the same time.
+@pytest.fixture(params=["embedded", pytest.param("server", marks=pytest.mark.services)])
 def backend(request, settings):
     """Each test on the embedded store, and on the Oxigraph server `scripts/services.sh` starts (its graphs and
     generation cleared first: every test's database starts afresh)."""
@@ -124,6 +126,7 @@ def test_a_removed_store_or_one_ahead_of_the_database_is_built_again(anon, owner
     ("ASK { ?s hpc:machineLearningFramework \"pytorch\" }", "application/sparql-results+json"),
     ("CONSTRUCT { ?s <https://schema.org/name> ?t } WHERE { ?s <https://schema.org/name> ?t }", "text/turtle"),
 ])
+@pytest.mark.services  # clears the run's one Oxigraph server (see ``backend``)
 def test_the_server_answers_as_the_embedded_store(anon, owner, publish, settings, query, accept):
     url = os.environ.get("HUB_TEST_SPARQL_URL") or pytest.skip("no Oxigraph server (scripts/services.sh)")
     publish(owner, "one", {"w.bin": b"1"})
