@@ -24,7 +24,7 @@ trap 'scripts/services.sh stop' EXIT
 # share the services), and beside it, at a lower priority (nice 10), the logic tier and the slow tests that use only
 # their own CPU (marked cpu) on both cores (pytest-xdist: a test database per process). The first waits on its
 # servers about half its time (tests/tiers.py prints how busy the CPUs were: 49 % alone), which the second fills:
-# 22:35 for both against 27:29 one after the other (2026-12-03). The second has a Redis database of its own (its
+# 22:00 for both against 27:29 one after the other (2026-12-03). The second has a Redis database of its own (its
 # broker, cache and presence), so that it never meets the first's workers. Its output follows the first's.
 # Arguments go to both runs; a run that selects nothing is not a failure.
 fast_log=$(mktemp)

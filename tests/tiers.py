@@ -116,17 +116,17 @@ def pytest_runtest_makereport(item, call):
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     if not controller(config):
         return
+    wall = time.monotonic() - _started
     if TIER_S:
-        wall = time.monotonic() - _started
         load = os.getloadavg()[0]
         terminalreporter.write_line(
             f"tier wall time: {wall:.0f} s against a target of {TIER_S:g} s on a quiet machine (load {load:.1f} "
             f"on {os.cpu_count()} cores; per-test budget {BUDGET_S:g} s x the load per core, {START_FACTOR:.2f} at the "
             "start)")
     busy, total = (now - then for now, then in zip(cpu_times(), _cpu_start, strict=True))
-    if total and time.monotonic() - _started > 60:  # is the run bound by the CPUs or by waiting? (all processes)
+    if total and wall > 60:  # is the run bound by the CPUs or by waiting? (all processes)
         terminalreporter.write_line(f"the machine's {os.cpu_count()} CPUs were busy {100 * busy / total:.0f} % of this "
-                                    f"run's {time.monotonic() - _started:.0f} s")
+                                    f"run's {wall:.0f} s")
     if getattr(config, "_tiers_new_files", None):
         terminalreporter.write_line(f"the run left new files in the checkout: {', '.join(config._tiers_new_files)} "
                                     "(tests write under tmp_path or HUB_VAR_DIR, never into the checkout)", red=True)
