@@ -115,6 +115,9 @@ class Columns(Protocol):
 
     def positions(self, artifact_ids: np.ndarray) -> np.ndarray: ...
 
+    def owned(self, accounts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The positions of each account's entries, one account after the other, and how many each has."""
+
 
 def _none() -> np.ndarray:
     return np.zeros(0, dtype=np.int64)
@@ -163,28 +166,30 @@ def _levels_read(columns: Columns, bits: int) -> np.ndarray:
 
 
 def visible(columns: Columns, reader: Reader) -> np.ndarray:
-    """The entries of ``columns`` that ``reader`` may read: ``readable_by`` over the index. Each owner gets the
-    bits of the levels the reader reads of theirs (the signed-in levels; an organization's member also the levels
-    of their role; the reader's own, all), so that the rule costs one lookup per entry, whatever the memberships."""
+    """The entries of ``columns`` that ``reader`` may read: ``readable_by`` over the index. Everyone signed in
+    reads the signed-in levels (one pass over the levels); only the entries of the reader's own accounts (theirs and
+    their organizations') are read one by one, each with the bits of the levels the reader reads of that owner (an
+    organization's member the levels of their role; the reader's own, all), so that a member of many
+    organizations costs what those organizations own, not a lookup per entry."""
     if reader.user_id is None:
         return _levels_read(columns, ANYONE) & columns.live
     size = len(columns.owner)
     if reader.superuser:
         granted = np.ones(size, dtype=bool)
     else:
-        reach = np.full(max(int(columns.owner.max()) if size else 0, reader.user_id) + 1, SIGNED_IN, dtype=np.uint8)
-        inside = reader.orgs < len(reach)
+        granted = _levels_read(columns, SIGNED_IN)
+        bits = np.zeros(len(reader.orgs) + 1, dtype=np.uint8)
         for level in LEVELS:
             if level.role is not None:
-                reach[reader.orgs[inside & (reader.ranks >= RANK[level.role])]] |= 1 << CODES[level.name]
-        reach[reader.user_id] = EVERY
-        granted = ((reach[columns.owner] >> columns.level.view(np.uint8)) & 1).view(bool)
+                bits[:-1][reader.ranks >= RANK[level.role]] |= 1 << CODES[level.name]
+        bits[-1] = EVERY
+        ordinals, lengths = columns.owned(np.append(reader.orgs, reader.user_id))
+        reads = ((np.repeat(bits, lengths) >> columns.level[ordinals].view(np.uint8)) & 1).view(bool)
+        granted[ordinals[reads]] = True  # an assignment, not |=: an account named twice cannot undo a grant
         granted[columns.positions(reader.shared)] = True
     if reader.limit_artifacts is not None or reader.limit_owner is not None:
         within = np.zeros(size, dtype=bool)
-        if reader.limit_artifacts is not None:
-            within[columns.positions(reader.limit_artifacts)] = True
-        else:
-            within = columns.owner == reader.limit_owner
+        within[columns.positions(reader.limit_artifacts) if reader.limit_artifacts is not None
+               else columns.owned(np.array([reader.limit_owner]))[0]] = True
         granted = (granted & within) | _levels_read(columns, ANYONE)
     return granted & columns.live

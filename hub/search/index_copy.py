@@ -192,9 +192,13 @@ class Snapshot:
     by_title: np.ndarray  # 0 for the first title in alphabetical order (ties: lower id first)
     facets: dict[str, Postings]
     words: Postings | None  # lexemes with their best weight, PostgreSQL only
+    by_owner: np.ndarray  # the ordinals in owner order: owner_keys[k]'s are [owner_starts[k], owner_starts[k + 1])
+    owner_keys: np.ndarray  # the owners, sorted, each once
+    owner_starts: np.ndarray
     spelling: Spelling | None = None  # a base's public words (a delta's are read when asked)
 
-    COLUMNS = ("ids", "live", "public", "level", "owner", "parent", "updated", "recency", "by_title")
+    COLUMNS = ("ids", "live", "public", "level", "owner", "parent", "updated", "recency", "by_title", "by_owner",
+               "owner_keys", "owner_starts")
 
     @property
     def size(self) -> int:
@@ -204,6 +208,15 @@ class Snapshot:
         """Ordinals of those of ``artifact_ids`` that this snapshot holds."""
         pos, found = locate(self.ids, artifact_ids)
         return pos[found]
+
+    def owned(self, accounts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The ordinals of the entries each of ``accounts`` owns, one account after the other, and how many each
+        owns: read from the owner order, so that it costs what those accounts own, not the whole index."""
+        pos, found = locate(self.owner_keys, accounts)
+        rows = pos[found]
+        lengths = np.zeros(len(accounts), dtype=np.int64)
+        lengths[found] = self.owner_starts[rows + 1] - self.owner_starts[rows]
+        return self.by_owner[_ranges(self.owner_starts, rows)], lengths
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Everything this snapshot holds, as named arrays (``hub.search.mapped`` writes them)."""
@@ -343,17 +356,21 @@ def _load(where: Q) -> Snapshot:
         if rows else ([], [], [], [], [], [], [])
     size = len(rows)
     ids = np.asarray(ids_list, dtype=np.int64)
+    owners = np.asarray(owner, dtype=np.int64)
+    by_owner = np.argsort(owners, kind="stable")
+    owner_keys, owner_counts = np.unique(owners[by_owner], return_counts=True)
     updated = np.fromiter((u.timestamp() for u in updated_at), dtype=np.float64, count=size)
     words = _words(entries, size) if connection.vendor == "postgresql" else None
     snapshot = Snapshot(
         ids=ids, live=np.asarray(live, dtype=bool), public=np.asarray([v == "public" for v in visibility], dtype=bool),
         level=np.asarray([LEVELS.get(v, len(LEVELS) - 1) for v in visibility], dtype=np.int8),
-        owner=np.asarray(owner, dtype=np.int64), parent=np.asarray([p or 0 for p in parents], dtype=np.int64),
+        owner=owners, parent=np.asarray([p or 0 for p in parents], dtype=np.int64),
         updated=updated, titles=Strings.of(titles),
         recency=_ranks(np.lexsort((ids, -updated))),
         by_title=_ranks(np.asarray(sorted(range(size), key=lambda i: (titles[i].casefold(), ids_list[i])),
                                    dtype=np.int64)),
-        facets=_facets(where == BASE, ids), words=words,
+        facets=_facets(where == BASE, ids), words=words, by_owner=by_owner.astype(np.int32), owner_keys=owner_keys,
+        owner_starts=np.concatenate([[0], np.cumsum(owner_counts)]).astype(np.int64),
     )
     if where != BASE:
         return snapshot

@@ -26,7 +26,7 @@ import numpy as np
 
 POINTER = "CURRENT"
 LOCK = "build.lock"
-FORMAT = 4  # raise when the arrays a base holds change: a base of another format is built again
+FORMAT = 5  # raise when the arrays a base holds change: a base of another format is built again
 
 
 class Strings(Sequence):
