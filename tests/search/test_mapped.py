@@ -93,22 +93,23 @@ def test_a_base_built_from_another_database_is_never_read(owner, anon, tmp_path,
     assert view.epoch == "restored" and mapped.pointed(settings.HUB_SEARCH_INDEX_DIR) != old
 
 
-@pytest.mark.parametrize("values_per_entry", ["one", "several"])
+@pytest.mark.parametrize("values_per_entry", ["one", "several", "sparse", "none"])
 def test_counting_over_few_hits_or_all_but_a_few_equals_counting_every_pair(values_per_entry):
     rng = np.random.default_rng(3)
     size, values = 2000, [f"v{i:03d}" for i in range(40)]
-    if values_per_entry == "one":  # kind, owner, license: a dense code per entry (some entries have none)
-        ords = np.flatnonzero(rng.random(size) < 0.8)
+    if values_per_entry in ("one", "sparse", "none"):  # kind, owner, license: a dense code per entry (some have
+        share = {"one": 0.8, "sparse": 0.02, "none": 0.0}[values_per_entry]  # none); a format's own facet: few
+        ords = np.flatnonzero(rng.random(size) < share)
         codes = rng.zipf(1.5, len(ords)) % 40
     else:
         pairs = {(int(o), int(c)) for o, c in zip(rng.integers(0, size, 9000), rng.zipf(1.5, 9000) % 40,
                                                   strict=True)}
         ords, codes = (np.asarray(column, dtype=np.int64) for column in zip(*sorted(pairs), strict=True))
     postings = Postings.build(values, codes, ords, size)
-    assert (postings.single is not None) == (values_per_entry == "one")
+    assert (postings.single is not None) == (values_per_entry != "several")
     for density in (0.0, 0.001, 0.05, 0.5, 0.95, 0.999, 1.0):
         mask = rng.random(size) < density
-        expected = np.bincount(codes[mask[ords]], minlength=len(values))
+        expected = np.bincount(codes[mask[ords]].astype(np.int64), minlength=len(values))
         assert np.array_equal(postings.count_array(mask), expected), density
 
 
