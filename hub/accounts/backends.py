@@ -29,6 +29,12 @@ class ThrottledModelBackend(ModelBackend):
             throttle.succeeded(counters)
         return user
 
+    def get_user(self, user_id):
+        """A session's person, read with the organization check in the same query (every signed-in request
+        asks): an organization's account has no session of its own."""
+        user = get_user_model()._default_manager.filter(pk=user_id, organization__isnull=True).first()
+        return user if user is not None and super().user_can_authenticate(user) else None
+
     def user_can_authenticate(self, user) -> bool:
         """An organization's account never signs in: its members do, and its pipelines use its service tokens."""
         from hub.orgs.models import Organization

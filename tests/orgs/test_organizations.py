@@ -10,6 +10,7 @@ import logging
 import pytest
 from django.contrib.auth import get_user_model
 
+from hub.accounts.backends import ThrottledModelBackend
 from hub.orgs import services
 from hub.orgs.models import Membership
 from tests.conftest import client_for, multipart_file, valid_metadata
@@ -26,7 +27,7 @@ def lab(owner):
     return services.create_organization(owner, "lab", "The Lab")
 
 
-def test_an_organization_shares_the_namespace_of_people(owner, other, anon):
+def test_an_organization_shares_the_namespace_of_people(owner, other, anon, django_assert_num_queries):
     alice = client_for(owner)
     made = alice.post("/api/v1/orgs/", {"name": "lab", "title": "The Lab"}, format="json")
     assert made.status_code == 201 and made.json()["name"] == "lab"
@@ -40,6 +41,12 @@ def test_an_organization_shares_the_namespace_of_people(owner, other, anon):
     assert get_user_model().objects.filter(username="lab").count() == 1
     # The organization's account never signs in with a password.
     assert anon.post("/api/v1/tokens/", {}, format="json", **basic("lab", "")).status_code == 401
+    # Nor has it a session (one query for a session's person, the organization check inside it).
+    backend, account = ThrottledModelBackend(), get_user_model().objects.get(username="lab")
+    with django_assert_num_queries(1):
+        assert backend.get_user(account.pk) is None
+    with django_assert_num_queries(1):
+        assert backend.get_user(owner.pk) == owner
     mine = alice.get("/api/v1/orgs/?member=me").json()
     assert [(o["name"], o["role"]) for o in mine] == [("lab", "admin")]
     public = anon.get("/api/v1/orgs/lab/").json()
