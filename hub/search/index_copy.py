@@ -64,18 +64,26 @@ def _ranges(starts: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 class Rows:
     """The entries of a mask, found once for every facet counted over it: those in it, or, when they are more
-    than half, those not in it."""
+    than half, those not in it. ``ords``: the mask's entries, when the caller found them already."""
 
-    def __init__(self, mask: np.ndarray) -> None:
-        self.mask = mask
+    def __init__(self, mask: np.ndarray, ords: np.ndarray | None = None) -> None:
+        self.mask, self.ords = mask, ords
         self._fewer: tuple[np.ndarray, bool] | None = None
+
+    @classmethod
+    def among(cls, mask: np.ndarray, within: np.ndarray) -> Rows:
+        """The entries of ``mask``, all of which are among the ordinals ``within``: found among those (a few
+        reads each) rather than by a pass over the whole index (1.7 ms at 1M entries)."""
+        return cls(mask, within[mask[within]])
 
     def fewer(self) -> tuple[np.ndarray, bool]:
         """(ordinals, whether they are the entries *not* in the mask)."""
         if self._fewer is None:
-            hits = int(np.count_nonzero(self.mask))
-            subtract = 2 * hits > len(self.mask)
-            self._fewer = (np.flatnonzero(~self.mask if subtract else self.mask), subtract)
+            hits = int(np.count_nonzero(self.mask)) if self.ords is None else len(self.ords)
+            if 2 * hits > len(self.mask):
+                self._fewer = (np.flatnonzero(~self.mask), True)
+            else:
+                self._fewer = (np.flatnonzero(self.mask) if self.ords is None else self.ords, False)
         return self._fewer
 
 
@@ -199,13 +207,14 @@ class Snapshot:
     by_title: np.ndarray  # 0 for the first title in alphabetical order (ties: lower id first)
     facets: dict[str, Postings]
     words: Postings | None  # lexemes with their best weight, PostgreSQL only
+    derived: np.ndarray  # the ordinals of derived entries (parent > 0)
     by_owner: np.ndarray  # the ordinals in owner order: owner_keys[k]'s are [owner_starts[k], owner_starts[k + 1])
     owner_keys: np.ndarray  # the owners, sorted, each once
     owner_starts: np.ndarray
     spelling: Spelling | None = None  # a base's public words (a delta's are read when asked)
 
-    COLUMNS = ("ids", "live", "public", "level", "owner", "parent", "updated", "recency", "by_title", "by_owner",
-               "owner_keys", "owner_starts")
+    COLUMNS = ("ids", "live", "public", "level", "owner", "parent", "updated", "recency", "by_title", "derived",
+               "by_owner", "owner_keys", "owner_starts")
 
     @property
     def size(self) -> int:
@@ -364,6 +373,7 @@ def _load(where: Q) -> Snapshot:
     size = len(rows)
     ids = np.asarray(ids_list, dtype=np.int64)
     owners = np.asarray(owner, dtype=np.int64)
+    parent = np.asarray([p or 0 for p in parents], dtype=np.int64)
     by_owner = np.argsort(owners, kind="stable")
     owner_keys, owner_counts = np.unique(owners[by_owner], return_counts=True)
     updated = np.fromiter((u.timestamp() for u in updated_at), dtype=np.float64, count=size)
@@ -371,7 +381,7 @@ def _load(where: Q) -> Snapshot:
     snapshot = Snapshot(
         ids=ids, live=np.asarray(live, dtype=bool), public=np.asarray([v == "public" for v in visibility], dtype=bool),
         level=np.asarray([LEVELS.get(v, len(LEVELS) - 1) for v in visibility], dtype=np.int8),
-        owner=owners, parent=np.asarray([p or 0 for p in parents], dtype=np.int64),
+        owner=owners, parent=parent, derived=np.flatnonzero(parent > 0),
         updated=updated, titles=Strings.of(titles),
         recency=_ranks(np.lexsort((ids, -updated))),
         by_title=_ranks(np.asarray(sorted(range(size), key=lambda i: (titles[i].casefold(), ids_list[i])),
@@ -587,7 +597,7 @@ class Hits(Sequence):
     """The ordered result of a search: its length, and slices of SearchEntry rows fetched on demand."""
 
     def __init__(self, parts: list[tuple[Snapshot, np.ndarray, np.ndarray | None]], sort: str,
-                 counted: list[dict[str, np.ndarray]] | None = None) -> None:
+                 counted: list[dict[str, Rows]] | None = None) -> None:
         self.parts = parts  # (snapshot, ordinals of the hits, score per ordinal or None)
         self.sort = sort
         self.counted = counted or [{} for _ in parts]  # per part: facet -> the entries its counts range over
@@ -637,21 +647,17 @@ class Hits(Sequence):
         Only the values that can make the list are read as text: those of a part that could still reach its
         first FACET_LIMIT with what every other part could add (a value left out of a part's candidates has
         fewer than that part's FACET_LIMIT-th count, even with the most the others hold)."""
-        masks = []
+        hits = []
         for snapshot, ords, _ in self.parts:
             mask = np.zeros(snapshot.size, dtype=bool)
             mask[ords] = True
-            masks.append(mask)
-        rows: dict[int, Rows] = {}  # by id of the mask: one search for the entries of each mask
-
-        def rows_of(mask: np.ndarray) -> Rows:
-            return rows.setdefault(id(mask), Rows(mask))
+            hits.append(Rows(mask, ords))
         out = {}
         for name in FACETS:
             counts = []
-            for (snapshot, _, _), counted, mask in zip(self.parts, self.counted, masks, strict=True):
-                over = counted.get(name, mask)
-                counts.append((snapshot.facets[name], snapshot.facets[name].count_array(over, rows_of(over))))
+            for (snapshot, _, _), counted, rows in zip(self.parts, self.counted, hits, strict=True):
+                over = counted.get(name, rows)
+                counts.append((snapshot.facets[name], snapshot.facets[name].count_array(over.mask, over)))
             most = [int(array.max()) if len(array) else 0 for _, array in counts]
             totals: dict[str, int] = {}
             for i, (postings, array) in enumerate(counts):
@@ -705,7 +711,7 @@ def search(reader: rule.Reader, filters: dict[str, list[str]], visibility: str, 
     if collapse:  # decided for every part before any is changed: what a user sees is the same either way
         hidden = []
         for (snapshot, _), mask in zip(view.parts, visible, strict=True):
-            derived = np.flatnonzero(mask & (snapshot.parent > 0))
+            derived = snapshot.derived[mask[snapshot.derived]]
             parents, seen = snapshot.parent[derived], np.zeros(len(derived), dtype=bool)
             for (other, _), other_mask in zip(view.parts, visible, strict=True):
                 pos, found = locate(other.ids, parents)
@@ -721,6 +727,7 @@ def search(reader: rule.Reader, filters: dict[str, list[str]], visibility: str, 
         if matcher is not None:
             matched, scores = matcher(snapshot)
             mask &= matched
+        within = np.flatnonzero(mask)  # the hits and every facet's counted entries are among these
         by_facet = {}
         for name, values in filters.items():  # names checked against FACETS; every snapshot has them all
             groups = [[v] for v in values] if name == "keyword" else [values]
@@ -734,11 +741,12 @@ def search(reader: rule.Reader, filters: dict[str, list[str]], visibility: str, 
         counted = {}
         for name in by_facet:
             if name != "keyword":
-                counted[name] = mask.copy()
+                over = mask.copy()
                 for other, passed in by_facet.items():
                     if other != name:
-                        counted[name] &= passed
-        parts.append((snapshot, np.flatnonzero(hits), scores))
+                        over &= passed
+                counted[name] = Rows.among(over, within)
+        parts.append((snapshot, within[hits[within]], scores))
         counted_parts.append(counted)
     return Hits(parts, sort, counted_parts)
 
