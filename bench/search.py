@@ -368,10 +368,12 @@ def compare(tree: Path, args: argparse.Namespace) -> None:
         loads = [os.getloadavg()[0]]
         times: dict[tuple[str, str, str], list[float]] = {}
         hits: dict[tuple[str, str], list[int]] = {}
-        blocks = [(viewer, first, first + BLOCK) for _ in range(args.rounds) for viewer in ("anonymous", "member")
-                  for first in range(0, args.queries, BLOCK)]
-        for i, block in enumerate(blocks):
-            for side in (("before", "after") if i % 2 == 0 else ("after", "before")):
+        # Which side answers a block first alternates between rounds, not only between blocks: the second side
+        # finds the database's pages the first one read, so a block must not have the same side first every round.
+        blocks = [(round_, (viewer, first, first + BLOCK)) for round_ in range(args.rounds)
+                  for viewer in ("anonymous", "member") for first in range(0, args.queries, BLOCK)]
+        for i, (round_, block) in enumerate(blocks):
+            for side in (("before", "after") if (round_ + block[1] // BLOCK) % 2 == 0 else ("after", "before")):
                 procs[side].stdin.write(json.dumps(block) + "\n")
                 procs[side].stdin.flush()
                 for kind, ms, count in json.loads(answer(side)):
