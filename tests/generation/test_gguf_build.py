@@ -95,6 +95,8 @@ def test_a_tokenizer_llama_cpp_would_split_otherwise_is_refused_in_words(tmp_pat
     assert str(tmp_path) not in refused.value.detail and not (tmp_path / "out" / "model-f32.gguf").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.cpu  # saves two Hugging Face models with transformers: 4-5 s alone, over the fast tier's 4 s
 @pytest.mark.django_db
 def test_a_gguf_build_is_refused_before_it_is_queued(api, owner, publish, tmp_path, settings):
     """Bad requests are coded 400s in the web process: an unknown type, an ONNX option, a folder that is no
