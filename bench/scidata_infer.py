@@ -12,12 +12,13 @@ emulator's size: 0.66 MFLOP a row). For each model and file it times, interleave
 - the floor: bare ``InferenceSession.run`` (one thread, as the worker's default ``HUB_INFER_THREADS``) over
   the array already in memory, in batches of the rows the hub fits to ``HUB_INFER_BATCH_MB``;
 - the hub, streamed: what ``InferJob.run`` does for ``inputs: data.nc:/x`` after the file is placed, in
-  process: ``scientific.VariableStream`` (the sandboxed child reads the variable slab by slab into a mapped
-  ``inputs.npy``, announcing each slab), ``load_sample_inputs`` + ``check`` + ``mapped_source``, and
-  ``run_batches`` through the worker's engine child, each batch run once its rows have landed. The job
-  record is a stand-in (``Ctx``: no database; logs and progress dropped), the only part not run;
-- the hub, whole first (the path before streaming, the baseline): the same with the run started only
-  once the child has written every row.
+  process: ``scientific.VariableStream`` (the sandboxed child, reading the file where it lies, finds the
+  variable stored as one run of bytes and says where, so the engine maps the file itself (``none``); or it
+  reads the variable slab by slab into a mapped ``inputs.npy``, announcing each slab (``zlib``)),
+  ``read_inputs``, and ``run_batches`` through the worker's engine child, each batch run once its rows are
+  there. The job record is a stand-in (``Ctx``: no database; logs and progress dropped), the only part not run;
+- the hub, whole first (the path before streaming, the baseline): the variable copied into ``inputs.npy``
+  whole before the run starts.
 
 Prints rows/s, the ratios against the floor (issue 58's target: >= 0.75), the phases and the machine's load.
 """
@@ -33,6 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
@@ -102,35 +104,33 @@ def floor(model: Path, array: np.ndarray, batch: int) -> float:
     return elapsed
 
 
-def hub_path(folder: Path, data: Path, model: Path, rows: int, streamed: bool) -> dict[str, float]:
-    """Seconds of each phase of the job's path over ``data:/x``; the outputs checked for their rows."""
-    from django.conf import settings
-    from hpcfair.convert.signature import load_sample_inputs
-
-    from hub.gateway.jobs.infer import mapped_source, run_batches
-    from hub.gateway.tensors import check
+def hub_path(folder: Path, data: Path, model: Path, rows: int, streamed: bool) -> dict[str, Any]:
+    """Seconds of each phase of the job's path over ``data:/x`` and how the values reached the engine
+    (``how``); the outputs checked for their rows."""
+    from hub.gateway.jobs.infer import read_inputs, run_batches
     from hub.metadata import scientific
 
     work = Path(tempfile.mkdtemp(prefix="job-", dir=folder))
     step = {"local": str(model)}
     ctx = SimpleNamespace(job=SimpleNamespace(params={}, device="cpu"), log=lambda *a: None,
                           progress=lambda *a: None)
-    times: dict[str, float] = {}
+    times: dict[str, Any] = {}
     started = time.perf_counter()
-    stream = scientific.VariableStream("data.nc", [("data.nc", data)], "/x", work / "inputs.npy").start()
+    stream = scientific.VariableStream("data.nc", [("data.nc", data)], "/x", work / "inputs.npy",
+                                       in_place=streamed).start()
     times["first rows"] = time.perf_counter() - started
     if not streamed:
         stream.wait(sys.maxsize)
         times["read"] = time.perf_counter() - started
-    arrays = check(load_sample_inputs(work / "inputs.npy", None, settings.HUB_ARCHIVE_INFLATE_MAX_BYTES,
-                                      mapped=True), None)
-    source = mapped_source(work / "inputs.npy", arrays)
+    arrays, source, ready = read_inputs(work / "inputs.npy", stream, None)
     assert source is not None
+    how = "mapped where it lies" if "extent" in source else "copied into inputs.npy"
     mark = time.perf_counter()
     session = {"inputs": [["input", ["N", arrays["input"].shape[1]], "float32"]]}
-    out = run_batches(ctx, session, arrays, 0, None, [step], source, stream.wait if streamed else None)
+    out = run_batches(ctx, session, arrays, 0, None, [step], source, ready if streamed else None)
     times["run"] = time.perf_counter() - mark
     times["total"] = time.perf_counter() - started
+    times["how"] = how
     assert out["y"].shape[0] == rows, out["y"].shape
     stream.wait(sys.maxsize)  # the child's folder removed before the next
     shutil.rmtree(work)
@@ -176,7 +176,7 @@ def measure(scratch: Path, args: argparse.Namespace) -> None:
                 floors.append(floor(model, array, batch))
                 streamed.append(hub_path(scratch, data, model, args.rows, True))
                 whole.append(hub_path(scratch, data, model, args.rows, False))
-                line = lambda t: ", ".join(f"{k} {v:.2f} s" for k, v in t.items())  # noqa: E731
+                line = lambda t: ", ".join(v if k == "how" else f"{k} {v:.2f} s" for k, v in t.items())  # noqa: E731
                 print(f"  {name} {codec} repeat {repeat + 1}: floor {floors[-1]:.2f} s; "
                       f"streamed: {line(streamed[-1])}; "
                       f"whole first: {line(whole[-1])}; load {os.getloadavg()[0]:.1f}")

@@ -635,6 +635,69 @@ def write_variable(path: Path, variable: str, dest: Path, slab_bytes: int = 64 *
         return shape, dtype
 
 
+MAX_EXTENT_CHUNKS = 100_000  # chunks looked at to find a variable's one run of bytes; past it, it is copied
+
+
+def stored_extent(path: Path, variable: str) -> dict[str, Any] | None:
+    """Where ``variable``'s values lie in an HDF5-based file as one run of raw bytes in row order, so that a
+    job can map the file itself instead of a copy: {"offset", "shape", "dtype"} for a native-order numeric
+    variable used as stored (no filter, nothing to decode), contiguous or in chunks that span whole rows and
+    follow each other in the file; None otherwise (the variable is then copied slab by slab)."""
+    import numpy as np
+
+    found = _direct(Path(path), variable)
+    if found is None:
+        return None
+    array, handle = found
+    try:
+        dtype, decode = decoding(array)
+        if decode is not None or not dtype.isnative or array._filters or array.size == 0:
+            return None
+        row_bytes = math.prod(array.shape[1:]) * dtype.itemsize
+        if array.chunks is None:
+            offset = array.id.get_offset()
+        else:
+            offset = _chunk_run(array, row_bytes)
+        if offset is None:
+            return None
+        return {"offset": int(offset), "shape": list(array.shape), "dtype": np.dtype(dtype).str}
+    finally:
+        handle.close()
+
+
+def _chunk_run(array: Any, row_bytes: int) -> int | None:
+    """The offset of the first chunk of a variable whose chunks span whole rows, are all written, unfiltered
+    and back to back in row order; None otherwise."""
+    chunks, shape = array.chunks, array.shape
+    count = -(-shape[0] // chunks[0])
+    if tuple(chunks[1:]) != tuple(shape[1:]) or count > MAX_EXTENT_CHUNKS:
+        return None
+    if array.id.get_num_chunks() != count:
+        return None  # unwritten chunks read as the fill value
+    found: list[tuple[int, int, int]] = []
+    array.id.chunk_iter(lambda info: found.append((info.chunk_offset[0], info.byte_offset, info.size)))
+    found.sort()
+    size, start = chunks[0] * row_bytes, found[0][1]
+    for index, (row, offset, stored) in enumerate(found):
+        if row != index * chunks[0] or stored != size or offset != start + index * size:
+            return None
+    return start
+
+
+def mapped_extent(path: Path, extent: dict[str, Any]) -> Any:
+    """The read-only mapping of ``stored_extent``'s run of bytes in ``path`` as an array; a ValueError where
+    the run does not fit in the file."""
+    import os
+
+    import numpy as np
+
+    dtype, shape, offset = np.dtype(str(extent["dtype"])), tuple(int(n) for n in extent["shape"]), int(extent["offset"])
+    if (dtype.kind not in "biuf" or not dtype.isnative or offset < 0 or not shape or min(shape) <= 0
+            or offset + math.prod(shape) * dtype.itemsize > os.path.getsize(path)):
+        raise ValueError("the variable's bytes do not lie within the file")
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+
+
 def _direct(path: Path, variable: str) -> tuple[Any, Any] | None:
     """``variable`` of an HDF5-based file (HDF5, NetCDF4) opened with h5py, whose ``read_direct`` reads slabs
     straight into the array: several times faster than netCDF4's slicing (bench/scidata_infer.py). None, for

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 from hpcfair.compute import CodedError
 from hpcfair.compute.runs import bound_memory, memory_message
+from hpcfair.scidata import mapped_extent
 
 from hub.gateway import wire
 
@@ -199,17 +200,19 @@ def data_bytes() -> int:
     return 0
 
 
-_mapped: dict[str, np.ndarray] = {}  # the one .npy a call engine has mapped (a job's inputs)
+_mapped: dict[str, np.ndarray] = {}  # the one file a call engine has mapped (a job's inputs)
 
 
 def _mapped_rows(source: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Rows ``source["rows"]`` of the ``.npy`` at ``source["path"]``, mapped once (page cache, no copy)."""
-    path = str(source["path"])
-    if path not in _mapped:
+    """Rows ``source["rows"]`` of the ``.npy`` at ``source["path"]``, or of a variable's ``extent`` in its own
+    file (``hpcfair.scidata.mapped_extent``), mapped once (page cache, no copy)."""
+    path, extent = str(source["path"]), source.get("extent")
+    key = f"{path}@{extent['offset']}" if extent else path
+    if key not in _mapped:
         _mapped.clear()
-        _mapped[path] = np.load(path, mmap_mode="r", allow_pickle=False)
+        _mapped[key] = mapped_extent(path, extent) if extent else np.load(path, mmap_mode="r", allow_pickle=False)
     start, stop = (int(row) for row in source["rows"])
-    return {str(source["name"]): _mapped[path][start:stop]}
+    return {str(source["name"]): _mapped[key][start:stop]}
 
 
 def serve(control: dict[str, Any], message: bytes) -> bytes:

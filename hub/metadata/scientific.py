@@ -74,12 +74,14 @@ def _place(source: Path, dest: Path) -> None:
 
 def read_unit(name: str, members: Sequence[tuple[str, Path]], *, auto: int = 0,
               variables: Sequence[str] = (), extract: str = "", dest: Path | None = None,
-              on_rows: Callable[[int, int, Path], None] | None = None) -> dict[str, Any]:
+              on_rows: Callable[[int, int, Path], None] | None = None, in_place: bool = False) -> dict[str, Any]:
     """Run the child over one file or store (``members``: (path in the version, local copy)); its result:
     {"structure": ..., "previews": [...]}. With ``extract`` (a variable's path) the child also writes that
     variable as a ``.npy``, moved to ``dest`` (at most ``HUB_SCIDATA_EXTRACT_MAX_BYTES``) unless ``on_rows``
-    (called with the rows written, the total and the child's folder as they land) put it there first. A
-    coded 400 for what the child refused."""
+    (called with the rows written, the total and the child's folder as they land) put it there first;
+    ``in_place``, for a file read where it lies: where its values are one run of raw bytes of the file,
+    nothing is written and ``extracted["extent"]`` says where they lie (``hpcfair.scidata.stored_extent``).
+    A coded 400 for what the child refused."""
     work = Path(tempfile.mkdtemp(prefix="hub-scidata-"))
     try:
         root = zarr_root(members[0][0]) if len(members) > 1 or zarr_root(members[0][0]) else None
@@ -104,7 +106,7 @@ def read_unit(name: str, members: Sequence[tuple[str, Path]], *, auto: int = 0,
                    "previews": list(variables), "extract": extract,
                    "max_bytes": settings.HUB_SCIDATA_EXTRACT_MAX_BYTES,
                    "slab_bytes": settings.HUB_INFER_BATCH_BYTES,  # slabs of a job's batches, in whole chunks
-                   "threads": settings.HUB_SCIDATA_THREADS}
+                   "threads": settings.HUB_SCIDATA_THREADS, "in_place": in_place and bool(read_only)}
         try:
             result = run(request, work, limits(bool(extract)), hide=_hidden(), on_line=line if on_rows else None,
                          read_only=read_only)
@@ -115,7 +117,7 @@ def read_unit(name: str, members: Sequence[tuple[str, Path]], *, auto: int = 0,
             raise HubError("scientific_unreadable", f"{name} could not be read as HDF5, NetCDF or Zarr within the "
                                                  f"hub's limits ({settings.HUB_SCIDATA_MEMORY_MB} MB, "
                                                  f"{settings.HUB_SCIDATA_WALL_S} s): {exc.detail}") from None
-        if extract and dest is not None:
+        if extract and dest is not None and not (result.get("extracted") or {}).get("extent"):
             if os.path.lexists(dest):  # linked while the child wrote it: this process's own file now
                 if os.lstat(dest).st_uid != os.geteuid():
                     os.chown(dest, os.geteuid(), os.getegid(), follow_symlinks=False)
@@ -131,15 +133,18 @@ class VariableStream:
     """A variable read by the sandbox child, in a thread, into the ``.npy`` at ``dest``, whose rows a job runs
     as they land (``wait``): reading the next slab overlaps running the last. ``dest`` is a hard link to the
     child's file, made from a descriptor opened without following links, so the child can change only that
-    file's values, never point the job at another file."""
+    file's values, never point the job at another file. ``in_place``: a file whose values the child finds as one
+    run of its own bytes is not copied: ``extent`` then says where they lie in ``file`` (``mapped_extent``)."""
 
     def __init__(self, name: str, members: Sequence[tuple[str, Path]], variable: str, dest: Path,
-                 cleanup: Path | None = None) -> None:
+                 cleanup: Path | None = None, in_place: bool = False) -> None:
         self.dest, self.done, self.total = dest, 0, None
         self.finished, self.error = False, None
+        self.file, self.extent = members[0][1], None
         self._linked: bool | None = None
         self._changed = threading.Condition()
-        self._thread = threading.Thread(target=self._read, args=(name, members, variable, cleanup), daemon=True)
+        self._thread = threading.Thread(target=self._read, args=(name, members, variable, cleanup, in_place),
+                                        daemon=True)
 
     def start(self) -> VariableStream:
         """Start the child; back once ``dest`` holds the ``.npy`` (its rows still to come) or the read failed."""
@@ -160,9 +165,12 @@ class VariableStream:
         if not there():
             raise HubError("scientific_unreadable", "The variable's reader stopped answering.")
 
-    def _read(self, name: str, members: Sequence[tuple[str, Path]], variable: str, cleanup: Path | None) -> None:
+    def _read(self, name: str, members: Sequence[tuple[str, Path]], variable: str, cleanup: Path | None,
+              in_place: bool) -> None:
         try:
-            read_unit(name, members, extract=variable, dest=self.dest, on_rows=self._landed)
+            result = read_unit(name, members, extract=variable, dest=self.dest, on_rows=self._landed,
+                               in_place=in_place)
+            self.extent = (result.get("extracted") or {}).get("extent")
             outcome = {"finished": True}
         except Exception as exc:  # noqa: BLE001 - raised to the job by wait()
             outcome = {"error": exc if isinstance(exc, HubError) else
@@ -170,7 +178,7 @@ class VariableStream:
             if not isinstance(exc, HubError):
                 log.exception("streaming %s of %s failed", variable, name)
         finally:
-            if cleanup is not None:
+            if cleanup is not None and self.extent is None:  # a mapped file stays until the job's folder goes
                 shutil.rmtree(cleanup, ignore_errors=True)
         with self._changed:
             self.finished, self.error = outcome.get("finished", False), outcome.get("error")

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hpcfair.convert import sandbox
 from hpcfair.convert.errors import ConversionError
+from hpcfair.scidata import mapped_extent, stored_extent
 
 from hub.errors import HubError
 from hub.metadata import scientific
@@ -106,3 +107,66 @@ def test_a_file_read_in_place_is_read_only_to_the_child(tmp_path):
     assert "0" not in codes[:3] and codes[-3:] == ["H", "D", "F"], done.stdout  # refused thrice, unchanged
     assert blob.read_bytes() == before
     scientific.read_unit("blob.nc", [("blob.nc", blob)])  # and the reader reads it so
+
+
+def plain(path, **options):
+    """``x`` stored as written: contiguous, or in ``chunksizes`` (rows written in ``order``), no filter."""
+    import netCDF4
+
+    order = options.pop("order", None)
+    with netCDF4.Dataset(path, "w") as ds:
+        ds.createDimension("sample", 1000)
+        ds.createDimension("feature", 64)
+        var = ds.createVariable("x", options.pop("dtype", "f4"), ("sample", "feature"), **options)
+        for start in order or [0]:
+            var[start:start + (100 if order else 1000)] = X[start:start + (100 if order else 1000)]
+    return path
+
+
+@pytest.mark.skipif(not sandbox.bwrap_path(), reason="needs bwrap")
+@pytest.mark.parametrize("options", [{"contiguous": True}, {"chunksizes": (100, 64)},
+                                     {"chunksizes": (300, 64)}])
+def test_a_variable_stored_as_one_run_of_bytes_is_mapped_where_it_lies(tmp_path, options):
+    """Its values used as stored, in row order and back to back: nothing is copied, the job maps the file."""
+    blob = plain(tmp_path / "blob.nc", **options)
+    stream = scientific.VariableStream("x.nc", [("x.nc", blob)], "/x", tmp_path / "in.npy", in_place=True).start()
+    assert stream.finished and stream.extent is not None and not os.path.lexists(tmp_path / "in.npy")
+    mapped = mapped_extent(stream.file, stream.extent)
+    assert isinstance(mapped, np.memmap) and os.path.samefile(mapped.filename, blob)
+    assert np.array_equal(mapped, X)
+
+
+@pytest.mark.skipif(not sandbox.bwrap_path(), reason="needs bwrap")
+@pytest.mark.parametrize("options", [{"zlib": True, "chunksizes": (100, 64)},  # filtered
+                                     {"chunksizes": (100, 16)},  # a chunk holds parts of rows
+                                     {"chunksizes": (100, 64), "order": range(900, -1, -100)},  # last rows first
+                                     {"chunksizes": (100, 64), "order": range(0, 500, 100)},  # rows never written
+                                     {"contiguous": True, "endian": "big", "dtype": ">f4"},
+                                     {"contiguous": True, "fill_value": np.float32(-999)}],  # to decode
+                         ids=["zlib", "part-rows", "reversed", "unwritten", "big-endian", "fill-value"])
+def test_a_variable_not_stored_as_one_run_of_its_values_is_copied(tmp_path, options):
+    blob = plain(tmp_path / "blob.nc", **options)
+    stream = scientific.VariableStream("x.nc", [("x.nc", blob)], "/x", tmp_path / "in.npy", in_place=True).start()
+    stream.wait(sys.maxsize)
+    assert stream.extent is None
+    got = np.load(tmp_path / "in.npy")
+    if "fill_value" in options:
+        assert np.array_equal(got, X)  # decoded: no value is the fill value
+    else:
+        import h5py
+
+        with h5py.File(blob) as file:
+            assert np.array_equal(got, file["x"][:].astype("=f4"))  # as stored (unwritten rows: the fill value)
+        assert np.array_equal(got[:500], X[:500])
+
+
+def test_an_extent_outside_its_file_is_refused(tmp_path):
+    """What the child says is checked against the file: a run past its end, a cast, a type that is no number."""
+    blob = plain(tmp_path / "blob.nc", contiguous=True)
+    extent = stored_extent(blob, "/x")
+    assert extent is not None and np.array_equal(mapped_extent(blob, extent), X)
+    size = blob.stat().st_size
+    for lie in ({"offset": size - 100}, {"shape": [1001, 64]}, {"offset": -1}, {"dtype": "|O"}, {"dtype": ">f4"},
+                {"shape": [0, 64]}):
+        with pytest.raises(ValueError):
+            mapped_extent(blob, {**extent, **lie})

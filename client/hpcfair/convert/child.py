@@ -117,7 +117,8 @@ def scidata(request: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {"structure": describe(source, bounds)}
         if request.get("extract"):  # one variable as a .npy, for a job that runs a model over it
             return {**out, **extract(source, request["extract"], int(request["max_bytes"]), out["structure"],
-                                     int(request.get("slab_bytes") or 64 * 2**20), int(request.get("threads") or 1))}
+                                     int(request.get("slab_bytes") or 64 * 2**20), int(request.get("threads") or 1),
+                                     bool(request.get("in_place")))}
         wanted = list(request.get("previews") or [])
         if request.get("auto"):
             wanted += [v["path"] for v in out["structure"]["variables"]
@@ -140,14 +141,15 @@ def scidata(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def extract(source: Path, variable: str, max_bytes: int, structure: dict[str, Any], slab_bytes: int,
-            threads: int = 1) -> dict[str, Any]:
+            threads: int = 1, in_place: bool = False) -> dict[str, Any]:
     """``variable`` of the (checked) file written as ``variable.npy``, read in slabs of ``slab_bytes`` (whole
     chunks; deflated ones inflated by ``threads`` threads) and written into it (``write_variable``), each
     slab's rows announced as it lands (``rows_line``: the job runs them while the next is read); refused
-    past ``max_bytes`` before anything is read."""
+    past ``max_bytes`` before anything is read. ``in_place`` (the file is the job's own, mounted read-only):
+    where the values are one run of raw bytes of the file (``stored_extent``), only where they lie."""
     import math
 
-    from hpcfair.scidata import ScienceRefused, rows_line, variable_dtype, write_variable
+    from hpcfair.scidata import ScienceRefused, rows_line, stored_extent, variable_dtype, write_variable
 
     found = next((v for v in structure["variables"] if v["path"] == variable), None)
     if found is None:
@@ -157,6 +159,9 @@ def extract(source: Path, variable: str, max_bytes: int, structure: dict[str, An
     if size > max_bytes:
         raise ScienceRefused("scientific_too_large", f"{variable} holds {size} bytes; a job reads variables of up "
                                                      f"to {max_bytes} bytes.")
+    extent = stored_extent(source, variable) if in_place else None
+    if extent is not None:
+        return {"extracted": {"variable": variable, "shape": extent["shape"], "dtype": str(dtype), "extent": extent}}
     shape, dtype = write_variable(source, variable, Path("variable.npy"), slab_bytes, threads=threads,
                                   on_rows=lambda done: say(rows_line(done, shape[0])) if shape else None)
     return {"extracted": {"variable": variable, "shape": list(shape), "dtype": str(dtype)}}

@@ -22,6 +22,7 @@ from hpcfair.compute import CodedError
 from hpcfair.compute.runs import batch_rows, row_count, run_rows
 from hpcfair.convert import ConversionError
 from hpcfair.convert.signature import load_sample_inputs, specs_from_metadata
+from hpcfair.scidata import mapped_extent
 
 from hub.errors import HubError
 from hub.gateway.engine import describe, run_steps
@@ -55,18 +56,20 @@ def step_versions(steps: list[dict[str, Any]]) -> list[Version]:
     return [found[s["version_id"]] for s in steps]
 
 
-def mapped_source(path: Path, arrays: dict[str, np.ndarray]) -> dict[str, str] | None:
-    """Where the engine may read the inputs itself, by mapping the file: a one-input ``.npy`` whose checked
-    array is the file's own content (nothing was cast); None otherwise."""
-    if path.suffix != ".npy" or len(arrays) != 1:
+def mapped_source(path: Path, arrays: dict[str, np.ndarray], extent: dict[str, Any] | None = None
+                  ) -> dict[str, Any] | None:
+    """Where the engine may read the inputs itself, by mapping the file: a one-input ``.npy``, or a variable's
+    ``extent`` in its own file (``hpcfair.scidata.stored_extent``), whose checked array is the file's own
+    content (nothing was cast); None otherwise."""
+    if (path.suffix != ".npy" and extent is None) or len(arrays) != 1:
         return None
     ((name, array),) = arrays.items()
     try:
-        mapped = np.load(path, mmap_mode="r", allow_pickle=False)
+        mapped = mapped_extent(path, extent) if extent else np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError):
         return None
     same = mapped.dtype == array.dtype and mapped.shape == array.shape and mapped.flags.c_contiguous
-    return {"path": str(path), "name": name} if same and array.ndim else None
+    return {"path": str(path), "name": name, **({"extent": extent} if extent else {})} if same and array.ndim else None
 
 
 def dataset_file(dataset: Version, name: str, folder: Path, streamed: bool = False
@@ -85,7 +88,8 @@ def dataset_file(dataset: Version, name: str, folder: Path, streamed: bool = Fal
     for index, file in enumerate(f for f in dataset.files.order_by("path")
                                  if f.path == unit or f.path.startswith(unit + "/")):
         members.append((file.path, place_file(file, copies / str(index))))
-    stream = scientific.VariableStream(unit, members, variable, folder / "inputs.npy", cleanup=copies).start()
+    stream = scientific.VariableStream(unit, members, variable, folder / "inputs.npy", cleanup=copies,
+                                       in_place=streamed).start()
     if not streamed:
         stream.wait(sys.maxsize)
     return stream.dest, stream if streamed else None
@@ -106,19 +110,40 @@ def _inputs(ctx: JobContext, model_version: Version, folder: Path
         if dataset is None:
             raise CodedError("gone", "The input dataset version was deleted before the job ran.")
         path, stream = dataset_file(dataset, params["dataset"]["file"], folder, streamed=True)
+    arrays, source, ready = read_inputs(path, stream, spec)
+    if source and "extent" in source:
+        ctx.log(f"{params['dataset']['file']}: read where it lies in its file (its values are stored as they are "
+                "used, one run of bytes): nothing copied")
+    return arrays, dataset, source, ready
+
+
+def read_inputs(path: Path, stream: scientific.VariableStream | None, spec: list[dict[str, Any]] | None
+                ) -> tuple[dict[str, np.ndarray], dict[str, Any] | None, Callable[[int], None] | None]:
+    """A job's checked arrays from its input file ``path`` or a variable's ``stream``, the engine's mapped
+    source (``mapped_source``; None: the arrays are sent) and the wait for a streamed variable's rows."""
+    specs = specs_from_metadata(spec) if spec else None
+    extent = stream.extent if stream is not None else None
     try:
-        loaded = load_sample_inputs(path, specs_from_metadata(spec) if spec else None,
-                                    settings.HUB_ARCHIVE_INFLATE_MAX_BYTES, mapped=True)
+        if extent:  # the variable's own bytes in its file, mapped: nothing copied, nothing to wait for
+            if specs and len(specs) != 1:
+                raise ConversionError("invalid_sample_inputs", f"A variable is one array but the model has "
+                                                               f"{len(specs)} inputs.")
+            path = stream.file
+            loaded = {specs[0].name if specs else "input": mapped_extent(path, extent)}
+        else:
+            loaded = load_sample_inputs(path, specs, settings.HUB_ARCHIVE_INFLATE_MAX_BYTES, mapped=True)
         if stream is not None and any(a.dtype != np.dtype(s.get("dtype") or "float32")
                                       for a, s in zip(loaded.values(), spec or [], strict=False)):
             stream.wait(sys.maxsize)  # a cast reads every row: after the last has landed
         arrays = check(loaded, spec)
-        source = mapped_source(path, arrays)
+        source = mapped_source(path, arrays, extent)
     except ConversionError as exc:
         raise CodedError("invalid_inputs", exc.detail)
+    except ValueError as exc:  # an extent outside its file
+        raise CodedError("scientific_unreadable", f"The variable could not be mapped: {exc}.")
     if stream is not None and source is None:
         stream.wait(sys.maxsize)
-    return arrays, dataset, source, stream.wait if stream is not None else None
+    return arrays, source, stream.wait if stream is not None else None
 
 
 def run_batches(ctx: JobContext, session: dict[str, Any], arrays: dict[str, np.ndarray], batch_size: int,
