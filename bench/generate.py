@@ -26,10 +26,12 @@ so the vocabulary is small and the parameters are in the layers), then:
   record, and ``POST …/generate`` is read as server-sent events by the client.
 
 Every path decodes greedily ``--tokens`` new tokens from the same prompt with each of ``--threads`` thread counts;
-time to first token and tokens per second after it are medians over ``--runs`` runs, alternating the paths; the
-ratio is to the floor (the hub's fp32 build in process) of the same thread count. ``--vocab`` widens the
-vocabulary with added tokens (the embedding and output layer as wide as a real model's), as
-``bench/generate_precisions.py`` does. The hub (``POST …/generate``) runs at the largest thread count only.
+time to first token and tokens per second after it are medians over ``--runs`` runs, alternating the paths;
+resident memory is what each build adds to this process once loaded and warmed (measured one at a time, at the
+first thread count) and each llama-server's whole resident set after its warm-up; the ratio is to the floor
+(the hub's fp32 build in process) of the same thread count. ``--vocab`` widens the vocabulary with added tokens
+(the embedding and output layer as wide as a real model's), as ``bench/generate_precisions.py`` does. The hub
+(``POST …/generate``) runs at the largest thread count only.
 """
 
 from __future__ import annotations
@@ -239,6 +241,12 @@ def publish_and_build(api, folder: Path) -> tuple[str, float, dict]:
     raise SystemExit("the hub's build did not finish")
 
 
+def resident_mib(pid: int | str = "self") -> float:
+    """A process's resident set now (``VmRSS``), MiB."""
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+
+
 def llama_run(server, tokens: int) -> tuple[float, float]:
     """(time to first token, tokens/s after it) of llama-server, asked as the hub's engine asks it."""
     from hpcfair.generate import GenerateRequest
@@ -277,6 +285,7 @@ def main() -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-generate-"))
     work.mkdir(parents=True, exist_ok=True)
     results: dict[tuple[int, str], list[tuple[float, ...]]] = {}
+    resident: dict[str, float] = {}  # MiB each path holds: a build's addition to this process, a server's whole process
     hub = None
     try:
         if not (work / "src" / "config.json").is_file():
@@ -324,13 +333,17 @@ def main() -> None:
         for count in threads:
             torch.set_num_threads(count)
             builds = {"fp32": work / "genai", **{p: work / p for p in smaller}}
-            loaded = {p: open_model(folder, count) for p, folder in builds.items()}
+            loaded = {}
+            for precision, folder in builds.items():  # one at a time: what each adds to this process's memory
+                before = resident_mib()
+                loaded[precision] = open_model(folder, count)
+                floor_run(loaded[precision], 4)
+                resident.setdefault(f"floor {precision}", resident_mib() - before)
             servers = {t: LlamaServer(path, threads=count, context=2048) for t, path in gguf.items()} if llama else {}
             try:
-                for one in loaded.values():
-                    floor_run(one, 4)
-                for one in servers.values():
+                for outtype, one in servers.items():
                     llama_run(one, 4)  # started, its model loaded
+                    resident.setdefault(f"llama {outtype}", resident_mib(one.process.pid))
                 for run in range(args.runs):
                     for precision, one in loaded.items():
                         results.setdefault((count, f"floor {precision}"), []).append(floor_run(one, args.tokens))
@@ -357,8 +370,8 @@ def main() -> None:
     print(f"\nmachine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}; threads "
           f"{args.threads}; {args.tokens} new tokens, greedy, {args.runs} runs interleaved; load average "
           f"{loads[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
-    print("| threads | path | time to first token, s | tokens/s | vs floor |")
-    print("|---:|---|---:|---:|---:|")
+    print("| threads | path | time to first token, s | tokens/s | vs floor | resident, MiB |")
+    print("|---:|---|---:|---:|---:|---:|")
     runner = "onnxruntime-genai" if args.family == "llama" else "hpcfair onnx_loop (ONNX Runtime)"
     names = {"torch": f"transformers generate (PyTorch, {args.dtype})", "hub": "hub: POST …/generate, SSE, client side",
              "floor fp32": f"hub's fp32 build, {runner} in process (floor)"}
@@ -370,8 +383,9 @@ def main() -> None:
             name = names.get(key) or (f"hub's {key.split()[1]} build, {runner} in process" if key.startswith("floor")
                                       else f"llama-server, GGUF {key.split()[1]} (llama.cpp's converter)")
             rate = statistics.median(r[1] for r in rows)
+            held = f"{resident[key]:,.0f}" if key in resident else ""
             print(f"| {count} | {name} | {statistics.median(r[0] for r in rows):.3f} | {rate:.1f} | "
-                  f"{rate / floor:.2f}x |")
+                  f"{rate / floor:.2f}x | {held} |")
             if key == "hub":
                 engine = statistics.median(r[3] for r in rows)
                 print(f"| {count} | hub: the engine's own count | {statistics.median(r[2] for r in rows):.3f} | "
