@@ -62,6 +62,7 @@ def history(report) -> list[dict]:
     return [r | {"seconds": 0} for r in report["history"]]
 
 
+@pytest.mark.slow
 @pytest.mark.cpu
 def test_each_format_trains_as_the_same_arrays_given_as_npz(tmp_path):
     model = fixtures.torchscript_mlp(tmp_path)
