@@ -29,12 +29,12 @@ from hpcfair.cube.generate import slug, unzip_cube
 
 from hub.containers.registry import push_as, registry_reference
 from hub.containers.services import CUBE_SUFFIX, cube_of, is_built
-from hub.conversions.jobs import free_label, node_result, source_of
 from hub.conversions.services import sample_inputs_path
 from hub.errors import HubError
 from hub.jobs.files import fetch, fetch_data_files, place, staged
 from hub.jobs.kinds import JobKind, Plan, register
 from hub.jobs.runner import JobContext
+from hub.jobs.toolkit import free_label, node_result, source_of
 from hub.registry.models import Artifact, File, ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef, create_artifact, create_version, update_artifact
 

@@ -11,58 +11,26 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from hpcfair.compute import CodedError
 from hpcfair.compute.sandboxed import convert_plan, run_request
-from hpcfair.convert import Limits, report_notes, sandbox
-from hpcfair.convert.formats import hf_folders, in_folder
+from hpcfair.convert import report_notes, sandbox
 
 from hub.errors import HubError
-from hub.jobs.files import fetch, fetch_data_files, staged
+from hub.jobs.files import fetch, fetch_data_files, fetch_model, source_cards, staged
 from hub.jobs.kinds import JobKind, Plan, register
 from hub.jobs.runner import JobContext
-from hub.metadata.derive import CARD_NAMES
+from hub.jobs.toolkit import (
+    SOURCE_ONLY,
+    existing_result,
+    free_label,
+    hidden_paths,
+    limits,
+    node_result,
+    sandbox_plan,
+    source_of,
+)
 from hub.registry.models import ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef, create_version
 from hub.registry.uploads import StagedFile
-
-# Metadata that describes the source file's framework, not the ONNX copy.
-SOURCE_ONLY = {"framework", "format", "inputs", "outputs", "sample_inputs", "verification", "conversion",
-               "verified", "optimization", "opset", "weights"}
-
-
-def limits() -> Limits:
-    return Limits(memory_mb=settings.HUB_CONVERT_MEMORY_MB, cpu_seconds=settings.HUB_CONVERT_CPU_S,
-                  wall_seconds=settings.HUB_CONVERT_WALL_S, threads=settings.HUB_CONVERT_THREADS,
-                  uid=settings.HUB_CONVERT_UID, gid=settings.HUB_CONVERT_GID)
-
-
-def hidden_paths() -> list[Path]:
-    """What a sandboxed conversion must not see: the hub's database, blobs and staged uploads."""
-    return [Path(p) for p in (settings.VAR_DIR, settings.HUB_STORAGE.get("DIR"), settings.HUB_UPLOAD_DIR) if p]
-
-
-def source_of(ctx: JobContext) -> Version:
-    version = ctx.job.version
-    if version is None or version.is_deleted:
-        raise CodedError("gone", "The version was deleted before it could be processed.")
-    return version
-
-
-def free_label(artifact, base: str) -> str:
-    """``base``, or ``base-2``, ``base-3``, ...: the first label ``artifact`` has no version of."""
-    taken = set(artifact.versions.values_list("label", flat=True))
-    label, n = base, 2
-    while label in taken:
-        label, n = f"{base}-{n}", n + 1
-    return label
-
-
-def existing_result(ctx: JobContext, source: Version, relation: str) -> Version | None:
-    """A retried job whose first attempt published already: return that version (idempotence)."""
-    for link in ProvenanceLink.objects.filter(target=source, relation=relation).select_related("version"):
-        if str(link.version.metadata.get("job")) == str(ctx.job.pk) and not link.version.is_deleted:
-            return link.version
-    return None
 
 
 def conversion_plan(ctx: JobContext, source: Version, workdir: Path) -> dict[str, Any]:
@@ -73,7 +41,7 @@ def conversion_plan(ctx: JobContext, source: Version, workdir: Path) -> dict[str
     (workdir / "in").mkdir(exist_ok=True)
     files = []
     for index, path in enumerate(params["files"]):
-        local, onnx_name = _fetch_model(source, path, workdir / "in" / str(index))
+        local, onnx_name = fetch_model(source, path, workdir / "in" / str(index))
         folder = path.rpartition("/")[0]
         label = (f"{folder}/" if folder else "the Hugging Face folder") if local.is_dir() else path
         files.append({"path": path, "label": label, "local": str(local.relative_to(workdir)), "onnx": onnx_name,
@@ -107,44 +75,12 @@ def publish_conversion(ctx: JobContext, source: Version, workdir: Path, plan: di
     if ctx.job.kind == "verify":
         _queue_cube(ctx, source, verified)
         return {"verified": verified, "files": reports}
-    outputs += _source_cards(source, workdir, {output.path for output in outputs})
+    outputs += source_cards(source, workdir, {output.path for output in outputs})
     published = _publish_conversion(ctx, source, outputs, reports, verified)
     _queue_cube(ctx, published, verified)
     return {"version": published.label, "pid": published.pid, "verified": verified,
             "files": {name: {"verification": r["verification"], "source": r["source"]}
                       for name, r in reports.items()}}
-
-
-def _source_cards(source: Version, workdir: Path, taken: set[str]) -> list[StagedFile]:
-    """The source's model card (README.md and the like at its root), carried into its ONNX version: what the
-    model is for, how it was trained and its limits hold for the conversion too (issue 40, point 6)."""
-    folder = workdir / "source-card"
-    cards = []
-    for file in source.files.all():
-        if "/" not in file.path and file.path.lower() in CARD_NAMES and file.path not in taken:
-            folder.mkdir(exist_ok=True)
-            cards.append(staged(fetch(source, file.path, folder), file.path))
-    return cards
-
-
-def _fetch_model(source: Version, path: str, dest: Path) -> tuple[Path, str]:
-    """The model ``path`` names, fetched into ``dest``, and the name of its ONNX file: a Hugging Face
-    folder's config.json brings its whole folder (converted to ``<folder>/model.onnx``)."""
-    dest.mkdir(parents=True)
-    paths = [file.path for file in source.files.all()]
-    folder, _, name = path.rpartition("/")
-    if name == "config.json" and folder in hf_folders(paths):
-        local = dest / (Path(folder).name or "model")
-        for member in paths:
-            if in_folder(member, [folder]):
-                relative = member[len(folder) + 1:] if folder else member
-                (local / relative).parent.mkdir(parents=True, exist_ok=True)
-                fetch(source, member, (local / relative).parent)
-        return local, f"{folder}/model.onnx".lstrip("/")
-    local = fetch(source, path, dest)
-    if path.lower().endswith(".onnx"):  # an ONNX file brings the data files its weights name
-        fetch_data_files(source, path, local)
-    return local, str(Path(path).with_suffix(".onnx")) if not path.lower().endswith(".onnx") else path
 
 
 def _reporter(ctx: JobContext, path: str, index: int, count: int):
@@ -225,23 +161,6 @@ def publish_optimized(ctx: JobContext, source: Version, workdir: Path, report: d
     metadata.update({"job": str(ctx.job.pk), "optimization": {k: v for k, v in report.items() if k != "ok"}})
     version = _publish(ctx, source, files, metadata, "opt", ProvenanceLink.Relation.DERIVED_FROM)
     return {"version": version.label, "pid": version.pid, "optimization": metadata["optimization"]}
-
-
-def sandbox_plan(compute: str, summary: str, limits_: Limits | None = None, **fields: Any) -> Plan:
-    """A Slurm plan for a sandboxed compute of the node's runner: the hub's limits (a conversion's unless
-    given) and the paths the child must not see."""
-    from dataclasses import asdict
-
-    return Plan({"compute": compute, "limits": asdict(limits_ or limits()),
-                 "hide": [str(path) for path in hidden_paths()], **fields},
-                cpus=max(1, settings.HUB_CONVERT_THREADS), summary=summary)
-
-
-def node_result(folder: Path) -> dict[str, Any]:
-    """What the node's task 0 wrote (``out/result-0.json``)."""
-    import json
-
-    return json.loads((folder / "out" / "result-0.json").read_text())
 
 
 @register

@@ -17,12 +17,13 @@ from hpcfair.compute import CodedError
 from hpcfair.compute.sandboxed import run_request
 from hpcfair.convert import Limits, sandbox
 
-from hub.conversions.jobs import hidden_paths, node_result, sandbox_plan
 from hub.errors import HubError
 from hub.jobs.files import fetch, staged
 from hub.jobs.kinds import DEVICE, JobKind, Plan, register
 from hub.jobs.models import Job
 from hub.jobs.runner import JobContext
+from hub.jobs.toolkit import hidden_paths, node_result, sandbox_plan
+from hub.jobs.toolkit import limits as sandbox_limits
 from hub.metadata import scientific
 from hub.registry import services as registry
 from hub.registry.models import Artifact, ProvenanceLink, Version
@@ -32,9 +33,7 @@ EXTRA_FILES = ("sample_inputs.npz", "loss_curve.png")
 
 
 def limits() -> Limits:
-    return Limits(memory_mb=settings.HUB_CONVERT_MEMORY_MB, cpu_seconds=settings.HUB_FINETUNE_CPU_S,
-                  wall_seconds=settings.HUB_FINETUNE_WALL_S, threads=settings.HUB_CONVERT_THREADS,
-                  uid=settings.HUB_CONVERT_UID, gid=settings.HUB_CONVERT_GID)
+    return sandbox_limits(cpu_seconds=settings.HUB_FINETUNE_CPU_S, wall_seconds=settings.HUB_FINETUNE_WALL_S)
 
 
 def _live(version_id) -> Version:

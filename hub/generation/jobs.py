@@ -19,25 +19,23 @@ from hpcfair.compute import CodedError
 from hpcfair.compute.sandboxed import run_request
 from hpcfair.convert import Limits, sandbox
 
-from hub.conversions.jobs import (
+from hub.errors import HubError
+from hub.generation import serving
+from hub.generation.services import FORMAT, FORMATS, generation_model
+from hub.jobs.files import fetch, fetch_model, source_cards, staged
+from hub.jobs.kinds import DEVICE, JobKind, Plan, register
+from hub.jobs.runner import JobContext
+from hub.jobs.toolkit import (
     SOURCE_ONLY,
-    _fetch_model,
-    _source_cards,
     existing_result,
     free_label,
     hidden_paths,
     limits,
     node_result,
+    results_artifact,
     sandbox_plan,
     source_of,
 )
-from hub.errors import HubError
-from hub.gateway.jobs.infer import results_artifact
-from hub.generation import serving
-from hub.generation.services import FORMAT, FORMATS, generation_model
-from hub.jobs.files import fetch, staged
-from hub.jobs.kinds import DEVICE, JobKind, Plan, register
-from hub.jobs.runner import JobContext
 from hub.registry.models import ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef, create_version
 from hub.registry.uploads import StagedFile
@@ -65,7 +63,7 @@ def build_request(ctx: JobContext, source: Version, workdir: Path) -> dict[str, 
     compare with) copied into ``workdir``."""
     params = ctx.job.params
     folder = params["folder"]
-    local, _ = _fetch_model(source, f"{folder}/config.json".lstrip("/"), workdir / "in")
+    local, _ = fetch_model(source, f"{folder}/config.json".lstrip("/"), workdir / "in")
     request = {"task": "generation_build", "source": str(local.relative_to(workdir)), "output": "out",
                "precision": params.get("precision", "fp32")}
     if request["precision"] != "fp32":
@@ -109,7 +107,7 @@ def publish_beside(ctx: JobContext, source: Version, workdir: Path, files: list,
     """Publish what a build made of ``source`` as a new version of its artifact (labelled ``<label>-<suffix>``,
     ``relation`` to it, the model's cards beside it, its metadata over the source's): hub-made, so a duplicate
     only within the artifact."""
-    files = files + _source_cards(source, workdir, {f.path for f in files})  # the model's card holds for its build
+    files = files + source_cards(source, workdir, {f.path for f in files})  # the model's card holds for its build
     inherited = {key: value for key, value in source.metadata.items() if key not in _SOURCE_ONLY}
     version = create_version(source.artifact, ctx.job.requester, files=files,
                              label=free_label(source.artifact, f"{source.label}-{suffix}"[:60]),
@@ -174,7 +172,7 @@ def gguf_request(ctx: JobContext, source: Version, workdir: Path) -> dict[str, A
     from hpcfair.generate.gguf_build import CONVERTER, stage_converter
 
     params = ctx.job.params
-    local, _ = _fetch_model(source, f"{params['folder']}/config.json".lstrip("/"), workdir / "in")
+    local, _ = fetch_model(source, f"{params['folder']}/config.json".lstrip("/"), workdir / "in")
     stage_converter(Path(settings.HUB_LLAMA_CONVERT), workdir / CONVERTER)
     return {"task": "gguf_build", "source": str(local.relative_to(workdir)), "output": "out", "converter": CONVERTER,
             "gguf_type": params["gguf_type"], "server": settings.HUB_LLAMA_SERVER,

@@ -9,7 +9,9 @@ import uuid
 from pathlib import Path
 
 from hpcfair.compute import CodedError
+from hpcfair.convert.formats import hf_folders, in_folder
 
+from hub.metadata.derive import CARD_NAMES
 from hub.registry import references
 from hub.registry.models import File, Version
 from hub.registry.uploads import StagedFile, sha256_of_file
@@ -158,3 +160,35 @@ def drop_staged_inputs(job_id: uuid.UUID | str) -> None:
         get_blob_store().remove_staged(f"jobs/{job_id}/")
     except StorageUnavailable:
         pass
+
+
+def source_cards(source: Version, workdir: Path, taken: set[str]) -> list[StagedFile]:
+    """The source's model card (README.md and the like at its root), carried into its ONNX version: what the
+    model is for, how it was trained and its limits hold for the conversion too (issue 40, point 6)."""
+    folder = workdir / "source-card"
+    cards = []
+    for file in source.files.all():
+        if "/" not in file.path and file.path.lower() in CARD_NAMES and file.path not in taken:
+            folder.mkdir(exist_ok=True)
+            cards.append(staged(fetch(source, file.path, folder), file.path))
+    return cards
+
+
+def fetch_model(source: Version, path: str, dest: Path) -> tuple[Path, str]:
+    """The model ``path`` names, fetched into ``dest``, and the name of its ONNX file: a Hugging Face
+    folder's config.json brings its whole folder (converted to ``<folder>/model.onnx``)."""
+    dest.mkdir(parents=True)
+    paths = [file.path for file in source.files.all()]
+    folder, _, name = path.rpartition("/")
+    if name == "config.json" and folder in hf_folders(paths):
+        local = dest / (Path(folder).name or "model")
+        for member in paths:
+            if in_folder(member, [folder]):
+                relative = member[len(folder) + 1:] if folder else member
+                (local / relative).parent.mkdir(parents=True, exist_ok=True)
+                fetch(source, member, (local / relative).parent)
+        return local, f"{folder}/model.onnx".lstrip("/")
+    local = fetch(source, path, dest)
+    if path.lower().endswith(".onnx"):  # an ONNX file brings the data files its weights name
+        fetch_data_files(source, path, local)
+    return local, str(Path(path).with_suffix(".onnx")) if not path.lower().endswith(".onnx") else path

@@ -101,15 +101,15 @@ def test_the_onnx_version_carries_the_source_model_card(owner, publish, tmp_path
     is carried, and never over a file the conversion wrote itself."""
     import hashlib
 
-    from hub.conversions.jobs import _source_cards
+    from hub.jobs.files import source_cards
 
     card = b"---\nlicense: MIT\n---\n# Nested\nWhat the model is for.\n"
     _, source = publish(owner, "carded", {"model.pt": b"weights", "README.md": card, "sub/README.md": b"# other\n",
                                           "notes.md": b"not a card"})
-    [carried] = _source_cards(source, tmp_path, set())
+    [carried] = source_cards(source, tmp_path, set())
     assert carried.path == "README.md" and carried.sha256 == hashlib.sha256(card).hexdigest()
     assert carried.staged.read_bytes() == card and carried.size == len(card)
-    assert _source_cards(source, tmp_path, {"README.md"}) == []
+    assert source_cards(source, tmp_path, {"README.md"}) == []
 
 
 def test_a_generation_build_is_not_sent_to_the_plain_onnx_checker(owner, publish, tmp_path):

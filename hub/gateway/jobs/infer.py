@@ -33,9 +33,10 @@ from hub.jobs.files import drop_staged_inputs, fetch, input_path, place_file, pl
 from hub.jobs.kinds import DEVICE, JobKind, Plan, register
 from hub.jobs.models import Job
 from hub.jobs.runner import JobContext
+from hub.jobs.toolkit import results_artifact
 from hub.metadata import scientific
 from hub.registry import services as registry
-from hub.registry.models import Artifact, ProvenanceLink, Version
+from hub.registry.models import ProvenanceLink, Version
 from hub.registry.services import ProvenanceRef
 
 
@@ -173,22 +174,6 @@ def run_batches(ctx: JobContext, session: dict[str, Any], arrays: dict[str, np.n
                       on_batch=lambda start, stop: ctx.progress(0.05 + 0.85 * stop / total))
     ctx.log(f"ran {total} row(s) in batches of {batch_size}")
     return merged
-
-
-def results_artifact(user, model_version: Version) -> Artifact:
-    """The requester's ``<model>-outputs`` dataset (made private on first use)."""
-    base = f"{model_version.artifact.name}-outputs"[:90]
-    name, n = base, 2
-    while True:
-        existing = Artifact.objects.live().filter(owner=user, name=name).first()
-        if existing is None:
-            return registry.create_artifact(
-                user, kind=Artifact.Kind.DATASET, name=name, visibility=Artifact.Visibility.PRIVATE,
-                title=f"Outputs of {model_version.artifact.full_name}",
-                description=f"Inference outputs of {model_version.artifact.full_name}, made by the hub's gateway.")
-        if existing.kind == Artifact.Kind.DATASET:
-            return existing
-        name, n = f"{base}-{n}", n + 1
 
 
 def publish_outputs(ctx: JobContext, models: list[Version], dataset: Version | None,
