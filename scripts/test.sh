@@ -20,39 +20,26 @@ trap 'scripts/services.sh stop' EXIT
 .venv/bin/ruff check .
 .venv/bin/python manage.py makemigrations --check --dry-run >/dev/null \
   || { echo "models changed without a migration: run manage.py makemigrations" >&2; exit 1; }
-# Two tiers, run at once: everything that starts servers, workers, clusters or browsers (they share the services),
-# and beside it, at a lower priority (nice 10), the logic tier and the slow tests that use only their own CPU
-# (marked cpu) on both cores (pytest-xdist: a test database per process). The first runs as two lanes, one test at a
-# time each: the modules that need only a Celery worker, PostgreSQL and Redis (tests/tiers.py WORKERS_LANE, nice 5)
-# beside all the others. The serial tier waits on its servers about half its time (tests/tiers.py prints how busy
-# the CPUs were: 49 % alone), which the other runs fill: 22:00 for both tiers against 27:29 one after the other
-# (2026-12-03). Each run beside the first has a Redis database of its own (its broker, cache and presence) and the
-# workers' lane a test database of its own, so that they never meet each other's workers. Their output follows the
-# first's. Arguments go to every run; a run that selects nothing is not a failure.
-serial="worker or services or (slow and not cpu)"
+# Two tiers, run at once: everything that starts servers, workers, clusters or browsers, one test at a time (they
+# share the services), and beside it, at a lower priority (nice 10), the logic tier and the slow tests that use only
+# their own CPU (marked cpu) on both cores (pytest-xdist: a test database per process). The first waits on its
+# servers about half its time (tests/tiers.py prints how busy the CPUs were: 49 % alone), which the second fills:
+# 22:00 for both against 27:29 one after the other (2026-12-03). The second has a Redis database of its own (its
+# broker, cache and presence), so that it never meets the first's workers. Its output follows the first's.
+# Arguments go to both runs; a run that selects nothing is not a failure.
 fast_log=$(mktemp)
-lane_log=$(mktemp)
 HUB_BROKER_URL="${HUB_BROKER_URL%/*}/1" nice -n 10 .venv/bin/python -m pytest \
   -m "not worker and not services and (not slow or cpu)" -n 2 "$@" >"$fast_log" 2>&1 &
 fast=$!
-HUB_TEST_LANE=workers HUB_BROKER_URL="${HUB_BROKER_URL%/*}/2" DATABASE_URL="${DATABASE_URL%/*}/hpcfair_workers" \
-  nice -n 5 .venv/bin/python -m pytest -m "$serial" "$@" >"$lane_log" 2>&1 &
-lane=$!
-trap 'kill "$fast" "$lane" 2>/dev/null || true; rm -f "$fast_log" "$lane_log"; scripts/services.sh stop' EXIT
+trap 'kill "$fast" 2>/dev/null || true; rm -f "$fast_log"; scripts/services.sh stop' EXIT
 rest=0
-HUB_TEST_LANE=others .venv/bin/python -m pytest -m "$serial" "$@" || rest=$?
+.venv/bin/python -m pytest -m "worker or services or (slow and not cpu)" "$@" || rest=$?
 [ "$rest" -eq 5 ] && rest=0
-workers=0
-wait "$lane" || workers=$?
-[ "$workers" -eq 5 ] && workers=0
 status=0
 wait "$fast" || status=$?
 [ "$status" -eq 5 ] && status=0
-echo "--- the serial tier's workers' lane, run beside the one above ---"
-cat "$lane_log"
 echo "--- the logic tier, run beside the one above ---"
 cat "$fast_log"
 echo "make test: $((SECONDS / 60)) min $((SECONDS % 60)) s (target: 20 min on a quiet machine; load $(cut -d' ' -f1 /proc/loadavg))"
 [ "$status" -ne 0 ] && exit "$status"
-[ "$workers" -ne 0 ] && exit "$workers"
 exit "$rest"

@@ -4,7 +4,6 @@ that a run leaves no new file in the checkout; the last two through a pytest of 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -12,8 +11,6 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-
-from tests import tiers
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,15 +90,3 @@ def test_without_a_budget_only_new_files_fail_the_run(tmp_path):
     out = run_suite(tmp_path, HUB_TEST_CLEAN_CHECKOUT="1")
     assert out.returncode == 1 and "3 passed" in out.stdout, out.stdout
     assert "the run left new files in the checkout: /stray" in out.stdout
-
-
-def test_the_workers_lane_names_modules_that_exist_and_share_no_server():
-    """Its modules run beside the rest of the serial tier (scripts/test.sh): nothing of theirs may be a server both
-    lanes use (the S3 server, the Slurm cluster, podman's images, the Oxigraph server, the serve jobs' ports);
-    tests/tiers.py refuses a run whose lane's tests ask for a shared fixture."""
-    shared = re.compile(r"HUB_EXECUTORS?\b|HUB_SLURM|sbatch|scancel|podman|cube_base|s3_server|\bs3\b|"
-                        r"HUB_TEST_SPARQL_URL|HUB_TEST_SERVE_PORTS|browser\(")
-    for name in tiers.WORKERS_LANE:
-        path = ROOT / name
-        assert path.is_file(), name
-        assert not shared.search(path.read_text()), (name, shared.search(path.read_text()))

@@ -67,42 +67,6 @@ def checkout_entries(root: Path) -> set[str]:
     return names
 
 
-# The serial tier runs as two lanes at once (scripts/test.sh), each with its own Redis database and test database:
-# the modules below need a Celery worker, PostgreSQL and Redis only (no S3 server, Slurm cluster, podman, browser,
-# Oxigraph server or fixed ports), so they run beside the others (HUB_TEST_LANE=workers) while the others run
-# alone (HUB_TEST_LANE=others). A module added to the tier goes to the others unless listed here.
-WORKERS_LANE = tuple(f"tests/{name}.py" for name in (
-    "conversions/test_worker", "conversions/test_worker_external_data", "conversions/test_worker_families",
-    "conversions/test_worker_heads", "conversions/test_worker_lost", "generation/test_worker",
-    "generation/test_worker_general", "generation/test_worker_int8", "generation/test_worker_moe",
-    "generation/test_embeddings", "generation/test_walls", "finetune/test_worker", "finetune/test_worker_lost",
-    "finetune/test_scientific", "gateway/test_collaborate", "gateway/test_conformance", "gateway/test_infer",
-    "gateway/test_express", "gateway/test_infer_scientific"))
-LANE = os.environ.get("HUB_TEST_LANE", "")
-# What the workers' lane must not use: servers every run of the suite shares (tests/conftest.py SERVICE_FIXTURES,
-# less the worker's own)
-SHARED_FIXTURES = {"s3_server", "s3", "embedded_hub", "browser", "site", "hub_users", "cube_base", "oidc_provider",
-                   "slapd"}
-
-
-def in_workers_lane(item) -> bool:
-    return item.nodeid.split("::", 1)[0] in WORKERS_LANE
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(config, items) -> None:
-    """HUB_TEST_LANE: only the workers' lane's modules (``workers``), or all but them (``others``)."""
-    if LANE not in ("workers", "others"):
-        return
-    keep = [item for item in items if in_workers_lane(item) == (LANE == "workers")]
-    if LANE == "workers" and (sharing := [item.nodeid for item in keep if SHARED_FIXTURES & set(item.fixturenames)]):
-        raise pytest.UsageError(f"tests of tests/tiers.py WORKERS_LANE use a shared server: {sharing[:5]}")
-    if len(keep) != len(items):
-        kept = set(map(id, keep))
-        config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept])
-        items[:] = keep
-
-
 def controller(config) -> bool:
     return not hasattr(config, "workerinput")
 
