@@ -170,7 +170,10 @@ class Door:
         sock = ctx.socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RCVHWM, settings.HUB_GATEWAY_HWM)
-        sock.setsockopt(zmq.SNDHWM, settings.HUB_GATEWAY_HWM)
+        # A ROUTER drops what it cannot queue for a peer, and a streamed answer's pieces must all arrive however
+        # slowly its caller reads: answers queue without a mark (a call's answer is bounded by the call itself, a
+        # generation by its tokens); the calls a door takes are what HUB_GATEWAY_HWM bounds.
+        sock.setsockopt(zmq.SNDHWM, 0)
         return sock
 
     def _tcp(self, ctx: zmq.Context) -> zmq.Socket:

@@ -107,6 +107,35 @@ def test_a_streamed_answer_comes_in_order_and_a_reader_that_stops_cancels_it(doo
     assert handler.cancelled and handler.cancelled[0] < 20, handler.cancelled
 
 
+class Burst:
+    """A handler that streams ``count`` pieces of 1 KiB as fast as it can, then ``end`` (a small model's tokens)."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __call__(self, call) -> None:
+        for index in range(self.count):
+            call.reply(f"{index:06d}".encode().ljust(1024, b"."))
+        call.reply(b"end")
+
+    def idle(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_streamed_answer_reaches_a_slow_reader_whole(doors):
+    """The engine outruns its reader (a client on a slow link): no piece is dropped, however far behind the
+    reader falls (a ROUTER drops what its high-water mark leaves no room for)."""
+    doors("generate-cpu", [Burst(1000)])
+    got = []
+    for piece in channel.stream("generate-cpu", b"go", 5, lambda piece: piece == b"end"):
+        got.append(piece[:6])
+        time.sleep(0.0005)
+    assert got == [f"{index:06d}".encode() for index in range(1000)] + [b"end"]
+
+
 def test_no_door_is_no_worker_and_a_stale_generation_sends_nothing(doors):
     with pytest.raises(NoWorker):
         channel.call("gpu", [b"x"], 1)
