@@ -20,6 +20,7 @@ then the message; door to caller: the request's id, then the answer (one frame p
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import shutil
@@ -371,7 +372,10 @@ class _Sockets(threading.local):
                 server_public, _, client_public, client_secret = keys()
                 sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = (server_public, client_public,
                                                                                    client_secret)
-            found = self.by_queue[(queue, tcp)] = (sock, sock.get_monitor_socket(zmq.EVENT_DISCONNECTED), set())
+            # a name of its own: pyzmq's default names it by the socket's descriptor, which a socket just closed
+            # (closing is asynchronous) may still hold bound ("Address already in use")
+            monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED, f"inproc://monitor-{os.getpid()}-{next(_ids)}")
+            found = self.by_queue[(queue, tcp)] = (sock, monitor, set())
         sock, monitor, connected = found
         for endpoint in connected - set(endpoints):
             sock.disconnect(endpoint)
@@ -392,6 +396,7 @@ class _Sockets(threading.local):
 
 
 _sockets = _Sockets()
+_ids = itertools.count()
 
 
 def _checked(generation: bytes | None) -> None:

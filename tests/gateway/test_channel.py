@@ -136,6 +136,15 @@ def test_a_streamed_answer_reaches_a_slow_reader_whole(doors):
     assert got == [f"{index:06d}".encode() for index in range(1000)] + [b"end"]
 
 
+def test_a_link_dropped_is_opened_again_at_once(doors):
+    """A link dropped (its door's connection went: ``LOST``) and the next call's new one: closing a socket is
+    asynchronous, so the new socket's monitor must not need a name the closed one may still hold."""
+    doors("cpu", [Echo()])
+    for _ in range(2000):  # unconnected, so the next socket comes before the reaper has closed the last
+        channel._sockets.drop(channel._sockets.get("cpu", [], False))
+    assert bytes(channel.call("cpu", [b"x"], 5)).startswith(b"x|")
+
+
 def test_no_door_is_no_worker_and_a_stale_generation_sends_nothing(doors):
     with pytest.raises(NoWorker):
         channel.call("gpu", [b"x"], 1)
