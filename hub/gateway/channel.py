@@ -394,6 +394,11 @@ class _Sockets(threading.local):
         link[1].close(linger=0)
         link[0].close(linger=0)
 
+    def clear(self) -> None:
+        """Close every link of this thread (the next call opens new ones, with the keys of then)."""
+        for link in list(self.by_queue.values()):
+            self.drop(link)
+
 
 _sockets = _Sockets()
 _ids = itertools.count()

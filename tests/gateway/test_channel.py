@@ -219,18 +219,18 @@ def test_across_hosts_a_caller_with_the_hubs_keys_is_answered_and_other_keys_are
         other = tmp_path / "other"
         other.mkdir()
         public, secret = zmq.auth.create_certificates(other, "client")
-        channel._sockets.by_queue.clear()
+        channel._sockets.clear()
         real = channel.keys()
         with pytest.MonkeyPatch.context() as patch:
             stranger = (real[0], b"", *zmq.auth.load_certificate(secret))
             patch.setattr(channel, "keys", lambda: stranger)
             assert channel.call("cpu", [b"hello"], 1.5) is None, "a client key the hub does not know is refused"
-        channel._sockets.by_queue.clear()
+        channel._sockets.clear()
         assert bytes(channel.call("cpu", [b"again"], 10)) == b"over tcp: again"
     finally:
         far.kill()
         far.wait()
-        channel._sockets.by_queue.clear()
+        channel._sockets.clear()
         channel.doors.clear()
 
 
@@ -337,4 +337,4 @@ def test_a_worker_that_dies_mid_call_is_not_waited_for(doors, tmp_path):
     finally:
         far.kill()
         far.wait()
-        channel._sockets.by_queue.clear()
+        channel._sockets.clear()
