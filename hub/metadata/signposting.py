@@ -48,16 +48,15 @@ def links(record: Record) -> list[Signpost]:
     return out
 
 
+def _attributes(link: Signpost) -> dict[str, str]:
+    """A link's ``type`` and ``profile``, where it has them."""
+    return {key: value for key, value in (("type", link.type), ("profile", link.profile)) if value}
+
+
 def _header(signposts: list[Signpost]) -> str:
-    parts = []
-    for link in signposts:
-        part = f'<{link.target}> ; rel="{link.rel}"'
-        if link.type:
-            part += f' ; type="{link.type}"'
-        if link.profile:
-            part += f' ; profile="{link.profile}"'
-        parts.append(part)
-    return " , ".join(parts)
+    return " , ".join(f'<{link.target}> ; rel="{link.rel}"'
+                      + "".join(f' ; {key}="{value}"' for key, value in _attributes(link).items())
+                      for link in signposts)
 
 
 # Proxies refuse a response whose headers outgrow their buffer (commonly 8 KB in all). The Link header keeps
@@ -91,12 +90,7 @@ def back_links(pid: str, landing: str, rel: str) -> str:
 def _target(link: Signpost) -> dict[str, Any]:
     """An RFC 9264 target object: ``href``, ``type``, and ``profile`` as a string (space-separated URIs), the
     form FAIR Signposting's linksets use and its reference parser (the ``signposting`` package) reads."""
-    out: dict[str, Any] = {"href": link.target}
-    if link.type:
-        out["type"] = link.type
-    if link.profile:
-        out["profile"] = link.profile
-    return out
+    return {"href": link.target, **_attributes(link)}
 
 
 def linkset(record: Record, landing: str) -> dict[str, Any]:

@@ -64,3 +64,13 @@ def test_every_format_states_what_each_surface_needs():
         if found.oai:
             namespace, schema = found.oai.schema_location.split()
             assert namespace == found.oai.namespace and schema.startswith("http"), name
+
+
+def test_the_api_description_lists_every_format_of_the_table():
+    """The OpenAPI schema's description of the export path is the table's, kinds included (no list of its own)."""
+    from drf_spectacular.generators import SchemaGenerator
+
+    paths = SchemaGenerator().get_schema(request=None, public=True)["paths"]
+    text = paths["/api/v1/artifacts/{owner}/{name}/versions/{version}/metadata/{export}"]["get"]["description"]
+    assert [name for name in exports.FORMATS if name not in text] == []
+    assert "croissant (dataset)" in text and "codemeta (model and project)" in text

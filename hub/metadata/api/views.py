@@ -86,13 +86,16 @@ def check_accept(request: Request, export: str) -> None:
         accepted(request, export)
 
 
-class VersionMetadata(OwnMediaType, APIView):
-    """A version's metadata in one format: jsonld, turtle, rdfxml, ntriples, datacite-json, datacite-xml,
-    croissant (datasets), schemaorg, bibtex, csl-json, ris, citation (``?style=`` any CSL style, e.g. apa,
-    chicago-author-date, ieee, harvard-cite-them-right, nature; APA by default), dublin-core, codemeta (models
-    and projects), cff, dcat, ro-crate."""
+FORMATS_TEXT = ", ".join(name if found.kinds == exports.KINDS else f"{name} ({' and '.join(sorted(found.kinds))})"
+                         for name, found in exports.FORMATS.items())  # the API's description: the table's entries
 
-    @extend_schema(responses={(200, "*/*"): str})
+
+class VersionMetadata(OwnMediaType, APIView):
+    """A version's metadata in one of the export formats (``ontology.exports.FORMATS``)."""
+
+    @extend_schema(responses={(200, "*/*"): str},
+                   description=f"A version's metadata in one format: {FORMATS_TEXT}. citation takes ?style= (any "
+                               "CSL style, e.g. apa, chicago-author-date, ieee, nature; APA by default).")
     def get(self, request: Request, owner: str, name: str, version: str, export: str) -> HttpResponse:
         artifact = services.get_artifact(request.user, owner, name)
         found = services.get_version(artifact, version, allow_deleted=True)  # a tombstone keeps its record
