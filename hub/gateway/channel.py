@@ -42,6 +42,7 @@ from hub.gateway.presence import NoWorker, Stale, get_presence
 
 log = logging.getLogger(__name__)
 REFRESH_S = 1.0  # how often a web process looks up the doors announced
+MAX_SOCKETS = 8192  # of this process's context
 PENDING = 16  # calls a door holds while every handler is busy; past that the high-water marks push back
 IDLE_S = 0.25  # how often an idle handler is asked to look after its engine
 HEARTBEAT_MS = 2000  # a caller's ping to each door; three missed: the connection is dropped (``LOST``)
@@ -92,6 +93,9 @@ def context() -> zmq.Context:
     if pid not in _context:
         _context.clear()
         _context[pid] = zmq.Context()
+        # libzmq's 1,023 counts sockets still being closed (asynchronously) too: a thread's DEALER and two monitor
+        # sockets per queue, and links dropped faster than the reaper closes them on a loaded host
+        _context[pid].set(zmq.MAX_SOCKETS, MAX_SOCKETS)
     return _context[pid]
 
 

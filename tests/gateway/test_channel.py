@@ -140,7 +140,7 @@ def test_a_link_dropped_is_opened_again_at_once(doors):
     """A link dropped (its door's connection went: ``LOST``) and the next call's new one: closing a socket is
     asynchronous, so the new socket's monitor must not need a name the closed one may still hold."""
     doors("cpu", [Echo()])
-    for _ in range(2000):  # unconnected, so the next socket comes before the reaper has closed the last
+    for _ in range(1000):  # unconnected, so the next socket comes before the reaper has closed the last
         channel._sockets.drop(channel._sockets.get("cpu", [], False))
     assert bytes(channel.call("cpu", [b"x"], 5)).startswith(b"x|")
 
