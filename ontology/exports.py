@@ -43,10 +43,6 @@ CROISSANT_CONTEXT = {
     "repeated": "cr:repeated", "replace": "cr:replace", "samplingRate": "cr:samplingRate",
     "separator": "cr:separator", "source": "cr:source", "subField": "cr:subField", "transform": "cr:transform",
 }
-CROISSANT_TYPES = {"int8": "sc:Integer", "int16": "sc:Integer", "int32": "sc:Integer", "int64": "sc:Integer",
-                   "uint8": "sc:Integer", "uint16": "sc:Integer", "uint32": "sc:Integer", "uint64": "sc:Integer",
-                   "float16": "sc:Float", "float32": "sc:Float", "float64": "sc:Float", "bfloat16": "sc:Float",
-                   "bool": "sc:Boolean", "string": "sc:Text"}
 
 
 def export(record: Record, name: str, style: str | None = None) -> str:
@@ -64,8 +60,6 @@ SCHEMA_CONTEXT: dict[str, Any] = {
     **{name: {"@id": f"https://schema.org/{name}", "@type": "@id"}
        for name in ("url", "contentUrl", "codeRepository", "license", "sameAs")},
 }
-SCHEMA_DATATYPES = {"sc:Integer": "https://schema.org/Integer", "sc:Float": "https://schema.org/Float",
-                    "sc:Boolean": "https://schema.org/Boolean", "sc:Text": "https://schema.org/Text"}
 
 
 def _organization(org: dict[str, str]) -> dict[str, Any]:
@@ -119,7 +113,7 @@ def variables(record: Record) -> list[dict[str, Any]]:
     out = []
     for item in record.metadata.get("records") or []:
         entry: dict[str, Any] = {"@type": "PropertyValue", "name": item["name"],
-                                 "additionalType": SCHEMA_DATATYPES[CROISSANT_TYPES.get(item["dtype"], "sc:Text")]}
+                                 "additionalType": _schema_type(item["dtype"])}
         if item.get("description"):
             entry["description"] = item["description"]
         if item.get("unit"):
@@ -136,7 +130,7 @@ def scientific_variables(record: Record) -> list[dict[str, Any]]:
         for item in unit.get("variables") or []:
             entry: dict[str, Any] = {"@type": "PropertyValue", "name": item["name"],
                                      "identifier": f"{unit['path']}:{item['path']}",
-                                     "additionalType": SCHEMA_DATATYPES[_array_type(item.get("dtype", ""))],
+                                     "additionalType": _schema_type(item.get("dtype", "")),
                                      "description": _variable_text(item)}
             if item.get("units"):
                 entry["unitText"] = item["units"]
@@ -150,11 +144,16 @@ def scientific_variables(record: Record) -> list[dict[str, Any]]:
 
 def _array_type(dtype: str) -> str:
     """A numpy dtype's Croissant type (float32 -> sc:Float, int16 -> sc:Integer; strings and others sc:Text)."""
-    if dtype.startswith(("float", "complex")):
+    if dtype.startswith(("float", "bfloat", "complex")):
         return "sc:Float"
     if dtype.startswith(("int", "uint")):
         return "sc:Integer"
     return "sc:Boolean" if dtype == "bool" else "sc:Text"
+
+
+def _schema_type(dtype: str) -> str:
+    """A numpy dtype's schema.org data type IRI (float32 -> https://schema.org/Float)."""
+    return "https://schema.org/" + _array_type(dtype).removeprefix("sc:")
 
 
 def _variable_text(item: dict[str, Any]) -> str:
@@ -436,13 +435,10 @@ def datacite_xml(record: Record) -> str:
         sub(root, "version", data["version"])
     if data.get("rightsList"):
         rights = sub(root, "rightsList")
-        for right in data["rightsList"]:
-            if right.get("rightsIdentifier"):
-                sub(rights, "rights", right["rights"], rightsURI=right["rightsUri"],
-                    rightsIdentifier=right["rightsIdentifier"], rightsIdentifierScheme="SPDX",
-                    schemeURI="https://spdx.org/licenses/")
-            else:
-                sub(rights, "rights", right["rights"], rightsURI=right["rightsUri"])
+        for right in data["rightsList"]:  # a licence's SPDX identifier, or an access right's words alone
+            sub(rights, "rights", right["rights"], rightsURI=right["rightsUri"],
+                rightsIdentifier=right.get("rightsIdentifier", ""),
+                rightsIdentifierScheme=right.get("rightsIdentifierScheme", ""), schemeURI=right.get("schemeUri", ""))
     if data["descriptions"]:
         descriptions = sub(root, "descriptions")
         for item in data["descriptions"]:
@@ -504,7 +500,7 @@ def croissant(record: Record) -> dict[str, Any]:
             "description": f"The records of {table.path}.",
             "field": [{"@type": "cr:Field", "@id": f"records/{_croissant_id(item['name'])}",
                        "name": _croissant_id(item["name"]), "description": item.get("description", item["name"]),
-                       "dataType": CROISSANT_TYPES.get(item["dtype"], "sc:Text"),
+                       "dataType": _array_type(item["dtype"]),
                        "source": {"fileObject": {"@id": source}, "extract": {"column": item["name"]}}}
                       for item in meta["records"]],
         }]
