@@ -156,7 +156,7 @@ def test_inference_stages_a_folder_a_node_can_compute_alone(staged_infer):
 
 
 def test_a_task_asks_slurm_for_what_its_model_needs_when_that_is_more(settings):
-    from hub.jobs.executors.slurm import memory_mb, task_memory
+    from hub.jobs.executors.batch import memory_mb, task_memory
     from hub.jobs.kinds import Plan
 
     settings.HUB_SLURM_MEM = "4G"

@@ -1,11 +1,11 @@
-"""The Slurm executor's pure parts: shards, Slurm's time and size formats, the partition map."""
+"""The batch executors' pure parts: shards, Slurm's time and size formats, the partition map."""
 
 from __future__ import annotations
 
 import pytest
 from hpcfair.slurm_runner import shard
 
-from hub.jobs.executors import executor_for, slurm
+from hub.jobs.executors import batch, executor_for, slurm
 
 
 @pytest.mark.parametrize("total", [0, 1, 7, 50, 1001])
@@ -21,7 +21,7 @@ def test_shards_cover_every_row_once_in_order(total, tasks):
 @pytest.mark.parametrize(("text", "seconds"), [("00:00:07", 7), ("01:02:03", 3723), ("1-02:03:04", 93784),
                                                ("03:04.500", 184.5), ("", 0)])
 def test_slurm_durations(text, seconds):
-    assert slurm._seconds(text) == pytest.approx(seconds)
+    assert batch.seconds(text) == pytest.approx(seconds)
 
 
 @pytest.mark.parametrize(("text", "size"), [("1024K", 1 << 20), ("1.5G", 3 << 29), ("300M", 300 << 20), ("0", 0)])
@@ -31,10 +31,10 @@ def test_slurm_sizes(text, size):
 
 def test_the_partition_map(settings):
     settings.HUB_SLURM_PARTITIONS = "cpu=short, gpu=gpu:--gres=gpu:a100:1 --constraint=nvlink"
-    assert slurm.partition_for("cpu") == slurm.Partition("short", [])
-    assert slurm.partition_for("gpu") == slurm.Partition("gpu", ["--gres=gpu:a100:1", "--constraint=nvlink"])
-    with pytest.raises(slurm.CodedError) as caught:
-        slurm.partition_for("npu")
+    assert batch.partition_for("cpu") == batch.Partition("short", [])
+    assert batch.partition_for("gpu") == batch.Partition("gpu", ["--gres=gpu:a100:1", "--constraint=nvlink"])
+    with pytest.raises(batch.CodedError) as caught:
+        batch.partition_for("npu")
     assert caught.value.code == "slurm_rejected" and "maps cpu, gpu" in caught.value.detail
 
 

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shlex
 import shutil
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import hpcfair
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
@@ -332,3 +335,70 @@ def _error_file(folder: Path, index: int) -> dict[str, str] | None:
         return json.loads((folder / "out" / f"error-{index}.json").read_text())
     except (OSError, ValueError):
         return None
+
+
+# --- what the batch executors' modules share: partitions, memory, the node's command, the commands' environment
+
+@dataclass
+class Partition:
+    name: str
+    options: list[str] = field(default_factory=list)
+
+
+def partitions() -> dict[str, Partition]:
+    """``HUB_SLURM_PARTITIONS``: ``device=partition[:sbatch options]`` items separated by commas."""
+    found = {}
+    for item in settings.HUB_SLURM_PARTITIONS.split(","):
+        device, _, rest = item.strip().partition("=")
+        name, _, options = rest.partition(":")
+        if device and name:
+            found[device.strip()] = Partition(name.strip(), shlex.split(options))
+    return found
+
+
+def partition_for(device: str) -> Partition:
+    found = partitions().get(device)
+    if found is None:
+        raise CodedError("slurm_rejected", f"This hub maps no Slurm partition to device {device!r} "
+                                           f"(HUB_SLURM_PARTITIONS maps {', '.join(partitions()) or 'nothing'}).")
+    return found
+
+
+def slurm_env() -> dict[str, str]:
+    """The environment of Slurm's commands: enough to find them and the cluster, none of the hub's secrets."""
+    env = {name: os.environ[name] for name in ("PATH", "HOME", "LANG") if name in os.environ}
+    if settings.SLURM_CONF:
+        env["SLURM_CONF"] = settings.SLURM_CONF
+    return env
+
+
+def memory_mb(text: str) -> int:
+    """Slurm's ``--mem`` value (``4G``, ``512M``, ``4096``: megabytes without a unit) in MB."""
+    text = text.strip().upper()
+    factor = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}.get(text[-1:], None)
+    return int(float(text[:-1]) * factor) if factor is not None else int(float(text))
+
+
+def task_memory(plan: Plan) -> str:
+    """``--mem`` for each task: ``HUB_SLURM_MEM``, or what the plan needs when that is more (a model whose
+    weights take more)."""
+    if plan.memory_mb and plan.memory_mb > memory_mb(settings.HUB_SLURM_MEM):
+        return f"{plan.memory_mb}M"
+    return settings.HUB_SLURM_MEM
+
+
+def runner_command(folder: Path) -> tuple[str, list[str]]:
+    """The node's program (the compute library's runner, from the hub's own client package) and its PYTHONPATH."""
+    client = Path(hpcfair.__file__).resolve().parent.parent
+    return str(client), [settings.HUB_SLURM_PYTHON, "-m", "hpcfair.slurm_runner", str(folder)]
+
+
+def seconds(text: str) -> float:
+    """Slurm's [DD-][HH:]MM:SS[.mmm] as seconds."""
+    if not text:
+        return 0.0
+    days, _, rest = text.rpartition("-")
+    total = 0.0
+    for part in rest.split(":"):
+        total = total * 60 + float(part)
+    return total + (int(days) * 86400 if days else 0)

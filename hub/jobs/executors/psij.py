@@ -18,13 +18,14 @@ from django.conf import settings
 from hpcfair.compute import CodedError
 from psij.executors.batch.batch_scheduler_executor import BatchSchedulerExecutorConfig
 
-from hub.jobs.executors.batch import BatchExecutor, Task
-from hub.jobs.executors.slurm import (
-    _seconds,
+from hub.jobs.executors.batch import (
+    BatchExecutor,
+    Task,
     memory_mb,
     partition_for,
     partitions,
     runner_command,
+    seconds,
     slurm_env,
     task_memory,
 )
@@ -75,7 +76,7 @@ class PsiJ(BatchExecutor):
                                               memory=memory_mb(task_memory(plan)) << 20),
                 attributes=psij.JobAttributes(
                     queue_name=partition.name, account=job.account or settings.HUB_SLURM_ACCOUNT or None,
-                    duration=timedelta(seconds=_seconds(time) if ":" in time else float(time) * 60),
+                    duration=timedelta(seconds=seconds(time) if ":" in time else float(time) * 60),
                     custom_attributes=custom))
             task = psij.Job(spec)
             try:

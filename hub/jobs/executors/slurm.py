@@ -9,80 +9,33 @@ one per shard of a batch inference.
 from __future__ import annotations
 
 import logging
-import os
 import shlex
 import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import hpcfair
 from django.conf import settings
 from hpcfair.compute import CodedError
 
-from hub.jobs.executors.batch import BatchExecutor, Task
+from hub.jobs.executors.batch import (
+    BatchExecutor,
+    Partition,
+    Task,
+    partition_for,
+    partitions,
+    runner_command,
+    seconds,
+    slurm_env,
+    task_memory,
+)
 from hub.jobs.kinds import Plan
 from hub.jobs.models import Job
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class Partition:
-    name: str
-    options: list[str] = field(default_factory=list)
-
-
-def partitions() -> dict[str, Partition]:
-    """``HUB_SLURM_PARTITIONS``: ``device=partition[:sbatch options]`` items separated by commas."""
-    found = {}
-    for item in settings.HUB_SLURM_PARTITIONS.split(","):
-        device, _, rest = item.strip().partition("=")
-        name, _, options = rest.partition(":")
-        if device and name:
-            found[device.strip()] = Partition(name.strip(), shlex.split(options))
-    return found
-
-
-def partition_for(device: str) -> Partition:
-    found = partitions().get(device)
-    if found is None:
-        raise CodedError("slurm_rejected", f"This hub maps no Slurm partition to device {device!r} "
-                                           f"(HUB_SLURM_PARTITIONS maps {', '.join(partitions()) or 'nothing'}).")
-    return found
-
-
-def slurm_env() -> dict[str, str]:
-    """The environment of Slurm's commands: enough to find them and the cluster, none of the hub's secrets."""
-    env = {name: os.environ[name] for name in ("PATH", "HOME", "LANG") if name in os.environ}
-    if settings.SLURM_CONF:
-        env["SLURM_CONF"] = settings.SLURM_CONF
-    return env
-
-
 def command(args: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
     return subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=slurm_env(), check=False)
-
-
-def memory_mb(text: str) -> int:
-    """Slurm's ``--mem`` value (``4G``, ``512M``, ``4096``: megabytes without a unit) in MB."""
-    text = text.strip().upper()
-    factor = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}.get(text[-1:], None)
-    return int(float(text[:-1]) * factor) if factor is not None else int(float(text))
-
-
-def task_memory(plan: Plan) -> str:
-    """``--mem`` for each task: ``HUB_SLURM_MEM``, or what the plan needs when that is more (a model whose
-    weights take more)."""
-    if plan.memory_mb and plan.memory_mb > memory_mb(settings.HUB_SLURM_MEM):
-        return f"{plan.memory_mb}M"
-    return settings.HUB_SLURM_MEM
-
-
-def runner_command(folder: Path) -> tuple[str, list[str]]:
-    """The node's program (the compute library's runner, from the hub's own client package) and its PYTHONPATH."""
-    client = Path(hpcfair.__file__).resolve().parent.parent
-    return str(client), [settings.HUB_SLURM_PYTHON, "-m", "hpcfair.slurm_runner", str(folder)]
 
 
 def batch_script(job: Job, plan: Plan, partition: Partition, folder: Path, attempt: int) -> str:
@@ -164,17 +117,6 @@ def _from_sacct(job: Job) -> list[Task] | None:
             for index, raw_id in raw.items()]
 
 
-def _seconds(text: str) -> float:
-    """Slurm's [DD-][HH:]MM:SS[.mmm] as seconds."""
-    if not text:
-        return 0.0
-    days, _, rest = text.rpartition("-")
-    total = 0.0
-    for part in rest.split(":"):
-        total = total * 60 + float(part)
-    return total + (int(days) * 86400 if days else 0)
-
-
 def _bytes(text: str) -> int:
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
     return int(float(text[:-1]) * units[text[-1]]) if text and text[-1] in units else int(text or 0)
@@ -223,9 +165,9 @@ class Slurm(BatchExecutor):
     def accounting(self, job: Job, tasks: list[Task]) -> dict[str, Any]:
         """sacct's figures (with slurmdbd; else the job completion log's elapsed time only)."""
         rows = sacct([task.raw_id for task in tasks])
-        elapsed = [float(row["ElapsedRaw"]) if row.get("ElapsedRaw", "").isdigit() else _seconds(row.get("Elapsed", ""))
+        elapsed = [float(row["ElapsedRaw"]) if row.get("ElapsedRaw", "").isdigit() else seconds(row.get("Elapsed", ""))
                    for row in rows.values()]
-        cpu = [_seconds(row["TotalCPU"]) for row in rows.values() if row.get("TotalCPU")]
+        cpu = [seconds(row["TotalCPU"]) for row in rows.values() if row.get("TotalCPU")]
         rss = [_bytes(row["MaxRSS"]) for row in rows.values() if row.get("MaxRSS")]
         found: dict[str, Any] = {"slurm_job": job.execution["id"], "elapsed_s": max(elapsed) if elapsed else None,
                                  "accounting": "sacct -c (job completion log) and the runner's getrusage"}
