@@ -145,11 +145,12 @@ def test_a_broker_down_at_publish_time_loses_nothing_and_the_job_runs_once_it_is
 
 
 def test_a_job_past_the_celery_time_limit_fails_with_time_limit(worker_root, api):
-    # A conversion takes 2.5 s or more here (the sandboxed child alone starts in about 2 s): 1 s is always past.
+    # 2,000 trees: the sandboxed child's restricted unpickling alone takes about 2 s here (a 10-tree forest's whole
+    # conversion 0.2 s on a quiet machine, which once finished inside the limit): 1 s is always past.
     env = worker_env(worker_root, HUB_JOB_TIME_LIMIT_S="1")
     worker = start_worker(worker_root, env, "limited", pool="prefork")
     try:
-        publish_model(api, "slow", {"forest.pkl": forest(worker_root, 2).read_bytes()})
+        publish_model(api, "slow", {"forest.pkl": forest(worker_root, 2, trees=2000).read_bytes()})
         job = wait_for_job(conversion_job("1", "slow").pk, timeout=60)
         assert job.state == "failed" and job.error_code == "time_limit" and "1 s" in job.error_detail, job.log[-3:]
         assert job.attempts == 1 and not Version.objects.filter(artifact__name="slow", label="1-onnx").exists()
