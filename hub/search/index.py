@@ -12,6 +12,7 @@ from hub.metadata import scientific
 from hub.metadata.services import with_measurements
 from hub.registry import lineage
 from hub.registry.models import Artifact, ProvenanceLink, Version
+from hub.search.backends import backend
 from hub.search.models import FacetValue, SearchEntry, SearchState
 from ontology.fields import FRAMEWORK_ALIASES
 
@@ -168,8 +169,10 @@ def vector():
 
 
 def on_version_published(sender, version: Version, **kwargs) -> None:
-    reindex(version.artifact)
+    on_artifact_changed(sender, version.artifact)
 
 
 def on_artifact_changed(sender, artifact: Artifact, **kwargs) -> None:
+    """The registry changed ``artifact``: its entry, then the backend's own store (``SearchBackend.changed``)."""
     reindex(artifact)
+    backend().changed(artifact)

@@ -3,7 +3,7 @@
 hits in order, their total, the facet counts and a spelling suggestion, so that another engine (OpenSearch for a
 federation) answers access and facets too. ``HUB_SEARCH_BACKEND`` names the class; the default is the mapped
 index (``hub.search.backends.index``). The pages and the API call ``hub.search.services.search`` only, which checks
-the parameters and hands them over. How to add one: docs/developing/add-a-search-backend.md.
+the parameters and hands them over. How to add one: docs/developing/extending/search-backend.md.
 """
 
 from __future__ import annotations
@@ -46,6 +46,15 @@ class SearchBackend(ABC):
     def search(self, query: Query, user) -> Answer:
         """The entries ``user`` (None or anonymous: anyone) may read that match ``query``, in its order: the read
         rule is ``hub.registry.rule``'s, as a query (``readable_by``) or over arrays (``reader_of``, ``visible``)."""
+
+    def changed(self, artifact) -> None:
+        """``artifact`` was published, edited or deleted, and its index entry (the database's ``SearchEntry``)
+        is already current: a backend with a store of its own brings that store up to date here."""
+        return None
+
+    def rebuild(self) -> None:
+        """``manage.py hub_reindex``, after the index: a backend with a store of its own rebuilds it here."""
+        return None
 
 
 def backend() -> SearchBackend:

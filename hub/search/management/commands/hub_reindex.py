@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
+from hub.search.backends import backend
 from hub.search.index import rebuild
 
 
@@ -13,3 +14,4 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         self.stdout.write(f"indexed {rebuild()} artifacts")
+        backend().rebuild()  # a store of the backend's own (the default has none)
