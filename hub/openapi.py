@@ -24,7 +24,8 @@ DESCRIPTIONS = {
          "once (too_many_jobs), or too many wrong passwords (too_many_attempts); Retry-After says how long to wait",
     503: "The object store or the workers are unavailable", 504: "The run took too long",
 }
-COMMON = (400, 401, 403, 404, 406, 429)  # 429 throttled: every request counts against a rate (hub.ops.throttles)
+# 429: every request counts against a rate (hub.ops.throttles), and a job's start against the person's quota
+COMMON = (400, 401, 403, 404, 406, 429)
 WRITES = (409, 413, 415)
 RUNS = (409, 413, 422, 503, 504)  # paths that reach the workers
 
@@ -37,10 +38,6 @@ def statuses_for(path: str, method: str) -> list[int]:
     if any(part in path for part in ("/infer", "/collaborate", "/benchmark", "/convert", "/optimize",
                                      "/container", "/fixity", "/generate")):
         found.update(RUNS)
-    if method == "post" and any(part in path for part in ("/infer", "/benchmark", "/convert", "/optimize",
-                                                          "/container", "/fixity", "/finetune", "/collaborate",
-                                                          "/generate")):
-        found.add(429)  # too_many_jobs: the person's quota of jobs at once (hub.jobs.quota)
     if "/files/" in path or "/uploads/" in path:
         found.update((416, 503))
     if "/uploads/" in path:

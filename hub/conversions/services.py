@@ -7,6 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import QuerySet
+from hpcfair.convert import families
 from hpcfair.convert.formats import (
     ARCHIVE_SUFFIXES,
     BOOSTER_HEAD,
@@ -151,9 +152,7 @@ def request_conversion(version: Version, user, *, files: list[str] | None = None
             raise HubError("unsupported_format", f"{not_models[0]!r} is not a model file the hub can convert.")
         candidates = [by_path[path] for path in files]
     if not candidates:
-        raise HubError("unsupported_format", f"{version} has no model file (.pt, .pt2, .keras, .h5, SavedModel "
-                                             "archive, .pkl/.joblib/.skops, XGBoost .ubj/.json, LightGBM .txt, a "
-                                             "Hugging Face folder with config.json and weights, .onnx).")
+        raise HubError("unsupported_format", f"{version} has no model file the hub converts ({families.known()}).")
     opset = opset or settings.HUB_CONVERT_OPSET
     if not 7 <= opset <= 21:
         raise HubError("invalid", "opset must be between 7 and 21.", errors={"opset": ["Out of range."]})

@@ -49,6 +49,15 @@ def test_bad_conversion_requests_are_400s_that_queue_nothing(api, mixed, body, c
     assert Job.objects.count() == before
 
 
+def test_a_version_without_a_model_file_is_refused_naming_every_family_the_table_converts(api, owner, publish):
+    from hpcfair.convert import families
+
+    publish(owner, "notes", {"README.md": b"# Notes\n", "table.csv": b"a,b\n1,2\n"})
+    response = api.post(CONVERT.format(name="notes"), {}, format="json")
+    assert response.status_code == 400 and response.json()["code"] == "unsupported_format"
+    assert [f.label for f in families.converted() if f.label not in response.json()["detail"]] == []
+
+
 def test_an_onnx_only_version_is_verified_and_optimising_needs_an_onnx_file(api, owner, publish, mixed):
     _, version = publish(owner, "onnx-only", {"model.onnx": b"\x08\x07 not parsed here"})
     assert Job.objects.get(version=version).kind == "verify"

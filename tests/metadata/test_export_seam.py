@@ -74,3 +74,11 @@ def test_the_api_description_lists_every_format_of_the_table():
     text = paths["/api/v1/artifacts/{owner}/{name}/versions/{version}/metadata/{export}"]["get"]["description"]
     assert [name for name in exports.FORMATS if name not in text] == []
     assert "croissant (dataset)" in text and "codemeta (model and project)" in text
+
+
+def test_the_clients_export_names_are_the_tables():
+    """``hpcfair cite NAME`` asks for an export by name when NAME is one (the client cannot import the hub's table):
+    a format added to the table and not to the client's list would be asked for as a citation style."""
+    from hpcfair.client import EXPORT_NAMES
+
+    assert list(EXPORT_NAMES) == list(exports.FORMATS)
