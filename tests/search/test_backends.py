@@ -80,10 +80,10 @@ def test_a_backend_is_one_module_and_the_views_call_only_the_seam():
 class Heard(DatabaseBackend):
     """The second backend, with a store of its own: what it was told."""
 
-    calls: list[tuple[str, ...]] = []
+    calls: list[tuple] = []
 
     def changed(self, artifact) -> None:
-        self.calls.append(("changed", artifact.full_name, artifact.visibility, str(artifact.deleted_at is None)))
+        self.calls.append(("changed", artifact.full_name, artifact.visibility, artifact.deleted_at is None))
 
     def rebuild(self) -> None:
         self.calls.append(("rebuild",))
@@ -97,7 +97,7 @@ def test_a_backend_with_a_store_of_its_own_hears_every_change_and_the_rebuild(se
     registry.update_artifact(artifact, {"visibility": "private"})
     registry.delete_artifact(artifact, "test")
     call_command("hub_reindex", stdout=io.StringIO())
-    assert Heard.calls[0] == ("changed", "alice/heard", "public", "True")
-    assert ("changed", "alice/heard", "private", "True") in Heard.calls
-    assert Heard.calls[-2:] == [("changed", "alice/heard", "private", "False"), ("rebuild",)]
+    assert Heard.calls[0] == ("changed", "alice/heard", "public", True)
+    assert ("changed", "alice/heard", "private", True) in Heard.calls
+    assert Heard.calls[-2:] == [("changed", "alice/heard", "private", False), ("rebuild",)]
     assert len([c for c in Heard.calls if c[0] == "changed"]) >= 3
